@@ -1,0 +1,1 @@
+//! Example programs for Volt; see `examples/`.

@@ -1,0 +1,68 @@
+//! # Volt: an async runtime you can watch while it runs
+//!
+//! A multi-thread work-stealing scheduler built after the design of Tokio's (and of the
+//! Zig runtimes Volt and blitz-io that follow it), whose workers count what they do in
+//! lock-free counters that any thread can read while it runs.
+//!
+//! ```
+//! let rt = volt::runtime::Builder::new().worker_threads(2).build().unwrap();
+//! let out = rt.block_on(async {
+//!     let h = volt::spawn(async { 40 + 2 });
+//!     volt::task::yield_now().await;
+//!     h.await.unwrap()
+//! });
+//! assert_eq!(out, 42);
+//! let snap = rt.handle().telemetry().snapshot();
+//! assert!(snap.tasks_spawned >= 1);
+//! ```
+//!
+//! Where things are (one module per scheduler concept):
+//! * `task/`: the 64-bit packed state word (`state.rs`), the one-allocation cell and vtable
+//!   (`raw.rs`), `JoinHandle`/`JoinError` (`join.rs`), the owned-task list (`list.rs`),
+//!   shields and `yield_now` (`mod.rs`);
+//! * `scheduler/`: the local ring `WorkStealQueue` (`queue.rs`), the global injection queue
+//!   (`inject.rs`), the idle state with the parked bitmap and "last searcher must notify"
+//!   (`idle.rs`), futex parking (`park.rs`), the run loop (`worker.rs`), the PRNG (`rand.rs`);
+//! * `telemetry/`: counters, gauges and `Snapshot`;
+//! * `loom.rs`: the shim that model-checks the concurrency code under `--cfg loom`.
+
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub(crate) mod loom;
+pub(crate) mod scheduler;
+pub mod task;
+
+#[cfg(not(loom))]
+pub mod runtime;
+#[cfg(not(loom))]
+pub mod telemetry;
+
+#[cfg(loom)]
+mod loom_tests;
+
+#[cfg(not(loom))]
+pub use runtime::Runtime;
+#[cfg(not(loom))]
+pub use task::JoinHandle;
+
+/// Spawn a future onto the runtime this thread is in: a worker's task, or inside
+/// `Runtime::block_on`. From a worker it goes into that worker's LIFO slot.
+///
+/// # Panics
+/// When called outside a Volt runtime. Use [`runtime::Handle::spawn`] there.
+#[cfg(not(loom))]
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match scheduler::worker::spawn_current(future) {
+        Some(h) => h,
+        None => panic!(
+            "volt::spawn called outside a Volt runtime: call it from a task or inside `Runtime::block_on`, \
+             or use `Handle::spawn`"
+        ),
+    }
+}

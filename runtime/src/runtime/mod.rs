@@ -1,0 +1,259 @@
+//! `Runtime`, `Builder` and `Handle`: starting, entering and stopping a runtime.
+//!
+//! # Shutdown
+//! Dropping a `Runtime` (or `shutdown_timeout`) does, in order:
+//! 1. set the shutdown flag and unpark every worker;
+//! 2. each worker finishes the poll it is in, leaves its loop, releases the queue entries
+//!    it holds and exits; the caller joins the worker threads (or waits up to the timeout);
+//! 3. close the global queue and the owned-task list, and cancel every task that is left:
+//!    each future is dropped on the calling thread, and each `JoinHandle` then reports
+//!    `is_cancelled()`. Shields do not defer this.
+//! 4. release the global queue's entries.
+//!
+//! Task memory is freed when the last reference goes: the runtime's, or a `JoinHandle`
+//! or waker the program still holds.
+
+use crate::scheduler::idle::MAX_WORKERS;
+use crate::scheduler::worker::{self, Shared};
+use crate::task::JoinHandle;
+use crate::telemetry::Telemetry;
+use std::future::Future;
+use std::io;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// Configures and builds a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    worker_threads: Option<usize>,
+    thread_name: String,
+    thread_stack_size: usize,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder::new()
+    }
+}
+
+impl Builder {
+    /// Defaults: one worker per available core, threads named `volt-worker-N`, 4 MiB stacks.
+    pub fn new() -> Builder {
+        Builder { worker_threads: None, thread_name: "volt-worker".into(), thread_stack_size: 4 << 20 }
+    }
+
+    /// The number of worker threads (1..=64).
+    pub fn worker_threads(&mut self, n: usize) -> &mut Builder {
+        self.worker_threads = Some(n);
+        self
+    }
+
+    /// The name prefix of worker threads; the index is appended.
+    pub fn thread_name(&mut self, name: impl Into<String>) -> &mut Builder {
+        self.thread_name = name.into();
+        self
+    }
+
+    /// Stack size of worker threads. Nested `JoinHandle::join` calls run tasks on the
+    /// joining worker's stack, so deep join chains need room.
+    pub fn thread_stack_size(&mut self, bytes: usize) -> &mut Builder {
+        self.thread_stack_size = bytes;
+        self
+    }
+
+    /// Start the worker threads.
+    pub fn build(&mut self) -> io::Result<Runtime> {
+        let n = match self.worker_threads {
+            Some(n) => n,
+            None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(MAX_WORKERS),
+        };
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "volt: worker_threads must be at least 1"));
+        }
+        if n > MAX_WORKERS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("volt: at most {MAX_WORKERS} worker threads are supported (one bit each in the parked bitmap); {n} were requested"),
+            ));
+        }
+        let shared = Arc::new(Shared::new(n));
+        let mut rt = Runtime { handle: Handle { shared: Arc::clone(&shared) }, threads: Vec::with_capacity(n), shut_down: false };
+        for index in 0..n {
+            let shared = Arc::clone(&shared);
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-{index}", self.thread_name))
+                .stack_size(self.thread_stack_size)
+                .spawn(move || Shared::run_worker(shared, index));
+            match spawned {
+                Ok(t) => rt.threads.push(t),
+                Err(e) => {
+                    // Stop the workers already started; `Drop` does the rest.
+                    *rt.handle.shared.exited.lock().unwrap_or_else(|e| e.into_inner()) += n - index;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(rt)
+    }
+}
+
+/// A multi-thread work-stealing runtime.
+pub struct Runtime {
+    handle: Handle,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    shut_down: bool,
+}
+
+impl Runtime {
+    /// A runtime with one worker per available core.
+    pub fn new() -> io::Result<Runtime> {
+        Builder::new().build()
+    }
+
+    /// The handle: spawn from anywhere, read telemetry.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Spawn a task; same as `self.handle().spawn(future)`.
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn(future)
+    }
+
+    /// Run `future` to completion on the calling thread (which is not a worker), with this
+    /// runtime as the context for `volt::spawn`.
+    ///
+    /// # Panics
+    /// When called on a worker thread: that would block the worker. Use `.await`, or
+    /// `JoinHandle::join`, which keeps the worker busy with other tasks.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        assert!(
+            !worker::on_worker_thread(),
+            "volt: `Runtime::block_on` called on a runtime worker thread, where it would block the worker; \
+             `.await` the future or use `JoinHandle::join` instead"
+        );
+        let _enter = worker::enter(&self.handle.shared);
+        let waker = worker::thread_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut future = pin!(future);
+        loop {
+            if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+                return v;
+            }
+            std::thread::park();
+        }
+    }
+
+    /// Shut down, waiting at most `timeout` for the workers to finish the polls they are in.
+    /// Workers still busy after that are left to exit on their own; every task they are not
+    /// polling is still cancelled and its future dropped.
+    pub fn shutdown_timeout(mut self, timeout: Duration) {
+        self.shutdown(Some(timeout));
+    }
+
+    fn shutdown(&mut self, timeout: Option<Duration>) {
+        if std::mem::replace(&mut self.shut_down, true) {
+            return;
+        }
+        let shared = &self.handle.shared;
+        shared.shutdown.store(true, std::sync::atomic::Ordering::SeqCst);
+        for w in shared.workers.iter() {
+            w.park.unpark();
+        }
+        if worker::on_worker_thread() && std::ptr::eq(worker::current_handle().map_or(std::ptr::null(), |s| Arc::as_ptr(&s)), Arc::as_ptr(shared)) {
+            // Dropped from inside one of its own tasks: joining would wait on ourselves.
+            // The workers exit on their own; the tasks are cancelled when they do not
+            // outlive this thread's poll. Nothing more can be done safely here.
+            self.threads.clear();
+            return;
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let n = shared.workers.len();
+        let mut exited = shared.exited.lock().unwrap_or_else(|e| e.into_inner());
+        while *exited < n {
+            exited = match deadline {
+                None => shared.exited_cv.wait(exited).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break;
+                    }
+                    shared.exited_cv.wait_timeout(exited, d - now).unwrap_or_else(|e| e.into_inner()).0
+                }
+            };
+        }
+        drop(exited);
+        for t in self.threads.drain(..) {
+            if timeout.is_none() || t.is_finished() {
+                let _ = t.join();
+            }
+        }
+        Shared::close_and_cancel_all(shared);
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown(None);
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("workers", &self.handle.shared.workers.len()).finish()
+    }
+}
+
+/// A cheap, cloneable reference to a runtime: spawn onto it from any thread.
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Handle {
+    /// The handle of the runtime this thread is in (a worker, or inside `block_on`).
+    ///
+    /// # Panics
+    /// Outside a runtime.
+    pub fn current() -> Handle {
+        Handle::try_current().expect("volt: `Handle::current` called outside a Volt runtime")
+    }
+
+    /// The handle of the runtime this thread is in, if any.
+    pub fn try_current() -> Option<Handle> {
+        worker::current_handle().map(|shared| Handle { shared })
+    }
+
+    /// Spawn a task. From a worker of this runtime it goes into that worker's LIFO slot;
+    /// from any other thread into the global queue, waking a parked worker. After
+    /// shutdown, the task is cancelled at once (its handle reports `is_cancelled()`).
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        Shared::spawn(&self.shared, future)
+    }
+
+    /// The runtime's counters and gauges.
+    pub fn telemetry(&self) -> Telemetry {
+        Telemetry::new(Arc::clone(&self.shared))
+    }
+
+    /// The number of worker threads.
+    pub fn num_workers(&self) -> usize {
+        self.shared.workers.len()
+    }
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle").field("workers", &self.shared.workers.len()).finish()
+    }
+}

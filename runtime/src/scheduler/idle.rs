@@ -1,0 +1,190 @@
+//! The idle state: who is searching, who is parked (seed 000, "IdleState"; seed 002,
+//! "The Last Searcher Must Notify").
+//!
+//! `num_searching` counts workers looking for work; `parked_bitmap` has bit `i` set while
+//! worker `i` is parked; `num_parked` mirrors its popcount for readers.
+//!
+//! # Protocol
+//! 1. **Enqueue.** After pushing work, a producer calls [`Idle::notify_parked`]. It issues a
+//!    SeqCst fence, and if nobody is searching and some worker is parked it claims one
+//!    searcher slot (CAS `num_searching` 0 -> 1, so concurrent producers wake one worker,
+//!    not a herd), claims the lowest parked bit with `ctz`, and unparks that worker, which
+//!    wakes as a searcher. If somebody is already searching, it does nothing: rule 3 below
+//!    guarantees a searcher will see the work.
+//! 2. **Searcher finds work.** [`Idle::transition_worker_from_searching`] decrements
+//!    `num_searching`; the **last searcher** (the decrement reached zero) calls
+//!    `notify_parked`, so the chain of searchers continues while work remains.
+//! 3. **Searcher parks.** [`Idle::transition_worker_to_parked`] sets the worker's bit and
+//!    decrements `num_searching` (SeqCst), then fences. If this worker was the last searcher
+//!    (or, more generally, nobody is searching now) it must re-check every queue *after*
+//!    that point (the worker does it) and cancel the park if it sees work. A producer either saw `num_searching > 0` before that decrement
+//!    (and the re-check sees its push), or sees the bit and wakes the worker: the fences
+//!    on both sides make the two orders the only ones.
+//! 4. **Limit.** [`Idle::transition_worker_to_searching`] refuses when
+//!    `2 * num_searching >= num_workers`: at most about half the workers search at once.
+//! 5. **Wake reason.** A woken worker calls [`Idle::unpark_self`]. If its bit was still set
+//!    it clears it itself (timeout, or a targeted unpark such as a join waker) and is not
+//!    a searcher; if a producer had cleared it, the producer counted it as a searcher.
+//!
+//! The bitmap is one `u64`, so `Builder::build` refuses more than 64 workers.
+
+use crate::loom::{fence, AtomicU32, AtomicU64};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+
+/// The most workers one runtime may have (one bit each in `parked_bitmap`).
+pub(crate) const MAX_WORKERS: usize = 64;
+
+pub(crate) struct Idle {
+    num_searching: AtomicU32,
+    num_parked: AtomicU32,
+    parked_bitmap: AtomicU64,
+    num_workers: u32,
+}
+
+impl Idle {
+    pub(crate) fn new(num_workers: usize) -> Idle {
+        assert!(num_workers <= MAX_WORKERS && num_workers > 0);
+        Idle {
+            num_searching: AtomicU32::new(0),
+            num_parked: AtomicU32::new(0),
+            parked_bitmap: AtomicU64::new(0),
+            num_workers: num_workers as u32,
+        }
+    }
+
+    /// Rule 4: become a searcher unless about half the workers already are.
+    pub(crate) fn transition_worker_to_searching(&self) -> bool {
+        let n = self.num_searching.load(SeqCst);
+        if 2 * n >= self.num_workers {
+            return false;
+        }
+        self.num_searching.fetch_add(1, SeqCst);
+        true
+    }
+
+    /// Rule 2: a searcher found work. Returns true if it was the last searcher: the
+    /// caller must then call `notify_parked`.
+    #[must_use]
+    pub(crate) fn transition_worker_from_searching(&self) -> bool {
+        self.num_searching.fetch_sub(1, SeqCst) == 1
+    }
+
+    /// Rule 3: mark worker `index` parked. Returns true if it was the last searcher, in
+    /// which case it must re-check every queue before sleeping.
+    #[must_use]
+    pub(crate) fn transition_worker_to_parked(&self, index: usize, is_searching: bool) -> bool {
+        self.parked_bitmap.fetch_or(1 << index, SeqCst);
+        self.num_parked.fetch_add(1, Relaxed);
+        let last = is_searching && self.num_searching.fetch_sub(1, SeqCst) == 1;
+        fence(SeqCst);
+        last
+    }
+
+    /// Rule 5: a parked worker woke (or cancelled its park). Returns true if it removed
+    /// its own bit (not a searcher); false if a producer claimed it (now a searcher).
+    #[must_use]
+    pub(crate) fn unpark_self(&self, index: usize) -> bool {
+        let bit = 1u64 << index;
+        let prev = self.parked_bitmap.fetch_and(!bit, SeqCst);
+        if prev & bit != 0 {
+            self.num_parked.fetch_sub(1, Relaxed);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Rule 1: wake one parked worker if nobody is searching. `unpark(i)` wakes worker i.
+    pub(crate) fn notify_parked(&self, unpark: impl Fn(usize)) {
+        fence(SeqCst);
+        loop {
+            if self.num_searching.load(SeqCst) != 0 || self.parked_bitmap.load(SeqCst) == 0 {
+                return;
+            }
+            // Claim the searcher slot for the worker we are about to wake.
+            if self.num_searching.compare_exchange(0, 1, SeqCst, SeqCst).is_err() {
+                return;
+            }
+            let mut bitmap = self.parked_bitmap.load(SeqCst);
+            while bitmap != 0 {
+                let index = bitmap.trailing_zeros() as usize;
+                match self.parked_bitmap.compare_exchange(bitmap, bitmap & !(1 << index), SeqCst, SeqCst) {
+                    Ok(_) => {
+                        self.num_parked.fetch_sub(1, Relaxed);
+                        unpark(index);
+                        return;
+                    }
+                    Err(actual) => bitmap = actual,
+                }
+            }
+            // Every parked worker woke by itself meanwhile. Give the slot back; if that
+            // makes us the last searcher and somebody parked in between (seeing our slot,
+            // so skipping its re-check), go round again and wake them.
+            if self.num_searching.fetch_sub(1, SeqCst) != 1 {
+                return;
+            }
+            fence(SeqCst);
+        }
+    }
+
+    /// `num_searching` as the pre-sleep re-check reads it (after the fence in
+    /// `transition_worker_to_parked`).
+    pub(crate) fn num_searching_seqcst(&self) -> u32 {
+        self.num_searching.load(SeqCst)
+    }
+
+    pub(crate) fn num_searching(&self) -> u32 {
+        self.num_searching.load(Relaxed)
+    }
+
+    pub(crate) fn num_parked(&self) -> u32 {
+        self.num_parked.load(Relaxed)
+    }
+
+    pub(crate) fn parked_bitmap(&self) -> u64 {
+        self.parked_bitmap.load(Relaxed)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    #[test]
+    fn notify_wakes_lowest_parked_worker_as_searcher() {
+        let idle = Idle::new(4);
+        assert!(!idle.transition_worker_to_parked(2, false));
+        assert!(!idle.transition_worker_to_parked(1, false));
+        let woken = RefCell::new(vec![]);
+        idle.notify_parked(|i| woken.borrow_mut().push(i));
+        assert_eq!(*woken.borrow(), vec![1]);
+        assert_eq!(idle.num_searching(), 1);
+        assert_eq!(idle.parked_bitmap(), 1 << 2);
+        // A second notify sees a searcher and wakes nobody.
+        idle.notify_parked(|i| woken.borrow_mut().push(i));
+        assert_eq!(woken.borrow().len(), 1);
+        // Worker 1 was claimed, so it is a searcher.
+        assert!(!idle.unpark_self(1));
+        assert!(idle.transition_worker_from_searching(), "it was the last searcher");
+    }
+
+    #[test]
+    fn searcher_limit_is_half() {
+        let idle = Idle::new(4);
+        assert!(idle.transition_worker_to_searching());
+        assert!(idle.transition_worker_to_searching());
+        assert!(!idle.transition_worker_to_searching());
+        assert_eq!(idle.num_searching(), 2);
+    }
+
+    #[test]
+    fn timeout_wake_clears_own_bit() {
+        let idle = Idle::new(2);
+        assert!(!idle.transition_worker_to_parked(0, false));
+        assert_eq!(idle.num_parked(), 1);
+        assert!(idle.unpark_self(0));
+        assert_eq!(idle.num_parked(), 0);
+        assert_eq!(idle.parked_bitmap(), 0);
+    }
+}

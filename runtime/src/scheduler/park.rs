@@ -1,0 +1,173 @@
+//! Futex parking (seed 000, "Park state"): one `u32` per worker.
+//!
+//! ```text
+//! UNPARKED --park(): CAS 0->1, futex wait--> PARKED --timeout / wake--> UNPARKED
+//! PARKED   --unpark(): swap->NOTIFIED, futex wake(1)--> NOTIFIED --park() returns--> UNPARKED
+//! UNPARKED --unpark(): swap->NOTIFIED--> NOTIFIED --next park() returns at once--> UNPARKED
+//! ```
+//!
+//! `unpark` always stores NOTIFIED before it wakes, and `park` waits only while the word
+//! is PARKED, so an unpark can never fall between the check and the sleep: a notified
+//! worker wakes in microseconds, never after the timeout. Seed 000 ends `park` with a plain
+//! store of UNPARKED; this uses a swap so `park` can report whether it was notified.
+//!
+//! On Linux the wait is the `futex` system call. Elsewhere a mutex and condvar stand in.
+//! Under loom the futex is emulated with loom's mutex and condvar and there is no timeout,
+//! so a lost wake shows up as a deadlock in the model.
+
+use crate::loom::AtomicU32;
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::time::Duration;
+#[cfg(not(loom))]
+use std::time::Instant;
+
+const UNPARKED: u32 = 0;
+const PARKED: u32 = 1;
+const NOTIFIED: u32 = 2;
+
+/// Why `park` returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unparked {
+    /// `unpark` was called (before or during the wait).
+    Notified,
+    /// The timeout elapsed (or a spurious wake came first).
+    TimedOut,
+}
+
+/// One worker's park word.
+pub(crate) struct ParkState {
+    futex: AtomicU32,
+    #[cfg(any(loom, not(target_os = "linux")))]
+    fallback: (crate::loom::Mutex<()>, crate::loom::Condvar),
+}
+
+impl ParkState {
+    pub(crate) fn new() -> ParkState {
+        ParkState {
+            futex: AtomicU32::new(UNPARKED),
+            #[cfg(any(loom, not(target_os = "linux")))]
+            fallback: (crate::loom::Mutex::new(()), crate::loom::Condvar::new()),
+        }
+    }
+
+    /// Sleep until `unpark` or until `timeout` elapses. A notification that arrived
+    /// before the call is consumed and returns at once.
+    pub(crate) fn park(&self, timeout: Duration) -> Unparked {
+        if self.futex.compare_exchange(UNPARKED, PARKED, Acquire, Acquire).is_err() {
+            // Already NOTIFIED: consume it.
+            self.futex.swap(UNPARKED, Acquire);
+            return Unparked::Notified;
+        }
+        self.wait_while_parked(timeout);
+        if self.futex.swap(UNPARKED, Acquire) == NOTIFIED {
+            Unparked::Notified
+        } else {
+            Unparked::TimedOut
+        }
+    }
+
+    /// Wake the parked thread, or make its next `park` return at once.
+    pub(crate) fn unpark(&self) {
+        if self.futex.swap(NOTIFIED, Release) == PARKED {
+            self.wake_one();
+        }
+    }
+
+    #[cfg(all(not(loom), target_os = "linux"))]
+    fn wait_while_parked(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.futex.load(Acquire) == PARKED {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            let left = deadline - now;
+            let ts = libc::timespec { tv_sec: left.as_secs() as libc::time_t, tv_nsec: left.subsec_nanos() as libc::c_long };
+            // SAFETY: FUTEX_WAIT reads the u32 behind a valid, aligned pointer that lives
+            // as long as `self`; the timespec is a valid relative timeout. A wake, a
+            // timeout or EINTR all just return.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.futex.as_ptr(),
+                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                    PARKED,
+                    &ts as *const libc::timespec,
+                );
+            }
+        }
+    }
+
+    #[cfg(all(not(loom), target_os = "linux"))]
+    fn wake_one(&self) {
+        // SAFETY: FUTEX_WAKE on a valid, aligned u32 owned by `self`.
+        unsafe {
+            libc::syscall(libc::SYS_futex, self.futex.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
+        }
+    }
+
+    #[cfg(all(not(loom), not(target_os = "linux")))]
+    fn wait_while_parked(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut g = crate::loom::lock(&self.fallback.0);
+        while self.futex.load(Acquire) == PARKED {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            g = self.fallback.1.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    #[cfg(loom)]
+    fn wait_while_parked(&self, _timeout: Duration) {
+        let mut g = crate::loom::lock(&self.fallback.0);
+        while self.futex.load(Acquire) == PARKED {
+            g = self.fallback.1.wait(g).unwrap();
+        }
+    }
+
+    #[cfg(any(loom, not(target_os = "linux")))]
+    fn wake_one(&self) {
+        // Taking the lock orders this wake after the waiter's check of the word.
+        drop(crate::loom::lock(&self.fallback.0));
+        self.fallback.1.notify_one();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn unpark_before_park_returns_at_once() {
+        let p = ParkState::new();
+        p.unpark();
+        let t = Instant::now();
+        assert_eq!(p.park(Duration::from_secs(5)), Unparked::Notified);
+        assert!(t.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn park_times_out_without_unpark() {
+        let p = ParkState::new();
+        assert_eq!(p.park(Duration::from_millis(5)), Unparked::TimedOut);
+    }
+
+    #[test]
+    fn unpark_wakes_a_parked_thread_long_before_the_timeout() {
+        let p = Arc::new(ParkState::new());
+        let p2 = p.clone();
+        let t = std::thread::spawn(move || {
+            let start = Instant::now();
+            let r = p2.park(Duration::from_secs(10));
+            (r, start.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        p.unpark();
+        let (r, waited) = t.join().unwrap();
+        assert_eq!(r, Unparked::Notified);
+        assert!(waited < Duration::from_secs(5), "waited {waited:?}");
+    }
+}

@@ -1,0 +1,675 @@
+//! The worker run loop (seed 000, "Worker run loop"; seed 002, "The blitz-io Scheduling
+//! Loop").
+//!
+//! # The loop
+//! A worker runs *budget ticks*. Each tick polls at most [`BUDGET_PER_TICK`] (128) tasks,
+//! then updates the EWMA of task time and the global-queue interval; a tick that found no
+//! work parks the worker. The LIFO slot serves at most [`MAX_LIFO_POLLS_PER_TICK`] (3)
+//! tasks per tick; after that a task found in it is flushed to the back of the ring so it
+//! is visible to FIFO order and to stealers.
+//!
+//! # Finding work (`find_work`)
+//! 1. the global batch buffer (tasks already fetched from the global queue, no lock);
+//! 2. the periodic global check: every `global_queue_interval` polls, fetch a batch;
+//! 3. the LIFO slot;
+//! 4. the local ring (FIFO);
+//! 5. become a searcher (if fewer than half the workers are) and steal half of a random
+//!    victim's ring (xorshift + Lemire);
+//! 6. a final global check;
+//! 7. park.
+//!
+//! The seeds list the periodic global check *after* the LIFO slot and the local ring. Done
+//! that way, a worker whose local sources never run dry (a task that keeps waking itself
+//! always sits in the ring) never reaches the check, and remotely spawned tasks starve. So
+//! the check, when due, runs before the local sources, as Tokio does; `tick` counts polls,
+//! not budget ticks, because the EWMA gives the interval in tasks ("tasks per 1 ms").
+//!
+//! # Scheduling from a worker (`schedule_local`, seed 000 `tryScheduleLocal`)
+//! A task spawned or woken on a worker goes into that worker's LIFO slot; the task it
+//! evicts goes to the back of the ring. A task woken during its own poll (`yield_now`)
+//! goes to the back of the ring instead, so a task that wakes itself forever takes turns
+//! with everything else. While the worker is transitioning to park it refuses local
+//! scheduling (the task goes to the global queue), so nothing lands in a slot nobody will
+//! look at. Whenever the ring holds work and this worker is not searching, it calls
+//! `notify_parked` so an idle worker can come and steal.
+//!
+//! # Parking (`park`)
+//! Set `transitioning_to_park`, run the idle protocol's `transition_worker_to_parked`, then,
+//! if no worker is searching afterwards (always so for the last searcher), re-check every
+//! queue and cancel the park if anything is there. Seed 000 re-checks only for the last
+//! searcher; a worker that parks without having become a searcher (the searcher limit
+//! refused it) could then set its bit just after a producer looked and found nobody
+//! searching, and sleep through the timeout with work queued. Then futex-park for at most
+//! [`PARK_TIMEOUT`] (10 ms).
+//!
+//! # Work-stealing join (`help_until_complete`)
+//! `JoinHandle::join` on a worker runs this same loop until the target completes; when it
+//! finds nothing to do it registers a join waker that unparks this worker and parks.
+
+use super::idle::Idle;
+use super::inject::Inject;
+use super::park::ParkState;
+use super::queue::{Pushed, WorkStealQueue};
+use super::rand::FastRand;
+use crate::task::list::OwnedTasks;
+use crate::task::raw::{self, Header};
+use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule};
+use crate::telemetry::{RemoteCounters, WorkerCounters, WorkerState};
+use std::cell::Cell;
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicPtr};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Wake, Waker};
+use std::time::{Duration, Instant};
+
+/// Polls per budget tick (seed 000, "Cooperative budgeting").
+pub(crate) const BUDGET_PER_TICK: u32 = 128;
+/// LIFO-slot polls allowed per budget tick.
+pub(crate) const MAX_LIFO_POLLS_PER_TICK: u32 = 3;
+/// Tasks in the global batch buffer.
+pub(crate) const GLOBAL_BATCH_BUFFER: usize = 32;
+/// Bounds of a global-queue batch: `clamp(len / workers, MIN, MAX)`.
+pub(crate) const MIN_GLOBAL_BATCH: usize = 4;
+pub(crate) const MAX_GLOBAL_BATCH: usize = 64;
+/// The longest a worker sleeps before looking again (seed 000).
+pub(crate) const PARK_TIMEOUT: Duration = Duration::from_millis(10);
+/// EWMA target: a task waiting in the global queue should wait about this long.
+pub(crate) const TARGET_GLOBAL_QUEUE_LATENCY_NS: u64 = 1_000_000;
+pub(crate) const MIN_GLOBAL_QUEUE_INTERVAL: u32 = 8;
+pub(crate) const MAX_GLOBAL_QUEUE_INTERVAL: u32 = 255;
+/// The seeds' starting estimate of a task's duration (50 µs -> interval 20).
+pub(crate) const INITIAL_AVG_TASK_NS: u64 = 50_000;
+
+/// Everything the workers share: one per runtime, behind an `Arc` that every task holds.
+pub(crate) struct Shared {
+    pub(crate) workers: Box<[Worker]>,
+    pub(crate) inject: Inject<Arc<Shared>>,
+    pub(crate) idle: Idle,
+    pub(crate) owned: OwnedTasks,
+    pub(crate) shutdown: AtomicBool,
+    pub(crate) remote: RemoteCounters,
+    /// How many worker threads have left their loop, for `shutdown_timeout`.
+    pub(crate) exited: Mutex<usize>,
+    pub(crate) exited_cv: Condvar,
+}
+
+/// One worker: the parts other threads touch, plus owner-only `core`.
+#[repr(align(128))]
+pub(crate) struct Worker {
+    pub(crate) index: usize,
+    pub(crate) queue: WorkStealQueue<Arc<Shared>>,
+    /// The LIFO slot: written only by the owner, read by telemetry (null or not).
+    pub(crate) lifo: AtomicPtr<Header>,
+    pub(crate) park: ParkState,
+    /// Set while the owner parks; `schedule_local` then sends tasks to the global queue.
+    pub(crate) transitioning_to_park: AtomicBool,
+    pub(crate) counters: WorkerCounters,
+    core: Core,
+}
+
+/// State only the owning worker thread touches (see the `Sync` impl below).
+struct Core {
+    /// Polls so far; the periodic global check runs when `tick % interval == 0`.
+    tick: Cell<u32>,
+    lifo_polls: Cell<u32>,
+    is_searching: Cell<bool>,
+    rng: Cell<FastRand>,
+    batch: [Cell<Option<NonNull<Header>>>; GLOBAL_BATCH_BUFFER],
+    batch_head: Cell<usize>,
+    batch_len: Cell<usize>,
+    avg_task_ns: Cell<u64>,
+    global_queue_interval: Cell<u32>,
+}
+
+// SAFETY: `Core` is only accessed from the worker thread that owns it (through
+// `current_worker`, which checks the thread-local context), and, after that thread has
+// exited and been joined, by shutdown; never by two threads at once.
+unsafe impl Sync for Core {}
+// SAFETY: as above; the raw pointers in the batch buffer are queue references to `Send` tasks.
+unsafe impl Send for Core {}
+
+impl Core {
+    fn new(index: usize) -> Core {
+        Core {
+            tick: Cell::new(0),
+            lifo_polls: Cell::new(0),
+            is_searching: Cell::new(false),
+            rng: Cell::new(FastRand::new(FastRand::seed_for(index))),
+            batch: std::array::from_fn(|_| Cell::new(None)),
+            batch_head: Cell::new(0),
+            batch_len: Cell::new(0),
+            avg_task_ns: Cell::new(INITIAL_AVG_TASK_NS),
+            global_queue_interval: Cell::new(interval_for(INITIAL_AVG_TASK_NS)),
+        }
+    }
+
+    fn batch_pop(&self) -> Option<Notified<Arc<Shared>>> {
+        let len = self.batch_len.get();
+        if len == 0 {
+            return None;
+        }
+        let head = self.batch_head.get();
+        let t = self.batch[head].take().expect("batch slot");
+        self.batch_head.set((head + 1) % GLOBAL_BATCH_BUFFER);
+        self.batch_len.set(len - 1);
+        // SAFETY: batch slots hold queue references.
+        Some(unsafe { Notified::from_raw(t) })
+    }
+
+    /// Returns the task back if the buffer is full.
+    fn batch_push(&self, t: Notified<Arc<Shared>>) -> Result<(), Notified<Arc<Shared>>> {
+        let len = self.batch_len.get();
+        if len == GLOBAL_BATCH_BUFFER {
+            return Err(t);
+        }
+        self.batch[(self.batch_head.get() + len) % GLOBAL_BATCH_BUFFER].set(Some(t.into_raw()));
+        self.batch_len.set(len + 1);
+        Ok(())
+    }
+}
+
+/// `clamp(TARGET / avg, 8, 255)`.
+fn interval_for(avg_task_ns: u64) -> u32 {
+    (TARGET_GLOBAL_QUEUE_LATENCY_NS / avg_task_ns.max(1)).clamp(MIN_GLOBAL_QUEUE_INTERVAL as u64, MAX_GLOBAL_QUEUE_INTERVAL as u64) as u32
+}
+
+/// The thread-local context: which runtime (and which worker of it) this thread serves.
+#[derive(Clone, Copy)]
+struct Ctx {
+    shared: *const Shared,
+    worker: usize,
+}
+
+const NO_WORKER: usize = usize::MAX;
+
+thread_local! {
+    static CONTEXT: Cell<Ctx> = const { Cell::new(Ctx { shared: ptr::null(), worker: NO_WORKER }) };
+}
+
+/// Restores the previous context on drop.
+pub(crate) struct EnterGuard(Ctx);
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        CONTEXT.with(|c| c.set(self.0));
+    }
+}
+
+/// Make `shared` the current runtime of this (non-worker) thread, for `volt::spawn`.
+pub(crate) fn enter(shared: &Arc<Shared>) -> EnterGuard {
+    let prev = CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(shared), worker: NO_WORKER }));
+    EnterGuard(prev)
+}
+
+/// The runtime this thread is in, if any (borrowed: the caller must not outlive it).
+fn current_shared() -> Option<ManuallyDrop<Arc<Shared>>> {
+    let ctx = CONTEXT.with(|c| c.get());
+    if ctx.shared.is_null() {
+        return None;
+    }
+    // SAFETY: the pointer came from `Arc::as_ptr` of an `Arc` that the worker thread (or
+    // the `block_on` caller) keeps alive while the context is set; `ManuallyDrop` keeps
+    // this borrowed `Arc` from releasing a count it never took.
+    Some(ManuallyDrop::new(unsafe { Arc::from_raw(ctx.shared) }))
+}
+
+/// Whether this thread is a worker of any Volt runtime.
+pub(crate) fn on_worker_thread() -> bool {
+    CONTEXT.with(|c| c.get().worker != NO_WORKER)
+}
+
+/// `volt::spawn`: spawn onto the runtime this thread is in.
+pub(crate) fn spawn_current<F>(future: F) -> Option<JoinHandle<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let shared = current_shared()?;
+    Some(Shared::spawn(&shared, future))
+}
+
+/// A clone of the current runtime's `Arc`, if any.
+pub(crate) fn current_handle() -> Option<Arc<Shared>> {
+    current_shared().map(|s| Arc::clone(&s))
+}
+
+impl Shared {
+    pub(crate) fn new(num_workers: usize) -> Shared {
+        Shared {
+            workers: (0..num_workers)
+                .map(|index| Worker {
+                    index,
+                    queue: WorkStealQueue::new(),
+                    lifo: AtomicPtr::new(ptr::null_mut()),
+                    park: ParkState::new(),
+                    transitioning_to_park: AtomicBool::new(false),
+                    counters: WorkerCounters::new(interval_for(INITIAL_AVG_TASK_NS), INITIAL_AVG_TASK_NS),
+                    core: Core::new(index),
+                })
+                .collect(),
+            inject: Inject::new(),
+            idle: Idle::new(num_workers),
+            owned: OwnedTasks::new(num_workers * 4),
+            shutdown: AtomicBool::new(false),
+            remote: RemoteCounters::default(),
+            exited: Mutex::new(0),
+            exited_cv: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Relaxed)
+    }
+
+    /// The worker this thread is, if it is one of ours.
+    #[inline]
+    fn current_worker(&self) -> Option<&Worker> {
+        let ctx = CONTEXT.with(|c| c.get());
+        if ptr::eq(ctx.shared, self) && ctx.worker != NO_WORKER {
+            Some(&self.workers[ctx.worker])
+        } else {
+            None
+        }
+    }
+
+    /// Spawn: allocate, link into the owned list, schedule (LIFO slot from a worker of
+    /// this runtime, the global queue otherwise).
+    pub(crate) fn spawn<F>(this: &Arc<Shared>, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id());
+        let worker = this.current_worker();
+        match worker {
+            Some(w) => w.counters.tasks_spawned.inc(),
+            None => {
+                this.remote.tasks_spawned.fetch_add(1, Relaxed);
+            }
+        }
+        if !this.owned.bind(NonNull::from(task.header())) {
+            // Shut down: the task is cancelled before it ever runs.
+            task.shutdown();
+            drop(notified);
+            drop(task);
+            return join;
+        }
+        // The owned list keeps this reference until the task completes.
+        let _ = task.into_raw();
+        match worker {
+            Some(w) => this.schedule_local(w, notified, false),
+            None => this.schedule_remote(notified),
+        }
+        join
+    }
+
+    fn schedule_task(&self, task: Notified<Arc<Shared>>, is_yield: bool) {
+        match self.current_worker() {
+            Some(w) => self.schedule_local(w, task, is_yield),
+            None => self.schedule_remote(task),
+        }
+    }
+
+    /// Seed 000 `tryScheduleLocal`, on the owning worker's thread.
+    fn schedule_local(&self, w: &Worker, task: Notified<Arc<Shared>>, is_yield: bool) {
+        if w.transitioning_to_park.load(Relaxed) {
+            return self.schedule_remote(task);
+        }
+        if is_yield {
+            self.push_local_ring(w, task);
+        } else {
+            // Only the owner writes the slot, so load + store is enough (no swap).
+            let prev = w.lifo.load(Relaxed);
+            w.lifo.store(task.into_raw().as_ptr(), Relaxed);
+            let Some(prev) = NonNull::new(prev) else { return };
+            // SAFETY: the slot held a queue reference.
+            self.push_local_ring(w, unsafe { Notified::from_raw(prev) });
+        }
+        if !w.core.is_searching.get() {
+            self.notify_parked();
+        }
+    }
+
+    fn push_local_ring(&self, w: &Worker, task: Notified<Arc<Shared>>) {
+        if w.queue.push_back_or_overflow(task, &self.inject) != Pushed::Local {
+            w.counters.overflows.inc();
+        }
+    }
+
+    fn schedule_remote(&self, task: Notified<Arc<Shared>>) {
+        if let Err(rejected) = self.inject.push(task) {
+            // Shutting down: the owned-task list cancels the task; drop the entry.
+            drop(rejected);
+            return;
+        }
+        self.notify_parked();
+    }
+
+    pub(crate) fn notify_parked(&self) {
+        self.idle.notify_parked(|i| self.workers[i].park.unpark());
+    }
+
+    /// A worker thread's whole life.
+    pub(crate) fn run_worker(this: Arc<Shared>, index: usize) {
+        struct Exit<'a>(&'a Shared);
+        impl Drop for Exit<'_> {
+            fn drop(&mut self) {
+                *self.0.exited.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                self.0.exited_cv.notify_all();
+            }
+        }
+        let _exit = Exit(&this);
+        let prev = CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(&this), worker: index }));
+        let _ctx = EnterGuard(prev);
+        let w = &this.workers[index];
+        w.counters.set_state(WorkerState::Running);
+        while !this.is_shutdown() {
+            if this.run_tick(w, None) == 0 {
+                this.park(w);
+            }
+        }
+        this.drain_local(w);
+    }
+
+    /// One budget tick. Returns how many tasks ran.
+    fn run_tick(&self, w: &Worker, target: Option<NonNull<Header>>) -> u32 {
+        let core = &w.core;
+        let start = Instant::now();
+        core.lifo_polls.set(0);
+        let mut ran = 0;
+        while ran < BUDGET_PER_TICK && !self.is_shutdown() {
+            let Some(task) = self.find_work(w) else { break };
+            self.run_task(w, task);
+            ran += 1;
+            if target.is_some_and(raw::is_complete) {
+                break;
+            }
+        }
+        if ran > 0 {
+            self.update_adaptive_interval(w, ran, start);
+        }
+        if ran == BUDGET_PER_TICK {
+            w.counters.budget_yields.inc();
+        }
+        ran
+    }
+
+    fn find_work(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
+        let core = &w.core;
+        // 1. The global batch buffer.
+        if let Some(t) = core.batch_pop() {
+            w.counters.batch_len.store(core.batch_len.get() as u32, Relaxed);
+            return Some(t);
+        }
+        // 2. The periodic global check, when due (see the module doc for why it is here).
+        if core.tick.get() % core.global_queue_interval.get() == 0 {
+            if let Some(t) = self.fetch_global_batch(w) {
+                return Some(t);
+            }
+        }
+        // 3. The LIFO slot, at most MAX_LIFO_POLLS_PER_TICK times per tick.
+        if let Some(t) = NonNull::new(w.lifo.load(Relaxed)) {
+            w.lifo.store(ptr::null_mut(), Relaxed);
+            // SAFETY: the slot held a queue reference.
+            let t = unsafe { Notified::from_raw(t) };
+            if core.lifo_polls.get() < MAX_LIFO_POLLS_PER_TICK {
+                core.lifo_polls.set(core.lifo_polls.get() + 1);
+                w.counters.lifo_hits.inc();
+                return Some(t);
+            }
+            self.push_local_ring(w, t);
+        }
+        // 4. The local ring.
+        if let Some(t) = w.queue.pop() {
+            return Some(t);
+        }
+        // 5. Steal.
+        if let Some(t) = self.steal_work(w) {
+            return Some(t);
+        }
+        // 6. The final global check.
+        self.fetch_global_batch(w)
+    }
+
+    /// Take `clamp(len / workers, 4, 64)` tasks: one to run, up to 32 into the batch
+    /// buffer, the rest into the ring (which is empty whenever this runs).
+    fn fetch_global_batch(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
+        let len = self.inject.len();
+        if len == 0 {
+            return None;
+        }
+        let n = (len / self.workers.len()).clamp(MIN_GLOBAL_BATCH, MAX_GLOBAL_BATCH).min(len);
+        let mut first = None;
+        let got = self.inject.pop_n(n, |t| {
+            if first.is_none() {
+                first = Some(t);
+            } else if let Err(t) = w.core.batch_push(t) {
+                self.push_local_ring(w, t);
+            }
+        });
+        if got > 0 {
+            w.counters.global_batch_fetches.inc();
+            w.counters.batch_len.store(w.core.batch_len.get() as u32, Relaxed);
+        }
+        first
+    }
+
+    fn steal_work(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
+        let core = &w.core;
+        if !core.is_searching.get() {
+            if !self.idle.transition_worker_to_searching() {
+                return None;
+            }
+            core.is_searching.set(true);
+            w.counters.set_state(WorkerState::Searching);
+        }
+        let n = self.workers.len();
+        if n == 1 {
+            return None;
+        }
+        let mut rng = core.rng.get();
+        let start = rng.fastrand_n(n as u32) as usize;
+        core.rng.set(rng);
+        for i in 0..n {
+            let victim = (start + i) % n;
+            if victim == w.index {
+                continue;
+            }
+            if let Some((t, count)) = self.workers[victim].queue.steal_into(&w.queue) {
+                w.counters.steal_operations.inc();
+                w.counters.tasks_stolen.add(count as u64);
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    fn run_task(&self, w: &Worker, task: Notified<Arc<Shared>>) {
+        let core = &w.core;
+        if core.is_searching.get() {
+            // Rule 2: the last searcher to find work wakes the next one.
+            core.is_searching.set(false);
+            w.counters.set_state(WorkerState::Running);
+            if self.idle.transition_worker_from_searching() {
+                self.notify_parked();
+            }
+        }
+        core.tick.set(core.tick.get().wrapping_add(1));
+        w.counters.tasks_polled.inc();
+        task.run();
+    }
+
+    /// Seed 002 `updateAdaptiveInterval`: EWMA with alpha 0.1 over per-task time.
+    fn update_adaptive_interval(&self, w: &Worker, ran: u32, start: Instant) {
+        let core = &w.core;
+        let sample = start.elapsed().as_nanos() as u64 / ran as u64;
+        let avg = ((sample + 9 * core.avg_task_ns.get()) / 10).max(1);
+        let interval = interval_for(avg);
+        core.avg_task_ns.set(avg);
+        core.global_queue_interval.set(interval);
+        w.counters.ewma_task_ns.store(avg, Relaxed);
+        w.counters.global_queue_interval.store(interval, Relaxed);
+    }
+
+    /// Whether any queue holds work someone could take (the pre-sleep re-check).
+    fn any_work(&self) -> bool {
+        !self.inject.is_empty() || self.workers.iter().any(|w| w.queue.is_stealable())
+    }
+
+    fn park(&self, w: &Worker) {
+        let core = &w.core;
+        w.transitioning_to_park.store(true, Relaxed);
+        let was_searching = core.is_searching.replace(false);
+        let last_searcher = self.idle.transition_worker_to_parked(w.index, was_searching);
+        w.counters.set_state(WorkerState::Parked);
+        let recheck = last_searcher || self.idle.num_searching_seqcst() == 0;
+        if !((recheck && self.any_work()) || self.is_shutdown()) {
+            let t0 = Instant::now();
+            let _ = w.park.park(PARK_TIMEOUT);
+            w.counters.times_parked.inc();
+            w.counters.parked_ns.add(t0.elapsed().as_nanos() as u64);
+        }
+        w.transitioning_to_park.store(false, Relaxed);
+        if self.idle.unpark_self(w.index) {
+            w.counters.set_state(WorkerState::Running);
+        } else {
+            // A producer claimed us and counted us as a searcher.
+            core.is_searching.set(true);
+            w.counters.set_state(WorkerState::Searching);
+        }
+    }
+
+    /// Seed 000 `helpUntilComplete`: run other tasks until `target` completes. Returns
+    /// early only on shutdown.
+    fn help_until_complete(this: &Arc<Shared>, w: &Worker, target: NonNull<Header>, poll_join: &mut dyn FnMut(&Waker) -> bool) {
+        let mut waker = None;
+        loop {
+            if raw::is_complete(target) || this.is_shutdown() {
+                return;
+            }
+            if this.run_tick(w, Some(target)) == 0 {
+                let waker = waker.get_or_insert_with(|| Waker::from(Arc::new(WorkerWaker { shared: Arc::clone(this), index: w.index })));
+                if poll_join(waker) {
+                    return;
+                }
+                this.park(w);
+            }
+        }
+    }
+
+    /// On a worker's own thread as it exits: release the queue entries it holds. The
+    /// tasks themselves are cancelled through the owned-task list.
+    fn drain_local(&self, w: &Worker) {
+        if let Some(t) = NonNull::new(w.lifo.swap(ptr::null_mut(), Relaxed)) {
+            // SAFETY: the slot held a queue reference.
+            drop(unsafe { Notified::<Arc<Shared>>::from_raw(t) });
+        }
+        while let Some(t) = w.core.batch_pop() {
+            drop(t);
+        }
+        w.counters.batch_len.store(0, Relaxed);
+        while let Some(t) = w.queue.pop() {
+            drop(t);
+        }
+    }
+
+    /// Shutdown, after the workers have left their loops: cancel every task that is left
+    /// and release the global queue's entries.
+    pub(crate) fn close_and_cancel_all(this: &Arc<Shared>) {
+        let _enter = enter(this);
+        this.inject.close();
+        this.owned.close_and_pop(|t| {
+            let task = crate::task::Task::<Arc<Shared>>::from_raw(t);
+            task.shutdown();
+        });
+        while let Some(t) = this.inject.pop() {
+            drop(t);
+        }
+    }
+}
+
+/// The join waker of a worker blocked in `JoinHandle::join`: unparks that worker.
+struct WorkerWaker {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl Wake for WorkerWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.shared.workers[self.index].park.unpark();
+    }
+}
+
+impl Schedule for Arc<Shared> {
+    fn schedule(&self, task: Notified<Self>) {
+        self.schedule_task(task, false);
+    }
+
+    fn yield_now(&self, task: Notified<Self>) {
+        self.schedule_task(task, true);
+    }
+
+    fn release(&self, task: NonNull<Header>) -> bool {
+        self.owned.remove(task)
+    }
+
+    fn on_complete(&self, outcome: Outcome) {
+        match self.current_worker() {
+            Some(w) => match outcome {
+                Outcome::Completed => w.counters.tasks_completed.inc(),
+                Outcome::Cancelled => w.counters.tasks_cancelled.inc(),
+                Outcome::Panicked => w.counters.tasks_panicked.inc(),
+            },
+            None => {
+                let c = match outcome {
+                    Outcome::Completed => &self.remote.tasks_completed,
+                    Outcome::Cancelled => &self.remote.tasks_cancelled,
+                    Outcome::Panicked => &self.remote.tasks_panicked,
+                };
+                c.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+/// `JoinHandle::join`'s wait: help on a worker, park the thread elsewhere
+/// (seed 000 `blockOnComplete`). `poll_join(waker)` registers `waker` as the join waker
+/// and returns true once the output is ready. Returns whether the target completed.
+pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn FnMut(&Waker) -> bool) -> bool {
+    let ctx = CONTEXT.with(|c| c.get());
+    if ctx.worker != NO_WORKER {
+        let shared = current_shared().expect("worker context");
+        let w = &shared.workers[ctx.worker];
+        Shared::help_until_complete(&shared, w, target, poll_join);
+        return raw::is_complete(target);
+    }
+    let waker = thread_waker();
+    loop {
+        if poll_join(&waker) {
+            return true;
+        }
+        std::thread::park();
+    }
+}
+
+struct ThreadWaker(std::thread::Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// A waker that unparks the current thread.
+pub(crate) fn thread_waker() -> Waker {
+    Waker::from(Arc::new(ThreadWaker(std::thread::current())))
+}

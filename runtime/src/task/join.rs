@@ -1,0 +1,213 @@
+//! `JoinHandle` and `JoinError`.
+//!
+//! A `JoinHandle` owns one reference and the task's `join_interest`. Awaiting it uses the
+//! join-waker protocol in `raw.rs`. [`JoinHandle::join`] blocks: on a worker it runs other
+//! tasks until the target completes (seed 000, "work-stealing join", `helpUntilComplete`);
+//! on any other thread it parks the thread until the completion wakes it
+//! (`blockOnComplete`). Dropping the handle detaches the task; it keeps running.
+
+use super::raw::{self, Header};
+use super::state::TransitionToScheduled;
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::task::{Context, Poll, Waker};
+
+/// An owned permission to await (or block on) a spawned task's output.
+///
+/// Awaiting it yields `Ok(output)`, or a [`JoinError`] if the task panicked or was
+/// cancelled. Dropping it detaches the task.
+pub struct JoinHandle<T> {
+    raw: NonNull<Header>,
+    _output: PhantomData<T>,
+}
+
+// SAFETY: the handle only moves `T` (which is `Send`) out of the task; the header it
+// points to is `Send + Sync`.
+unsafe impl<T: Send> Send for JoinHandle<T> {}
+// SAFETY: `&JoinHandle` only offers `abort`, `is_finished` and `id`, which touch the
+// atomic state word only.
+unsafe impl<T: Send> Sync for JoinHandle<T> {}
+
+impl<T> Unpin for JoinHandle<T> {}
+
+impl<T> JoinHandle<T> {
+    /// Wrap the handle's reference.
+    pub(crate) fn new(raw: NonNull<Header>) -> JoinHandle<T> {
+        JoinHandle { raw, _output: PhantomData }
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the handle's reference keeps the task alive.
+        unsafe { self.raw.as_ref() }
+    }
+
+    /// Cancel the task. Its future is dropped at the next point where it is not being
+    /// polled (right away if it is idle), unless a [`shield`](crate::task::shield) is up,
+    /// in which case cancellation waits until the last shield drops. Awaiting the handle
+    /// then gives a `JoinError` whose `is_cancelled()` is true, unless the task had
+    /// already completed.
+    pub fn abort(&self) {
+        if self.header().state.transition_to_cancelled_remote() == TransitionToScheduled::Submit {
+            // SAFETY: the transition took a queue reference, which `schedule` consumes.
+            unsafe { (self.header().vtable.schedule)(self.raw) };
+        }
+    }
+
+    /// Whether the task has finished (completed, panicked or been cancelled).
+    pub fn is_finished(&self) -> bool {
+        raw::is_complete(self.raw)
+    }
+
+    /// The task's id: unique for the life of the process.
+    pub fn id(&self) -> u64 {
+        self.header().id
+    }
+
+    /// Block the current thread until the task finishes, and return its output.
+    ///
+    /// On a worker thread of a Volt runtime this runs other tasks meanwhile (so the
+    /// worker is never lost to the wait, and a target sitting in this worker's LIFO slot
+    /// runs inline). On any other thread it parks without spinning.
+    ///
+    /// Like any blocking call inside a task, a cycle of joins between tasks deadlocks.
+    pub fn join(self) -> Result<T, JoinError> {
+        let raw = self.raw;
+        let vtable = self.header().vtable;
+        let mut out: Poll<Result<T, JoinError>> = Poll::Pending;
+        let mut poll_join = |waker: &Waker| {
+            if out.is_pending() {
+                // SAFETY: `out` has the type the vtable writes; `self` keeps the task alive.
+                unsafe { (vtable.try_read_output)(raw, &mut out as *mut _ as *mut (), waker) };
+            }
+            out.is_ready()
+        };
+        if !self.is_finished() {
+            crate::scheduler::block_until_complete(raw, &mut poll_join);
+        }
+        if self.is_finished() {
+            poll_join(Waker::noop());
+        }
+        match out {
+            Poll::Ready(out) => out,
+            // The runtime shut down while this worker waited: the task is being cancelled.
+            Poll::Pending => Err(JoinError::cancelled(self.id())),
+        }
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut out: Poll<Result<T, JoinError>> = Poll::Pending;
+        // SAFETY: `out` has the type the vtable writes; the handle's reference keeps the
+        // task alive.
+        unsafe { (self.header().vtable.try_read_output)(self.raw, &mut out as *mut _ as *mut (), cx.waker()) };
+        out
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    fn drop(&mut self) {
+        // SAFETY: this releases the handle's reference, exactly once.
+        unsafe { (self.header().vtable.drop_join_handle)(self.raw) };
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle").field("id", &self.id()).field("finished", &self.is_finished()).finish()
+    }
+}
+
+/// Why a task did not produce its output.
+pub struct JoinError {
+    id: u64,
+    repr: Repr,
+}
+
+enum Repr {
+    Cancelled,
+    Panic(Box<dyn Any + Send + 'static>),
+}
+
+impl JoinError {
+    pub(crate) fn cancelled(id: u64) -> JoinError {
+        JoinError { id, repr: Repr::Cancelled }
+    }
+
+    pub(crate) fn panic(id: u64, payload: Box<dyn Any + Send + 'static>) -> JoinError {
+        JoinError { id, repr: Repr::Panic(payload) }
+    }
+
+    /// The task was aborted, or dropped by runtime shutdown.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.repr, Repr::Cancelled)
+    }
+
+    /// The task panicked (while being polled, or while its future was dropped).
+    pub fn is_panic(&self) -> bool {
+        matches!(self.repr, Repr::Panic(_))
+    }
+
+    /// The panic payload, to resume it with `std::panic::resume_unwind`.
+    ///
+    /// # Panics
+    /// If the error is not a panic.
+    pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
+        self.try_into_panic().expect("volt: `JoinError::into_panic` called on an error that is not a panic")
+    }
+
+    /// The panic payload, or the error back if it is not a panic.
+    pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
+        match self.repr {
+            Repr::Panic(p) => Ok(p),
+            Repr::Cancelled => Err(self),
+        }
+    }
+
+    /// The id of the task that failed.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
+    payload.downcast_ref::<&'static str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Cancelled => write!(f, "task {} was cancelled", self.id),
+            Repr::Panic(p) => match panic_message(p.as_ref()) {
+                Some(msg) => write!(f, "task {} panicked with message {msg:?}", self.id),
+                None => write!(f, "task {} panicked", self.id),
+            },
+        }
+    }
+}
+
+impl fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Cancelled => write!(f, "JoinError::Cancelled({})", self.id),
+            Repr::Panic(p) => match panic_message(p.as_ref()) {
+                Some(msg) => write!(f, "JoinError::Panic({}, {msg:?})", self.id),
+                None => write!(f, "JoinError::Panic({}, ..)", self.id),
+            },
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+impl From<JoinError> for std::io::Error {
+    fn from(e: JoinError) -> std::io::Error {
+        std::io::Error::other(e.to_string())
+    }
+}

@@ -1,0 +1,123 @@
+//! The owned-task list: every live task of a runtime, so shutdown can drop every future
+//! even when no queue holds the task (it waits on a waker somebody else owns).
+//!
+//! An intrusive doubly-linked list through `Header::owned`, split into shards by task id
+//! so that spawns and completions on different workers rarely share a lock. A task is
+//! linked at spawn ([`OwnedTasks::bind`]) and unlinked at completion
+//! ([`OwnedTasks::remove`]); the list holds one reference while the task is linked.
+//!
+//! Shutdown protocol: [`OwnedTasks::close_and_pop`] closes each shard (later binds fail,
+//! so a task spawned during shutdown is cancelled at once) and pops the tasks one at a
+//! time, handing the caller the list's reference. No user code runs under a shard lock.
+
+use super::raw::Header;
+use crate::loom::{lock, Mutex};
+use std::ptr::NonNull;
+
+pub(crate) struct OwnedTasks {
+    shards: Box<[Mutex<Shard>]>,
+    mask: u64,
+}
+
+struct Shard {
+    head: Option<NonNull<Header>>,
+    len: usize,
+    closed: bool,
+}
+
+// SAFETY: the raw pointers in a shard are only dereferenced under the shard's lock, and
+// each points at a live task because the list holds a reference to every linked task.
+unsafe impl Send for Shard {}
+
+impl OwnedTasks {
+    /// A list with at least `min_shards` shards (rounded up to a power of two).
+    pub(crate) fn new(min_shards: usize) -> OwnedTasks {
+        let n = min_shards.max(1).next_power_of_two();
+        let shards = (0..n).map(|_| Mutex::new(Shard { head: None, len: 0, closed: false })).collect();
+        OwnedTasks { shards, mask: n as u64 - 1 }
+    }
+
+    fn shard(&self, task: NonNull<Header>) -> &Mutex<Shard> {
+        // SAFETY: callers pass live tasks.
+        let id = unsafe { task.as_ref() }.id;
+        &self.shards[(id & self.mask) as usize]
+    }
+
+    /// Link a new task (taking the list's reference). Returns false if the list is
+    /// closed; the caller then cancels the task.
+    pub(crate) fn bind(&self, task: NonNull<Header>) -> bool {
+        let mut shard = lock(self.shard(task));
+        if shard.closed {
+            return false;
+        }
+        // SAFETY: under the shard lock; `task` is not yet linked anywhere.
+        unsafe {
+            task.as_ref().owned.with_mut(|l| {
+                (*l).prev = None;
+                (*l).next = shard.head;
+                (*l).linked = true;
+            });
+            if let Some(old) = shard.head {
+                old.as_ref().owned.with_mut(|l| (*l).prev = Some(task));
+            }
+        }
+        shard.head = Some(task);
+        shard.len += 1;
+        true
+    }
+
+    /// Unlink a task if it is linked. Returns true if it was: the caller now owns the
+    /// list's reference.
+    pub(crate) fn remove(&self, task: NonNull<Header>) -> bool {
+        let mut shard = lock(self.shard(task));
+        // SAFETY: under the shard lock.
+        unsafe { unlink(&mut shard, task) }
+    }
+
+    /// Close every shard and pop tasks one at a time, calling `f` with each (and its
+    /// reference) outside the lock. Tasks bound meanwhile are refused by `bind`.
+    pub(crate) fn close_and_pop(&self, mut f: impl FnMut(NonNull<Header>)) {
+        for shard in self.shards.iter() {
+            lock(shard).closed = true;
+        }
+        for shard in self.shards.iter() {
+            loop {
+                let task = {
+                    let mut s = lock(shard);
+                    let Some(head) = s.head else { break };
+                    // SAFETY: under the shard lock; `head` is linked.
+                    unsafe { unlink(&mut s, head) };
+                    head
+                };
+                f(task);
+            }
+        }
+    }
+
+    /// Number of linked tasks (a telemetry reading; locks each shard briefly).
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len).sum()
+    }
+}
+
+/// # Safety
+/// The caller holds the lock of `shard`, which is the shard of `task`.
+unsafe fn unlink(shard: &mut Shard, task: NonNull<Header>) -> bool {
+    // SAFETY: under the shard lock (caller), every linked pointer is live.
+    unsafe {
+        let (prev, next, linked) = task.as_ref().owned.with(|l| ((*l).prev, (*l).next, (*l).linked));
+        if !linked {
+            return false;
+        }
+        match prev {
+            Some(p) => p.as_ref().owned.with_mut(|l| (*l).next = next),
+            None => shard.head = next,
+        }
+        if let Some(n) = next {
+            n.as_ref().owned.with_mut(|l| (*l).prev = prev);
+        }
+        task.as_ref().owned.with_mut(|l| *l = super::raw::OwnedLinks::default());
+    }
+    shard.len -= 1;
+    true
+}

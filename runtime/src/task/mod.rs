@@ -1,0 +1,227 @@
+//! Tasks: the packed state word (`state`), the one-allocation cell and its vtable
+//! (`raw`), `JoinHandle`/`JoinError` (`join`), the owned-task list (`list`), and the
+//! user-facing helpers `spawn`, `yield_now` and `shield`.
+
+mod join;
+pub(crate) mod list;
+pub(crate) mod raw;
+pub(crate) mod state;
+#[cfg(test)]
+pub(crate) mod test_util;
+
+pub use join::{JoinError, JoinHandle};
+
+use raw::Header;
+use std::cell::Cell;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::task::{Context, Poll};
+
+/// Spawn a future onto the current runtime. Same as [`crate::spawn`].
+#[cfg(not(loom))]
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    crate::spawn(future)
+}
+
+/// How a task ended, for the telemetry counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Completed,
+    Cancelled,
+    Panicked,
+}
+
+/// What a task needs from the thing that runs it.
+pub(crate) trait Schedule: Send + Sync + Sized + 'static {
+    /// A waker (or an abort) moved the task to SCHEDULED: queue it.
+    fn schedule(&self, task: Notified<Self>);
+    /// The task was woken during its own poll (`yield_now` is one case): queue it behind
+    /// the work that is already waiting, so a task that wakes itself can't starve others.
+    fn yield_now(&self, task: Notified<Self>);
+    /// Unlink the task from the owned list; true if it was linked (its reference returns
+    /// to the caller).
+    fn release(&self, task: NonNull<Header>) -> bool;
+    /// Count a finished task.
+    fn on_complete(&self, outcome: Outcome);
+}
+
+/// A reference-owning pointer to a task.
+pub(crate) struct Task<S: 'static> {
+    raw: NonNull<Header>,
+    _scheduler: PhantomData<S>,
+}
+
+// SAFETY: tasks are `Send` (their futures and outputs are), and the header is `Sync`.
+unsafe impl<S> Send for Task<S> {}
+// SAFETY: see above.
+unsafe impl<S> Sync for Task<S> {}
+
+impl<S: 'static> Task<S> {
+    /// Adopt a reference the caller owns.
+    pub(crate) fn from_raw(raw: NonNull<Header>) -> Task<S> {
+        Task { raw, _scheduler: PhantomData }
+    }
+
+    pub(crate) fn header(&self) -> &Header {
+        // SAFETY: the reference we own keeps the task alive.
+        unsafe { self.raw.as_ref() }
+    }
+
+    /// Give up ownership of the reference without releasing it.
+    pub(crate) fn into_raw(self) -> NonNull<Header> {
+        let raw = self.raw;
+        std::mem::forget(self);
+        raw
+    }
+
+    /// Runtime shutdown: cancel the task if no thread is polling it.
+    pub(crate) fn shutdown(&self) {
+        // SAFETY: we hold a reference.
+        unsafe { (self.header().vtable.shutdown)(self.raw) }
+    }
+}
+
+impl<S: 'static> Drop for Task<S> {
+    fn drop(&mut self) {
+        if self.header().state.ref_dec() {
+            // SAFETY: that was the last reference.
+            unsafe { (self.header().vtable.dealloc)(self.raw) }
+        }
+    }
+}
+
+/// A queue entry: a task in SCHEDULED, owning the queue's reference.
+pub(crate) struct Notified<S: 'static>(pub(crate) Task<S>);
+
+impl<S: 'static> Notified<S> {
+    pub(crate) fn into_raw(self) -> NonNull<Header> {
+        self.0.into_raw()
+    }
+
+    /// # Safety
+    /// `raw` must carry a queue reference (it came from `into_raw`).
+    pub(crate) unsafe fn from_raw(raw: NonNull<Header>) -> Notified<S> {
+        Notified(Task::from_raw(raw))
+    }
+
+    pub(crate) fn header(&self) -> &Header {
+        self.0.header()
+    }
+
+    /// Run the task once; consumes the queue reference.
+    pub(crate) fn run(self) {
+        let raw = self.into_raw();
+        // SAFETY: we pass on the queue reference we own.
+        unsafe { (raw.as_ref().vtable.poll)(raw) }
+    }
+}
+
+/// Allocate a task. Returns the owned-list reference, the queue entry and the handle.
+pub(crate) fn new_task<F, S>(future: F, scheduler: S, id: u64) -> (Task<S>, Notified<S>, JoinHandle<F::Output>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Schedule,
+{
+    let raw = raw::Cell::<F, S>::allocate(future, scheduler, id);
+    (Task::from_raw(raw), Notified(Task::from_raw(raw)), JoinHandle::new(raw))
+}
+
+/// A process-wide task id, never reused.
+pub(crate) fn next_task_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+    NEXT_ID.fetch_add(1, Relaxed)
+}
+
+thread_local! {
+    /// The task this thread is polling, saved and restored around every poll (nested
+    /// polls happen under `JoinHandle::join`).
+    static CURRENT_TASK: Cell<Option<NonNull<Header>>> = const { Cell::new(None) };
+}
+
+/// Marks a task as current for the duration of a poll.
+pub(crate) struct CurrentTaskGuard(Option<NonNull<Header>>);
+
+impl CurrentTaskGuard {
+    pub(crate) fn enter(task: NonNull<Header>) -> CurrentTaskGuard {
+        CurrentTaskGuard(CURRENT_TASK.with(|c| c.replace(Some(task))))
+    }
+}
+
+impl Drop for CurrentTaskGuard {
+    fn drop(&mut self) {
+        CURRENT_TASK.with(|c| c.set(self.0));
+    }
+}
+
+/// Yield to the scheduler once: the task goes to the back of its worker's queue.
+pub async fn yield_now() {
+    struct YieldNow(bool);
+    impl Future for YieldNow {
+        type Output = ();
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            if self.0 {
+                return Poll::Ready(());
+            }
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+    YieldNow(false).await
+}
+
+/// Defer cancellation of the current task while the returned guard lives (seed 001,
+/// `shield_depth`).
+///
+/// An `abort` that arrives while any guard of the task is alive is remembered; when the
+/// last guard drops, it takes effect at the task's next yield point (the next time a poll
+/// returns `Pending`). Guards nest, up to 255 deep. Outside a task (in `block_on`, say)
+/// the guard does nothing. Shields defer `abort`, not runtime shutdown.
+pub fn shield() -> ShieldGuard {
+    let task = CURRENT_TASK.with(|c| c.get());
+    if let Some(t) = task {
+        // SAFETY: the current task is alive while it is being polled.
+        let h = unsafe { t.as_ref() };
+        let _ = h.state.add_shield();
+        // The guard holds a reference, so it stays sound even if it outlives the poll.
+        h.state.ref_inc();
+    }
+    ShieldGuard { task, _not_send: PhantomData }
+}
+
+/// Keeps the current task's cancellation deferred; see [`shield`].
+#[must_use = "the shield is lowered as soon as the guard is dropped"]
+pub struct ShieldGuard {
+    task: Option<NonNull<Header>>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for ShieldGuard {
+    fn drop(&mut self) {
+        let Some(t) = self.task else { return };
+        // SAFETY: the guard's reference keeps the task alive.
+        let h = unsafe { t.as_ref() };
+        if h.state.remove_shield() == state::TransitionToScheduled::Submit {
+            // SAFETY: the transition took a queue reference for `schedule`.
+            unsafe { (h.vtable.schedule)(t) };
+        }
+        if h.state.ref_dec() {
+            // SAFETY: that was the last reference.
+            unsafe { (h.vtable.dealloc)(t) };
+        }
+    }
+}
+
+impl std::fmt::Debug for ShieldGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShieldGuard").field("active", &self.task.is_some()).finish()
+    }
+}

@@ -1,0 +1,443 @@
+//! The task cell and its vtable: one allocation per task, type-erased behind a
+//! [`Header`] pointer (seed 001, "vtable").
+//!
+//! ```text
+//! Cell<F, S> (repr(C), one Box)
+//! +-----------------------------+
+//! | Header  state word, vtable, |  <- every queue, waker and handle holds *Header
+//! |         id, list pointers   |
+//! | S       the scheduler       |
+//! | Stage   Running(F) | Finished(Result<T, JoinError>) | Consumed
+//! | join waker slot             |
+//! +-----------------------------+
+//! ```
+//!
+//! The harness (`poll`, `cancel_task`, `complete`) is the only code that touches the stage
+//! while the task is RUNNING, and only the thread that won the transition to RUNNING runs it.
+//! After COMPLETE, the stage belongs to whoever the state word says: the `JoinHandle` if
+//! `join_interest` was set at completion, otherwise the completing thread.
+//!
+//! User code runs at four boundaries, each under `catch_unwind`: the poll, the drop of the
+//! future, the drop of the output, and the join waker. A panic becomes a `JoinError` (or is
+//! discarded when nobody can receive it); it never unwinds into a worker.
+
+use super::state::{IdleAction, Lifecycle, State, TransitionToRunning, TransitionToScheduled};
+use super::{JoinError, Notified, Outcome, Schedule, Task};
+use crate::loom::UnsafeCell;
+use std::any::Any;
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+/// The type-erased part of every task. Queues and wakers only ever see this.
+#[repr(C)]
+pub(crate) struct Header {
+    /// The packed 64-bit state word.
+    pub(crate) state: State,
+    /// The per-(future, scheduler) functions.
+    pub(crate) vtable: &'static Vtable,
+    /// Never reused; assigned at spawn.
+    pub(crate) id: u64,
+    /// Intrusive link for the global injection queue; only touched under its lock.
+    pub(crate) queue_next: UnsafeCell<Option<NonNull<Header>>>,
+    /// Intrusive links for the owned-task list; only touched under its shard lock.
+    pub(crate) owned: UnsafeCell<OwnedLinks>,
+}
+
+/// The owned-task list's links, guarded by that list's shard lock.
+#[derive(Default)]
+pub(crate) struct OwnedLinks {
+    pub(crate) prev: Option<NonNull<Header>>,
+    pub(crate) next: Option<NonNull<Header>>,
+    /// Whether the task is in the list, so removal is idempotent.
+    pub(crate) linked: bool,
+}
+
+// SAFETY: the header is shared between threads; its non-atomic fields are `queue_next`
+// and `owned`, each accessed only while holding the lock of the list it belongs to.
+unsafe impl Send for Header {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for Header {}
+
+/// The functions a type-erased task needs, monomorphised per future and scheduler.
+pub(crate) struct Vtable {
+    /// Run the task once: transition to RUNNING, poll or cancel, transition out.
+    pub(crate) poll: unsafe fn(NonNull<Header>),
+    /// Push a freshly SCHEDULED task to its scheduler (takes the queue reference).
+    pub(crate) schedule: unsafe fn(NonNull<Header>),
+    /// Free the cell. Only called when the reference count reached zero.
+    pub(crate) dealloc: unsafe fn(NonNull<Header>),
+    /// `JoinHandle::poll`: write the output to `dst` if complete, else register the waker.
+    pub(crate) try_read_output: unsafe fn(NonNull<Header>, *mut (), &Waker),
+    /// `JoinHandle::drop`: give up interest (dropping the output if it is there).
+    pub(crate) drop_join_handle: unsafe fn(NonNull<Header>),
+    /// Runtime shutdown: cancel the task if nobody is polling it.
+    pub(crate) shutdown: unsafe fn(NonNull<Header>),
+}
+
+/// Where the future is in its life.
+pub(crate) enum Stage<F: Future> {
+    Running(F),
+    Finished(Result<F::Output, JoinError>),
+    Consumed,
+}
+
+/// The single allocation behind a task.
+#[repr(C)]
+pub(crate) struct Cell<F: Future, S> {
+    pub(crate) header: Header,
+    scheduler: S,
+    stage: UnsafeCell<Stage<F>>,
+    /// Written by the `JoinHandle` while `JOIN_WAKER` is clear, read by the completing
+    /// thread after it saw `JOIN_WAKER` set at completion. Dropped with the cell.
+    join_waker: UnsafeCell<Option<Waker>>,
+}
+
+impl<F, S> Cell<F, S>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Schedule,
+{
+    const VTABLE: Vtable = Vtable {
+        poll: poll::<F, S>,
+        schedule: schedule::<F, S>,
+        dealloc: dealloc::<F, S>,
+        try_read_output: try_read_output::<F, S>,
+        drop_join_handle: drop_join_handle::<F, S>,
+        shutdown: shutdown::<F, S>,
+    };
+
+    /// Allocate a new task. It starts SCHEDULED with three references (owned list,
+    /// join handle, queue entry), which the caller turns into those three things.
+    pub(crate) fn allocate(future: F, scheduler: S, id: u64) -> NonNull<Header> {
+        let cell = Box::new(Cell {
+            header: Header {
+                state: State::new(),
+                vtable: &Self::VTABLE,
+                id,
+                queue_next: UnsafeCell::new(None),
+                owned: UnsafeCell::new(OwnedLinks::default()),
+            },
+            scheduler,
+            stage: UnsafeCell::new(Stage::Running(future)),
+            join_waker: UnsafeCell::new(None),
+        });
+        NonNull::from(Box::leak(cell)).cast()
+    }
+}
+
+/// Recover the cell from its header.
+///
+/// # Safety
+/// `ptr` must come from `Cell::<F, S>::allocate` and the cell must be alive.
+unsafe fn cell<'a, F: Future, S>(ptr: NonNull<Header>) -> &'a Cell<F, S> {
+    // SAFETY: `Cell` is `repr(C)` with the header first, so the pointers coincide; the
+    // caller guarantees the type and liveness.
+    unsafe { ptr.cast::<Cell<F, S>>().as_ref() }
+}
+
+/// The harness entry: one run of a task taken from a queue (consumes the queue reference).
+unsafe fn poll<F, S>(ptr: NonNull<Header>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Schedule,
+{
+    // SAFETY: the queue reference we hold keeps the cell alive.
+    let cell = unsafe { cell::<F, S>(ptr) };
+    match cell.header.state.transition_to_running() {
+        TransitionToRunning::Poll => {}
+        TransitionToRunning::Cancel => {
+            // SAFETY: we own the task in RUNNING.
+            unsafe { cancel_and_complete::<F, S>(cell) };
+            return;
+        }
+        TransitionToRunning::Failed => {
+            // Completed by shutdown while it sat in a queue: drop the queue's reference.
+            if cell.header.state.ref_dec() {
+                // SAFETY: that was the last reference.
+                unsafe { dealloc::<F, S>(ptr) };
+            }
+            return;
+        }
+    }
+
+    // SAFETY: RUNNING gives this thread exclusive access to the stage.
+    let polled = unsafe { poll_future::<F, S>(cell, ptr) };
+    match polled {
+        Poll::Ready(output) => {
+            let outcome = if output.is_ok() { Outcome::Completed } else { Outcome::Panicked };
+            // SAFETY: still RUNNING; the future was already dropped by `poll_future`.
+            unsafe { complete::<F, S>(cell, output, outcome) };
+        }
+        Poll::Pending => {
+            let t = cell.header.state.transition_to_idle();
+            match t.action {
+                IdleAction::Idle => {}
+                // A wake came during the poll (yield_now is one): re-queue at the back.
+                IdleAction::Notified => cell.scheduler.yield_now(Notified(Task::from_raw(ptr))),
+                // SAFETY: still RUNNING, so we own the stage.
+                IdleAction::Cancel => unsafe { cancel_and_complete::<F, S>(cell) },
+            }
+        }
+    }
+}
+
+/// Poll the future once. On `Ready` or a panic the future is dropped here and the result
+/// returned; on `Pending` the future stays in the stage.
+///
+/// # Safety
+/// The caller must own the task in RUNNING.
+unsafe fn poll_future<F, S>(cell: &Cell<F, S>, ptr: NonNull<Header>) -> Poll<Result<F::Output, JoinError>>
+where
+    F: Future + Send + 'static,
+    S: Schedule,
+{
+    // The worker's reference stands in for the waker's: no refcount traffic per poll.
+    // SAFETY: `WAKER_VTABLE` functions accept a header pointer; `ManuallyDrop` keeps
+    // this borrowed waker from releasing a reference it never took.
+    let waker = ManuallyDrop::new(unsafe { Waker::from_raw(RawWaker::new(ptr.as_ptr() as *const (), &WAKER_VTABLE)) });
+    let mut cx = Context::from_waker(&waker);
+    let _current = super::CurrentTaskGuard::enter(ptr);
+    let res = catch_unwind(AssertUnwindSafe(|| {
+        cell.stage.with_mut(|stage| {
+            // SAFETY: exclusive access (RUNNING); the future is never moved out of the
+            // heap cell while it is `Running`, so pinning holds.
+            match unsafe { &mut *stage } {
+                Stage::Running(fut) => unsafe { Pin::new_unchecked(fut) }.poll(&mut cx),
+                _ => unreachable!("volt: task polled after it finished"),
+            }
+        })
+    }));
+    let output = match res {
+        Ok(Poll::Pending) => return Poll::Pending,
+        Ok(Poll::Ready(v)) => Ok(v),
+        Err(payload) => Err(JoinError::panic(cell.header.id, payload)),
+    };
+    // SAFETY: exclusive access (RUNNING).
+    unsafe { drop_future_or_output(cell) };
+    Poll::Ready(output)
+}
+
+/// Replace the stage with `Consumed`, dropping whatever was there; a panic in that drop is
+/// returned (the caller decides whether anyone can receive it).
+///
+/// # Safety
+/// The caller must have exclusive access to the stage.
+unsafe fn drop_future_or_output<F: Future, S>(cell: &Cell<F, S>) -> Option<Box<dyn Any + Send>> {
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: guaranteed by the caller.
+        cell.stage.with_mut(|stage| unsafe { *stage = Stage::Consumed });
+    }))
+    .err()
+}
+
+/// Drop the future of an aborted or shut-down task and complete it as cancelled.
+///
+/// # Safety
+/// The caller must own the task in RUNNING, holding one reference for that.
+unsafe fn cancel_and_complete<F, S>(cell: &Cell<F, S>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Schedule,
+{
+    let id = cell.header.id;
+    // SAFETY: exclusive access (RUNNING).
+    let (output, outcome) = match unsafe { drop_future_or_output(cell) } {
+        None => (Err(JoinError::cancelled(id)), Outcome::Cancelled),
+        Some(payload) => (Err(JoinError::panic(id, payload)), Outcome::Panicked),
+    };
+    // SAFETY: still RUNNING.
+    unsafe { complete::<F, S>(cell, output, outcome) };
+}
+
+/// Store the output, go COMPLETE, hand the output to the handle (or drop it), leave the
+/// owned list and release the references this run held.
+///
+/// # Safety
+/// The caller must own the task in RUNNING with the future already dropped.
+unsafe fn complete<F, S>(cell: &Cell<F, S>, output: Result<F::Output, JoinError>, outcome: Outcome)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Schedule,
+{
+    // SAFETY: exclusive access until the transition below publishes it (AcqRel).
+    cell.stage.with_mut(|stage| unsafe { *stage = Stage::Finished(output) });
+    // Count first, so whoever observes COMPLETE also observes the count.
+    cell.scheduler.on_complete(outcome);
+    let prev = cell.header.state.transition_to_complete();
+    if !prev.is_join_interested() {
+        // Nobody will read it. The handle is gone, so the stage is ours again.
+        // SAFETY: no `JoinHandle` exists; nothing else touches a COMPLETE stage.
+        let _ = unsafe { drop_future_or_output(cell) };
+    } else if prev.is_join_waker_set() {
+        // SAFETY: JOIN_WAKER was set at completion, so the handle no longer writes the slot.
+        cell.join_waker.with(|w| {
+            if let Some(w) = unsafe { &*w } {
+                let _ = catch_unwind(AssertUnwindSafe(|| w.wake_by_ref()));
+            }
+        });
+    }
+    let ptr = NonNull::from(&cell.header);
+    // The owned list's reference comes back to us if we were still linked.
+    let from_list = cell.scheduler.release(ptr);
+    if cell.header.state.ref_dec_n(1 + from_list as u64) {
+        // SAFETY: that was the last reference.
+        unsafe { dealloc::<F, S>(ptr) };
+    }
+}
+
+/// Push a task that a waker (or an abort) moved to SCHEDULED.
+unsafe fn schedule<F, S>(ptr: NonNull<Header>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Schedule,
+{
+    // SAFETY: the queue reference the caller transfers keeps the cell alive.
+    let cell = unsafe { cell::<F, S>(ptr) };
+    cell.scheduler.schedule(Notified(Task::from_raw(ptr)));
+}
+
+unsafe fn dealloc<F: Future, S>(ptr: NonNull<Header>) {
+    // SAFETY: the reference count reached zero, so this is the only pointer left, and it
+    // came from `Box::leak` in `allocate`.
+    drop(unsafe { Box::from_raw(ptr.cast::<Cell<F, S>>().as_ptr()) });
+}
+
+/// Poll from the `JoinHandle`: if the task is complete, move the output into `dst`
+/// (a `*mut Poll<Result<T, JoinError>>`); otherwise make sure `waker` will be woken.
+unsafe fn try_read_output<F, S>(ptr: NonNull<Header>, dst: *mut (), waker: &Waker)
+where
+    F: Future + Send + 'static,
+    S: Schedule,
+{
+    // SAFETY: the handle's reference keeps the cell alive.
+    let cell = unsafe { cell::<F, S>(ptr) };
+    if can_read_output(cell, waker) {
+        let out = cell.stage.with_mut(|stage| {
+            // SAFETY: COMPLETE with join interest: the stage belongs to the handle.
+            match std::mem::replace(unsafe { &mut *stage }, Stage::Consumed) {
+                Stage::Finished(out) => out,
+                _ => panic!("volt: JoinHandle polled after it returned Ready"),
+            }
+        });
+        // SAFETY: the caller passes a valid `Poll<Result<F::Output, JoinError>>`.
+        unsafe { *(dst as *mut Poll<Result<F::Output, JoinError>>) = Poll::Ready(out) };
+    }
+}
+
+/// The join-waker protocol: returns true once the output can be read.
+fn can_read_output<F: Future, S>(cell: &Cell<F, S>, waker: &Waker) -> bool {
+    let state = &cell.header.state;
+    let snap = state.load();
+    if snap.is_complete() {
+        return true;
+    }
+    if snap.is_join_waker_set() {
+        // SAFETY: JOIN_WAKER is set, so the completer may read the slot but nobody writes
+        // it; a shared read is fine.
+        let same = cell.join_waker.with(|w| unsafe { &*w }.as_ref().is_some_and(|w| w.will_wake(waker)));
+        if same {
+            return false;
+        }
+        // Take the slot back before replacing the waker.
+        if state.unset_join_waker().is_err() {
+            return true;
+        }
+    }
+    // SAFETY: JOIN_WAKER is clear, so the slot is the handle's alone.
+    cell.join_waker.with_mut(|w| unsafe { *w = Some(waker.clone()) });
+    state.set_join_waker().is_err()
+}
+
+unsafe fn drop_join_handle<F, S>(ptr: NonNull<Header>)
+where
+    F: Future + Send + 'static,
+    S: Schedule,
+{
+    // SAFETY: the handle's reference keeps the cell alive.
+    let cell = unsafe { cell::<F, S>(ptr) };
+    let prev = cell.header.state.unset_join_interest();
+    if prev.is_complete() {
+        // The completer saw our interest and left the output for us: drop it.
+        // SAFETY: COMPLETE with join interest at completion: the stage is ours.
+        let _ = unsafe { drop_future_or_output(cell) };
+    }
+    if cell.header.state.ref_dec() {
+        // SAFETY: that was the last reference.
+        unsafe { dealloc::<F, S>(ptr) };
+    }
+}
+
+unsafe fn shutdown<F, S>(ptr: NonNull<Header>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Schedule,
+{
+    // SAFETY: the caller holds a reference.
+    let cell = unsafe { cell::<F, S>(ptr) };
+    if cell.header.state.transition_to_shutdown() {
+        // SAFETY: we claimed RUNNING with a reference of our own.
+        unsafe { cancel_and_complete::<F, S>(cell) };
+    }
+}
+
+// ---- wakers: a `Waker` is a header pointer plus this vtable; it owns one reference ----
+
+pub(crate) static WAKER_VTABLE: RawWakerVTable = RawWakerVTable::new(waker_clone, waker_wake, waker_wake_by_ref, waker_drop);
+
+fn header<'a>(ptr: *const ()) -> &'a Header {
+    // SAFETY: waker data is always a live header pointer (the waker holds a reference).
+    unsafe { &*(ptr as *const Header) }
+}
+
+fn nonnull(ptr: *const ()) -> NonNull<Header> {
+    // SAFETY: waker data is never null.
+    unsafe { NonNull::new_unchecked(ptr as *mut Header) }
+}
+
+unsafe fn waker_clone(ptr: *const ()) -> RawWaker {
+    header(ptr).state.ref_inc();
+    RawWaker::new(ptr, &WAKER_VTABLE)
+}
+
+unsafe fn waker_wake(ptr: *const ()) {
+    let h = header(ptr);
+    match h.state.transition_to_scheduled_by_val() {
+        // SAFETY: our reference became the queue entry's.
+        TransitionToScheduled::Submit => unsafe { (h.vtable.schedule)(nonnull(ptr)) },
+        // SAFETY: ours was the last reference.
+        TransitionToScheduled::Dealloc => unsafe { (h.vtable.dealloc)(nonnull(ptr)) },
+        TransitionToScheduled::DoNothing => {}
+    }
+}
+
+unsafe fn waker_wake_by_ref(ptr: *const ()) {
+    let h = header(ptr);
+    if h.state.transition_to_scheduled_by_ref() == TransitionToScheduled::Submit {
+        // SAFETY: the transition took a fresh reference for the queue entry.
+        unsafe { (h.vtable.schedule)(nonnull(ptr)) };
+    }
+}
+
+unsafe fn waker_drop(ptr: *const ()) {
+    let h = header(ptr);
+    if h.state.ref_dec() {
+        // SAFETY: ours was the last reference.
+        unsafe { (h.vtable.dealloc)(nonnull(ptr)) };
+    }
+}
+
+/// Whether the task behind `ptr` has reached COMPLETE (used by `JoinHandle::join`).
+pub(crate) fn is_complete(ptr: NonNull<Header>) -> bool {
+    // SAFETY: callers hold a reference.
+    unsafe { ptr.as_ref() }.state.load().lifecycle() == Lifecycle::Complete
+}

@@ -1,0 +1,239 @@
+//! Telemetry, the always-on layer: per-worker counters written only by their owner with
+//! relaxed atomics (a load and a store, no read-modify-write, no lock, no allocation),
+//! and live gauges read straight from the scheduler's own atomics.
+//!
+//! [`Telemetry::snapshot`] reads everything from any thread without blocking a worker.
+//! Each value is exact on its own; values read at slightly different instants may
+//! disagree a little while the runtime is busy (a "torn" snapshot), and agree when it is
+//! idle.
+
+use crate::scheduler::worker::Shared;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
+use std::sync::Arc;
+
+/// A counter with a single writer (its worker). Readers on other threads see whole values.
+#[derive(Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    /// Owner only: add one.
+    #[inline(always)]
+    pub(crate) fn inc(&self) {
+        self.add(1);
+    }
+
+    /// Owner only: add `n` (a load and a store: there is no other writer).
+    #[inline(always)]
+    pub(crate) fn add(&self, n: u64) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// One worker's counters and gauges.
+pub(crate) struct WorkerCounters {
+    pub(crate) tasks_polled: Counter,
+    pub(crate) tasks_stolen: Counter,
+    pub(crate) steal_operations: Counter,
+    pub(crate) times_parked: Counter,
+    pub(crate) parked_ns: Counter,
+    pub(crate) lifo_hits: Counter,
+    pub(crate) global_batch_fetches: Counter,
+    pub(crate) overflows: Counter,
+    pub(crate) budget_yields: Counter,
+    pub(crate) tasks_spawned: Counter,
+    pub(crate) tasks_completed: Counter,
+    pub(crate) tasks_cancelled: Counter,
+    pub(crate) tasks_panicked: Counter,
+    /// Gauges, owner-written.
+    pub(crate) ewma_task_ns: AtomicU64,
+    pub(crate) global_queue_interval: AtomicU32,
+    pub(crate) batch_len: AtomicU32,
+    state: AtomicU8,
+}
+
+impl WorkerCounters {
+    pub(crate) fn new(interval: u32, ewma: u64) -> WorkerCounters {
+        WorkerCounters {
+            tasks_polled: Counter::default(),
+            tasks_stolen: Counter::default(),
+            steal_operations: Counter::default(),
+            times_parked: Counter::default(),
+            parked_ns: Counter::default(),
+            lifo_hits: Counter::default(),
+            global_batch_fetches: Counter::default(),
+            overflows: Counter::default(),
+            budget_yields: Counter::default(),
+            tasks_spawned: Counter::default(),
+            tasks_completed: Counter::default(),
+            tasks_cancelled: Counter::default(),
+            tasks_panicked: Counter::default(),
+            ewma_task_ns: AtomicU64::new(ewma),
+            global_queue_interval: AtomicU32::new(interval),
+            batch_len: AtomicU32::new(0),
+            state: AtomicU8::new(WorkerState::Running as u8),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn set_state(&self, s: WorkerState) {
+        self.state.store(s as u8, Relaxed);
+    }
+
+    fn state(&self) -> WorkerState {
+        match self.state.load(Relaxed) {
+            1 => WorkerState::Searching,
+            2 => WorkerState::Parked,
+            _ => WorkerState::Running,
+        }
+    }
+}
+
+/// Counts made off the workers (spawns from other threads, tasks finished by shutdown).
+/// Several threads write these, so they use `fetch_add`; none of them is on a hot path.
+#[derive(Default)]
+pub(crate) struct RemoteCounters {
+    pub(crate) tasks_spawned: AtomicU64,
+    pub(crate) tasks_completed: AtomicU64,
+    pub(crate) tasks_cancelled: AtomicU64,
+    pub(crate) tasks_panicked: AtomicU64,
+}
+
+/// What a worker is doing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WorkerState {
+    /// Running tasks (or between tasks).
+    #[default]
+    Running = 0,
+    /// Looking for work to steal.
+    Searching = 1,
+    /// Asleep on its futex.
+    Parked = 2,
+}
+
+/// One worker, as read by [`Telemetry::snapshot`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerSnapshot {
+    /// The worker's index (its bit in `parked_bitmap`).
+    pub index: usize,
+    /// Running, searching or parked.
+    pub state: WorkerState,
+    /// Tasks in its local ring plus its global batch buffer.
+    pub local_queue_depth: u64,
+    /// Whether its LIFO slot holds a task.
+    pub lifo_occupied: bool,
+    /// Polls it made.
+    pub tasks_polled: u64,
+    /// Tasks it took from other workers.
+    pub tasks_stolen: u64,
+    /// Successful steals (each takes about half a victim's ring).
+    pub steal_operations: u64,
+    /// Times it slept on its futex.
+    pub times_parked: u64,
+    /// Nanoseconds it spent asleep.
+    pub parked_ns: u64,
+    /// Polls served from the LIFO slot.
+    pub lifo_hits: u64,
+    /// Batches fetched from the global queue.
+    pub global_batch_fetches: u64,
+    /// Times its ring overflowed to the global queue.
+    pub overflows: u64,
+    /// Budget ticks that used the full 128 polls.
+    pub budget_yields: u64,
+    /// EWMA of the time per task, in nanoseconds.
+    pub ewma_task_ns: u64,
+    /// Polls between global-queue checks, from the EWMA (8..=255).
+    pub global_queue_interval: u32,
+}
+
+/// The whole runtime, as read by [`Telemetry::snapshot`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// One entry per worker, by index.
+    pub workers: Vec<WorkerSnapshot>,
+    /// Tasks in the global injection queue.
+    pub global_queue_depth: u64,
+    /// Workers searching for work.
+    pub num_searching: u32,
+    /// Workers parked.
+    pub num_parked: u32,
+    /// Bit `i` set while worker `i` is parked.
+    pub parked_bitmap: u64,
+    /// Tasks spawned.
+    pub tasks_spawned: u64,
+    /// Tasks spawned and not yet finished.
+    pub tasks_alive: u64,
+    /// Tasks that returned their output.
+    pub tasks_completed: u64,
+    /// Tasks aborted or dropped by shutdown.
+    pub tasks_cancelled: u64,
+    /// Tasks that panicked.
+    pub tasks_panicked: u64,
+}
+
+/// The runtime's telemetry, from [`Handle::telemetry`](crate::runtime::Handle::telemetry).
+#[derive(Clone)]
+pub struct Telemetry {
+    shared: Arc<Shared>,
+}
+
+impl Telemetry {
+    pub(crate) fn new(shared: Arc<Shared>) -> Telemetry {
+        Telemetry { shared }
+    }
+
+    /// Read every counter and gauge. Lock-free; never blocks a worker.
+    pub fn snapshot(&self) -> Snapshot {
+        let s = &self.shared;
+        let mut snap = Snapshot {
+            global_queue_depth: s.inject.len() as u64,
+            num_searching: s.idle.num_searching(),
+            num_parked: s.idle.num_parked(),
+            parked_bitmap: s.idle.parked_bitmap(),
+            tasks_spawned: s.remote.tasks_spawned.load(Relaxed),
+            tasks_completed: s.remote.tasks_completed.load(Relaxed),
+            tasks_cancelled: s.remote.tasks_cancelled.load(Relaxed),
+            tasks_panicked: s.remote.tasks_panicked.load(Relaxed),
+            ..Snapshot::default()
+        };
+        for w in s.workers.iter() {
+            let c = &w.counters;
+            snap.tasks_spawned += c.tasks_spawned.get();
+            snap.tasks_completed += c.tasks_completed.get();
+            snap.tasks_cancelled += c.tasks_cancelled.get();
+            snap.tasks_panicked += c.tasks_panicked.get();
+            snap.workers.push(WorkerSnapshot {
+                index: w.index,
+                state: c.state(),
+                local_queue_depth: w.queue.len() as u64 + c.batch_len.load(Relaxed) as u64,
+                lifo_occupied: !w.lifo.load(Relaxed).is_null(),
+                tasks_polled: c.tasks_polled.get(),
+                tasks_stolen: c.tasks_stolen.get(),
+                steal_operations: c.steal_operations.get(),
+                times_parked: c.times_parked.get(),
+                parked_ns: c.parked_ns.get(),
+                lifo_hits: c.lifo_hits.get(),
+                global_batch_fetches: c.global_batch_fetches.get(),
+                overflows: c.overflows.get(),
+                budget_yields: c.budget_yields.get(),
+                ewma_task_ns: c.ewma_task_ns.load(Relaxed),
+                global_queue_interval: c.global_queue_interval.load(Relaxed),
+            });
+        }
+        let finished = snap.tasks_completed + snap.tasks_cancelled + snap.tasks_panicked;
+        snap.tasks_alive = snap.tasks_spawned.saturating_sub(finished);
+        snap
+    }
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry").field("workers", &self.shared.workers.len()).finish()
+    }
+}
