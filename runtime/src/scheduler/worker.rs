@@ -5,8 +5,10 @@
 //! A worker runs *budget ticks*. Each tick polls at most [`BUDGET_PER_TICK`] (128) tasks,
 //! then updates the EWMA of task time and the global-queue interval; a tick that found no
 //! work parks the worker. The LIFO slot serves at most [`MAX_LIFO_POLLS_PER_TICK`] (3)
-//! tasks per tick; after that a task found in it is flushed to the back of the ring so it
-//! is visible to FIFO order and to stealers.
+//! polls in a row (seed 000: "after 3 consecutive LIFO executions"); the count restarts
+//! when a task comes from any other source and at every tick. Past the cap, a task found
+//! in the slot is flushed to the back of the ring so it is visible to FIFO order and to
+//! stealers, and two tasks that keep waking each other can't hold the worker.
 //!
 //! # Finding work (`find_work`)
 //! 1. the global batch buffer (tasks already fetched from the global queue, no lock);
@@ -399,15 +401,26 @@ impl Shared {
 
     fn find_work(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
         let core = &w.core;
+        // Any source but the LIFO slot ends a run of consecutive LIFO polls.
+        let t = self.find_work_inner(w);
+        if !matches!(t, Some((_, true))) {
+            core.lifo_polls.set(0);
+        }
+        t.map(|(t, _)| t)
+    }
+
+    /// `find_work`, also saying whether the task came from the LIFO slot.
+    fn find_work_inner(&self, w: &Worker) -> Option<(Notified<Arc<Shared>>, bool)> {
+        let core = &w.core;
         // 1. The global batch buffer.
         if let Some(t) = core.batch_pop() {
             w.counters.batch_len.store(core.batch_len.get() as u32, Relaxed);
-            return Some(t);
+            return Some((t, false));
         }
         // 2. The periodic global check, when due (see the module doc for why it is here).
         if core.tick.get() % core.global_queue_interval.get() == 0 {
             if let Some(t) = self.fetch_global_batch(w) {
-                return Some(t);
+                return Some((t, false));
             }
         }
         // 3. The LIFO slot, at most MAX_LIFO_POLLS_PER_TICK times per tick.
@@ -418,20 +431,20 @@ impl Shared {
             if core.lifo_polls.get() < MAX_LIFO_POLLS_PER_TICK {
                 core.lifo_polls.set(core.lifo_polls.get() + 1);
                 w.counters.lifo_hits.inc();
-                return Some(t);
+                return Some((t, true));
             }
             self.push_local_ring(w, t);
         }
         // 4. The local ring.
         if let Some(t) = w.queue.pop() {
-            return Some(t);
+            return Some((t, false));
         }
         // 5. Steal.
         if let Some(t) = self.steal_work(w) {
-            return Some(t);
+            return Some((t, false));
         }
         // 6. The final global check.
-        self.fetch_global_batch(w)
+        self.fetch_global_batch(w).map(|t| (t, false))
     }
 
     /// Take `clamp(len / workers, 4, 64)` tasks: one to run, up to 32 into the batch

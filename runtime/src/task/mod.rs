@@ -194,15 +194,20 @@ pub fn shield() -> ShieldGuard {
         // The guard holds a reference, so it stays sound even if it outlives the poll.
         h.state.ref_inc();
     }
-    ShieldGuard { task, _not_send: PhantomData }
+    ShieldGuard { task }
 }
 
 /// Keeps the current task's cancellation deferred; see [`shield`].
 #[must_use = "the shield is lowered as soon as the guard is dropped"]
 pub struct ShieldGuard {
     task: Option<NonNull<Header>>,
-    _not_send: PhantomData<*const ()>,
 }
+
+// SAFETY: a guard lives inside its task's future, which may move between workers; it
+// only touches the task's atomic state word and owns a reference that keeps it alive.
+unsafe impl Send for ShieldGuard {}
+// SAFETY: `&ShieldGuard` offers nothing.
+unsafe impl Sync for ShieldGuard {}
 
 impl Drop for ShieldGuard {
     fn drop(&mut self) {

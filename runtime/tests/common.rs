@@ -1,0 +1,92 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+pub fn rt(workers: usize) -> volt::Runtime {
+    volt::runtime::Builder::new().worker_threads(workers).build().expect("build runtime")
+}
+
+/// Counts drops of whatever holds it.
+#[derive(Clone, Default)]
+pub struct DropCount(pub Arc<AtomicUsize>);
+
+impl DropCount {
+    pub fn guard(&self) -> DropGuard {
+        DropGuard(self.0.clone())
+    }
+    pub fn get(&self) -> usize {
+        self.0.load(SeqCst)
+    }
+}
+
+pub struct DropGuard(Arc<AtomicUsize>);
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A one-shot flag a task can await and any thread can set: the waker is taken and
+/// woken from the setting thread, so the wake arrives whatever state the task is in.
+#[derive(Clone, Default)]
+pub struct Flag(Arc<(AtomicBool, Mutex<Option<Waker>>)>);
+
+impl Flag {
+    pub fn set(&self) {
+        self.0 .0.store(true, SeqCst);
+        if let Some(w) = self.0 .1.lock().unwrap().take() {
+            w.wake();
+        }
+    }
+    pub fn is_set(&self) -> bool {
+        self.0 .0.load(SeqCst)
+    }
+    pub fn wait(&self) -> FlagWait {
+        FlagWait(self.clone())
+    }
+}
+
+pub struct FlagWait(Flag);
+
+impl Future for FlagWait {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0.is_set() {
+            return Poll::Ready(());
+        }
+        *self.0 .0 .1.lock().unwrap() = Some(cx.waker().clone());
+        if self.0.is_set() {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+/// A future that never completes (it drops its waker).
+pub struct Never;
+
+impl Future for Never {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        Poll::Pending
+    }
+}
+
+/// Poll `cond` until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    cond()
+}

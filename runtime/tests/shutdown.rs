@@ -1,0 +1,254 @@
+//! Shutdown with work in flight: every future is dropped, every thread joined, no task
+//! memory is left behind, and late wakes and spawns are harmless.
+//!
+//! This binary installs a counting global allocator, so its tests run one at a time
+//! through a lock (the leak check compares live allocations before and after).
+
+mod common;
+
+use common::*;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+struct Counting;
+
+static LIVE_ALLOCS: AtomicI64 = AtomicI64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE_ALLOCS.fetch_add(1, SeqCst);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE_ALLOCS.fetch_sub(1, SeqCst);
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Spawn a mix of tasks in every state, then drop the runtime.
+fn busy_runtime_dropped(drops: &DropCount) -> (usize, Vec<volt::JoinHandle<()>>) {
+    let rt = rt(2);
+    let mut handles = vec![];
+    let mut n = 0;
+    // Idle forever: nobody holds a waker.
+    for _ in 0..200 {
+        let g = drops.guard();
+        handles.push(rt.spawn(async move {
+            let _g = g;
+            Never.await
+        }));
+        n += 1;
+    }
+    // Waiting on flags nobody sets (wakers held by the flags).
+    let flags: Vec<Flag> = (0..200).map(|_| Flag::default()).collect();
+    for f in &flags {
+        let (g, f) = (drops.guard(), f.clone());
+        handles.push(rt.spawn(async move {
+            let _g = g;
+            f.wait().await
+        }));
+        n += 1;
+    }
+    // Busy: always scheduled, yielding forever.
+    for _ in 0..50 {
+        let g = drops.guard();
+        handles.push(rt.spawn(async move {
+            let _g = g;
+            loop {
+                volt::task::yield_now().await;
+            }
+        }));
+        n += 1;
+    }
+    // Shielded: shutdown is not deferred by shields.
+    for _ in 0..10 {
+        let g = drops.guard();
+        handles.push(rt.spawn(async move {
+            let _g = g;
+            let _s = volt::task::shield();
+            Never.await
+        }));
+        n += 1;
+    }
+    // Tasks awaiting other tasks' handles, and a burst still queued when the drop starts.
+    for _ in 0..100 {
+        let (g1, g2) = (drops.guard(), drops.guard());
+        handles.push(rt.spawn(async move {
+            let _g = g1;
+            let inner = volt::spawn(async move {
+                let _g = g2;
+                Never.await
+            });
+            let _ = inner.await;
+        }));
+        n += 2;
+    }
+    for _ in 0..2_000 {
+        let g = drops.guard();
+        handles.push(rt.spawn(async move {
+            let _g = g;
+            volt::task::yield_now().await;
+        }));
+        n += 1;
+    }
+    drop(rt);
+    drop(flags);
+    (n, handles)
+}
+
+#[test]
+fn every_future_is_dropped_on_shutdown() {
+    let _s = serial();
+    let drops = DropCount::default();
+    let (n, handles) = busy_runtime_dropped(&drops);
+    assert_eq!(drops.get(), n, "every future was dropped by the time drop(runtime) returned");
+    let mut cancelled = 0;
+    for h in handles {
+        assert!(h.is_finished());
+        match h.join() {
+            Ok(()) => {}
+            Err(e) => {
+                assert!(e.is_cancelled());
+                cancelled += 1;
+            }
+        }
+    }
+    assert!(cancelled >= 560, "the never-finishing tasks report cancelled: {cancelled}");
+}
+
+#[test]
+fn no_task_memory_leaks() {
+    let _s = serial();
+    // Warm up lazily initialised process state (thread names, TLS) first.
+    {
+        let drops = DropCount::default();
+        let (_, handles) = busy_runtime_dropped(&drops);
+        drop(handles);
+    }
+    let before = LIVE_ALLOCS.load(SeqCst);
+    for _ in 0..3 {
+        let drops = DropCount::default();
+        let (n, handles) = busy_runtime_dropped(&drops);
+        assert_eq!(drops.get(), n);
+        drop(handles);
+    }
+    let after = LIVE_ALLOCS.load(SeqCst);
+    // Three rounds of ~3,000 tasks each: a leak of task cells would be thousands.
+    assert!(after - before < 50, "live allocations grew by {} across three runtimes", after - before);
+}
+
+#[test]
+fn late_wakes_and_spawns_after_shutdown_are_harmless() {
+    let _s = serial();
+    let rt = rt(2);
+    let handle = rt.handle().clone();
+    let stash: Arc<Mutex<Option<Waker>>> = Arc::default();
+    let s2 = stash.clone();
+    let h = rt.spawn(std::future::poll_fn(move |cx| {
+        *s2.lock().unwrap() = Some(cx.waker().clone());
+        std::task::Poll::<()>::Pending
+    }));
+    assert!(wait_until(Duration::from_secs(5), || stash.lock().unwrap().is_some()));
+    drop(rt);
+    // The waker outlives the runtime: waking it must do nothing.
+    stash.lock().unwrap().take().unwrap().wake();
+    assert!(h.join().unwrap_err().is_cancelled());
+    // Spawning through a handle of a dead runtime: the task is cancelled, not lost or run.
+    let ran = Arc::new(AtomicBool::new(false));
+    let r2 = ran.clone();
+    let h = handle.spawn(async move { r2.store(true, SeqCst) });
+    assert!(h.is_finished());
+    assert!(h.join().unwrap_err().is_cancelled());
+    assert!(!ran.load(SeqCst));
+}
+
+#[test]
+fn a_future_whose_drop_spawns_during_shutdown() {
+    let _s = serial();
+    struct SpawnOnDrop(DropCount);
+    impl Drop for SpawnOnDrop {
+        fn drop(&mut self) {
+            let g = self.0.guard();
+            // The runtime is shutting down: this task is cancelled at once.
+            let h = volt::spawn(async move {
+                let _g = g;
+            });
+            assert!(h.is_finished());
+        }
+    }
+    let drops = DropCount::default();
+    let rt = rt(2);
+    let d = drops.clone();
+    let started = Flag::default();
+    let s2 = started.clone();
+    let _h = rt.spawn(async move {
+        let _x = SpawnOnDrop(d);
+        s2.set();
+        Never.await
+    });
+    assert!(wait_until(Duration::from_secs(5), || started.is_set()));
+    drop(rt);
+    assert_eq!(drops.get(), 1, "the task spawned from drop was dropped too");
+}
+
+#[test]
+fn shutdown_timeout_returns_despite_a_blocking_task() {
+    let _s = serial();
+    let drops = DropCount::default();
+    let rt = rt(2);
+    let started = Flag::default();
+    let s2 = started.clone();
+    let blocker = rt.spawn(async move {
+        s2.set();
+        std::thread::sleep(Duration::from_millis(1_500));
+    });
+    for _ in 0..100 {
+        let g = drops.guard();
+        rt.spawn(async move {
+            let _g = g;
+            Never.await
+        });
+    }
+    assert!(wait_until(Duration::from_secs(5), || started.is_set()));
+    let t = Instant::now();
+    rt.shutdown_timeout(Duration::from_millis(100));
+    let took = t.elapsed();
+    assert!(took < Duration::from_millis(1_000), "shutdown_timeout took {took:?}");
+    assert_eq!(drops.get(), 100, "the idle tasks were cancelled while the blocker ran");
+    // The blocker finishes its poll and completes on its own.
+    assert!(blocker.join().is_ok());
+}
+
+#[test]
+fn dropping_a_runtime_joins_its_threads() {
+    let _s = serial();
+    fn worker_threads() -> usize {
+        std::fs::read_dir("/proc/self/task")
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.starts_with("volt-worker")))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+    let rt = rt(3);
+    rt.block_on(async { volt::spawn(async {}).await.unwrap() });
+    assert_eq!(worker_threads(), 3);
+    drop(rt);
+    assert_eq!(worker_threads(), 0, "drop returned with worker threads still alive");
+}
