@@ -263,6 +263,77 @@ mod tests {
         while inject.pop().is_some() {}
     }
 
+    /// Nothing is lost or duplicated under concurrent push (with overflow), pop and two
+    /// stealers: every task id comes out exactly once, from the owner, a stealer or the
+    /// global queue. Bounded: 200,000 tasks.
+    #[test]
+    fn concurrent_push_pop_steal_overflow_loses_nothing() {
+        use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::SeqCst};
+        use std::sync::Arc;
+        const N: usize = 200_000;
+        let sched = MockScheduler::new();
+        let q = Arc::new(WorkStealQueue::new());
+        let inject = Arc::new(Inject::new());
+        let first_id = crate::task::next_task_id() + 1;
+        let seen: Arc<Vec<AtomicU8>> = Arc::new((0..N + 1024).map(|_| AtomicU8::new(0)).collect());
+        let done = Arc::new(AtomicBool::new(false));
+        let record = {
+            let seen = seen.clone();
+            move |t: Notified<Arc<MockScheduler>>| {
+                // Ids from other tests' tasks may interleave; count ours only.
+                let id = t.header().id;
+                if id >= first_id && ((id - first_id) as usize) < seen.len() {
+                    seen[(id - first_id) as usize].fetch_add(1, SeqCst);
+                }
+            }
+        };
+        let stealers: Vec<_> = (0..2)
+            .map(|_| {
+                let (q, done, record) = (q.clone(), done.clone(), record.clone());
+                std::thread::spawn(move || {
+                    let mine = WorkStealQueue::new();
+                    let mut steals = 0;
+                    loop {
+                        let finished = done.load(SeqCst);
+                        if let Some((t, _)) = q.steal_into(&mine) {
+                            steals += 1;
+                            record(t);
+                            while let Some(t) = mine.pop() {
+                                record(t);
+                            }
+                        } else if finished {
+                            return steals;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut ids = vec![];
+        for i in 0..N {
+            let t = counted_task(&sched);
+            ids.push(t.header().id);
+            let _ = q.push_back_or_overflow(t, &inject);
+            if i % 3 == 0 {
+                if let Some(t) = q.pop() {
+                    record(t);
+                }
+            }
+        }
+        done.store(true, SeqCst);
+        let steals: usize = stealers.into_iter().map(|h| h.join().unwrap()).sum();
+        while let Some(t) = q.pop() {
+            record(t);
+        }
+        while let Some(t) = inject.pop() {
+            record(t);
+        }
+        for id in ids {
+            let n = seen[(id - first_id) as usize].load(SeqCst);
+            assert_eq!(n, 1, "task {id} came out {n} times");
+        }
+        assert!(steals > 0, "the stealers never got anything");
+    }
+
     #[test]
     fn steal_takes_half_rounded_up() {
         let sched = MockScheduler::new();
