@@ -37,9 +37,18 @@ fn main() -> std::io::Result<()> {
     println!("result {total} in {elapsed:?}\n");
     println!(
         "tasks: spawned {} completed {} alive {} | global queue {} | searching {} parked {} bitmap {:#b}",
-        snap.tasks_spawned, snap.tasks_completed, snap.tasks_alive, snap.global_queue_depth, snap.num_searching, snap.num_parked, snap.parked_bitmap
+        snap.tasks_spawned,
+        snap.tasks_completed,
+        snap.tasks_alive,
+        snap.global_queue_depth,
+        snap.num_searching,
+        snap.num_parked,
+        snap.parked_bitmap
     );
-    println!("{:>6} {:>9} {:>8} {:>7} {:>6} {:>9} {:>8} {:>9} {:>9}", "worker", "state", "polled", "stolen", "steals", "lifo_hits", "parks", "ewma_ns", "interval");
+    println!(
+        "{:>6} {:>9} {:>8} {:>7} {:>6} {:>9} {:>8} {:>9} {:>9}",
+        "worker", "state", "polled", "stolen", "steals", "lifo_hits", "parks", "ewma_ns", "interval"
+    );
     for w in &snap.workers {
         println!(
             "{:>6} {:>9} {:>8} {:>7} {:>6} {:>9} {:>8} {:>9} {:>9}",

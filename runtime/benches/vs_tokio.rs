@@ -1,1 +1,286 @@
-fn main(){}
+//! Volt against Tokio on the same workloads, 2 workers each, alternating in one process.
+//!
+//! `cargo bench -p volt --bench vs_tokio` prints a table of medians and the ratio
+//! volt/tokio per workload, and the geometric mean of the ratios (below 1.0 means Volt is
+//! faster). `VOLT_BENCH_SAMPLES` sets the samples per runtime and workload (default 40).
+//!
+//! The first six workloads are Tokio's own `benches/rt_multi_threaded.rs` set; then a
+//! serial `spawn(..).await` chain inside a task, and a fork-join binary tree of spawns.
+//! Both runtimes run the identical code (one macro, instantiated twice) with runtime-neutral
+//! channels (`std::sync::mpsc`, `futures::channel::oneshot`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+const WORKERS: usize = 2;
+const NUM_SPAWN: usize = 10_000;
+const NUM_YIELD: usize = 1_000;
+const YIELD_TASKS: usize = 200;
+const PING_PONGS: usize = 1_000;
+const CHAIN: usize = 1_000;
+const SERIAL: usize = 1_000;
+const TREE_DEPTH: u32 = 12;
+const STALL: Duration = Duration::from_micros(10);
+
+fn stall() {
+    let t = Instant::now();
+    while t.elapsed() < STALL {
+        std::hint::spin_loop();
+    }
+}
+
+macro_rules! suite {
+    ($m:ident, $Rt:ty, $spawn:path, $yield_now:path) => {
+        mod $m {
+            use super::*;
+
+            pub fn spawn_many_local(rt: &$Rt) {
+                let (tx, rx) = mpsc::sync_channel(1);
+                let rem = Arc::new(AtomicUsize::new(NUM_SPAWN));
+                rt.block_on(async move {
+                    $spawn(async move {
+                        for _ in 0..NUM_SPAWN {
+                            let (tx, rem) = (tx.clone(), rem.clone());
+                            $spawn(async move {
+                                if rem.fetch_sub(1, Relaxed) == 1 {
+                                    tx.send(()).unwrap();
+                                }
+                            });
+                        }
+                    });
+                    rx.recv().unwrap();
+                });
+            }
+
+            pub fn spawn_many_remote(rt: &$Rt) {
+                let handles: Vec<_> = (0..NUM_SPAWN).map(|_| rt.spawn(async {})).collect();
+                rt.block_on(async move {
+                    for h in handles {
+                        h.await.unwrap();
+                    }
+                });
+            }
+
+            /// Keeps every worker busy with yielding, stalling tasks; returns the stop flag.
+            pub fn make_busy(rt: &$Rt) -> Arc<AtomicBool> {
+                let flag = Arc::new(AtomicBool::new(true));
+                for _ in 0..2 * WORKERS {
+                    let flag = flag.clone();
+                    rt.spawn(async move {
+                        while flag.load(Relaxed) {
+                            $yield_now().await;
+                            stall();
+                        }
+                    });
+                }
+                flag
+            }
+
+            pub fn yield_many(rt: &$Rt) {
+                let (tx, rx) = mpsc::sync_channel(YIELD_TASKS);
+                for _ in 0..YIELD_TASKS {
+                    let tx = tx.clone();
+                    rt.spawn(async move {
+                        for _ in 0..NUM_YIELD {
+                            $yield_now().await;
+                        }
+                        tx.send(()).unwrap();
+                    });
+                }
+                for _ in 0..YIELD_TASKS {
+                    rx.recv().unwrap();
+                }
+            }
+
+            pub fn ping_pong(rt: &$Rt) {
+                let (done_tx, done_rx) = mpsc::sync_channel(1);
+                let rem = Arc::new(AtomicUsize::new(PING_PONGS));
+                rt.block_on(async {
+                    for _ in 0..PING_PONGS {
+                        let (done_tx, rem) = (done_tx.clone(), rem.clone());
+                        rt.spawn(async move {
+                            let (tx1, rx1) = futures::channel::oneshot::channel::<()>();
+                            let (tx2, rx2) = futures::channel::oneshot::channel::<()>();
+                            $spawn(async move {
+                                rx1.await.unwrap();
+                                tx2.send(()).unwrap();
+                            });
+                            tx1.send(()).unwrap();
+                            rx2.await.unwrap();
+                            if rem.fetch_sub(1, Relaxed) == 1 {
+                                done_tx.send(()).unwrap();
+                            }
+                        });
+                    }
+                    done_rx.recv().unwrap();
+                });
+            }
+
+            fn chain(done: mpsc::SyncSender<()>, n: usize) {
+                if n == 0 {
+                    done.send(()).unwrap();
+                } else {
+                    $spawn(async move { chain(done, n - 1) });
+                }
+            }
+
+            pub fn chained_spawn(rt: &$Rt) {
+                rt.block_on(async {
+                    let (tx, rx) = mpsc::sync_channel(1);
+                    $spawn(async move { chain(tx, CHAIN) });
+                    rx.recv().unwrap();
+                });
+            }
+
+            pub fn serial_spawn_await(rt: &$Rt) {
+                let n = rt.block_on(async {
+                    $spawn(async {
+                        let mut n = 0usize;
+                        for _ in 0..SERIAL {
+                            n += $spawn(async { 1usize }).await.unwrap();
+                        }
+                        n
+                    })
+                    .await
+                    .unwrap()
+                });
+                assert_eq!(n, SERIAL);
+            }
+
+            fn tree(depth: u32) -> Pin<Box<dyn Future<Output = u64> + Send>> {
+                Box::pin(async move {
+                    if depth == 0 {
+                        return 1;
+                    }
+                    let l = $spawn(tree(depth - 1));
+                    let r = $spawn(tree(depth - 1));
+                    l.await.unwrap() + r.await.unwrap() + 1
+                })
+            }
+
+            pub fn fork_join(rt: &$Rt) {
+                let n = rt.block_on(async { $spawn(tree(TREE_DEPTH)).await.unwrap() });
+                assert_eq!(n, (1 << (TREE_DEPTH + 1)) - 1);
+            }
+        }
+    };
+}
+
+suite!(on_volt, volt::Runtime, volt::spawn, volt::task::yield_now);
+suite!(on_tokio, tokio::runtime::Runtime, tokio::spawn, tokio::task::yield_now);
+
+struct Workload {
+    name: &'static str,
+    volt: fn(&volt::Runtime),
+    tokio: fn(&tokio::runtime::Runtime),
+    /// Whether to keep the workers busy while it runs.
+    busy: bool,
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn fmt(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{us:.1} µs")
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` runs this too: keep that quick.
+    let quick = std::env::args().any(|a| a == "--test") || std::env::var_os("VOLT_BENCH_QUICK").is_some();
+    let samples: usize =
+        std::env::var("VOLT_BENCH_SAMPLES").ok().and_then(|s| s.parse().ok()).unwrap_or(if quick { 2 } else { 40 });
+    let volt_rt = volt::runtime::Builder::new().worker_threads(WORKERS).build().expect("volt runtime");
+    let tokio_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+
+    let workloads = [
+        Workload {
+            name: "spawn_many_local",
+            volt: on_volt::spawn_many_local,
+            tokio: on_tokio::spawn_many_local,
+            busy: false,
+        },
+        Workload {
+            name: "spawn_many_remote_idle",
+            volt: on_volt::spawn_many_remote,
+            tokio: on_tokio::spawn_many_remote,
+            busy: false,
+        },
+        Workload {
+            name: "spawn_many_remote_busy",
+            volt: on_volt::spawn_many_remote,
+            tokio: on_tokio::spawn_many_remote,
+            busy: true,
+        },
+        Workload { name: "yield_many", volt: on_volt::yield_many, tokio: on_tokio::yield_many, busy: false },
+        Workload { name: "ping_pong", volt: on_volt::ping_pong, tokio: on_tokio::ping_pong, busy: false },
+        Workload { name: "chained_spawn", volt: on_volt::chained_spawn, tokio: on_tokio::chained_spawn, busy: false },
+        Workload {
+            name: "serial_spawn_await",
+            volt: on_volt::serial_spawn_await,
+            tokio: on_tokio::serial_spawn_await,
+            busy: false,
+        },
+        Workload { name: "fork_join_tree", volt: on_volt::fork_join, tokio: on_tokio::fork_join, busy: false },
+    ];
+
+    println!("Volt vs Tokio, {WORKERS} workers each, {samples} samples per runtime per workload, alternating\n");
+    println!("| workload | volt median | tokio median | volt/tokio |");
+    println!("|---|---:|---:|---:|");
+    let mut log_sum = 0.0;
+    for w in &workloads {
+        let (vflag, tflag) = if w.busy {
+            (Some(on_volt::make_busy(&volt_rt)), Some(on_tokio::make_busy(&tokio_rt)))
+        } else {
+            (None, None)
+        };
+        // Warm up both.
+        for _ in 0..2 {
+            (w.volt)(&volt_rt);
+            (w.tokio)(&tokio_rt);
+        }
+        let mut tv = Vec::with_capacity(samples);
+        let mut tt = Vec::with_capacity(samples);
+        for i in 0..samples {
+            // Alternate which runtime goes first, so drift hits both alike.
+            let mut run_volt = || {
+                let t = Instant::now();
+                (w.volt)(&volt_rt);
+                tv.push(t.elapsed());
+            };
+            let mut run_tokio = || {
+                let t = Instant::now();
+                (w.tokio)(&tokio_rt);
+                tt.push(t.elapsed());
+            };
+            if i % 2 == 0 {
+                run_volt();
+                run_tokio();
+            } else {
+                run_tokio();
+                run_volt();
+            }
+        }
+        for f in [vflag, tflag].into_iter().flatten() {
+            f.store(false, Relaxed);
+        }
+        let (mv, mt) = (median(&mut tv), median(&mut tt));
+        let ratio = mv.as_secs_f64() / mt.as_secs_f64();
+        log_sum += ratio.ln();
+        println!("| {} | {} | {} | {:.2} |", w.name, fmt(mv), fmt(mt), ratio);
+    }
+    println!("| **geomean** | | | **{:.2}** |", (log_sum / workloads.len() as f64).exp());
+}

@@ -29,6 +29,8 @@
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
+// Under loom only the primitives and their models are built, not the runtime using them.
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
 
 pub(crate) mod loom;
 pub(crate) mod scheduler;
@@ -39,7 +41,7 @@ pub mod runtime;
 #[cfg(not(loom))]
 pub mod telemetry;
 
-#[cfg(loom)]
+#[cfg(all(loom, test))]
 mod loom_tests;
 
 #[cfg(not(loom))]

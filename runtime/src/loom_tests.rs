@@ -346,7 +346,11 @@ struct IdleModel {
 
 impl IdleModel {
     fn new() -> Arc<IdleModel> {
-        Arc::new(IdleModel { idle: Idle::new(2), parks: [ParkState::new(), ParkState::new()], queued: AtomicUsize::new(0) })
+        Arc::new(IdleModel {
+            idle: Idle::new(2),
+            parks: [ParkState::new(), ParkState::new()],
+            queued: AtomicUsize::new(0),
+        })
     }
 
     /// The worker's park sequence from `worker.rs`: mark parked, re-check when nobody is

@@ -174,17 +174,19 @@ fn abort_cancels_and_drops_the_future() {
     let never_ran = Arc::new(AtomicBool::new(false));
     let n2 = never_ran.clone();
     let done = rt.spawn(async { 5 });
-    assert_eq!(rt.block_on(async move {
-        let h = volt::spawn(async move { n2.store(true, SeqCst) });
-        h.abort();
-        let r = h.await;
-        // It may have run before the abort landed; if it was cancelled it never ran.
-        if r.is_err() {
-            assert!(r.unwrap_err().is_cancelled());
-        }
-        let v = done.await.unwrap();
-        v
-    }), 5);
+    assert_eq!(
+        rt.block_on(async move {
+            let h = volt::spawn(async move { n2.store(true, SeqCst) });
+            h.abort();
+            let r = h.await;
+            // It may have run before the abort landed; if it was cancelled it never ran.
+            if let Err(e) = r {
+                assert!(e.is_cancelled());
+            }
+            done.await.unwrap()
+        }),
+        5
+    );
 }
 
 #[test]
@@ -365,7 +367,8 @@ fn lifo_slot_serves_local_spawns_and_steals_happen() {
                 volt::spawn(async {}).await.unwrap();
             }
             // A burst of slow-ish tasks on one worker gives the other something to steal.
-            let hs: Vec<_> = (0..200).map(|_| volt::spawn(async { std::thread::sleep(Duration::from_micros(50)) })).collect();
+            let hs: Vec<_> =
+                (0..200).map(|_| volt::spawn(async { std::thread::sleep(Duration::from_micros(50)) })).collect();
             for h in hs {
                 h.await.unwrap();
             }
@@ -385,10 +388,11 @@ fn lifo_slot_serves_local_spawns_and_steals_happen() {
 #[test]
 fn spawn_outside_a_runtime_panics_with_a_clear_message() {
     let err = std::panic::catch_unwind(|| {
-        let _ = volt::spawn(async {});
+        drop(volt::spawn(async {}));
     })
     .unwrap_err();
-    let msg = err.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| err.downcast_ref::<String>().cloned()).unwrap();
+    let msg =
+        err.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| err.downcast_ref::<String>().cloned()).unwrap();
     assert!(msg.contains("outside a Volt runtime"), "{msg}");
 }
 

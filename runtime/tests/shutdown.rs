@@ -241,7 +241,9 @@ fn dropping_a_runtime_joins_its_threads() {
         std::fs::read_dir("/proc/self/task")
             .map(|d| {
                 d.filter_map(|e| e.ok())
-                    .filter(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.starts_with("volt-worker")))
+                    .filter(|e| {
+                        std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.starts_with("volt-worker"))
+                    })
                     .count()
             })
             .unwrap_or(0)

@@ -79,7 +79,11 @@ impl Builder {
             ));
         }
         let shared = Arc::new(Shared::new(n));
-        let mut rt = Runtime { handle: Handle { shared: Arc::clone(&shared) }, threads: Vec::with_capacity(n), shut_down: false };
+        let mut rt = Runtime {
+            handle: Handle { shared: Arc::clone(&shared) },
+            threads: Vec::with_capacity(n),
+            shut_down: false,
+        };
         for index in 0..n {
             let shared = Arc::clone(&shared);
             let spawned = std::thread::Builder::new()
@@ -166,7 +170,9 @@ impl Runtime {
         for w in shared.workers.iter() {
             w.park.unpark();
         }
-        if worker::on_worker_thread() && std::ptr::eq(worker::current_handle().map_or(std::ptr::null(), |s| Arc::as_ptr(&s)), Arc::as_ptr(shared)) {
+        if worker::on_worker_thread()
+            && std::ptr::eq(worker::current_handle().map_or(std::ptr::null(), |s| Arc::as_ptr(&s)), Arc::as_ptr(shared))
+        {
             // Dropped from inside one of its own tasks: joining would wait on ourselves.
             // The workers exit on their own; the tasks are cancelled when they do not
             // outlive this thread's poll. Nothing more can be done safely here.

@@ -61,7 +61,11 @@ impl Batch {
 
 impl<S: 'static> Inject<S> {
     pub(crate) fn new() -> Inject<S> {
-        Inject { list: Mutex::new(List { head: None, tail: None, closed: false }), len: AtomicUsize::new(0), _scheduler: PhantomData }
+        Inject {
+            list: Mutex::new(List { head: None, tail: None, closed: false }),
+            len: AtomicUsize::new(0),
+            _scheduler: PhantomData,
+        }
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -82,7 +82,8 @@ impl ParkState {
                 return;
             }
             let left = deadline - now;
-            let ts = libc::timespec { tv_sec: left.as_secs() as libc::time_t, tv_nsec: left.subsec_nanos() as libc::c_long };
+            let ts =
+                libc::timespec { tv_sec: left.as_secs() as libc::time_t, tv_nsec: left.subsec_nanos() as libc::c_long };
             // SAFETY: FUTEX_WAIT reads the u32 behind a valid, aligned pointer that lives
             // as long as `self`; the timespec is a valid relative timeout. A wake, a
             // timeout or EINTR all just return.

@@ -25,7 +25,10 @@ impl FastRand {
 
     /// A seed for worker `index`: the clock, mixed with the index.
     pub(crate) fn seed_for(index: usize) -> u64 {
-        let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
         ts.wrapping_add((index as u64).wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 

@@ -26,6 +26,16 @@
 //! the check, when due, runs before the local sources, as Tokio does; `tick` counts polls,
 //! not budget ticks, because the EWMA gives the interval in tasks ("tasks per 1 ms").
 //!
+//! # The backlog cap on the interval
+//! `clamp(1 ms / avg, 8, 255)` keeps the 1 ms target for *one* task waiting in the global
+//! queue. With a backlog of `L` tasks and batches of `b` per worker, the last one waits
+//! about `L / (b * workers)` checks, so a busy runtime fed from outside would drain a deep
+//! global queue at 64 tasks per ~1 ms per worker (ten times slower than Tokio in the
+//! `spawn_many_remote_busy` benchmark). So each global fetch that leaves tasks behind also
+//! caps the interval at `1 ms * b * workers / (L * avg)`, within the same 8..=255 clamp, and
+//! a fetch that finds the queue empty lifts the cap. The interval in use (and reported) is
+//! the smaller of the two.
+//!
 //! # Scheduling from a worker (`schedule_local`, seed 000 `tryScheduleLocal`)
 //! A task spawned or woken on a worker goes into that worker's LIFO slot; the task it
 //! evicts goes to the back of the ring. A task woken during its own poll (`yield_now`)
@@ -123,6 +133,11 @@ struct Core {
     batch_head: Cell<usize>,
     batch_len: Cell<usize>,
     avg_task_ns: Cell<u64>,
+    /// `clamp(TARGET / avg, 8, 255)` from the EWMA.
+    ewma_interval: Cell<u32>,
+    /// The backlog cap (see the module doc); 255 when the global queue is drained.
+    backlog_interval: Cell<u32>,
+    /// The interval in use: the smaller of the two.
     global_queue_interval: Cell<u32>,
 }
 
@@ -144,6 +159,8 @@ impl Core {
             batch_head: Cell::new(0),
             batch_len: Cell::new(0),
             avg_task_ns: Cell::new(INITIAL_AVG_TASK_NS),
+            ewma_interval: Cell::new(interval_for(INITIAL_AVG_TASK_NS)),
+            backlog_interval: Cell::new(MAX_GLOBAL_QUEUE_INTERVAL),
             global_queue_interval: Cell::new(interval_for(INITIAL_AVG_TASK_NS)),
         }
     }
@@ -175,7 +192,20 @@ impl Core {
 
 /// `clamp(TARGET / avg, 8, 255)`.
 fn interval_for(avg_task_ns: u64) -> u32 {
-    (TARGET_GLOBAL_QUEUE_LATENCY_NS / avg_task_ns.max(1)).clamp(MIN_GLOBAL_QUEUE_INTERVAL as u64, MAX_GLOBAL_QUEUE_INTERVAL as u64) as u32
+    clamp_interval(TARGET_GLOBAL_QUEUE_LATENCY_NS / avg_task_ns.max(1))
+}
+
+/// The backlog cap: `clamp(TARGET * batch * workers / (backlog * avg), 8, 255)`.
+fn backlog_interval_for(avg_task_ns: u64, batch: usize, workers: usize, backlog: usize) -> u32 {
+    let per_check = (batch * workers) as u64;
+    clamp_interval(
+        TARGET_GLOBAL_QUEUE_LATENCY_NS.saturating_mul(per_check)
+            / (backlog as u64).saturating_mul(avg_task_ns.max(1)).max(1),
+    )
+}
+
+fn clamp_interval(v: u64) -> u32 {
+    v.clamp(MIN_GLOBAL_QUEUE_INTERVAL as u64, MAX_GLOBAL_QUEUE_INTERVAL as u64) as u32
 }
 
 /// The thread-local context: which runtime (and which worker of it) this thread serves.
@@ -452,9 +482,23 @@ impl Shared {
     fn fetch_global_batch(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
         let len = self.inject.len();
         if len == 0 {
+            if w.core.backlog_interval.get() != MAX_GLOBAL_QUEUE_INTERVAL {
+                w.core.backlog_interval.set(MAX_GLOBAL_QUEUE_INTERVAL);
+                self.publish_interval(w);
+            }
             return None;
         }
         let n = (len / self.workers.len()).clamp(MIN_GLOBAL_BATCH, MAX_GLOBAL_BATCH).min(len);
+        let backlog = len - n;
+        let cap = if backlog == 0 {
+            MAX_GLOBAL_QUEUE_INTERVAL
+        } else {
+            backlog_interval_for(w.core.avg_task_ns.get(), n, self.workers.len(), backlog)
+        };
+        if cap != w.core.backlog_interval.get() {
+            w.core.backlog_interval.set(cap);
+            self.publish_interval(w);
+        }
         let mut first = None;
         let got = self.inject.pop_n(n, |t| {
             if first.is_none() {
@@ -520,10 +564,17 @@ impl Shared {
         let core = &w.core;
         let sample = start.elapsed().as_nanos() as u64 / ran as u64;
         let avg = ((sample + 9 * core.avg_task_ns.get()) / 10).max(1);
-        let interval = interval_for(avg);
         core.avg_task_ns.set(avg);
-        core.global_queue_interval.set(interval);
+        core.ewma_interval.set(interval_for(avg));
         w.counters.ewma_task_ns.store(avg, Relaxed);
+        self.publish_interval(w);
+    }
+
+    /// The interval in use is the smaller of the EWMA's and the backlog cap.
+    fn publish_interval(&self, w: &Worker) {
+        let core = &w.core;
+        let interval = core.ewma_interval.get().min(core.backlog_interval.get());
+        core.global_queue_interval.set(interval);
         w.counters.global_queue_interval.store(interval, Relaxed);
     }
 
@@ -557,14 +608,21 @@ impl Shared {
 
     /// Seed 000 `helpUntilComplete`: run other tasks until `target` completes. Returns
     /// early only on shutdown.
-    fn help_until_complete(this: &Arc<Shared>, w: &Worker, target: NonNull<Header>, poll_join: &mut dyn FnMut(&Waker) -> bool) {
+    fn help_until_complete(
+        this: &Arc<Shared>,
+        w: &Worker,
+        target: NonNull<Header>,
+        poll_join: &mut dyn FnMut(&Waker) -> bool,
+    ) {
         let mut waker = None;
         loop {
             if raw::is_complete(target) || this.is_shutdown() {
                 return;
             }
             if this.run_tick(w, Some(target)) == 0 {
-                let waker = waker.get_or_insert_with(|| Waker::from(Arc::new(WorkerWaker { shared: Arc::clone(this), index: w.index })));
+                let waker = waker.get_or_insert_with(|| {
+                    Waker::from(Arc::new(WorkerWaker { shared: Arc::clone(this), index: w.index }))
+                });
                 if poll_join(waker) {
                     return;
                 }
@@ -685,4 +743,30 @@ impl Wake for ThreadWaker {
 /// A waker that unparks the current thread.
 pub(crate) fn thread_waker() -> Waker {
     Waker::from(Arc::new(ThreadWaker(std::thread::current())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ewma_interval_matches_the_seed_table() {
+        // Seed 000: 1 µs -> 255, 10 µs -> 100, 50 µs -> 20, 100 µs -> 10, 1 ms+ -> 8.
+        assert_eq!(interval_for(1_000), 255);
+        assert_eq!(interval_for(10_000), 100);
+        assert_eq!(interval_for(50_000), 20);
+        assert_eq!(interval_for(100_000), 10);
+        assert_eq!(interval_for(2_000_000), 8);
+        assert_eq!(interval_for(0), 255);
+    }
+
+    #[test]
+    fn backlog_cap_shrinks_with_a_deep_queue_and_stays_in_range() {
+        // 10,000 queued, 64 per batch, 2 workers, 5 µs tasks: check as often as allowed.
+        assert_eq!(backlog_interval_for(5_000, 64, 2, 10_000), 8);
+        // A shallow backlog of fast tasks leaves the EWMA's interval in charge.
+        assert_eq!(backlog_interval_for(1_000, 64, 2, 100), 255);
+        // 2,000 queued of 1 µs tasks: 1 ms * 128 / (2,000 * 1 µs) = 64.
+        assert_eq!(backlog_interval_for(1_000, 64, 2, 2_000), 64);
+    }
 }

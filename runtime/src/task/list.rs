@@ -93,11 +93,6 @@ impl OwnedTasks {
             }
         }
     }
-
-    /// Number of linked tasks (a telemetry reading; locks each shard briefly).
-    pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).len).sum()
-    }
 }
 
 /// # Safety

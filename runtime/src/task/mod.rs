@@ -110,6 +110,7 @@ impl<S: 'static> Notified<S> {
         Notified(Task::from_raw(raw))
     }
 
+    #[cfg(test)]
     pub(crate) fn header(&self) -> &Header {
         self.0.header()
     }
@@ -228,5 +229,76 @@ impl Drop for ShieldGuard {
 impl std::fmt::Debug for ShieldGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShieldGuard").field("active", &self.task.is_some()).finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! The harness (poll, complete, cancel, free) against the mock scheduler.
+    use super::test_util::{spawn, MockScheduler};
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Waker};
+
+    fn ready<T>(h: &mut super::JoinHandle<T>) -> Option<Result<T, super::JoinError>> {
+        match Pin::new(h).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(v) => Some(v),
+            Poll::Pending => None,
+        }
+    }
+
+    #[test]
+    fn spawn_run_complete_and_free() {
+        let sched = MockScheduler::new();
+        let mut h = spawn(&sched, async { 5 });
+        assert!(ready(&mut h).is_none());
+        assert_eq!(sched.run_all(), 1);
+        assert_eq!(ready(&mut h).unwrap().unwrap(), 5);
+        drop(h);
+        assert_eq!(sched.completed.load(SeqCst), 1);
+        assert_eq!(Arc::strong_count(&sched), 1, "the cell (holding a scheduler clone) was freed");
+    }
+
+    #[test]
+    fn a_self_wake_during_poll_requeues_as_a_yield() {
+        let sched = MockScheduler::new();
+        let mut h = spawn(&sched, async {
+            super::yield_now().await;
+            super::yield_now().await;
+        });
+        assert_eq!(sched.run_all(), 3);
+        assert_eq!(sched.yields.load(SeqCst), 2);
+        assert!(ready(&mut h).unwrap().is_ok());
+    }
+
+    #[test]
+    fn panic_in_poll_and_abort_before_poll() {
+        let sched = MockScheduler::new();
+        let drops = Arc::new(AtomicUsize::new(0));
+        struct D(Arc<AtomicUsize>);
+        impl Drop for D {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, SeqCst);
+            }
+        }
+        let d = D(drops.clone());
+        let mut p = spawn(&sched, async move {
+            let _d = d;
+            panic!("inside");
+        });
+        let d = D(drops.clone());
+        let mut a = spawn(&sched, async move {
+            let _d = d;
+        });
+        a.abort();
+        sched.run_all();
+        assert!(ready(&mut p).unwrap().unwrap_err().is_panic());
+        assert!(ready(&mut a).unwrap().unwrap_err().is_cancelled());
+        assert_eq!(drops.load(SeqCst), 2, "both futures were dropped");
+        assert_eq!((sched.panicked.load(SeqCst), sched.cancelled.load(SeqCst)), (1, 1));
+        assert_eq!(sched.finished(), 2);
+        assert!(sched.pop().is_none());
     }
 }

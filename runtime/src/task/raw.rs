@@ -176,6 +176,7 @@ where
         }
         Poll::Pending => {
             let t = cell.header.state.transition_to_idle();
+            debug_assert_eq!(t.prev.lifecycle(), Lifecycle::Running);
             match t.action {
                 IdleAction::Idle => {}
                 // A wake came during the poll (yield_now is one): re-queue at the back.
@@ -208,6 +209,8 @@ where
             // SAFETY: exclusive access (RUNNING); the future is never moved out of the
             // heap cell while it is `Running`, so pinning holds.
             match unsafe { &mut *stage } {
+                // SAFETY: the future lives in the heap cell and is never moved out while
+                // `Running`; it is dropped in place.
                 Stage::Running(fut) => unsafe { Pin::new_unchecked(fut) }.poll(&mut cx),
                 _ => unreachable!("volt: task polled after it finished"),
             }
@@ -279,6 +282,7 @@ where
     } else if prev.is_join_waker_set() {
         // SAFETY: JOIN_WAKER was set at completion, so the handle no longer writes the slot.
         cell.join_waker.with(|w| {
+            // SAFETY: see above; a shared read of the slot.
             if let Some(w) = unsafe { &*w } {
                 let _ = catch_unwind(AssertUnwindSafe(|| w.wake_by_ref()));
             }
@@ -392,7 +396,8 @@ where
 
 // ---- wakers: a `Waker` is a header pointer plus this vtable; it owns one reference ----
 
-pub(crate) static WAKER_VTABLE: RawWakerVTable = RawWakerVTable::new(waker_clone, waker_wake, waker_wake_by_ref, waker_drop);
+pub(crate) static WAKER_VTABLE: RawWakerVTable =
+    RawWakerVTable::new(waker_clone, waker_wake, waker_wake_by_ref, waker_drop);
 
 fn header<'a>(ptr: *const ()) -> &'a Header {
     // SAFETY: waker data is always a live header pointer (the waker holds a reference).

@@ -96,7 +96,7 @@ const REF_MASK: u64 = !(REF_ONE - 1);
 const MAX_REFS: u64 = (1 << 24) - 1;
 
 /// A new task: SCHEDULED (spawn queues it at once), a `JoinHandle`, three references.
-const INITIAL: u64 = (Lifecycle::Scheduled as u64) << LIFECYCLE_SHIFT | JOIN_INTEREST | 3 * REF_ONE;
+const INITIAL: u64 = ((Lifecycle::Scheduled as u64) << LIFECYCLE_SHIFT) | JOIN_INTEREST | (3 * REF_ONE);
 
 /// What the worker does with a task it popped from a queue.
 #[must_use]
@@ -236,11 +236,8 @@ impl State {
             let mut next = curr;
             next.set_lifecycle(Lifecycle::Running);
             next.0 &= !NOTIFIED;
-            let action = if curr.is_cancellation_effective() {
-                TransitionToRunning::Cancel
-            } else {
-                TransitionToRunning::Poll
-            };
+            let action =
+                if curr.is_cancellation_effective() { TransitionToRunning::Cancel } else { TransitionToRunning::Poll };
             (Some(next), action)
         })
     }
