@@ -72,7 +72,7 @@ use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicPtr};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Wake, Waker};
 use std::time::{Duration, Instant};
@@ -131,14 +131,12 @@ struct Core {
     rng: Cell<FastRand>,
     batch: [Cell<Option<NonNull<Header>>>; GLOBAL_BATCH_BUFFER],
     batch_head: Cell<usize>,
-    batch_len: Cell<usize>,
-    avg_task_ns: Cell<u64>,
     /// `clamp(TARGET / avg, 8, 255)` from the EWMA.
     ewma_interval: Cell<u32>,
     /// The backlog cap (see the module doc); 255 when the global queue is drained.
     backlog_interval: Cell<u32>,
-    /// The interval in use: the smaller of the two.
-    global_queue_interval: Cell<u32>,
+    // The batch length, the EWMA itself and the interval in use live in the worker's
+    // gauges (`WorkerCounters`), which the owner reads and writes like these cells.
 }
 
 // SAFETY: `Core` is only accessed from the worker thread that owns it (through
@@ -157,35 +155,32 @@ impl Core {
             rng: Cell::new(FastRand::new(FastRand::seed_for(index))),
             batch: std::array::from_fn(|_| Cell::new(None)),
             batch_head: Cell::new(0),
-            batch_len: Cell::new(0),
-            avg_task_ns: Cell::new(INITIAL_AVG_TASK_NS),
             ewma_interval: Cell::new(interval_for(INITIAL_AVG_TASK_NS)),
             backlog_interval: Cell::new(MAX_GLOBAL_QUEUE_INTERVAL),
-            global_queue_interval: Cell::new(interval_for(INITIAL_AVG_TASK_NS)),
         }
     }
 
-    fn batch_pop(&self) -> Option<Notified<Arc<Shared>>> {
-        let len = self.batch_len.get();
+    fn batch_pop(&self, len_gauge: &AtomicU32) -> Option<Notified<Arc<Shared>>> {
+        let len = len_gauge.load(Relaxed) as usize;
         if len == 0 {
             return None;
         }
         let head = self.batch_head.get();
         let t = self.batch[head].take().expect("batch slot");
         self.batch_head.set((head + 1) % GLOBAL_BATCH_BUFFER);
-        self.batch_len.set(len - 1);
+        len_gauge.store(len as u32 - 1, Relaxed);
         // SAFETY: batch slots hold queue references.
         Some(unsafe { Notified::from_raw(t) })
     }
 
     /// Returns the task back if the buffer is full.
-    fn batch_push(&self, t: Notified<Arc<Shared>>) -> Result<(), Notified<Arc<Shared>>> {
-        let len = self.batch_len.get();
+    fn batch_push(&self, len_gauge: &AtomicU32, t: Notified<Arc<Shared>>) -> Result<(), Notified<Arc<Shared>>> {
+        let len = len_gauge.load(Relaxed) as usize;
         if len == GLOBAL_BATCH_BUFFER {
             return Err(t);
         }
         self.batch[(self.batch_head.get() + len) % GLOBAL_BATCH_BUFFER].set(Some(t.into_raw()));
-        self.batch_len.set(len + 1);
+        len_gauge.store(len as u32 + 1, Relaxed);
         Ok(())
     }
 }
@@ -443,12 +438,11 @@ impl Shared {
     fn find_work_inner(&self, w: &Worker) -> Option<(Notified<Arc<Shared>>, bool)> {
         let core = &w.core;
         // 1. The global batch buffer.
-        if let Some(t) = core.batch_pop() {
-            w.counters.batch_len.store(core.batch_len.get() as u32, Relaxed);
+        if let Some(t) = core.batch_pop(&w.counters.batch_len) {
             return Some((t, false));
         }
         // 2. The periodic global check, when due (see the module doc for why it is here).
-        if core.tick.get() % core.global_queue_interval.get() == 0 {
+        if core.tick.get() % w.counters.global_queue_interval.load(Relaxed) == 0 {
             if let Some(t) = self.fetch_global_batch(w) {
                 return Some((t, false));
             }
@@ -493,7 +487,7 @@ impl Shared {
         let cap = if backlog == 0 {
             MAX_GLOBAL_QUEUE_INTERVAL
         } else {
-            backlog_interval_for(w.core.avg_task_ns.get(), n, self.workers.len(), backlog)
+            backlog_interval_for(w.counters.ewma_task_ns.load(Relaxed), n, self.workers.len(), backlog)
         };
         if cap != w.core.backlog_interval.get() {
             w.core.backlog_interval.set(cap);
@@ -503,13 +497,12 @@ impl Shared {
         let got = self.inject.pop_n(n, |t| {
             if first.is_none() {
                 first = Some(t);
-            } else if let Err(t) = w.core.batch_push(t) {
+            } else if let Err(t) = w.core.batch_push(&w.counters.batch_len, t) {
                 self.push_local_ring(w, t);
             }
         });
         if got > 0 {
             w.counters.global_batch_fetches.inc();
-            w.counters.batch_len.store(w.core.batch_len.get() as u32, Relaxed);
         }
         first
     }
@@ -563,8 +556,7 @@ impl Shared {
     fn update_adaptive_interval(&self, w: &Worker, ran: u32, start: Instant) {
         let core = &w.core;
         let sample = start.elapsed().as_nanos() as u64 / ran as u64;
-        let avg = ((sample + 9 * core.avg_task_ns.get()) / 10).max(1);
-        core.avg_task_ns.set(avg);
+        let avg = ((sample + 9 * w.counters.ewma_task_ns.load(Relaxed)) / 10).max(1);
         core.ewma_interval.set(interval_for(avg));
         w.counters.ewma_task_ns.store(avg, Relaxed);
         self.publish_interval(w);
@@ -574,7 +566,6 @@ impl Shared {
     fn publish_interval(&self, w: &Worker) {
         let core = &w.core;
         let interval = core.ewma_interval.get().min(core.backlog_interval.get());
-        core.global_queue_interval.set(interval);
         w.counters.global_queue_interval.store(interval, Relaxed);
     }
 
@@ -638,10 +629,9 @@ impl Shared {
             // SAFETY: the slot held a queue reference.
             drop(unsafe { Notified::<Arc<Shared>>::from_raw(t) });
         }
-        while let Some(t) = w.core.batch_pop() {
+        while let Some(t) = w.core.batch_pop(&w.counters.batch_len) {
             drop(t);
         }
-        w.counters.batch_len.store(0, Relaxed);
         while let Some(t) = w.queue.pop() {
             drop(t);
         }
