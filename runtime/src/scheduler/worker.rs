@@ -140,8 +140,8 @@ struct Core {
 }
 
 // SAFETY: `Core` is only accessed from the worker thread that owns it (through
-// `current_worker`, which checks the thread-local context), and, after that thread has
-// exited and been joined, by shutdown; never by two threads at once.
+// `current_worker`, which checks the thread-local context), including the final drain,
+// which that thread does itself as it exits; never by two threads at once.
 unsafe impl Sync for Core {}
 // SAFETY: as above; the raw pointers in the batch buffer are queue references to `Send` tasks.
 unsafe impl Send for Core {}
@@ -317,7 +317,7 @@ impl Shared {
                 this.remote.tasks_spawned.fetch_add(1, Relaxed);
             }
         }
-        if !this.owned.bind(NonNull::from(task.header())) {
+        if !this.owned.bind(task.raw()) {
             // Shut down: the task is cancelled before it ever runs.
             task.shutdown();
             drop(notified);

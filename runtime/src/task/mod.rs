@@ -73,6 +73,11 @@ impl<S: 'static> Task<S> {
         unsafe { self.raw.as_ref() }
     }
 
+    /// The task's pointer as allocated (full provenance over the cell).
+    pub(crate) fn raw(&self) -> NonNull<Header> {
+        self.raw
+    }
+
     /// Give up ownership of the reference without releasing it.
     pub(crate) fn into_raw(self) -> NonNull<Header> {
         let raw = self.raw;

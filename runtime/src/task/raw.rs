@@ -153,7 +153,7 @@ where
         TransitionToRunning::Poll => {}
         TransitionToRunning::Cancel => {
             // SAFETY: we own the task in RUNNING.
-            unsafe { cancel_and_complete::<F, S>(cell) };
+            unsafe { cancel_and_complete::<F, S>(ptr) };
             return;
         }
         TransitionToRunning::Failed => {
@@ -172,7 +172,7 @@ where
         Poll::Ready(output) => {
             let outcome = if output.is_ok() { Outcome::Completed } else { Outcome::Panicked };
             // SAFETY: still RUNNING; the future was already dropped by `poll_future`.
-            unsafe { complete::<F, S>(cell, output, outcome) };
+            unsafe { complete::<F, S>(ptr, output, outcome) };
         }
         Poll::Pending => {
             let t = cell.header.state.transition_to_idle();
@@ -182,7 +182,7 @@ where
                 // A wake came during the poll (yield_now is one): re-queue at the back.
                 IdleAction::Notified => cell.scheduler.yield_now(Notified(Task::from_raw(ptr))),
                 // SAFETY: still RUNNING, so we own the stage.
-                IdleAction::Cancel => unsafe { cancel_and_complete::<F, S>(cell) },
+                IdleAction::Cancel => unsafe { cancel_and_complete::<F, S>(ptr) },
             }
         }
     }
@@ -242,13 +242,16 @@ unsafe fn drop_future_or_output<F: Future, S>(cell: &Cell<F, S>) -> Option<Box<d
 /// Drop the future of an aborted or shut-down task and complete it as cancelled.
 ///
 /// # Safety
-/// The caller must own the task in RUNNING, holding one reference for that.
-unsafe fn cancel_and_complete<F, S>(cell: &Cell<F, S>)
+/// The caller must own the task in RUNNING, holding one reference for that; `ptr` is the
+/// task's pointer as allocated (it carries the provenance `dealloc` needs).
+unsafe fn cancel_and_complete<F, S>(ptr: NonNull<Header>)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
     S: Schedule,
 {
+    // SAFETY: our reference keeps the cell alive until `complete` releases it.
+    let cell = unsafe { cell::<F, S>(ptr) };
     let id = cell.header.id;
     // SAFETY: exclusive access (RUNNING).
     let (output, outcome) = match unsafe { drop_future_or_output(cell) } {
@@ -256,20 +259,25 @@ where
         Some(payload) => (Err(JoinError::panic(id, payload)), Outcome::Panicked),
     };
     // SAFETY: still RUNNING.
-    unsafe { complete::<F, S>(cell, output, outcome) };
+    unsafe { complete::<F, S>(ptr, output, outcome) };
 }
 
 /// Store the output, go COMPLETE, hand the output to the handle (or drop it), leave the
 /// owned list and release the references this run held.
 ///
 /// # Safety
-/// The caller must own the task in RUNNING with the future already dropped.
-unsafe fn complete<F, S>(cell: &Cell<F, S>, output: Result<F::Output, JoinError>, outcome: Outcome)
+/// The caller must own the task in RUNNING with the future already dropped; `ptr` is the
+/// task's pointer as allocated. (A pointer re-derived from `&cell.header` would only cover
+/// the header's bytes, not the whole cell that `dealloc` frees.) It takes the pointer,
+/// not a `&Cell`: a reference argument would still be live when the cell is freed here.
+unsafe fn complete<F, S>(ptr: NonNull<Header>, output: Result<F::Output, JoinError>, outcome: Outcome)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
     S: Schedule,
 {
+    // SAFETY: our reference keeps the cell alive until the final `ref_dec_n` below.
+    let cell = unsafe { cell::<F, S>(ptr) };
     // SAFETY: exclusive access until the transition below publishes it (AcqRel).
     cell.stage.with_mut(|stage| unsafe { *stage = Stage::Finished(output) });
     // Count first, so whoever observes COMPLETE also observes the count.
@@ -288,7 +296,6 @@ where
             }
         });
     }
-    let ptr = NonNull::from(&cell.header);
     // The owned list's reference comes back to us if we were still linked.
     let from_list = cell.scheduler.release(ptr);
     if cell.header.state.ref_dec_n(1 + from_list as u64) {
@@ -390,7 +397,7 @@ where
     let cell = unsafe { cell::<F, S>(ptr) };
     if cell.header.state.transition_to_shutdown() {
         // SAFETY: we claimed RUNNING with a reference of our own.
-        unsafe { cancel_and_complete::<F, S>(cell) };
+        unsafe { cancel_and_complete::<F, S>(ptr) };
     }
 }
 

@@ -80,7 +80,7 @@ where
     F::Output: Send + 'static,
 {
     let (task, notified, join) = new_task(future, sched.clone(), super::next_task_id());
-    assert!(sched.owned.bind(NonNull::from(task.header())));
+    assert!(sched.owned.bind(task.raw()));
     let _ = task.into_raw();
     sched.schedule(notified);
     join
