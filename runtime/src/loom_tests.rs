@@ -10,7 +10,7 @@ use crate::scheduler::idle::Idle;
 use crate::scheduler::inject::Inject;
 use crate::scheduler::park::ParkState;
 use crate::scheduler::queue::WorkStealQueue;
-use crate::task::test_util::{counted_task, spawn, MockScheduler};
+use crate::task::test_util::{counted_task, spawn, DropCounter, MockScheduler};
 use crate::task::{JoinHandle, Notified};
 use std::future::Future;
 use std::pin::Pin;
@@ -239,13 +239,7 @@ fn loom_task_abort_against_completion() {
     loom::model(|| {
         let sched = MockScheduler::new();
         let drops = Arc::new(AtomicUsize::new(0));
-        struct D(Arc<AtomicUsize>);
-        impl Drop for D {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, SeqCst);
-            }
-        }
-        let d = D(drops.clone());
+        let d = DropCounter(drops.clone());
         let (fut, ready, slot) = wait_ready();
         let h = Arc::new(spawn(&sched, async move {
             let _d = d;
@@ -273,14 +267,8 @@ fn loom_task_join_handle_drop_against_completion() {
     loom::model(|| {
         let sched = MockScheduler::new();
         let out_drops = Arc::new(AtomicUsize::new(0));
-        struct D(Arc<AtomicUsize>);
-        impl Drop for D {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, SeqCst);
-            }
-        }
         let od = out_drops.clone();
-        let h = spawn(&sched, async move { D(od) });
+        let h = spawn(&sched, async move { DropCounter(od) });
         let s2 = sched.clone();
         let worker = thread::spawn(move || {
             s2.run_all();

@@ -240,7 +240,7 @@ impl std::fmt::Debug for ShieldGuard {
 #[cfg(all(test, not(loom)))]
 mod tests {
     //! The harness (poll, complete, cancel, free) against the mock scheduler.
-    use super::test_util::{spawn, MockScheduler};
+    use super::test_util::{spawn, DropCounter, MockScheduler};
     use std::future::Future;
     use std::pin::Pin;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -282,18 +282,12 @@ mod tests {
     fn panic_in_poll_and_abort_before_poll() {
         let sched = MockScheduler::new();
         let drops = Arc::new(AtomicUsize::new(0));
-        struct D(Arc<AtomicUsize>);
-        impl Drop for D {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, SeqCst);
-            }
-        }
-        let d = D(drops.clone());
+        let d = DropCounter(drops.clone());
         let mut p = spawn(&sched, async move {
             let _d = d;
             panic!("inside");
         });
-        let d = D(drops.clone());
+        let d = DropCounter(drops.clone());
         let mut a = spawn(&sched, async move {
             let _d = d;
         });

@@ -73,6 +73,15 @@ impl Schedule for Arc<MockScheduler> {
     }
 }
 
+/// Adds one to its counter when dropped (put it in a future or an output).
+pub(crate) struct DropCounter(pub(crate) Arc<AtomicUsize>);
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
 /// Spawn onto the mock: link into its owned list and queue the first run.
 pub(crate) fn spawn<F>(sched: &Arc<MockScheduler>, future: F) -> JoinHandle<F::Output>
 where
