@@ -23,6 +23,9 @@
 //! * `scheduler/`: the local ring `WorkStealQueue` (`queue.rs`), the global injection queue
 //!   (`inject.rs`), the idle state with the parked bitmap and "last searcher must notify"
 //!   (`idle.rs`), futex parking (`park.rs`), the run loop (`worker.rs`), the PRNG (`rand.rs`);
+//! * `time/`: the timing wheel and `sleep`/`timeout`/`interval`; `io/`: the mio reactor
+//!   and the driver protocol; `net/`: `TcpListener`, `TcpStream`, `UdpSocket`;
+//!   `blocking/`: the `spawn_blocking` pool;
 //! * `telemetry/`: counters, gauges and `Snapshot`;
 //! * `loom.rs`: the shim that model-checks the concurrency code under `--cfg loom`.
 
@@ -37,9 +40,17 @@ pub(crate) mod scheduler;
 pub mod task;
 
 #[cfg(not(loom))]
+pub(crate) mod blocking;
+#[cfg(not(loom))]
+pub(crate) mod io;
+#[cfg(not(loom))]
+pub mod net;
+#[cfg(not(loom))]
 pub mod runtime;
 #[cfg(not(loom))]
 pub mod telemetry;
+#[cfg(not(loom))]
+pub mod time;
 
 #[cfg(all(loom, test))]
 mod loom_tests;

@@ -317,7 +317,7 @@ fn loom_park_unpark_is_never_lost() {
     loom::model(|| {
         let p = Arc::new(ParkState::new());
         let p2 = p.clone();
-        let t = thread::spawn(move || p2.unpark());
+        let t = thread::spawn(move || p2.unpark(|| unreachable!()));
         // Under loom `park` has no timeout: a lost unpark deadlocks the model.
         let _ = p.park(Duration::from_millis(10));
         t.join().unwrap();
@@ -350,7 +350,7 @@ impl IdleModel {
             // Cancel the park. If a producer claimed us meanwhile we are a searcher that
             // found work: rule 2.
             if !self.idle.unpark_self(index) && self.idle.transition_worker_from_searching() {
-                self.idle.notify_parked(|i| self.parks[i].unpark());
+                self.idle.notify_parked(|i| self.parks[i].unpark(|| unreachable!()));
             }
             return true;
         }
@@ -364,7 +364,7 @@ impl IdleModel {
 
     fn produce(&self) {
         self.queued.fetch_add(1, SeqCst);
-        self.idle.notify_parked(|i| self.parks[i].unpark());
+        self.idle.notify_parked(|i| self.parks[i].unpark(|| unreachable!()));
     }
 }
 
@@ -411,5 +411,40 @@ fn loom_idle_notify_claims_one_parked_worker() {
         assert_eq!(m.idle.parked_bitmap(), 0);
         assert_eq!(m.idle.num_searching(), 1, "one claim, counted as one searcher");
         assert_eq!(m.idle.num_parked(), 0);
+    });
+}
+
+/// A stand-in for the reactor's eventfd waker: a sticky flag, as `mio::Waker` is.
+struct ModelReactor {
+    woken: Mutex<bool>,
+    cond: crate::loom::Condvar,
+}
+
+impl ModelReactor {
+    fn block(&self) {
+        let mut w = lock(&self.woken);
+        while !*w {
+            w = self.cond.wait(w).unwrap();
+        }
+        *w = false;
+    }
+    fn wake(&self) {
+        *lock(&self.woken) = true;
+        self.cond.notify_one();
+    }
+}
+
+#[test]
+fn loom_park_in_reactor_against_unpark() {
+    // The "wake while parking in the reactor" race: the unpark may land before the CAS to
+    // PARKED_DRIVER, between it and the block, or during the block. The reactor has no
+    // timeout here, so a lost wake deadlocks the model.
+    loom::model(|| {
+        let p = Arc::new(ParkState::new());
+        let r = Arc::new(ModelReactor { woken: Mutex::new(false), cond: crate::loom::Condvar::new() });
+        let (p2, r2) = (p.clone(), r.clone());
+        let t = thread::spawn(move || p2.unpark(|| r2.wake()));
+        let _ = p.park_in_driver(|| r.block());
+        t.join().unwrap();
     });
 }

@@ -8,7 +8,11 @@
 //! 3. close the global queue and the owned-task list, and cancel every task that is left:
 //!    each future is dropped on the calling thread, and each `JoinHandle` then reports
 //!    `is_cancelled()`. Shields do not defer this.
-//! 4. release the global queue's entries.
+//! 4. release the global queue's entries;
+//! 5. shut the reactor down: every socket's pending and later operations fail with an
+//!    `io::Error`;
+//! 6. shut the blocking pool down: queued `spawn_blocking` calls are cancelled, running
+//!    ones finish, and its threads are joined.
 //!
 //! Task memory is freed when the last reference goes: the runtime's, or a `JoinHandle`
 //! or waker the program still holds.
@@ -30,6 +34,8 @@ pub struct Builder {
     worker_threads: Option<usize>,
     thread_name: String,
     thread_stack_size: usize,
+    max_blocking_threads: usize,
+    thread_keep_alive: Duration,
 }
 
 impl Default for Builder {
@@ -39,9 +45,29 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Defaults: one worker per available core, threads named `volt-worker-N`, 4 MiB stacks.
+    /// Defaults: one worker per available core, threads named `volt-worker-N`, 4 MiB stacks,
+    /// up to 512 blocking-pool threads that exit after 10 s idle.
     pub fn new() -> Builder {
-        Builder { worker_threads: None, thread_name: "volt-worker".into(), thread_stack_size: 4 << 20 }
+        Builder {
+            worker_threads: None,
+            thread_name: "volt-worker".into(),
+            thread_stack_size: 4 << 20,
+            max_blocking_threads: 512,
+            thread_keep_alive: Duration::from_secs(10),
+        }
+    }
+
+    /// The most threads the blocking pool runs at once (at least 1). Calls beyond that
+    /// wait in its queue.
+    pub fn max_blocking_threads(&mut self, n: usize) -> &mut Builder {
+        self.max_blocking_threads = n.max(1);
+        self
+    }
+
+    /// How long an idle blocking-pool thread waits for work before it exits.
+    pub fn thread_keep_alive(&mut self, d: Duration) -> &mut Builder {
+        self.thread_keep_alive = d;
+        self
     }
 
     /// The number of worker threads (1..=64).
@@ -78,7 +104,15 @@ impl Builder {
                 format!("volt: at most {MAX_WORKERS} worker threads are supported (one bit each in the parked bitmap); {n} were requested"),
             ));
         }
-        let shared = Arc::new(Shared::new(n));
+        let shared = Shared::new(
+            n,
+            crate::blocking::PoolConfig {
+                max_threads: self.max_blocking_threads,
+                keep_alive: self.thread_keep_alive,
+                thread_name: format!("{}-blocking", self.thread_name),
+                stack_size: self.thread_stack_size,
+            },
+        )?;
         let mut rt = Runtime {
             handle: Handle { shared: Arc::clone(&shared) },
             threads: Vec::with_capacity(n),
@@ -167,8 +201,8 @@ impl Runtime {
         }
         let shared = &self.handle.shared;
         shared.shutdown.store(true, std::sync::atomic::Ordering::SeqCst);
-        for w in shared.workers.iter() {
-            w.park.unpark();
+        for i in 0..shared.workers.len() {
+            shared.unpark_worker(i);
         }
         if worker::on_worker_thread()
             && std::ptr::eq(worker::current_handle().map_or(std::ptr::null(), |s| Arc::as_ptr(&s)), Arc::as_ptr(shared))
@@ -201,6 +235,10 @@ impl Runtime {
             }
         }
         Shared::close_and_cancel_all(shared);
+        // Pending I/O now fails instead of waiting; then the blocking pool winds down
+        // within what is left of the timeout.
+        shared.driver.shutdown();
+        shared.blocking.shutdown(deadline.map(|d| d.saturating_duration_since(Instant::now())));
     }
 }
 

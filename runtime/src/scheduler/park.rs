@@ -4,7 +4,13 @@
 //! UNPARKED --park(): CAS 0->1, futex wait--> PARKED --timeout / wake--> UNPARKED
 //! PARKED   --unpark(): swap->NOTIFIED, futex wake(1)--> NOTIFIED --park() returns--> UNPARKED
 //! UNPARKED --unpark(): swap->NOTIFIED--> NOTIFIED --next park() returns at once--> UNPARKED
+//! UNPARKED --park_in_driver(): CAS 0->3, block in the reactor--> PARKED_DRIVER
+//! PARKED_DRIVER --unpark(): swap->NOTIFIED, wake the reactor--> NOTIFIED
 //! ```
+//!
+//! A worker parked in the reactor (see `io`) is woken through the reactor's waker (an
+//! eventfd that stays readable until the next poll), not the futex; `unpark` picks the way
+//! from the state it swapped out, so it always uses the right one.
 //!
 //! `unpark` always stores NOTIFIED before it wakes, and `park` waits only while the word
 //! is PARKED, so an unpark can never fall between the check and the sleep: a notified
@@ -24,6 +30,7 @@ use std::time::Instant;
 const UNPARKED: u32 = 0;
 const PARKED: u32 = 1;
 const NOTIFIED: u32 = 2;
+const PARKED_DRIVER: u32 = 3;
 
 /// Why `park` returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,10 +73,28 @@ impl ParkState {
         }
     }
 
-    /// Wake the parked thread, or make its next `park` return at once.
-    pub(crate) fn unpark(&self) {
-        if self.futex.swap(NOTIFIED, Release) == PARKED {
-            self.wake_one();
+    /// Park by blocking in the reactor: `block` must return when `wake_driver` (as passed
+    /// to `unpark`) is called, even if that happened before `block` started.
+    pub(crate) fn park_in_driver(&self, block: impl FnOnce()) -> Unparked {
+        if self.futex.compare_exchange(UNPARKED, PARKED_DRIVER, Acquire, Acquire).is_err() {
+            self.futex.swap(UNPARKED, Acquire);
+            return Unparked::Notified;
+        }
+        block();
+        if self.futex.swap(UNPARKED, Acquire) == NOTIFIED {
+            Unparked::Notified
+        } else {
+            Unparked::TimedOut
+        }
+    }
+
+    /// Wake the parked thread (through the futex, or `wake_driver` if it is parked in the
+    /// reactor), or make its next park return at once.
+    pub(crate) fn unpark(&self, wake_driver: impl FnOnce()) {
+        match self.futex.swap(NOTIFIED, Release) {
+            PARKED => self.wake_one(),
+            PARKED_DRIVER => wake_driver(),
+            _ => {}
         }
     }
 
@@ -144,7 +169,7 @@ mod tests {
     #[test]
     fn unpark_before_park_returns_at_once() {
         let p = ParkState::new();
-        p.unpark();
+        p.unpark(|| unreachable!());
         let t = Instant::now();
         assert_eq!(p.park(Duration::from_secs(5)), Unparked::Notified);
         assert!(t.elapsed() < Duration::from_secs(1));
@@ -166,7 +191,7 @@ mod tests {
             (r, start.elapsed())
         });
         std::thread::sleep(Duration::from_millis(20));
-        p.unpark();
+        p.unpark(|| unreachable!("not parked in the driver"));
         let (r, waited) = t.join().unwrap();
         assert_eq!(r, Unparked::Notified);
         assert!(waited < Duration::from_secs(5), "waited {waited:?}");

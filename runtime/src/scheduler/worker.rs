@@ -54,6 +54,12 @@
 //! searching, and sleep through the timeout with work queued. Then futex-park for at most
 //! [`PARK_TIMEOUT`] (10 ms).
 //!
+//! # The driver (timers and I/O)
+//! Each budget tick starts with a non-blocking driver pass (`maintain_driver`), and a
+//! worker that parks takes the driver if it is free and parks in the reactor; see `io`
+//! for that protocol. Timer and I/O wakes are dispatched on the worker's own thread, so
+//! the woken tasks land in its LIFO slot and ring.
+//!
 //! # Work-stealing join (`help_until_complete`)
 //! `JoinHandle::join` on a worker runs this same loop until the target completes; when it
 //! finds nothing to do it registers a join waker that unparks this worker and parks.
@@ -63,6 +69,8 @@ use super::inject::Inject;
 use super::park::ParkState;
 use super::queue::{Pushed, WorkStealQueue};
 use super::rand::FastRand;
+use crate::blocking::{Pool, PoolConfig};
+use crate::io::{Dispatched, Driver};
 use crate::task::list::OwnedTasks;
 use crate::task::raw::{self, Header};
 use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule};
@@ -98,6 +106,10 @@ pub(crate) const INITIAL_AVG_TASK_NS: u64 = 50_000;
 /// Everything the workers share: one per runtime, behind an `Arc` that every task holds.
 pub(crate) struct Shared {
     pub(crate) workers: Box<[Worker]>,
+    /// The reactor and the timer wheel.
+    pub(crate) driver: Driver,
+    /// The `spawn_blocking` threads.
+    pub(crate) blocking: Arc<Pool>,
     pub(crate) inject: Inject<Arc<Shared>>,
     pub(crate) idle: Idle,
     pub(crate) owned: OwnedTasks,
@@ -264,8 +276,11 @@ pub(crate) fn current_handle() -> Option<Arc<Shared>> {
 }
 
 impl Shared {
-    pub(crate) fn new(num_workers: usize) -> Shared {
-        Shared {
+    pub(crate) fn new(num_workers: usize, blocking: PoolConfig) -> std::io::Result<Arc<Shared>> {
+        let driver = Driver::new()?;
+        Ok(Arc::new_cyclic(|weak| Shared {
+            driver,
+            blocking: Arc::new(Pool::new(blocking, weak.clone())),
             workers: (0..num_workers)
                 .map(|index| Worker {
                     index,
@@ -284,6 +299,31 @@ impl Shared {
             remote: RemoteCounters::default(),
             exited: Mutex::new(0),
             exited_cv: Condvar::new(),
+        }))
+    }
+
+    /// Wake worker `i` whether it sleeps on its futex or in the reactor.
+    pub(crate) fn unpark_worker(&self, i: usize) {
+        self.workers[i].park.unpark(|| self.driver.wake_reactor());
+    }
+
+    /// Count a timer armed (on a worker: its own counter).
+    pub(crate) fn count_timer_armed(&self) {
+        match self.current_worker() {
+            Some(w) => w.counters.timers_armed.inc(),
+            None => {
+                self.remote.timers_armed.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Count a timer dropped before it fired.
+    pub(crate) fn count_timer_cancelled(&self) {
+        match self.current_worker() {
+            Some(w) => w.counters.timers_cancelled.inc(),
+            None => {
+                self.remote.timers_cancelled.fetch_add(1, Relaxed);
+            }
         }
     }
 
@@ -376,7 +416,7 @@ impl Shared {
     }
 
     pub(crate) fn notify_parked(&self) {
-        self.idle.notify_parked(|i| self.workers[i].park.unpark());
+        self.idle.notify_parked(|i| self.unpark_worker(i));
     }
 
     /// A worker thread's whole life.
@@ -405,6 +445,7 @@ impl Shared {
     fn run_tick(&self, w: &Worker, target: Option<NonNull<Header>>) -> u32 {
         let core = &w.core;
         let start = Instant::now();
+        self.maintain_driver(w, start);
         core.lifo_polls.set(0);
         let mut ran = 0;
         while ran < BUDGET_PER_TICK && !self.is_shutdown() {
@@ -574,6 +615,28 @@ impl Shared {
         !self.inject.is_empty() || self.workers.iter().any(|w| w.queue.is_stealable())
     }
 
+    /// The non-blocking driver pass at the start of a tick (seed 000: timers and I/O are
+    /// polled in the run loop). Two atomic loads when there is nothing to do.
+    fn maintain_driver(&self, w: &Worker, now: Instant) {
+        if !self.driver.needs_maintenance(now) {
+            return;
+        }
+        let Some(mut core) = self.driver.try_lock() else { return };
+        self.driver.poll_io(&mut core, Some(Duration::ZERO));
+        let d = self.driver.dispatch(&mut core, now);
+        drop(core);
+        self.count_dispatched(w, d);
+    }
+
+    fn count_dispatched(&self, w: &Worker, d: Dispatched) {
+        if d.io_events > 0 {
+            w.counters.io_events.add(d.io_events);
+        }
+        if d.timers_fired > 0 {
+            w.counters.timers_fired.add(d.timers_fired);
+        }
+    }
+
     fn park(&self, w: &Worker) {
         let core = &w.core;
         w.transitioning_to_park.store(true, Relaxed);
@@ -581,9 +644,21 @@ impl Shared {
         let last_searcher = self.idle.transition_worker_to_parked(w.index, was_searching);
         w.counters.set_state(WorkerState::Parked);
         let recheck = last_searcher || self.idle.num_searching_seqcst() == 0;
+        let mut driver = None;
         if !((recheck && self.any_work()) || self.is_shutdown()) {
             let t0 = Instant::now();
-            let _ = w.park.park(PARK_TIMEOUT);
+            // Park in the reactor if nobody else is; on the futex otherwise.
+            driver = self.driver.try_lock();
+            match driver.as_mut() {
+                Some(d) => {
+                    let timeout = self.driver.time.begin_reactor_sleep(t0);
+                    let _ = w.park.park_in_driver(|| self.driver.poll_io(d, timeout));
+                    self.driver.time.end_reactor_sleep();
+                }
+                None => {
+                    let _ = w.park.park(PARK_TIMEOUT);
+                }
+            }
             w.counters.times_parked.inc();
             w.counters.parked_ns.add(t0.elapsed().as_nanos() as u64);
         }
@@ -594,6 +669,12 @@ impl Shared {
             // A producer claimed us and counted us as a searcher.
             core.is_searching.set(true);
             w.counters.set_state(WorkerState::Searching);
+        }
+        if let Some(mut d) = driver {
+            // Out of the parked state: the wakes land in our own queues.
+            let dispatched = self.driver.dispatch(&mut d, Instant::now());
+            drop(d);
+            self.count_dispatched(w, dispatched);
         }
     }
 
@@ -663,7 +744,7 @@ impl Wake for WorkerWaker {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.shared.workers[self.index].park.unpark();
+        self.shared.unpark_worker(self.index);
     }
 }
 

@@ -29,6 +29,24 @@ where
     crate::spawn(future)
 }
 
+/// Run the blocking function `f` on the runtime's blocking pool, apart from the workers,
+/// and await its result through the handle. A panic in `f` arrives as
+/// `JoinError::is_panic`.
+///
+/// # Panics
+/// Outside a Volt runtime.
+#[cfg(not(loom))]
+pub fn spawn_blocking<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let shared = crate::scheduler::worker::current_handle().expect(
+        "volt::task::spawn_blocking called outside a Volt runtime: call it from a task or inside `Runtime::block_on`",
+    );
+    shared.blocking.spawn(f)
+}
+
 /// How a task ended, for the telemetry counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {

@@ -49,6 +49,10 @@ pub(crate) struct WorkerCounters {
     pub(crate) tasks_completed: Counter,
     pub(crate) tasks_cancelled: Counter,
     pub(crate) tasks_panicked: Counter,
+    pub(crate) timers_armed: Counter,
+    pub(crate) timers_fired: Counter,
+    pub(crate) timers_cancelled: Counter,
+    pub(crate) io_events: Counter,
     /// Gauges, owner-written.
     pub(crate) ewma_task_ns: AtomicU64,
     pub(crate) global_queue_interval: AtomicU32,
@@ -72,6 +76,10 @@ impl WorkerCounters {
             tasks_completed: Counter::default(),
             tasks_cancelled: Counter::default(),
             tasks_panicked: Counter::default(),
+            timers_armed: Counter::default(),
+            timers_fired: Counter::default(),
+            timers_cancelled: Counter::default(),
+            io_events: Counter::default(),
             ewma_task_ns: AtomicU64::new(ewma),
             global_queue_interval: AtomicU32::new(interval),
             batch_len: AtomicU32::new(0),
@@ -101,6 +109,8 @@ pub(crate) struct RemoteCounters {
     pub(crate) tasks_completed: AtomicU64,
     pub(crate) tasks_cancelled: AtomicU64,
     pub(crate) tasks_panicked: AtomicU64,
+    pub(crate) timers_armed: AtomicU64,
+    pub(crate) timers_cancelled: AtomicU64,
 }
 
 /// What a worker is doing.
@@ -175,6 +185,20 @@ pub struct Snapshot {
     pub tasks_cancelled: u64,
     /// Tasks that panicked.
     pub tasks_panicked: u64,
+    /// Timers armed (a `Sleep` registered with the wheel).
+    pub timers_armed: u64,
+    /// Timers that fired.
+    pub timers_fired: u64,
+    /// Timers dropped before they fired.
+    pub timers_cancelled: u64,
+    /// Timers armed and neither fired nor dropped.
+    pub timers_pending: u64,
+    /// I/O readiness events delivered by the reactor.
+    pub io_events: u64,
+    /// Threads in the blocking pool.
+    pub blocking_threads: u64,
+    /// `spawn_blocking` calls waiting for a thread.
+    pub blocking_queue_depth: u64,
 }
 
 /// The runtime's telemetry, from [`Handle::telemetry`](crate::runtime::Handle::telemetry).
@@ -200,6 +224,10 @@ impl Telemetry {
             tasks_completed: s.remote.tasks_completed.load(Relaxed),
             tasks_cancelled: s.remote.tasks_cancelled.load(Relaxed),
             tasks_panicked: s.remote.tasks_panicked.load(Relaxed),
+            timers_armed: s.remote.timers_armed.load(Relaxed),
+            timers_cancelled: s.remote.timers_cancelled.load(Relaxed),
+            blocking_threads: s.blocking.num_threads_gauge.load(Relaxed),
+            blocking_queue_depth: s.blocking.queue_depth_gauge.load(Relaxed),
             ..Snapshot::default()
         };
         for w in s.workers.iter() {
@@ -208,6 +236,10 @@ impl Telemetry {
             snap.tasks_completed += c.tasks_completed.get();
             snap.tasks_cancelled += c.tasks_cancelled.get();
             snap.tasks_panicked += c.tasks_panicked.get();
+            snap.timers_armed += c.timers_armed.get();
+            snap.timers_fired += c.timers_fired.get();
+            snap.timers_cancelled += c.timers_cancelled.get();
+            snap.io_events += c.io_events.get();
             snap.workers.push(WorkerSnapshot {
                 index: w.index,
                 state: c.state(),
@@ -228,6 +260,7 @@ impl Telemetry {
         }
         let finished = snap.tasks_completed + snap.tasks_cancelled + snap.tasks_panicked;
         snap.tasks_alive = snap.tasks_spawned.saturating_sub(finished);
+        snap.timers_pending = snap.timers_armed.saturating_sub(snap.timers_fired + snap.timers_cancelled);
         snap
     }
 }

@@ -1,0 +1,241 @@
+//! The blocking pool behind [`spawn_blocking`](crate::task::spawn_blocking): threads apart
+//! from the workers for code that blocks (file I/O, DNS, CPU-heavy work, foreign calls).
+//!
+//! A blocking call is an ordinary task cell (the same state word, `JoinHandle` and
+//! `JoinError`) whose scheduler is this pool: its one poll runs the closure, under the
+//! same `catch_unwind`, so a panic arrives as `JoinError::is_panic`.
+//!
+//! Protocol, all under one mutex:
+//! * `spawn` queues the task; if an idle thread is waiting (and not already being
+//!   notified) it notifies one; otherwise, below `max_blocking_threads`, it starts a thread;
+//!   otherwise the task waits in the queue for a thread to come free.
+//! * A thread runs queued tasks; with none, it waits up to the keep-alive, and exits if
+//!   it is still idle then.
+//! * Shutdown cancels the queued tasks (their `JoinHandle`s report `is_cancelled()`), lets
+//!   running ones finish, and joins every thread (or waits up to the runtime's
+//!   `shutdown_timeout`).
+
+use crate::scheduler::worker::Shared;
+use crate::task::raw::Header;
+use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// The pool: shared by the runtime and its threads.
+pub(crate) struct Pool {
+    state: Mutex<PoolState>,
+    /// Idle threads wait here for work.
+    work: Condvar,
+    /// Shutdown waits here for threads to exit.
+    exited: Condvar,
+    max_threads: usize,
+    keep_alive: Duration,
+    thread_name: String,
+    stack_size: usize,
+    /// The runtime, so `volt::spawn` and `Handle::current` work on pool threads.
+    runtime: Weak<Shared>,
+    /// Gauges for telemetry, written under the lock.
+    pub(crate) num_threads_gauge: AtomicU64,
+    pub(crate) queue_depth_gauge: AtomicU64,
+}
+
+struct PoolState {
+    queue: VecDeque<Notified<Arc<Pool>>>,
+    num_threads: usize,
+    num_idle: usize,
+    /// Notifications sent to idle threads and not yet taken.
+    num_notified: usize,
+    shutdown: bool,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// The settings a runtime's `Builder` passes down.
+#[derive(Clone, Debug)]
+pub(crate) struct PoolConfig {
+    pub(crate) max_threads: usize,
+    pub(crate) keep_alive: Duration,
+    pub(crate) thread_name: String,
+    pub(crate) stack_size: usize,
+}
+
+/// The closure as a future that completes on its first poll.
+struct BlockingTask<F>(Option<F>);
+
+impl<F> Unpin for BlockingTask<F> {}
+
+impl<F: FnOnce() -> R, R> Future for BlockingTask<F> {
+    type Output = R;
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<R> {
+        let f = self.0.take().expect("volt: blocking task polled after it completed");
+        Poll::Ready(f())
+    }
+}
+
+impl Pool {
+    pub(crate) fn new(config: PoolConfig, runtime: Weak<Shared>) -> Pool {
+        Pool {
+            state: Mutex::new(PoolState {
+                queue: VecDeque::new(),
+                num_threads: 0,
+                num_idle: 0,
+                num_notified: 0,
+                shutdown: false,
+                threads: Vec::new(),
+            }),
+            work: Condvar::new(),
+            exited: Condvar::new(),
+            max_threads: config.max_threads.max(1),
+            keep_alive: config.keep_alive,
+            thread_name: config.thread_name,
+            stack_size: config.stack_size,
+            runtime,
+            num_threads_gauge: AtomicU64::new(0),
+            queue_depth_gauge: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run `f` on a pool thread.
+    pub(crate) fn spawn<F, R>(self: &Arc<Pool>, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let (task, notified, join) = new_task(BlockingTask(Some(f)), Arc::clone(self), next_task_id());
+        // Not in the owned-task list: the queue and `shutdown` account for blocking tasks.
+        drop(task);
+        self.push(notified);
+        join
+    }
+
+    fn push(self: &Arc<Pool>, task: Notified<Arc<Pool>>) {
+        let mut st = self.lock();
+        if st.shutdown {
+            drop(st);
+            // Cancelled before it ran: the handle reports it.
+            task.0.shutdown();
+            return;
+        }
+        st.queue.push_back(task);
+        self.queue_depth_gauge.store(st.queue.len() as u64, Relaxed);
+        if st.num_idle > st.num_notified {
+            st.num_notified += 1;
+            self.work.notify_one();
+        } else if st.num_threads < self.max_threads {
+            self.start_thread(&mut st);
+        }
+    }
+
+    fn start_thread(self: &Arc<Pool>, st: &mut PoolState) {
+        // Reap threads that exited on keep-alive, so the list stays short.
+        st.threads.retain(|t| !t.is_finished());
+        let pool = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name(self.thread_name.clone())
+            .stack_size(self.stack_size)
+            .spawn(move || pool.run());
+        match spawned {
+            Ok(t) => {
+                st.num_threads += 1;
+                self.num_threads_gauge.store(st.num_threads as u64, Relaxed);
+                st.threads.push(t);
+            }
+            // Out of threads: the task stays queued for a running thread, unless there is
+            // none, in which case the next spawn tries again. Never a panic here.
+            Err(_) if st.num_threads > 0 => {}
+            Err(_) => {}
+        }
+    }
+
+    /// A pool thread's life.
+    fn run(self: Arc<Pool>) {
+        let runtime = self.runtime.upgrade();
+        let _enter = runtime.as_ref().map(crate::scheduler::worker::enter);
+        let mut st = self.lock();
+        loop {
+            if let Some(task) = st.queue.pop_front() {
+                self.queue_depth_gauge.store(st.queue.len() as u64, Relaxed);
+                drop(st);
+                task.run();
+                st = self.lock();
+                continue;
+            }
+            if st.shutdown {
+                break;
+            }
+            st.num_idle += 1;
+            let (guard, waited) = self.work.wait_timeout(st, self.keep_alive).unwrap_or_else(|e| e.into_inner());
+            st = guard;
+            st.num_idle -= 1;
+            if st.num_notified > 0 {
+                st.num_notified -= 1;
+            } else if waited.timed_out() && st.queue.is_empty() && !st.shutdown {
+                break;
+            }
+        }
+        st.num_threads -= 1;
+        self.num_threads_gauge.store(st.num_threads as u64, Relaxed);
+        drop(st);
+        self.exited.notify_all();
+    }
+
+    /// Cancel queued tasks, let running ones finish, join the threads (waiting at most
+    /// `timeout`, if given; threads still busy after that are left to exit on their own).
+    pub(crate) fn shutdown(&self, timeout: Option<Duration>) {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let queued = {
+            let mut st = self.lock();
+            st.shutdown = true;
+            self.queue_depth_gauge.store(0, Relaxed);
+            std::mem::take(&mut st.queue)
+        };
+        self.work.notify_all();
+        for task in queued {
+            task.0.shutdown();
+        }
+        let mut st = self.lock();
+        while st.num_threads > 0 {
+            st = match deadline {
+                None => self.exited.wait(st).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break;
+                    }
+                    self.exited.wait_timeout(st, d - now).unwrap_or_else(|e| e.into_inner()).0
+                }
+            };
+        }
+        let threads = std::mem::take(&mut st.threads);
+        let all_exited = st.num_threads == 0;
+        drop(st);
+        for t in threads {
+            if all_exited || t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Schedule for Arc<Pool> {
+    fn schedule(&self, task: Notified<Self>) {
+        self.push(task);
+    }
+    fn yield_now(&self, task: Notified<Self>) {
+        self.push(task);
+    }
+    fn release(&self, _task: NonNull<Header>) -> bool {
+        false
+    }
+    fn on_complete(&self, _outcome: Outcome) {}
+}

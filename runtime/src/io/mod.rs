@@ -1,0 +1,388 @@
+//! The driver: a mio reactor plus the timer wheel, owned by whichever worker holds its
+//! lock.
+//!
+//! # Who polls the reactor
+//! * A running worker, at the start of every budget tick, `try_lock`s the driver (never
+//!   waiting for it), polls mio with a zero timeout if any I/O source is registered, and
+//!   fires due timers. When nothing is registered and no timer is due this costs two atomic
+//!   loads and no lock.
+//! * A worker about to park `try_lock`s the driver too. If it gets it, it parks *in the
+//!   reactor*: it blocks in `mio::Poll::poll` with a timeout at the next timer deadline
+//!   (or none), instead of on its futex. So while any worker is parked, one of them is
+//!   always listening for I/O and timers; the others sleep on their futexes. (The worker
+//!   that parks last finds the driver free and takes it, unless an earlier parker already
+//!   sleeps in it, which serves the same purpose.)
+//!
+//! # Waking a worker parked in the reactor
+//! The worker's park word goes UNPARKED -> PARKED_DRIVER (CAS) before it calls
+//! `mio::Poll::poll`. `unpark` swaps in NOTIFIED and, if it saw PARKED_DRIVER, writes the
+//! `mio::Waker` (an eventfd) instead of the futex. The eventfd stays readable until the
+//! next poll reads it, so a wake that lands between the CAS and the `poll` call makes the
+//! poll return at once: no wake is lost and none waits for the timeout. A new timer earlier
+//! than the reactor's timeout also writes the waker (see `time`). `loom_park_in_reactor_*`
+//! models this, and `tests/io.rs` stresses it.
+//!
+//! After the poll, the worker leaves the parked state first and only then dispatches:
+//! readiness is stored in each source's `ScheduledIo`, the tasks waiting on it and the due
+//! timers' tasks are woken onto this worker's own queues, and other workers are notified
+//! to steal from there.
+//!
+//! # Readiness
+//! Each registered source has a `ScheduledIo`: readiness bits plus a generation, bumped
+//! by every event, in one `AtomicU64`, and one waker each for readers and writers. An
+//! operation that hits `WouldBlock` clears the readiness it acted on only if the generation
+//! is unchanged, so an event that arrived meanwhile is never erased (mio is edge-triggered).
+//! At shutdown every source is marked `SHUTDOWN` and woken: later operations on it fail
+//! with an error instead of waiting forever.
+
+use crate::scheduler::worker::Shared;
+use crate::time::TimeDriver;
+use std::io;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+const WAKER_TOKEN: mio::Token = mio::Token(0);
+const EVENTS_CAPACITY: usize = 1024;
+
+pub(crate) const READABLE: u64 = 1;
+pub(crate) const WRITABLE: u64 = 1 << 1;
+const READ_CLOSED: u64 = 1 << 2;
+const WRITE_CLOSED: u64 = 1 << 3;
+const ERROR: u64 = 1 << 4;
+const SHUTDOWN: u64 = 1 << 5;
+const GEN_SHIFT: u32 = 16;
+const GEN_ONE: u64 = 1 << GEN_SHIFT;
+
+/// Which half of a source an operation waits on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Read,
+    Write,
+}
+
+impl Direction {
+    fn mask(self) -> u64 {
+        match self {
+            Direction::Read => READABLE | READ_CLOSED | ERROR,
+            Direction::Write => WRITABLE | WRITE_CLOSED | ERROR,
+        }
+    }
+}
+
+/// The readiness an operation observed, so it can clear exactly that.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadyEvent {
+    generation: u64,
+    ready: u64,
+}
+
+/// Per-source readiness and wakers.
+pub(crate) struct ScheduledIo {
+    readiness: AtomicU64,
+    reader: Mutex<Option<Waker>>,
+    writer: Mutex<Option<Waker>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ScheduledIo {
+    fn new() -> ScheduledIo {
+        ScheduledIo { readiness: AtomicU64::new(0), reader: Mutex::new(None), writer: Mutex::new(None) }
+    }
+
+    /// Add readiness bits (bumping the generation) and collect the wakers to wake.
+    fn set_readiness(&self, bits: u64, wake: &mut Vec<Waker>) {
+        let _ = self.readiness.fetch_update(AcqRel, Acquire, |cur| Some((cur | bits).wrapping_add(GEN_ONE)));
+        if bits & (Direction::Read.mask() | SHUTDOWN) != 0 {
+            wake.extend(lock(&self.reader).take());
+        }
+        if bits & (Direction::Write.mask() | SHUTDOWN) != 0 {
+            wake.extend(lock(&self.writer).take());
+        }
+    }
+}
+
+/// A slab of registered sources; token `i + 1` is slot `i` (token 0 is the waker).
+#[derive(Default)]
+struct Sources {
+    slots: Vec<Option<Arc<ScheduledIo>>>,
+    free: Vec<usize>,
+}
+
+/// The I/O half shared with registrations (no driver lock needed).
+pub(crate) struct IoShared {
+    registry: mio::Registry,
+    waker: mio::Waker,
+    sources: Mutex<Sources>,
+    registered: AtomicUsize,
+    shutdown: AtomicBool,
+}
+
+/// What only the driver holder touches.
+pub(crate) struct DriverCore {
+    poll: mio::Poll,
+    events: mio::Events,
+    ready: Vec<(Arc<ScheduledIo>, u64)>,
+    wake: Vec<Waker>,
+}
+
+/// The runtime's reactor and timers.
+pub(crate) struct Driver {
+    core: Mutex<DriverCore>,
+    pub(crate) io: IoShared,
+    pub(crate) time: TimeDriver,
+}
+
+/// What one dispatch delivered, for the worker's counters.
+#[derive(Default, Clone, Copy, Debug)]
+pub(crate) struct Dispatched {
+    pub(crate) io_events: u64,
+    pub(crate) timers_fired: u64,
+}
+
+impl Driver {
+    pub(crate) fn new() -> io::Result<Driver> {
+        let poll = mio::Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let waker = mio::Waker::new(poll.registry(), WAKER_TOKEN)?;
+        Ok(Driver {
+            core: Mutex::new(DriverCore {
+                poll,
+                events: mio::Events::with_capacity(EVENTS_CAPACITY),
+                ready: Vec::new(),
+                wake: Vec::new(),
+            }),
+            io: IoShared {
+                registry,
+                waker,
+                sources: Mutex::new(Sources::default()),
+                registered: AtomicUsize::new(0),
+                shutdown: AtomicBool::new(false),
+            },
+            time: TimeDriver::new(),
+        })
+    }
+
+    /// Take the driver if nobody has it. Never waits.
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, DriverCore>> {
+        match self.core.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Whether a non-blocking maintenance pass has anything to do.
+    pub(crate) fn needs_maintenance(&self, now: Instant) -> bool {
+        self.io.registered.load(Relaxed) > 0 || self.time.is_due(now)
+    }
+
+    /// Interrupt the worker blocked in the reactor (or make its next poll return).
+    pub(crate) fn wake_reactor(&self) {
+        let _ = self.io.waker.wake();
+    }
+
+    /// Poll mio for events (blocking up to `timeout`; `Some(ZERO)` never blocks). The
+    /// events stay in `core` until `dispatch`.
+    pub(crate) fn poll_io(&self, core: &mut DriverCore, timeout: Option<Duration>) {
+        let DriverCore { poll, events, .. } = core;
+        if self.io.registered.load(Relaxed) == 0 && timeout == Some(Duration::ZERO) {
+            events.clear();
+            return;
+        }
+        if let Err(e) = poll.poll(events, timeout) {
+            // EINTR just ends this poll early; anything else leaves no events to handle.
+            if e.kind() != io::ErrorKind::Interrupted {
+                events.clear();
+            }
+        }
+    }
+
+    /// Deliver the polled events and fire due timers, then wake their tasks (from the
+    /// caller's thread, a worker, so they land in its own queues).
+    pub(crate) fn dispatch(&self, core: &mut DriverCore, now: Instant) -> Dispatched {
+        let DriverCore { events, ready, wake, .. } = core;
+        let mut out = Dispatched::default();
+        {
+            let sources = lock(&self.io.sources);
+            for ev in events.iter() {
+                if ev.token() == WAKER_TOKEN {
+                    continue;
+                }
+                let idx = ev.token().0 - 1;
+                let Some(Some(io)) = sources.slots.get(idx) else { continue };
+                let mut bits = 0;
+                if ev.is_readable() {
+                    bits |= READABLE;
+                }
+                if ev.is_writable() {
+                    bits |= WRITABLE;
+                }
+                if ev.is_read_closed() {
+                    bits |= READ_CLOSED;
+                }
+                if ev.is_write_closed() {
+                    bits |= WRITE_CLOSED;
+                }
+                if ev.is_error() {
+                    bits |= ERROR;
+                }
+                ready.push((Arc::clone(io), bits));
+            }
+        }
+        events.clear();
+        out.io_events = ready.len() as u64;
+        for (io, bits) in ready.drain(..) {
+            io.set_readiness(bits, wake);
+        }
+        if self.time.is_due(now) {
+            out.timers_fired = self.time.process(now, wake) as u64;
+        }
+        for w in wake.drain(..) {
+            w.wake();
+        }
+        out
+    }
+
+    /// Runtime shutdown: every source fails from now on, and its waiters wake to see it.
+    pub(crate) fn shutdown(&self) {
+        self.io.shutdown.store(true, Relaxed);
+        let taken: Vec<Arc<ScheduledIo>> = lock(&self.io.sources).slots.iter().flatten().cloned().collect();
+        let mut wake = Vec::new();
+        for io in taken {
+            io.set_readiness(SHUTDOWN, &mut wake);
+        }
+        for w in wake {
+            w.wake();
+        }
+    }
+}
+
+fn shutdown_error() -> io::Error {
+    io::Error::other("the Volt runtime this I/O resource belongs to has shut down")
+}
+
+/// A source's registration with its runtime's reactor.
+pub(crate) struct Registration {
+    shared: Arc<Shared>,
+    io: Arc<ScheduledIo>,
+    token: usize,
+}
+
+impl Registration {
+    /// Register `source` with the current runtime's reactor.
+    pub(crate) fn new(source: &mut impl mio::event::Source, interest: mio::Interest) -> io::Result<Registration> {
+        let shared = crate::scheduler::worker::current_handle().ok_or_else(|| {
+            io::Error::other("volt I/O resources must be created inside a Volt runtime (a task or `Runtime::block_on`)")
+        })?;
+        let driver = &shared.driver;
+        if driver.io.shutdown.load(Relaxed) {
+            return Err(shutdown_error());
+        }
+        let io = Arc::new(ScheduledIo::new());
+        let idx = {
+            let mut s = lock(&driver.io.sources);
+            match s.free.pop() {
+                Some(i) => {
+                    s.slots[i] = Some(Arc::clone(&io));
+                    i
+                }
+                None => {
+                    s.slots.push(Some(Arc::clone(&io)));
+                    s.slots.len() - 1
+                }
+            }
+        };
+        let token = idx + 1;
+        if let Err(e) = driver.io.registry.register(source, mio::Token(token), interest) {
+            let mut s = lock(&driver.io.sources);
+            s.slots[idx] = None;
+            s.free.push(idx);
+            return Err(e);
+        }
+        driver.io.registered.fetch_add(1, Relaxed);
+        Ok(Registration { shared, io, token })
+    }
+
+    /// Wait until the source may be ready in `dir` (or has failed, or the runtime shut down).
+    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
+        let mask = dir.mask();
+        let check = |cur: u64| -> Option<io::Result<ReadyEvent>> {
+            if cur & SHUTDOWN != 0 {
+                return Some(Err(shutdown_error()));
+            }
+            (cur & mask != 0).then_some(Ok(ReadyEvent { generation: cur >> GEN_SHIFT, ready: cur & mask }))
+        };
+        if let Some(r) = check(self.io.readiness.load(Acquire)) {
+            return Poll::Ready(r);
+        }
+        {
+            let slot = match dir {
+                Direction::Read => &self.io.reader,
+                Direction::Write => &self.io.writer,
+            };
+            let mut slot = lock(slot);
+            if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *slot = Some(cx.waker().clone());
+            }
+        }
+        // An event may have landed before the waker was stored.
+        match check(self.io.readiness.load(Acquire)) {
+            Some(r) => Poll::Ready(r),
+            None => Poll::Pending,
+        }
+    }
+
+    /// After `WouldBlock`: clear the readiness `ev` saw, unless a newer event arrived.
+    pub(crate) fn clear_readiness(&self, ev: ReadyEvent) {
+        let clear = ev.ready & (READABLE | WRITABLE);
+        let _ = self
+            .io
+            .readiness
+            .fetch_update(AcqRel, Acquire, |cur| (cur >> GEN_SHIFT == ev.generation).then_some(cur & !clear));
+    }
+
+    /// Run a non-blocking operation, waiting for readiness until it stops saying
+    /// `WouldBlock`.
+    pub(crate) fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+        mut op: impl FnMut() -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            let ev = match self.poll_ready(cx, dir) {
+                Poll::Ready(Ok(ev)) => ev,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    /// Remove `source` from the reactor (call before dropping the registration).
+    pub(crate) fn deregister(&self, source: &mut impl mio::event::Source) {
+        let _ = self.shared.driver.io.registry.deregister(source);
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let io = &self.shared.driver.io;
+        let mut s = lock(&io.sources);
+        let idx = self.token - 1;
+        if s.slots.get(idx).is_some_and(|slot| slot.as_ref().is_some_and(|x| Arc::ptr_eq(x, &self.io))) {
+            s.slots[idx] = None;
+            s.free.push(idx);
+            io.registered.fetch_sub(1, Relaxed);
+        }
+    }
+}

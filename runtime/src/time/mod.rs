@@ -1,0 +1,316 @@
+//! Timers driven by the runtime: [`sleep`], [`sleep_until`], [`timeout`], [`interval`].
+//!
+//! Timers live in one hierarchical timing wheel per runtime (`wheel.rs`, 1 ms resolution),
+//! under a mutex that is only held for O(1) operations. A `Sleep` is armed on its first
+//! poll (a sleep created and dropped unpolled costs nothing) and unlinked when dropped.
+//!
+//! # Who fires timers
+//! The worker holding the driver (see `io::Driver`): a running worker checks at the start
+//! of each budget tick (one atomic load when nothing is due), and the worker parked in
+//! the reactor sleeps no longer than the next deadline.
+//!
+//! # Waking the reactor for an earlier timer
+//! The worker about to park in the reactor stores `reactor_sleep_until = MAX` ("wake me for
+//! anything"), *then* reads `next_deadline` and stores the tick it will wake at. Arming a
+//! timer does `next_deadline.fetch_min(tick)` *then* reads `reactor_sleep_until`, and wakes
+//! the reactor if its tick is earlier. All SeqCst: either the parker reads the new
+//! deadline, or the armer sees the parker's store and wakes it. After the park,
+//! `reactor_sleep_until` goes back to 0 ("nobody is sleeping in the reactor"), so arming a
+//! timer while workers are busy costs no system call.
+
+mod wheel;
+
+use crate::scheduler::worker::Shared;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+pub use std::time::Instant;
+
+pub(crate) use wheel::{TimerKey, Wheel};
+
+/// Errors from the time API.
+pub mod error {
+    use std::fmt;
+
+    /// [`timeout`](super::timeout) elapsed before the future completed.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Elapsed(pub(super) ());
+
+    impl fmt::Display for Elapsed {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("deadline has elapsed")
+        }
+    }
+
+    impl std::error::Error for Elapsed {}
+
+    impl From<Elapsed> for std::io::Error {
+        fn from(_: Elapsed) -> std::io::Error {
+            std::io::ErrorKind::TimedOut.into()
+        }
+    }
+}
+
+/// The runtime's timer state.
+pub(crate) struct TimeDriver {
+    start: Instant,
+    pub(crate) wheel: Mutex<Wheel>,
+    /// The earliest pending deadline (ms tick), `u64::MAX` if none; may be stale-early.
+    next_deadline: AtomicU64,
+    /// See the module doc: 0 = nobody sleeps in the reactor, MAX = sleeping, no timeout.
+    reactor_sleep_until: AtomicU64,
+}
+
+impl TimeDriver {
+    pub(crate) fn new() -> TimeDriver {
+        TimeDriver {
+            start: Instant::now(),
+            wheel: Mutex::new(Wheel::new()),
+            next_deadline: AtomicU64::new(u64::MAX),
+            reactor_sleep_until: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Wheel> {
+        self.wheel.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whole ms since start, rounded down: a timer fires at the first tick at or after its
+    /// deadline tick.
+    fn now_tick(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.start).as_millis() as u64
+    }
+
+    /// A deadline in ms ticks, rounded up so a sleep never ends early.
+    fn deadline_tick(&self, deadline: Instant) -> u64 {
+        let d = deadline.saturating_duration_since(self.start);
+        let ms = d.as_millis() as u64;
+        if d > Duration::from_millis(ms) {
+            ms + 1
+        } else {
+            ms
+        }
+    }
+
+    /// Whether a timer may be due (one atomic load).
+    pub(crate) fn is_due(&self, now: Instant) -> bool {
+        self.next_deadline.load(Relaxed) <= self.now_tick(now)
+    }
+
+    /// Fire every due timer; wakers go to `fired` to be woken outside the lock.
+    pub(crate) fn process(&self, now: Instant, fired: &mut Vec<Waker>) -> usize {
+        let mut wheel = self.lock();
+        let n = wheel.poll(self.now_tick(now), fired);
+        self.next_deadline.store(wheel.next_deadline().unwrap_or(u64::MAX), SeqCst);
+        n
+    }
+
+    /// Before parking in the reactor: how long to sleep (None: until woken).
+    pub(crate) fn begin_reactor_sleep(&self, now: Instant) -> Option<Duration> {
+        self.reactor_sleep_until.store(u64::MAX, SeqCst);
+        let next = self.next_deadline.load(SeqCst);
+        if next == u64::MAX {
+            return None;
+        }
+        self.reactor_sleep_until.store(next, SeqCst);
+        let at = self.start + Duration::from_millis(next);
+        Some(at.saturating_duration_since(now))
+    }
+
+    pub(crate) fn end_reactor_sleep(&self) {
+        self.reactor_sleep_until.store(0, SeqCst);
+    }
+}
+
+/// A future that completes at a deadline. See [`sleep`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Sleep {
+    deadline: Instant,
+    shared: Arc<Shared>,
+    key: Option<TimerKey>,
+    fired: bool,
+}
+
+/// Wait until `duration` has passed.
+///
+/// # Panics
+/// Outside a Volt runtime (a task, `block_on`, or a blocking-pool thread).
+pub fn sleep(duration: Duration) -> Sleep {
+    sleep_until(Instant::now() + duration)
+}
+
+/// Wait until `deadline`.
+///
+/// # Panics
+/// Outside a Volt runtime.
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    let shared = crate::scheduler::worker::current_handle()
+        .expect("volt::time::sleep called outside a Volt runtime: call it from a task or inside `Runtime::block_on`");
+    Sleep { deadline, shared, key: None, fired: false }
+}
+
+impl Sleep {
+    /// When this sleep completes.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the deadline has been reached.
+    pub fn is_elapsed(&self) -> bool {
+        self.fired || Instant::now() >= self.deadline
+    }
+
+    /// Move the deadline (re-arming the timer on the next poll).
+    pub fn reset(&mut self, deadline: Instant) {
+        self.disarm();
+        self.deadline = deadline;
+        self.fired = false;
+    }
+
+    fn disarm(&mut self) {
+        if let Some(key) = self.key.take() {
+            let (waker, cancelled) = self.shared.driver.time.lock().remove(key);
+            drop(waker);
+            if cancelled {
+                self.shared.count_timer_cancelled();
+            }
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        if this.fired {
+            return Poll::Ready(());
+        }
+        let time = &this.shared.driver.time;
+        match this.key {
+            None => {
+                if Instant::now() >= this.deadline {
+                    this.fired = true;
+                    return Poll::Ready(());
+                }
+                let tick = time.deadline_tick(this.deadline);
+                let key = time.lock().insert(tick, cx.waker().clone());
+                let Some(key) = key else {
+                    this.fired = true;
+                    return Poll::Ready(());
+                };
+                this.key = Some(key);
+                this.shared.count_timer_armed();
+                time.next_deadline.fetch_min(tick, SeqCst);
+                if tick < time.reactor_sleep_until.load(SeqCst) {
+                    this.shared.driver.wake_reactor();
+                }
+                Poll::Pending
+            }
+            Some(key) => {
+                let mut wheel = time.lock();
+                if wheel.is_fired(key) {
+                    let (w, _) = wheel.remove(key);
+                    drop(wheel);
+                    drop(w);
+                    this.key = None;
+                    this.fired = true;
+                    return Poll::Ready(());
+                }
+                wheel.set_waker(key, cx.waker());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.disarm();
+    }
+}
+
+impl std::fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sleep").field("deadline", &self.deadline).field("armed", &self.key.is_some()).finish()
+    }
+}
+
+/// Run `future` for at most `duration`: `Err(Elapsed)` if the time runs out first (the
+/// future is then dropped with the `Timeout`).
+pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
+    Timeout { future, sleep: sleep(duration) }
+}
+
+/// The future returned by [`timeout`].
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct Timeout<F> {
+    future: F,
+    sleep: Sleep,
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, error::Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: `future` is structurally pinned (never moved out of the pinned
+        // `Timeout`); `sleep` is `Unpin`.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: see above.
+        let future = unsafe { Pin::new_unchecked(&mut this.future) };
+        if let Poll::Ready(v) = future.poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        match Pin::new(&mut this.sleep).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(error::Elapsed(()))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Ticks every `period`; the first tick completes at once. A late tick is followed by
+/// the missed ones back to back ("burst"), so the ticks keep to the original schedule.
+///
+/// # Panics
+/// If `period` is zero, or outside a Volt runtime.
+pub fn interval(period: Duration) -> Interval {
+    assert!(period > Duration::ZERO, "volt::time::interval: the period must be non-zero");
+    Interval { sleep: sleep_until(Instant::now()), period }
+}
+
+/// See [`interval`].
+#[derive(Debug)]
+pub struct Interval {
+    sleep: Sleep,
+    period: Duration,
+}
+
+impl Interval {
+    /// Wait for the next tick; returns its scheduled time.
+    pub async fn tick(&mut self) -> Instant {
+        std::future::poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// Poll for the next tick.
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        match Pin::new(&mut self.sleep).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => {
+                let at = self.sleep.deadline();
+                self.sleep.reset(at + self.period);
+                Poll::Ready(at)
+            }
+        }
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+}
