@@ -7,7 +7,10 @@
 //! The first six workloads are Tokio's own `benches/rt_multi_threaded.rs` set; then a
 //! serial `spawn(..).await` chain inside a task, and a fork-join binary tree of spawns.
 //! Both runtimes run the identical code (one macro, instantiated twice) with runtime-neutral
-//! channels (`std::sync::mpsc`, `futures::channel::oneshot`).
+//! channels (`std::sync::mpsc`, `futures::channel::oneshot`). Then the driver workloads:
+//! TCP echo (50 connections x 1,000 round trips of 64 bytes over loopback; each runtime
+//! with its own socket types), timer churn (100,000 sleeps armed by one poll and dropped),
+//! and 10,000 sleeps of 1-10 ms that fire.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -24,6 +27,11 @@ const CHAIN: usize = 1_000;
 const SERIAL: usize = 1_000;
 const TREE_DEPTH: u32 = 12;
 const STALL: Duration = Duration::from_micros(10);
+const ECHO_CONNS: usize = 50;
+const ECHO_TRIPS: usize = 1_000;
+const ECHO_MSG: usize = 64;
+const CHURN: usize = 100_000;
+const FIRE: u64 = 10_000;
 
 fn stall() {
     let t = Instant::now();
@@ -33,7 +41,7 @@ fn stall() {
 }
 
 macro_rules! suite {
-    ($m:ident, $Rt:ty, $spawn:path, $yield_now:path) => {
+    ($m:ident, $Rt:ty, $spawn:path, $yield_now:path, $sleep:path) => {
         mod $m {
             use super::*;
 
@@ -161,6 +169,31 @@ macro_rules! suite {
                 })
             }
 
+            pub fn timer_churn(rt: &$Rt) {
+                rt.block_on(async {
+                    $spawn(async {
+                        for _ in 0..CHURN {
+                            // One poll arms the timer; dropping it disarms it.
+                            let s = $sleep(Duration::from_secs(10));
+                            assert!(futures::future::poll_immediate(s).await.is_none());
+                        }
+                    })
+                    .await
+                    .unwrap();
+                });
+            }
+
+            pub fn timers_fire(rt: &$Rt) {
+                rt.block_on(async {
+                    let hs: Vec<_> = (0..FIRE)
+                        .map(|i| $spawn(async move { $sleep(Duration::from_millis(1 + i % 10)).await }))
+                        .collect();
+                    for h in hs {
+                        h.await.unwrap();
+                    }
+                });
+            }
+
             pub fn fork_join(rt: &$Rt) {
                 let n = rt.block_on(async { $spawn(tree(TREE_DEPTH)).await.unwrap() });
                 assert_eq!(n, (1 << (TREE_DEPTH + 1)) - 1);
@@ -169,8 +202,113 @@ macro_rules! suite {
     };
 }
 
-suite!(on_volt, volt::Runtime, volt::spawn, volt::task::yield_now);
-suite!(on_tokio, tokio::runtime::Runtime, tokio::spawn, tokio::task::yield_now);
+suite!(on_volt, volt::Runtime, volt::spawn, volt::task::yield_now, volt::time::sleep);
+suite!(on_tokio, tokio::runtime::Runtime, tokio::spawn, tokio::task::yield_now, tokio::time::sleep);
+
+/// TCP echo on Volt (futures-io traits).
+mod echo_volt {
+    use super::*;
+    use futures::{AsyncReadExt, AsyncWriteExt};
+
+    pub fn start(rt: &volt::Runtime) -> std::net::SocketAddr {
+        rt.block_on(async {
+            let l = volt::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            volt::spawn(async move {
+                while let Ok((mut s, _)) = l.accept().await {
+                    volt::spawn(async move {
+                        let mut buf = [0u8; ECHO_MSG];
+                        while s.read_exact(&mut buf).await.is_ok() {
+                            if s.write_all(&buf).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            });
+            addr
+        })
+    }
+
+    pub fn run(rt: &volt::Runtime, addr: std::net::SocketAddr) {
+        rt.block_on(async move {
+            let hs: Vec<_> = (0..ECHO_CONNS)
+                .map(|_| {
+                    volt::spawn(async move {
+                        let mut s = volt::net::TcpStream::connect(addr).await.unwrap();
+                        s.set_nodelay(true).unwrap();
+                        let (out, mut back) = ([1u8; ECHO_MSG], [0u8; ECHO_MSG]);
+                        for _ in 0..ECHO_TRIPS {
+                            s.write_all(&out).await.unwrap();
+                            s.read_exact(&mut back).await.unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+        });
+    }
+}
+
+/// The same on Tokio (its own traits).
+mod echo_tokio {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    pub fn start(rt: &tokio::runtime::Runtime) -> std::net::SocketAddr {
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            tokio::spawn(async move {
+                while let Ok((mut s, _)) = l.accept().await {
+                    tokio::spawn(async move {
+                        let mut buf = [0u8; ECHO_MSG];
+                        while s.read_exact(&mut buf).await.is_ok() {
+                            if s.write_all(&buf).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            });
+            addr
+        })
+    }
+
+    pub fn run(rt: &tokio::runtime::Runtime, addr: std::net::SocketAddr) {
+        rt.block_on(async move {
+            let hs: Vec<_> = (0..ECHO_CONNS)
+                .map(|_| {
+                    tokio::spawn(async move {
+                        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+                        s.set_nodelay(true).unwrap();
+                        let (out, mut back) = ([1u8; ECHO_MSG], [0u8; ECHO_MSG]);
+                        for _ in 0..ECHO_TRIPS {
+                            s.write_all(&out).await.unwrap();
+                            s.read_exact(&mut back).await.unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+        });
+    }
+}
+
+static VOLT_ECHO: std::sync::OnceLock<std::net::SocketAddr> = std::sync::OnceLock::new();
+static TOKIO_ECHO: std::sync::OnceLock<std::net::SocketAddr> = std::sync::OnceLock::new();
+
+fn volt_echo(rt: &volt::Runtime) {
+    echo_volt::run(rt, *VOLT_ECHO.get_or_init(|| echo_volt::start(rt)));
+}
+
+fn tokio_echo(rt: &tokio::runtime::Runtime) {
+    echo_tokio::run(rt, *TOKIO_ECHO.get_or_init(|| echo_tokio::start(rt)));
+}
 
 struct Workload {
     name: &'static str,
@@ -178,6 +316,15 @@ struct Workload {
     tokio: fn(&tokio::runtime::Runtime),
     /// Whether to keep the workers busy while it runs.
     busy: bool,
+}
+
+/// Heavier workloads (hundreds of ms each) take a quarter of the samples (at least 5).
+fn samples_for(name: &str, samples: usize) -> usize {
+    if matches!(name, "tcp_echo_50x1000" | "timers_fire_10k") {
+        (samples / 4).max(5).min(samples)
+    } else {
+        samples
+    }
 }
 
 fn median(v: &mut [Duration]) -> Duration {
@@ -235,9 +382,15 @@ fn main() {
             busy: false,
         },
         Workload { name: "fork_join_tree", volt: on_volt::fork_join, tokio: on_tokio::fork_join, busy: false },
+        Workload { name: "tcp_echo_50x1000", volt: volt_echo, tokio: tokio_echo, busy: false },
+        Workload { name: "timer_churn_100k", volt: on_volt::timer_churn, tokio: on_tokio::timer_churn, busy: false },
+        Workload { name: "timers_fire_10k", volt: on_volt::timers_fire, tokio: on_tokio::timers_fire, busy: false },
     ];
 
-    println!("Volt vs Tokio, {WORKERS} workers each, {samples} samples per runtime per workload, alternating\n");
+    println!(
+        "Volt vs Tokio, {WORKERS} workers each, {samples} samples per runtime per workload \
+         (a quarter for the two slowest), alternating\n"
+    );
     println!("| workload | volt median | tokio median | volt/tokio |");
     println!("|---|---:|---:|---:|");
     let mut log_sum = 0.0;
@@ -252,6 +405,7 @@ fn main() {
             (w.volt)(&volt_rt);
             (w.tokio)(&tokio_rt);
         }
+        let samples = samples_for(w.name, samples);
         let mut tv = Vec::with_capacity(samples);
         let mut tt = Vec::with_capacity(samples);
         for i in 0..samples {
@@ -283,4 +437,90 @@ fn main() {
         println!("| {} | {} | {} | {:.2} |", w.name, fmt(mv), fmt(mt), ratio);
     }
     println!("| **geomean** | | | **{:.2}** |", (log_sum / workloads.len() as f64).exp());
+    latency_table(&volt_rt, &tokio_rt, quick);
+}
+
+/// Latency figures from the timers-and-I/O issue, both runtimes, medians of a few runs.
+fn latency_table(volt_rt: &volt::Runtime, tokio_rt: &tokio::runtime::Runtime, quick: bool) {
+    let runs = if quick { 3 } else { 21 };
+    let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
+    println!("\n| latency (median of {runs}) | volt | tokio |");
+    println!("|---|---:|---:|");
+
+    // sleep(20 ms) on an idle runtime: how long it really takes.
+    let mut v = vec![];
+    let mut t = vec![];
+    for _ in 0..runs {
+        std::thread::sleep(Duration::from_millis(30));
+        v.push(volt_rt.block_on(async {
+            let s = Instant::now();
+            volt::time::sleep(Duration::from_millis(20)).await;
+            s.elapsed()
+        }));
+        std::thread::sleep(Duration::from_millis(30));
+        t.push(tokio_rt.block_on(async {
+            let s = Instant::now();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            s.elapsed()
+        }));
+    }
+    println!("| sleep(20 ms) on an idle runtime | {} | {} |", ms(median(&mut v)), ms(median(&mut t)));
+
+    // 10,000 concurrent sleeps of 1-20 ms: time until the last completes.
+    let mut v = vec![];
+    let mut t = vec![];
+    for _ in 0..runs.min(5) {
+        v.push(volt_rt.block_on(async {
+            let s = Instant::now();
+            let hs: Vec<_> = (0..10_000u64)
+                .map(|i| volt::spawn(async move { volt::time::sleep(Duration::from_millis(1 + i % 20)).await }))
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            s.elapsed()
+        }));
+        t.push(tokio_rt.block_on(async {
+            let s = Instant::now();
+            let hs: Vec<_> = (0..10_000u64)
+                .map(|i| tokio::spawn(async move { tokio::time::sleep(Duration::from_millis(1 + i % 20)).await }))
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            s.elapsed()
+        }));
+    }
+    println!("| 10,000 sleeps of 1-20 ms, all done | {} | {} |", ms(median(&mut v)), ms(median(&mut t)));
+
+    // How late a 5 ms async sleep wakes while 64 blocking calls sleep in the pool.
+    let v = volt_rt.block_on(async {
+        let bs: Vec<_> =
+            (0..64).map(|_| volt::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(300)))).collect();
+        let mut late = vec![];
+        for _ in 0..runs {
+            let s = Instant::now();
+            volt::time::sleep(Duration::from_millis(5)).await;
+            late.push(s.elapsed() - Duration::from_millis(5));
+        }
+        for b in bs {
+            b.await.unwrap();
+        }
+        median(&mut late)
+    });
+    let t = tokio_rt.block_on(async {
+        let bs: Vec<_> =
+            (0..64).map(|_| tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(300)))).collect();
+        let mut late = vec![];
+        for _ in 0..runs {
+            let s = Instant::now();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            late.push(s.elapsed() - Duration::from_millis(5));
+        }
+        for b in bs {
+            b.await.unwrap();
+        }
+        median(&mut late)
+    });
+    println!("| lateness of sleep(5 ms) during 64 blocking calls | {} | {} |", ms(v), ms(t));
 }

@@ -204,8 +204,9 @@ impl Driver {
     }
 
     /// Deliver the polled events and fire due timers, then wake their tasks (from the
-    /// caller's thread, a worker, so they land in its own queues).
-    pub(crate) fn dispatch(&self, core: &mut DriverCore, now: Instant) -> Dispatched {
+    /// caller's thread, a worker, so they land in its own queues). `count` records the
+    /// figures *before* the wakes, so whoever a wake reaches also sees them counted.
+    pub(crate) fn dispatch(&self, core: &mut DriverCore, now: Instant, count: impl FnOnce(Dispatched)) {
         let DriverCore { events, ready, wake, .. } = core;
         let mut out = Dispatched::default();
         {
@@ -243,10 +244,10 @@ impl Driver {
         if self.time.is_due(now) {
             out.timers_fired = self.time.process(now, wake) as u64;
         }
+        count(out);
         for w in wake.drain(..) {
             w.wake();
         }
-        out
     }
 
     /// Runtime shutdown: every source fails from now on, and its waiters wake to see it.

@@ -623,9 +623,7 @@ impl Shared {
         }
         let Some(mut core) = self.driver.try_lock() else { return };
         self.driver.poll_io(&mut core, Some(Duration::ZERO));
-        let d = self.driver.dispatch(&mut core, now);
-        drop(core);
-        self.count_dispatched(w, d);
+        self.driver.dispatch(&mut core, now, |d| self.count_dispatched(w, d));
     }
 
     fn count_dispatched(&self, w: &Worker, d: Dispatched) {
@@ -672,9 +670,7 @@ impl Shared {
         }
         if let Some(mut d) = driver {
             // Out of the parked state: the wakes land in our own queues.
-            let dispatched = self.driver.dispatch(&mut d, Instant::now());
-            drop(d);
-            self.count_dispatched(w, dispatched);
+            self.driver.dispatch(&mut d, Instant::now(), |c| self.count_dispatched(w, c));
         }
     }
 
