@@ -365,3 +365,24 @@ fn shutdown_with_blocked_io_pending_timers_and_running_blocking_tasks() {
     assert!(t.elapsed() < Duration::from_secs(5));
     let _ = listener_addr;
 }
+
+#[test]
+fn idle_blocking_threads_exit_after_the_keep_alive() {
+    let rt =
+        volt::runtime::Builder::new().worker_threads(1).thread_keep_alive(Duration::from_millis(50)).build().unwrap();
+    rt.block_on(async {
+        let hs: Vec<_> =
+            (0..4).map(|_| volt::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(20)))).collect();
+        for h in hs {
+            h.await.unwrap();
+        }
+    });
+    assert!(rt.handle().telemetry().snapshot().blocking_threads >= 1);
+    assert!(
+        wait_until(Duration::from_secs(5), || rt.handle().telemetry().snapshot().blocking_threads == 0),
+        "idle blocking threads did not exit"
+    );
+    // And the pool starts threads again when needed.
+    assert_eq!(rt.handle().spawn_blocking(|| 3).join().unwrap(), 3);
+    assert_eq!(rt.block_on(async { volt::task::spawn_blocking(|| 4).await }).unwrap(), 4);
+}

@@ -285,6 +285,16 @@ impl Handle {
         Shared::spawn(&self.shared, future)
     }
 
+    /// Run a blocking function on this runtime's blocking pool, from any thread. Same as
+    /// [`volt::task::spawn_blocking`](crate::task::spawn_blocking) inside the runtime.
+    pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.shared.blocking.spawn(f)
+    }
+
     /// The runtime's counters and gauges.
     pub fn telemetry(&self) -> Telemetry {
         Telemetry::new(Arc::clone(&self.shared))
