@@ -308,15 +308,6 @@ fn a_stream_used_after_its_runtime_shut_down_returns_an_error() {
 
 #[test]
 fn shutdown_with_blocked_io_pending_timers_and_running_blocking_tasks() {
-    fn threads_named(prefix: &str) -> usize {
-        std::fs::read_dir("/proc/self/task")
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .filter(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.starts_with(prefix)))
-                    .count()
-            })
-            .unwrap_or(0)
-    }
     let drops = DropCount::default();
     let rt = volt::runtime::Builder::new().worker_threads(2).thread_name("shutio").build().unwrap();
     let started = Arc::new(AtomicUsize::new(0));

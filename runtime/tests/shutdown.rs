@@ -237,24 +237,13 @@ fn shutdown_timeout_returns_despite_a_blocking_task() {
 #[test]
 fn dropping_a_runtime_joins_its_threads() {
     let _s = serial();
-    fn worker_threads() -> usize {
-        std::fs::read_dir("/proc/self/task")
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .filter(|e| {
-                        std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.starts_with("joincheck"))
-                    })
-                    .count()
-            })
-            .unwrap_or(0)
-    }
     // Its own thread name: another test leaves a deliberately stuck worker behind.
     let rt = volt::runtime::Builder::new().worker_threads(3).thread_name("joincheck").build().unwrap();
     rt.block_on(async { volt::spawn(async {}).await.unwrap() });
     // A thread takes its name once it starts running; under load that can lag.
-    assert!(wait_until(Duration::from_secs(5), || worker_threads() == 3));
+    assert!(wait_until(Duration::from_secs(5), || threads_named("joincheck") == 3));
     drop(rt);
-    assert_eq!(worker_threads(), 0, "drop returned with worker threads still alive");
+    assert_eq!(threads_named("joincheck"), 0, "drop returned with worker threads still alive");
 }
 
 #[test]

@@ -203,19 +203,7 @@ impl Pool {
         for task in queued {
             task.0.shutdown();
         }
-        let mut st = self.lock();
-        while st.num_threads > 0 {
-            st = match deadline {
-                None => self.exited.wait(st).unwrap_or_else(|e| e.into_inner()),
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        break;
-                    }
-                    self.exited.wait_timeout(st, d - now).unwrap_or_else(|e| e.into_inner()).0
-                }
-            };
-        }
+        let mut st = crate::runtime::wait_until_deadline(&self.exited, self.lock(), deadline, |st| st.num_threads == 0);
         let threads = std::mem::take(&mut st.threads);
         let all_exited = st.num_threads == 0;
         drop(st);

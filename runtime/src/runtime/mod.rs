@@ -215,20 +215,8 @@ impl Runtime {
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let n = shared.workers.len();
-        let mut exited = shared.exited.lock().unwrap_or_else(|e| e.into_inner());
-        while *exited < n {
-            exited = match deadline {
-                None => shared.exited_cv.wait(exited).unwrap_or_else(|e| e.into_inner()),
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        break;
-                    }
-                    shared.exited_cv.wait_timeout(exited, d - now).unwrap_or_else(|e| e.into_inner()).0
-                }
-            };
-        }
-        drop(exited);
+        let exited = shared.exited.lock().unwrap_or_else(|e| e.into_inner());
+        drop(wait_until_deadline(&shared.exited_cv, exited, deadline, |exited| *exited >= n));
         for t in self.threads.drain(..) {
             if timeout.is_none() || t.is_finished() {
                 let _ = t.join();
@@ -240,6 +228,28 @@ impl Runtime {
         shared.driver.shutdown();
         shared.blocking.shutdown(deadline.map(|d| d.saturating_duration_since(Instant::now())));
     }
+}
+
+/// Wait on `cv` until `done(state)` holds or `deadline` (if any) passes.
+pub(crate) fn wait_until_deadline<'a, T>(
+    cv: &std::sync::Condvar,
+    mut guard: std::sync::MutexGuard<'a, T>,
+    deadline: Option<Instant>,
+    mut done: impl FnMut(&T) -> bool,
+) -> std::sync::MutexGuard<'a, T> {
+    while !done(&guard) {
+        guard = match deadline {
+            None => cv.wait(guard).unwrap_or_else(|e| e.into_inner()),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    break;
+                }
+                cv.wait_timeout(guard, d - now).unwrap_or_else(|e| e.into_inner()).0
+            }
+        };
+    }
+    guard
 }
 
 impl Drop for Runtime {

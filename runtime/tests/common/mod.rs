@@ -79,6 +79,17 @@ impl Future for Never {
     }
 }
 
+/// How many of this process's threads have a name starting with `prefix` (Linux).
+pub fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.starts_with(prefix)))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// Poll `cond` until it holds or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
