@@ -36,6 +36,7 @@ pub struct Builder {
     thread_stack_size: usize,
     max_blocking_threads: usize,
     thread_keep_alive: Duration,
+    event_ring: Option<usize>,
 }
 
 impl Default for Builder {
@@ -54,7 +55,16 @@ impl Builder {
             thread_stack_size: 4 << 20,
             max_blocking_threads: 512,
             thread_keep_alive: Duration::from_secs(10),
+            event_ring: None,
         }
+    }
+
+    /// Turn on the event ring (the flight recorder), keeping the last `capacity` events of
+    /// each worker (rounded up to a power of two) plus as many from other threads. Off by
+    /// default. Read it with [`Telemetry::events`](crate::telemetry::Telemetry::events).
+    pub fn event_ring(&mut self, capacity: usize) -> &mut Builder {
+        self.event_ring = Some(capacity);
+        self
     }
 
     /// The most threads the blocking pool runs at once (at least 1). Calls beyond that
@@ -112,6 +122,7 @@ impl Builder {
                 thread_name: format!("{}-blocking", self.thread_name),
                 stack_size: self.thread_stack_size,
             },
+            self.event_ring,
         )?;
         let mut rt = Runtime {
             handle: Handle { shared: Arc::clone(&shared) },

@@ -73,8 +73,10 @@ use crate::blocking::{Pool, PoolConfig};
 use crate::io::{Dispatched, Driver};
 use crate::task::list::OwnedTasks;
 use crate::task::raw::{self, Header};
+use crate::task::TaskEvent;
 use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule};
-use crate::telemetry::{RemoteCounters, WorkerCounters, WorkerState};
+use crate::telemetry::events::{EventKind, SCHEDULE_GLOBAL, SCHEDULE_LIFO, SCHEDULE_LOCAL};
+use crate::telemetry::{Recorder, RemoteCounters, WorkerCounters, WorkerState};
 use std::cell::Cell;
 use std::future::Future;
 use std::mem::ManuallyDrop;
@@ -110,6 +112,8 @@ pub(crate) struct Shared {
     pub(crate) driver: Driver,
     /// The `spawn_blocking` threads.
     pub(crate) blocking: Arc<Pool>,
+    /// The event ring, when `Builder::event_ring` turned it on.
+    pub(crate) recorder: Option<Recorder>,
     pub(crate) inject: Inject<Arc<Shared>>,
     pub(crate) idle: Idle,
     pub(crate) owned: OwnedTasks,
@@ -276,10 +280,15 @@ pub(crate) fn current_handle() -> Option<Arc<Shared>> {
 }
 
 impl Shared {
-    pub(crate) fn new(num_workers: usize, blocking: PoolConfig) -> std::io::Result<Arc<Shared>> {
+    pub(crate) fn new(
+        num_workers: usize,
+        blocking: PoolConfig,
+        event_ring: Option<usize>,
+    ) -> std::io::Result<Arc<Shared>> {
         let driver = Driver::new()?;
         Ok(Arc::new_cyclic(|weak| Shared {
             driver,
+            recorder: event_ring.map(|cap| Recorder::new(num_workers, cap)),
             blocking: Arc::new(Pool::new(blocking, weak.clone())),
             workers: (0..num_workers)
                 .map(|index| Worker {
@@ -305,6 +314,14 @@ impl Shared {
     /// Wake worker `i` whether it sleeps on its futex or in the reactor.
     pub(crate) fn unpark_worker(&self, i: usize) {
         self.workers[i].park.unpark(|| self.driver.wake_reactor());
+    }
+
+    /// Record an event if the ring is on: into this worker's ring, or the remote ring.
+    #[inline(always)]
+    pub(crate) fn record(&self, kind: EventKind, task_id: u64, arg: u64) {
+        if let Some(r) = &self.recorder {
+            r.record(self.current_worker().map(|w| w.index), kind, task_id, arg);
+        }
     }
 
     /// Count a timer armed (on a worker: its own counter).
@@ -351,6 +368,7 @@ impl Shared {
     {
         let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id());
         let worker = this.current_worker();
+        this.record(EventKind::Spawn, task.header().id, worker.is_none() as u64);
         match worker {
             Some(w) => w.counters.tasks_spawned.inc(),
             None => {
@@ -386,8 +404,10 @@ impl Shared {
             return self.schedule_remote(task);
         }
         if is_yield {
+            self.record(EventKind::Schedule, task.header().id, SCHEDULE_LOCAL);
             self.push_local_ring(w, task);
         } else {
+            self.record(EventKind::Schedule, task.header().id, SCHEDULE_LIFO);
             // Only the owner writes the slot, so load + store is enough (no swap).
             let prev = w.lifo.load(Relaxed);
             w.lifo.store(task.into_raw().as_ptr(), Relaxed);
@@ -401,12 +421,21 @@ impl Shared {
     }
 
     fn push_local_ring(&self, w: &Worker, task: Notified<Arc<Shared>>) {
-        if w.queue.push_back_or_overflow(task, &self.inject) != Pushed::Local {
-            w.counters.overflows.inc();
+        match w.queue.push_back_or_overflow(task, &self.inject) {
+            Pushed::Local => {}
+            Pushed::Overflowed => {
+                w.counters.overflows.inc();
+                self.record(EventKind::Overflow, 0, crate::scheduler::queue::HALF as u64 + 1);
+            }
+            Pushed::ToGlobal => {
+                w.counters.overflows.inc();
+                self.record(EventKind::Overflow, 0, 1);
+            }
         }
     }
 
     fn schedule_remote(&self, task: Notified<Arc<Shared>>) {
+        self.record(EventKind::Schedule, task.header().id, SCHEDULE_GLOBAL);
         if let Err(rejected) = self.inject.push(task) {
             // Shutting down: the owned-task list cancels the task; drop the entry.
             drop(rejected);
@@ -572,6 +601,7 @@ impl Shared {
             if let Some((t, count)) = self.workers[victim].queue.steal_into(&w.queue) {
                 w.counters.steal_operations.inc();
                 w.counters.tasks_stolen.add(count as u64);
+                self.record(EventKind::Steal, t.header().id, (victim as u64) << 32 | count as u64);
                 return Some(t);
             }
         }
@@ -647,16 +677,17 @@ impl Shared {
             let t0 = Instant::now();
             // Park in the reactor if nobody else is; on the futex otherwise.
             driver = self.driver.try_lock();
-            match driver.as_mut() {
+            self.record(EventKind::Park, 0, driver.is_some() as u64);
+            let woke = match driver.as_mut() {
                 Some(d) => {
                     let timeout = self.driver.time.begin_reactor_sleep(t0);
-                    let _ = w.park.park_in_driver(|| self.driver.poll_io(d, timeout));
+                    let woke = w.park.park_in_driver(|| self.driver.poll_io(d, timeout));
                     self.driver.time.end_reactor_sleep();
+                    woke
                 }
-                None => {
-                    let _ = w.park.park(PARK_TIMEOUT);
-                }
-            }
+                None => w.park.park(PARK_TIMEOUT),
+            };
+            self.record(EventKind::Unpark, 0, (woke == super::park::Unparked::Notified) as u64);
             w.counters.times_parked.inc();
             w.counters.parked_ns.add(t0.elapsed().as_nanos() as u64);
         }
@@ -757,7 +788,30 @@ impl Schedule for Arc<Shared> {
         self.owned.remove(task)
     }
 
-    fn on_complete(&self, outcome: Outcome) {
+    #[inline(always)]
+    fn on_task_event(&self, id: u64, event: TaskEvent) {
+        if self.recorder.is_none() {
+            return;
+        }
+        const RUNNING: u64 = 2;
+        let (kind, arg) = match event {
+            TaskEvent::PollStart => (EventKind::PollStart, 0),
+            TaskEvent::PollEnd { ready } => (EventKind::PollEnd, ready as u64),
+            TaskEvent::Idle => (EventKind::Transition, RUNNING << 8),
+            TaskEvent::Requeued => (EventKind::Transition, RUNNING << 8 | 1),
+        };
+        self.record(kind, id, arg);
+    }
+
+    fn on_complete(&self, id: u64, outcome: Outcome) {
+        if self.recorder.is_some() {
+            let kind = match outcome {
+                Outcome::Completed => EventKind::Complete,
+                Outcome::Cancelled => EventKind::Cancel,
+                Outcome::Panicked => EventKind::Panic,
+            };
+            self.record(kind, id, 0);
+        }
         match self.current_worker() {
             Some(w) => match outcome {
                 Outcome::Completed => w.counters.tasks_completed.inc(),

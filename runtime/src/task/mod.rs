@@ -55,6 +55,19 @@ pub(crate) enum Outcome {
     Panicked,
 }
 
+/// Points in a task's run that a scheduler may record (the event ring).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TaskEvent {
+    PollStart,
+    PollEnd {
+        ready: bool,
+    },
+    /// RUNNING -> IDLE after a pending poll.
+    Idle,
+    /// RUNNING -> SCHEDULED: woken during its own poll, re-queued.
+    Requeued,
+}
+
 /// What a task needs from the thing that runs it.
 pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     /// A waker (or an abort) moved the task to SCHEDULED: queue it.
@@ -66,7 +79,10 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     /// to the caller).
     fn release(&self, task: NonNull<Header>) -> bool;
     /// Count a finished task.
-    fn on_complete(&self, outcome: Outcome);
+    fn on_complete(&self, id: u64, outcome: Outcome);
+    /// Record a point in a task's run (no-op unless the scheduler records events).
+    #[inline(always)]
+    fn on_task_event(&self, _id: u64, _event: TaskEvent) {}
 }
 
 /// A reference-owning pointer to a task.
@@ -133,7 +149,6 @@ impl<S: 'static> Notified<S> {
         Notified(Task::from_raw(raw))
     }
 
-    #[cfg(test)]
     pub(crate) fn header(&self) -> &Header {
         self.0.header()
     }

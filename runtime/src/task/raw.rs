@@ -22,7 +22,7 @@
 //! discarded when nobody can receive it); it never unwinds into a worker.
 
 use super::state::{IdleAction, Lifecycle, State, TransitionToRunning, TransitionToScheduled};
-use super::{JoinError, Notified, Outcome, Schedule, Task};
+use super::{JoinError, Notified, Outcome, Schedule, Task, TaskEvent};
 use crate::loom::UnsafeCell;
 use std::any::Any;
 use std::future::Future;
@@ -166,8 +166,11 @@ where
         }
     }
 
+    let id = cell.header.id;
+    cell.scheduler.on_task_event(id, TaskEvent::PollStart);
     // SAFETY: RUNNING gives this thread exclusive access to the stage.
     let polled = unsafe { poll_future::<F, S>(cell, ptr) };
+    cell.scheduler.on_task_event(id, TaskEvent::PollEnd { ready: polled.is_ready() });
     match polled {
         Poll::Ready(output) => {
             let outcome = if output.is_ok() { Outcome::Completed } else { Outcome::Panicked };
@@ -178,9 +181,12 @@ where
             let t = cell.header.state.transition_to_idle();
             debug_assert_eq!(t.prev.lifecycle(), Lifecycle::Running);
             match t.action {
-                IdleAction::Idle => {}
+                IdleAction::Idle => cell.scheduler.on_task_event(id, TaskEvent::Idle),
                 // A wake came during the poll (yield_now is one): re-queue at the back.
-                IdleAction::Notified => cell.scheduler.yield_now(Notified(Task::from_raw(ptr))),
+                IdleAction::Notified => {
+                    cell.scheduler.on_task_event(id, TaskEvent::Requeued);
+                    cell.scheduler.yield_now(Notified(Task::from_raw(ptr)))
+                }
                 // SAFETY: still RUNNING, so we own the stage.
                 IdleAction::Cancel => unsafe { cancel_and_complete::<F, S>(ptr) },
             }
@@ -281,7 +287,7 @@ where
     // SAFETY: exclusive access until the transition below publishes it (AcqRel).
     cell.stage.with_mut(|stage| unsafe { *stage = Stage::Finished(output) });
     // Count first, so whoever observes COMPLETE also observes the count.
-    cell.scheduler.on_complete(outcome);
+    cell.scheduler.on_complete(cell.header.id, outcome);
     let prev = cell.header.state.transition_to_complete();
     if !prev.is_join_interested() {
         // Nobody will read it. The handle is gone, so the stage is ours again.

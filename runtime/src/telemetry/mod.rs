@@ -7,7 +7,12 @@
 //! disagree a little while the runtime is busy (a "torn" snapshot), and agree when it is
 //! idle.
 
+pub mod events;
+
+pub use events::{Event, EventKind};
+
 use crate::scheduler::worker::Shared;
+use events::{Clock, EventRing, Raw, RingCursor};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 use std::sync::Arc;
@@ -195,6 +200,11 @@ pub struct Snapshot {
     pub timers_pending: u64,
     /// I/O readiness events delivered by the reactor.
     pub io_events: u64,
+    /// Events written to the event ring (0 when it is off).
+    pub events_recorded: u64,
+    /// Events overwritten in the event ring before they were read (the ring keeps the
+    /// newest `capacity` per worker).
+    pub events_dropped: u64,
     /// Threads in the blocking pool.
     pub blocking_threads: u64,
     /// `spawn_blocking` calls waiting for a thread.
@@ -258,10 +268,101 @@ impl Telemetry {
                 global_queue_interval: c.global_queue_interval.load(Relaxed),
             });
         }
+        if let Some(r) = &s.recorder {
+            for ring in r.rings.iter() {
+                let written = ring.written();
+                snap.events_recorded += written;
+                snap.events_dropped += written.saturating_sub(ring.capacity());
+            }
+        }
         let finished = snap.tasks_completed + snap.tasks_cancelled + snap.tasks_panicked;
         snap.tasks_alive = snap.tasks_spawned.saturating_sub(finished);
         snap.timers_pending = snap.timers_armed.saturating_sub(snap.timers_fired + snap.timers_cancelled);
         snap
+    }
+}
+
+impl Telemetry {
+    /// A cursor over the event ring: each [`EventCursor::read`] returns the events since
+    /// the previous one, merged across workers in time order. Without
+    /// `Builder::event_ring` it never yields anything.
+    pub fn events(&self) -> EventCursor {
+        let rings = self.shared.recorder.as_ref().map_or(0, |r| r.rings.len());
+        EventCursor {
+            shared: Arc::clone(&self.shared),
+            rings: vec![RingCursor::default(); rings],
+            buffered: Default::default(),
+        }
+    }
+}
+
+/// The event ring's writers: one ring per worker plus a shared one for other threads.
+pub(crate) struct Recorder {
+    rings: Box<[EventRing]>,
+    clock: Clock,
+}
+
+impl Recorder {
+    pub(crate) fn new(workers: usize, capacity: usize) -> Recorder {
+        let rings = (0..=workers).map(|i| EventRing::new(capacity, i == workers)).collect();
+        Recorder { rings, clock: Clock::new() }
+    }
+
+    /// Append one event to the ring of `worker` (the remote ring for `None`).
+    #[inline]
+    pub(crate) fn record(&self, worker: Option<usize>, kind: EventKind, task: u64, arg: u64) {
+        let ring = &self.rings[worker.unwrap_or(self.rings.len() - 1)];
+        ring.write(Raw { ts: self.clock.raw(), task, arg, meta: events::meta(kind, worker) });
+    }
+}
+
+/// A reader of the event ring; see [`Telemetry::events`].
+pub struct EventCursor {
+    shared: Arc<Shared>,
+    rings: Vec<RingCursor>,
+    buffered: std::collections::VecDeque<Event>,
+}
+
+impl EventCursor {
+    /// The events recorded since the previous call (on the first call: everything the
+    /// rings still hold), in timestamp order. Events from one worker keep their order.
+    pub fn read(&mut self) -> Vec<Event> {
+        let mut out: Vec<Event> = self.buffered.drain(..).collect();
+        let Some(rec) = &self.shared.recorder else { return out };
+        let mut raw = Vec::new();
+        let mut tagged = Vec::new();
+        for (i, (cur, ring)) in self.rings.iter_mut().zip(rec.rings.iter()).enumerate() {
+            raw.clear();
+            cur.drain(ring, &mut raw);
+            tagged.extend(raw.iter().map(|&(r, pos)| (r.ts, i, pos, r)));
+        }
+        tagged.sort_unstable_by_key(|&(ts, ring, pos, _)| (ts, ring, pos));
+        let scale = rec.clock.ns_per_tick();
+        out.extend(tagged.into_iter().filter_map(|(_, _, _, r)| events::decode(r, rec.clock.to_ns(r.ts, scale))));
+        out
+    }
+
+    /// Events this cursor missed because they were overwritten before it read them.
+    pub fn dropped(&self) -> u64 {
+        self.rings.iter().map(|r| r.dropped).sum()
+    }
+}
+
+/// Yields the events available now; after `None`, more may come later.
+impl Iterator for EventCursor {
+    type Item = Event;
+    fn next(&mut self) -> Option<Event> {
+        if self.buffered.is_empty() {
+            let batch = self.read();
+            self.buffered.extend(batch);
+        }
+        self.buffered.pop_front()
+    }
+}
+
+impl std::fmt::Debug for EventCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventCursor").field("dropped", &self.dropped()).finish()
     }
 }
 
