@@ -54,6 +54,11 @@ pub mod time;
 
 #[cfg(all(loom, test))]
 mod loom_tests;
+// Under loom the telemetry module is not built, but its event ring is model-checked.
+#[cfg(loom)]
+#[path = "telemetry/events.rs"]
+#[allow(missing_docs, unreachable_pub)]
+pub(crate) mod events_loom;
 
 #[cfg(not(loom))]
 pub use runtime::Runtime;

@@ -20,6 +20,19 @@ use std::time::Duration;
 
 type Entry = Notified<Arc<MockScheduler>>;
 
+/// `loom::model`, plus a check that loom explored more than one execution: a model whose
+/// threads never interleave on shared state checks nothing, and would still pass.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = executions.clone();
+    loom::model(move || {
+        counter.fetch_add(1, SeqCst);
+        f();
+    });
+    let n = executions.load(SeqCst);
+    assert!(n > 1, "loom explored only {n} execution(s)");
+}
+
 /// Drain a queue into a list of ids.
 fn drain_ids(q: &WorkStealQueue<Arc<MockScheduler>>, out: &mut Vec<u64>) {
     while let Some(t) = q.pop() {
@@ -41,7 +54,7 @@ fn assert_each_once(mut got: Vec<u64>, mut want: Vec<u64>) {
 
 #[test]
 fn loom_queue_push_pop_and_steal() {
-    loom::model(|| {
+    model(|| {
         let sched = MockScheduler::new();
         let q = Arc::new(WorkStealQueue::new());
         let inject = Inject::new();
@@ -74,7 +87,7 @@ fn loom_queue_push_pop_and_steal() {
 
 #[test]
 fn loom_queue_overflow_against_a_stealer() {
-    loom::model(|| {
+    model(|| {
         let sched = MockScheduler::new();
         let q = Arc::new(WorkStealQueue::new());
         let inject = Arc::new(Inject::new());
@@ -109,7 +122,7 @@ fn loom_queue_overflow_against_a_stealer() {
 
 #[test]
 fn loom_queue_two_stealers_and_the_owner() {
-    loom::model(|| {
+    model(|| {
         let sched = MockScheduler::new();
         let q = Arc::new(WorkStealQueue::new());
         let inject = Inject::new();
@@ -192,7 +205,7 @@ fn output<T>(mut h: JoinHandle<T>) -> Option<Result<T, crate::task::JoinError>> 
 
 #[test]
 fn loom_task_wake_during_poll_is_not_lost() {
-    loom::model(|| {
+    model(|| {
         let sched = MockScheduler::new();
         let (fut, ready, slot) = wait_ready();
         let h = spawn(&sched, fut);
@@ -214,7 +227,7 @@ fn loom_task_wake_during_poll_is_not_lost() {
 
 #[test]
 fn loom_task_two_wakers_schedule_it_once() {
-    loom::model(|| {
+    model(|| {
         let sched = MockScheduler::new();
         let (fut, ready, slot) = wait_ready();
         let h = spawn(&sched, fut);
@@ -236,7 +249,7 @@ fn loom_task_two_wakers_schedule_it_once() {
 
 #[test]
 fn loom_task_abort_against_completion() {
-    loom::model(|| {
+    model(|| {
         let sched = MockScheduler::new();
         let drops = Arc::new(AtomicUsize::new(0));
         let d = DropCounter(drops.clone());
@@ -264,7 +277,7 @@ fn loom_task_abort_against_completion() {
 
 #[test]
 fn loom_task_join_handle_drop_against_completion() {
-    loom::model(|| {
+    model(|| {
         let sched = MockScheduler::new();
         let out_drops = Arc::new(AtomicUsize::new(0));
         let od = out_drops.clone();
@@ -290,7 +303,7 @@ impl Wake for FlagWaker {
 
 #[test]
 fn loom_task_join_waker_against_completion() {
-    loom::model(|| {
+    model(|| {
         let sched = MockScheduler::new();
         let mut h = spawn(&sched, async { 3 });
         let s2 = sched.clone();
@@ -314,7 +327,7 @@ fn loom_task_join_waker_against_completion() {
 
 #[test]
 fn loom_park_unpark_is_never_lost() {
-    loom::model(|| {
+    model(|| {
         let p = Arc::new(ParkState::new());
         let p2 = p.clone();
         let t = thread::spawn(move || p2.unpark(|| unreachable!()));
@@ -373,7 +386,7 @@ fn loom_idle_last_searcher_parks_against_a_producer() {
     // Worker 0 is the only searcher and found nothing; a producer pushes meanwhile.
     // Either the re-check sees the work or the producer wakes the worker; otherwise the
     // worker sleeps forever (no timeout under loom) and the model deadlocks.
-    loom::model(|| {
+    model(|| {
         let m = IdleModel::new();
         assert!(m.idle.transition_worker_to_searching());
         let m2 = m.clone();
@@ -388,7 +401,7 @@ fn loom_idle_non_searcher_parks_against_a_producer() {
     // A worker that never became a searcher parks while a producer pushes: the re-check
     // "when nobody is searching" closes the window the seed's last-searcher-only rule
     // leaves open.
-    loom::model(|| {
+    model(|| {
         let m = IdleModel::new();
         let m2 = m.clone();
         let producer = thread::spawn(move || m2.produce());
@@ -401,7 +414,7 @@ fn loom_idle_non_searcher_parks_against_a_producer() {
 fn loom_idle_notify_claims_one_parked_worker() {
     // Two producers against one parked worker: exactly one claims it (as a searcher),
     // and the counts return to zero.
-    loom::model(|| {
+    model(|| {
         let m = IdleModel::new();
         let _ = m.idle.transition_worker_to_parked(0, false);
         let m2 = m.clone();
@@ -439,12 +452,43 @@ fn loom_park_in_reactor_against_unpark() {
     // The "wake while parking in the reactor" race: the unpark may land before the CAS to
     // PARKED_DRIVER, between it and the block, or during the block. The reactor has no
     // timeout here, so a lost wake deadlocks the model.
-    loom::model(|| {
+    model(|| {
         let p = Arc::new(ParkState::new());
         let r = Arc::new(ModelReactor { woken: Mutex::new(false), cond: crate::loom::Condvar::new() });
         let (p2, r2) = (p.clone(), r.clone());
         let t = thread::spawn(move || p2.unpark(|| r2.wake()));
         let _ = p.park_in_driver(|| r.block());
         t.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_event_ring_writer_against_reader() {
+    use crate::events_loom::{meta, EventKind, EventRing, Raw, RingCursor};
+    // A ring of 2 slots, 3 records: the third overwrites the first while the reader may
+    // be reading it. Whatever the reader returns must be whole (no torn record), in order,
+    // and what it returns plus what it counts as dropped must cover every record.
+    model(|| {
+        let ring = Arc::new(EventRing::new(2, false));
+        let r2 = ring.clone();
+        let reader = thread::spawn(move || {
+            let mut cur = RingCursor::default();
+            let mut got = Vec::new();
+            cur.drain(&r2, &mut got);
+            (cur, got)
+        });
+        for i in 1..=3u64 {
+            ring.write(Raw { ts: i, task: i, arg: i * 10, meta: meta(EventKind::PollStart, Some(0)) });
+        }
+        let (mut cur, mut got) = reader.join().unwrap();
+        cur.drain(&ring, &mut got);
+        for (r, pos) in &got {
+            assert_eq!(r.task, pos + 1, "record at the wrong position");
+            assert_eq!(r.arg, r.task * 10, "torn record");
+            assert_eq!(r.ts, r.task, "torn record");
+        }
+        assert!(got.windows(2).all(|w| w[0].1 < w[1].1), "out of order");
+        assert_eq!(got.len() as u64 + cur.dropped, 3, "a record was neither read nor counted dropped");
+        assert!(got.iter().any(|(r, _)| r.task == 3), "the newest record is still there");
     });
 }
