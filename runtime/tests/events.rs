@@ -73,7 +73,7 @@ fn spawn_poll_complete_share_the_task_id() {
     assert_eq!(mine[0].arg, 1, "spawned from block_on: remote");
     assert_eq!(mine[0].worker, None);
     assert_eq!(mine[3].arg, 1, "the poll was ready");
-    let panicked = rt.block_on(async { volt::spawn(async { panic!("x") }) });
+    let panicked = rt.spawn(async { panic!("x") });
     let pid = panicked.id();
     assert!(panicked.join().unwrap_err().is_panic());
     let aborted = rt.spawn(Never);
@@ -143,7 +143,7 @@ fn a_steal_appears_with_its_victim_and_count() {
         let (victim, count) = ((s.arg >> 32) as usize, s.arg & 0xffff_ffff);
         let thief = s.worker.expect("steals happen on workers");
         assert_ne!(victim, thief);
-        assert!(victim < 2 && count >= 1 && count <= 128, "{s:?}");
+        assert!(victim < 2 && (1..=128).contains(&count), "{s:?}");
         assert!(s.task_id > 0);
         assert!(events
             .iter()
