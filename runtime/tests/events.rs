@@ -173,3 +173,81 @@ fn park_and_unpark_are_recorded_and_display_reads_well() {
     let line = events.iter().find(|e| e.kind == EventKind::Spawn).unwrap().to_string();
     assert!(line.contains("spawn") && line.contains("remote"), "{line}");
 }
+
+#[test]
+fn histograms_sum_to_their_counters() {
+    let rt = rt_with_ring(2, 1024);
+    rt.block_on(async {
+        volt::spawn(async {
+            let hs: Vec<_> = (0..300)
+                .map(|i| {
+                    volt::spawn(async move {
+                        if i % 3 == 0 {
+                            std::thread::sleep(Duration::from_micros(100));
+                        }
+                        volt::task::yield_now().await;
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+        })
+        .await
+        .unwrap();
+    });
+    assert!(wait_until(Duration::from_secs(5), || rt.handle().telemetry().snapshot().num_parked == 2));
+    let s = rt.handle().telemetry().snapshot();
+    for w in &s.workers {
+        // Every poll (no task was aborted, so every run polled) lands in one bucket.
+        assert_eq!(w.poll_time_histogram.count(), w.tasks_polled, "worker {}", w.index);
+    }
+    let polls: u64 = s.workers.iter().map(|w| w.tasks_polled).sum();
+    assert!(polls >= 601);
+    assert_eq!(s.steal_batch_histogram.count(), s.workers.iter().map(|w| w.steal_operations).sum::<u64>());
+    let parks: u64 = s.workers.iter().map(|w| w.times_parked).sum();
+    // A worker waking right now may have counted one side only.
+    assert!(s.park_duration_histogram.count().abs_diff(parks) <= 2, "{} vs {parks}", s.park_duration_histogram.count());
+    // Each queueing is followed by one poll, measured as schedule latency.
+    let lat = s.schedule_latency_histogram.count();
+    assert!(lat > 0 && lat <= polls, "{lat} of {polls}");
+    // The 100 µs polls show up above 64 µs.
+    let slow: u64 = s.workers.iter().map(|w| w.poll_time_histogram.buckets[16..].iter().sum::<u64>()).sum();
+    assert!(slow >= 100, "{slow} polls of 100 µs or more");
+}
+
+#[test]
+fn tasks_lists_live_named_tasks_with_their_statistics() {
+    let rt = rt_with_ring(2, 1024);
+    let flag = Flag::default();
+    let f2 = flag.clone();
+    let h = rt.block_on(async move {
+        volt::task::Builder::new().name("waiter").spawn(async move {
+            volt::task::yield_now().await;
+            f2.wait().await;
+        })
+    });
+    let id = h.id();
+    assert!(wait_until(Duration::from_secs(5), || {
+        rt.handle().telemetry().tasks().iter().any(|t| t.id == id && t.polls >= 2)
+    }));
+    let tasks = rt.handle().telemetry().tasks();
+    let t = tasks.iter().find(|t| t.id == id).unwrap();
+    assert_eq!(t.name.as_deref(), Some("waiter"));
+    assert_eq!(t.state, volt::telemetry::TaskState::Idle);
+    assert_eq!(t.polls, 2);
+    assert!(t.busy > Duration::ZERO && t.since_last_poll.is_some());
+    flag.set();
+    h.join().unwrap();
+    assert!(wait_until(Duration::from_secs(5), || rt.handle().telemetry().tasks().iter().all(|t| t.id != id)));
+    // Without the ring: nothing per task is kept, so nothing is listed.
+    let plain = rt_plain();
+    let _g = plain.spawn(Never);
+    assert!(plain.handle().telemetry().tasks().is_empty());
+    let s = plain.handle().telemetry().snapshot();
+    assert!(s.workers.iter().all(|w| w.poll_time_histogram.count() == 0));
+}
+
+fn rt_plain() -> volt::Runtime {
+    rt(1)
+}

@@ -111,7 +111,7 @@ impl Pool {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        let (task, notified, join) = new_task(BlockingTask(Some(f)), Arc::clone(self), next_task_id());
+        let (task, notified, join) = new_task(BlockingTask(Some(f)), Arc::clone(self), next_task_id(), None);
         // Not in the owned-task list: the queue and `shutdown` account for blocking tasks.
         drop(task);
         self.push(notified);

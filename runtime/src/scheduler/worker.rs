@@ -74,7 +74,7 @@ use crate::io::{Dispatched, Driver};
 use crate::task::list::OwnedTasks;
 use crate::task::raw::{self, Header};
 use crate::task::TaskEvent;
-use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule};
+use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule, TaskStats};
 use crate::telemetry::events::{EventKind, SCHEDULE_GLOBAL, SCHEDULE_LIFO, SCHEDULE_LOCAL};
 use crate::telemetry::{Recorder, RemoteCounters, WorkerCounters, WorkerState};
 use std::cell::Cell;
@@ -324,6 +324,19 @@ impl Shared {
         }
     }
 
+    /// Recording a queueing: the event, and the time it started waiting (for the
+    /// schedule-latency histogram and the task's scheduled time).
+    #[inline(always)]
+    fn record_schedule(&self, task: &Header, target: u64) {
+        if let Some(r) = &self.recorder {
+            let now = r.clock().raw();
+            if let Some(st) = &task.stats {
+                st.scheduled_at.store(now, Relaxed);
+            }
+            r.record_at(self.current_worker().map(|w| w.index), EventKind::Schedule, task.id, target, now);
+        }
+    }
+
     /// Count a timer armed (on a worker: its own counter).
     pub(crate) fn count_timer_armed(&self) {
         match self.current_worker() {
@@ -366,7 +379,18 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id());
+        Shared::spawn_named(this, future, None)
+    }
+
+    /// `spawn` with an optional name (kept only when recording events).
+    pub(crate) fn spawn_named<F>(this: &Arc<Shared>, future: F, name: Option<String>) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let stats =
+            this.recorder.as_ref().map(|_| Box::new(TaskStats { name: name.map(Into::into), ..Default::default() }));
+        let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id(), stats);
         let worker = this.current_worker();
         this.record(EventKind::Spawn, task.header().id, worker.is_none() as u64);
         match worker {
@@ -404,10 +428,10 @@ impl Shared {
             return self.schedule_remote(task);
         }
         if is_yield {
-            self.record(EventKind::Schedule, task.header().id, SCHEDULE_LOCAL);
+            self.record_schedule(task.header(), SCHEDULE_LOCAL);
             self.push_local_ring(w, task);
         } else {
-            self.record(EventKind::Schedule, task.header().id, SCHEDULE_LIFO);
+            self.record_schedule(task.header(), SCHEDULE_LIFO);
             // Only the owner writes the slot, so load + store is enough (no swap).
             let prev = w.lifo.load(Relaxed);
             w.lifo.store(task.into_raw().as_ptr(), Relaxed);
@@ -435,7 +459,7 @@ impl Shared {
     }
 
     fn schedule_remote(&self, task: Notified<Arc<Shared>>) {
-        self.record(EventKind::Schedule, task.header().id, SCHEDULE_GLOBAL);
+        self.record_schedule(task.header(), SCHEDULE_GLOBAL);
         if let Err(rejected) = self.inject.push(task) {
             // Shutting down: the owned-task list cancels the task; drop the entry.
             drop(rejected);
@@ -601,6 +625,7 @@ impl Shared {
             if let Some((t, count)) = self.workers[victim].queue.steal_into(&w.queue) {
                 w.counters.steal_operations.inc();
                 w.counters.tasks_stolen.add(count as u64);
+                w.counters.steal_batch.record(count as u64);
                 self.record(EventKind::Steal, t.header().id, (victim as u64) << 32 | count as u64);
                 return Some(t);
             }
@@ -688,8 +713,10 @@ impl Shared {
                 None => w.park.park(PARK_TIMEOUT),
             };
             self.record(EventKind::Unpark, 0, (woke == super::park::Unparked::Notified) as u64);
+            let parked = t0.elapsed().as_nanos() as u64;
             w.counters.times_parked.inc();
-            w.counters.parked_ns.add(t0.elapsed().as_nanos() as u64);
+            w.counters.parked_ns.add(parked);
+            w.counters.park_duration.record(parked);
         }
         w.transitioning_to_park.store(false, Relaxed);
         if self.idle.unpark_self(w.index) {
@@ -789,18 +816,42 @@ impl Schedule for Arc<Shared> {
     }
 
     #[inline(always)]
-    fn on_task_event(&self, id: u64, event: TaskEvent) {
-        if self.recorder.is_none() {
-            return;
-        }
+    fn on_task_event(&self, task: &Header, event: TaskEvent) {
+        let Some(rec) = &self.recorder else { return };
         const RUNNING: u64 = 2;
+        let worker = self.current_worker();
+        let now = rec.clock().raw();
         let (kind, arg) = match event {
-            TaskEvent::PollStart => (EventKind::PollStart, 0),
-            TaskEvent::PollEnd { ready } => (EventKind::PollEnd, ready as u64),
+            TaskEvent::PollStart => {
+                if let Some(st) = &task.stats {
+                    let queued_at = st.scheduled_at.swap(0, Relaxed);
+                    if queued_at != 0 {
+                        let waited = now.saturating_sub(queued_at);
+                        st.scheduled_ticks.fetch_add(waited, Relaxed);
+                        if let Some(w) = worker {
+                            w.counters.schedule_latency.record(rec.clock().ticks_to_ns(waited));
+                        }
+                    }
+                    st.polls.fetch_add(1, Relaxed);
+                    st.poll_started.store(now, Relaxed);
+                }
+                (EventKind::PollStart, 0)
+            }
+            TaskEvent::PollEnd { ready } => {
+                if let Some(st) = &task.stats {
+                    let busy = now.saturating_sub(st.poll_started.load(Relaxed));
+                    st.busy_ticks.fetch_add(busy, Relaxed);
+                    st.last_poll_end.store(now, Relaxed);
+                    if let Some(w) = worker {
+                        w.counters.poll_time.record(rec.clock().ticks_to_ns(busy));
+                    }
+                }
+                (EventKind::PollEnd, ready as u64)
+            }
             TaskEvent::Idle => (EventKind::Transition, RUNNING << 8),
-            TaskEvent::Requeued => (EventKind::Transition, RUNNING << 8 | 1),
+            TaskEvent::Requeued => (EventKind::Transition, (RUNNING << 8) | 1),
         };
-        self.record(kind, id, arg);
+        rec.record_at(worker.map(|w| w.index), kind, task.id, arg, now);
     }
 
     fn on_complete(&self, id: u64, outcome: Outcome) {

@@ -95,6 +95,25 @@ impl OwnedTasks {
     }
 }
 
+impl OwnedTasks {
+    /// Visit every linked task, one shard lock at a time (for `Telemetry::tasks`). `f`
+    /// must not touch the list.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Header)) {
+        for shard in self.shards.iter() {
+            let s = lock(shard);
+            let mut cur = s.head;
+            while let Some(t) = cur {
+                // SAFETY: under the shard lock every linked task is alive (the list holds a
+                // reference) and its links are stable.
+                let h = unsafe { t.as_ref() };
+                f(h);
+                // SAFETY: as above.
+                cur = unsafe { h.owned.with(|l| (*l).next) };
+            }
+        }
+    }
+}
+
 /// # Safety
 /// The caller holds the lock of `shard`, which is the shard of `task`.
 unsafe fn unlink(shard: &mut Shard, task: NonNull<Header>) -> bool {

@@ -82,7 +82,21 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     fn on_complete(&self, id: u64, outcome: Outcome);
     /// Record a point in a task's run (no-op unless the scheduler records events).
     #[inline(always)]
-    fn on_task_event(&self, _id: u64, _event: TaskEvent) {}
+    fn on_task_event(&self, _task: &Header, _event: TaskEvent) {}
+}
+
+/// What the event ring keeps per task (only when recording is on). The clock values are
+/// raw recorder ticks; only the thread running the task writes the poll fields.
+#[derive(Default)]
+pub(crate) struct TaskStats {
+    pub(crate) name: Option<Box<str>>,
+    pub(crate) polls: std::sync::atomic::AtomicU64,
+    pub(crate) busy_ticks: std::sync::atomic::AtomicU64,
+    pub(crate) scheduled_ticks: std::sync::atomic::AtomicU64,
+    /// When it was last queued (0: not waiting in a queue).
+    pub(crate) scheduled_at: std::sync::atomic::AtomicU64,
+    pub(crate) poll_started: std::sync::atomic::AtomicU64,
+    pub(crate) last_poll_end: std::sync::atomic::AtomicU64,
 }
 
 /// A reference-owning pointer to a task.
@@ -162,14 +176,70 @@ impl<S: 'static> Notified<S> {
 }
 
 /// Allocate a task. Returns the owned-list reference, the queue entry and the handle.
-pub(crate) fn new_task<F, S>(future: F, scheduler: S, id: u64) -> (Task<S>, Notified<S>, JoinHandle<F::Output>)
+pub(crate) fn new_task<F, S>(
+    future: F,
+    scheduler: S,
+    id: u64,
+    stats: Option<Box<TaskStats>>,
+) -> (Task<S>, Notified<S>, JoinHandle<F::Output>)
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
     S: Schedule,
 {
-    let raw = raw::Cell::<F, S>::allocate(future, scheduler, id);
+    let raw = raw::Cell::<F, S>::allocate(future, scheduler, id, stats);
     (Task::from_raw(raw), Notified(Task::from_raw(raw)), JoinHandle::new(raw))
+}
+
+/// Spawns a task with options (a name, for now).
+///
+/// ```
+/// let rt = volt::Runtime::new().unwrap();
+/// let out = rt.block_on(async { volt::task::Builder::new().name("answer").spawn(async { 42 }).await.unwrap() });
+/// assert_eq!(out, 42);
+/// ```
+#[cfg(not(loom))]
+#[derive(Debug, Default, Clone)]
+pub struct Builder {
+    name: Option<String>,
+}
+
+#[cfg(not(loom))]
+impl Builder {
+    /// A builder with no options set.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Name the task. The name shows in `Telemetry::tasks()` when the runtime records
+    /// events; without recording it is not kept.
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Spawn onto the current runtime, like [`crate::spawn`].
+    ///
+    /// # Panics
+    /// Outside a Volt runtime.
+    pub fn spawn<F>(self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let shared = crate::scheduler::worker::current_handle()
+            .expect("volt::task::Builder::spawn called outside a Volt runtime: use `spawn_on` with a `Handle`");
+        crate::scheduler::worker::Shared::spawn_named(&shared, future, self.name)
+    }
+
+    /// Spawn onto the runtime of `handle`, from any thread.
+    pub fn spawn_on<F>(self, future: F, handle: &crate::runtime::Handle) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        crate::scheduler::worker::Shared::spawn_named(&handle.shared, future, self.name)
+    }
 }
 
 /// A process-wide task id, never reused.

@@ -45,6 +45,9 @@ pub(crate) struct Header {
     pub(crate) queue_next: UnsafeCell<Option<NonNull<Header>>>,
     /// Intrusive links for the owned-task list; only touched under its shard lock.
     pub(crate) owned: UnsafeCell<OwnedLinks>,
+    /// Per-task statistics, allocated only when the runtime records events; `None` (a
+    /// null pointer) otherwise.
+    pub(crate) stats: Option<Box<super::TaskStats>>,
 }
 
 /// The owned-task list's links, guarded by that list's shard lock.
@@ -113,7 +116,7 @@ where
 
     /// Allocate a new task. It starts SCHEDULED with three references (owned list,
     /// join handle, queue entry), which the caller turns into those three things.
-    pub(crate) fn allocate(future: F, scheduler: S, id: u64) -> NonNull<Header> {
+    pub(crate) fn allocate(future: F, scheduler: S, id: u64, stats: Option<Box<super::TaskStats>>) -> NonNull<Header> {
         let cell = Box::new(Cell {
             header: Header {
                 state: State::new(),
@@ -121,6 +124,7 @@ where
                 id,
                 queue_next: UnsafeCell::new(None),
                 owned: UnsafeCell::new(OwnedLinks::default()),
+                stats,
             },
             scheduler,
             stage: UnsafeCell::new(Stage::Running(future)),
@@ -166,11 +170,11 @@ where
         }
     }
 
-    let id = cell.header.id;
-    cell.scheduler.on_task_event(id, TaskEvent::PollStart);
+    let header = &cell.header;
+    cell.scheduler.on_task_event(header, TaskEvent::PollStart);
     // SAFETY: RUNNING gives this thread exclusive access to the stage.
     let polled = unsafe { poll_future::<F, S>(cell, ptr) };
-    cell.scheduler.on_task_event(id, TaskEvent::PollEnd { ready: polled.is_ready() });
+    cell.scheduler.on_task_event(header, TaskEvent::PollEnd { ready: polled.is_ready() });
     match polled {
         Poll::Ready(output) => {
             let outcome = if output.is_ok() { Outcome::Completed } else { Outcome::Panicked };
@@ -181,10 +185,10 @@ where
             let t = cell.header.state.transition_to_idle();
             debug_assert_eq!(t.prev.lifecycle(), Lifecycle::Running);
             match t.action {
-                IdleAction::Idle => cell.scheduler.on_task_event(id, TaskEvent::Idle),
+                IdleAction::Idle => cell.scheduler.on_task_event(header, TaskEvent::Idle),
                 // A wake came during the poll (yield_now is one): re-queue at the back.
                 IdleAction::Notified => {
-                    cell.scheduler.on_task_event(id, TaskEvent::Requeued);
+                    cell.scheduler.on_task_event(header, TaskEvent::Requeued);
                     cell.scheduler.yield_now(Notified(Task::from_raw(ptr)))
                 }
                 // SAFETY: still RUNNING, so we own the stage.

@@ -88,7 +88,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let (task, notified, join) = new_task(future, sched.clone(), super::next_task_id());
+    let (task, notified, join) = new_task(future, sched.clone(), super::next_task_id(), None);
     assert!(sched.owned.bind(task.raw()));
     let _ = task.into_raw();
     sched.schedule(notified);
@@ -98,7 +98,7 @@ where
 /// A bare queue entry (only the queue's reference is left), for queue tests: dropping
 /// it frees the task.
 pub(crate) fn counted_task(sched: &Arc<MockScheduler>) -> Notified<Arc<MockScheduler>> {
-    let (task, notified, join) = new_task(async {}, sched.clone(), super::next_task_id());
+    let (task, notified, join) = new_task(async {}, sched.clone(), super::next_task_id(), None);
     drop(join);
     drop(task);
     notified

@@ -28,7 +28,7 @@
 //! Recording must be cheap, so a record holds raw clock ticks: the x86-64 time-stamp
 //! counter where it is invariant (about 10 ns to read here, against about 25 ns for
 //! `Instant::now()`), else nanoseconds from `Instant`. Readers convert to nanoseconds since
-//! the runtime started, with a tick rate measured against `Instant` at read time.
+//! the runtime started, with a tick rate measured against `Instant` once at build time.
 
 use crate::loom::{fence, AtomicU64};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -160,6 +160,8 @@ pub(crate) struct Clock {
     start: Instant,
     tsc0: u64,
     use_tsc: bool,
+    /// Nanoseconds per tick in 32.32 fixed point, measured once at start.
+    ns_per_tick_fp: u64,
 }
 
 /// Whether the CPU's time-stamp counter runs at a constant rate in all states (`cpuid`
@@ -176,9 +178,27 @@ impl Clock {
         let use_tsc = invariant_tsc();
         #[cfg(not(target_arch = "x86_64"))]
         let use_tsc = false;
-        let mut c = Clock { start: Instant::now(), tsc0: 0, use_tsc };
+        let mut c = Clock { start: Instant::now(), tsc0: 0, use_tsc, ns_per_tick_fp: 1 << 32 };
         c.tsc0 = c.raw();
+        if use_tsc {
+            // Calibrate against `Instant` over 200 µs (only runtimes with recording on pay it).
+            loop {
+                let e = c.start.elapsed();
+                let t = c.raw();
+                if e >= Duration::from_micros(200) && t > c.tsc0 {
+                    c.ns_per_tick_fp = ((e.as_nanos() << 32) / (t - c.tsc0) as u128) as u64;
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
         c
+    }
+
+    /// A tick count (a difference of raw readings) in nanoseconds.
+    #[inline(always)]
+    pub(crate) fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        ((ticks as u128 * self.ns_per_tick_fp as u128) >> 32) as u64
     }
 
     /// Raw ticks (cheap).
@@ -192,28 +212,9 @@ impl Clock {
         self.start.elapsed().as_nanos() as u64
     }
 
-    /// Nanoseconds per raw tick, measured now against `Instant` (at least 2 ms in).
-    pub(crate) fn ns_per_tick(&self) -> f64 {
-        if !self.use_tsc {
-            return 1.0;
-        }
-        loop {
-            let e = self.start.elapsed();
-            let t = self.raw();
-            if e >= Duration::from_millis(2) && t > self.tsc0 {
-                return e.as_nanos() as f64 / (t - self.tsc0) as f64;
-            }
-            std::hint::spin_loop();
-        }
-    }
-
-    /// Raw ticks to nanoseconds since start.
-    pub(crate) fn to_ns(&self, raw: u64, ns_per_tick: f64) -> u64 {
-        if self.use_tsc {
-            (raw.saturating_sub(self.tsc0) as f64 * ns_per_tick) as u64
-        } else {
-            raw
-        }
+    /// A raw reading to nanoseconds since start.
+    pub(crate) fn to_ns(&self, raw: u64) -> u64 {
+        self.ticks_to_ns(raw.saturating_sub(self.tsc0))
     }
 }
 
@@ -414,8 +415,10 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         let b = c.raw();
         assert!(b > a);
-        let scale = c.ns_per_tick();
-        let ns = c.to_ns(b, scale);
+        let ns = c.to_ns(b);
         assert!((4_000_000..1_000_000_000).contains(&ns), "{ns} ns");
+        // Within 5% of `Instant` over the same span.
+        let real = c.start.elapsed().as_nanos() as f64;
+        assert!((ns as f64 / real - 1.0).abs() < 0.05, "{ns} vs {real}");
     }
 }

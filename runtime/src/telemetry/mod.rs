@@ -8,8 +8,11 @@
 //! idle.
 
 pub mod events;
+mod histogram;
 
 pub use events::{Event, EventKind};
+pub use histogram::Histogram;
+use histogram::LogHistogram;
 
 use crate::scheduler::worker::Shared;
 use events::{Clock, EventRing, Raw, RingCursor};
@@ -58,6 +61,14 @@ pub(crate) struct WorkerCounters {
     pub(crate) timers_fired: Counter,
     pub(crate) timers_cancelled: Counter,
     pub(crate) io_events: Counter,
+    /// Poll durations in ns (recorded when the event ring is on).
+    pub(crate) poll_time: LogHistogram,
+    /// Wake-to-poll latency in ns (recorded when the event ring is on).
+    pub(crate) schedule_latency: LogHistogram,
+    /// How long each park lasted, in ns.
+    pub(crate) park_duration: LogHistogram,
+    /// Tasks taken per successful steal.
+    pub(crate) steal_batch: LogHistogram,
     /// Gauges, owner-written.
     pub(crate) ewma_task_ns: AtomicU64,
     pub(crate) global_queue_interval: AtomicU32,
@@ -85,6 +96,10 @@ impl WorkerCounters {
             timers_fired: Counter::default(),
             timers_cancelled: Counter::default(),
             io_events: Counter::default(),
+            poll_time: LogHistogram::default(),
+            schedule_latency: LogHistogram::default(),
+            park_duration: LogHistogram::default(),
+            steal_batch: LogHistogram::default(),
             ewma_task_ns: AtomicU64::new(ewma),
             global_queue_interval: AtomicU32::new(interval),
             batch_len: AtomicU32::new(0),
@@ -164,6 +179,9 @@ pub struct WorkerSnapshot {
     pub ewma_task_ns: u64,
     /// Polls between global-queue checks, from the EWMA (8..=255).
     pub global_queue_interval: u32,
+    /// Poll durations in nanoseconds. Recorded only while the event ring is on (timing
+    /// every poll costs two clock reads, which the always-on layer does not pay).
+    pub poll_time_histogram: Histogram,
 }
 
 /// The whole runtime, as read by [`Telemetry::snapshot`].
@@ -200,6 +218,12 @@ pub struct Snapshot {
     pub timers_pending: u64,
     /// I/O readiness events delivered by the reactor.
     pub io_events: u64,
+    /// Park durations in nanoseconds, all workers.
+    pub park_duration_histogram: Histogram,
+    /// Tasks per successful steal, all workers.
+    pub steal_batch_histogram: Histogram,
+    /// Wake-to-poll latency in nanoseconds, all workers (event ring on only).
+    pub schedule_latency_histogram: Histogram,
     /// Events written to the event ring (0 when it is off).
     pub events_recorded: u64,
     /// Events overwritten in the event ring before they were read (the ring keeps the
@@ -266,7 +290,15 @@ impl Telemetry {
                 budget_yields: c.budget_yields.get(),
                 ewma_task_ns: c.ewma_task_ns.load(Relaxed),
                 global_queue_interval: c.global_queue_interval.load(Relaxed),
+                poll_time_histogram: {
+                    let mut h = Histogram::default();
+                    c.poll_time.add_to(&mut h);
+                    h
+                },
             });
+            c.park_duration.add_to(&mut snap.park_duration_histogram);
+            c.steal_batch.add_to(&mut snap.steal_batch_histogram);
+            c.schedule_latency.add_to(&mut snap.schedule_latency_histogram);
         }
         if let Some(r) = &s.recorder {
             for ring in r.rings.iter() {
@@ -282,7 +314,73 @@ impl Telemetry {
     }
 }
 
+/// One live task, as [`Telemetry::tasks`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TaskInfo {
+    /// The task's id.
+    pub id: u64,
+    /// Its name, from `volt::task::Builder::name`.
+    pub name: Option<String>,
+    /// Where it is in its life.
+    pub state: TaskState,
+    /// Polls so far.
+    pub polls: u64,
+    /// Time spent being polled.
+    pub busy: std::time::Duration,
+    /// Time spent queued, between a wake and the poll that followed.
+    pub scheduled: std::time::Duration,
+    /// Time since its last poll ended (`None` if it was never polled).
+    pub since_last_poll: Option<std::time::Duration>,
+}
+
+/// A task's lifecycle state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TaskState {
+    /// Waiting for a wake.
+    Idle,
+    /// In a run queue.
+    Scheduled,
+    /// Being polled.
+    Running,
+    /// Finished (it leaves the list shortly).
+    Complete,
+}
+
 impl Telemetry {
+    /// The live tasks, with their statistics; empty unless the runtime records events
+    /// (`Builder::event_ring`). Takes each owned-list shard lock briefly, as spawn and
+    /// completion do; no worker waits on it for longer than one shard's walk.
+    pub fn tasks(&self) -> Vec<TaskInfo> {
+        let Some(rec) = &self.shared.recorder else { return Vec::new() };
+        let clock = rec.clock();
+        let now = clock.raw();
+        let mut out = Vec::new();
+        self.shared.owned.for_each(|h| {
+            let Some(st) = &h.stats else { return };
+            use crate::task::state::Lifecycle;
+            let state = match h.state.load().lifecycle() {
+                Lifecycle::Idle => TaskState::Idle,
+                Lifecycle::Scheduled => TaskState::Scheduled,
+                Lifecycle::Running => TaskState::Running,
+                Lifecycle::Complete => TaskState::Complete,
+            };
+            let last = st.last_poll_end.load(Relaxed);
+            out.push(TaskInfo {
+                id: h.id,
+                name: st.name.as_deref().map(String::from),
+                state,
+                polls: st.polls.load(Relaxed),
+                busy: std::time::Duration::from_nanos(clock.ticks_to_ns(st.busy_ticks.load(Relaxed))),
+                scheduled: std::time::Duration::from_nanos(clock.ticks_to_ns(st.scheduled_ticks.load(Relaxed))),
+                since_last_poll: (last != 0)
+                    .then(|| std::time::Duration::from_nanos(clock.ticks_to_ns(now.saturating_sub(last)))),
+            });
+        });
+        out.sort_by_key(|t| t.id);
+        out
+    }
+
     /// A cursor over the event ring: each [`EventCursor::read`] returns the events since
     /// the previous one, merged across workers in time order. Without
     /// `Builder::event_ring` it never yields anything.
@@ -311,8 +409,18 @@ impl Recorder {
     /// Append one event to the ring of `worker` (the remote ring for `None`).
     #[inline]
     pub(crate) fn record(&self, worker: Option<usize>, kind: EventKind, task: u64, arg: u64) {
+        self.record_at(worker, kind, task, arg, self.clock.raw());
+    }
+
+    /// `record` with a clock reading the caller already took.
+    #[inline]
+    pub(crate) fn record_at(&self, worker: Option<usize>, kind: EventKind, task: u64, arg: u64, ts: u64) {
         let ring = &self.rings[worker.unwrap_or(self.rings.len() - 1)];
-        ring.write(Raw { ts: self.clock.raw(), task, arg, meta: events::meta(kind, worker) });
+        ring.write(Raw { ts, task, arg, meta: events::meta(kind, worker) });
+    }
+
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
     }
 }
 
@@ -337,8 +445,7 @@ impl EventCursor {
             tagged.extend(raw.iter().map(|&(r, pos)| (r.ts, i, pos, r)));
         }
         tagged.sort_unstable_by_key(|&(ts, ring, pos, _)| (ts, ring, pos));
-        let scale = rec.clock.ns_per_tick();
-        out.extend(tagged.into_iter().filter_map(|(_, _, _, r)| events::decode(r, rec.clock.to_ns(r.ts, scale))));
+        out.extend(tagged.into_iter().filter_map(|(_, _, _, r)| events::decode(r, rec.clock.to_ns(r.ts))));
         out
     }
 

@@ -1,0 +1,75 @@
+//! What the event ring costs: the same Volt runtime with the ring off and with it on
+//! (4,096 events per worker), over the Tokio-comparison workloads, alternating in one
+//! process. `cargo bench -p volt --bench overhead` prints medians, the ratio on/off per
+//! workload, and the geometric mean. `VOLT_BENCH_SAMPLES` sets the samples (default 40).
+
+mod workloads;
+use workloads::*;
+
+suite!(on_volt, volt::Runtime, volt::spawn, volt::task::yield_now, volt::time::sleep);
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--test") || std::env::var_os("VOLT_BENCH_QUICK").is_some();
+    let samples: usize =
+        std::env::var("VOLT_BENCH_SAMPLES").ok().and_then(|s| s.parse().ok()).unwrap_or(if quick { 2 } else { 40 });
+    let off = volt::runtime::Builder::new().worker_threads(WORKERS).build().expect("runtime");
+    let on = volt::runtime::Builder::new().worker_threads(WORKERS).event_ring(4096).build().expect("runtime");
+    let echo_off = echo_volt::start(&off);
+    let echo_on = echo_volt::start(&on);
+
+    type Run = Box<dyn Fn(&volt::Runtime, std::net::SocketAddr)>;
+    let workloads: Vec<(&str, Run, bool)> = vec![
+        ("spawn_many_local", Box::new(|rt, _| on_volt::spawn_many_local(rt)), false),
+        ("spawn_many_remote_idle", Box::new(|rt, _| on_volt::spawn_many_remote(rt)), false),
+        ("spawn_many_remote_busy", Box::new(|rt, _| on_volt::spawn_many_remote(rt)), true),
+        ("yield_many", Box::new(|rt, _| on_volt::yield_many(rt)), false),
+        ("ping_pong", Box::new(|rt, _| on_volt::ping_pong(rt)), false),
+        ("chained_spawn", Box::new(|rt, _| on_volt::chained_spawn(rt)), false),
+        ("serial_spawn_await", Box::new(|rt, _| on_volt::serial_spawn_await(rt)), false),
+        ("fork_join_tree", Box::new(|rt, _| on_volt::fork_join(rt)), false),
+        ("tcp_echo_50x1000", Box::new(echo_volt::run), false),
+        ("timer_churn_100k", Box::new(|rt, _| on_volt::timer_churn(rt)), false),
+        ("timers_fire_10k", Box::new(|rt, _| on_volt::timers_fire(rt)), false),
+    ];
+
+    println!("Volt with the event ring off vs on, {WORKERS} workers, {samples} samples each (a quarter for the two slowest), alternating\n");
+    println!("| workload | ring off | ring on | on/off |");
+    println!("|---|---:|---:|---:|");
+    let mut log_sum = 0.0;
+    for (name, run, busy) in &workloads {
+        let flags = if *busy { vec![on_volt::make_busy(&off), on_volt::make_busy(&on)] } else { vec![] };
+        for _ in 0..2 {
+            run(&off, echo_off);
+            run(&on, echo_on);
+        }
+        let n = samples_for(name, samples);
+        let (mut a, mut b) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for i in 0..n {
+            let time = |rt: &volt::Runtime, addr, out: &mut Vec<Duration>| {
+                let t = Instant::now();
+                run(rt, addr);
+                out.push(t.elapsed());
+            };
+            if i % 2 == 0 {
+                time(&off, echo_off, &mut a);
+                time(&on, echo_on, &mut b);
+            } else {
+                time(&on, echo_on, &mut b);
+                time(&off, echo_off, &mut a);
+            }
+        }
+        for f in flags {
+            f.store(false, Relaxed);
+        }
+        let (ma, mb) = (median(&mut a), median(&mut b));
+        let ratio = mb.as_secs_f64() / ma.as_secs_f64();
+        log_sum += ratio.ln();
+        println!("| {name} | {} | {} | {ratio:.2} |", fmt(ma), fmt(mb));
+    }
+    println!("| **geomean** | | | **{:.2}** |", (log_sum / workloads.len() as f64).exp());
+    let s = on.handle().telemetry().snapshot();
+    println!(
+        "\nring on: {} events recorded, {} overwritten (memory fixed at 4,096 per ring)",
+        s.events_recorded, s.events_dropped
+    );
+}
