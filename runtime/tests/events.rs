@@ -221,12 +221,13 @@ fn tasks_lists_live_named_tasks_with_their_statistics() {
     let rt = rt_with_ring(2, 1024);
     let flag = Flag::default();
     let f2 = flag.clone();
-    let h = rt.block_on(async move {
-        volt::task::Builder::new().name("waiter").spawn(async move {
+    let h = volt::task::Builder::new().name("waiter").spawn_on(
+        async move {
             volt::task::yield_now().await;
             f2.wait().await;
-        })
-    });
+        },
+        rt.handle(),
+    );
     let id = h.id();
     assert!(wait_until(Duration::from_secs(5), || {
         rt.handle().telemetry().tasks().iter().any(|t| t.id == id && t.polls >= 2)
