@@ -393,6 +393,9 @@ impl Shared {
         let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id(), stats);
         let worker = this.current_worker();
         this.record(EventKind::Spawn, task.header().id, worker.is_none() as u64);
+        #[cfg(feature = "tracing")]
+        tracing::trace_span!(target: "volt::task", "spawn", task.id = task.header().id, remote = worker.is_none())
+            .in_scope(|| tracing::trace!(target: "volt::task", "spawned"));
         match worker {
             Some(w) => w.counters.tasks_spawned.inc(),
             None => {
@@ -448,10 +451,14 @@ impl Shared {
         match w.queue.push_back_or_overflow(task, &self.inject) {
             Pushed::Local => {}
             Pushed::Overflowed => {
+                #[cfg(feature = "tracing")]
+                tracing::debug!(target: "volt::scheduler", worker = w.index, moved = crate::scheduler::queue::HALF + 1, "overflow");
                 w.counters.overflows.inc();
                 self.record(EventKind::Overflow, 0, crate::scheduler::queue::HALF as u64 + 1);
             }
             Pushed::ToGlobal => {
+                #[cfg(feature = "tracing")]
+                tracing::debug!(target: "volt::scheduler", worker = w.index, moved = 1, "overflow");
                 w.counters.overflows.inc();
                 self.record(EventKind::Overflow, 0, 1);
             }
@@ -627,6 +634,8 @@ impl Shared {
                 w.counters.tasks_stolen.add(count as u64);
                 w.counters.steal_batch.record(count as u64);
                 self.record(EventKind::Steal, t.header().id, (victim as u64) << 32 | count as u64);
+                #[cfg(feature = "tracing")]
+                tracing::trace!(target: "volt::scheduler", worker = w.index, victim, count, "steal");
                 return Some(t);
             }
         }
@@ -703,6 +712,8 @@ impl Shared {
             // Park in the reactor if nobody else is; on the futex otherwise.
             driver = self.driver.try_lock();
             self.record(EventKind::Park, 0, driver.is_some() as u64);
+            #[cfg(feature = "tracing")]
+            tracing::trace!(target: "volt::scheduler", worker = w.index, in_reactor = driver.is_some(), "park");
             let woke = match driver.as_mut() {
                 Some(d) => {
                     let timeout = self.driver.time.begin_reactor_sleep(t0);
@@ -713,6 +724,8 @@ impl Shared {
                 None => w.park.park(PARK_TIMEOUT),
             };
             self.record(EventKind::Unpark, 0, (woke == super::park::Unparked::Notified) as u64);
+            #[cfg(feature = "tracing")]
+            tracing::trace!(target: "volt::scheduler", worker = w.index, notified = (woke == super::park::Unparked::Notified), "unpark");
             let parked = t0.elapsed().as_nanos() as u64;
             w.counters.times_parked.inc();
             w.counters.parked_ns.add(parked);

@@ -171,6 +171,8 @@ where
     }
 
     let header = &cell.header;
+    #[cfg(feature = "tracing")]
+    let _span = tracing::trace_span!(target: "volt::task", "poll", task.id = header.id).entered();
     cell.scheduler.on_task_event(header, TaskEvent::PollStart);
     // SAFETY: RUNNING gives this thread exclusive access to the stage.
     let polled = unsafe { poll_future::<F, S>(cell, ptr) };
@@ -288,6 +290,8 @@ where
 {
     // SAFETY: our reference keeps the cell alive until the final `ref_dec_n` below.
     let cell = unsafe { cell::<F, S>(ptr) };
+    #[cfg(feature = "tracing")]
+    tracing::trace!(target: "volt::task", { task.id = cell.header.id, outcome = ?outcome }, "complete");
     // SAFETY: exclusive access until the transition below publishes it (AcqRel).
     cell.stage.with_mut(|stage| unsafe { *stage = Stage::Finished(output) });
     // Count first, so whoever observes COMPLETE also observes the count.
