@@ -99,19 +99,20 @@ fn a_reader_that_falls_behind_sees_exactly_what_it_missed() {
     let before = rt.handle().telemetry().snapshot();
     let got = cursor.read();
     let after = rt.handle().telemetry().snapshot();
-    let seen = got.len() as u64 + cursor.dropped();
-    // Every event written up to the read was either returned or counted as missed.
+    let seen = cursor.records_read() + cursor.dropped();
+    // Every record written up to the read was either returned or counted as missed.
     assert!(
         before.events_recorded <= seen && seen <= after.events_recorded,
         "read {} + dropped {} vs recorded {}..{}",
-        got.len(),
+        cursor.records_read(),
         cursor.dropped(),
         before.events_recorded,
         after.events_recorded
     );
-    assert!(cursor.dropped() > 10_000, "dropped {}", cursor.dropped());
-    // The ring holds at most 64 per worker plus 64 remote.
-    assert!(got.len() <= 3 * 64);
+    assert!(got.len() as u64 >= cursor.records_read());
+    assert!(cursor.dropped() > 5_000, "dropped {}", cursor.dropped());
+    // The ring holds at most 64 records per worker plus 64 remote.
+    assert!(cursor.records_read() <= 3 * 64);
     assert!(after.events_dropped >= cursor.dropped().min(after.events_dropped));
     assert!(after.events_dropped > 0);
     // A second read right away returns only what came since (nothing or a few parks).

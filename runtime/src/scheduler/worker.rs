@@ -73,9 +73,9 @@ use crate::blocking::{Pool, PoolConfig};
 use crate::io::{Dispatched, Driver};
 use crate::task::list::OwnedTasks;
 use crate::task::raw::{self, Header};
-use crate::task::TaskEvent;
 use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule, TaskStats};
-use crate::telemetry::events::{EventKind, SCHEDULE_GLOBAL, SCHEDULE_LIFO, SCHEDULE_LOCAL};
+use crate::task::{PollEndToken, PollOutcome};
+use crate::telemetry::events::{EventKind, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
 use crate::telemetry::{Recorder, RemoteCounters, WorkerCounters, WorkerState};
 use std::cell::Cell;
 use std::future::Future;
@@ -151,6 +151,8 @@ struct Core {
     ewma_interval: Cell<u32>,
     /// The backlog cap (see the module doc); 255 when the global queue is drained.
     backlog_interval: Cell<u32>,
+    /// The worker's last clock reading for the event ring (see `telemetry::events`).
+    last_ts: Cell<u64>,
     // The batch length, the EWMA itself and the interval in use live in the worker's
     // gauges (`WorkerCounters`), which the owner reads and writes like these cells.
 }
@@ -173,6 +175,7 @@ impl Core {
             batch_head: Cell::new(0),
             ewma_interval: Cell::new(interval_for(INITIAL_AVG_TASK_NS)),
             backlog_interval: Cell::new(MAX_GLOBAL_QUEUE_INTERVAL),
+            last_ts: Cell::new(0),
         }
     }
 
@@ -316,24 +319,58 @@ impl Shared {
         self.workers[i].park.unpark(|| self.driver.wake_reactor());
     }
 
-    /// Record an event if the ring is on: into this worker's ring, or the remote ring.
+    /// A fresh clock reading; on a worker it also becomes the worker's cached one.
     #[inline(always)]
-    pub(crate) fn record(&self, kind: EventKind, task_id: u64, arg: u64) {
-        if let Some(r) = &self.recorder {
-            r.record(self.current_worker().map(|w| w.index), kind, task_id, arg);
+    fn ts_fresh(&self, rec: &Recorder, w: Option<&Worker>) -> u64 {
+        let t = rec.clock().raw();
+        if let Some(w) = w {
+            w.core.last_ts.set(t);
+        }
+        t
+    }
+
+    /// The worker's cached reading (events inside a poll carry the poll's start time;
+    /// their order is their position in the ring), or a fresh one off the workers.
+    #[inline(always)]
+    fn ts_cached(&self, rec: &Recorder, w: Option<&Worker>) -> u64 {
+        match w {
+            Some(w) => w.core.last_ts.get(),
+            None => rec.clock().raw(),
         }
     }
 
-    /// Recording a queueing: the event, and the time it started waiting (for the
-    /// schedule-latency histogram and the task's scheduled time).
+    /// Record an event (cached timestamp on a worker) if the ring is on.
     #[inline(always)]
-    fn record_schedule(&self, task: &Header, target: u64) {
+    pub(crate) fn record(&self, kind: EventKind, task_id: u64, arg: u64) {
         if let Some(r) = &self.recorder {
-            let now = r.clock().raw();
-            if let Some(st) = &task.stats {
-                st.scheduled_at.store(now, Relaxed);
+            let w = self.current_worker();
+            r.record_at(w.map(|w| w.index), kind, task_id, arg, self.ts_cached(r, w));
+        }
+    }
+
+    /// Record an event that happens between polls (park, unpark, steal) with a fresh
+    /// timestamp.
+    #[inline(always)]
+    fn record_fresh(&self, kind: EventKind, task_id: u64, arg: u64) {
+        if let Some(r) = &self.recorder {
+            let w = self.current_worker();
+            r.record_at(w.map(|w| w.index), kind, task_id, arg, self.ts_fresh(r, w));
+        }
+    }
+
+    /// A task starts waiting in a queue: note when (schedule latency, the task's
+    /// scheduled time) and, for a wake, record the event.
+    #[inline(always)]
+    fn record_queued(&self, task: &Header, target: Option<u64>) {
+        if let Some(r) = &self.recorder {
+            let w = self.current_worker();
+            let now = self.ts_cached(r, w);
+            if let Some(st) = task.stats() {
+                st.scheduled_at.store(now.max(1), Relaxed);
             }
-            r.record_at(self.current_worker().map(|w| w.index), EventKind::Schedule, task.id, target, now);
+            if let Some(target) = target {
+                r.record_at(w.map(|w| w.index), EventKind::Schedule, task.id, target, now);
+            }
         }
     }
 
@@ -388,11 +425,18 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let stats =
-            this.recorder.as_ref().map(|_| Box::new(TaskStats { name: name.map(Into::into), ..Default::default() }));
+        let stats = this.recorder.as_ref().map(|_| TaskStats { name: name.map(Into::into), ..Default::default() });
         let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id(), stats);
         let worker = this.current_worker();
-        this.record(EventKind::Spawn, task.header().id, worker.is_none() as u64);
+        if this.recorder.is_some() {
+            // One record for the spawn and where it is queued (the reader expands it).
+            let target = match worker {
+                Some(w) if !w.transitioning_to_park.load(Relaxed) => SCHEDULE_LIFO,
+                _ => SCHEDULE_GLOBAL,
+            };
+            this.record(EventKind::Spawn, task.header().id, worker.is_none() as u64 | (target << 1));
+            this.record_queued(task.header(), None);
+        }
         #[cfg(feature = "tracing")]
         tracing::trace_span!(target: "volt::task", "spawn", task.id = task.header().id, remote = worker.is_none())
             .in_scope(|| tracing::trace!(target: "volt::task", "spawned"));
@@ -419,6 +463,15 @@ impl Shared {
     }
 
     fn schedule_task(&self, task: Notified<Arc<Shared>>, is_yield: bool) {
+        if self.recorder.is_some() {
+            // A requeue after a poll is recorded by that poll's `PollEnd`; a wake here.
+            let target = match self.current_worker() {
+                _ if is_yield => None,
+                Some(w) if !w.transitioning_to_park.load(Relaxed) => Some(SCHEDULE_LIFO),
+                _ => Some(SCHEDULE_GLOBAL),
+            };
+            self.record_queued(task.header(), target);
+        }
         match self.current_worker() {
             Some(w) => self.schedule_local(w, task, is_yield),
             None => self.schedule_remote(task),
@@ -431,10 +484,8 @@ impl Shared {
             return self.schedule_remote(task);
         }
         if is_yield {
-            self.record_schedule(task.header(), SCHEDULE_LOCAL);
             self.push_local_ring(w, task);
         } else {
-            self.record_schedule(task.header(), SCHEDULE_LIFO);
             // Only the owner writes the slot, so load + store is enough (no swap).
             let prev = w.lifo.load(Relaxed);
             w.lifo.store(task.into_raw().as_ptr(), Relaxed);
@@ -466,7 +517,6 @@ impl Shared {
     }
 
     fn schedule_remote(&self, task: Notified<Arc<Shared>>) {
-        self.record_schedule(task.header(), SCHEDULE_GLOBAL);
         if let Err(rejected) = self.inject.push(task) {
             // Shutting down: the owned-task list cancels the task; drop the entry.
             drop(rejected);
@@ -493,6 +543,9 @@ impl Shared {
         let _ctx = EnterGuard(prev);
         let w = &this.workers[index];
         w.counters.set_state(WorkerState::Running);
+        if let Some(r) = &this.recorder {
+            this.ts_fresh(r, Some(w));
+        }
         while !this.is_shutdown() {
             if this.run_tick(w, None) == 0 {
                 this.park(w);
@@ -633,7 +686,7 @@ impl Shared {
                 w.counters.steal_operations.inc();
                 w.counters.tasks_stolen.add(count as u64);
                 w.counters.steal_batch.record(count as u64);
-                self.record(EventKind::Steal, t.header().id, (victim as u64) << 32 | count as u64);
+                self.record_fresh(EventKind::Steal, t.header().id, (victim as u64) << 32 | count as u64);
                 #[cfg(feature = "tracing")]
                 tracing::trace!(target: "volt::scheduler", worker = w.index, victim, count, "steal");
                 return Some(t);
@@ -711,7 +764,7 @@ impl Shared {
             let t0 = Instant::now();
             // Park in the reactor if nobody else is; on the futex otherwise.
             driver = self.driver.try_lock();
-            self.record(EventKind::Park, 0, driver.is_some() as u64);
+            self.record_fresh(EventKind::Park, 0, driver.is_some() as u64);
             #[cfg(feature = "tracing")]
             tracing::trace!(target: "volt::scheduler", worker = w.index, in_reactor = driver.is_some(), "park");
             let woke = match driver.as_mut() {
@@ -723,7 +776,7 @@ impl Shared {
                 }
                 None => w.park.park(PARK_TIMEOUT),
             };
-            self.record(EventKind::Unpark, 0, (woke == super::park::Unparked::Notified) as u64);
+            self.record_fresh(EventKind::Unpark, 0, (woke == super::park::Unparked::Notified) as u64);
             #[cfg(feature = "tracing")]
             tracing::trace!(target: "volt::scheduler", worker = w.index, notified = (woke == super::park::Unparked::Notified), "unpark");
             let parked = t0.elapsed().as_nanos() as u64;
@@ -829,42 +882,58 @@ impl Schedule for Arc<Shared> {
     }
 
     #[inline(always)]
-    fn on_task_event(&self, task: &Header, event: TaskEvent) {
+    fn poll_start(&self, task: &Header) {
         let Some(rec) = &self.recorder else { return };
-        const RUNNING: u64 = 2;
-        let worker = self.current_worker();
-        let now = rec.clock().raw();
-        let (kind, arg) = match event {
-            TaskEvent::PollStart => {
-                if let Some(st) = &task.stats {
-                    let queued_at = st.scheduled_at.swap(0, Relaxed);
-                    if queued_at != 0 {
-                        let waited = now.saturating_sub(queued_at);
-                        st.scheduled_ticks.fetch_add(waited, Relaxed);
-                        if let Some(w) = worker {
-                            w.counters.schedule_latency.record(rec.clock().ticks_to_ns(waited));
-                        }
-                    }
-                    st.polls.fetch_add(1, Relaxed);
-                    st.poll_started.store(now, Relaxed);
+        let w = self.current_worker();
+        // A poll starts where the worker's last clock reading left off (the end of the
+        // previous poll, a park, a steal): one clock read per poll, not two.
+        let now = self.ts_cached(rec, w);
+        if let Some(st) = task.stats() {
+            // Only the thread running the task writes these (RUNNING is exclusive, and
+            // nothing queues a RUNNING task), so plain loads and stores suffice.
+            let queued_at = st.scheduled_at.load(Relaxed);
+            if queued_at != 0 {
+                st.scheduled_at.store(0, Relaxed);
+                let waited = now.saturating_sub(queued_at);
+                st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
+                if let Some(w) = w {
+                    w.counters.schedule_latency.record(rec.clock().ticks_to_ns(waited));
                 }
-                (EventKind::PollStart, 0)
             }
-            TaskEvent::PollEnd { ready } => {
-                if let Some(st) = &task.stats {
-                    let busy = now.saturating_sub(st.poll_started.load(Relaxed));
-                    st.busy_ticks.fetch_add(busy, Relaxed);
-                    st.last_poll_end.store(now, Relaxed);
-                    if let Some(w) = worker {
-                        w.counters.poll_time.record(rec.clock().ticks_to_ns(busy));
-                    }
-                }
-                (EventKind::PollEnd, ready as u64)
+            st.polls.store(st.polls.load(Relaxed) + 1, Relaxed);
+            st.poll_started.store(now, Relaxed);
+        }
+        rec.record_at(w.map(|w| w.index), EventKind::PollStart, task.id, 0, now);
+    }
+
+    #[inline(always)]
+    fn poll_end(&self, task: &Header) -> PollEndToken {
+        let Some(rec) = &self.recorder else { return PollEndToken { ts: 0, recorder: ptr::null() } };
+        let w = self.current_worker();
+        let now = self.ts_fresh(rec, w);
+        if let Some(st) = task.stats() {
+            let busy = now.saturating_sub(st.poll_started.load(Relaxed));
+            st.busy_ticks.store(st.busy_ticks.load(Relaxed) + busy, Relaxed);
+            st.last_poll_end.store(now, Relaxed);
+            if let Some(w) = w {
+                w.counters.poll_time.record(rec.clock().ticks_to_ns(busy));
             }
-            TaskEvent::Idle => (EventKind::Transition, RUNNING << 8),
-            TaskEvent::Requeued => (EventKind::Transition, (RUNNING << 8) | 1),
-        };
-        rec.record_at(worker.map(|w| w.index), kind, task.id, arg, now);
+        }
+        PollEndToken { ts: now, recorder: Arc::as_ptr(self) as *const () }
+    }
+
+    #[inline(always)]
+    fn poll_outcome(token: PollEndToken, id: u64, outcome: PollOutcome) {
+        if token.recorder.is_null() {
+            return;
+        }
+        // SAFETY: `poll_end` set this from `&Shared` on a worker thread of that runtime
+        // (the only threads that poll its tasks), and the worker thread holds an `Arc` to
+        // it for its whole life, so it is alive here even if the task is not.
+        let shared = unsafe { &*(token.recorder as *const Shared) };
+        if let Some(rec) = &shared.recorder {
+            rec.record_at(shared.current_worker().map(|w| w.index), EventKind::PollEnd, id, outcome as u64, token.ts);
+        }
     }
 
     fn on_complete(&self, id: u64, outcome: Outcome) {

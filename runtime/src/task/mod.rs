@@ -55,17 +55,27 @@ pub(crate) enum Outcome {
     Panicked,
 }
 
-/// Points in a task's run that a scheduler may record (the event ring).
+/// How a poll ended, for the event ring (stored in a `PollEnd` record's argument).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum TaskEvent {
-    PollStart,
-    PollEnd {
-        ready: bool,
-    },
-    /// RUNNING -> IDLE after a pending poll.
-    Idle,
-    /// RUNNING -> SCHEDULED: woken during its own poll, re-queued.
-    Requeued,
+#[repr(u8)]
+pub(crate) enum PollOutcome {
+    /// Pending; RUNNING -> IDLE.
+    Idle = 0,
+    /// Ready; the task completes.
+    Ready = 1,
+    /// Pending, but woken during the poll: RUNNING -> SCHEDULED, re-queued locally.
+    Requeued = 2,
+    /// Pending, and an abort took effect: it is cancelled next.
+    Cancelled = 3,
+}
+
+/// What `poll_end` hands to `poll_outcome`: a timestamp and the recorder, so the
+/// outcome can be recorded without touching the task (which may be gone by then).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PollEndToken {
+    pub(crate) ts: u64,
+    /// Scheduler-defined; null when nothing records.
+    pub(crate) recorder: *const (),
 }
 
 /// What a task needs from the thing that runs it.
@@ -80,9 +90,18 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     fn release(&self, task: NonNull<Header>) -> bool;
     /// Count a finished task.
     fn on_complete(&self, id: u64, outcome: Outcome);
-    /// Record a point in a task's run (no-op unless the scheduler records events).
+    /// A poll begins (no-op unless the scheduler records events).
     #[inline(always)]
-    fn on_task_event(&self, _task: &Header, _event: TaskEvent) {}
+    fn poll_start(&self, _task: &Header) {}
+    /// A poll returned: account it while the caller still owns the task.
+    #[inline(always)]
+    fn poll_end(&self, _task: &Header) -> PollEndToken {
+        PollEndToken { ts: 0, recorder: std::ptr::null() }
+    }
+    /// Record how the poll ended. Called after the state transition, when another thread
+    /// may already own (or have freed) the task, so it takes no `&self` and no header.
+    #[inline(always)]
+    fn poll_outcome(_token: PollEndToken, _id: u64, _outcome: PollOutcome) {}
 }
 
 /// What the event ring keeps per task (only when recording is on). The clock values are
@@ -180,7 +199,7 @@ pub(crate) fn new_task<F, S>(
     future: F,
     scheduler: S,
     id: u64,
-    stats: Option<Box<TaskStats>>,
+    stats: Option<TaskStats>,
 ) -> (Task<S>, Notified<S>, JoinHandle<F::Output>)
 where
     F: Future + Send + 'static,

@@ -22,7 +22,7 @@
 //! discarded when nobody can receive it); it never unwinds into a worker.
 
 use super::state::{IdleAction, Lifecycle, State, TransitionToRunning, TransitionToScheduled};
-use super::{JoinError, Notified, Outcome, Schedule, Task, TaskEvent};
+use super::{JoinError, Notified, Outcome, PollOutcome, Schedule, Task};
 use crate::loom::UnsafeCell;
 use std::any::Any;
 use std::future::Future;
@@ -45,9 +45,18 @@ pub(crate) struct Header {
     pub(crate) queue_next: UnsafeCell<Option<NonNull<Header>>>,
     /// Intrusive links for the owned-task list; only touched under its shard lock.
     pub(crate) owned: UnsafeCell<OwnedLinks>,
-    /// Per-task statistics, allocated only when the runtime records events; `None` (a
-    /// null pointer) otherwise.
-    pub(crate) stats: Option<Box<super::TaskStats>>,
+    /// Per-task statistics: when the runtime records events they sit in the same
+    /// allocation, right after the cell; otherwise this is null and the tail is not there.
+    stats: Option<NonNull<super::TaskStats>>,
+}
+
+impl Header {
+    /// The task's statistics, if its runtime records events.
+    pub(crate) fn stats(&self) -> Option<&super::TaskStats> {
+        // SAFETY: the pointer targets the tail of this task's own allocation, initialised
+        // in `allocate` and dropped only in `dealloc`, so it lives as long as the header.
+        self.stats.map(|p| unsafe { p.as_ref() })
+    }
 }
 
 /// The owned-task list's links, guarded by that list's shard lock.
@@ -114,10 +123,37 @@ where
         shutdown: shutdown::<F, S>,
     };
 
-    /// Allocate a new task. It starts SCHEDULED with three references (owned list,
-    /// join handle, queue entry), which the caller turns into those three things.
-    pub(crate) fn allocate(future: F, scheduler: S, id: u64, stats: Option<Box<super::TaskStats>>) -> NonNull<Header> {
-        let cell = Box::new(Cell {
+    /// The allocation: the cell, plus a `TaskStats` tail when recording. Returns the
+    /// layout and the tail's offset.
+    fn layout(with_stats: bool) -> (std::alloc::Layout, usize) {
+        let cell = std::alloc::Layout::new::<Cell<F, S>>();
+        if !with_stats {
+            return (cell, 0);
+        }
+        let (l, off) = cell.extend(std::alloc::Layout::new::<super::TaskStats>()).expect("task layout");
+        (l.pad_to_align(), off)
+    }
+
+    /// Allocate a new task (one allocation, stats included). It starts SCHEDULED with
+    /// three references (owned list, join handle, queue entry), which the caller turns
+    /// into those three things.
+    pub(crate) fn allocate(future: F, scheduler: S, id: u64, stats: Option<super::TaskStats>) -> NonNull<Header> {
+        let (layout, stats_offset) = Self::layout(stats.is_some());
+        // SAFETY: the layout is non-zero-sized (it holds a `Header`).
+        let mem = unsafe { std::alloc::alloc(layout) };
+        if mem.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        let stats = stats.map(|st| {
+            // SAFETY: `stats_offset` lies inside the allocation and is aligned for
+            // `TaskStats` (from `Layout::extend`); the memory is fresh.
+            unsafe {
+                let p = mem.add(stats_offset).cast::<super::TaskStats>();
+                p.write(st);
+                NonNull::new_unchecked(p)
+            }
+        });
+        let cell = Cell {
             header: Header {
                 state: State::new(),
                 vtable: &Self::VTABLE,
@@ -129,8 +165,12 @@ where
             scheduler,
             stage: UnsafeCell::new(Stage::Running(future)),
             join_waker: UnsafeCell::new(None),
-        });
-        NonNull::from(Box::leak(cell)).cast()
+        };
+        // SAFETY: the allocation starts with room for a `Cell<F, S>`, suitably aligned.
+        unsafe {
+            mem.cast::<Cell<F, S>>().write(cell);
+            NonNull::new_unchecked(mem.cast::<Header>())
+        }
     }
 }
 
@@ -173,12 +213,14 @@ where
     let header = &cell.header;
     #[cfg(feature = "tracing")]
     let _span = tracing::trace_span!(target: "volt::task", "poll", task.id = header.id).entered();
-    cell.scheduler.on_task_event(header, TaskEvent::PollStart);
+    cell.scheduler.poll_start(header);
     // SAFETY: RUNNING gives this thread exclusive access to the stage.
     let polled = unsafe { poll_future::<F, S>(cell, ptr) };
-    cell.scheduler.on_task_event(header, TaskEvent::PollEnd { ready: polled.is_ready() });
+    // Accounted while we still own the task; recorded below without touching it.
+    let (id, ended) = (header.id, cell.scheduler.poll_end(header));
     match polled {
         Poll::Ready(output) => {
+            S::poll_outcome(ended, id, PollOutcome::Ready);
             let outcome = if output.is_ok() { Outcome::Completed } else { Outcome::Panicked };
             // SAFETY: still RUNNING; the future was already dropped by `poll_future`.
             unsafe { complete::<F, S>(ptr, output, outcome) };
@@ -187,14 +229,19 @@ where
             let t = cell.header.state.transition_to_idle();
             debug_assert_eq!(t.prev.lifecycle(), Lifecycle::Running);
             match t.action {
-                IdleAction::Idle => cell.scheduler.on_task_event(header, TaskEvent::Idle),
+                // Now IDLE: from here another thread may run, complete and free the task,
+                // so neither `cell` nor `header` is touched again.
+                IdleAction::Idle => S::poll_outcome(ended, id, PollOutcome::Idle),
                 // A wake came during the poll (yield_now is one): re-queue at the back.
                 IdleAction::Notified => {
-                    cell.scheduler.on_task_event(header, TaskEvent::Requeued);
+                    S::poll_outcome(ended, id, PollOutcome::Requeued);
                     cell.scheduler.yield_now(Notified(Task::from_raw(ptr)))
                 }
-                // SAFETY: still RUNNING, so we own the stage.
-                IdleAction::Cancel => unsafe { cancel_and_complete::<F, S>(ptr) },
+                IdleAction::Cancel => {
+                    S::poll_outcome(ended, id, PollOutcome::Cancelled);
+                    // SAFETY: still RUNNING, so we own the stage.
+                    unsafe { cancel_and_complete::<F, S>(ptr) }
+                }
             }
         }
     }
@@ -330,10 +377,23 @@ where
     cell.scheduler.schedule(Notified(Task::from_raw(ptr)));
 }
 
-unsafe fn dealloc<F: Future, S>(ptr: NonNull<Header>) {
-    // SAFETY: the reference count reached zero, so this is the only pointer left, and it
-    // came from `Box::leak` in `allocate`.
-    drop(unsafe { Box::from_raw(ptr.cast::<Cell<F, S>>().as_ptr()) });
+unsafe fn dealloc<F, S>(ptr: NonNull<Header>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Schedule,
+{
+    // SAFETY: the reference count reached zero, so this is the only pointer left; it is
+    // the allocation `allocate` made, with the layout it computed from the same flag.
+    unsafe {
+        let stats = ptr.as_ref().stats;
+        let (layout, _) = Cell::<F, S>::layout(stats.is_some());
+        std::ptr::drop_in_place(ptr.cast::<Cell<F, S>>().as_ptr());
+        if let Some(st) = stats {
+            std::ptr::drop_in_place(st.as_ptr());
+        }
+        std::alloc::dealloc(ptr.cast::<u8>().as_ptr(), layout);
+    }
 }
 
 /// Poll from the `JoinHandle`: if the task is complete, move the output into `dst`
@@ -341,6 +401,7 @@ unsafe fn dealloc<F: Future, S>(ptr: NonNull<Header>) {
 unsafe fn try_read_output<F, S>(ptr: NonNull<Header>, dst: *mut (), waker: &Waker)
 where
     F: Future + Send + 'static,
+    F::Output: Send + 'static,
     S: Schedule,
 {
     // SAFETY: the handle's reference keeps the cell alive.
@@ -385,6 +446,7 @@ fn can_read_output<F: Future, S>(cell: &Cell<F, S>, waker: &Waker) -> bool {
 unsafe fn drop_join_handle<F, S>(ptr: NonNull<Header>)
 where
     F: Future + Send + 'static,
+    F::Output: Send + 'static,
     S: Schedule,
 {
     // SAFETY: the handle's reference keeps the cell alive.

@@ -224,7 +224,7 @@ pub struct Snapshot {
     pub steal_batch_histogram: Histogram,
     /// Wake-to-poll latency in nanoseconds, all workers (event ring on only).
     pub schedule_latency_histogram: Histogram,
-    /// Events written to the event ring (0 when it is off).
+    /// Records written to the event ring (0 when it is off; see `EventCursor::dropped`).
     pub events_recorded: u64,
     /// Events overwritten in the event ring before they were read (the ring keeps the
     /// newest `capacity` per worker).
@@ -357,7 +357,7 @@ impl Telemetry {
         let now = clock.raw();
         let mut out = Vec::new();
         self.shared.owned.for_each(|h| {
-            let Some(st) = &h.stats else { return };
+            let Some(st) = h.stats() else { return };
             use crate::task::state::Lifecycle;
             let state = match h.state.load().lifecycle() {
                 Lifecycle::Idle => TaskState::Idle,
@@ -390,6 +390,7 @@ impl Telemetry {
             shared: Arc::clone(&self.shared),
             rings: vec![RingCursor::default(); rings],
             buffered: Default::default(),
+            records: 0,
         }
     }
 }
@@ -404,12 +405,6 @@ impl Recorder {
     pub(crate) fn new(workers: usize, capacity: usize) -> Recorder {
         let rings = (0..=workers).map(|i| EventRing::new(capacity, i == workers)).collect();
         Recorder { rings, clock: Clock::new() }
-    }
-
-    /// Append one event to the ring of `worker` (the remote ring for `None`).
-    #[inline]
-    pub(crate) fn record(&self, worker: Option<usize>, kind: EventKind, task: u64, arg: u64) {
-        self.record_at(worker, kind, task, arg, self.clock.raw());
     }
 
     /// `record` with a clock reading the caller already took.
@@ -429,6 +424,7 @@ pub struct EventCursor {
     shared: Arc<Shared>,
     rings: Vec<RingCursor>,
     buffered: std::collections::VecDeque<Event>,
+    records: u64,
 }
 
 impl EventCursor {
@@ -445,13 +441,24 @@ impl EventCursor {
             tagged.extend(raw.iter().map(|&(r, pos)| (r.ts, i, pos, r)));
         }
         tagged.sort_unstable_by_key(|&(ts, ring, pos, _)| (ts, ring, pos));
-        out.extend(tagged.into_iter().filter_map(|(_, _, _, r)| events::decode(r, rec.clock.to_ns(r.ts))));
+        self.records += tagged.len() as u64;
+        for (_, _, _, r) in tagged {
+            events::decode(r, rec.clock.to_ns(r.ts), &mut out);
+        }
         out
     }
 
-    /// Events this cursor missed because they were overwritten before it read them.
+    /// Records this cursor missed because they were overwritten before it read them.
+    /// (A record is one ring slot; a spawn or a poll's end is one record that reads out as
+    /// two or three events, so compare this with [`EventCursor::records_read`] and
+    /// `Snapshot::events_recorded`, which count records too.)
     pub fn dropped(&self) -> u64 {
         self.rings.iter().map(|r| r.dropped).sum()
+    }
+
+    /// Records this cursor has read so far.
+    pub fn records_read(&self) -> u64 {
+        self.records
     }
 }
 
