@@ -29,6 +29,18 @@
 //! counter where it is invariant (about 10 ns to read here, against about 25 ns for
 //! `Instant::now()`), else nanoseconds from `Instant`. Readers convert to nanoseconds since
 //! the runtime started, with a tick rate measured against `Instant` once at build time.
+//!
+//! A worker reads the clock once per poll, at its end, and when it parks, unparks or
+//! steals; it keeps the last reading. A poll's start is that last reading (the end of the
+//! previous poll, or the unpark), which is off only by the scheduler's own step between
+//! the two; events inside a poll (spawns, wakes) carry the poll's start time. Their order
+//! within a worker is exact regardless: it is their position in the ring.
+//!
+//! # Compound records
+//! To write one record where one will do, a spawn and its first queueing are one `Spawn`
+//! record, and a poll's end, the task's transition out of RUNNING and (for a requeue) its
+//! `Schedule` are one `PollEnd` record. [`decode`] expands them, so readers see every kind
+//! listed in [`EventKind`]. Drop counts and `events_recorded` count records.
 
 use crate::loom::{fence, AtomicU64};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
