@@ -178,7 +178,7 @@ pub(crate) struct Clock {
 
 /// Whether the CPU's time-stamp counter runs at a constant rate in all states (`cpuid`
 /// leaf 0x8000_0007, EDX bit 8), so it can time events across cores.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", not(miri)))]
 fn invariant_tsc() -> bool {
     let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
     max >= 0x8000_0007 && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0
@@ -186,9 +186,10 @@ fn invariant_tsc() -> bool {
 
 impl Clock {
     pub(crate) fn new() -> Clock {
-        #[cfg(target_arch = "x86_64")]
+        // Miri cannot run `cpuid`/`rdtsc`; it checks the same code on `Instant`.
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
         let use_tsc = invariant_tsc();
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(any(not(target_arch = "x86_64"), miri))]
         let use_tsc = false;
         let mut c = Clock { start: Instant::now(), tsc0: 0, use_tsc, ns_per_tick_fp: 1 << 32 };
         c.tsc0 = c.raw();
@@ -216,7 +217,7 @@ impl Clock {
     /// Raw ticks (cheap).
     #[inline(always)]
     pub(crate) fn raw(&self) -> u64 {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
         if self.use_tsc {
             // SAFETY: `rdtsc` has no preconditions on x86-64.
             return unsafe { core::arch::x86_64::_rdtsc() };
