@@ -41,7 +41,9 @@ pub(crate) enum Unparked {
     TimedOut,
 }
 
-/// One worker's park word.
+/// One worker's park word. On its own cache line: other threads write it on every unpark,
+/// and it must not drag the owner's hot fields (LIFO slot, counters) with it.
+#[repr(align(128))]
 pub(crate) struct ParkState {
     futex: AtomicU32,
     #[cfg(any(loom, not(target_os = "linux")))]

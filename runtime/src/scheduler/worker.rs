@@ -361,15 +361,17 @@ impl Shared {
     /// A task starts waiting in a queue: note when (schedule latency, the task's
     /// scheduled time) and, for a wake, record the event.
     #[inline(always)]
-    fn record_queued(&self, task: &Header, target: Option<u64>) {
+    fn record_queued(&self, task: NonNull<Header>, target: Option<u64>) {
         if let Some(r) = &self.recorder {
             let w = self.current_worker();
             let now = self.ts_cached(r, w);
-            if let Some(st) = task.stats() {
+            if let Some(st) = crate::task::raw::stats(task) {
                 st.scheduled_at.store(now.max(1), Relaxed);
             }
             if let Some(target) = target {
-                r.record_at(w.map(|w| w.index), EventKind::Schedule, task.id, target, now);
+                // SAFETY: the caller holds a reference to the task.
+                let id = unsafe { task.as_ref() }.id;
+                r.record_at(w.map(|w| w.index), EventKind::Schedule, id, target, now);
             }
         }
     }
@@ -435,7 +437,7 @@ impl Shared {
                 _ => SCHEDULE_GLOBAL,
             };
             this.record(EventKind::Spawn, task.header().id, worker.is_none() as u64 | (target << 1));
-            this.record_queued(task.header(), None);
+            this.record_queued(task.raw(), None);
         }
         #[cfg(feature = "tracing")]
         tracing::trace_span!(target: "volt::task", "spawn", task.id = task.header().id, remote = worker.is_none())
@@ -470,7 +472,7 @@ impl Shared {
                 Some(w) if !w.transitioning_to_park.load(Relaxed) => Some(SCHEDULE_LIFO),
                 _ => Some(SCHEDULE_GLOBAL),
             };
-            self.record_queued(task.header(), target);
+            self.record_queued(task.0.raw(), target);
         }
         match self.current_worker() {
             Some(w) => self.schedule_local(w, task, is_yield),
@@ -685,7 +687,7 @@ impl Shared {
             if let Some((t, count)) = self.workers[victim].queue.steal_into(&w.queue) {
                 w.counters.steal_operations.inc();
                 w.counters.tasks_stolen.add(count as u64);
-                w.counters.steal_batch.record(count as u64);
+                w.counters.histograms.steal_batch.record(count as u64);
                 self.record_fresh(EventKind::Steal, t.header().id, (victim as u64) << 32 | count as u64);
                 #[cfg(feature = "tracing")]
                 tracing::trace!(target: "volt::scheduler", worker = w.index, victim, count, "steal");
@@ -782,7 +784,7 @@ impl Shared {
             let parked = t0.elapsed().as_nanos() as u64;
             w.counters.times_parked.inc();
             w.counters.parked_ns.add(parked);
-            w.counters.park_duration.record(parked);
+            w.counters.histograms.park_duration.record(parked);
         }
         w.transitioning_to_park.store(false, Relaxed);
         if self.idle.unpark_self(w.index) {
@@ -882,13 +884,13 @@ impl Schedule for Arc<Shared> {
     }
 
     #[inline(always)]
-    fn poll_start(&self, task: &Header) {
+    fn poll_start(&self, ptr: NonNull<Header>) {
         let Some(rec) = &self.recorder else { return };
         let w = self.current_worker();
         // A poll starts where the worker's last clock reading left off (the end of the
         // previous poll, a park, a steal): one clock read per poll, not two.
         let now = self.ts_cached(rec, w);
-        if let Some(st) = task.stats() {
+        if let Some(st) = crate::task::raw::stats(ptr) {
             // Only the thread running the task writes these (RUNNING is exclusive, and
             // nothing queues a RUNNING task), so plain loads and stores suffice.
             let queued_at = st.scheduled_at.load(Relaxed);
@@ -897,26 +899,28 @@ impl Schedule for Arc<Shared> {
                 let waited = now.saturating_sub(queued_at);
                 st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
                 if let Some(w) = w {
-                    w.counters.schedule_latency.record(rec.clock().ticks_to_ns(waited));
+                    w.counters.histograms.schedule_latency.record(rec.clock().ticks_to_ns(waited));
                 }
             }
             st.polls.store(st.polls.load(Relaxed) + 1, Relaxed);
             st.poll_started.store(now, Relaxed);
         }
-        rec.record_at(w.map(|w| w.index), EventKind::PollStart, task.id, 0, now);
+        // SAFETY: the poller holds the task (RUNNING) for this call.
+        let id = unsafe { ptr.as_ref() }.id;
+        rec.record_at(w.map(|w| w.index), EventKind::PollStart, id, 0, now);
     }
 
     #[inline(always)]
-    fn poll_end(&self, task: &Header) -> PollEndToken {
+    fn poll_end(&self, ptr: NonNull<Header>) -> PollEndToken {
         let Some(rec) = &self.recorder else { return PollEndToken { ts: 0, recorder: ptr::null() } };
         let w = self.current_worker();
         let now = self.ts_fresh(rec, w);
-        if let Some(st) = task.stats() {
+        if let Some(st) = crate::task::raw::stats(ptr) {
             let busy = now.saturating_sub(st.poll_started.load(Relaxed));
             st.busy_ticks.store(st.busy_ticks.load(Relaxed) + busy, Relaxed);
             st.last_poll_end.store(now, Relaxed);
             if let Some(w) = w {
-                w.counters.poll_time.record(rec.clock().ticks_to_ns(busy));
+                w.counters.histograms.poll_time.record(rec.clock().ticks_to_ns(busy));
             }
         }
         PollEndToken { ts: now, recorder: Arc::as_ptr(self) as *const () }

@@ -98,17 +98,16 @@ impl OwnedTasks {
 impl OwnedTasks {
     /// Visit every linked task, one shard lock at a time (for `Telemetry::tasks`). `f`
     /// must not touch the list.
-    pub(crate) fn for_each(&self, mut f: impl FnMut(&Header)) {
+    pub(crate) fn for_each(&self, mut f: impl FnMut(NonNull<Header>)) {
         for shard in self.shards.iter() {
             let s = lock(shard);
             let mut cur = s.head;
             while let Some(t) = cur {
                 // SAFETY: under the shard lock every linked task is alive (the list holds a
                 // reference) and its links are stable.
-                let h = unsafe { t.as_ref() };
-                f(h);
+                f(t);
                 // SAFETY: as above.
-                cur = unsafe { h.owned.with(|l| (*l).next) };
+                cur = unsafe { t.as_ref().owned.with(|l| (*l).next) };
             }
         }
     }

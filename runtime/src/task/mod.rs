@@ -92,10 +92,10 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     fn on_complete(&self, id: u64, outcome: Outcome);
     /// A poll begins (no-op unless the scheduler records events).
     #[inline(always)]
-    fn poll_start(&self, _task: &Header) {}
+    fn poll_start(&self, _task: NonNull<Header>) {}
     /// A poll returned: account it while the caller still owns the task.
     #[inline(always)]
-    fn poll_end(&self, _task: &Header) -> PollEndToken {
+    fn poll_end(&self, _task: NonNull<Header>) -> PollEndToken {
         PollEndToken { ts: 0, recorder: std::ptr::null() }
     }
     /// Record how the poll ended. Called after the state transition, when another thread

@@ -75,6 +75,9 @@ const CANCELLED: u64 = 1 << 25;
 /// Set while a `JoinHandle` exists. Cleared (once) when the handle is dropped or
 /// consumed. When it is clear at completion, the completing thread drops the output.
 const JOIN_INTEREST: u64 = 1 << 26;
+/// Set at creation, never changed: the task's allocation carries a `TaskStats` tail
+/// (its runtime records events). One of the reserved low bits of seed 001's layout.
+const HAS_STATS: u64 = 1 << 0;
 /// Set when the `JoinHandle` was dropped without taking the output. Informational.
 const DETACHED: u64 = 1 << 27;
 /// Set while the join waker slot holds a waker that the completing thread may read.
@@ -204,8 +207,19 @@ impl fmt::Debug for Snapshot {
 
 impl State {
     /// The state of a freshly spawned task: SCHEDULED, join interest, three references.
+    #[cfg(test)]
     pub(crate) fn new() -> State {
-        State { word: AtomicU64::new(INITIAL) }
+        State::with_stats(false)
+    }
+
+    /// A new task's state, marking whether its allocation has a stats tail.
+    pub(crate) fn with_stats(has_stats: bool) -> State {
+        State { word: AtomicU64::new(INITIAL | if has_stats { HAS_STATS } else { 0 }) }
+    }
+
+    /// Whether the allocation has a stats tail (immutable, so a relaxed load will do).
+    pub(crate) fn has_stats(&self) -> bool {
+        self.word.load(Relaxed) & HAS_STATS != 0
     }
 
     pub(crate) fn load(&self) -> Snapshot {

@@ -68,14 +68,9 @@ pub(crate) struct WorkerCounters {
     pub(crate) timers_fired: Counter,
     pub(crate) timers_cancelled: Counter,
     pub(crate) io_events: Counter,
-    /// Poll durations in ns (recorded when the event ring is on).
-    pub(crate) poll_time: LogHistogram,
-    /// Wake-to-poll latency in ns (recorded when the event ring is on).
-    pub(crate) schedule_latency: LogHistogram,
-    /// How long each park lasted, in ns.
-    pub(crate) park_duration: LogHistogram,
-    /// Tasks taken per successful steal.
-    pub(crate) steal_batch: LogHistogram,
+    /// The histograms (1 KiB), in their own allocation so the counters the hot paths
+    /// touch stay packed together.
+    pub(crate) histograms: Box<WorkerHistograms>,
     /// Gauges, owner-written.
     pub(crate) ewma_task_ns: AtomicU64,
     pub(crate) global_queue_interval: AtomicU32,
@@ -103,10 +98,7 @@ impl WorkerCounters {
             timers_fired: Counter::default(),
             timers_cancelled: Counter::default(),
             io_events: Counter::default(),
-            poll_time: LogHistogram::default(),
-            schedule_latency: LogHistogram::default(),
-            park_duration: LogHistogram::default(),
-            steal_batch: LogHistogram::default(),
+            histograms: Box::default(),
             ewma_task_ns: AtomicU64::new(ewma),
             global_queue_interval: AtomicU32::new(interval),
             batch_len: AtomicU32::new(0),
@@ -129,6 +121,19 @@ impl WorkerCounters {
             _ => WorkerState::Running,
         }
     }
+}
+
+/// One worker's histograms (owner-written).
+#[derive(Default)]
+pub(crate) struct WorkerHistograms {
+    /// Poll durations in ns (recorded when the event ring is on).
+    pub(crate) poll_time: LogHistogram,
+    /// Wake-to-poll latency in ns (recorded when the event ring is on).
+    pub(crate) schedule_latency: LogHistogram,
+    /// How long each park lasted, in ns.
+    pub(crate) park_duration: LogHistogram,
+    /// Tasks taken per successful steal.
+    pub(crate) steal_batch: LogHistogram,
 }
 
 /// Counts made off the workers (spawns from other threads, tasks finished by shutdown).
@@ -302,13 +307,13 @@ impl Telemetry {
                 global_queue_interval: c.global_queue_interval.load(Relaxed),
                 poll_time_histogram: {
                     let mut h = Histogram::default();
-                    c.poll_time.add_to(&mut h);
+                    c.histograms.poll_time.add_to(&mut h);
                     h
                 },
             });
-            c.park_duration.add_to(&mut snap.park_duration_histogram);
-            c.steal_batch.add_to(&mut snap.steal_batch_histogram);
-            c.schedule_latency.add_to(&mut snap.schedule_latency_histogram);
+            c.histograms.park_duration.add_to(&mut snap.park_duration_histogram);
+            c.histograms.steal_batch.add_to(&mut snap.steal_batch_histogram);
+            c.histograms.schedule_latency.add_to(&mut snap.schedule_latency_histogram);
         }
         if let Some(r) = &s.recorder {
             for ring in r.rings.iter() {
@@ -366,8 +371,11 @@ impl Telemetry {
         let clock = rec.clock();
         let now = clock.raw();
         let mut out = Vec::new();
-        self.shared.owned.for_each(|h| {
-            let Some(st) = h.stats() else { return };
+        self.shared.owned.for_each(|t| {
+            // The owned list holds a reference to every linked task while we walk it.
+            let Some(st) = crate::task::raw::stats(t) else { return };
+            // SAFETY: as above.
+            let h = unsafe { t.as_ref() };
             use crate::task::state::Lifecycle;
             let state = match h.state.load().lifecycle() {
                 Lifecycle::Idle => TaskState::Idle,
