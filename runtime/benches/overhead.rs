@@ -1,7 +1,8 @@
 //! What the event ring costs: the same Volt runtime with the ring off and with it on
 //! (4,096 events per worker), over the Tokio-comparison workloads, alternating in one
 //! process. `cargo bench -p volt --bench overhead` prints medians, the ratio on/off per
-//! workload, and the geometric mean. `VOLT_BENCH_SAMPLES` sets the samples (default 40).
+//! workload, and the geometric mean. `VOLT_BENCH_SAMPLES` sets the samples (default 40);
+//! `VOLT_BENCH_ONLY=name` runs the workloads whose name contains `name`.
 
 mod workloads;
 use workloads::*;
@@ -35,6 +36,8 @@ fn main() {
     println!("Volt with the event ring off vs on, {WORKERS} workers, {samples} samples each (a quarter for the two slowest), alternating\n");
     println!("| workload | ring off | ring on | on/off |");
     println!("|---|---:|---:|---:|");
+    let only = std::env::var("VOLT_BENCH_ONLY").ok();
+    let workloads: Vec<_> = workloads.into_iter().filter(|w| only.as_deref().is_none_or(|o| w.0.contains(o))).collect();
     let mut log_sum = 0.0;
     for (name, run, busy) in &workloads {
         let flags = if *busy { vec![on_volt::make_busy(&off), on_volt::make_busy(&on)] } else { vec![] };

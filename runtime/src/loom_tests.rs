@@ -469,7 +469,7 @@ fn loom_event_ring_writer_against_reader() {
     // be reading it. Whatever the reader returns must be whole (no torn record), in order,
     // and what it returns plus what it counts as dropped must cover every record.
     model(|| {
-        let ring = Arc::new(EventRing::new(2, false));
+        let ring = Arc::new(EventRing::new(2, Some(0)));
         let r2 = ring.clone();
         let reader = thread::spawn(move || {
             let mut cur = RingCursor::default();

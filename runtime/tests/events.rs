@@ -31,6 +31,19 @@ fn events_from_one_worker_come_out_in_order() {
     let w0: Vec<&Event> = events.iter().filter(|e| e.worker == Some(0)).collect();
     assert!(w0.len() > 200, "{} events", w0.len());
     assert!(w0.windows(2).all(|p| p[0].timestamp_ns <= p[1].timestamp_ns), "timestamps go backwards");
+    // Polls nest properly: each end closes the latest open start, of the same task, and
+    // a spawn happens inside the poll of the task that spawned it. (Most starts are
+    // folded into their poll's end when recorded and put back by the reader.)
+    let mut open: Vec<u64> = Vec::new();
+    for e in &w0 {
+        match e.kind {
+            EventKind::PollStart => open.push(e.task_id),
+            EventKind::PollEnd => assert_eq!(open.pop(), Some(e.task_id), "poll end without its start: {e:?}"),
+            EventKind::Spawn => assert!(!open.is_empty(), "spawn outside any poll: {e:?}"),
+            _ => {}
+        }
+    }
+    assert!(open.len() <= 1, "polls left open: {open:?}");
     // Per task, its events keep the order of its life.
     let children: Vec<u64> = w0.iter().filter(|e| e.kind == EventKind::Spawn).map(|e| e.task_id).collect();
     assert_eq!(children.len(), 50);

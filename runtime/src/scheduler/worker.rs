@@ -75,7 +75,7 @@ use crate::task::list::OwnedTasks;
 use crate::task::raw::{self, Header};
 use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule, TaskStats};
 use crate::task::{PollEndToken, PollOutcome};
-use crate::telemetry::events::{EventKind, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
+use crate::telemetry::events::{self, EventKind, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
 use crate::telemetry::{Recorder, RemoteCounters, WorkerCounters, WorkerState};
 use std::cell::Cell;
 use std::future::Future;
@@ -907,14 +907,24 @@ impl Schedule for Arc<Shared> {
         }
         // SAFETY: the poller holds the task (RUNNING) for this call.
         let id = unsafe { ptr.as_ref() }.id;
-        rec.record_at(w.map(|w| w.index), EventKind::PollStart, id, 0, now);
+        match w {
+            // Written lazily: see "Lazy poll starts" in `telemetry::events`.
+            Some(w) => rec.ring(w.index).set_pending_start(id, now),
+            None => rec.record_at(None, EventKind::PollStart, id, 0, now),
+        }
     }
 
     #[inline(always)]
     fn poll_end(&self, ptr: NonNull<Header>) -> PollEndToken {
-        let Some(rec) = &self.recorder else { return PollEndToken { ts: 0, recorder: ptr::null() } };
+        let Some(rec) = &self.recorder else {
+            return PollEndToken { ts: 0, extra: 0, worker: 0, recorder: ptr::null() };
+        };
         let w = self.current_worker();
         let now = self.ts_fresh(rec, w);
+        let extra = match w.and_then(|w| rec.ring(w.index).take_pending_start()) {
+            Some(start) => events::POLL_IMPLICIT_START | (now.saturating_sub(start) << events::POLL_BUSY_SHIFT),
+            None => 0,
+        };
         if let Some(st) = crate::task::raw::stats(ptr) {
             let busy = now.saturating_sub(st.poll_started.load(Relaxed));
             st.busy_ticks.store(st.busy_ticks.load(Relaxed) + busy, Relaxed);
@@ -923,7 +933,12 @@ impl Schedule for Arc<Shared> {
                 w.counters.histograms.poll_time.record(rec.clock().ticks_to_ns(busy));
             }
         }
-        PollEndToken { ts: now, recorder: Arc::as_ptr(self) as *const () }
+        PollEndToken {
+            ts: now,
+            extra,
+            worker: w.map_or(usize::MAX, |w| w.index),
+            recorder: Arc::as_ptr(self) as *const (),
+        }
     }
 
     #[inline(always)]
@@ -936,7 +951,8 @@ impl Schedule for Arc<Shared> {
         // it for its whole life, so it is alive here even if the task is not.
         let shared = unsafe { &*(token.recorder as *const Shared) };
         if let Some(rec) = &shared.recorder {
-            rec.record_at(shared.current_worker().map(|w| w.index), EventKind::PollEnd, id, outcome as u64, token.ts);
+            let worker = (token.worker != usize::MAX).then_some(token.worker);
+            rec.record_at(worker, EventKind::PollEnd, id, outcome as u64 | token.extra, token.ts);
         }
     }
 

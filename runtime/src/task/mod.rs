@@ -74,6 +74,10 @@ pub(crate) enum PollOutcome {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PollEndToken {
     pub(crate) ts: u64,
+    /// Scheduler-defined bits recorded with the outcome.
+    pub(crate) extra: u64,
+    /// The polling worker's index (scheduler-defined).
+    pub(crate) worker: usize,
     /// Scheduler-defined; null when nothing records.
     pub(crate) recorder: *const (),
 }
@@ -96,7 +100,7 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     /// A poll returned: account it while the caller still owns the task.
     #[inline(always)]
     fn poll_end(&self, _task: NonNull<Header>) -> PollEndToken {
-        PollEndToken { ts: 0, recorder: std::ptr::null() }
+        PollEndToken { ts: 0, extra: 0, worker: 0, recorder: std::ptr::null() }
     }
     /// Record how the poll ended. Called after the state transition, when another thread
     /// may already own (or have freed) the task, so it takes no `&self` and no header.

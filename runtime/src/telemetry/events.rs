@@ -36,6 +36,15 @@
 //! the two; events inside a poll (spawns, wakes) carry the poll's start time. Their order
 //! within a worker is exact regardless: it is their position in the ring.
 //!
+//! # Lazy poll starts
+//! Most polls record nothing between their start and their end, so a worker does not write
+//! a `PollStart` when a poll begins: it notes the task and the start's clock reading in
+//! its ring (owner-only fields). The next record the worker writes, an event inside the
+//! poll, writes the start first, so order is exact. If the poll's end comes first, the
+//! `PollEnd` record carries the poll's length and a flag, and the reader puts the
+//! `PollStart` back ([`implicit_poll_start`]) just before it. One record per poll instead
+//! of two halved what recording cost on `yield_many`.
+//!
 //! # Compound records
 //! To write one record where one will do, a spawn and its first queueing are one `Spawn`
 //! record, and a poll's end, the task's transition out of RUNNING and (for a requeue) its
@@ -251,6 +260,13 @@ pub(crate) struct EventRing {
     /// The next position to write (claimed positions, on the remote ring).
     write_pos: AtomicU64,
     multi_writer: bool,
+    /// A poll's start not written yet (worker rings only; owner-only, so relaxed loads
+    /// and stores): the task id (0 = none) and the start's clock reading. See "Lazy
+    /// poll starts" in the module doc.
+    pending_task: AtomicU64,
+    pending_ts: AtomicU64,
+    /// `meta` of this ring's `PollStart` records.
+    start_meta: u64,
 }
 
 /// Decoded fields of one record.
@@ -273,7 +289,10 @@ pub(crate) enum Read {
 }
 
 impl EventRing {
-    pub(crate) fn new(capacity: usize, multi_writer: bool) -> EventRing {
+    /// `worker`: the worker that owns this ring, or `None` for the shared remote ring
+    /// (which any thread writes).
+    pub(crate) fn new(capacity: usize, worker: Option<usize>) -> EventRing {
+        let multi_writer = worker.is_none();
         let cap = capacity.max(2).next_power_of_two();
         let slots = (0..cap)
             .map(|_| Slot {
@@ -284,7 +303,15 @@ impl EventRing {
                 meta: AtomicU64::new(0),
             })
             .collect();
-        EventRing { slots, mask: cap as u64 - 1, write_pos: AtomicU64::new(0), multi_writer }
+        EventRing {
+            slots,
+            mask: cap as u64 - 1,
+            write_pos: AtomicU64::new(0),
+            multi_writer,
+            pending_task: AtomicU64::new(0),
+            pending_ts: AtomicU64::new(0),
+            start_meta: meta(EventKind::PollStart, worker),
+        }
     }
 
     pub(crate) fn capacity(&self) -> u64 {
@@ -296,9 +323,51 @@ impl EventRing {
         self.write_pos.load(Acquire)
     }
 
-    /// Append one record. On a worker ring only the owner calls this.
+    /// Append one record. On a worker ring only the owner calls this; a poll start still
+    /// pending is written first, so the ring keeps the order things happened in.
     #[inline]
     pub(crate) fn write(&self, raw: Raw) {
+        if !self.multi_writer {
+            self.flush_pending_start();
+        }
+        self.write_slot(raw);
+    }
+
+    /// Owner of a worker ring: a poll of `task` started at clock reading `ts`. Nothing is
+    /// written yet; the next record (an event inside the poll) writes it first, and if
+    /// the poll's end comes first, [`EventRing::take_pending_start`] folds it into that.
+    #[inline]
+    pub(crate) fn set_pending_start(&self, task: u64, ts: u64) {
+        // A poll nested in another (`JoinHandle::join` on a worker runs tasks inside a
+        // poll): the outer start goes out first.
+        self.flush_pending_start();
+        self.pending_task.store(task, Relaxed);
+        self.pending_ts.store(ts, Relaxed);
+    }
+
+    /// Owner of a worker ring, at a poll's end: the pending start's clock reading, if it
+    /// was never written (nothing was recorded during the poll).
+    #[inline]
+    pub(crate) fn take_pending_start(&self) -> Option<u64> {
+        if self.pending_task.load(Relaxed) == 0 {
+            return None;
+        }
+        self.pending_task.store(0, Relaxed);
+        Some(self.pending_ts.load(Relaxed))
+    }
+
+    #[inline]
+    fn flush_pending_start(&self) {
+        let task = self.pending_task.load(Relaxed);
+        if task != 0 {
+            self.pending_task.store(0, Relaxed);
+            let ts = self.pending_ts.load(Relaxed);
+            self.write_slot(Raw { ts, task, arg: 0, meta: self.start_meta });
+        }
+    }
+
+    #[inline]
+    fn write_slot(&self, raw: Raw) {
         let pos = if self.multi_writer { self.write_pos.fetch_add(1, AcqRel) } else { self.write_pos.load(Relaxed) };
         let slot = &self.slots[(pos & self.mask) as usize];
         slot.seq.store(2 * pos + 1, Relaxed);
@@ -338,6 +407,22 @@ impl EventRing {
     }
 }
 
+/// `PollEnd`'s raw `arg`: the outcome in the low byte; with [`POLL_IMPLICIT_START`] set,
+/// the poll's start was never written, and the poll's length in clock ticks sits above
+/// [`POLL_BUSY_SHIFT`].
+pub(crate) const POLL_OUTCOME_MASK: u64 = 0xff;
+pub(crate) const POLL_IMPLICIT_START: u64 = 1 << 8;
+pub(crate) const POLL_BUSY_SHIFT: u32 = 9;
+
+/// For a `PollEnd` record whose start was folded into it: the start, as its own record.
+pub(crate) fn implicit_poll_start(raw: &Raw) -> Option<Raw> {
+    if raw.meta as u8 != EventKind::PollEnd as u8 || raw.arg & POLL_IMPLICIT_START == 0 {
+        return None;
+    }
+    let ts = raw.ts.saturating_sub(raw.arg >> POLL_BUSY_SHIFT);
+    Some(Raw { ts, task: raw.task, arg: 0, meta: (raw.meta & !0xff) | EventKind::PollStart as u64 })
+}
+
 /// Pack kind and worker into `meta`.
 pub(crate) fn meta(kind: EventKind, worker: Option<usize>) -> u64 {
     kind as u64 | (worker.map_or(u16::MAX as u64, |w| w as u64) << 8)
@@ -360,7 +445,7 @@ pub(crate) fn decode(raw: Raw, ns: u64, out: &mut Vec<Event>) {
             out.push(ev(EventKind::Spawn, raw.arg & 1));
             out.push(ev(EventKind::Schedule, raw.arg >> 1));
         }
-        EventKind::PollEnd => match raw.arg {
+        EventKind::PollEnd => match raw.arg & POLL_OUTCOME_MASK {
             1 => out.push(ev(EventKind::PollEnd, 1)),
             0 => {
                 out.push(ev(EventKind::PollEnd, 0));
@@ -415,7 +500,7 @@ mod tests {
 
     #[test]
     fn reader_sees_everything_in_order_then_exact_drops() {
-        let ring = EventRing::new(8, false);
+        let ring = EventRing::new(8, Some(0));
         let mut cur = RingCursor::default();
         let mut out = vec![];
         for i in 0..5 {
@@ -435,7 +520,7 @@ mod tests {
 
     #[test]
     fn remote_ring_claims_positions() {
-        let ring = EventRing::new(4, true);
+        let ring = EventRing::new(4, None);
         ring.write(rec(1));
         ring.write(rec(2));
         let mut cur = RingCursor::default();

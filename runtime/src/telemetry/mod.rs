@@ -421,8 +421,14 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     pub(crate) fn new(workers: usize, capacity: usize) -> Recorder {
-        let rings = (0..=workers).map(|i| EventRing::new(capacity, i == workers)).collect();
+        let rings = (0..=workers).map(|i| EventRing::new(capacity, (i < workers).then_some(i))).collect();
         Recorder { rings, clock: Clock::new() }
+    }
+
+    /// Worker `w`'s ring.
+    #[inline(always)]
+    pub(crate) fn ring(&self, w: usize) -> &EventRing {
+        &self.rings[w]
     }
 
     /// `record` with a clock reading the caller already took.
@@ -456,11 +462,17 @@ impl EventCursor {
         for (i, (cur, ring)) in self.rings.iter_mut().zip(rec.rings.iter()).enumerate() {
             raw.clear();
             cur.drain(ring, &mut raw);
-            tagged.extend(raw.iter().map(|&(r, pos)| (r.ts, i, pos, r)));
+            self.records += raw.len() as u64;
+            for &(r, pos) in raw.iter() {
+                // A start folded into its poll's end sorts just before that end.
+                if let Some(start) = events::implicit_poll_start(&r) {
+                    tagged.push((start.ts, i, pos, 0, start));
+                }
+                tagged.push((r.ts, i, pos, 1, r));
+            }
         }
-        tagged.sort_unstable_by_key(|&(ts, ring, pos, _)| (ts, ring, pos));
-        self.records += tagged.len() as u64;
-        for (_, _, _, r) in tagged {
+        tagged.sort_unstable_by_key(|&(ts, ring, pos, sub, _)| (ts, ring, pos, sub));
+        for (_, _, _, _, r) in tagged {
             events::decode(r, rec.clock.to_ns(r.ts), &mut out);
         }
         out
