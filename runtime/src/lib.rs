@@ -26,7 +26,8 @@
 //! * `time/`: the timing wheel and `sleep`/`timeout`/`interval`; `io/`: the mio reactor
 //!   and the driver protocol; `net/`: `TcpListener`, `TcpStream`, `UdpSocket`;
 //!   `blocking/`: the `spawn_blocking` pool;
-//! * `telemetry/`: counters, gauges and `Snapshot`;
+//! * `telemetry/`: counters, gauges and `Snapshot`, the event ring, histograms;
+//! * `console/` (feature `console`): the gRPC console server;
 //! * `loom.rs`: the shim that model-checks the concurrency code under `--cfg loom`.
 
 #![warn(missing_docs)]
@@ -41,6 +42,8 @@ pub mod task;
 
 #[cfg(not(loom))]
 pub(crate) mod blocking;
+#[cfg(all(feature = "console", not(loom)))]
+pub mod console;
 #[cfg(not(loom))]
 pub(crate) mod io;
 #[cfg(not(loom))]

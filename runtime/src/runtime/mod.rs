@@ -37,6 +37,8 @@ pub struct Builder {
     max_blocking_threads: usize,
     thread_keep_alive: Duration,
     event_ring: Option<usize>,
+    #[cfg(feature = "console")]
+    console: Option<crate::console::ConsoleConfig>,
 }
 
 impl Default for Builder {
@@ -56,7 +58,42 @@ impl Builder {
             max_blocking_threads: 512,
             thread_keep_alive: Duration::from_secs(10),
             event_ring: None,
+            #[cfg(feature = "console")]
+            console: None,
         }
+    }
+
+    /// Serve the console (gRPC, `volt.console.v1.Console`) on `VOLT_CONSOLE_BIND`, or
+    /// `127.0.0.1:6670` when it is not set, from a thread of its own. `build()` fails if
+    /// the address cannot be bound, or if it is not a loopback address and no token is set
+    /// (`VOLT_CONSOLE_TOKEN` or [`Builder::console_token`]). Watch it with `volt-console`.
+    #[cfg(feature = "console")]
+    pub fn enable_console(&mut self) -> &mut Builder {
+        self.console.get_or_insert_with(Default::default);
+        self
+    }
+
+    /// Serve the console on `addr` (`host:port`; port 0 picks a free one, see
+    /// [`Runtime::console_addr`]). Implies [`Builder::enable_console`].
+    #[cfg(feature = "console")]
+    pub fn console_bind(&mut self, addr: impl ToString) -> &mut Builder {
+        self.console.get_or_insert_with(Default::default).bind = Some(addr.to_string());
+        self
+    }
+
+    /// The token every console call must present (`authorization: Bearer <token>`);
+    /// overrides `VOLT_CONSOLE_TOKEN`. Required for a non-loopback bind.
+    #[cfg(feature = "console")]
+    pub fn console_token(&mut self, token: impl Into<String>) -> &mut Builder {
+        self.console.get_or_insert_with(Default::default).token = Some(token.into());
+        self
+    }
+
+    /// How often the console publishes an update to its watchers (default 250 ms).
+    #[cfg(feature = "console")]
+    pub fn console_publish_interval(&mut self, every: Duration) -> &mut Builder {
+        self.console.get_or_insert_with(Default::default).publish_interval = Some(every);
+        self
     }
 
     /// Turn on the event ring (the flight recorder), keeping the last `capacity` events of
@@ -128,6 +165,8 @@ impl Builder {
             handle: Handle { shared: Arc::clone(&shared) },
             threads: Vec::with_capacity(n),
             shut_down: false,
+            #[cfg(feature = "console")]
+            console: None,
         };
         for index in 0..n {
             let shared = Arc::clone(&shared);
@@ -144,6 +183,11 @@ impl Builder {
                 }
             }
         }
+        #[cfg(feature = "console")]
+        if let Some(config) = &self.console {
+            // Dropping `rt` on error shuts the workers down again.
+            rt.console = Some(crate::console::start(config, rt.handle.telemetry())?);
+        }
         Ok(rt)
     }
 }
@@ -153,12 +197,20 @@ pub struct Runtime {
     handle: Handle,
     threads: Vec<std::thread::JoinHandle<()>>,
     shut_down: bool,
+    #[cfg(feature = "console")]
+    console: Option<crate::console::ServerHandle>,
 }
 
 impl Runtime {
     /// A runtime with one worker per available core.
     pub fn new() -> io::Result<Runtime> {
         Builder::new().build()
+    }
+
+    /// The address the console server listens on, when it is enabled.
+    #[cfg(feature = "console")]
+    pub fn console_addr(&self) -> Option<std::net::SocketAddr> {
+        self.console.as_ref().map(|c| c.local_addr())
     }
 
     /// The handle: spawn from anywhere, read telemetry.
@@ -209,6 +261,10 @@ impl Runtime {
     fn shutdown(&mut self, timeout: Option<Duration>) {
         if std::mem::replace(&mut self.shut_down, true) {
             return;
+        }
+        #[cfg(feature = "console")]
+        if let Some(mut c) = self.console.take() {
+            c.stop();
         }
         let shared = &self.handle.shared;
         shared.shutdown.store(true, std::sync::atomic::Ordering::SeqCst);

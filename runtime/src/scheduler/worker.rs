@@ -122,6 +122,8 @@ pub(crate) struct Shared {
     /// How many worker threads have left their loop, for `shutdown_timeout`.
     pub(crate) exited: Mutex<usize>,
     pub(crate) exited_cv: Condvar,
+    /// When the runtime was built (`Telemetry::uptime`).
+    pub(crate) started: Instant,
 }
 
 /// One worker: the parts other threads touch, plus owner-only `core`.
@@ -290,6 +292,7 @@ impl Shared {
     ) -> std::io::Result<Arc<Shared>> {
         let driver = Driver::new()?;
         Ok(Arc::new_cyclic(|weak| Shared {
+            started: Instant::now(),
             driver,
             recorder: event_ring.map(|cap| Recorder::new(num_workers, cap)),
             blocking: Arc::new(Pool::new(blocking, weak.clone())),

@@ -261,6 +261,27 @@ impl Telemetry {
         Telemetry { shared }
     }
 
+    /// Time since the runtime was built. Event timestamps count from (about) the same
+    /// instant.
+    pub fn uptime(&self) -> std::time::Duration {
+        self.shared.started.elapsed()
+    }
+
+    /// The number of worker threads.
+    pub fn num_workers(&self) -> usize {
+        self.shared.workers.len()
+    }
+
+    /// The most workers that search for work at once (about half of them).
+    pub fn max_searching(&self) -> usize {
+        self.shared.workers.len().div_ceil(2)
+    }
+
+    /// Events each worker's ring keeps; 0 when the event ring is off.
+    pub fn event_ring_capacity(&self) -> usize {
+        self.shared.recorder.as_ref().map_or(0, |r| r.capacity())
+    }
+
     /// Read every counter and gauge. Lock-free; never blocks a worker.
     pub fn snapshot(&self) -> Snapshot {
         let s = &self.shared;
@@ -423,6 +444,11 @@ impl Recorder {
     pub(crate) fn new(workers: usize, capacity: usize) -> Recorder {
         let rings = (0..=workers).map(|i| EventRing::new(capacity, (i < workers).then_some(i))).collect();
         Recorder { rings, clock: Clock::new() }
+    }
+
+    /// Slots per ring.
+    pub(crate) fn capacity(&self) -> usize {
+        self.rings[0].capacity() as usize
     }
 
     /// Worker `w`'s ring.

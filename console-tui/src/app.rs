@@ -1,0 +1,425 @@
+//! The dashboard's state: everything the screen shows, built from the `Update` stream,
+//! and what each key does. No terminal here, so tests drive it directly.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use volt_console_proto as proto;
+
+/// Samples kept for the sparklines.
+pub const HISTORY: usize = 120;
+/// Events kept for the event pane and the task detail view.
+pub const EVENT_LOG: usize = 20_000;
+/// A poll longer than this blocks a worker: flagged in the header.
+pub const SLOW_POLL_NS: u64 = 10_000_000;
+/// Self-wakes in a row, without completing or waiting on anything, to call a task spinning.
+pub const SELF_WAKE_LIMIT: u64 = 1_000;
+
+/// Which screen is up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Workers,
+    Tasks,
+    Events,
+}
+
+/// The task list's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortKey {
+    Busy,
+    Polls,
+    Name,
+}
+
+/// Where updates come from, and how that is going.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    Connecting { attempt: u32 },
+    Live,
+    Disconnected { reason: String, retry_in_ms: u64 },
+    Replay { position: usize, total: usize, paused: bool },
+    Ended,
+}
+
+/// What the main loop should do after a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    None,
+    Quit,
+    /// Replay: show the next recorded update (while paused).
+    Step,
+}
+
+/// Per-second rates between the last two snapshots.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rates {
+    pub spawns: f64,
+    pub polls: f64,
+    pub steals: f64,
+    pub parks: f64,
+    /// Per worker: polls/s, steals/s, parks/s.
+    pub workers: Vec<(f64, f64, f64)>,
+}
+
+/// What we know about one task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskRow {
+    pub task: proto::Task,
+    /// Uptime when this row was last refreshed (to age `since_last_poll_ns`).
+    pub seen_at_ns: u64,
+}
+
+#[derive(Default, Clone, Debug)]
+struct TaskTrack {
+    self_wakes_in_a_row: u64,
+}
+
+/// The whole dashboard state.
+pub struct App {
+    pub source: String,
+    pub status: Status,
+    pub recording: Option<String>,
+    pub info: Option<proto::RuntimeInfo>,
+    pub snapshot: Option<proto::Snapshot>,
+    prev: Option<(u64, proto::Snapshot)>,
+    pub uptime_ns: u64,
+    pub rates: Rates,
+    pub global_queue_history: VecDeque<u64>,
+    pub spawn_rate_history: VecDeque<u64>,
+    pub events: VecDeque<proto::Event>,
+    pub events_missed: u64,
+    pub updates_missed: u64,
+    pub updates: u64,
+    pub tasks: BTreeMap<u64, TaskRow>,
+    tracks: HashMap<u64, TaskTrack>,
+    /// Open polls per worker: (task, start).
+    open_polls: HashMap<u32, (u64, u64)>,
+    /// Slow polls seen: (task, duration ns), newest last.
+    pub slow_polls: VecDeque<(u64, u64)>,
+    /// Updates in a row with a parked worker and a non-empty global queue.
+    parked_with_work: u32,
+    pub view: View,
+    pub selected: usize,
+    pub sort: SortKey,
+    pub detail: Option<u64>,
+    pub help: bool,
+    /// Display frozen (live) or playback paused (replay).
+    pub paused: bool,
+}
+
+impl App {
+    pub fn new(source: impl Into<String>) -> App {
+        App {
+            source: source.into(),
+            status: Status::Connecting { attempt: 1 },
+            recording: None,
+            info: None,
+            snapshot: None,
+            prev: None,
+            uptime_ns: 0,
+            rates: Rates::default(),
+            global_queue_history: VecDeque::new(),
+            spawn_rate_history: VecDeque::new(),
+            events: VecDeque::new(),
+            events_missed: 0,
+            updates_missed: 0,
+            updates: 0,
+            tasks: BTreeMap::new(),
+            tracks: HashMap::new(),
+            open_polls: HashMap::new(),
+            slow_polls: VecDeque::new(),
+            parked_with_work: 0,
+            view: View::Workers,
+            selected: 0,
+            sort: SortKey::Busy,
+            detail: None,
+            help: false,
+            paused: false,
+        }
+    }
+
+    /// Take in one update from the stream (or a recording).
+    pub fn apply(&mut self, u: proto::Update) {
+        self.updates += 1;
+        if let Some(info) = u.runtime {
+            self.info = Some(info);
+        }
+        self.events_missed += u.events_missed;
+        self.updates_missed += u.updates_missed;
+        self.uptime_ns = u.uptime_ns;
+        for e in &u.events {
+            self.track_event(e);
+        }
+        for e in u.events {
+            if self.events.len() == EVENT_LOG {
+                self.events.pop_front();
+            }
+            self.events.push_back(e);
+        }
+        if let Some(t) = u.tasks {
+            if t.full {
+                self.tasks.clear();
+            }
+            for task in t.changed {
+                self.tasks.insert(task.id, TaskRow { task, seen_at_ns: u.uptime_ns });
+            }
+            for id in t.removed {
+                self.tasks.remove(&id);
+                self.tracks.remove(&id);
+            }
+        }
+        if let Some(s) = u.snapshot {
+            if let Some((t0, p)) = &self.prev {
+                let dt = (u.uptime_ns.saturating_sub(*t0)) as f64 / 1e9;
+                if dt > 0.0 {
+                    self.rates = rates(p, &s, dt);
+                }
+            }
+            push(&mut self.global_queue_history, s.global_queue_depth);
+            push(&mut self.spawn_rate_history, self.rates.spawns.round() as u64);
+            let parked_with_work = s.num_parked > 0 && s.global_queue_depth > 0;
+            self.parked_with_work = if parked_with_work { self.parked_with_work + 1 } else { 0 };
+            self.prev = Some((u.uptime_ns, s.clone()));
+            self.snapshot = Some(s);
+        }
+        let n = self.visible_len();
+        if self.selected >= n {
+            self.selected = n.saturating_sub(1);
+        }
+    }
+
+    fn track_event(&mut self, e: &proto::Event) {
+        use proto::EventKind as K;
+        let worker = e.worker.unwrap_or(u32::MAX);
+        match K::try_from(e.kind).unwrap_or(K::Unspecified) {
+            K::PollStart => {
+                self.open_polls.insert(worker, (e.task_id, e.timestamp_ns));
+            }
+            K::PollEnd => {
+                if let Some((task, start)) = self.open_polls.remove(&worker) {
+                    let took = e.timestamp_ns.saturating_sub(start);
+                    if task == e.task_id && took > SLOW_POLL_NS {
+                        if self.slow_polls.len() == 16 {
+                            self.slow_polls.pop_front();
+                        }
+                        self.slow_polls.push_back((task, took));
+                    }
+                }
+            }
+            K::Transition => {
+                // RUNNING -> SCHEDULED: woken during its own poll (a yield, or a self-wake).
+                let t = self.tracks.entry(e.task_id).or_default();
+                if e.arg == (2 << 8 | 1) {
+                    t.self_wakes_in_a_row += 1;
+                } else if e.arg == (2 << 8) {
+                    t.self_wakes_in_a_row = 0;
+                }
+            }
+            K::Complete | K::Cancel | K::Panic => {
+                self.tracks.remove(&e.task_id);
+            }
+            _ => {}
+        }
+    }
+
+    /// What is worth a look, worst first.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(&(task, ns)) = self.slow_polls.back() {
+            let name = self.task_name(task);
+            w.push(format!("task {task}{name} polled for {:.1} ms: it blocks a worker", ns as f64 / 1e6));
+        }
+        // A poll still running for too long.
+        if let Some(last) = self.events.back() {
+            for (worker, (task, start)) in &self.open_polls {
+                let running = last.timestamp_ns.saturating_sub(*start);
+                if running > SLOW_POLL_NS && *worker != u32::MAX {
+                    w.push(format!("worker {worker} has been polling task {task} for {:.1} ms", running as f64 / 1e6));
+                }
+            }
+        }
+        if self.parked_with_work >= 2 {
+            if let Some(s) = &self.snapshot {
+                w.push(format!(
+                    "{} worker(s) parked while the global queue holds {} task(s)",
+                    s.num_parked, s.global_queue_depth
+                ));
+            }
+        }
+        if self.events_missed > 0 {
+            w.push(format!("{} events dropped (the ring wrapped before they were read)", self.events_missed));
+        }
+        if self.updates_missed > 0 {
+            w.push(format!("{} updates missed (this console read too slowly)", self.updates_missed));
+        }
+        let mut spinning: Vec<(&u64, &TaskTrack)> =
+            self.tracks.iter().filter(|(_, t)| t.self_wakes_in_a_row >= SELF_WAKE_LIMIT).collect();
+        spinning.sort_by_key(|(id, _)| **id);
+        for (id, t) in spinning.into_iter().take(3) {
+            w.push(format!(
+                "task {id}{} woke itself {} times in a row without completing",
+                self.task_name(*id),
+                t.self_wakes_in_a_row
+            ));
+        }
+        w
+    }
+
+    fn task_name(&self, id: u64) -> String {
+        match self.tasks.get(&id).and_then(|r| r.task.name.as_deref()) {
+            Some(n) => format!(" ({n})"),
+            None => String::new(),
+        }
+    }
+
+    /// The task list in the chosen order.
+    pub fn sorted_tasks(&self) -> Vec<&TaskRow> {
+        let mut v: Vec<&TaskRow> = self.tasks.values().collect();
+        match self.sort {
+            SortKey::Busy => v.sort_by(|a, b| b.task.busy_ns.cmp(&a.task.busy_ns).then(a.task.id.cmp(&b.task.id))),
+            SortKey::Polls => v.sort_by(|a, b| b.task.polls.cmp(&a.task.polls).then(a.task.id.cmp(&b.task.id))),
+            SortKey::Name => v.sort_by(|a, b| {
+                a.task
+                    .name
+                    .as_deref()
+                    .unwrap_or("\u{10ffff}")
+                    .cmp(b.task.name.as_deref().unwrap_or("\u{10ffff}"))
+                    .then(a.task.id.cmp(&b.task.id))
+            }),
+        }
+        v
+    }
+
+    fn visible_len(&self) -> usize {
+        match self.view {
+            View::Workers => self.snapshot.as_ref().map_or(0, |s| s.workers.len()),
+            View::Tasks => self.tasks.len(),
+            View::Events => self.events.len(),
+        }
+    }
+
+    /// Handle a key press.
+    pub fn on_key(&mut self, key: KeyEvent) -> Action {
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            return Action::Quit;
+        }
+        if self.help {
+            // Any key closes the help; `q` still quits.
+            self.help = false;
+            return if key.code == KeyCode::Char('q') { Action::Quit } else { Action::None };
+        }
+        match key.code {
+            KeyCode::Char('q') => return Action::Quit,
+            KeyCode::Esc => {
+                if self.detail.take().is_none() {
+                    return Action::None;
+                }
+            }
+            KeyCode::Char('?') | KeyCode::Char('h') => self.help = true,
+            KeyCode::Tab => self.switch(match self.view {
+                View::Workers => View::Tasks,
+                View::Tasks => View::Events,
+                View::Events => View::Workers,
+            }),
+            KeyCode::BackTab => self.switch(match self.view {
+                View::Workers => View::Events,
+                View::Tasks => View::Workers,
+                View::Events => View::Tasks,
+            }),
+            KeyCode::Char('w') => self.switch(View::Workers),
+            KeyCode::Char('t') => self.switch(View::Tasks),
+            KeyCode::Char('e') => self.switch(View::Events),
+            KeyCode::Down | KeyCode::Char('j') => {
+                if self.selected + 1 < self.visible_len() {
+                    self.selected += 1;
+                }
+            }
+            KeyCode::Up | KeyCode::Char('k') => self.selected = self.selected.saturating_sub(1),
+            KeyCode::Home | KeyCode::Char('g') => self.selected = 0,
+            KeyCode::End | KeyCode::Char('G') => self.selected = self.visible_len().saturating_sub(1),
+            KeyCode::Enter if self.view == View::Tasks => {
+                self.detail = self.sorted_tasks().get(self.selected).map(|r| r.task.id);
+            }
+            KeyCode::Char('b') => self.sort = SortKey::Busy,
+            KeyCode::Char('p') => self.sort = SortKey::Polls,
+            KeyCode::Char('n') if self.view == View::Tasks => self.sort = SortKey::Name,
+            KeyCode::Char(' ') => self.paused = !self.paused,
+            KeyCode::Char('.') | KeyCode::Char('n') | KeyCode::Right => return Action::Step,
+            _ => {}
+        }
+        Action::None
+    }
+
+    fn switch(&mut self, v: View) {
+        if self.view != v {
+            self.view = v;
+            self.selected = 0;
+            self.detail = None;
+        }
+    }
+
+    /// The task shown in the detail view, with its events in the log.
+    pub fn detail_task(&self) -> Option<(&TaskRow, Vec<&proto::Event>)> {
+        let id = self.detail?;
+        let row = self.tasks.get(&id)?;
+        Some((row, self.events.iter().filter(|e| e.task_id == id).collect()))
+    }
+}
+
+fn push(h: &mut VecDeque<u64>, v: u64) {
+    if h.len() == HISTORY {
+        h.pop_front();
+    }
+    h.push_back(v);
+}
+
+fn rates(p: &proto::Snapshot, s: &proto::Snapshot, dt: f64) -> Rates {
+    let d = |a: u64, b: u64| b.saturating_sub(a) as f64 / dt;
+    let sum = |s: &proto::Snapshot, f: fn(&proto::WorkerSnapshot) -> u64| s.workers.iter().map(f).sum::<u64>();
+    Rates {
+        spawns: d(p.tasks_spawned, s.tasks_spawned),
+        polls: d(sum(p, |w| w.tasks_polled), sum(s, |w| w.tasks_polled)),
+        steals: d(sum(p, |w| w.tasks_stolen), sum(s, |w| w.tasks_stolen)),
+        parks: d(sum(p, |w| w.times_parked), sum(s, |w| w.times_parked)),
+        workers: s
+            .workers
+            .iter()
+            .map(|w| match p.workers.iter().find(|o| o.index == w.index) {
+                Some(o) => (
+                    d(o.tasks_polled, w.tasks_polled),
+                    d(o.tasks_stolen, w.tasks_stolen),
+                    d(o.times_parked, w.times_parked),
+                ),
+                None => (0.0, 0.0, 0.0),
+            })
+            .collect(),
+    }
+}
+
+/// `1234567` -> `1.2M`.
+pub fn si(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.1}G", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1}k", v / 1e3)
+    } else if a >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// Nanoseconds, readably.
+pub fn dur(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{:.2}s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.2}ms", ns as f64 / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.1}µs", ns as f64 / 1e3)
+    } else {
+        format!("{ns}ns")
+    }
+}

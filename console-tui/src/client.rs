@@ -1,0 +1,143 @@
+//! Talking to a console server: addresses, one-off calls, and a watcher thread that
+//! reconnects with a capped backoff.
+
+use crate::app::Status;
+use std::sync::mpsc;
+use std::time::Duration;
+use tonic::transport::{Channel, Endpoint};
+use volt_console_proto as proto;
+use volt_console_proto::console_client::ConsoleClient;
+
+/// The address `volt-console` connects to by default.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:6670";
+/// First and largest wait between reconnection attempts.
+pub const BACKOFF_START: Duration = Duration::from_millis(100);
+pub const BACKOFF_CAP: Duration = Duration::from_secs(5);
+
+/// What the watcher thread sends the UI.
+#[derive(Debug)]
+pub enum Msg {
+    Status(Status),
+    Update(Box<proto::Update>),
+}
+
+/// `host:port` or `http://host:port` to an endpoint URI, with a clear error otherwise.
+pub fn endpoint_uri(addr: &str) -> Result<String, String> {
+    let bare = addr.strip_prefix("http://").unwrap_or(addr).trim_end_matches('/');
+    if addr.starts_with("https://") {
+        return Err(format!("{addr:?}: TLS is not supported; use host:port or http://host:port"));
+    }
+    let (host, port) = bare
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{addr:?} is not an address: expected host:port or http://host:port"))?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!("{addr:?} is not an address: expected host:port (port 1-65535) or http://host:port"));
+    }
+    Ok(format!("http://{bare}"))
+}
+
+/// A client for `addr` (lazy: no connection is made until the first call fails or works).
+pub async fn connect(addr: &str) -> Result<ConsoleClient<Channel>, String> {
+    let uri = endpoint_uri(addr)?;
+    let endpoint =
+        Endpoint::from_shared(uri).map_err(|e| format!("{addr:?}: {e}"))?.connect_timeout(Duration::from_secs(3));
+    let channel = endpoint.connect().await.map_err(|e| format!("cannot connect to {addr}: {}", error_chain(&e)))?;
+    Ok(ConsoleClient::new(channel).max_decoding_message_size(64 << 20))
+}
+
+/// `e` with its sources, for a message a person can act on.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// A request carrying the token, if any.
+pub fn request<T>(msg: T, token: Option<&str>) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(msg);
+    if let Some(t) = token {
+        if let Ok(v) = format!("Bearer {t}").parse() {
+            req.metadata_mut().insert("authorization", v);
+        }
+    }
+    req
+}
+
+/// One snapshot (with the runtime info and the full task list), for `--once`.
+pub fn fetch_once(addr: &str, token: Option<&str>) -> Result<proto::Update, String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let mut c = connect(addr).await?;
+        let r = tokio::time::timeout(Duration::from_secs(5), c.get_snapshot(request(proto::SnapshotRequest {}, token)))
+            .await
+            .map_err(|_| format!("{addr} did not answer within 5 s"))?;
+        r.map(|r| r.into_inner()).map_err(|s| format!("{addr}: {} ({:?})", s.message(), s.code()))
+    })
+}
+
+/// Watch `addr` on a thread of its own until `tx`'s receiver is gone, reconnecting with
+/// a backoff that doubles from 100 ms up to 5 s and resets once a stream is up.
+pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("volt-console-watch".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Msg::Status(Status::Disconnected { reason: e.to_string(), retry_in_ms: 0 }));
+                    return;
+                }
+            };
+            rt.block_on(watch_loop(addr, token, tx));
+        })
+        .expect("spawn the watcher thread")
+}
+
+async fn watch_loop(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) {
+    let mut backoff = BACKOFF_START;
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        if tx.send(Msg::Status(Status::Connecting { attempt })).is_err() {
+            return;
+        }
+        let reason = match connect(&addr).await {
+            Err(e) => e,
+            Ok(mut client) => {
+                match client.watch_updates(request(proto::WatchRequest::default(), token.as_deref())).await {
+                    Err(s) => format!("{} ({:?})", s.message(), s.code()),
+                    Ok(stream) => {
+                        let mut stream = stream.into_inner();
+                        backoff = BACKOFF_START;
+                        attempt = 0;
+                        if tx.send(Msg::Status(Status::Live)).is_err() {
+                            return;
+                        }
+                        loop {
+                            match stream.message().await {
+                                Ok(Some(u)) => {
+                                    if tx.send(Msg::Update(Box::new(u))).is_err() {
+                                        return;
+                                    }
+                                }
+                                Ok(None) => break "the server ended the stream".to_string(),
+                                Err(s) => break format!("{} ({:?})", s.message(), s.code()),
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        let wait = backoff;
+        if tx.send(Msg::Status(Status::Disconnected { reason, retry_in_ms: wait.as_millis() as u64 })).is_err() {
+            return;
+        }
+        tokio::time::sleep(wait).await;
+        backoff = (backoff * 2).min(BACKOFF_CAP);
+    }
+}

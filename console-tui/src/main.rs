@@ -1,0 +1,279 @@
+//! `volt-console`: watch a Volt runtime's scheduler live.
+//!
+//! ```text
+//! volt-console [ADDR]                 connect (default 127.0.0.1:6670), reconnecting
+//! volt-console --demo                 run a demo runtime in this process and watch it
+//! volt-console --once --json [ADDR]   print one snapshot as JSON and exit
+//! volt-console --record FILE [ADDR]   watch and record the stream
+//! volt-console --replay FILE          play a recording back (space pauses, . steps)
+//! ```
+
+use clap::Parser;
+use crossterm::event::{self, Event as TermEvent, KeyEventKind};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use volt_console::app::{Action, App, Status};
+use volt_console::client::{self, Msg};
+use volt_console::record::{self, RecordWriter};
+use volt_console::{demo, ui};
+use volt_console_proto as proto;
+
+#[derive(Parser, Debug)]
+#[command(name = "volt-console", version, about = "A live dashboard of a Volt runtime's scheduler")]
+struct Args {
+    /// The console server: host:port or http://host:port.
+    #[arg(default_value = client::DEFAULT_ADDR)]
+    addr: String,
+    /// Start a demo runtime (with the console on a free loopback port) in this process and
+    /// watch it.
+    #[arg(long, conflicts_with_all = ["replay", "once"])]
+    demo: bool,
+    /// Print one snapshot and exit.
+    #[arg(long)]
+    once: bool,
+    /// With --once: print JSON.
+    #[arg(long, requires = "once")]
+    json: bool,
+    /// Record the stream to FILE while watching.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["replay", "once"])]
+    record: Option<PathBuf>,
+    /// Play back a recording made with --record.
+    #[arg(long, value_name = "FILE", conflicts_with = "once")]
+    replay: Option<PathBuf>,
+    /// The console token (default: $VOLT_CONSOLE_TOKEN).
+    #[arg(long, env = "VOLT_CONSOLE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("volt-console: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let token = args.token.clone().filter(|t| !t.is_empty());
+    if let Some(path) = &args.replay {
+        let rec = record::read(path).map_err(|e| e.to_string())?;
+        if rec.updates.is_empty() {
+            return Err(format!("{} holds no updates", path.display()));
+        }
+        let mut app = App::new(format!("replay {}", path.display()));
+        if rec.truncated_bytes > 0 {
+            eprintln!(
+                "volt-console: the recording ends with {} bytes of a cut-off update; replaying the rest",
+                rec.truncated_bytes
+            );
+        }
+        return tui(app_with(&mut app), Source::Replay(Player::new(rec.updates))).map_err(|e| e.to_string());
+    }
+    if args.demo {
+        // The demo's console on a free loopback port: nothing to configure, nothing shared.
+        let rt = demo::runtime(Some("127.0.0.1:0")).map_err(|e| format!("cannot start the demo runtime: {e}"))?;
+        let addr = rt.console_addr().ok_or("the demo runtime has no console")?.to_string();
+        let workload = demo::Demo::start(rt.handle());
+        let (tx, rx) = mpsc::channel();
+        client::spawn_watcher(addr.clone(), None, tx);
+        let mut app = App::new(format!("demo {addr}"));
+        let r = tui(&mut app, Source::Live { rx, recorder: None });
+        drop(workload);
+        rt.shutdown_timeout(Duration::from_secs(1));
+        return r.map_err(|e| e.to_string());
+    }
+    client::endpoint_uri(&args.addr)?;
+    if args.once {
+        let u = client::fetch_once(&args.addr, token.as_deref())?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&json(&u)).map_err(|e| e.to_string())?);
+        } else {
+            print_text(&u);
+        }
+        return Ok(());
+    }
+    let recorder = match &args.record {
+        Some(p) => Some(RecordWriter::create(p).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let (tx, rx) = mpsc::channel();
+    client::spawn_watcher(args.addr.clone(), token, tx);
+    let mut app = App::new(args.addr.clone());
+    app.recording = args.record.as_ref().map(|p| p.display().to_string());
+    tui(&mut app, Source::Live { rx, recorder }).map_err(|e| e.to_string())
+}
+
+fn app_with(app: &mut App) -> &mut App {
+    app.status = Status::Replay { position: 0, total: 0, paused: false };
+    app
+}
+
+/// Replays updates at the pace they were recorded (gaps over 2 s are cut to 2 s).
+struct Player {
+    updates: Vec<proto::Update>,
+    next: usize,
+    due: Instant,
+}
+
+impl Player {
+    fn new(updates: Vec<proto::Update>) -> Player {
+        Player { updates, next: 0, due: Instant::now() }
+    }
+
+    /// The next update, if it is due (or `force`d by a step).
+    fn poll(&mut self, force: bool) -> Option<proto::Update> {
+        if self.next >= self.updates.len() || (!force && Instant::now() < self.due) {
+            return None;
+        }
+        let u = self.updates[self.next].clone();
+        self.next += 1;
+        if let Some(n) = self.updates.get(self.next) {
+            let gap = Duration::from_nanos(n.uptime_ns.saturating_sub(u.uptime_ns)).min(Duration::from_secs(2));
+            self.due = Instant::now() + gap;
+        }
+        Some(u)
+    }
+}
+
+enum Source {
+    Live { rx: mpsc::Receiver<Msg>, recorder: Option<RecordWriter> },
+    Replay(Player),
+}
+
+/// Restores the terminal when dropped: on return, on error and on unwinding. (ratatui's
+/// `init` also installs a panic hook that restores it before the panic message prints.)
+struct TerminalGuard;
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+fn tui(app: &mut App, mut source: Source) -> std::io::Result<()> {
+    let mut terminal = ratatui::try_init()?;
+    let _guard = TerminalGuard;
+    loop {
+        let mut step = false;
+        match &mut source {
+            Source::Live { rx, recorder } => loop {
+                match rx.try_recv() {
+                    Ok(Msg::Status(s)) => app.status = s,
+                    Ok(Msg::Update(u)) => {
+                        if let Some(r) = recorder {
+                            if let Err(e) = r.write(&u) {
+                                app.recording = Some(format!("stopped: {e}"));
+                                *recorder = None;
+                            }
+                        }
+                        if !app.paused {
+                            app.apply(*u);
+                        }
+                    }
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        app.status = Status::Disconnected { reason: "the watcher stopped".into(), retry_in_ms: 0 };
+                        break;
+                    }
+                }
+            },
+            Source::Replay(p) => {
+                if !app.paused {
+                    while let Some(u) = p.poll(false) {
+                        app.apply(u);
+                    }
+                }
+                app.status = if p.next >= p.updates.len() && !app.paused {
+                    Status::Ended
+                } else {
+                    Status::Replay { position: p.next, total: p.updates.len(), paused: app.paused }
+                };
+            }
+        }
+        terminal.draw(|f| ui::draw(f, app))?;
+        if event::poll(Duration::from_millis(100))? {
+            if let TermEvent::Key(k) = event::read()? {
+                if k.kind == KeyEventKind::Press {
+                    match app.on_key(k) {
+                        Action::Quit => return Ok(()),
+                        Action::Step => step = true,
+                        Action::None => {}
+                    }
+                }
+            }
+        }
+        if step {
+            if let Source::Replay(p) = &mut source {
+                app.paused = true;
+                if let Some(u) = p.poll(true) {
+                    app.apply(u);
+                }
+            }
+        }
+    }
+}
+
+/// The update as JSON, with enum fields as names.
+fn json(u: &proto::Update) -> serde_json::Value {
+    let mut v = serde_json::to_value(u).unwrap_or_default();
+    if let Some(workers) = v.pointer_mut("/snapshot/workers").and_then(|w| w.as_array_mut()) {
+        for w in workers {
+            let name = w
+                .get("state")
+                .and_then(|s| s.as_i64())
+                .and_then(|s| proto::WorkerState::try_from(s as i32).ok())
+                .map(|s| s.as_str_name().trim_start_matches("WORKER_STATE_").to_lowercase());
+            if let Some(name) = name {
+                w["state"] = serde_json::Value::String(name);
+            }
+        }
+    }
+    if let Some(tasks) = v.pointer_mut("/tasks/changed").and_then(|t| t.as_array_mut()) {
+        for t in tasks {
+            let name = t
+                .get("state")
+                .and_then(|s| s.as_i64())
+                .and_then(|s| proto::TaskState::try_from(s as i32).ok())
+                .map(|s| s.as_str_name().trim_start_matches("TASK_STATE_").to_lowercase());
+            if let Some(name) = name {
+                t["state"] = serde_json::Value::String(name);
+            }
+        }
+    }
+    v
+}
+
+fn print_text(u: &proto::Update) {
+    let Some(s) = &u.snapshot else { return };
+    println!(
+        "uptime {:.1}s  workers {}  spawned {}  alive {}  global queue {}  searching {}  parked {} (bitmap {:#b})",
+        u.uptime_ns as f64 / 1e9,
+        s.workers.len(),
+        s.tasks_spawned,
+        s.tasks_alive,
+        s.global_queue_depth,
+        s.num_searching,
+        s.num_parked,
+        s.parked_bitmap
+    );
+    for w in &s.workers {
+        println!(
+            "worker {:>2}  {:<9}  queue {:>4}  polls {:>10}  steals {:>8}  parks {:>8}  ewma {:>8} ns  interval {}",
+            w.index,
+            proto::WorkerState::try_from(w.state)
+                .map(|s| s.as_str_name())
+                .unwrap_or("?")
+                .trim_start_matches("WORKER_STATE_"),
+            w.local_queue_depth,
+            w.tasks_polled,
+            w.tasks_stolen,
+            w.times_parked,
+            w.ewma_task_ns,
+            w.global_queue_interval
+        );
+    }
+}

@@ -1,0 +1,424 @@
+//! Drawing the dashboard with ratatui. Pure: it reads an [`App`] and draws a frame, so
+//! tests render it on a `TestBackend`.
+//!
+//! ```text
+//! ┌ volt-console ───────────────────────────────────────────────────────────────┐
+//! │127.0.0.1:6670 ● live  uptime 00:01:23  workers 4  spawn 12.3k/s ...         │
+//! │⚠ task 42 (slow-task) polled for 15.0 ms: it blocks a worker                 │
+//! └─────────────────────────────────────────────────────────────────────────────┘
+//! ┌ scheduler ──────────┐┌ global queue ──────────────┐┌ spawns/s ───────────────┐
+//! │parked ■□■□  2/4     ││▁▂▁▃█▂▁                     ││▃▄▅▄▃▆▇                  │
+//! │searching ▰▱ 1/2     │└────────────────────────────┘└─────────────────────────┘
+//! ┌ workers ────────────────────────────────────────────────────────────────────┐
+//! │ #  state      local queue        LIFO  polls/s  steals/s  parks/s  EWMA  int │
+//! │ 0  running    ███░░░░░░░   77    ●     120.4k   1.2k      3        8.1µs 61  │
+//! ┌ events ─────────────────────────────────────────────────────────────────────┐
+//! ```
+
+use crate::app::{dur, si, App, SortKey, Status, View};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Sparkline, Table, TableState, Wrap};
+use ratatui::Frame;
+use volt_console_proto as proto;
+
+/// Slots in a worker's local ring: the queue bar's full scale.
+const LOCAL_QUEUE_CAPACITY: u64 = 256;
+
+/// Draw the whole screen.
+pub fn draw(f: &mut Frame, app: &App) {
+    let warnings = app.warnings();
+    let header_h = 3 + warnings.len().min(4) as u16;
+    let [header, body, footer] =
+        Layout::vertical([Constraint::Length(header_h), Constraint::Min(5), Constraint::Length(1)]).areas(f.area());
+    draw_header(f, app, &warnings, header);
+    match app.view {
+        View::Workers => draw_workers_view(f, app, body),
+        View::Tasks => draw_tasks(f, app, body),
+        View::Events => draw_events(f, app, body, app.selected),
+    }
+    draw_footer(f, app, footer);
+    if app.detail.is_some() {
+        draw_detail(f, app, centered(f.area(), 80, 70));
+    }
+    if app.help {
+        draw_help(f, centered(f.area(), 60, 70));
+    }
+}
+
+fn status_span(app: &App) -> Span<'static> {
+    match &app.status {
+        Status::Live if app.paused => Span::styled("❚❚ paused", Style::new().fg(Color::Yellow)),
+        Status::Live => Span::styled("● live", Style::new().fg(Color::Green)),
+        Status::Connecting { attempt } => {
+            Span::styled(format!("… connecting (attempt {attempt})"), Style::new().fg(Color::Yellow))
+        }
+        Status::Disconnected { reason, retry_in_ms } => Span::styled(
+            format!("✖ disconnected: {reason}; retrying in {:.1}s", *retry_in_ms as f64 / 1e3),
+            Style::new().fg(Color::Red),
+        ),
+        Status::Replay { position, total, paused } => Span::styled(
+            format!("{} replay {position}/{total}", if *paused { "❚❚" } else { "▶" }),
+            Style::new().fg(Color::Cyan),
+        ),
+        Status::Ended => Span::styled("■ end of recording", Style::new().fg(Color::Cyan)),
+    }
+}
+
+fn uptime(ns: u64) -> String {
+    let s = ns / 1_000_000_000;
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+fn draw_header(f: &mut Frame, app: &App, warnings: &[String], area: Rect) {
+    let workers = app.snapshot.as_ref().map_or(0, |s| s.workers.len());
+    let dropped = app.snapshot.as_ref().map_or(0, |s| s.events_dropped);
+    let label = Style::new().fg(Color::DarkGray);
+    let mut first = vec![
+        Span::styled(app.source.clone(), Style::new().add_modifier(Modifier::BOLD)),
+        Span::raw(" "),
+        status_span(app),
+    ];
+    if let Some(r) = &app.recording {
+        first.push(Span::styled(format!("  ● REC {r}"), Style::new().fg(Color::Red)));
+    }
+    first.extend([
+        Span::styled("  uptime ", label),
+        Span::raw(uptime(app.uptime_ns)),
+        Span::styled("  workers ", label),
+        Span::raw(workers.to_string()),
+        Span::styled("  spawn ", label),
+        Span::raw(format!("{}/s", si(app.rates.spawns))),
+        Span::styled("  poll ", label),
+        Span::raw(format!("{}/s", si(app.rates.polls))),
+        Span::styled("  steal ", label),
+        Span::raw(format!("{}/s", si(app.rates.steals))),
+        Span::styled("  park ", label),
+        Span::raw(format!("{}/s", si(app.rates.parks))),
+        Span::styled("  dropped ", label),
+        Span::raw(si(dropped as f64)),
+    ]);
+    let mut lines = vec![Line::from(first)];
+    if warnings.is_empty() {
+        lines.push(Line::from(Span::styled("no warnings", label)));
+    }
+    for w in warnings.iter().take(4) {
+        lines.push(Line::from(Span::styled(format!("⚠ {w}"), Style::new().fg(Color::Yellow))));
+    }
+    let block = Block::default().borders(Borders::ALL).title(" volt-console ");
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn draw_workers_view(f: &mut Frame, app: &App, area: Rect) {
+    let workers = app.snapshot.as_ref().map_or(0, |s| s.workers.len()) as u16;
+    let [sched, table, events] =
+        Layout::vertical([Constraint::Length(4), Constraint::Length(workers + 3), Constraint::Min(3)]).areas(area);
+    let [left, mid, right] =
+        Layout::horizontal([Constraint::Length(34), Constraint::Fill(1), Constraint::Fill(1)]).areas(sched);
+    draw_scheduler(f, app, left);
+    let gq: Vec<u64> = app.global_queue_history.iter().copied().collect();
+    let last_gq = gq.last().copied().unwrap_or(0);
+    f.render_widget(
+        Sparkline::default()
+            .block(Block::default().borders(Borders::ALL).title(format!(" global queue {last_gq} ")))
+            .data(&gq[gq.len().saturating_sub(mid.width.saturating_sub(2) as usize)..])
+            .style(Style::new().fg(Color::Magenta)),
+        mid,
+    );
+    let sp: Vec<u64> = app.spawn_rate_history.iter().copied().collect();
+    f.render_widget(
+        Sparkline::default()
+            .block(Block::default().borders(Borders::ALL).title(format!(" spawns/s {} ", si(app.rates.spawns))))
+            .data(&sp[sp.len().saturating_sub(right.width.saturating_sub(2) as usize)..])
+            .style(Style::new().fg(Color::Cyan)),
+        right,
+    );
+    draw_worker_table(f, app, table);
+    let newest = app.events.len().saturating_sub(1);
+    draw_events(f, app, events, newest);
+}
+
+/// The parked bitmap, one cell per worker, and searchers against their cap.
+fn draw_scheduler(f: &mut Frame, app: &App, area: Rect) {
+    let (bitmap, parked, searching, workers) = match &app.snapshot {
+        Some(s) => (s.parked_bitmap, s.num_parked, s.num_searching, s.workers.len() as u32),
+        None => (0, 0, 0, 0),
+    };
+    let cap = app.info.as_ref().map_or(workers.div_ceil(2), |i| i.max_searching);
+    let mut cells = vec![Span::styled("parked    ", Style::new().fg(Color::DarkGray))];
+    for i in 0..workers.min(64) {
+        cells.push(if bitmap >> i & 1 == 1 {
+            Span::styled("■", Style::new().fg(Color::Blue))
+        } else {
+            Span::styled("□", Style::new().fg(Color::Green))
+        });
+    }
+    cells.push(Span::raw(format!(" {parked}/{workers}")));
+    let mut bar = vec![Span::styled("searching ", Style::new().fg(Color::DarkGray))];
+    for i in 0..cap {
+        bar.push(if i < searching { Span::styled("▰", Style::new().fg(Color::Yellow)) } else { Span::raw("▱") });
+    }
+    bar.push(Span::raw(format!(" {searching}/{cap}")));
+    f.render_widget(
+        Paragraph::new(vec![Line::from(cells), Line::from(bar)])
+            .block(Block::default().borders(Borders::ALL).title(" scheduler ")),
+        area,
+    );
+}
+
+fn state_cell(state: i32) -> Cell<'static> {
+    match proto::WorkerState::try_from(state).unwrap_or(proto::WorkerState::Running) {
+        proto::WorkerState::Running => Cell::from("running").style(Style::new().fg(Color::Green)),
+        proto::WorkerState::Searching => Cell::from("searching").style(Style::new().fg(Color::Yellow)),
+        proto::WorkerState::Parked => Cell::from("parked").style(Style::new().fg(Color::Blue)),
+    }
+}
+
+/// `depth` as a 10-cell bar against the local ring's capacity, then the number.
+pub fn queue_bar(depth: u64) -> String {
+    let filled = (depth.min(LOCAL_QUEUE_CAPACITY) * 10).div_ceil(LOCAL_QUEUE_CAPACITY) as usize;
+    format!("{}{} {depth:>4}", "█".repeat(filled), "░".repeat(10 - filled))
+}
+
+fn draw_worker_table(f: &mut Frame, app: &App, area: Rect) {
+    let header =
+        Row::new(["#", "state", "local queue", "LIFO", "polls/s", "steals/s", "parks/s", "EWMA task", "gq int"])
+            .style(Style::new().add_modifier(Modifier::BOLD));
+    let rows: Vec<Row> = app
+        .snapshot
+        .iter()
+        .flat_map(|s| s.workers.iter().enumerate())
+        .map(|(i, w)| {
+            let (polls, steals, parks) = app.rates.workers.get(i).copied().unwrap_or_default();
+            Row::new(vec![
+                Cell::from(w.index.to_string()),
+                state_cell(w.state),
+                Cell::from(queue_bar(w.local_queue_depth)),
+                Cell::from(if w.lifo_occupied { "●" } else { "○" }),
+                Cell::from(si(polls)),
+                Cell::from(si(steals)),
+                Cell::from(si(parks)),
+                Cell::from(dur(w.ewma_task_ns)),
+                Cell::from(w.global_queue_interval.to_string()),
+            ])
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(3),
+        Constraint::Length(10),
+        Constraint::Length(16),
+        Constraint::Length(5),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(8),
+        Constraint::Length(10),
+        Constraint::Length(6),
+    ];
+    let mut state = TableState::default();
+    if app.view == View::Workers {
+        state.select(Some(app.selected));
+    }
+    f.render_stateful_widget(
+        Table::new(rows, widths)
+            .header(header)
+            .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+            .block(Block::default().borders(Borders::ALL).title(" workers ")),
+        area,
+        &mut state,
+    );
+}
+
+/// One event as a log line.
+pub fn event_line(e: &proto::Event) -> String {
+    use proto::EventKind as K;
+    let who = match e.worker {
+        Some(w) => format!("w{w:<2}"),
+        None => "ext".into(),
+    };
+    let kind = K::try_from(e.kind).unwrap_or(K::Unspecified);
+    let what = match kind {
+        K::Spawn => format!("spawn     task {} ({})", e.task_id, if e.arg == 1 { "remote" } else { "local" }),
+        K::Schedule => format!(
+            "schedule  task {} -> {}",
+            e.task_id,
+            match e.arg {
+                0 => "LIFO",
+                1 => "local",
+                _ => "global",
+            }
+        ),
+        K::PollStart => format!("poll      task {}", e.task_id),
+        K::PollEnd => format!("poll end  task {} {}", e.task_id, if e.arg & 0xff == 1 { "ready" } else { "pending" }),
+        K::Transition => {
+            let name = |s: u64| ["idle", "scheduled", "running", "complete"].get(s as usize).copied().unwrap_or("?");
+            format!("state     task {} {} -> {}", e.task_id, name(e.arg >> 8 & 0xff), name(e.arg & 0xff))
+        }
+        K::Steal => format!("steal     {} tasks from worker {}", e.arg & 0xffff_ffff, e.arg >> 32),
+        K::Overflow => format!("overflow  {} tasks to the global queue", e.arg),
+        K::Park => format!("park      ({})", if e.arg == 1 { "in the reactor" } else { "futex" }),
+        K::Unpark => format!("unpark    ({})", if e.arg == 1 { "notified" } else { "timeout/io" }),
+        K::Complete => format!("complete  task {}", e.task_id),
+        K::Cancel => format!("cancel    task {}", e.task_id),
+        K::Panic => format!("PANIC     task {}", e.task_id),
+        K::Unspecified => format!("? kind {} task {}", e.kind, e.task_id),
+    };
+    format!("{:>12}  {who} {what}", format!("{:.6}s", e.timestamp_ns as f64 / 1e9))
+}
+
+/// The event log, scrolled so that event `focus` is in view (the newest at the bottom).
+fn draw_events(f: &mut Frame, app: &App, area: Rect, focus: usize) {
+    let h = area.height.saturating_sub(2) as usize;
+    let end = (focus + 1).min(app.events.len()).max(h.min(app.events.len()));
+    let start = end.saturating_sub(h);
+    let lines: Vec<Line> = app
+        .events
+        .iter()
+        .enumerate()
+        .skip(start)
+        .take(end - start)
+        .map(|(i, e)| {
+            let l = Line::from(event_line(e));
+            if app.view == View::Events && i == focus {
+                l.style(Style::new().add_modifier(Modifier::REVERSED))
+            } else {
+                l
+            }
+        })
+        .collect();
+    let title = if app.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
+        " events (the event ring is off: Builder::event_ring) ".to_string()
+    } else {
+        format!(" events ({} kept, {} missed) ", app.events.len(), app.events_missed)
+    };
+    f.render_widget(Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)), area);
+}
+
+fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
+    let sort = match app.sort {
+        SortKey::Busy => "busy",
+        SortKey::Polls => "polls",
+        SortKey::Name => "name",
+    };
+    let header = Row::new(["id", "name", "state", "polls", "busy", "scheduled", "idle for"])
+        .style(Style::new().add_modifier(Modifier::BOLD));
+    let rows: Vec<Row> = app
+        .sorted_tasks()
+        .into_iter()
+        .map(|r| {
+            let t = &r.task;
+            let state = match proto::TaskState::try_from(t.state).unwrap_or(proto::TaskState::Idle) {
+                proto::TaskState::Idle => "idle",
+                proto::TaskState::Scheduled => "scheduled",
+                proto::TaskState::Running => "running",
+                proto::TaskState::Complete => "complete",
+            };
+            let idle = t.since_last_poll_ns.map(|n| dur(n + app.uptime_ns.saturating_sub(r.seen_at_ns)));
+            Row::new(vec![
+                t.id.to_string(),
+                t.name.clone().unwrap_or_default(),
+                state.to_string(),
+                si(t.polls as f64),
+                dur(t.busy_ns),
+                dur(t.scheduled_ns),
+                idle.unwrap_or_else(|| "-".into()),
+            ])
+        })
+        .collect();
+    let title = if app.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
+        " tasks (listed only when the runtime records: Builder::event_ring) ".to_string()
+    } else {
+        format!(" tasks: {} live, sorted by {sort} (b busy, p polls, n name; Enter details) ", app.tasks.len())
+    };
+    let widths = [
+        Constraint::Length(8),
+        Constraint::Fill(1),
+        Constraint::Length(10),
+        Constraint::Length(8),
+        Constraint::Length(10),
+        Constraint::Length(10),
+        Constraint::Length(10),
+    ];
+    let mut state = TableState::default().with_selected(Some(app.selected));
+    f.render_stateful_widget(
+        Table::new(rows, widths)
+            .header(header)
+            .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+            .block(Block::default().borders(Borders::ALL).title(title)),
+        area,
+        &mut state,
+    );
+}
+
+fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
+    f.render_widget(Clear, area);
+    let block = Block::default().borders(Borders::ALL).title(" task (Esc closes) ");
+    let Some((row, events)) = app.detail_task() else {
+        f.render_widget(Paragraph::new("this task has finished").block(block), area);
+        return;
+    };
+    let t = &row.task;
+    let mut lines = vec![
+        Line::from(format!("id          {}", t.id)),
+        Line::from(format!("name        {}", t.name.as_deref().unwrap_or("-"))),
+        Line::from(format!("polls       {}", t.polls)),
+        Line::from(format!("busy        {}", dur(t.busy_ns))),
+        Line::from(format!("scheduled   {}", dur(t.scheduled_ns))),
+        Line::from(format!("mean poll   {}", if t.polls > 0 { dur(t.busy_ns / t.polls) } else { "-".into() })),
+        Line::from(""),
+        Line::from(Span::styled("recent events", Style::new().add_modifier(Modifier::BOLD))),
+    ];
+    let room = area.height.saturating_sub(lines.len() as u16 + 2) as usize;
+    lines.extend(events.iter().rev().take(room).rev().map(|e| Line::from(event_line(e))));
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+fn draw_help(f: &mut Frame, area: Rect) {
+    f.render_widget(Clear, area);
+    let text = "\
+q, Ctrl-C     quit
+Tab, S-Tab    next / previous view
+w t e         workers, tasks, events view
+↑ ↓, j k      move        g G   first / last
+Enter         task details (tasks view)   Esc  close
+b p n         sort tasks by busy time, polls, name
+space         pause the display (replay: pause playback)
+. or →        replay: step one update while paused
+?             this help (any key closes it)
+
+Warnings in the header: a poll over 10 ms, a worker parked
+while the global queue has work, dropped events or updates,
+a task that keeps waking itself without completing.";
+    f.render_widget(
+        Paragraph::new(text).wrap(Wrap { trim: false }).block(Block::default().borders(Borders::ALL).title(" help ")),
+        area,
+    );
+}
+
+fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
+    let tab = |v: View, s: &'static str| {
+        if app.view == v {
+            Span::styled(s, Style::new().add_modifier(Modifier::REVERSED))
+        } else {
+            Span::raw(s)
+        }
+    };
+    f.render_widget(
+        Paragraph::new(Line::from(vec![
+            tab(View::Workers, " w workers "),
+            tab(View::Tasks, " t tasks "),
+            tab(View::Events, " e events "),
+            Span::styled(
+                "  Tab switch  j/k move  Enter details  space pause  ? help  q quit",
+                Style::new().fg(Color::DarkGray),
+            ),
+        ])),
+        area,
+    );
+}
+
+fn centered(r: Rect, pct_x: u16, pct_y: u16) -> Rect {
+    let w = r.width * pct_x / 100;
+    let h = r.height * pct_y / 100;
+    Rect { x: r.x + (r.width - w) / 2, y: r.y + (r.height - h) / 2, width: w, height: h }
+}

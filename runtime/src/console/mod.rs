@@ -1,0 +1,572 @@
+//! The console server (cargo feature `console`): the runtime's telemetry over gRPC, as the
+//! `volt.console.v1.Console` service of `volt-console-proto`.
+//!
+//! # Shape
+//! `Builder::enable_console()` binds the listening socket inside `build()`, so a port in
+//! use or a refused address is an error there, and then starts one thread,
+//! `volt-console`, running a current-thread Tokio runtime. Nothing the server does runs
+//! on a worker: it reads [`Telemetry`] (relaxed loads, and the event ring's lock-free
+//! cursor), which never blocks a worker.
+//!
+//! # Publishing
+//! Every publish interval (250 ms by default) the publisher takes a snapshot, drains the
+//! event ring and, when the ring is on, diffs the live-task list. The resulting `Update` is
+//! offered to every watching client through a bounded channel of [`CLIENT_BACKLOG`]
+//! updates. A client whose channel is full misses that update; its next one says how many
+//! it missed (`updates_missed`). So a slow or stuck client costs at most its backlog in
+//! memory and never delays the publisher, other clients, or the runtime.
+//!
+//! # Security
+//! Loopback by default. A non-loopback bind needs a token (`VOLT_CONSOLE_TOKEN` or
+//! `Builder::console_token`); with a token set, every call, reflection included, must
+//! carry `authorization: Bearer <token>` or gets `UNAUTHENTICATED`.
+
+use crate::telemetry::{Event, EventKind, Snapshot, TaskInfo, TaskState, Telemetry, WorkerState};
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+pub use volt_console_proto as proto;
+use volt_console_proto::console_server::{Console, ConsoleServer};
+
+/// The address `enable_console` binds when `VOLT_CONSOLE_BIND` is not set.
+pub const DEFAULT_BIND: &str = "127.0.0.1:6670";
+/// The default publish interval.
+pub const DEFAULT_PUBLISH_INTERVAL: Duration = Duration::from_millis(250);
+/// Updates queued per client before it starts missing them.
+pub const CLIENT_BACKLOG: usize = 4;
+/// Events per update unless a client asks for fewer (the newest are kept).
+pub const MAX_EVENTS_PER_UPDATE: usize = 16_384;
+/// Events kept for `GetTask`'s recent history.
+const HISTORY: usize = 16_384;
+
+/// The console settings a `Builder` collects.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ConsoleConfig {
+    /// Explicit address; `None`: `VOLT_CONSOLE_BIND`, else [`DEFAULT_BIND`].
+    pub(crate) bind: Option<String>,
+    /// Explicit token; `None`: `VOLT_CONSOLE_TOKEN` if set and non-empty.
+    pub(crate) token: Option<String>,
+    pub(crate) publish_interval: Option<Duration>,
+}
+
+/// A running console server; stopped by [`ConsoleServer::stop`] (the runtime's shutdown).
+pub(crate) struct ServerHandle {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stop serving and join the thread. Streams end; a client that stopped reading is cut
+    /// off after a short grace period instead of holding shutdown up.
+    pub(crate) fn stop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// Resolve `host:port` (an `http://` prefix is allowed) to one socket address.
+fn resolve(addr: &str) -> io::Result<SocketAddr> {
+    let bare = addr.strip_prefix("http://").unwrap_or(addr).trim_end_matches('/');
+    bare.to_socket_addrs()
+        .map_err(|e| invalid(format!("volt console: cannot use {addr:?} as an address (want host:port): {e}")))?
+        .next()
+        .ok_or_else(|| invalid(format!("volt console: {addr:?} resolves to no address")))
+}
+
+/// Bind and start the server thread. Every failure is returned here, never left to the
+/// background thread.
+pub(crate) fn start(config: &ConsoleConfig, telemetry: Telemetry) -> io::Result<ServerHandle> {
+    let bind = match &config.bind {
+        Some(b) => b.clone(),
+        None => std::env::var("VOLT_CONSOLE_BIND").ok().filter(|s| !s.is_empty()).unwrap_or(DEFAULT_BIND.into()),
+    };
+    let addr = resolve(&bind)?;
+    let token = config.token.clone().or_else(|| std::env::var("VOLT_CONSOLE_TOKEN").ok()).filter(|t| !t.is_empty());
+    if !addr.ip().is_loopback() && token.is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "volt console: {addr} is not a loopback address, and serving telemetry beyond this machine needs \
+                 a token: set VOLT_CONSOLE_TOKEN (or Builder::console_token), or bind 127.0.0.1"
+            ),
+        ));
+    }
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|e| io::Error::new(e.kind(), format!("volt console: cannot listen on {addr}: {e}")))?;
+    listener.set_nonblocking(true)?;
+    let local = listener.local_addr()?;
+    let interval = config.publish_interval.unwrap_or(DEFAULT_PUBLISH_INTERVAL).max(Duration::from_millis(1));
+    let (stop, stop_rx) = watch::channel(false);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<()>>();
+    let thread = std::thread::Builder::new().name("volt-console".into()).spawn(move || {
+        let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+                return;
+            }
+        };
+        rt.block_on(async move {
+            let listener = match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ok(()));
+            serve(listener, telemetry, token, interval, stop_rx).await;
+        });
+        // Whatever is left (a stuck client's connection) is dropped with the runtime.
+        rt.shutdown_timeout(Duration::from_millis(100));
+    })?;
+    match ready_rx.recv() {
+        Ok(Ok(())) => Ok(ServerHandle { addr: local, stop, thread: Some(thread) }),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(io::Error::new(e.kind(), format!("volt console: cannot start the server thread: {e}")))
+        }
+        Err(_) => {
+            let _ = thread.join();
+            Err(io::Error::other("volt console: the server thread exited during startup"))
+        }
+    }
+}
+
+async fn serve(
+    listener: tokio::net::TcpListener,
+    telemetry: Telemetry,
+    token: Option<String>,
+    interval: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let state = Arc::new(State::new(telemetry, interval));
+    let publisher = tokio::spawn(publish(Arc::clone(&state), stop.clone()));
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .build_v1();
+    let token: Option<Arc<str>> = token.map(Into::into);
+    let check = move |req: Request<()>| check_token(token.as_deref(), req);
+    let mut server = tonic::transport::Server::builder().layer(tonic::service::InterceptorLayer::new(check));
+    let mut router = server.add_service(ConsoleServer::new(Service { state: Arc::clone(&state) }));
+    match reflection {
+        Ok(r) => router = router.add_service(r),
+        Err(e) => eprintln!("volt console: gRPC reflection is unavailable: {e}"),
+    }
+    let mut shutdown = stop.clone();
+    let serving =
+        router.serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        });
+    tokio::pin!(serving);
+    tokio::select! {
+        r = &mut serving => {
+            if let Err(e) = r {
+                eprintln!("volt console: the server stopped: {e}");
+            }
+        }
+        _ = async {
+            let _ = stop.wait_for(|s| *s).await;
+            // Graceful shutdown waits for open streams; the publisher has ended them, but a
+            // client that stopped reading could hold it up. Give it a moment, no more.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        } => {}
+    }
+    publisher.abort();
+}
+
+/// Constant-time comparison of the presented token.
+fn check_token(expected: Option<&str>, req: Request<()>) -> Result<Request<()>, Status> {
+    let Some(expected) = expected else { return Ok(req) };
+    let presented = req
+        .metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let (a, b) = (presented.as_bytes(), expected.as_bytes());
+    let diff = a.iter().zip(b.iter()).fold(a.len() ^ b.len(), |d, (x, y)| d | (*x ^ *y) as usize);
+    if diff == 0 {
+        Ok(req)
+    } else {
+        Err(Status::unauthenticated(
+            "volt console: missing or wrong token; send the metadata `authorization: Bearer <VOLT_CONSOLE_TOKEN>`",
+        ))
+    }
+}
+
+struct Client {
+    tx: mpsc::Sender<(Arc<proto::Update>, u64)>,
+    /// Updates this client missed since the last one it was sent.
+    missed: u64,
+}
+
+struct State {
+    telemetry: Telemetry,
+    info: proto::RuntimeInfo,
+    paused: AtomicBool,
+    seq: AtomicU64,
+    clients: Mutex<Vec<Client>>,
+    /// The task list as last published (when the ring is on).
+    tasks: Mutex<HashMap<u64, proto::Task>>,
+    /// Recent events, for `GetTask`.
+    history: Mutex<VecDeque<proto::Event>>,
+}
+
+impl State {
+    fn new(telemetry: Telemetry, interval: Duration) -> State {
+        let info = proto::RuntimeInfo {
+            workers: telemetry.num_workers() as u32,
+            max_searching: telemetry.max_searching() as u32,
+            event_ring_capacity: telemetry.event_ring_capacity() as u64,
+            publish_interval_ns: interval.as_nanos() as u64,
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        };
+        State {
+            telemetry,
+            info,
+            paused: AtomicBool::new(false),
+            seq: AtomicU64::new(0),
+            clients: Mutex::new(Vec::new()),
+            tasks: Mutex::new(HashMap::new()),
+            history: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    fn recording(&self) -> bool {
+        self.info.event_ring_capacity > 0
+    }
+
+    /// An update with the snapshot and the full task list, outside the publish cycle.
+    fn full_update(&self) -> proto::Update {
+        let tasks = self.recording().then(|| proto::TaskChanges {
+            changed: self.telemetry.tasks().iter().map(proto::Task::from).collect(),
+            removed: Vec::new(),
+            full: true,
+        });
+        proto::Update {
+            seq: self.seq.load(Relaxed),
+            uptime_ns: self.telemetry.uptime().as_nanos() as u64,
+            snapshot: Some((&self.telemetry.snapshot()).into()),
+            tasks,
+            runtime: Some(self.info.clone()),
+            paused: self.paused.load(Relaxed),
+            ..Default::default()
+        }
+    }
+
+    /// One publish cycle's update.
+    fn next_update(&self, cursor: &mut crate::telemetry::EventCursor, dropped_before: &mut u64) -> proto::Update {
+        let snapshot = self.telemetry.snapshot();
+        let mut events = cursor.read();
+        let mut missed = cursor.dropped() - *dropped_before;
+        *dropped_before = cursor.dropped();
+        if events.len() > MAX_EVENTS_PER_UPDATE {
+            let extra = events.len() - MAX_EVENTS_PER_UPDATE;
+            events.drain(..extra);
+            missed += extra as u64;
+        }
+        let events: Vec<proto::Event> = events.iter().map(proto::Event::from).collect();
+        {
+            let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+            for e in events.iter().rev().take(HISTORY).rev() {
+                if h.len() == HISTORY {
+                    h.pop_front();
+                }
+                h.push_back(*e);
+            }
+        }
+        let tasks = self.recording().then(|| {
+            let now: Vec<TaskInfo> = self.telemetry.tasks();
+            let mut prev = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut changes = proto::TaskChanges::default();
+            let mut seen = HashMap::with_capacity(now.len());
+            for t in &now {
+                let p = proto::Task::from(t);
+                let same = prev.get(&t.id).is_some_and(|old| {
+                    old.state == p.state
+                        && old.polls == p.polls
+                        && old.busy_ns == p.busy_ns
+                        && old.scheduled_ns == p.scheduled_ns
+                });
+                if !same {
+                    changes.changed.push(p.clone());
+                }
+                seen.insert(t.id, p);
+            }
+            changes.removed = prev.keys().filter(|id| !seen.contains_key(id)).copied().collect();
+            changes.removed.sort_unstable();
+            *prev = seen;
+            changes
+        });
+        proto::Update {
+            seq: self.seq.fetch_add(1, Relaxed) + 1,
+            uptime_ns: self.telemetry.uptime().as_nanos() as u64,
+            snapshot: Some((&snapshot).into()),
+            events,
+            events_missed: missed,
+            tasks,
+            updates_missed: 0,
+            runtime: None,
+            paused: false,
+        }
+    }
+
+    /// Offer `update` to every client without waiting for any of them.
+    fn broadcast(&self, update: proto::Update) {
+        let update = Arc::new(update);
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.retain_mut(|c| match c.tx.try_send((Arc::clone(&update), c.missed)) {
+            Ok(()) => {
+                c.missed = 0;
+                true
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                c.missed += 1;
+                true
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        });
+    }
+}
+
+async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) {
+    let mut cursor = state.telemetry.events();
+    let mut dropped = 0;
+    let mut ticker = tokio::time::interval(Duration::from_nanos(state.info.publish_interval_ns));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        if state.paused.load(Relaxed) {
+            continue;
+        }
+        let update = state.next_update(&mut cursor, &mut dropped);
+        state.broadcast(update);
+    }
+    // Dropping the senders ends every stream.
+    state.clients.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+struct Service {
+    state: Arc<State>,
+}
+
+type UpdateStream = Pin<Box<dyn Stream<Item = Result<proto::Update, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Console for Service {
+    type WatchUpdatesStream = UpdateStream;
+
+    async fn watch_updates(&self, request: Request<proto::WatchRequest>) -> Result<Response<UpdateStream>, Status> {
+        let req = request.into_inner();
+        if req.max_events_per_update as usize > 65_536 {
+            return Err(Status::invalid_argument(format!(
+                "max_events_per_update is {}; the most is 65536 (0 means the server's default)",
+                req.max_events_per_update
+            )));
+        }
+        let max_events = match req.max_events_per_update {
+            0 => MAX_EVENTS_PER_UPDATE,
+            n => n as usize,
+        };
+        let (tx, rx) = mpsc::channel(CLIENT_BACKLOG);
+        // The first update: runtime info and the whole task list.
+        let _ = tx.try_send((Arc::new(self.state.full_update()), 0));
+        self.state.clients.lock().unwrap_or_else(|e| e.into_inner()).push(Client { tx, missed: 0 });
+        let omit_tasks = req.omit_tasks;
+        let stream =
+            tokio_stream::StreamExt::map(tokio_stream::wrappers::ReceiverStream::new(rx), move |(u, missed)| {
+                let mut u = proto::Update::clone(&u);
+                u.updates_missed = missed;
+                if u.events.len() > max_events {
+                    let extra = u.events.len() - max_events;
+                    u.events.drain(..extra);
+                    u.events_missed += extra as u64;
+                }
+                if omit_tasks {
+                    u.tasks = None;
+                }
+                Ok(u)
+            });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn get_snapshot(&self, _: Request<proto::SnapshotRequest>) -> Result<Response<proto::Update>, Status> {
+        Ok(Response::new(self.state.full_update()))
+    }
+
+    async fn get_task(&self, request: Request<proto::TaskRequest>) -> Result<Response<proto::TaskDetails>, Status> {
+        let id = request.into_inner().id;
+        if id == 0 {
+            return Err(Status::invalid_argument("task id 0 is never assigned; ids start at 1"));
+        }
+        if !self.state.recording() {
+            return Err(Status::failed_precondition(
+                "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
+            ));
+        }
+        let Some(task) = self.state.telemetry.tasks().into_iter().find(|t| t.id == id) else {
+            return Err(Status::not_found(format!("no live task with id {id}")));
+        };
+        let recent_events = self
+            .state
+            .history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|e| e.task_id == id)
+            .copied()
+            .collect();
+        Ok(Response::new(proto::TaskDetails { task: Some((&task).into()), recent_events }))
+    }
+
+    async fn pause(&self, _: Request<proto::PauseRequest>) -> Result<Response<proto::PauseState>, Status> {
+        self.state.paused.store(true, Relaxed);
+        Ok(Response::new(proto::PauseState { paused: true }))
+    }
+
+    async fn resume(&self, _: Request<proto::ResumeRequest>) -> Result<Response<proto::PauseState>, Status> {
+        self.state.paused.store(false, Relaxed);
+        Ok(Response::new(proto::PauseState { paused: false }))
+    }
+}
+
+// Conversions to the wire types (field for field; see `proto/volt/console/v1`).
+
+fn histogram(h: &crate::telemetry::Histogram) -> Option<proto::Histogram> {
+    Some(proto::Histogram { buckets: h.buckets.clone() })
+}
+
+impl From<WorkerState> for proto::WorkerState {
+    fn from(s: WorkerState) -> proto::WorkerState {
+        match s {
+            WorkerState::Running => proto::WorkerState::Running,
+            WorkerState::Searching => proto::WorkerState::Searching,
+            WorkerState::Parked => proto::WorkerState::Parked,
+        }
+    }
+}
+
+impl From<&Snapshot> for proto::Snapshot {
+    fn from(s: &Snapshot) -> proto::Snapshot {
+        proto::Snapshot {
+            workers: s
+                .workers
+                .iter()
+                .map(|w| proto::WorkerSnapshot {
+                    index: w.index as u32,
+                    state: proto::WorkerState::from(w.state) as i32,
+                    local_queue_depth: w.local_queue_depth,
+                    lifo_occupied: w.lifo_occupied,
+                    tasks_polled: w.tasks_polled,
+                    tasks_stolen: w.tasks_stolen,
+                    steal_operations: w.steal_operations,
+                    times_parked: w.times_parked,
+                    parked_ns: w.parked_ns,
+                    lifo_hits: w.lifo_hits,
+                    global_batch_fetches: w.global_batch_fetches,
+                    overflows: w.overflows,
+                    budget_yields: w.budget_yields,
+                    ewma_task_ns: w.ewma_task_ns,
+                    global_queue_interval: w.global_queue_interval,
+                    poll_time_histogram: histogram(&w.poll_time_histogram),
+                })
+                .collect(),
+            global_queue_depth: s.global_queue_depth,
+            num_searching: s.num_searching,
+            num_parked: s.num_parked,
+            parked_bitmap: s.parked_bitmap,
+            tasks_spawned: s.tasks_spawned,
+            tasks_alive: s.tasks_alive,
+            tasks_completed: s.tasks_completed,
+            tasks_cancelled: s.tasks_cancelled,
+            tasks_panicked: s.tasks_panicked,
+            timers_armed: s.timers_armed,
+            timers_fired: s.timers_fired,
+            timers_cancelled: s.timers_cancelled,
+            timers_pending: s.timers_pending,
+            io_events: s.io_events,
+            park_duration_histogram: histogram(&s.park_duration_histogram),
+            steal_batch_histogram: histogram(&s.steal_batch_histogram),
+            schedule_latency_histogram: histogram(&s.schedule_latency_histogram),
+            events_recorded: s.events_recorded,
+            events_dropped: s.events_dropped,
+            blocking_threads: s.blocking_threads,
+            blocking_queue_depth: s.blocking_queue_depth,
+        }
+    }
+}
+
+impl From<EventKind> for proto::EventKind {
+    fn from(k: EventKind) -> proto::EventKind {
+        use proto::EventKind as P;
+        match k {
+            EventKind::Spawn => P::Spawn,
+            EventKind::Schedule => P::Schedule,
+            EventKind::PollStart => P::PollStart,
+            EventKind::PollEnd => P::PollEnd,
+            EventKind::Transition => P::Transition,
+            EventKind::Steal => P::Steal,
+            EventKind::Overflow => P::Overflow,
+            EventKind::Park => P::Park,
+            EventKind::Unpark => P::Unpark,
+            EventKind::Complete => P::Complete,
+            EventKind::Cancel => P::Cancel,
+            EventKind::Panic => P::Panic,
+        }
+    }
+}
+
+impl From<&Event> for proto::Event {
+    fn from(e: &Event) -> proto::Event {
+        proto::Event {
+            timestamp_ns: e.timestamp_ns,
+            worker: e.worker.map(|w| w as u32),
+            kind: proto::EventKind::from(e.kind) as i32,
+            task_id: e.task_id,
+            arg: e.arg,
+        }
+    }
+}
+
+impl From<&TaskInfo> for proto::Task {
+    fn from(t: &TaskInfo) -> proto::Task {
+        proto::Task {
+            id: t.id,
+            name: t.name.clone(),
+            state: match t.state {
+                TaskState::Idle => proto::TaskState::Idle,
+                TaskState::Scheduled => proto::TaskState::Scheduled,
+                TaskState::Running => proto::TaskState::Running,
+                TaskState::Complete => proto::TaskState::Complete,
+            } as i32,
+            polls: t.polls,
+            busy_ns: t.busy.as_nanos() as u64,
+            scheduled_ns: t.scheduled.as_nanos() as u64,
+            since_last_poll_ns: t.since_last_poll.map(|d| d.as_nanos() as u64),
+        }
+    }
+}
