@@ -309,11 +309,7 @@ impl App {
         }
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
-            KeyCode::Esc => {
-                if self.detail.take().is_none() {
-                    return Action::None;
-                }
-            }
+            KeyCode::Esc => self.detail = None,
             KeyCode::Char('?') | KeyCode::Char('h') => self.help = true,
             KeyCode::Tab => self.switch(match self.view {
                 View::Workers => View::Tasks,
@@ -329,9 +325,7 @@ impl App {
             KeyCode::Char('t') => self.switch(View::Tasks),
             KeyCode::Char('e') => self.switch(View::Events),
             KeyCode::Down | KeyCode::Char('j') => {
-                if self.selected + 1 < self.visible_len() {
-                    self.selected += 1;
-                }
+                self.selected = (self.selected + 1).min(self.visible_len().saturating_sub(1))
             }
             KeyCode::Up | KeyCode::Char('k') => self.selected = self.selected.saturating_sub(1),
             KeyCode::Home | KeyCode::Char('g') => self.selected = 0,

@@ -42,6 +42,9 @@ struct Args {
     /// Play back a recording made with --record.
     #[arg(long, value_name = "FILE", conflicts_with = "once")]
     replay: Option<PathBuf>,
+    /// Testing only: panic right after the first frame, to check the terminal is restored.
+    #[arg(long, hide = true)]
+    panic_after_first_frame: bool,
     /// The console token (default: $VOLT_CONSOLE_TOKEN).
     #[arg(long, env = "VOLT_CONSOLE_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -72,7 +75,7 @@ fn run(args: Args) -> Result<(), String> {
                 rec.truncated_bytes
             );
         }
-        return tui(app_with(&mut app), Source::Replay(Player::new(rec.updates))).map_err(|e| e.to_string());
+        return tui(app_with(&mut app), Source::Replay(Player::new(rec.updates)), false).map_err(|e| e.to_string());
     }
     if args.demo {
         // The demo's console on a free loopback port: nothing to configure, nothing shared.
@@ -82,7 +85,7 @@ fn run(args: Args) -> Result<(), String> {
         let (tx, rx) = mpsc::channel();
         client::spawn_watcher(addr.clone(), None, tx);
         let mut app = App::new(format!("demo {addr}"));
-        let r = tui(&mut app, Source::Live { rx, recorder: None });
+        let r = tui(&mut app, Source::Live { rx, recorder: None }, args.panic_after_first_frame);
         drop(workload);
         rt.shutdown_timeout(Duration::from_secs(1));
         return r.map_err(|e| e.to_string());
@@ -105,7 +108,7 @@ fn run(args: Args) -> Result<(), String> {
     client::spawn_watcher(args.addr.clone(), token, tx);
     let mut app = App::new(args.addr.clone());
     app.recording = args.record.as_ref().map(|p| p.display().to_string());
-    tui(&mut app, Source::Live { rx, recorder }).map_err(|e| e.to_string())
+    tui(&mut app, Source::Live { rx, recorder }, args.panic_after_first_frame).map_err(|e| e.to_string())
 }
 
 fn app_with(app: &mut App) -> &mut App {
@@ -154,7 +157,7 @@ impl Drop for TerminalGuard {
     }
 }
 
-fn tui(app: &mut App, mut source: Source) -> std::io::Result<()> {
+fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std::io::Result<()> {
     let mut terminal = ratatui::try_init()?;
     let _guard = TerminalGuard;
     loop {
@@ -195,6 +198,9 @@ fn tui(app: &mut App, mut source: Source) -> std::io::Result<()> {
             }
         }
         terminal.draw(|f| ui::draw(f, app))?;
+        if panic_after_first_frame {
+            panic!("volt-console: the panic --panic-after-first-frame asked for");
+        }
         if event::poll(Duration::from_millis(100))? {
             if let TermEvent::Key(k) = event::read()? {
                 if k.kind == KeyEventKind::Press {

@@ -364,7 +364,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
         Line::from(format!("polls       {}", t.polls)),
         Line::from(format!("busy        {}", dur(t.busy_ns))),
         Line::from(format!("scheduled   {}", dur(t.scheduled_ns))),
-        Line::from(format!("mean poll   {}", if t.polls > 0 { dur(t.busy_ns / t.polls) } else { "-".into() })),
+        Line::from(format!("mean poll   {}", t.busy_ns.checked_div(t.polls).map_or("-".into(), dur))),
         Line::from(""),
         Line::from(Span::styled("recent events", Style::new().add_modifier(Modifier::BOLD))),
     ];

@@ -1,0 +1,124 @@
+//! `volt-console --demo` in a real pseudo-terminal (tmux): the worker rows appear and
+//! change, `q` quits cleanly, and the terminal is given back.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux is needed for this test (apt-get install tmux; .ci/run installs it)")
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "console"]).stdout).into_owned()
+    }
+
+    /// Wait until `pred` holds for the screen; returns the screen.
+    fn wait_for(&self, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            assert!(start.elapsed() < timeout, "timed out waiting for {what}; screen:\n{s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+/// The worker table's rows: lines like `│0   running ...`.
+fn worker_rows(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .filter(|l| {
+            let t = l.trim_start_matches('│');
+            t.len() > 4
+                && t.starts_with(|c: char| c.is_ascii_digit())
+                && (t.contains("running") || t.contains("parked") || t.contains("searching"))
+        })
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn demo_in_a_real_terminal_shows_changing_workers_and_quits_cleanly() {
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let dir = std::env::temp_dir().join(format!("volt-console-pty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exit_file = dir.join("exit");
+    let tmux = Tmux { socket: format!("volt-console-test-{}", std::process::id()) };
+    // The shell prints a marker after the program exits, so we see both the exit status
+    // and that the terminal is back to the shell.
+    let script = format!("{bin} --demo; echo \"EXIT=$?\" > {}; echo SHELL-IS-BACK; sleep 30", exit_file.display());
+    let out = tmux.cmd(&["new-session", "-d", "-s", "console", "-x", "150", "-y", "45", &script]);
+    assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
+
+    let first = tmux.wait_for("two worker rows", Duration::from_secs(20), |s| worker_rows(s).len() >= 2);
+    assert!(first.contains("volt-console"), "{first}");
+    assert!(first.contains("● live"), "{first}");
+    let rows_before = worker_rows(&first);
+    // Live: the rows change as the demo runs (rates, queue depths, EWMA).
+    let changed = tmux.wait_for("the worker rows to change", Duration::from_secs(20), |s| {
+        let rows = worker_rows(s);
+        rows.len() == rows_before.len() && rows != rows_before
+    });
+    assert!(changed.contains("parked    "), "the parked bitmap is shown:\n{changed}");
+
+    let out = tmux.cmd(&["send-keys", "-t", "console", "q"]);
+    assert!(out.status.success());
+    let start = Instant::now();
+    while !exit_file.exists() {
+        assert!(start.elapsed() < Duration::from_secs(15), "no exit after q; screen:\n{}", tmux.screen());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(std::fs::read_to_string(&exit_file).unwrap().trim(), "EXIT=0");
+    let after = tmux.wait_for("the shell", Duration::from_secs(5), |s| s.contains("SHELL-IS-BACK"));
+    // The alternate screen is gone: the dashboard's frame is no longer on screen.
+    assert!(!after.contains("┌ workers"), "the dashboard is still on screen:\n{after}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_panic_still_restores_the_terminal() {
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let dir = std::env::temp_dir().join(format!("volt-console-pty-panic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (exit_file, stty_file) = (dir.join("exit"), dir.join("stty"));
+    let tmux = Tmux { socket: format!("volt-console-test-panic-{}", std::process::id()) };
+    let script = format!(
+        "{bin} --demo --panic-after-first-frame 2>{err}; echo \"EXIT=$?\" > {exit}; stty -a > {stty}; echo SHELL-IS-BACK; sleep 30",
+        err = dir.join("stderr").display(),
+        exit = exit_file.display(),
+        stty = stty_file.display()
+    );
+    let out = tmux.cmd(&["new-session", "-d", "-s", "console", "-x", "150", "-y", "45", &script]);
+    assert!(out.status.success());
+    let after = tmux.wait_for("the shell", Duration::from_secs(20), |s| s.contains("SHELL-IS-BACK"));
+    assert_ne!(std::fs::read_to_string(&exit_file).unwrap().trim(), "EXIT=0", "a panic is a failure exit");
+    let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    assert!(stderr.contains("panic-after-first-frame"), "the panic message is printed: {stderr}");
+    // Raw mode is off again (canonical input and echo are back), and the alternate screen
+    // is gone.
+    let stty = std::fs::read_to_string(&stty_file).unwrap();
+    assert!(stty.contains(" icanon") && !stty.contains("-icanon"), "{stty}");
+    assert!(stty.contains(" echo ") && !stty.contains("-echo "), "{stty}");
+    assert!(!after.contains("┌ workers"), "{after}");
+    std::fs::remove_dir_all(&dir).ok();
+}

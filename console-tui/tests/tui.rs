@@ -1,0 +1,226 @@
+//! The dashboard rendered on ratatui's `TestBackend` from fixed updates, and its keys and
+//! warnings driven directly.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+use ratatui::Terminal;
+use volt_console::app::{Action, App, SortKey, View};
+use volt_console::ui;
+use volt_console_proto as proto;
+
+fn worker(index: u32, state: proto::WorkerState, depth: u64, polled: u64) -> proto::WorkerSnapshot {
+    proto::WorkerSnapshot {
+        index,
+        state: state as i32,
+        local_queue_depth: depth,
+        lifo_occupied: index == 0,
+        tasks_polled: polled,
+        tasks_stolen: polled / 10,
+        times_parked: polled / 100,
+        ewma_task_ns: 8_100 + index as u64 * 1000,
+        global_queue_interval: 61 - index,
+        ..Default::default()
+    }
+}
+
+/// Four workers: 0 running with 128 queued, 1 searching, 2 and 3 parked.
+fn update(uptime_s: u64, polls: [u64; 4], spawned: u64) -> proto::Update {
+    use proto::WorkerState::*;
+    let states = [Running, Searching, Parked, Parked];
+    let depths = [128, 0, 0, 0];
+    proto::Update {
+        seq: uptime_s,
+        uptime_ns: uptime_s * 1_000_000_000,
+        snapshot: Some(proto::Snapshot {
+            workers: (0..4).map(|i| worker(i as u32, states[i], depths[i], polls[i])).collect(),
+            global_queue_depth: 5,
+            num_searching: 1,
+            num_parked: 2,
+            parked_bitmap: 0b1100,
+            tasks_spawned: spawned,
+            ..Default::default()
+        }),
+        runtime: Some(proto::RuntimeInfo {
+            workers: 4,
+            max_searching: 2,
+            event_ring_capacity: 4096,
+            publish_interval_ns: 250_000_000,
+            pid: 1,
+            version: "0.1.0".into(),
+        }),
+        ..Default::default()
+    }
+}
+
+fn fixed_app() -> App {
+    let mut app = App::new("127.0.0.1:6670");
+    app.status = volt_console::app::Status::Live;
+    app.apply(update(1, [1000, 1000, 1000, 1000], 100));
+    app.apply(update(2, [2000, 1500, 1000, 1000], 2100));
+    app
+}
+
+fn render(app: &App, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| ui::draw(f, app)).unwrap();
+    t
+}
+
+fn line(t: &Terminal<TestBackend>, y: u16) -> String {
+    let b = t.backend().buffer();
+    (0..b.area.width).map(|x| b[(x, y)].symbol()).collect()
+}
+
+fn find(t: &Terminal<TestBackend>, needle: &str) -> (u16, String) {
+    let h = t.backend().buffer().area.height;
+    (0..h).map(|y| (y, line(t, y))).find(|(_, l)| l.contains(needle)).unwrap_or_else(|| {
+        let screen: Vec<String> = (0..h).map(|y| line(t, y)).collect();
+        panic!("{needle:?} not on screen:\n{}", screen.join("\n"))
+    })
+}
+
+#[test]
+fn header_shows_source_uptime_workers_and_rates() {
+    let t = render(&fixed_app(), 140, 40);
+    let header = line(&t, 1);
+    assert_eq!(
+        header.trim_end_matches('│').trim_end(),
+        "│127.0.0.1:6670 ● live  uptime 00:00:02  workers 4  spawn 2000/s  poll 1500/s  steal 150/s  park 15/s  dropped 0"
+    );
+    assert!(line(&t, 0).starts_with("┌ volt-console "));
+    // Parked workers with a queue that holds tasks: flagged once it has lasted two updates.
+    let (_, warning) = find(&t, "⚠");
+    assert!(warning.contains("2 worker(s) parked while the global queue holds 5 task(s)"), "{warning}");
+}
+
+#[test]
+fn the_parked_bitmap_is_one_cell_per_worker() {
+    let t = render(&fixed_app(), 140, 40);
+    let (y, l) = find(&t, "parked    ");
+    assert!(l.contains("│parked    □□■■ 2/4"), "{l}");
+    let x0 = l.chars().position(|c| c == '□').unwrap() as u16;
+    let b = t.backend().buffer();
+    let cells: Vec<(&str, Color)> = (x0..x0 + 4).map(|x| (b[(x, y)].symbol(), b[(x, y)].fg)).collect();
+    assert_eq!(cells, [("□", Color::Green), ("□", Color::Green), ("■", Color::Blue), ("■", Color::Blue)]);
+    let (_, s) = find(&t, "searching ");
+    assert!(s.contains("│searching ▰▱ 1/2"), "{s}");
+}
+
+#[test]
+fn the_workers_table_has_one_row_per_worker() {
+    let t = render(&fixed_app(), 140, 40);
+    let (y, head) = find(&t, "local queue");
+    assert_eq!(
+        head.trim_end().trim_end_matches('│').trim_end(),
+        "│#   state      local queue      LIFO  polls/s   steals/s  parks/s  EWMA task  gq int"
+    );
+    let rows: Vec<String> =
+        (y + 1..y + 5).map(|y| line(&t, y).trim_end().trim_end_matches('│').trim_end().to_string()).collect();
+    assert_eq!(
+        rows,
+        [
+            "│0   running    █████░░░░░  128  ●     1000      100       10       8.1µs      61",
+            "│1   searching  ░░░░░░░░░░    0  ○     500       50        5        9.1µs      60",
+            "│2   parked     ░░░░░░░░░░    0  ○     0         0         0        10.1µs     59",
+            "│3   parked     ░░░░░░░░░░    0  ○     0         0         0        11.1µs     58",
+        ]
+    );
+    // The state column is coloured by state.
+    let b = t.backend().buffer();
+    assert_eq!(b[(5, y + 1)].fg, Color::Green);
+    assert_eq!(b[(5, y + 2)].fg, Color::Yellow);
+    assert_eq!(b[(5, y + 3)].fg, Color::Blue);
+}
+
+fn key(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+fn task(id: u64, name: Option<&str>, polls: u64, busy_ns: u64) -> proto::Task {
+    proto::Task { id, name: name.map(Into::into), polls, busy_ns, ..Default::default() }
+}
+
+#[test]
+fn keys_switch_views_move_sort_open_details_and_quit() {
+    let mut app = fixed_app();
+    let mut u = update(3, [3000, 2000, 1000, 1000], 3000);
+    u.tasks = Some(proto::TaskChanges {
+        changed: vec![task(7, Some("b-task"), 10, 500), task(8, Some("a-task"), 30, 100), task(9, None, 20, 900)],
+        removed: vec![],
+        full: true,
+    });
+    app.apply(u);
+    assert_eq!(app.view, View::Workers);
+    assert_eq!(app.on_key(key(KeyCode::Tab)), Action::None);
+    assert_eq!(app.view, View::Tasks);
+    let order = |app: &App| app.sorted_tasks().iter().map(|r| r.task.id).collect::<Vec<_>>();
+    assert_eq!(order(&app), [9, 7, 8], "busy time, most first");
+    app.on_key(key(KeyCode::Char('p')));
+    assert_eq!((app.sort, order(&app)), (SortKey::Polls, vec![8, 9, 7]));
+    app.on_key(key(KeyCode::Char('n')));
+    assert_eq!((app.sort, order(&app)), (SortKey::Name, vec![8, 7, 9]), "named first, by name");
+    app.on_key(key(KeyCode::Char('j')));
+    app.on_key(key(KeyCode::Down));
+    app.on_key(key(KeyCode::Down));
+    assert_eq!(app.selected, 2, "stops at the last row");
+    app.on_key(key(KeyCode::Char('k')));
+    app.on_key(key(KeyCode::Enter));
+    assert_eq!(app.detail, Some(7));
+    let t = render(&app, 140, 40);
+    find(&t, "task (Esc closes)");
+    find(&t, "b-task");
+    app.on_key(key(KeyCode::Esc));
+    assert_eq!(app.detail, None);
+    app.on_key(key(KeyCode::Char('?')));
+    assert!(app.help);
+    find(&render(&app, 140, 40), "this help");
+    app.on_key(key(KeyCode::Char('x')));
+    assert!(!app.help);
+    app.on_key(key(KeyCode::Char(' ')));
+    assert!(app.paused);
+    app.on_key(key(KeyCode::Char('e')));
+    assert_eq!(app.view, View::Events);
+    app.on_key(key(KeyCode::BackTab));
+    assert_eq!(app.view, View::Tasks);
+    // A finished task leaves the list.
+    let mut u = update(4, [3000, 2000, 1000, 1000], 3000);
+    u.tasks = Some(proto::TaskChanges { changed: vec![], removed: vec![7], full: false });
+    app.apply(u);
+    assert_eq!(order(&app), [8, 9]);
+    assert_eq!(app.on_key(key(KeyCode::Char('q'))), Action::Quit);
+    assert_eq!(app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)), Action::Quit);
+}
+
+fn ev(ts: u64, worker: u32, kind: proto::EventKind, task: u64, arg: u64) -> proto::Event {
+    proto::Event { timestamp_ns: ts, worker: Some(worker), kind: kind as i32, task_id: task, arg }
+}
+
+#[test]
+fn warnings_flag_slow_polls_dropped_events_and_self_waking_tasks() {
+    use proto::EventKind::*;
+    let mut app = App::new("x");
+    let mut u = update(1, [0; 4], 0);
+    u.snapshot.as_mut().unwrap().num_parked = 0;
+    u.tasks = Some(proto::TaskChanges { changed: vec![task(42, Some("hog"), 1, 0)], removed: vec![], full: true });
+    u.events = vec![ev(1_000, 0, PollStart, 42, 0), ev(16_001_000, 0, PollEnd, 42, 0)];
+    // A task that woke itself during each of 1,000 polls.
+    for i in 0..1000u64 {
+        u.events.push(ev(20_000_000 + i * 10, 1, PollStart, 77, 0));
+        u.events.push(ev(20_000_000 + i * 10 + 5, 1, PollEnd, 77, 0));
+        u.events.push(ev(20_000_000 + i * 10 + 5, 1, Transition, 77, 2 << 8 | 1));
+    }
+    u.events_missed = 12;
+    app.apply(u);
+    let w = app.warnings();
+    assert!(w.iter().any(|w| w == "task 42 (hog) polled for 16.0 ms: it blocks a worker"), "{w:?}");
+    assert!(w.iter().any(|w| w.starts_with("12 events dropped")), "{w:?}");
+    assert!(w.iter().any(|w| w == "task 77 woke itself 1000 times in a row without completing"), "{w:?}");
+    assert!(!w.iter().any(|w| w.contains("parked while")), "{w:?}");
+    // Once it waits on something (RUNNING -> IDLE), it is no longer spinning.
+    let mut u = update(2, [0; 4], 0);
+    u.snapshot.as_mut().unwrap().num_parked = 0;
+    u.events = vec![ev(30_000_000, 1, Transition, 77, 2 << 8)];
+    app.apply(u);
+    assert!(!app.warnings().iter().any(|w| w.contains("woke itself")));
+}
