@@ -48,6 +48,7 @@ fn update(uptime_s: u64, polls: [u64; 4], spawned: u64) -> proto::Update {
             publish_interval_ns: 250_000_000,
             pid: 1,
             version: "0.1.0".into(),
+            started_unix_ns: 0,
         }),
         ..Default::default()
     }

@@ -9,7 +9,8 @@
 //! Bursts of spawns, fan-out/fan-in, timers, TCP echo traffic on loopback, blocking calls
 //! and, every 5 s, a slow task that holds a worker for 15 ms. The console listens on
 //! `VOLT_CONSOLE_BIND` (default `127.0.0.1:6670`); the runtime has the default worker
-//! count and records events (the task list needs them).
+//! count and records events (the task list needs them). Prometheus metrics are served on
+//! `VOLT_METRICS_BIND` (default `127.0.0.1:9670`).
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,16 @@ fn main() {
     let addr = rt.console_addr().expect("console on");
     println!("volt demo: {} workers; console on {addr}", rt.handle().num_workers());
     println!("watch it with: cargo run --release -p volt-console -- {addr}");
+    let metrics_bind = std::env::var("VOLT_METRICS_BIND").ok().filter(|s| !s.is_empty());
+    let metrics_bind = metrics_bind.as_deref().unwrap_or(volt_exporter::DEFAULT_LISTEN);
+    let exporter = match volt_exporter::install(rt.handle(), metrics_bind) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("demo: metrics: {e}");
+            std::process::exit(1);
+        }
+    };
+    println!("prometheus metrics: http://{}/metrics", exporter.local_addr());
     let workload = volt_console::demo::Demo::start(rt.handle());
     let start = Instant::now();
     loop {
@@ -50,6 +61,7 @@ fn main() {
         }
     }
     drop(workload);
+    drop(exporter);
     let s = rt.handle().telemetry().snapshot();
     println!("demo done: {} tasks spawned, {} completed", s.tasks_spawned, s.tasks_completed);
     rt.shutdown_timeout(Duration::from_secs(2));

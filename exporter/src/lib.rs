@@ -1,1 +1,519 @@
+//! Prometheus metrics for Volt runtimes.
+//!
+//! In-process: [`install`] (or [`Builder`]) samples `Telemetry::snapshot()` from a thread
+//! of its own, every second by default, and serves the figures at `http://ADDR/metrics`.
+//! As a sidecar: the `volt-exporter` binary reads a process's console stream
+//! (`volt.console.v1.Console/WatchUpdates`) and serves the same metrics, so a process that
+//! only enabled the console can be scraped without recompiling.
+//!
+//! ```no_run
+//! let rt = volt::Runtime::new()?;
+//! let exporter = volt_exporter::install(rt.handle(), "127.0.0.1:9670")?;   // port in use: an error here
+//! // curl http://127.0.0.1:9670/metrics
+//! # drop(exporter);
+//! # Ok::<_, std::io::Error>(())
+//! ```
+//!
+//! # How the metrics are made
+//! Counters and gauges go through the `metrics` facade into
+//! `metrics-exporter-prometheus`'s recorder (a private one per exporter, not the global
+//! recorder, so several exporters can live in one process), which renders them. Two kinds
+//! of figures the `metrics` API cannot carry are rendered next to them, in the same text
+//! format: the histograms, which the runtime has already bucketed (log2 buckets of
+//! nanoseconds; `metrics` histograms take one observation at a time, which would cost the
+//! sampler a call per poll), and `volt_worker_parked_seconds_total`, a counter in
+//! fractional seconds (`metrics` counters are integers). HTTP is served by axum.
 
+use metrics::{Counter, Gauge, Unit};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
+use std::fmt::Write as _;
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use volt_console_proto as proto;
+
+/// The default sampling interval.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(1);
+/// The address the demo and the sidecar serve on by default.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9670";
+
+/// Install an exporter for `handle`'s runtime serving `http://addr/metrics`, sampling
+/// every second. See [`Builder`] for the options.
+pub fn install(handle: &volt::runtime::Handle, addr: impl ToSocketAddrs) -> io::Result<Exporter> {
+    Builder::new().listen(addr)?.install(handle)
+}
+
+/// Configures an in-process exporter.
+#[derive(Clone, Debug)]
+pub struct Builder {
+    listen: Option<SocketAddr>,
+    interval: Duration,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder::new()
+    }
+}
+
+impl Builder {
+    /// Listen on `127.0.0.1:9670`, sample every second.
+    pub fn new() -> Builder {
+        Builder { listen: None, interval: DEFAULT_INTERVAL }
+    }
+
+    /// The address to serve `/metrics` on (port 0 picks a free port; see
+    /// [`Exporter::local_addr`]).
+    pub fn listen(mut self, addr: impl ToSocketAddrs) -> io::Result<Builder> {
+        self.listen = Some(resolve(addr)?);
+        Ok(self)
+    }
+
+    /// How often to sample the runtime (default 1 s).
+    pub fn interval(mut self, every: Duration) -> Builder {
+        self.interval = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Bind the listener (a port in use is an error here) and start the exporter's thread.
+    /// It stops when the [`Exporter`] is dropped or the runtime shuts down.
+    pub fn install(self, handle: &volt::runtime::Handle) -> io::Result<Exporter> {
+        let addr = match self.listen {
+            Some(a) => a,
+            None => resolve(DEFAULT_LISTEN)?,
+        };
+        let listener = bind(addr)?;
+        let telemetry = handle.telemetry();
+        let metrics = Arc::new(Metrics::new());
+        let m = Arc::clone(&metrics);
+        let interval = self.interval;
+        start(listener, metrics, "volt-exporter", move |stop| async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let mut stop = stop;
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+                // The runtime was dropped: stop sampling, and stop serving.
+                if telemetry.is_shut_down() {
+                    return;
+                }
+                let snap = proto::Snapshot::from(&telemetry.snapshot());
+                m.publish(&snap);
+            }
+        })
+    }
+}
+
+/// A running exporter: an HTTP listener and a sampler on a thread of their own.
+pub struct Exporter {
+    addr: SocketAddr,
+    stop: tokio::sync::watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Exporter {
+    /// Where `/metrics` is served.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The current exposition text, as a scrape would return it.
+    pub fn render(&self) -> String {
+        self.metrics.render()
+    }
+
+    /// Whether the exporter's thread has exited (it does when the runtime shuts down).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// Block until the exporter's thread exits (the runtime shut down, or its work ended).
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Stop serving and sampling, and join the thread.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exporter").field("addr", &self.addr).finish()
+    }
+}
+
+/// `host:port` (an `http://` prefix is allowed) to one socket address.
+pub fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
+    addr.to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the address resolves to nothing"))
+}
+
+/// Parse a user-given `host:port` or `http://host:port`, with a clear error.
+pub fn parse_addr(s: &str) -> io::Result<SocketAddr> {
+    let bare = s.strip_prefix("http://").unwrap_or(s).trim_end_matches('/');
+    resolve(bare).map_err(|e| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("{s:?} is not a usable address (want host:port): {e}"))
+    })
+}
+
+/// Bind the metrics listener, with an error that says which address.
+pub fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let l = std::net::TcpListener::bind(addr)
+        .map_err(|e| io::Error::new(e.kind(), format!("volt-exporter: cannot listen on {addr}: {e}")))?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Serve `metrics` on `listener` and run `work` on a thread of its own (a current-thread
+/// Tokio runtime). The thread ends when `work` returns or the exporter is stopped.
+pub fn start<F, Fut>(
+    listener: std::net::TcpListener,
+    metrics: Arc<Metrics>,
+    name: &str,
+    work: F,
+) -> io::Result<Exporter>
+where
+    F: FnOnce(tokio::sync::watch::Receiver<bool>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let addr = listener.local_addr()?;
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let m = Arc::clone(&metrics);
+    let thread = std::thread::Builder::new().name(name.into()).spawn(move || {
+        rt.block_on(async move {
+            let listener = match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!("volt-exporter: cannot serve on {addr}: {e}");
+                    return;
+                }
+            };
+            let app = axum::Router::new()
+                .route("/metrics", axum::routing::get(move || async move { text(m.render()) }))
+                .route("/", axum::routing::get(|| async { "volt-exporter: metrics are at /metrics\n" }));
+            let mut stop_serving = stop_rx.clone();
+            let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+                let _ = stop_serving.wait_for(|s| *s).await;
+            });
+            let server = tokio::spawn(async move {
+                if let Err(e) = server.await {
+                    tracing::error!("volt-exporter: the HTTP server stopped: {e}");
+                }
+            });
+            work(stop_rx).await;
+            server.abort();
+        });
+    })?;
+    Ok(Exporter { addr, stop, thread: Some(thread), metrics })
+}
+
+fn text(body: String) -> impl axum::response::IntoResponse {
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
+}
+
+struct WorkerMetrics {
+    polls: Counter,
+    steals: Counter,
+    steal_operations: Counter,
+    parks: Counter,
+    lifo_hits: Counter,
+    overflows: Counter,
+    budget_yields: Counter,
+    global_batch_fetches: Counter,
+    local_queue_depth: Gauge,
+    global_queue_interval: Gauge,
+    mean_poll_seconds: Gauge,
+}
+
+/// The figures one runtime publishes: handles into a private Prometheus recorder, plus the
+/// histograms and fractional counters rendered alongside (see the crate doc).
+struct Registry {
+    recorder: PrometheusRecorder,
+    workers: Vec<WorkerMetrics>,
+    global: GlobalMetrics,
+    last: Option<proto::Snapshot>,
+}
+
+struct GlobalMetrics {
+    spawned: Counter,
+    completed: Counter,
+    cancelled: Counter,
+    panicked: Counter,
+    events_dropped: Counter,
+    timers_armed: Counter,
+    timers_fired: Counter,
+    timers_cancelled: Counter,
+    io_events: Counter,
+    global_queue_depth: Gauge,
+    searching: Gauge,
+    parked: Gauge,
+    alive: Gauge,
+    timers_pending: Gauge,
+    blocking_threads: Gauge,
+    blocking_queue_depth: Gauge,
+    workers: Gauge,
+}
+
+/// The metric families, with their help text: one place for both the `metrics` side and
+/// the hand-rendered part.
+const POLL_HISTOGRAM: (&str, &str) =
+    ("volt_task_poll_duration_seconds", "How long task polls took, all workers (recorded while the event ring is on).");
+const PARK_HISTOGRAM: (&str, &str) =
+    ("volt_worker_park_duration_seconds", "How long workers stayed parked, all workers.");
+const PARKED_SECONDS: (&str, &str) = ("volt_worker_parked_seconds_total", "Time the worker spent parked.");
+
+impl Registry {
+    fn new() -> Registry {
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let global = metrics::with_local_recorder(&recorder, || {
+            use metrics::{counter, describe_counter, describe_gauge, gauge};
+            describe_counter!("volt_tasks_spawned_total", "Tasks spawned.");
+            describe_counter!("volt_tasks_completed_total", "Tasks that returned their output.");
+            describe_counter!("volt_tasks_cancelled_total", "Tasks aborted or dropped by shutdown.");
+            describe_counter!("volt_tasks_panicked_total", "Tasks that panicked.");
+            describe_counter!("volt_events_dropped_total", "Event-ring records overwritten before they were read.");
+            describe_counter!("volt_timers_armed_total", "Timers registered with the timing wheel.");
+            describe_counter!("volt_timers_fired_total", "Timers that fired.");
+            describe_counter!("volt_timers_cancelled_total", "Timers dropped before they fired.");
+            describe_counter!("volt_io_events_total", "I/O readiness events delivered by the reactor.");
+            describe_gauge!("volt_global_queue_depth", "Tasks in the global injection queue.");
+            describe_gauge!("volt_workers_searching", "Workers searching for work.");
+            describe_gauge!("volt_workers_parked", "Workers parked.");
+            describe_gauge!("volt_workers", "Worker threads.");
+            describe_gauge!("volt_tasks_alive", "Tasks spawned and not yet finished.");
+            describe_gauge!("volt_timers_pending", "Timers armed that neither fired nor were dropped.");
+            describe_gauge!("volt_blocking_threads", "Threads in the blocking pool.");
+            describe_gauge!("volt_blocking_queue_depth", "spawn_blocking calls waiting for a thread.");
+            describe_counter!("volt_worker_polls_total", "Task polls the worker made.");
+            describe_counter!("volt_worker_steals_total", "Tasks the worker stole from other workers.");
+            describe_counter!(
+                "volt_worker_steal_operations_total",
+                "Successful steal operations (each takes about half a queue)."
+            );
+            describe_counter!("volt_worker_parks_total", "Times the worker parked.");
+            describe_counter!("volt_worker_lifo_hits_total", "Polls served from the worker's LIFO slot.");
+            describe_counter!(
+                "volt_worker_overflows_total",
+                "Times the worker's local queue overflowed to the global queue."
+            );
+            describe_counter!("volt_worker_budget_yields_total", "Budget ticks that used the full 128 polls.");
+            describe_counter!(
+                "volt_worker_global_batch_fetches_total",
+                "Batches the worker took from the global queue."
+            );
+            describe_gauge!("volt_worker_local_queue_depth", "Tasks in the worker's local queue.");
+            describe_gauge!(
+                "volt_worker_global_queue_interval",
+                "Polls between the worker's global-queue checks (EWMA-tuned)."
+            );
+            describe_gauge!("volt_worker_mean_poll_seconds", Unit::Seconds, "The worker's EWMA of the time per task.");
+            GlobalMetrics {
+                spawned: counter!("volt_tasks_spawned_total"),
+                completed: counter!("volt_tasks_completed_total"),
+                cancelled: counter!("volt_tasks_cancelled_total"),
+                panicked: counter!("volt_tasks_panicked_total"),
+                events_dropped: counter!("volt_events_dropped_total"),
+                timers_armed: counter!("volt_timers_armed_total"),
+                timers_fired: counter!("volt_timers_fired_total"),
+                timers_cancelled: counter!("volt_timers_cancelled_total"),
+                io_events: counter!("volt_io_events_total"),
+                global_queue_depth: gauge!("volt_global_queue_depth"),
+                searching: gauge!("volt_workers_searching"),
+                parked: gauge!("volt_workers_parked"),
+                alive: gauge!("volt_tasks_alive"),
+                timers_pending: gauge!("volt_timers_pending"),
+                blocking_threads: gauge!("volt_blocking_threads"),
+                blocking_queue_depth: gauge!("volt_blocking_queue_depth"),
+                workers: gauge!("volt_workers"),
+            }
+        });
+        Registry { recorder, workers: Vec::new(), global, last: None }
+    }
+
+    fn worker(&mut self, i: usize) -> &WorkerMetrics {
+        while self.workers.len() <= i {
+            let label = self.workers.len().to_string();
+            let w = metrics::with_local_recorder(&self.recorder, || {
+                use metrics::{counter, gauge};
+                let l = [("worker", label.clone())];
+                WorkerMetrics {
+                    polls: counter!("volt_worker_polls_total", &l),
+                    steals: counter!("volt_worker_steals_total", &l),
+                    steal_operations: counter!("volt_worker_steal_operations_total", &l),
+                    parks: counter!("volt_worker_parks_total", &l),
+                    lifo_hits: counter!("volt_worker_lifo_hits_total", &l),
+                    overflows: counter!("volt_worker_overflows_total", &l),
+                    budget_yields: counter!("volt_worker_budget_yields_total", &l),
+                    global_batch_fetches: counter!("volt_worker_global_batch_fetches_total", &l),
+                    local_queue_depth: gauge!("volt_worker_local_queue_depth", &l),
+                    global_queue_interval: gauge!("volt_worker_global_queue_interval", &l),
+                    mean_poll_seconds: gauge!("volt_worker_mean_poll_seconds", &l),
+                }
+            });
+            self.workers.push(w);
+        }
+        &self.workers[i]
+    }
+
+    fn publish(&mut self, s: &proto::Snapshot) {
+        for w in &s.workers {
+            let m = self.worker(w.index as usize);
+            m.polls.absolute(w.tasks_polled);
+            m.steals.absolute(w.tasks_stolen);
+            m.steal_operations.absolute(w.steal_operations);
+            m.parks.absolute(w.times_parked);
+            m.lifo_hits.absolute(w.lifo_hits);
+            m.overflows.absolute(w.overflows);
+            m.budget_yields.absolute(w.budget_yields);
+            m.global_batch_fetches.absolute(w.global_batch_fetches);
+            m.local_queue_depth.set(w.local_queue_depth as f64);
+            m.global_queue_interval.set(w.global_queue_interval as f64);
+            m.mean_poll_seconds.set(w.ewma_task_ns as f64 / 1e9);
+        }
+        let g = &self.global;
+        g.spawned.absolute(s.tasks_spawned);
+        g.completed.absolute(s.tasks_completed);
+        g.cancelled.absolute(s.tasks_cancelled);
+        g.panicked.absolute(s.tasks_panicked);
+        g.events_dropped.absolute(s.events_dropped);
+        g.timers_armed.absolute(s.timers_armed);
+        g.timers_fired.absolute(s.timers_fired);
+        g.timers_cancelled.absolute(s.timers_cancelled);
+        g.io_events.absolute(s.io_events);
+        g.global_queue_depth.set(s.global_queue_depth as f64);
+        g.searching.set(s.num_searching as f64);
+        g.parked.set(s.num_parked as f64);
+        g.alive.set(s.tasks_alive as f64);
+        g.timers_pending.set(s.timers_pending as f64);
+        g.blocking_threads.set(s.blocking_threads as f64);
+        g.blocking_queue_depth.set(s.blocking_queue_depth as f64);
+        g.workers.set(s.workers.len() as f64);
+        self.last = Some(s.clone());
+    }
+
+    fn render(&self) -> String {
+        let mut out = self.recorder.handle().render();
+        let Some(s) = &self.last else { return out };
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        let (name, help) = PARKED_SECONDS;
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for w in &s.workers {
+            let _ = writeln!(out, "{name}{{worker=\"{}\"}} {}", w.index, w.parked_ns as f64 / 1e9);
+        }
+        let mut poll = proto::Histogram { buckets: vec![0; 32], sum: 0 };
+        for w in &s.workers {
+            if let Some(h) = &w.poll_time_histogram {
+                for (o, b) in poll.buckets.iter_mut().zip(&h.buckets) {
+                    *o += b;
+                }
+                poll.sum += h.sum;
+            }
+        }
+        render_histogram(&mut out, POLL_HISTOGRAM, &poll);
+        if let Some(h) = &s.park_duration_histogram {
+            render_histogram(&mut out, PARK_HISTOGRAM, h);
+        }
+        out
+    }
+}
+
+/// A log2 histogram of nanoseconds as a Prometheus histogram in seconds: bucket `i` holds
+/// values below `2^(i+1)` ns, so its cumulative count is exact at `le = 2^(i+1) ns`.
+fn render_histogram(out: &mut String, (name, help): (&str, &str), h: &proto::Histogram) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+    let mut cumulative = 0u64;
+    let last = h.buckets.len().saturating_sub(1);
+    for (i, c) in h.buckets.iter().enumerate() {
+        cumulative += c;
+        if i == last {
+            break; // the open-ended last bucket is +Inf
+        }
+        let le = (1u64 << (i + 1)) as f64 / 1e9;
+        let _ = writeln!(out, "{name}_bucket{{le=\"{le:e}\"}} {cumulative}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+    let _ = writeln!(out, "{name}_sum {}", h.sum as f64 / 1e9);
+    let _ = writeln!(out, "{name}_count {cumulative}");
+}
+
+/// What an exporter serves. `publish` a snapshot; `render` the exposition text. A new
+/// process behind the same exporter (the sidecar reconnecting after a restart) gets a
+/// fresh registry via [`Metrics::reset`], so its counters start over instead of being
+/// held at the old process's values.
+pub struct Metrics {
+    inner: Mutex<Registry>,
+    /// Sidecar only: 0 = not reported, 1 = console down, 2 = console up.
+    console_up: std::sync::atomic::AtomicU8,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// An empty registry.
+    pub fn new() -> Metrics {
+        Metrics { inner: Mutex::new(Registry::new()), console_up: Default::default() }
+    }
+
+    /// Set every metric from `s`.
+    pub fn publish(&self, s: &proto::Snapshot) {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).publish(s);
+    }
+
+    /// Drop every series (a different process is being watched now).
+    pub fn reset(&self) {
+        *self.inner.lock().unwrap_or_else(|e| e.into_inner()) = Registry::new();
+    }
+
+    /// Sidecar: whether the console stream is up (`volt_exporter_console_up`).
+    pub fn set_console_up(&self, up: bool) {
+        self.console_up.store(if up { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition of the last published snapshot.
+    pub fn render(&self) -> String {
+        let mut out = self.inner.lock().unwrap_or_else(|e| e.into_inner()).render();
+        let up = self.console_up.load(std::sync::atomic::Ordering::Relaxed);
+        if up != 0 {
+            if !out.is_empty() && !out.ends_with('\n') {
+                out.push('\n');
+            }
+            let _ = writeln!(
+                out,
+                "# HELP volt_exporter_console_up Whether the sidecar is receiving the console stream (1) or not (0).\n\
+                 # TYPE volt_exporter_console_up gauge\nvolt_exporter_console_up {}",
+                up - 1
+            );
+        }
+        out
+    }
+}

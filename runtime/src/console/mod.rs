@@ -241,6 +241,10 @@ impl State {
             publish_interval_ns: interval.as_nanos() as u64,
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION").into(),
+            started_unix_ns: std::time::SystemTime::now()
+                .checked_sub(telemetry.uptime())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos() as u64),
         };
         State {
             telemetry,
@@ -457,7 +461,7 @@ impl Console for Service {
 // Conversions to the wire types (field for field; see `proto/volt/console/v1`).
 
 fn histogram(h: &crate::telemetry::Histogram) -> Option<proto::Histogram> {
-    Some(proto::Histogram { buckets: h.buckets.clone() })
+    Some(proto::Histogram { buckets: h.buckets.clone(), sum: h.sum })
 }
 
 impl From<WorkerState> for proto::WorkerState {

@@ -12,6 +12,8 @@ pub const BUCKETS: usize = 32;
 #[derive(Default)]
 pub(crate) struct LogHistogram {
     buckets: [Counter; BUCKETS],
+    /// The sum of the recorded values (what Prometheus's `_sum` needs).
+    sum: Counter,
 }
 
 fn bucket(v: u64) -> usize {
@@ -23,6 +25,7 @@ impl LogHistogram {
     #[inline]
     pub(crate) fn record(&self, v: u64) {
         self.buckets[bucket(v)].inc();
+        self.sum.add(v);
     }
 
     /// Add this histogram's counts into `into`.
@@ -30,6 +33,7 @@ impl LogHistogram {
         for (o, b) in into.buckets.iter_mut().zip(self.buckets.iter()) {
             *o += b.get();
         }
+        into.sum = into.sum.wrapping_add(self.sum.get());
     }
 }
 
@@ -38,11 +42,14 @@ impl LogHistogram {
 pub struct Histogram {
     /// Counts per bucket.
     pub buckets: Vec<u64>,
+    /// The sum of all recorded values (read a moment apart from the buckets, like every
+    /// snapshot value).
+    pub sum: u64,
 }
 
 impl Default for Histogram {
     fn default() -> Histogram {
-        Histogram { buckets: vec![0; BUCKETS] }
+        Histogram { buckets: vec![0; BUCKETS], sum: 0 }
     }
 }
 
@@ -103,6 +110,7 @@ mod tests {
         let mut out = Histogram::default();
         h.add_to(&mut out);
         assert_eq!(out.count(), 5);
+        assert_eq!(out.sum, 1106);
         assert_eq!(out.quantile_upper_bound(0.5), Some(4));
         assert_eq!(out.quantile_upper_bound(1.0), Some(1024));
     }

@@ -282,6 +282,12 @@ impl Telemetry {
         self.shared.recorder.as_ref().map_or(0, |r| r.capacity())
     }
 
+    /// Whether the runtime has begun shutting down (it was dropped, or `shutdown_timeout`
+    /// was called). Samplers holding a `Telemetry` use it to stop.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.shutdown.load(Relaxed)
+    }
+
     /// Read every counter and gauge. Lock-free; never blocks a worker.
     pub fn snapshot(&self) -> Snapshot {
         let s = &self.shared;

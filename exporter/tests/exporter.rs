@@ -1,0 +1,294 @@
+//! The exporter for real: scraped over HTTP on loopback and parsed with a Prometheus text
+//! parser, in-process and as the `volt-exporter` sidecar against a console server.
+
+use prometheus_parse::{Sample, Scrape, Value};
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// GET /metrics with a plain HTTP/1.1 request; the body as text.
+fn scrape_text(addr: SocketAddr) -> std::io::Result<String> {
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp)?;
+    let (head, body) = resp.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: text/plain; version=0.0.4"), "{head}");
+    Ok(body.to_string())
+}
+
+fn scrape(addr: SocketAddr) -> Scrape {
+    let body = scrape_text(addr).expect("scrape");
+    Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).expect("valid Prometheus text")
+}
+
+fn value(s: &Sample) -> f64 {
+    match &s.value {
+        Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+        other => panic!("{} is not a scalar: {other:?}", s.metric),
+    }
+}
+
+fn samples<'a>(scrape: &'a Scrape, name: &str) -> Vec<&'a Sample> {
+    scrape.samples.iter().filter(|s| s.metric == name).collect()
+}
+
+fn per_worker(scrape: &Scrape, name: &str) -> Vec<(String, f64)> {
+    let mut v: Vec<(String, f64)> =
+        samples(scrape, name).iter().map(|s| (s.labels.get("worker").unwrap_or("?").to_string(), value(s))).collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+const WORKER_COUNTERS: &[&str] = &[
+    "volt_worker_polls_total",
+    "volt_worker_steals_total",
+    "volt_worker_steal_operations_total",
+    "volt_worker_parks_total",
+    "volt_worker_parked_seconds_total",
+    "volt_worker_lifo_hits_total",
+    "volt_worker_overflows_total",
+    "volt_worker_budget_yields_total",
+];
+const WORKER_GAUGES: &[&str] =
+    &["volt_worker_local_queue_depth", "volt_worker_global_queue_interval", "volt_worker_mean_poll_seconds"];
+const COUNTERS: &[&str] = &[
+    "volt_tasks_spawned_total",
+    "volt_tasks_completed_total",
+    "volt_tasks_cancelled_total",
+    "volt_tasks_panicked_total",
+    "volt_events_dropped_total",
+    "volt_timers_armed_total",
+    "volt_timers_fired_total",
+    "volt_io_events_total",
+];
+const GAUGES: &[&str] = &[
+    "volt_global_queue_depth",
+    "volt_workers_searching",
+    "volt_workers_parked",
+    "volt_tasks_alive",
+    "volt_timers_pending",
+    "volt_blocking_threads",
+    "volt_blocking_queue_depth",
+];
+const HISTOGRAMS: &[&str] = &["volt_task_poll_duration_seconds", "volt_worker_park_duration_seconds"];
+
+/// Every family is there with its type, help text and labels.
+fn check_families(s: &Scrape, workers: usize) {
+    let type_of = |name: &str| {
+        samples(s, name).first().map(|x| match x.value {
+            Value::Counter(_) => "counter",
+            Value::Gauge(_) => "gauge",
+            Value::Histogram(_) => "histogram",
+            _ => "other",
+        })
+    };
+    let labels: BTreeSet<String> = (0..workers).map(|i| i.to_string()).collect();
+    for name in WORKER_COUNTERS.iter().chain(WORKER_GAUGES) {
+        let got: BTreeSet<String> = per_worker(s, name).into_iter().map(|(w, _)| w).collect();
+        assert_eq!(got, labels, "{name}: worker labels");
+    }
+    for name in WORKER_COUNTERS.iter().chain(COUNTERS) {
+        assert_eq!(type_of(name), Some("counter"), "{name}");
+    }
+    for name in WORKER_GAUGES.iter().chain(GAUGES) {
+        assert_eq!(type_of(name), Some("gauge"), "{name}");
+    }
+    for name in HISTOGRAMS {
+        assert_eq!(type_of(name), Some("histogram"), "{name}");
+        let h = &samples(s, name)[0];
+        let Value::Histogram(buckets) = &h.value else { unreachable!() };
+        assert!(buckets.len() >= 30, "{name}: {} buckets", buckets.len());
+        assert!(
+            buckets.windows(2).all(|w| w[0].less_than < w[1].less_than && w[0].count <= w[1].count),
+            "{name}: cumulative"
+        );
+    }
+    for name in WORKER_COUNTERS.iter().chain(WORKER_GAUGES).chain(COUNTERS).chain(GAUGES).chain(HISTOGRAMS) {
+        assert!(s.docs.get(*name).is_some_and(|d| !d.is_empty()), "{name} has no help text");
+    }
+}
+
+fn busy_runtime(workers: usize) -> volt::Runtime {
+    volt::runtime::Builder::new().worker_threads(workers).event_ring(4096).build().unwrap()
+}
+
+fn work(rt: &volt::Runtime, n: usize) {
+    let hs: Vec<_> = (0..n).map(|_| rt.spawn(async { volt::task::yield_now().await })).collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+}
+
+fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn in_process_scrape_has_every_family_and_counters_grow() {
+    let rt = busy_runtime(2);
+    work(&rt, 500);
+    let exporter = volt_exporter::Builder::new()
+        .listen("127.0.0.1:0")
+        .unwrap()
+        .interval(Duration::from_millis(20))
+        .install(rt.handle())
+        .unwrap();
+    let addr = exporter.local_addr();
+    let mut first = scrape(addr);
+    wait_until("a first sample", Duration::from_secs(5), || {
+        first = scrape(addr);
+        !samples(&first, "volt_worker_polls_total").is_empty()
+    });
+    check_families(&first, 2);
+    let polls0: f64 = per_worker(&first, "volt_worker_polls_total").iter().map(|p| p.1).sum();
+    let spawned0 = value(samples(&first, "volt_tasks_spawned_total")[0]);
+    assert!(polls0 >= 500.0 && spawned0 >= 500.0, "polls {polls0} spawned {spawned0}");
+    work(&rt, 2000);
+    wait_until("the counters to grow", Duration::from_secs(5), || {
+        let s = scrape(addr);
+        let polls: f64 = per_worker(&s, "volt_worker_polls_total").iter().map(|p| p.1).sum();
+        let spawned = value(samples(&s, "volt_tasks_spawned_total")[0]);
+        let Value::Histogram(h) = &samples(&s, "volt_task_poll_duration_seconds")[0].value else { unreachable!() };
+        let in_histogram = h.last().unwrap().count;
+        polls >= polls0 + 4000.0 && spawned >= spawned0 + 2000.0 && in_histogram >= polls0 + 4000.0
+    });
+    // The exposition matches what the library renders.
+    assert!(exporter.render().contains("volt_worker_polls_total{worker=\"1\"}"));
+}
+
+#[test]
+fn a_port_in_use_is_a_clear_error() {
+    let rt = busy_runtime(1);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let err = volt_exporter::install(rt.handle(), addr).expect_err("port in use");
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+    assert!(err.to_string().contains(&format!("cannot listen on {addr}")), "{err}");
+}
+
+#[test]
+fn the_sampler_stops_when_the_runtime_is_dropped() {
+    let rt = busy_runtime(2);
+    let exporter = volt_exporter::Builder::new()
+        .listen("127.0.0.1:0")
+        .unwrap()
+        .interval(Duration::from_millis(20))
+        .install(rt.handle())
+        .unwrap();
+    let addr = exporter.local_addr();
+    scrape(addr);
+    assert!(!exporter.is_finished());
+    drop(rt);
+    wait_until("the exporter thread to exit", Duration::from_secs(3), || exporter.is_finished());
+    // It no longer serves either.
+    wait_until("the listener to close", Duration::from_secs(3), || scrape_text(addr).is_err());
+}
+
+struct Sidecar {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sidecar(console: &str) -> Sidecar {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_volt-exporter"))
+        .args(["--console", console, "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The log line says where it serves.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "volt-exporter exited before serving");
+        if let Some(rest) = line.split("serving http://").nth(1) {
+            break rest.split('/').next().unwrap().parse().unwrap();
+        }
+    };
+    // Keep draining its log (into the test's output, shown on failure) so it never blocks
+    // on a full pipe.
+    std::thread::spawn(move || {
+        for line in err.lines().map_while(Result::ok) {
+            eprintln!("[volt-exporter] {line}");
+        }
+    });
+    Sidecar { child, addr }
+}
+
+#[test]
+fn the_sidecar_serves_the_same_metrics_from_the_console_and_follows_a_restart() {
+    let console = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let start_rt = || {
+        volt::runtime::Builder::new()
+            .worker_threads(3)
+            .event_ring(4096)
+            .console_bind(console)
+            .console_publish_interval(Duration::from_millis(20))
+            .build()
+            .unwrap()
+    };
+    let rt = start_rt();
+    work(&rt, 3000);
+    let side = sidecar(&format!("http://{console}"));
+    let mut s = scrape(side.addr);
+    wait_until("the sidecar to follow the console", Duration::from_secs(10), || {
+        s = scrape(side.addr);
+        samples(&s, "volt_exporter_console_up").first().is_some_and(|x| value(x) == 1.0)
+            && per_worker(&s, "volt_worker_polls_total").iter().map(|p| p.1).sum::<f64>() >= 6000.0
+    });
+    check_families(&s, 3);
+    let before: f64 = per_worker(&s, "volt_worker_polls_total").iter().map(|p| p.1).sum();
+
+    // The process "restarts": the console goes away, then a new runtime serves it again.
+    drop(rt);
+    wait_until("console_up 0", Duration::from_secs(10), || {
+        let s = scrape(side.addr);
+        samples(&s, "volt_exporter_console_up").first().is_some_and(|x| value(x) == 0.0)
+    });
+    let rt = start_rt();
+    work(&rt, 10);
+    wait_until("the sidecar to follow the new runtime, counters started over", Duration::from_secs(15), || {
+        let s = scrape(side.addr);
+        let polls: f64 = per_worker(&s, "volt_worker_polls_total").iter().map(|p| p.1).sum();
+        samples(&s, "volt_exporter_console_up").first().is_some_and(|x| value(x) == 1.0)
+            && polls > 0.0
+            && polls < before
+    });
+    drop(rt);
+}
+
+#[test]
+fn the_sidecar_rejects_bad_addresses_and_a_port_in_use() {
+    let bin = env!("CARGO_BIN_EXE_volt-exporter");
+    let out = Command::new(bin).args(["--console", "not an address", "--listen", "127.0.0.1:0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--console") && err.contains("not a usable address"), "{err}");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = Command::new(bin).args(["--console", "127.0.0.1:1", "--listen", &addr]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+}
