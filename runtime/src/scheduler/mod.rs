@@ -1,6 +1,7 @@
 //! The multi-thread work-stealing scheduler. One file per concept; this file only
 //! declares and re-exports.
 
+pub(crate) mod cellcache;
 pub(crate) mod idle;
 pub(crate) mod inject;
 pub(crate) mod park;

@@ -71,6 +71,7 @@ use super::queue::{Pushed, WorkStealQueue};
 use super::rand::FastRand;
 use crate::blocking::{Pool, PoolConfig};
 use crate::io::{Dispatched, Driver};
+use crate::scheduler::cellcache::{self, CellCache};
 use crate::task::list::OwnedTasks;
 use crate::task::raw::{self, Header};
 use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule, TaskStats};
@@ -137,6 +138,8 @@ pub(crate) struct Worker {
     /// Set while the owner parks; `schedule_local` then sends tasks to the global queue.
     pub(crate) transitioning_to_park: AtomicBool,
     pub(crate) counters: WorkerCounters,
+    /// Recycled task cells (`cellcache.rs`); in its own allocation, away from the hot fields.
+    pub(crate) cache: Box<CellCache>,
     core: Core,
 }
 
@@ -304,6 +307,7 @@ impl Shared {
                     park: ParkState::new(),
                     transitioning_to_park: AtomicBool::new(false),
                     counters: WorkerCounters::new(interval_for(INITIAL_AVG_TASK_NS), INITIAL_AVG_TASK_NS),
+                    cache: Box::new(CellCache::new()),
                     core: Core::new(index),
                 })
                 .collect(),
@@ -345,8 +349,15 @@ impl Shared {
     /// Record an event (cached timestamp on a worker) if the ring is on.
     #[inline(always)]
     pub(crate) fn record(&self, kind: EventKind, task_id: u64, arg: u64) {
+        if self.recorder.is_some() {
+            self.record_on(self.current_worker(), kind, task_id, arg);
+        }
+    }
+
+    /// `record` for a caller that already looked up its worker (`None`: not a worker).
+    #[inline(always)]
+    fn record_on(&self, w: Option<&Worker>, kind: EventKind, task_id: u64, arg: u64) {
         if let Some(r) = &self.recorder {
-            let w = self.current_worker();
             r.record_at(w.map(|w| w.index), kind, task_id, arg, self.ts_cached(r, w));
         }
     }
@@ -364,9 +375,8 @@ impl Shared {
     /// A task starts waiting in a queue: note when (schedule latency, the task's
     /// scheduled time) and, for a wake, record the event.
     #[inline(always)]
-    fn record_queued(&self, task: NonNull<Header>, target: Option<u64>) {
+    fn record_queued(&self, w: Option<&Worker>, task: NonNull<Header>, target: Option<u64>) {
         if let Some(r) = &self.recorder {
-            let w = self.current_worker();
             let now = self.ts_cached(r, w);
             if let Some(st) = crate::task::raw::stats(task) {
                 st.scheduled_at.store(now.max(1), Relaxed);
@@ -405,6 +415,17 @@ impl Shared {
 
     /// The worker this thread is, if it is one of ours.
     #[inline]
+    /// Like `current_worker`, but also safe while the thread's locals are being torn down
+    /// (a task freed from a thread-local destructor).
+    fn current_worker_index(&self) -> Option<usize> {
+        CONTEXT
+            .try_with(|c| c.get())
+            .ok()
+            .filter(|ctx| ptr::eq(ctx.shared, self) && ctx.worker != NO_WORKER)
+            .map(|ctx| ctx.worker)
+    }
+
+    #[inline(always)]
     fn current_worker(&self) -> Option<&Worker> {
         let ctx = CONTEXT.with(|c| c.get());
         if ptr::eq(ctx.shared, self) && ctx.worker != NO_WORKER {
@@ -439,8 +460,8 @@ impl Shared {
                 Some(w) if !w.transitioning_to_park.load(Relaxed) => SCHEDULE_LIFO,
                 _ => SCHEDULE_GLOBAL,
             };
-            this.record(EventKind::Spawn, task.header().id, worker.is_none() as u64 | (target << 1));
-            this.record_queued(task.raw(), None);
+            this.record_on(worker, EventKind::Spawn, task.header().id, worker.is_none() as u64 | (target << 1));
+            this.record_queued(worker, task.raw(), None);
         }
         #[cfg(feature = "tracing")]
         tracing::trace_span!(target: "volt::task", "spawn", task.id = task.header().id, remote = worker.is_none())
@@ -468,16 +489,17 @@ impl Shared {
     }
 
     fn schedule_task(&self, task: Notified<Arc<Shared>>, is_yield: bool) {
+        let worker = self.current_worker();
         if self.recorder.is_some() {
             // A requeue after a poll is recorded by that poll's `PollEnd`; a wake here.
-            let target = match self.current_worker() {
+            let target = match worker {
                 _ if is_yield => None,
                 Some(w) if !w.transitioning_to_park.load(Relaxed) => Some(SCHEDULE_LIFO),
                 _ => Some(SCHEDULE_GLOBAL),
             };
-            self.record_queued(task.0.raw(), target);
+            self.record_queued(worker, task.0.raw(), target);
         }
-        match self.current_worker() {
+        match worker {
             Some(w) => self.schedule_local(w, task, is_yield),
             None => self.schedule_remote(task),
         }
@@ -959,16 +981,51 @@ impl Schedule for Arc<Shared> {
         }
     }
 
-    fn on_complete(&self, id: u64, outcome: Outcome) {
-        if self.recorder.is_some() {
-            let kind = match outcome {
-                Outcome::Completed => EventKind::Complete,
-                Outcome::Cancelled => EventKind::Cancel,
-                Outcome::Panicked => EventKind::Panic,
-            };
-            self.record(kind, id, 0);
+    #[inline(always)]
+    fn alloc_cell(&self, layout: std::alloc::Layout) -> (NonNull<u8>, u8) {
+        if let (Some(w), Some(c)) = (self.current_worker(), cellcache::class_of(layout)) {
+            // SAFETY: this is worker `w`'s own thread (`current_worker` checked the context).
+            return (unsafe { w.cache.alloc(c) }, w.index as u8 + 1);
         }
-        match self.current_worker() {
+        // SAFETY: a task cell is never zero-sized.
+        let p = unsafe { std::alloc::alloc(layout) };
+        match NonNull::new(p) {
+            Some(p) => (p, 0),
+            None => std::alloc::handle_alloc_error(layout),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn free_cell(&self, p: NonNull<u8>, layout: std::alloc::Layout, owner: u8) {
+        if owner == 0 {
+            // SAFETY: untagged cells come from the global allocator with `layout`.
+            unsafe { std::alloc::dealloc(p.as_ptr(), layout) };
+            return;
+        }
+        let c = cellcache::class_of(layout).expect("a cached cell has a size class");
+        let home = owner as usize - 1;
+        if self.current_worker_index() == Some(home) {
+            // SAFETY: we are the owning worker's thread; the block is of class `c` from its
+            // cache (the tag says so) and unused from here on.
+            unsafe { self.workers[home].cache.free_local(c, p) }
+        } else {
+            // SAFETY: as above, from another thread: the remote stack takes it.
+            unsafe { self.workers[home].cache.free_remote(c, p) }
+        }
+    }
+
+    fn on_complete(&self, id: u64, outcome: Outcome) {
+        let worker = self.current_worker();
+        if self.recorder.is_some() {
+            match outcome {
+                // Only a poll completes a task, and its `PollEnd` record (outcome ready)
+                // stands for the `Complete` too: the reader expands it.
+                Outcome::Completed => {}
+                Outcome::Cancelled => self.record_on(worker, EventKind::Cancel, id, 0),
+                Outcome::Panicked => self.record_on(worker, EventKind::Panic, id, 0),
+            }
+        }
+        match worker {
             Some(w) => match outcome {
                 Outcome::Completed => w.counters.tasks_completed.inc(),
                 Outcome::Cancelled => w.counters.tasks_cancelled.inc(),

@@ -67,6 +67,8 @@ pub(crate) enum PollOutcome {
     Requeued = 2,
     /// Pending, and an abort took effect: it is cancelled next.
     Cancelled = 3,
+    /// The poll panicked; the task completes as panicked.
+    Panicked = 4,
 }
 
 /// What `poll_end` hands to `poll_outcome`: a timestamp and the recorder, so the
@@ -106,6 +108,31 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     /// may already own (or have freed) the task, so it takes no `&self` and no header.
     #[inline(always)]
     fn poll_outcome(_token: PollEndToken, _id: u64, _outcome: PollOutcome) {}
+
+    /// Memory for a task cell of `layout`, and the tag to keep in its state word for
+    /// [`Schedule::free_cell`] (0: the global allocator).
+    #[inline(always)]
+    fn alloc_cell(&self, layout: std::alloc::Layout) -> (NonNull<u8>, u8) {
+        // SAFETY: a task cell is never zero-sized (it starts with a header).
+        let p = unsafe { std::alloc::alloc(layout) };
+        match NonNull::new(p) {
+            Some(p) => (p, 0),
+            None => std::alloc::handle_alloc_error(layout),
+        }
+    }
+
+    /// Free a cell's memory (its contents already dropped) that `alloc_cell` gave with
+    /// `owner` for `layout`.
+    ///
+    /// # Safety
+    /// `ptr`, `layout` and `owner` must be what `alloc_cell` returned and was given; the
+    /// memory is not used again.
+    #[inline(always)]
+    unsafe fn free_cell(&self, ptr: NonNull<u8>, layout: std::alloc::Layout, owner: u8) {
+        debug_assert_eq!(owner, 0);
+        // SAFETY: the caller's contract: the global allocator gave it with `layout`.
+        unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) }
+    }
 }
 
 /// What the event ring keeps per task (only when recording is on). The clock values are

@@ -155,11 +155,9 @@ where
     /// into those three things.
     pub(crate) fn allocate(future: F, scheduler: S, id: u64, stats: Option<super::TaskStats>) -> NonNull<Header> {
         let (layout, stats_offset) = Self::layout(stats.is_some());
-        // SAFETY: the layout is non-zero-sized (it holds a `Header`).
-        let mem = unsafe { std::alloc::alloc(layout) };
-        if mem.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
+        // The scheduler's cell cache, or the global allocator.
+        let (mem, owner) = scheduler.alloc_cell(layout);
+        let mem = mem.as_ptr();
         let has_stats = stats.is_some();
         if let Some(st) = stats {
             // SAFETY: `stats_offset` lies inside the allocation and is aligned for
@@ -168,7 +166,7 @@ where
         }
         let cell = Cell {
             header: Header {
-                state: State::with_stats(has_stats),
+                state: State::with_stats_and_owner(has_stats, owner),
                 vtable: &Self::VTABLE,
                 id,
                 queue_next: UnsafeCell::new(None),
@@ -232,8 +230,11 @@ where
     let (id, ended) = (header.id, cell.scheduler.poll_end(ptr));
     match polled {
         Poll::Ready(output) => {
-            S::poll_outcome(ended, id, PollOutcome::Ready);
-            let outcome = if output.is_ok() { Outcome::Completed } else { Outcome::Panicked };
+            let (polled, outcome) = match output.is_ok() {
+                true => (PollOutcome::Ready, Outcome::Completed),
+                false => (PollOutcome::Panicked, Outcome::Panicked),
+            };
+            S::poll_outcome(ended, id, polled);
             // SAFETY: still RUNNING; the future was already dropped by `poll_future`.
             unsafe { complete::<F, S>(ptr, output, outcome) };
         }
@@ -398,13 +399,20 @@ where
     // SAFETY: the reference count reached zero, so this is the only pointer left; it is
     // the allocation `allocate` made, with the layout it computed from the same flag.
     unsafe {
-        let has_stats = ptr.as_ref().state.has_stats();
+        let (has_stats, owner) = (ptr.as_ref().state.has_stats(), ptr.as_ref().state.owner());
         let (layout, offset) = Cell::<F, S>::layout(has_stats);
-        std::ptr::drop_in_place(ptr.cast::<Cell<F, S>>().as_ptr());
+        let cell = ptr.cast::<Cell<F, S>>().as_ptr();
+        // The scheduler is moved out and dropped last: it may own the cell cache the
+        // memory goes back to (dropping the runtime's last `Arc` frees the caches).
+        let scheduler = std::ptr::read(&raw const (*cell).scheduler);
+        std::ptr::drop_in_place(&raw mut (*cell).header);
+        std::ptr::drop_in_place(&raw mut (*cell).stage);
+        std::ptr::drop_in_place(&raw mut (*cell).join_waker);
         if has_stats {
             std::ptr::drop_in_place(ptr.cast::<u8>().as_ptr().add(offset).cast::<super::TaskStats>());
         }
-        std::alloc::dealloc(ptr.cast::<u8>().as_ptr(), layout);
+        scheduler.free_cell(ptr.cast::<u8>(), layout, owner);
+        drop(scheduler);
     }
 }
 

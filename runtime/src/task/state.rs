@@ -78,6 +78,11 @@ const JOIN_INTEREST: u64 = 1 << 26;
 /// Set at creation, never changed: the task's allocation carries a `TaskStats` tail
 /// (its runtime records events). One of the reserved low bits of seed 001's layout.
 const HAS_STATS: u64 = 1 << 0;
+/// Bits 8..16, set at creation and never changed: which worker's cell cache the task's
+/// memory came from (index + 1), or 0 for the global allocator
+/// (`scheduler/cellcache.rs`). Reserved low bits of seed 001's layout.
+const OWNER_SHIFT: u32 = 8;
+const OWNER_MASK: u64 = 0xff << OWNER_SHIFT;
 /// Set when the `JoinHandle` was dropped without taking the output. Informational.
 const DETACHED: u64 = 1 << 27;
 /// Set while the join waker slot holds a waker that the completing thread may read.
@@ -209,12 +214,19 @@ impl State {
     /// The state of a freshly spawned task: SCHEDULED, join interest, three references.
     #[cfg(test)]
     pub(crate) fn new() -> State {
-        State::with_stats(false)
+        State::with_stats_and_owner(false, 0)
     }
 
-    /// A new task's state, marking whether its allocation has a stats tail.
-    pub(crate) fn with_stats(has_stats: bool) -> State {
-        State { word: AtomicU64::new(INITIAL | if has_stats { HAS_STATS } else { 0 }) }
+    /// A new task's state: whether its allocation has a stats tail, and which cell cache
+    /// it came from (0: the global allocator).
+    pub(crate) fn with_stats_and_owner(has_stats: bool, owner: u8) -> State {
+        let word = INITIAL | if has_stats { HAS_STATS } else { 0 } | (owner as u64) << OWNER_SHIFT;
+        State { word: AtomicU64::new(word) }
+    }
+
+    /// The cell cache tag given at creation (immutable, so a relaxed load will do).
+    pub(crate) fn owner(&self) -> u8 {
+        ((self.word.load(Relaxed) & OWNER_MASK) >> OWNER_SHIFT) as u8
     }
 
     /// Whether the allocation has a stats tail (immutable, so a relaxed load will do).

@@ -48,7 +48,8 @@
 //! # Compound records
 //! To write one record where one will do, a spawn and its first queueing are one `Spawn`
 //! record, and a poll's end, the task's transition out of RUNNING and (for a requeue) its
-//! `Schedule` are one `PollEnd` record. [`decode`] expands them, so readers see every kind
+//! `Schedule`, or (for a task that returned its output) its `Complete`, are one `PollEnd`
+//! record. [`decode`] expands them, so readers see every kind
 //! listed in [`EventKind`]. Drop counts and `events_recorded` count records.
 
 use crate::loom::{fence, AtomicU64};
@@ -431,9 +432,10 @@ pub(crate) fn meta(kind: EventKind, worker: Option<usize>) -> u64 {
 /// Decode a record into the events it stands for, appending them to `out`. Two records
 /// are compound, to keep recording to one write where one would do:
 /// * `Spawn` (raw `arg` = `remote | target << 1`) is the spawn and its first `Schedule`;
-/// * `PollEnd` (raw `arg` = the poll's outcome: 0 idle, 1 ready, 2 requeued, 3 cancelled)
-///   is the end of the poll, the task's transition out of RUNNING and, for a requeue, its
-///   `Schedule` onto the local queue.
+/// * `PollEnd` (raw `arg`'s low byte = the poll's outcome: 0 idle, 1 ready, 2 requeued,
+///   3 cancelled, 4 ready by panicking) is the end of the poll, the task's transition out
+///   of RUNNING, for a requeue its `Schedule` onto the local queue, and for a task that
+///   returned its output, its `Complete`.
 pub(crate) fn decode(raw: Raw, ns: u64, out: &mut Vec<Event>) {
     let Some(kind) = EventKind::from_u8(raw.meta as u8) else { return };
     let w = (raw.meta >> 8) & 0xffff;
@@ -446,7 +448,12 @@ pub(crate) fn decode(raw: Raw, ns: u64, out: &mut Vec<Event>) {
             out.push(ev(EventKind::Schedule, raw.arg >> 1));
         }
         EventKind::PollEnd => match raw.arg & POLL_OUTCOME_MASK {
-            1 => out.push(ev(EventKind::PollEnd, 1)),
+            1 => {
+                out.push(ev(EventKind::PollEnd, 1));
+                out.push(ev(EventKind::Complete, 0));
+            }
+            // Ready by panicking: the `Panic` record follows.
+            4 => out.push(ev(EventKind::PollEnd, 1)),
             0 => {
                 out.push(ev(EventKind::PollEnd, 0));
                 out.push(ev(EventKind::Transition, RUNNING_TO));

@@ -464,7 +464,7 @@ impl Recorder {
     }
 
     /// `record` with a clock reading the caller already took.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record_at(&self, worker: Option<usize>, kind: EventKind, task: u64, arg: u64, ts: u64) {
         let ring = &self.rings[worker.unwrap_or(self.rings.len() - 1)];
         ring.write(Raw { ts, task, arg, meta: events::meta(kind, worker) });
