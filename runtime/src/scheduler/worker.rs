@@ -460,8 +460,15 @@ impl Shared {
                 Some(w) if !w.transitioning_to_park.load(Relaxed) => SCHEDULE_LIFO,
                 _ => SCHEDULE_GLOBAL,
             };
-            this.record_on(worker, EventKind::Spawn, task.header().id, worker.is_none() as u64 | (target << 1));
-            this.record_queued(worker, task.raw(), None);
+            if let Some(r) = &this.recorder {
+                // One clock reading for both (off a worker, each reading is a fresh one).
+                let now = this.ts_cached(r, worker);
+                let arg = worker.is_none() as u64 | (target << 1);
+                r.record_at(worker.map(|w| w.index), EventKind::Spawn, task.header().id, arg, now);
+                if let Some(st) = crate::task::raw::stats(task.raw()) {
+                    st.scheduled_at.store(now.max(1), Relaxed);
+                }
+            }
         }
         #[cfg(feature = "tracing")]
         tracing::trace_span!(target: "volt::task", "spawn", task.id = task.header().id, remote = worker.is_none())
