@@ -226,31 +226,23 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
 /// The update as JSON, with enum fields as names.
 fn json(u: &proto::Update) -> serde_json::Value {
     let mut v = serde_json::to_value(u).unwrap_or_default();
-    if let Some(workers) = v.pointer_mut("/snapshot/workers").and_then(|w| w.as_array_mut()) {
-        for w in workers {
-            let name = w
-                .get("state")
-                .and_then(|s| s.as_i64())
-                .and_then(|s| proto::WorkerState::try_from(s as i32).ok())
-                .map(|s| s.as_str_name().trim_start_matches("WORKER_STATE_").to_lowercase());
-            if let Some(name) = name {
-                w["state"] = serde_json::Value::String(name);
-            }
-        }
-    }
-    if let Some(tasks) = v.pointer_mut("/tasks/changed").and_then(|t| t.as_array_mut()) {
-        for t in tasks {
-            let name = t
-                .get("state")
-                .and_then(|s| s.as_i64())
-                .and_then(|s| proto::TaskState::try_from(s as i32).ok())
-                .map(|s| s.as_str_name().trim_start_matches("TASK_STATE_").to_lowercase());
-            if let Some(name) = name {
-                t["state"] = serde_json::Value::String(name);
-            }
-        }
-    }
+    name_enum(&mut v, "/snapshot/workers", |i| {
+        proto::WorkerState::try_from(i).ok().map(|s| s.as_str_name().trim_start_matches("WORKER_STATE_").to_lowercase())
+    });
+    name_enum(&mut v, "/tasks/changed", |i| {
+        proto::TaskState::try_from(i).ok().map(|s| s.as_str_name().trim_start_matches("TASK_STATE_").to_lowercase())
+    });
     v
+}
+
+/// Replace the numeric `state` of every object in the array at `pointer` with its name.
+fn name_enum(v: &mut serde_json::Value, pointer: &str, name: impl Fn(i32) -> Option<String>) {
+    let Some(items) = v.pointer_mut(pointer).and_then(|w| w.as_array_mut()) else { return };
+    for item in items {
+        if let Some(n) = item.get("state").and_then(|s| s.as_i64()).and_then(|s| name(s as i32)) {
+            item["state"] = serde_json::Value::String(n);
+        }
+    }
 }
 
 fn print_text(u: &proto::Update) {

@@ -113,6 +113,16 @@ fn check_families(s: &Scrape, workers: usize) {
     }
 }
 
+/// An exporter on a free loopback port, sampling every 20 ms.
+fn fast_exporter(rt: &volt::Runtime) -> volt_exporter::Exporter {
+    volt_exporter::Builder::new()
+        .listen("127.0.0.1:0")
+        .unwrap()
+        .interval(Duration::from_millis(20))
+        .install(rt.handle())
+        .unwrap()
+}
+
 fn busy_runtime(workers: usize) -> volt::Runtime {
     volt::runtime::Builder::new().worker_threads(workers).event_ring(4096).build().unwrap()
 }
@@ -136,12 +146,7 @@ fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 fn in_process_scrape_has_every_family_and_counters_grow() {
     let rt = busy_runtime(2);
     work(&rt, 500);
-    let exporter = volt_exporter::Builder::new()
-        .listen("127.0.0.1:0")
-        .unwrap()
-        .interval(Duration::from_millis(20))
-        .install(rt.handle())
-        .unwrap();
+    let exporter = fast_exporter(&rt);
     let addr = exporter.local_addr();
     let mut first = scrape(addr);
     wait_until("a first sample", Duration::from_secs(5), || {
@@ -178,12 +183,7 @@ fn a_port_in_use_is_a_clear_error() {
 #[test]
 fn the_sampler_stops_when_the_runtime_is_dropped() {
     let rt = busy_runtime(2);
-    let exporter = volt_exporter::Builder::new()
-        .listen("127.0.0.1:0")
-        .unwrap()
-        .interval(Duration::from_millis(20))
-        .install(rt.handle())
-        .unwrap();
+    let exporter = fast_exporter(&rt);
     let addr = exporter.local_addr();
     scrape(addr);
     assert!(!exporter.is_finished());

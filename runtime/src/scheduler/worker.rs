@@ -994,12 +994,7 @@ impl Schedule for Arc<Shared> {
             // SAFETY: this is worker `w`'s own thread (`current_worker` checked the context).
             return (unsafe { w.cache.alloc(c) }, w.index as u8 + 1);
         }
-        // SAFETY: a task cell is never zero-sized.
-        let p = unsafe { std::alloc::alloc(layout) };
-        match NonNull::new(p) {
-            Some(p) => (p, 0),
-            None => std::alloc::handle_alloc_error(layout),
-        }
+        (crate::task::alloc_global(layout), 0)
     }
 
     #[inline(always)]

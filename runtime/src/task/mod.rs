@@ -84,6 +84,17 @@ pub(crate) struct PollEndToken {
     pub(crate) recorder: *const (),
 }
 
+/// Memory for a task cell from the global allocator (a cell is never zero-sized).
+#[inline(always)]
+pub(crate) fn alloc_global(layout: std::alloc::Layout) -> NonNull<u8> {
+    // SAFETY: a task cell is never zero-sized (it starts with a header).
+    let p = unsafe { std::alloc::alloc(layout) };
+    match NonNull::new(p) {
+        Some(p) => p,
+        None => std::alloc::handle_alloc_error(layout),
+    }
+}
+
 /// What a task needs from the thing that runs it.
 pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     /// A waker (or an abort) moved the task to SCHEDULED: queue it.
@@ -113,12 +124,7 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     /// [`Schedule::free_cell`] (0: the global allocator).
     #[inline(always)]
     fn alloc_cell(&self, layout: std::alloc::Layout) -> (NonNull<u8>, u8) {
-        // SAFETY: a task cell is never zero-sized (it starts with a header).
-        let p = unsafe { std::alloc::alloc(layout) };
-        match NonNull::new(p) {
-            Some(p) => (p, 0),
-            None => std::alloc::handle_alloc_error(layout),
-        }
+        (alloc_global(layout), 0)
     }
 
     /// Free a cell's memory (its contents already dropped) that `alloc_cell` gave with
