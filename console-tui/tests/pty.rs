@@ -122,3 +122,71 @@ fn a_panic_still_restores_the_terminal() {
     assert!(!after.contains("┌ workers"), "{after}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A recording of `n` updates from a real runtime with a 4-worker table.
+fn make_recording(path: &std::path::Path, n: usize) {
+    use volt_console::record::RecordWriter;
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(4)
+        .event_ring(1024)
+        .console_bind("127.0.0.1:0")
+        .console_publish_interval(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let t = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    t.block_on(async {
+        let mut c = volt_console::client::connect(&rt.console_addr().unwrap().to_string()).await.unwrap();
+        let mut s = c.watch_updates(volt_console_proto::WatchRequest::default()).await.unwrap().into_inner();
+        let mut w = RecordWriter::create(path).unwrap();
+        for _ in 0..n {
+            for _ in 0..100 {
+                rt.spawn(async { volt::task::yield_now().await });
+            }
+            w.write(&s.message().await.unwrap().unwrap()).unwrap();
+        }
+    });
+}
+
+#[test]
+fn replay_plays_pauses_steps_and_quits() {
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let dir = std::env::temp_dir().join(format!("volt-console-pty-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("run.voltrec");
+    make_recording(&rec, 40);
+    let exit_file = dir.join("exit");
+    let tmux = Tmux { socket: format!("volt-console-test-replay-{}", std::process::id()) };
+    let script = format!("{bin} --replay {}; echo \"EXIT=$?\" > {}; sleep 30", rec.display(), exit_file.display());
+    assert!(tmux.cmd(&["new-session", "-d", "-s", "console", "-x", "150", "-y", "45", &script]).status.success());
+    // It plays: the position advances, and the recorded runtime's four workers show.
+    let position = |s: &str| -> Option<usize> {
+        let rest = s.split("▶ replay ").nth(1)?;
+        rest.split('/').next()?.trim().parse().ok()
+    };
+    let s = tmux.wait_for("playback", Duration::from_secs(20), |s| position(s).is_some_and(|p| p >= 2));
+    assert_eq!(worker_rows(&s).len(), 4, "{s}");
+    // Space pauses: the position holds.
+    tmux.cmd(&["send-keys", "-t", "console", "Space"]);
+    let paused = tmux.wait_for("pause", Duration::from_secs(5), |s| s.contains("❚❚ replay"));
+    let at = paused
+        .split("❚❚ replay ")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.trim().parse::<usize>().ok())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let still = tmux.screen();
+    assert!(still.contains(&format!("❚❚ replay {at}/40")), "moved while paused:\n{still}");
+    // `.` steps one update.
+    tmux.cmd(&["send-keys", "-t", "console", "."]);
+    tmux.wait_for("one step", Duration::from_secs(5), |s| s.contains(&format!("❚❚ replay {}/40", at + 1)));
+    tmux.cmd(&["send-keys", "-t", "console", "q"]);
+    let start = Instant::now();
+    while !exit_file.exists() {
+        assert!(start.elapsed() < Duration::from_secs(10), "no exit after q");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(std::fs::read_to_string(&exit_file).unwrap().trim(), "EXIT=0");
+    std::fs::remove_dir_all(&dir).ok();
+}

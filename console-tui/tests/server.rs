@@ -372,3 +372,80 @@ fn a_recording_round_trips_through_replay() {
     assert_eq!(record::read(&path).unwrap_err().kind(), std::io::ErrorKind::InvalidData);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_watcher_backs_off_then_follows_a_console_that_appears() {
+    // A free port with nothing on it yet.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    client::spawn_watcher(addr.to_string(), None, tx);
+    let mut waits = Vec::new();
+    while waits.len() < 3 {
+        match rx.recv_timeout(Duration::from_secs(10)).expect("status messages") {
+            client::Msg::Status(volt_console::app::Status::Disconnected { retry_in_ms, reason }) => {
+                assert!(reason.contains("cannot connect"), "{reason}");
+                waits.push(retry_in_ms);
+            }
+            client::Msg::Status(_) => {}
+            client::Msg::Update(_) => panic!("an update with no server"),
+        }
+    }
+    assert_eq!(waits, [100, 200, 400], "the backoff doubles from 100 ms");
+    // The process comes up: the watcher connects on its next attempt and streams.
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(2)
+        .console_bind(addr)
+        .console_publish_interval(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut live = false;
+    loop {
+        match rx.recv_timeout(Duration::from_secs(10)).expect("messages") {
+            client::Msg::Status(volt_console::app::Status::Live) => live = true,
+            client::Msg::Update(u) if live => {
+                assert_eq!(u.snapshot.unwrap().workers.len(), 2);
+                break;
+            }
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "never went live");
+    }
+    drop(rt);
+}
+
+#[test]
+fn once_json_prints_a_snapshot_and_fails_clearly_without_a_server() {
+    let rt = runtime(2, true);
+    spawn_work(&rt, 100);
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let out = std::process::Command::new(bin)
+        .args(["--once", "--json", &rt.console_addr().unwrap().to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let workers = v["snapshot"]["workers"].as_array().expect("workers");
+    assert_eq!(workers.len(), 2);
+    for w in workers {
+        let state = w["state"].as_str().expect("state as a name");
+        assert!(["running", "searching", "parked"].contains(&state), "{state}");
+    }
+    assert!(v["snapshot"]["tasks_spawned"].as_u64().unwrap() >= 100);
+    assert_eq!(v["runtime"]["workers"], 2);
+    // Nothing listening: exit 1 with the address in the message.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let out = std::process::Command::new(bin).args(["--once", "--json", &closed]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("cannot connect to {closed}")));
+    // Not an address: exit 1 and say what is expected.
+    let out = std::process::Command::new(bin).args(["--once", "not-an-address"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected host:port"));
+}
