@@ -18,52 +18,8 @@ use workloads::*;
 suite!(on_volt, volt::Runtime, volt::spawn, volt::task::yield_now, volt::time::sleep);
 suite!(on_tokio, tokio::runtime::Runtime, tokio::spawn, tokio::task::yield_now, tokio::time::sleep);
 
-/// The same on Tokio (its own traits).
-mod echo_tokio {
-    use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    pub fn start(rt: &tokio::runtime::Runtime) -> std::net::SocketAddr {
-        rt.block_on(async {
-            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = l.local_addr().unwrap();
-            tokio::spawn(async move {
-                while let Ok((mut s, _)) = l.accept().await {
-                    tokio::spawn(async move {
-                        let mut buf = [0u8; ECHO_MSG];
-                        while s.read_exact(&mut buf).await.is_ok() {
-                            if s.write_all(&buf).await.is_err() {
-                                return;
-                            }
-                        }
-                    });
-                }
-            });
-            addr
-        })
-    }
-
-    pub fn run(rt: &tokio::runtime::Runtime, addr: std::net::SocketAddr) {
-        rt.block_on(async move {
-            let hs: Vec<_> = (0..ECHO_CONNS)
-                .map(|_| {
-                    tokio::spawn(async move {
-                        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-                        s.set_nodelay(true).unwrap();
-                        let (out, mut back) = ([1u8; ECHO_MSG], [0u8; ECHO_MSG]);
-                        for _ in 0..ECHO_TRIPS {
-                            s.write_all(&out).await.unwrap();
-                            s.read_exact(&mut back).await.unwrap();
-                        }
-                    })
-                })
-                .collect();
-            for h in hs {
-                h.await.unwrap();
-            }
-        });
-    }
-}
+// The same on Tokio (its own traits).
+echo!(echo_tokio, tokio::runtime::Runtime, tokio::net, tokio::spawn, tokio::io);
 
 static VOLT_ECHO: std::sync::OnceLock<std::net::SocketAddr> = std::sync::OnceLock::new();
 static TOKIO_ECHO: std::sync::OnceLock<std::net::SocketAddr> = std::sync::OnceLock::new();

@@ -386,14 +386,20 @@ fn loom_idle_last_searcher_parks_against_a_producer() {
     // Worker 0 is the only searcher and found nothing; a producer pushes meanwhile.
     // Either the re-check sees the work or the producer wakes the worker; otherwise the
     // worker sleeps forever (no timeout under loom) and the model deadlocks.
-    model(|| {
-        let m = IdleModel::new();
+    model(|| park_against_a_producer(0, true));
+}
+
+/// Worker `index` (a searcher or not) parks while a producer pushes; the model
+/// deadlocks if the wake is lost.
+fn park_against_a_producer(index: usize, searching: bool) {
+    let m = IdleModel::new();
+    if searching {
         assert!(m.idle.transition_worker_to_searching());
-        let m2 = m.clone();
-        let producer = thread::spawn(move || m2.produce());
-        assert!(m.park_worker(0, true));
-        producer.join().unwrap();
-    });
+    }
+    let m2 = m.clone();
+    let producer = thread::spawn(move || m2.produce());
+    assert!(m.park_worker(index, searching));
+    producer.join().unwrap();
 }
 
 #[test]
@@ -401,13 +407,7 @@ fn loom_idle_non_searcher_parks_against_a_producer() {
     // A worker that never became a searcher parks while a producer pushes: the re-check
     // "when nobody is searching" closes the window the seed's last-searcher-only rule
     // leaves open.
-    model(|| {
-        let m = IdleModel::new();
-        let m2 = m.clone();
-        let producer = thread::spawn(move || m2.produce());
-        assert!(m.park_worker(1, false));
-        producer.join().unwrap();
-    });
+    model(|| park_against_a_producer(1, false));
 }
 
 #[test]

@@ -195,52 +195,66 @@ macro_rules! suite {
 
 pub(crate) use suite;
 
-/// TCP echo on Volt (futures-io traits).
-pub mod echo_volt {
-    use super::*;
-    use futures::{AsyncReadExt, AsyncWriteExt};
+/// TCP echo over loopback, written once for both runtimes: each brings its own runtime,
+/// socket types, `spawn` and read/write extension traits (which share method names).
+macro_rules! echo {
+    ($m:ident, $Rt:ty, $net:path, $spawn:path, $ext:path) => {
+        /// TCP echo on one runtime.
+        pub mod $m {
+            use super::*;
+            use ext::{AsyncReadExt, AsyncWriteExt};
+            use $ext as ext;
+            use $net as net;
 
-    pub fn start(rt: &volt::Runtime) -> std::net::SocketAddr {
-        rt.block_on(async {
-            let l = volt::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = l.local_addr().unwrap();
-            volt::spawn(async move {
-                while let Ok((mut s, _)) = l.accept().await {
-                    volt::spawn(async move {
-                        let mut buf = [0u8; ECHO_MSG];
-                        while s.read_exact(&mut buf).await.is_ok() {
-                            if s.write_all(&buf).await.is_err() {
-                                return;
-                            }
+            /// Start the echo server; returns its address.
+            pub fn start(rt: &$Rt) -> std::net::SocketAddr {
+                rt.block_on(async {
+                    let l = net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                    let addr = l.local_addr().unwrap();
+                    $spawn(async move {
+                        while let Ok((mut s, _)) = l.accept().await {
+                            $spawn(async move {
+                                let mut buf = [0u8; ECHO_MSG];
+                                while s.read_exact(&mut buf).await.is_ok() {
+                                    if s.write_all(&buf).await.is_err() {
+                                        return;
+                                    }
+                                }
+                            });
                         }
                     });
-                }
-            });
-            addr
-        })
-    }
-
-    pub fn run(rt: &volt::Runtime, addr: std::net::SocketAddr) {
-        rt.block_on(async move {
-            let hs: Vec<_> = (0..ECHO_CONNS)
-                .map(|_| {
-                    volt::spawn(async move {
-                        let mut s = volt::net::TcpStream::connect(addr).await.unwrap();
-                        s.set_nodelay(true).unwrap();
-                        let (out, mut back) = ([1u8; ECHO_MSG], [0u8; ECHO_MSG]);
-                        for _ in 0..ECHO_TRIPS {
-                            s.write_all(&out).await.unwrap();
-                            s.read_exact(&mut back).await.unwrap();
-                        }
-                    })
+                    addr
                 })
-                .collect();
-            for h in hs {
-                h.await.unwrap();
             }
-        });
-    }
+
+            /// `ECHO_CONNS` connections of `ECHO_TRIPS` round trips each.
+            pub fn run(rt: &$Rt, addr: std::net::SocketAddr) {
+                rt.block_on(async move {
+                    let hs: Vec<_> = (0..ECHO_CONNS)
+                        .map(|_| {
+                            $spawn(async move {
+                                let mut s = net::TcpStream::connect(addr).await.unwrap();
+                                s.set_nodelay(true).unwrap();
+                                let (out, mut back) = ([1u8; ECHO_MSG], [0u8; ECHO_MSG]);
+                                for _ in 0..ECHO_TRIPS {
+                                    s.write_all(&out).await.unwrap();
+                                    s.read_exact(&mut back).await.unwrap();
+                                }
+                            })
+                        })
+                        .collect();
+                    for h in hs {
+                        h.await.unwrap();
+                    }
+                });
+            }
+        }
+    };
 }
+pub(crate) use echo;
+
+// TCP echo on Volt (futures-io traits).
+echo!(echo_volt, volt::Runtime, volt::net, volt::spawn, futures);
 
 pub fn median(v: &mut [Duration]) -> Duration {
     v.sort();
