@@ -2,12 +2,16 @@
 //! (4,096 events per worker), over the Tokio-comparison workloads, alternating in one
 //! process. `cargo bench -p volt --bench overhead` prints medians, the ratio on/off per
 //! workload, and the geometric mean. `VOLT_BENCH_SAMPLES` sets the samples (default 40);
-//! `VOLT_BENCH_ONLY=name` runs the workloads whose name contains `name`.
+//! `VOLT_BENCH_ONLY=name` runs the workloads whose name contains `name`. A sample repeats
+//! its workload to last about 5 ms and reports the time per run.
 
 mod workloads;
 use workloads::*;
 
 suite!(on_volt, volt::Runtime, volt::spawn, volt::task::yield_now, volt::time::sleep);
+
+/// How long one sample runs (a workload repeated as often as it takes).
+const SAMPLE_TIME: Duration = Duration::from_millis(5);
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--test") || std::env::var_os("VOLT_BENCH_QUICK").is_some();
@@ -33,7 +37,7 @@ fn main() {
         ("timers_fire_10k", Box::new(|rt, _| on_volt::timers_fire(rt)), false),
     ];
 
-    println!("Volt with the event ring off vs on, {WORKERS} workers, {samples} samples each (a quarter for the two slowest), alternating\n");
+    println!("Volt with the event ring off vs on, {WORKERS} workers, {samples} samples each (a quarter for the two slowest), alternating, each sample ~5 ms of repeats\n");
     println!("| workload | ring off | ring on | on/off |");
     println!("|---|---:|---:|---:|");
     let only = std::env::var("VOLT_BENCH_ONLY").ok();
@@ -46,12 +50,21 @@ fn main() {
             run(&on, echo_on);
         }
         let n = samples_for(name, samples);
+        // Each sample runs the workload enough times to last about 5 ms: the short ones
+        // (chained_spawn is ~100 µs) otherwise measure mostly whether a worker happened to
+        // be asleep when the work arrived, and swing from 0.7 to 1.8 run to run.
+        let t = Instant::now();
+        run(&off, echo_off);
+        let reps =
+            if quick { 1 } else { (SAMPLE_TIME.as_nanos() / t.elapsed().as_nanos().max(1)).clamp(1, 200) as u32 };
         let (mut a, mut b) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for i in 0..n {
             let time = |rt: &volt::Runtime, addr, out: &mut Vec<Duration>| {
                 let t = Instant::now();
-                run(rt, addr);
-                out.push(t.elapsed());
+                for _ in 0..reps {
+                    run(rt, addr);
+                }
+                out.push(t.elapsed() / reps);
             };
             if i % 2 == 0 {
                 time(&off, echo_off, &mut a);

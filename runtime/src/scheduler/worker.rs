@@ -75,8 +75,8 @@ use crate::scheduler::cellcache::{self, CellCache};
 use crate::task::list::OwnedTasks;
 use crate::task::raw::{self, Header};
 use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule, TaskStats};
-use crate::task::{PollEndToken, PollOutcome};
-use crate::telemetry::events::{self, EventKind, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
+use crate::task::{PollOutcome, PollToken};
+use crate::telemetry::events::{self, EventKind, EventRing, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
 use crate::telemetry::{Recorder, RemoteCounters, WorkerCounters, WorkerState};
 use std::cell::Cell;
 use std::future::Future;
@@ -231,10 +231,13 @@ fn clamp_interval(v: u64) -> u32 {
 #[derive(Clone, Copy)]
 struct Ctx {
     shared: *const Shared,
-    worker: usize,
+    /// This thread's worker of `shared` (null: not a worker). A pointer, not an index:
+    /// `current_worker` runs several times per poll, and this saves it a bounds check
+    /// and a multiply each time.
+    worker: *const Worker,
 }
 
-const NO_WORKER: usize = usize::MAX;
+const NO_WORKER: *const Worker = ptr::null();
 
 thread_local! {
     static CONTEXT: Cell<Ctx> = const { Cell::new(Ctx { shared: ptr::null(), worker: NO_WORKER }) };
@@ -269,7 +272,7 @@ fn current_shared() -> Option<ManuallyDrop<Arc<Shared>>> {
 
 /// Whether this thread is a worker of any Volt runtime.
 pub(crate) fn on_worker_thread() -> bool {
-    CONTEXT.with(|c| c.get().worker != NO_WORKER)
+    CONTEXT.with(|c| !c.get().worker.is_null())
 }
 
 /// `volt::spawn`: spawn onto the runtime this thread is in.
@@ -372,20 +375,18 @@ impl Shared {
         }
     }
 
-    /// A task starts waiting in a queue: note when (schedule latency, the task's
-    /// scheduled time) and, for a wake, record the event.
+    /// A woken task starts waiting in a queue: note when (schedule latency, the task's
+    /// scheduled time) and record the event.
     #[inline(always)]
-    fn record_queued(&self, w: Option<&Worker>, task: NonNull<Header>, target: Option<u64>) {
+    fn record_queued(&self, w: Option<&Worker>, task: NonNull<Header>, target: u64) {
         if let Some(r) = &self.recorder {
             let now = self.ts_cached(r, w);
             if let Some(st) = crate::task::raw::stats(task) {
                 st.scheduled_at.store(now.max(1), Relaxed);
             }
-            if let Some(target) = target {
-                // SAFETY: the caller holds a reference to the task.
-                let id = unsafe { task.as_ref() }.id;
-                r.record_at(w.map(|w| w.index), EventKind::Schedule, id, target, now);
-            }
+            // SAFETY: the caller holds a reference to the task.
+            let id = unsafe { task.as_ref() }.id;
+            r.record_at(w.map(|w| w.index), EventKind::Schedule, id, target, now);
         }
     }
 
@@ -421,15 +422,18 @@ impl Shared {
         CONTEXT
             .try_with(|c| c.get())
             .ok()
-            .filter(|ctx| ptr::eq(ctx.shared, self) && ctx.worker != NO_WORKER)
-            .map(|ctx| ctx.worker)
+            .filter(|ctx| ptr::eq(ctx.shared, self) && !ctx.worker.is_null())
+            // SAFETY: set by `run_worker` to one of `self.workers`, alive while `self` is.
+            .map(|ctx| unsafe { &*ctx.worker }.index)
     }
 
     #[inline(always)]
     fn current_worker(&self) -> Option<&Worker> {
         let ctx = CONTEXT.with(|c| c.get());
-        if ptr::eq(ctx.shared, self) && ctx.worker != NO_WORKER {
-            Some(&self.workers[ctx.worker])
+        if ptr::eq(ctx.shared, self) && !ctx.worker.is_null() {
+            // SAFETY: `run_worker` set it to one of `self.workers` (same `shared`), and
+            // `self` is alive while we hold `&self`.
+            Some(unsafe { &*ctx.worker })
         } else {
             None
         }
@@ -497,12 +501,12 @@ impl Shared {
 
     fn schedule_task(&self, task: Notified<Arc<Shared>>, is_yield: bool) {
         let worker = self.current_worker();
-        if self.recorder.is_some() {
-            // A requeue after a poll is recorded by that poll's `PollEnd`; a wake here.
+        // A requeue after a poll (`is_yield`) is that poll's to record: its `PollEnd`
+        // says so, and `poll_end` noted the time. A wake is recorded here.
+        if self.recorder.is_some() && !is_yield {
             let target = match worker {
-                _ if is_yield => None,
-                Some(w) if !w.transitioning_to_park.load(Relaxed) => Some(SCHEDULE_LIFO),
-                _ => Some(SCHEDULE_GLOBAL),
+                Some(w) if !w.transitioning_to_park.load(Relaxed) => SCHEDULE_LIFO,
+                _ => SCHEDULE_GLOBAL,
             };
             self.record_queued(worker, task.0.raw(), target);
         }
@@ -573,9 +577,9 @@ impl Shared {
             }
         }
         let _exit = Exit(&this);
-        let prev = CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(&this), worker: index }));
-        let _ctx = EnterGuard(prev);
         let w = &this.workers[index];
+        let prev = CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(&this), worker: w }));
+        let _ctx = EnterGuard(prev);
         w.counters.set_state(WorkerState::Running);
         if let Some(r) = &this.recorder {
             this.ts_fresh(r, Some(w));
@@ -916,76 +920,74 @@ impl Schedule for Arc<Shared> {
     }
 
     #[inline(always)]
-    fn poll_start(&self, ptr: NonNull<Header>) {
-        let Some(rec) = &self.recorder else { return };
-        let w = self.current_worker();
+    fn poll_start(&self, ptr: NonNull<Header>) -> PollToken {
+        let Some(rec) = &self.recorder else { return PollToken::NONE };
+        // Only workers poll this runtime's tasks (`run_task`), so `w` is always there.
+        let Some(w) = self.current_worker() else { return PollToken::NONE };
         // A poll starts where the worker's last clock reading left off (the end of the
         // previous poll, a park, a steal): one clock read per poll, not two.
-        let now = self.ts_cached(rec, w);
+        let now = w.core.last_ts.get();
         if let Some(st) = crate::task::raw::stats(ptr) {
             // Only the thread running the task writes these (RUNNING is exclusive, and
-            // nothing queues a RUNNING task), so plain loads and stores suffice.
+            // nothing queues a RUNNING task), so plain loads and stores suffice. Every way
+            // into a queue sets `scheduled_at` first (spawn, a wake, or `poll_end` for a
+            // requeue), so it is never stale here and needs no clearing.
             let queued_at = st.scheduled_at.load(Relaxed);
             if queued_at != 0 {
-                st.scheduled_at.store(0, Relaxed);
                 let waited = now.saturating_sub(queued_at);
                 st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
-                if let Some(w) = w {
-                    w.counters.histograms.schedule_latency.record(rec.clock().ticks_to_ns(waited));
-                }
+                w.counters.histograms.schedule_latency.record(rec.clock().ticks_to_ns(waited));
             }
             st.polls.store(st.polls.load(Relaxed) + 1, Relaxed);
-            st.poll_started.store(now, Relaxed);
         }
+        let ring = rec.ring(w.index);
+        // Written lazily: see "Lazy poll starts" in `telemetry::events`.
         // SAFETY: the poller holds the task (RUNNING) for this call.
-        let id = unsafe { ptr.as_ref() }.id;
-        match w {
-            // Written lazily: see "Lazy poll starts" in `telemetry::events`.
-            Some(w) => rec.ring(w.index).set_pending_start(id, now),
-            None => rec.record_at(None, EventKind::PollStart, id, 0, now),
+        ring.set_pending_start(unsafe { ptr.as_ref() }.id, now);
+        PollToken {
+            cx: (w as *const Worker).cast(),
+            ring: (ring as *const EventRing).cast(),
+            start: now,
+            end: now,
+            extra: 0,
         }
     }
 
     #[inline(always)]
-    fn poll_end(&self, ptr: NonNull<Header>) -> PollEndToken {
-        let Some(rec) = &self.recorder else {
-            return PollEndToken { ts: 0, extra: 0, worker: 0, recorder: ptr::null() };
-        };
-        let w = self.current_worker();
-        let now = self.ts_fresh(rec, w);
-        let extra = match w.and_then(|w| rec.ring(w.index).take_pending_start()) {
-            Some(start) => events::POLL_IMPLICIT_START | (now.saturating_sub(start) << events::POLL_BUSY_SHIFT),
-            None => 0,
-        };
-        if let Some(st) = crate::task::raw::stats(ptr) {
-            let busy = now.saturating_sub(st.poll_started.load(Relaxed));
-            st.busy_ticks.store(st.busy_ticks.load(Relaxed) + busy, Relaxed);
-            st.last_poll_end.store(now, Relaxed);
-            if let Some(w) = w {
-                w.counters.histograms.poll_time.record(rec.clock().ticks_to_ns(busy));
-            }
-        }
-        PollEndToken {
-            ts: now,
-            extra,
-            worker: w.map_or(usize::MAX, |w| w.index),
-            recorder: Arc::as_ptr(self) as *const (),
-        }
-    }
-
-    #[inline(always)]
-    fn poll_outcome(token: PollEndToken, id: u64, outcome: PollOutcome) {
-        if token.recorder.is_null() {
+    fn poll_end(&self, ptr: NonNull<Header>, token: &mut PollToken) {
+        let Some(rec) = &self.recorder else { return };
+        if token.cx.is_null() {
             return;
         }
-        // SAFETY: `poll_end` set this from `&Shared` on a worker thread of that runtime
-        // (the only threads that poll its tasks), and the worker thread holds an `Arc` to
-        // it for its whole life, so it is alive here even if the task is not.
-        let shared = unsafe { &*(token.recorder as *const Shared) };
-        if let Some(rec) = &shared.recorder {
-            let worker = (token.worker != usize::MAX).then_some(token.worker);
-            rec.record_at(worker, EventKind::PollEnd, id, outcome as u64 | token.extra, token.ts);
+        // SAFETY: `poll_start` set these from `self.workers` and `rec`, alive with `self`.
+        let (w, ring) = unsafe { (&*token.cx.cast::<Worker>(), &*token.ring.cast::<EventRing>()) };
+        let now = rec.clock().raw();
+        w.core.last_ts.set(now);
+        let busy = now.saturating_sub(token.start);
+        token.end = now;
+        if ring.take_pending_start() {
+            token.extra = events::POLL_IMPLICIT_START | (busy << events::POLL_BUSY_SHIFT);
         }
+        if let Some(st) = crate::task::raw::stats(ptr) {
+            st.busy_ticks.store(st.busy_ticks.load(Relaxed) + busy, Relaxed);
+            st.last_poll_end.store(now, Relaxed);
+            // If the poll ends in a requeue, it was queued now; if it ends idle, the wake
+            // that queues it again overwrites this (after it, through the state word).
+            st.scheduled_at.store(now, Relaxed);
+        }
+        w.counters.histograms.poll_time.record(rec.clock().ticks_to_ns(busy));
+    }
+
+    #[inline(always)]
+    fn poll_outcome(token: &PollToken, id: u64, outcome: PollOutcome) {
+        if token.ring.is_null() {
+            return;
+        }
+        // SAFETY: `poll_start` took it from the runtime's recorder on a worker thread (the
+        // only threads that poll its tasks), and the worker thread holds an `Arc` to the
+        // runtime for its whole life, so it is alive here even if the task is not.
+        let ring = unsafe { &*token.ring.cast::<EventRing>() };
+        ring.write_event(EventKind::PollEnd, id, outcome as u64 | token.extra, token.end);
     }
 
     #[inline(always)]
@@ -1050,9 +1052,10 @@ impl Schedule for Arc<Shared> {
 /// and returns true once the output is ready. Returns whether the target completed.
 pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn FnMut(&Waker) -> bool) -> bool {
     let ctx = CONTEXT.with(|c| c.get());
-    if ctx.worker != NO_WORKER {
+    if !ctx.worker.is_null() {
         let shared = current_shared().expect("worker context");
-        let w = &shared.workers[ctx.worker];
+        // SAFETY: a worker's context points at that worker of `shared`, which is alive.
+        let w = unsafe { &*ctx.worker };
         Shared::help_until_complete(&shared, w, target, poll_join);
         return raw::is_complete(target);
     }

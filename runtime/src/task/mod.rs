@@ -71,17 +71,27 @@ pub(crate) enum PollOutcome {
     Panicked = 4,
 }
 
-/// What `poll_end` hands to `poll_outcome`: a timestamp and the recorder, so the
-/// outcome can be recorded without touching the task (which may be gone by then).
+/// What a scheduler carries through one poll: `poll_start` makes it, `poll_end` fills
+/// in the end, and `poll_outcome` records it without touching the task (which may be gone
+/// by then). Plain data on the poller's stack: the poll's context is looked up once.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct PollEndToken {
-    pub(crate) ts: u64,
+pub(crate) struct PollToken {
+    /// Scheduler-defined (the worker scheduler: the polling worker); null when nothing
+    /// records, and then the other hooks do nothing.
+    pub(crate) cx: *const (),
+    /// Scheduler-defined (the worker scheduler: that worker's event ring).
+    pub(crate) ring: *const (),
+    /// Clock readings at the poll's start and end.
+    pub(crate) start: u64,
+    pub(crate) end: u64,
     /// Scheduler-defined bits recorded with the outcome.
     pub(crate) extra: u64,
-    /// The polling worker's index (scheduler-defined).
-    pub(crate) worker: usize,
-    /// Scheduler-defined; null when nothing records.
-    pub(crate) recorder: *const (),
+}
+
+impl PollToken {
+    /// Nothing records this poll.
+    pub(crate) const NONE: PollToken =
+        PollToken { cx: std::ptr::null(), ring: std::ptr::null(), start: 0, end: 0, extra: 0 };
 }
 
 /// Memory for a task cell from the global allocator (a cell is never zero-sized).
@@ -107,18 +117,18 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     fn release(&self, task: NonNull<Header>) -> bool;
     /// Count a finished task.
     fn on_complete(&self, id: u64, outcome: Outcome);
-    /// A poll begins (no-op unless the scheduler records events).
+    /// A poll begins (a no-op unless the scheduler records events).
     #[inline(always)]
-    fn poll_start(&self, _task: NonNull<Header>) {}
+    fn poll_start(&self, _task: NonNull<Header>) -> PollToken {
+        PollToken::NONE
+    }
     /// A poll returned: account it while the caller still owns the task.
     #[inline(always)]
-    fn poll_end(&self, _task: NonNull<Header>) -> PollEndToken {
-        PollEndToken { ts: 0, extra: 0, worker: 0, recorder: std::ptr::null() }
-    }
+    fn poll_end(&self, _task: NonNull<Header>, _token: &mut PollToken) {}
     /// Record how the poll ended. Called after the state transition, when another thread
     /// may already own (or have freed) the task, so it takes no `&self` and no header.
     #[inline(always)]
-    fn poll_outcome(_token: PollEndToken, _id: u64, _outcome: PollOutcome) {}
+    fn poll_outcome(_token: &PollToken, _id: u64, _outcome: PollOutcome) {}
 
     /// Memory for a task cell of `layout`, and the tag to keep in its state word for
     /// [`Schedule::free_cell`] (0: the global allocator).
@@ -149,9 +159,8 @@ pub(crate) struct TaskStats {
     pub(crate) polls: std::sync::atomic::AtomicU64,
     pub(crate) busy_ticks: std::sync::atomic::AtomicU64,
     pub(crate) scheduled_ticks: std::sync::atomic::AtomicU64,
-    /// When it was last queued (0: not waiting in a queue).
+    /// When it was last queued, or its last poll's end (0: never).
     pub(crate) scheduled_at: std::sync::atomic::AtomicU64,
-    pub(crate) poll_started: std::sync::atomic::AtomicU64,
     pub(crate) last_poll_end: std::sync::atomic::AtomicU64,
 }
 
@@ -315,12 +324,14 @@ thread_local! {
 pub(crate) struct CurrentTaskGuard(Option<NonNull<Header>>);
 
 impl CurrentTaskGuard {
+    #[inline]
     pub(crate) fn enter(task: NonNull<Header>) -> CurrentTaskGuard {
         CurrentTaskGuard(CURRENT_TASK.with(|c| c.replace(Some(task))))
     }
 }
 
 impl Drop for CurrentTaskGuard {
+    #[inline]
     fn drop(&mut self) {
         CURRENT_TASK.with(|c| c.set(self.0));
     }

@@ -54,6 +54,7 @@ pub(crate) struct Header {
 ///
 /// `task` must be the allocation's own pointer (with provenance over the tail) of a task
 /// the caller keeps alive for `'a`.
+#[inline]
 pub(crate) fn stats<'a>(task: NonNull<Header>) -> Option<&'a super::TaskStats> {
     // SAFETY: the caller keeps the task alive; the header is at the allocation's start.
     let h = unsafe { task.as_ref() };
@@ -223,11 +224,12 @@ where
     let header = &cell.header;
     #[cfg(feature = "tracing")]
     let _span = tracing::trace_span!(target: "volt::task", "poll", task.id = header.id).entered();
-    cell.scheduler.poll_start(ptr);
+    let mut token = cell.scheduler.poll_start(ptr);
     // SAFETY: RUNNING gives this thread exclusive access to the stage.
     let polled = unsafe { poll_future::<F, S>(cell, ptr) };
     // Accounted while we still own the task; recorded below without touching it.
-    let (id, ended) = (header.id, cell.scheduler.poll_end(ptr));
+    cell.scheduler.poll_end(ptr, &mut token);
+    let (id, ended) = (header.id, &token);
     match polled {
         Poll::Ready(output) => {
             let (polled, outcome) = match output.is_ok() {

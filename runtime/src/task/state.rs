@@ -230,6 +230,7 @@ impl State {
     }
 
     /// Whether the allocation has a stats tail (immutable, so a relaxed load will do).
+    #[inline]
     pub(crate) fn has_stats(&self) -> bool {
         self.word.load(Relaxed) & HAS_STATS != 0
     }
@@ -254,6 +255,7 @@ impl State {
     }
 
     /// SCHEDULED -> RUNNING, clearing `notified`. See [`TransitionToRunning`].
+    #[inline]
     pub(crate) fn transition_to_running(&self) -> TransitionToRunning {
         self.fetch_update(|curr| {
             if curr.lifecycle() != Lifecycle::Scheduled {
@@ -270,6 +272,7 @@ impl State {
 
     /// RUNNING -> IDLE after a `Pending` poll; atomically reads and clears `notified` and
     /// returns the previous state so a wake during the poll is never lost.
+    #[inline]
     pub(crate) fn transition_to_idle(&self) -> TransitionToIdle {
         self.fetch_update(|curr| {
             debug_assert_eq!(curr.lifecycle(), Lifecycle::Running);

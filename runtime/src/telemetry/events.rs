@@ -39,11 +39,15 @@
 //! # Lazy poll starts
 //! Most polls record nothing between their start and their end, so a worker does not write
 //! a `PollStart` when a poll begins: it notes the task and the start's clock reading in
-//! its ring (owner-only fields). The next record the worker writes, an event inside the
-//! poll, writes the start first, so order is exact. If the poll's end comes first, the
-//! `PollEnd` record carries the poll's length and a flag, and the reader puts the
-//! `PollStart` back ([`implicit_poll_start`]) just before it. One record per poll instead
-//! of two halved what recording cost on `yield_many`.
+//! its ring (owner-only fields). If the poll's end comes first, the `PollEnd` record
+//! carries the poll's length and a flag. If an event inside the poll comes first (a spawn,
+//! a wake), that record carries the polled task's id in spare `meta` bits
+//! ([`META_STARTS_POLL`]); it has the start's timestamp already, since events inside a
+//! poll carry their poll's start. Either way the reader puts the `PollStart` back
+//! ([`implicit_poll_start`]) just before the record that carries it, so order is exact.
+//! Only a poll nested in another (`JoinHandle::join` helping on a worker) writes the outer
+//! start as a record of its own. One record per poll instead of two halved what recording
+//! cost on `yield_many`.
 //!
 //! # Compound records
 //! To write one record where one will do, a spawn and its first queueing are one `Spawn`
@@ -268,6 +272,8 @@ pub(crate) struct EventRing {
     pending_ts: AtomicU64,
     /// `meta` of this ring's `PollStart` records.
     start_meta: u64,
+    /// The worker part of this ring's `meta` (see [`meta`]).
+    worker_bits: u64,
 }
 
 /// Decoded fields of one record.
@@ -312,6 +318,7 @@ impl EventRing {
             pending_task: AtomicU64::new(0),
             pending_ts: AtomicU64::new(0),
             start_meta: meta(EventKind::PollStart, worker),
+            worker_bits: meta(EventKind::PollStart, worker) & !0xff,
         }
     }
 
@@ -325,11 +332,21 @@ impl EventRing {
     }
 
     /// Append one record. On a worker ring only the owner calls this; a poll start still
-    /// pending is written first, so the ring keeps the order things happened in.
+    /// pending goes first, so the ring keeps the order things happened in: folded into
+    /// this record's `meta` when it can be (see "Lazy poll starts"), else as its own.
     #[inline]
-    pub(crate) fn write(&self, raw: Raw) {
+    pub(crate) fn write(&self, mut raw: Raw) {
         if !self.multi_writer {
-            self.flush_pending_start();
+            let task = self.pending_task.load(Relaxed);
+            if task != 0 {
+                self.pending_task.store(0, Relaxed);
+                let ts = self.pending_ts.load(Relaxed);
+                if ts == raw.ts && task <= META_START_TASK_MAX {
+                    raw.meta |= META_STARTS_POLL | task << META_START_TASK_SHIFT;
+                } else {
+                    self.write_slot(Raw { ts, task, arg: 0, meta: self.start_meta });
+                }
+            }
         }
         self.write_slot(raw);
     }
@@ -346,15 +363,22 @@ impl EventRing {
         self.pending_ts.store(ts, Relaxed);
     }
 
-    /// Owner of a worker ring, at a poll's end: the pending start's clock reading, if it
-    /// was never written (nothing was recorded during the poll).
+    /// Owner of a worker ring, at a poll's end: whether the poll's start is still pending
+    /// (nothing was recorded during the poll, nor by a poll nested in it), and so is now
+    /// the caller's to fold into the poll's end.
     #[inline]
-    pub(crate) fn take_pending_start(&self) -> Option<u64> {
+    pub(crate) fn take_pending_start(&self) -> bool {
         if self.pending_task.load(Relaxed) == 0 {
-            return None;
+            return false;
         }
         self.pending_task.store(0, Relaxed);
-        Some(self.pending_ts.load(Relaxed))
+        true
+    }
+
+    /// Append one record of `kind`, as this ring's worker (see [`EventRing::write`]).
+    #[inline]
+    pub(crate) fn write_event(&self, kind: EventKind, task: u64, arg: u64, ts: u64) {
+        self.write(Raw { ts, task, arg, meta: kind as u64 | self.worker_bits });
     }
 
     #[inline]
@@ -415,16 +439,32 @@ pub(crate) const POLL_OUTCOME_MASK: u64 = 0xff;
 pub(crate) const POLL_IMPLICIT_START: u64 = 1 << 8;
 pub(crate) const POLL_BUSY_SHIFT: u32 = 9;
 
-/// For a `PollEnd` record whose start was folded into it: the start, as its own record.
+/// `meta` bits 0..8 hold the kind and 8..24 the worker. With [`META_STARTS_POLL`] set, a
+/// `PollStart` of the task in the bits from [`META_START_TASK_SHIFT`] up, at this record's
+/// time, comes just before this record (an event inside a poll carries its poll's start).
+pub(crate) const META_STARTS_POLL: u64 = 1 << 24;
+pub(crate) const META_START_TASK_SHIFT: u32 = 25;
+/// The largest task id that fits; a later task's start is written as its own record.
+pub(crate) const META_START_TASK_MAX: u64 = u64::MAX >> META_START_TASK_SHIFT;
+const META_WORKER_MASK: u64 = 0xffff << 8;
+
+/// For a record that carries a poll's start folded into it (a `PollEnd` with
+/// [`POLL_IMPLICIT_START`], or any record with [`META_STARTS_POLL`]): that start, as its
+/// own record, which goes just before this one.
 pub(crate) fn implicit_poll_start(raw: &Raw) -> Option<Raw> {
+    let start_meta = (raw.meta & META_WORKER_MASK) | EventKind::PollStart as u64;
+    if raw.meta & META_STARTS_POLL != 0 {
+        return Some(Raw { ts: raw.ts, task: raw.meta >> META_START_TASK_SHIFT, arg: 0, meta: start_meta });
+    }
     if raw.meta as u8 != EventKind::PollEnd as u8 || raw.arg & POLL_IMPLICIT_START == 0 {
         return None;
     }
     let ts = raw.ts.saturating_sub(raw.arg >> POLL_BUSY_SHIFT);
-    Some(Raw { ts, task: raw.task, arg: 0, meta: (raw.meta & !0xff) | EventKind::PollStart as u64 })
+    Some(Raw { ts, task: raw.task, arg: 0, meta: start_meta })
 }
 
 /// Pack kind and worker into `meta`.
+#[inline]
 pub(crate) fn meta(kind: EventKind, worker: Option<usize>) -> u64 {
     kind as u64 | (worker.map_or(u16::MAX as u64, |w| w as u64) << 8)
 }
@@ -523,6 +563,55 @@ mod tests {
         cur.drain(&ring, &mut out);
         assert_eq!(cur.dropped, 12);
         assert_eq!(out.iter().map(|(r, _)| r.task).collect::<Vec<_>>(), (17..25).collect::<Vec<_>>());
+    }
+
+    /// Drain `ring` and expand folded starts, as `EventCursor` does: `(kind, task, ts)`.
+    fn expanded(ring: &EventRing) -> Vec<(u8, u64, u64)> {
+        let (mut cur, mut out) = (RingCursor::default(), vec![]);
+        cur.drain(ring, &mut out);
+        let mut v = vec![];
+        for (r, _) in out {
+            if let Some(s) = implicit_poll_start(&r) {
+                assert_eq!((s.meta >> 8) & 0xffff, 3, "the start keeps the ring's worker");
+                v.push((s.meta as u8, s.task, s.ts));
+            }
+            v.push((r.meta as u8, r.task, r.ts));
+        }
+        v
+    }
+
+    #[test]
+    fn pending_starts_fold_into_the_next_record_or_go_out_on_their_own() {
+        use EventKind::*;
+        let (start, spawn, end) = (PollStart as u8, Spawn as u8, PollEnd as u8);
+        // An event inside the poll (same timestamp) carries the start: one slot, two events.
+        let ring = EventRing::new(16, Some(3));
+        ring.set_pending_start(7, 100);
+        ring.write_event(Spawn, 8, 0, 100);
+        assert_eq!(ring.written(), 1);
+        assert_eq!(expanded(&ring), vec![(start, 7, 100), (spawn, 8, 100)]);
+
+        // A different timestamp, or an id too big for the spare bits: the start is a record.
+        let ring = EventRing::new(16, Some(3));
+        ring.set_pending_start(7, 100);
+        ring.write_event(Spawn, 8, 0, 101);
+        ring.set_pending_start(META_START_TASK_MAX + 1, 200);
+        ring.write_event(Spawn, 9, 0, 200);
+        assert_eq!(ring.written(), 4);
+        assert_eq!(
+            expanded(&ring),
+            vec![(start, 7, 100), (spawn, 8, 101), (start, META_START_TASK_MAX + 1, 200), (spawn, 9, 200)]
+        );
+
+        // The largest id that fits round-trips; a nested poll writes the outer start first;
+        // a taken start is not written again.
+        let ring = EventRing::new(16, Some(3));
+        ring.set_pending_start(META_START_TASK_MAX, 5);
+        ring.set_pending_start(2, 6);
+        assert!(ring.take_pending_start());
+        assert!(!ring.take_pending_start());
+        ring.write_event(PollEnd, 2, POLL_IMPLICIT_START | (1 << POLL_BUSY_SHIFT), 7);
+        assert_eq!(expanded(&ring), vec![(start, META_START_TASK_MAX, 5), (start, 2, 6), (end, 2, 7)]);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub(crate) struct LogHistogram {
     sum: Counter,
 }
 
+#[inline]
 fn bucket(v: u64) -> usize {
     ((63 - (v | 1).leading_zeros()) as usize).min(BUCKETS - 1)
 }

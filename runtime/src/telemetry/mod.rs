@@ -470,6 +470,7 @@ impl Recorder {
         ring.write(Raw { ts, task, arg, meta: events::meta(kind, worker) });
     }
 
+    #[inline]
     pub(crate) fn clock(&self) -> &Clock {
         &self.clock
     }
@@ -496,7 +497,7 @@ impl EventCursor {
             cur.drain(ring, &mut raw);
             self.records += raw.len() as u64;
             for &(r, pos) in raw.iter() {
-                // A start folded into its poll's end sorts just before that end.
+                // A poll start folded into a record sorts just before that record.
                 if let Some(start) = events::implicit_poll_start(&r) {
                     tagged.push((start.ts, i, pos, 0, start));
                 }
