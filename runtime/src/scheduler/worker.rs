@@ -83,7 +83,7 @@ use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Wake, Waker};
 use std::time::{Duration, Instant};
@@ -455,24 +455,24 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let stats = this.recorder.as_ref().map(|_| TaskStats { name: name.map(Into::into), ..Default::default() });
-        let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id(), stats);
         let worker = this.current_worker();
-        if this.recorder.is_some() {
+        // One clock reading for the record and the queued time (off a worker, each
+        // reading is a fresh one).
+        let now = this.recorder.as_ref().map_or(0, |r| this.ts_cached(r, worker));
+        let stats = this.recorder.as_ref().map(|_| TaskStats {
+            name: name.map(Into::into),
+            scheduled_at: AtomicU64::new(now.max(1)),
+            ..Default::default()
+        });
+        let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id(), stats);
+        if let Some(r) = &this.recorder {
             // One record for the spawn and where it is queued (the reader expands it).
             let target = match worker {
                 Some(w) if !w.transitioning_to_park.load(Relaxed) => SCHEDULE_LIFO,
                 _ => SCHEDULE_GLOBAL,
             };
-            if let Some(r) = &this.recorder {
-                // One clock reading for both (off a worker, each reading is a fresh one).
-                let now = this.ts_cached(r, worker);
-                let arg = worker.is_none() as u64 | (target << 1);
-                r.record_at(worker.map(|w| w.index), EventKind::Spawn, task.header().id, arg, now);
-                if let Some(st) = crate::task::raw::stats(task.raw()) {
-                    st.scheduled_at.store(now.max(1), Relaxed);
-                }
-            }
+            let arg = worker.is_none() as u64 | (target << 1);
+            r.record_at(worker.map(|w| w.index), EventKind::Spawn, task.header().id, arg, now);
         }
         #[cfg(feature = "tracing")]
         tracing::trace_span!(target: "volt::task", "spawn", task.id = task.header().id, remote = worker.is_none())

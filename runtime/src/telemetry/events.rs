@@ -334,21 +334,42 @@ impl EventRing {
     /// Append one record. On a worker ring only the owner calls this; a poll start still
     /// pending goes first, so the ring keeps the order things happened in: folded into
     /// this record's `meta` when it can be (see "Lazy poll starts"), else as its own.
-    #[inline]
-    pub(crate) fn write(&self, mut raw: Raw) {
-        if !self.multi_writer {
-            let task = self.pending_task.load(Relaxed);
-            if task != 0 {
-                self.pending_task.store(0, Relaxed);
-                let ts = self.pending_ts.load(Relaxed);
-                if ts == raw.ts && task <= META_START_TASK_MAX {
-                    raw.meta |= META_STARTS_POLL | task << META_START_TASK_SHIFT;
-                } else {
-                    self.write_slot(Raw { ts, task, arg: 0, meta: self.start_meta });
-                }
+    #[inline(always)]
+    pub(crate) fn write(&self, raw: Raw) {
+        if self.multi_writer {
+            let pos = self.write_pos.fetch_add(1, AcqRel);
+            self.fill(pos, raw);
+        } else {
+            self.write_owned(raw);
+        }
+    }
+
+    /// `write` on a worker ring, by its owner.
+    #[inline(always)]
+    fn write_owned(&self, mut raw: Raw) {
+        debug_assert!(!self.multi_writer);
+        let task = self.pending_task.load(Relaxed);
+        if task != 0 {
+            self.pending_task.store(0, Relaxed);
+            let ts = self.pending_ts.load(Relaxed);
+            if ts == raw.ts && task <= META_START_TASK_MAX {
+                raw.meta |= META_STARTS_POLL | task << META_START_TASK_SHIFT;
+            } else {
+                self.write_start(task, ts);
             }
         }
-        self.write_slot(raw);
+        let pos = self.write_pos.load(Relaxed);
+        self.fill(pos, raw);
+        self.write_pos.store(pos + 1, Release);
+    }
+
+    /// A pending poll start as a record of its own (owner only; the uncommon case).
+    #[cold]
+    #[inline(never)]
+    fn write_start(&self, task: u64, ts: u64) {
+        let pos = self.write_pos.load(Relaxed);
+        self.fill(pos, Raw { ts, task, arg: 0, meta: self.start_meta });
+        self.write_pos.store(pos + 1, Release);
     }
 
     /// Owner of a worker ring: a poll of `task` started at clock reading `ts`. Nothing is
@@ -375,10 +396,10 @@ impl EventRing {
         true
     }
 
-    /// Append one record of `kind`, as this ring's worker (see [`EventRing::write`]).
-    #[inline]
+    /// Owner of a worker ring: append one record of `kind` (see [`EventRing::write`]).
+    #[inline(always)]
     pub(crate) fn write_event(&self, kind: EventKind, task: u64, arg: u64, ts: u64) {
-        self.write(Raw { ts, task, arg, meta: kind as u64 | self.worker_bits });
+        self.write_owned(Raw { ts, task, arg, meta: kind as u64 | self.worker_bits });
     }
 
     #[inline]
@@ -386,15 +407,15 @@ impl EventRing {
         let task = self.pending_task.load(Relaxed);
         if task != 0 {
             self.pending_task.store(0, Relaxed);
-            let ts = self.pending_ts.load(Relaxed);
-            self.write_slot(Raw { ts, task, arg: 0, meta: self.start_meta });
+            self.write_start(task, self.pending_ts.load(Relaxed));
         }
     }
 
-    #[inline]
-    fn write_slot(&self, raw: Raw) {
-        let pos = if self.multi_writer { self.write_pos.fetch_add(1, AcqRel) } else { self.write_pos.load(Relaxed) };
-        let slot = &self.slots[(pos & self.mask) as usize];
+    /// Write `raw` into position `pos`'s slot (claimed by `write_pos`, or the owner's).
+    #[inline(always)]
+    fn fill(&self, pos: u64, raw: Raw) {
+        // SAFETY: `mask` is `slots.len() - 1` (a power of two), so the index is in bounds.
+        let slot = unsafe { self.slots.get_unchecked((pos & self.mask) as usize) };
         slot.seq.store(2 * pos + 1, Relaxed);
         fence(Release);
         slot.ts.store(raw.ts, Relaxed);
@@ -402,9 +423,6 @@ impl EventRing {
         slot.arg.store(raw.arg, Relaxed);
         slot.meta.store(raw.meta, Relaxed);
         slot.seq.store(2 * pos + 2, Release);
-        if !self.multi_writer {
-            self.write_pos.store(pos + 1, Release);
-        }
     }
 
     /// Read position `pos` (see the module doc).

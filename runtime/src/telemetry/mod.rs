@@ -466,8 +466,10 @@ impl Recorder {
     /// `record` with a clock reading the caller already took.
     #[inline(always)]
     pub(crate) fn record_at(&self, worker: Option<usize>, kind: EventKind, task: u64, arg: u64, ts: u64) {
-        let ring = &self.rings[worker.unwrap_or(self.rings.len() - 1)];
-        ring.write(Raw { ts, task, arg, meta: events::meta(kind, worker) });
+        match worker {
+            Some(w) => self.ring(w).write_event(kind, task, arg, ts),
+            None => self.rings[self.rings.len() - 1].write(Raw { ts, task, arg, meta: events::meta(kind, None) }),
+        }
     }
 
     #[inline]
