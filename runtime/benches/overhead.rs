@@ -1,7 +1,7 @@
 //! What the event ring costs: the same Volt runtime with the ring off and with it on
 //! (4,096 events per worker), over the Tokio-comparison workloads, alternating in one
 //! process. `cargo bench -p volt --bench overhead` prints medians, the ratio on/off per
-//! workload, and the geometric mean. `VOLT_BENCH_SAMPLES` sets the samples (default 40);
+//! workload (the median of the back-to-back pairs' ratios), and the geometric mean. `VOLT_BENCH_SAMPLES` sets the samples (default 40);
 //! `VOLT_BENCH_ONLY=name` runs the workloads whose name contains `name`. A sample repeats
 //! its workload to last about 5 ms and reports the time per run.
 
@@ -13,14 +13,25 @@ suite!(on_volt, volt::Runtime, volt::spawn, volt::task::yield_now, volt::time::s
 /// How long one sample runs (a workload repeated as often as it takes).
 const SAMPLE_TIME: Duration = Duration::from_millis(5);
 
+/// Fresh runtime pairs per workload. A runtime settles into a rhythm for a workload
+/// (whether its other worker is asleep or searching when work arrives), and one pair's
+/// rhythms alone swung the short workloads from 0.8 to 1.9; several pairs sample that.
+const PAIRS: usize = 4;
+
+fn build(ring: bool) -> volt::Runtime {
+    let mut b = volt::runtime::Builder::new();
+    b.worker_threads(WORKERS);
+    if ring {
+        b.event_ring(4096);
+    }
+    b.build().expect("runtime")
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--test") || std::env::var_os("VOLT_BENCH_QUICK").is_some();
     let samples: usize =
         std::env::var("VOLT_BENCH_SAMPLES").ok().and_then(|s| s.parse().ok()).unwrap_or(if quick { 2 } else { 40 });
-    let off = volt::runtime::Builder::new().worker_threads(WORKERS).build().expect("runtime");
-    let on = volt::runtime::Builder::new().worker_threads(WORKERS).event_ring(4096).build().expect("runtime");
-    let echo_off = echo_volt::start(&off);
-    let echo_on = echo_volt::start(&on);
+    let pairs = if quick { 1 } else { PAIRS };
 
     type Run = Box<dyn Fn(&volt::Runtime, std::net::SocketAddr)>;
     let workloads: Vec<(&str, Run, bool)> = vec![
@@ -37,55 +48,68 @@ fn main() {
         ("timers_fire_10k", Box::new(|rt, _| on_volt::timers_fire(rt)), false),
     ];
 
-    println!("Volt with the event ring off vs on, {WORKERS} workers, {samples} samples each (a quarter for the two slowest), alternating, each sample ~5 ms of repeats\n");
+    println!(
+        "Volt with the event ring off vs on, {WORKERS} workers, {samples} samples each (a quarter for the two slowest) \
+         over {pairs} fresh runtime pairs, alternating, each sample ~5 ms of repeats\n"
+    );
     println!("| workload | ring off | ring on | on/off |");
     println!("|---|---:|---:|---:|");
     let only = std::env::var("VOLT_BENCH_ONLY").ok();
     let workloads: Vec<_> = workloads.into_iter().filter(|w| only.as_deref().is_none_or(|o| w.0.contains(o))).collect();
     let mut log_sum = 0.0;
+    let (mut recorded, mut dropped) = (0, 0);
     for (name, run, busy) in &workloads {
-        let flags = if *busy { vec![on_volt::make_busy(&off), on_volt::make_busy(&on)] } else { vec![] };
-        for _ in 0..2 {
-            run(&off, echo_off);
-            run(&on, echo_on);
-        }
         let n = samples_for(name, samples);
-        // Each sample runs the workload enough times to last about 5 ms: the short ones
-        // (chained_spawn is ~100 µs) otherwise measure mostly whether a worker happened to
-        // be asleep when the work arrived, and swing from 0.7 to 1.8 run to run.
-        let t = Instant::now();
-        run(&off, echo_off);
-        let reps =
-            if quick { 1 } else { (SAMPLE_TIME.as_nanos() / t.elapsed().as_nanos().max(1)).clamp(1, 200) as u32 };
+        let per_pair = n.div_ceil(pairs);
         let (mut a, mut b) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        for i in 0..n {
-            let time = |rt: &volt::Runtime, addr, out: &mut Vec<Duration>| {
-                let t = Instant::now();
-                for _ in 0..reps {
-                    run(rt, addr);
-                }
-                out.push(t.elapsed() / reps);
-            };
-            if i % 2 == 0 {
-                time(&off, echo_off, &mut a);
-                time(&on, echo_on, &mut b);
+        for _ in 0..pairs {
+            let (off, on) = (build(false), build(true));
+            let (echo_off, echo_on) = if name.starts_with("tcp") {
+                (echo_volt::start(&off), echo_volt::start(&on))
             } else {
-                time(&on, echo_on, &mut b);
-                time(&off, echo_off, &mut a);
+                let unused = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+                (unused, unused)
+            };
+            let flags = if *busy { vec![on_volt::make_busy(&off), on_volt::make_busy(&on)] } else { vec![] };
+            for _ in 0..2 {
+                run(&off, echo_off);
+                run(&on, echo_on);
             }
+            // Each sample runs the workload enough times to last about 5 ms: the short
+            // ones (chained_spawn is ~100 µs) otherwise measure mostly whether a worker
+            // happened to be asleep when the work arrived.
+            let t = Instant::now();
+            run(&off, echo_off);
+            let reps =
+                if quick { 1 } else { (SAMPLE_TIME.as_nanos() / t.elapsed().as_nanos().max(1)).clamp(1, 200) as u32 };
+            for i in 0..per_pair {
+                let time = |rt: &volt::Runtime, addr, out: &mut Vec<Duration>| {
+                    let t = Instant::now();
+                    for _ in 0..reps {
+                        run(rt, addr);
+                    }
+                    out.push(t.elapsed() / reps);
+                };
+                if i % 2 == 0 {
+                    time(&off, echo_off, &mut a);
+                    time(&on, echo_on, &mut b);
+                } else {
+                    time(&on, echo_on, &mut b);
+                    time(&off, echo_off, &mut a);
+                }
+            }
+            for f in flags {
+                f.store(false, Relaxed);
+            }
+            let s = on.handle().telemetry().snapshot();
+            recorded += s.events_recorded;
+            dropped += s.events_dropped;
         }
-        for f in flags {
-            f.store(false, Relaxed);
-        }
+        let ratio = paired_ratio(&b, &a);
         let (ma, mb) = (median(&mut a), median(&mut b));
-        let ratio = mb.as_secs_f64() / ma.as_secs_f64();
         log_sum += ratio.ln();
         println!("| {name} | {} | {} | {ratio:.2} |", fmt(ma), fmt(mb));
     }
     println!("| **geomean** | | | **{:.2}** |", (log_sum / workloads.len() as f64).exp());
-    let s = on.handle().telemetry().snapshot();
-    println!(
-        "\nring on: {} events recorded, {} overwritten (memory fixed at 4,096 per ring)",
-        s.events_recorded, s.events_dropped
-    );
+    println!("\nring on: {recorded} events recorded, {dropped} overwritten (memory fixed at 4,096 per ring)");
 }

@@ -1,7 +1,7 @@
 //! Volt against Tokio on the same workloads, 2 workers each, alternating in one process.
 //!
 //! `cargo bench -p volt --bench vs_tokio` prints a table of medians and the ratio
-//! volt/tokio per workload, and the geometric mean of the ratios (below 1.0 means Volt is
+//! volt/tokio per workload (the median of the back-to-back pairs' ratios), and the geometric mean of the ratios (below 1.0 means Volt is
 //! faster). `VOLT_BENCH_SAMPLES` sets the samples per runtime and workload (default 40).
 //!
 //! The first six workloads are Tokio's own `benches/rt_multi_threaded.rs` set; then a
@@ -130,8 +130,8 @@ fn main() {
         for f in [vflag, tflag].into_iter().flatten() {
             f.store(false, Relaxed);
         }
+        let ratio = paired_ratio(&tv, &tt);
         let (mv, mt) = (median(&mut tv), median(&mut tt));
-        let ratio = mv.as_secs_f64() / mt.as_secs_f64();
         log_sum += ratio.ln();
         println!("| {} | {} | {} | {:.2} |", w.name, fmt(mv), fmt(mt), ratio);
     }

@@ -261,6 +261,16 @@ pub fn median(v: &mut [Duration]) -> Duration {
     v[v.len() / 2]
 }
 
+/// The ratio a/b as the median of the per-pair ratios (`a[i]` and `b[i]` were taken back
+/// to back). This machine has slow spells that slow everything for a while; a spell
+/// covering half the samples makes each side's median jump between modes (one run gave
+/// 2.93 for a workload that is 1.15 the rest of the time), while a pair sits in one mode.
+pub fn paired_ratio(a: &[Duration], b: &[Duration]) -> f64 {
+    let mut r: Vec<f64> = a.iter().zip(b).map(|(a, b)| a.as_secs_f64() / b.as_secs_f64().max(1e-12)).collect();
+    r.sort_by(f64::total_cmp);
+    r[r.len() / 2]
+}
+
 pub fn fmt(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
     if us >= 1000.0 {
