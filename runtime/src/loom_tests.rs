@@ -40,6 +40,22 @@ fn drain_ids(q: &WorkStealQueue<Arc<MockScheduler>>, out: &mut Vec<u64>) {
     }
 }
 
+/// A queue holding `n` fresh counted tasks, its (empty) global queue, and the tasks' ids.
+fn filled_queue(
+    sched: &Arc<MockScheduler>,
+    n: usize,
+) -> (Arc<WorkStealQueue<Arc<MockScheduler>>>, Inject<Arc<MockScheduler>>, Vec<u64>) {
+    let q = Arc::new(WorkStealQueue::new());
+    let inject = Inject::new();
+    let mut ids = vec![];
+    for _ in 0..n {
+        let t = counted_task(sched);
+        ids.push(t.header().id);
+        let _ = q.push_back_or_overflow(t, &inject);
+    }
+    (q, inject, ids)
+}
+
 fn drain_inject(i: &Inject<Arc<MockScheduler>>, out: &mut Vec<u64>) {
     while let Some(t) = i.pop() {
         out.push(t.header().id);
@@ -56,14 +72,7 @@ fn assert_each_once(mut got: Vec<u64>, mut want: Vec<u64>) {
 fn loom_queue_push_pop_and_steal() {
     model(|| {
         let sched = MockScheduler::new();
-        let q = Arc::new(WorkStealQueue::new());
-        let inject = Inject::new();
-        let mut ids = vec![];
-        for _ in 0..3 {
-            let t = counted_task(&sched);
-            ids.push(t.header().id);
-            let _ = q.push_back_or_overflow(t, &inject);
-        }
+        let (q, inject, ids) = filled_queue(&sched, 3);
         let q2 = q.clone();
         let stealer = thread::spawn(move || {
             let mine = WorkStealQueue::new();
@@ -124,14 +133,7 @@ fn loom_queue_overflow_against_a_stealer() {
 fn loom_queue_two_stealers_and_the_owner() {
     model(|| {
         let sched = MockScheduler::new();
-        let q = Arc::new(WorkStealQueue::new());
-        let inject = Inject::new();
-        let mut ids = vec![];
-        for _ in 0..4 {
-            let t = counted_task(&sched);
-            ids.push(t.header().id);
-            let _ = q.push_back_or_overflow(t, &inject);
-        }
+        let (q, _inject, ids) = filled_queue(&sched, 4);
         let stealers: Vec<_> = (0..2)
             .map(|_| {
                 let q2 = q.clone();
