@@ -919,6 +919,15 @@ impl Schedule for Arc<Shared> {
         self.owned.remove(task)
     }
 
+    // The three poll hooks keep clock-dependent stores away from the state transition
+    // that follows a poll. That transition is a locked instruction, which on x86 waits
+    // until every earlier store has reached the cache; a store whose value comes from the
+    // clock (through `rdtsc`'s latency, and for a histogram through a multiply and a
+    // bit scan to its bucket's address) would hold it up for dozens of cycles on every
+    // poll. So `poll_end` writes only what must be written while this thread still owns
+    // the task (its stats), and the worker-owned parts (histograms, the cached clock
+    // reading, the record) wait for `poll_outcome`, after the transition. Measured on
+    // `yield_many`: see the README's overhead section.
     #[inline(always)]
     fn poll_start(&self, ptr: NonNull<Header>) -> PollToken {
         let Some(rec) = &self.recorder else { return PollToken::NONE };
@@ -927,6 +936,7 @@ impl Schedule for Arc<Shared> {
         // A poll starts where the worker's last clock reading left off (the end of the
         // previous poll, a park, a steal): one clock read per poll, not two.
         let now = w.core.last_ts.get();
+        let mut waited = PollToken::NOT_QUEUED;
         if let Some(st) = crate::task::raw::stats(ptr) {
             // Only the thread running the task writes these (RUNNING is exclusive, and
             // nothing queues a RUNNING task), so plain loads and stores suffice. Every way
@@ -934,9 +944,8 @@ impl Schedule for Arc<Shared> {
             // requeue), so it is never stale here and needs no clearing.
             let queued_at = st.scheduled_at.load(Relaxed);
             if queued_at != 0 {
-                let waited = now.saturating_sub(queued_at);
+                waited = now.saturating_sub(queued_at);
                 st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
-                w.counters.histograms.schedule_latency.record(rec.clock().ticks_to_ns(waited));
             }
             st.polls.store(st.polls.load(Relaxed) + 1, Relaxed);
         }
@@ -950,6 +959,7 @@ impl Schedule for Arc<Shared> {
             start: now,
             end: now,
             extra: 0,
+            waited,
         }
     }
 
@@ -959,10 +969,9 @@ impl Schedule for Arc<Shared> {
         if token.cx.is_null() {
             return;
         }
-        // SAFETY: `poll_start` set these from `self.workers` and `rec`, alive with `self`.
-        let (w, ring) = unsafe { (&*token.cx.cast::<Worker>(), &*token.ring.cast::<EventRing>()) };
+        // SAFETY: `poll_start` set it from `rec`, alive with `self`.
+        let ring = unsafe { &*token.ring.cast::<EventRing>() };
         let now = rec.clock().raw();
-        w.core.last_ts.set(now);
         let busy = now.saturating_sub(token.start);
         token.end = now;
         if ring.take_pending_start() {
@@ -975,7 +984,6 @@ impl Schedule for Arc<Shared> {
             // that queues it again overwrites this (after it, through the state word).
             st.scheduled_at.store(now, Relaxed);
         }
-        w.counters.histograms.poll_time.record(rec.clock().ticks_to_ns(busy));
     }
 
     #[inline(always)]
@@ -983,11 +991,18 @@ impl Schedule for Arc<Shared> {
         if token.ring.is_null() {
             return;
         }
-        // SAFETY: `poll_start` took it from the runtime's recorder on a worker thread (the
-        // only threads that poll its tasks), and the worker thread holds an `Arc` to the
-        // runtime for its whole life, so it is alive here even if the task is not.
-        let ring = unsafe { &*token.ring.cast::<EventRing>() };
+        // SAFETY: `poll_start` took these from the runtime's workers and recorder on a
+        // worker thread (the only threads that poll its tasks), and the worker thread
+        // holds an `Arc` to the runtime for its whole life, so they are alive here even if
+        // the task is not. This is that worker's thread, so its `core` is ours.
+        let (w, ring) = unsafe { (&*token.cx.cast::<Worker>(), &*token.ring.cast::<EventRing>()) };
+        w.core.last_ts.set(token.end);
         ring.write_event(EventKind::PollEnd, id, outcome as u64 | token.extra, token.end);
+        let h = &w.counters.histograms;
+        h.poll_time.record(ring.ticks_to_ns(token.end.saturating_sub(token.start)));
+        if token.waited != PollToken::NOT_QUEUED {
+            h.schedule_latency.record(ring.ticks_to_ns(token.waited));
+        }
     }
 
     #[inline(always)]

@@ -86,12 +86,23 @@ pub(crate) struct PollToken {
     pub(crate) end: u64,
     /// Scheduler-defined bits recorded with the outcome.
     pub(crate) extra: u64,
+    /// How long the task waited in a queue before this poll, in clock ticks
+    /// ([`PollToken::NOT_QUEUED`] if it is not known).
+    pub(crate) waited: u64,
 }
 
 impl PollToken {
     /// Nothing records this poll.
-    pub(crate) const NONE: PollToken =
-        PollToken { cx: std::ptr::null(), ring: std::ptr::null(), start: 0, end: 0, extra: 0 };
+    pub(crate) const NONE: PollToken = PollToken {
+        cx: std::ptr::null(),
+        ring: std::ptr::null(),
+        start: 0,
+        end: 0,
+        extra: 0,
+        waited: Self::NOT_QUEUED,
+    };
+    /// `waited` when the poll's queued time is not known.
+    pub(crate) const NOT_QUEUED: u64 = u64::MAX;
 }
 
 /// Memory for a task cell from the global allocator (a cell is never zero-sized).

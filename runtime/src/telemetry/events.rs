@@ -181,6 +181,12 @@ impl std::fmt::Display for Event {
     }
 }
 
+/// `ticks` at `ns_per_tick_fp` (32.32 fixed point) nanoseconds each.
+#[inline(always)]
+fn scale_ticks(ticks: u64, ns_per_tick_fp: u64) -> u64 {
+    ((ticks as u128 * ns_per_tick_fp as u128) >> 32) as u64
+}
+
 /// Reads the recording clock.
 pub(crate) struct Clock {
     start: Instant,
@@ -225,7 +231,7 @@ impl Clock {
     /// A tick count (a difference of raw readings) in nanoseconds.
     #[inline(always)]
     pub(crate) fn ticks_to_ns(&self, ticks: u64) -> u64 {
-        ((ticks as u128 * self.ns_per_tick_fp as u128) >> 32) as u64
+        scale_ticks(ticks, self.ns_per_tick_fp)
     }
 
     /// Raw ticks (cheap).
@@ -274,6 +280,9 @@ pub(crate) struct EventRing {
     start_meta: u64,
     /// The worker part of this ring's `meta` (see [`meta`]).
     worker_bits: u64,
+    /// The recording clock's rate (its `ns_per_tick_fp`), so the owner can convert a
+    /// duration without a reference to the clock (see [`EventRing::ticks_to_ns`]).
+    ns_per_tick_fp: u64,
 }
 
 /// Decoded fields of one record.
@@ -319,7 +328,19 @@ impl EventRing {
             pending_ts: AtomicU64::new(0),
             start_meta: meta(EventKind::PollStart, worker),
             worker_bits: meta(EventKind::PollStart, worker) & !0xff,
+            ns_per_tick_fp: 1 << 32,
         }
+    }
+
+    /// `new` for a recorder whose clock is `clock`.
+    pub(crate) fn with_clock(capacity: usize, worker: Option<usize>, clock: &Clock) -> EventRing {
+        EventRing { ns_per_tick_fp: clock.ns_per_tick_fp, ..EventRing::new(capacity, worker) }
+    }
+
+    /// A duration in this ring's clock ticks, in nanoseconds (as [`Clock::ticks_to_ns`]).
+    #[inline(always)]
+    pub(crate) fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        scale_ticks(ticks, self.ns_per_tick_fp)
     }
 
     pub(crate) fn capacity(&self) -> u64 {

@@ -448,8 +448,10 @@ pub(crate) struct Recorder {
 
 impl Recorder {
     pub(crate) fn new(workers: usize, capacity: usize) -> Recorder {
-        let rings = (0..=workers).map(|i| EventRing::new(capacity, (i < workers).then_some(i))).collect();
-        Recorder { rings, clock: Clock::new() }
+        let clock = Clock::new();
+        let rings =
+            (0..=workers).map(|i| EventRing::with_clock(capacity, (i < workers).then_some(i), &clock)).collect();
+        Recorder { rings, clock }
     }
 
     /// Slots per ring.
