@@ -40,11 +40,25 @@ fn drain_ids(q: &WorkStealQueue<Arc<MockScheduler>>, out: &mut Vec<u64>) {
     }
 }
 
+/// A thread that steals once from `q` into a queue of its own and returns the ids it got.
+fn spawn_stealer(q: &SharedQueue) -> thread::JoinHandle<Vec<u64>> {
+    let q = q.clone();
+    thread::spawn(move || {
+        let mine = WorkStealQueue::new();
+        let mut got = vec![];
+        if let Some((t, _)) = q.steal_into(&mine) {
+            got.push(t.header().id);
+            drain_ids(&mine, &mut got);
+        }
+        got
+    })
+}
+
+/// A queue of the mock scheduler's tasks, shared with stealer threads.
+type SharedQueue = Arc<WorkStealQueue<Arc<MockScheduler>>>;
+
 /// A queue holding `n` fresh counted tasks, its (empty) global queue, and the tasks' ids.
-fn filled_queue(
-    sched: &Arc<MockScheduler>,
-    n: usize,
-) -> (Arc<WorkStealQueue<Arc<MockScheduler>>>, Inject<Arc<MockScheduler>>, Vec<u64>) {
+fn filled_queue(sched: &Arc<MockScheduler>, n: usize) -> (SharedQueue, Inject<Arc<MockScheduler>>, Vec<u64>) {
     let q = Arc::new(WorkStealQueue::new());
     let inject = Inject::new();
     let mut ids = vec![];
@@ -73,16 +87,7 @@ fn loom_queue_push_pop_and_steal() {
     model(|| {
         let sched = MockScheduler::new();
         let (q, inject, ids) = filled_queue(&sched, 3);
-        let q2 = q.clone();
-        let stealer = thread::spawn(move || {
-            let mine = WorkStealQueue::new();
-            let mut got = vec![];
-            if let Some((t, _)) = q2.steal_into(&mine) {
-                got.push(t.header().id);
-                drain_ids(&mine, &mut got);
-            }
-            got
-        });
+        let stealer = spawn_stealer(&q);
         let mut got = vec![];
         if let Some(t) = q.pop() {
             got.push(t.header().id);
@@ -109,16 +114,7 @@ fn loom_queue_overflow_against_a_stealer() {
             let _ = q.push_back_or_overflow(t, &inject);
         }
         let fifth = entries.pop().unwrap();
-        let q2 = q.clone();
-        let stealer = thread::spawn(move || {
-            let mine = WorkStealQueue::new();
-            let mut got = vec![];
-            if let Some((t, _)) = q2.steal_into(&mine) {
-                got.push(t.header().id);
-                drain_ids(&mine, &mut got);
-            }
-            got
-        });
+        let stealer = spawn_stealer(&q);
         // The ring is full (4 of 4): this push overflows half, or goes to the global
         // queue alone if the steal is mid-copy.
         let _ = q.push_back_or_overflow(fifth, &inject);
@@ -134,20 +130,7 @@ fn loom_queue_two_stealers_and_the_owner() {
     model(|| {
         let sched = MockScheduler::new();
         let (q, _inject, ids) = filled_queue(&sched, 4);
-        let stealers: Vec<_> = (0..2)
-            .map(|_| {
-                let q2 = q.clone();
-                thread::spawn(move || {
-                    let mine = WorkStealQueue::new();
-                    let mut got = vec![];
-                    if let Some((t, _)) = q2.steal_into(&mine) {
-                        got.push(t.header().id);
-                        drain_ids(&mine, &mut got);
-                    }
-                    got
-                })
-            })
-            .collect();
+        let stealers: Vec<_> = (0..2).map(|_| spawn_stealer(&q)).collect();
         let mut got = vec![];
         if let Some(t) = q.pop() {
             got.push(t.header().id);
@@ -504,13 +487,15 @@ fn loom_cell_cache_remote_frees_against_owner() {
     use std::ptr::NonNull;
     model(|| {
         let cache = Arc::new(CellCache::new());
-        // SAFETY (whole model): the model's main thread is the owner; every block is of
-        // class 0 from this cache, and each is given back once.
+        // SAFETY: (for the whole model) the model's main thread is the owner; every block
+        // is of class 0 from this cache, and each is given back once.
         let (a, b) = unsafe { (cache.alloc(0), cache.alloc(0)) };
         let give_back = |p: NonNull<u8>| {
             let (cache, p) = (cache.clone(), p.as_ptr() as usize);
-            // SAFETY: as above.
-            thread::spawn(move || unsafe { cache.free_remote(0, NonNull::new(p as *mut u8).unwrap()) })
+            thread::spawn(move || {
+                // SAFETY: as above.
+                unsafe { cache.free_remote(0, NonNull::new(p as *mut u8).unwrap()) }
+            })
         };
         let (ta, tb) = (give_back(a), give_back(b));
         // SAFETY: owner.
