@@ -47,6 +47,19 @@ pub enum Action {
     Quit,
     /// Replay: show the next recorded update (while paused).
     Step,
+    /// The detail view of this task opened: ask the server for its history (live only).
+    FetchTask(u64),
+}
+
+/// What the server said about the task in the detail view.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaskHistory {
+    /// Asked, no answer yet.
+    Pending,
+    /// Its events from the server's history, oldest first.
+    Events(Vec<proto::Event>),
+    /// Why there is none (the task ended, no connection, a replay).
+    Unavailable(String),
 }
 
 /// Per-second rates between the last two snapshots.
@@ -101,6 +114,8 @@ pub struct App {
     pub selected: usize,
     pub sort: SortKey,
     pub detail: Option<u64>,
+    /// The server's history of the task in the detail view, once asked for.
+    pub history: Option<TaskHistory>,
     pub help: bool,
     /// Display frozen (live) or playback paused (replay).
     pub paused: bool,
@@ -132,6 +147,7 @@ impl App {
             selected: 0,
             sort: SortKey::Busy,
             detail: None,
+            history: None,
             help: false,
             paused: false,
         }
@@ -309,7 +325,7 @@ impl App {
         }
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
-            KeyCode::Esc => self.detail = None,
+            KeyCode::Esc => self.close_detail(),
             KeyCode::Char('?') | KeyCode::Char('h') => self.help = true,
             KeyCode::Tab => self.switch(match self.view {
                 View::Workers => View::Tasks,
@@ -331,7 +347,11 @@ impl App {
             KeyCode::Home | KeyCode::Char('g') => self.selected = 0,
             KeyCode::End | KeyCode::Char('G') => self.selected = self.visible_len().saturating_sub(1),
             KeyCode::Enter if self.view == View::Tasks => {
-                self.detail = self.sorted_tasks().get(self.selected).map(|r| r.task.id);
+                self.close_detail();
+                if let Some(id) = self.sorted_tasks().get(self.selected).map(|r| r.task.id) {
+                    self.detail = Some(id);
+                    return Action::FetchTask(id);
+                }
             }
             KeyCode::Char('b') => self.sort = SortKey::Busy,
             KeyCode::Char('p') => self.sort = SortKey::Polls,
@@ -347,16 +367,82 @@ impl App {
         if self.view != v {
             self.view = v;
             self.selected = 0;
-            self.detail = None;
+            self.close_detail();
         }
     }
 
-    /// The task shown in the detail view, with its events in the log.
+    fn close_detail(&mut self) {
+        self.detail = None;
+        self.history = None;
+    }
+
+    /// Note that the server was asked for the detail view's task (`Action::FetchTask`),
+    /// or, with `Err`, that it cannot be (a replay has no server).
+    pub fn history_requested(&mut self, id: u64, can_ask: Result<(), String>) {
+        if self.detail == Some(id) {
+            self.history = Some(match can_ask {
+                Ok(()) => TaskHistory::Pending,
+                Err(why) => TaskHistory::Unavailable(why),
+            });
+        }
+    }
+
+    /// Take in the server's answer about task `id` (ignored once its view is closed).
+    pub fn apply_task(&mut self, id: u64, details: Result<proto::TaskDetails, String>) {
+        if self.detail != Some(id) {
+            return;
+        }
+        self.history = Some(match details {
+            Ok(d) => {
+                if let Some(task) = d.task {
+                    self.tasks.insert(id, TaskRow { task, seen_at_ns: self.uptime_ns });
+                }
+                TaskHistory::Events(d.recent_events)
+            }
+            Err(why) => TaskHistory::Unavailable(why),
+        });
+    }
+
+    /// The task shown in the detail view, with its events: the server's history of it
+    /// (which reaches back before this console connected), then the newer ones from
+    /// this console's log, each once, oldest first.
     pub fn detail_task(&self) -> Option<(&TaskRow, Vec<&proto::Event>)> {
         let id = self.detail?;
         let row = self.tasks.get(&id)?;
-        Some((row, self.events.iter().filter(|e| e.task_id == id).collect()))
+        let log = self.events.iter().filter(|e| e.task_id == id);
+        let server = match &self.history {
+            Some(TaskHistory::Events(h)) if !h.is_empty() => h,
+            _ => return Some((row, log.collect())),
+        };
+        Some((row, merge_history(server, log)))
     }
+}
+
+/// One task's events from the server's history (`server`, oldest first) and from this
+/// console's log (`log`, oldest first), each event once: the log's events before the
+/// history starts, the history, then the log's events after it. Both lists are cuts of
+/// one ordered stream, so at the history's last timestamp the log's first events there
+/// are the ones the history already holds (events of one worker often share a timestamp).
+fn merge_history<'a>(server: &'a [proto::Event], log: impl Iterator<Item = &'a proto::Event>) -> Vec<&'a proto::Event> {
+    let (first, last) = (server[0].timestamp_ns, server[server.len() - 1].timestamp_ns);
+    let mut at_last = server.iter().rev().take_while(|e| e.timestamp_ns == last).count();
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    for e in log {
+        if e.timestamp_ns < first {
+            before.push(e);
+        } else if e.timestamp_ns > last {
+            after.push(e);
+        } else if e.timestamp_ns == last {
+            if at_last > 0 {
+                at_last -= 1;
+            } else {
+                after.push(e);
+            }
+        }
+    }
+    before.extend(server);
+    before.append(&mut after);
+    before
 }
 
 fn push(h: &mut VecDeque<u64>, v: u64) {

@@ -1,5 +1,5 @@
 //! Talking to a console server: addresses, one-off calls, and a watcher thread that
-//! reconnects with a capped backoff.
+//! reconnects with a capped backoff and answers the UI's requests (a task's history).
 
 use crate::app::Status;
 use std::sync::mpsc;
@@ -19,6 +19,32 @@ pub const BACKOFF_CAP: Duration = Duration::from_secs(5);
 pub enum Msg {
     Status(Status),
     Update(Box<proto::Update>),
+    /// The answer to [`Watcher::fetch_task`]: the task and its events still in the
+    /// server's history, or why there are none.
+    Task {
+        id: u64,
+        details: Result<Box<proto::TaskDetails>, String>,
+    },
+}
+
+/// How long a one-off call may take before the UI is told it failed.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The UI's side of a watcher thread: it stops when the `Msg` receiver is gone.
+pub struct Watcher {
+    requests: tokio::sync::mpsc::UnboundedSender<u64>,
+    /// The watcher thread.
+    pub thread: std::thread::JoinHandle<()>,
+}
+
+impl Watcher {
+    /// Ask the server for task `id` (`GetTask`); the answer comes back as [`Msg::Task`].
+    /// While disconnected the answer is an error, at once.
+    pub fn fetch_task(&self, id: u64) {
+        // The thread outlives every request unless it already ended, and then the UI
+        // has been told (the `Msg` channel closed), so a failed send needs no answer.
+        let _ = self.requests.send(id);
+    }
 }
 
 /// `host:port` or `http://host:port` to an endpoint URI, with a clear error otherwise.
@@ -82,8 +108,9 @@ pub fn fetch_once(addr: &str, token: Option<&str>) -> Result<proto::Update, Stri
 
 /// Watch `addr` on a thread of its own until `tx`'s receiver is gone, reconnecting with
 /// a backoff that doubles from 100 ms up to 5 s and resets once a stream is up.
-pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) -> std::thread::JoinHandle<()> {
-    std::thread::Builder::new()
+pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) -> Watcher {
+    let (requests, rx) = tokio::sync::mpsc::unbounded_channel();
+    let thread = std::thread::Builder::new()
         .name("volt-console-watch".into())
         .spawn(move || {
             let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -93,12 +120,43 @@ pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>)
                     return;
                 }
             };
-            rt.block_on(watch_loop(addr, token, tx));
+            rt.block_on(watch_loop(addr, token, tx, rx));
         })
-        .expect("spawn the watcher thread")
+        .expect("spawn the watcher thread");
+    Watcher { requests, thread }
 }
 
-async fn watch_loop(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) {
+/// Answer a request for task `id`: with `client`, on a task of its own so the update
+/// stream keeps flowing meanwhile; without one (disconnected), with an error at once.
+fn serve_task_request(
+    id: u64,
+    client: Option<&ConsoleClient<Channel>>,
+    token: Option<&str>,
+    addr: &str,
+    tx: &mpsc::Sender<Msg>,
+) {
+    let Some(client) = client else {
+        let _ = tx.send(Msg::Task { id, details: Err(format!("not connected to {addr}")) });
+        return;
+    };
+    let (mut client, req, tx, addr) =
+        (client.clone(), request(proto::TaskRequest { id }, token), tx.clone(), addr.to_string());
+    tokio::spawn(async move {
+        let details = match tokio::time::timeout(CALL_TIMEOUT, client.get_task(req)).await {
+            Err(_) => Err(format!("{addr} did not answer within {} s", CALL_TIMEOUT.as_secs())),
+            Ok(Err(s)) => Err(format!("{} ({:?})", s.message(), s.code())),
+            Ok(Ok(r)) => Ok(Box::new(r.into_inner())),
+        };
+        let _ = tx.send(Msg::Task { id, details });
+    });
+}
+
+async fn watch_loop(
+    addr: String,
+    token: Option<String>,
+    tx: mpsc::Sender<Msg>,
+    mut requests: tokio::sync::mpsc::UnboundedReceiver<u64>,
+) {
     let mut backoff = BACKOFF_START;
     let mut attempt = 0u32;
     loop {
@@ -119,14 +177,19 @@ async fn watch_loop(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) 
                             return;
                         }
                         loop {
-                            match stream.message().await {
-                                Ok(Some(u)) => {
-                                    if tx.send(Msg::Update(Box::new(u))).is_err() {
-                                        return;
+                            tokio::select! {
+                                m = stream.message() => match m {
+                                    Ok(Some(u)) => {
+                                        if tx.send(Msg::Update(Box::new(u))).is_err() {
+                                            return;
+                                        }
                                     }
+                                    Ok(None) => break "the server ended the stream".to_string(),
+                                    Err(s) => break format!("{} ({:?})", s.message(), s.code()),
+                                },
+                                Some(id) = requests.recv() => {
+                                    serve_task_request(id, Some(&client), token.as_deref(), &addr, &tx);
                                 }
-                                Ok(None) => break "the server ended the stream".to_string(),
-                                Err(s) => break format!("{} ({:?})", s.message(), s.code()),
                             }
                         }
                     }
@@ -137,7 +200,14 @@ async fn watch_loop(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) 
         if tx.send(Msg::Status(Status::Disconnected { reason, retry_in_ms: wait.as_millis() as u64 })).is_err() {
             return;
         }
-        tokio::time::sleep(wait).await;
+        let retry = tokio::time::sleep(wait);
+        tokio::pin!(retry);
+        loop {
+            tokio::select! {
+                _ = &mut retry => break,
+                Some(id) = requests.recv() => serve_task_request(id, None, None, &addr, &tx),
+            }
+        }
         backoff = (backoff * 2).min(BACKOFF_CAP);
     }
 }

@@ -83,9 +83,9 @@ fn run(args: Args) -> Result<(), String> {
         let addr = rt.console_addr().ok_or("the demo runtime has no console")?.to_string();
         let workload = demo::Demo::start(rt.handle());
         let (tx, rx) = mpsc::channel();
-        client::spawn_watcher(addr.clone(), None, tx);
+        let watcher = client::spawn_watcher(addr.clone(), None, tx);
         let mut app = App::new(format!("demo {addr}"));
-        let r = tui(&mut app, Source::Live { rx, recorder: None }, args.panic_after_first_frame);
+        let r = tui(&mut app, Source::Live { rx, recorder: None, watcher }, args.panic_after_first_frame);
         drop(workload);
         rt.shutdown_timeout(Duration::from_secs(1));
         return r.map_err(|e| e.to_string());
@@ -105,10 +105,10 @@ fn run(args: Args) -> Result<(), String> {
         None => None,
     };
     let (tx, rx) = mpsc::channel();
-    client::spawn_watcher(args.addr.clone(), token, tx);
+    let watcher = client::spawn_watcher(args.addr.clone(), token, tx);
     let mut app = App::new(args.addr.clone());
     app.recording = args.record.as_ref().map(|p| p.display().to_string());
-    tui(&mut app, Source::Live { rx, recorder }, args.panic_after_first_frame).map_err(|e| e.to_string())
+    tui(&mut app, Source::Live { rx, recorder, watcher }, args.panic_after_first_frame).map_err(|e| e.to_string())
 }
 
 fn app_with(app: &mut App) -> &mut App {
@@ -144,7 +144,7 @@ impl Player {
 }
 
 enum Source {
-    Live { rx: mpsc::Receiver<Msg>, recorder: Option<RecordWriter> },
+    Live { rx: mpsc::Receiver<Msg>, recorder: Option<RecordWriter>, watcher: client::Watcher },
     Replay(Player),
 }
 
@@ -163,9 +163,10 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
     loop {
         let mut step = false;
         match &mut source {
-            Source::Live { rx, recorder } => loop {
+            Source::Live { rx, recorder, .. } => loop {
                 match rx.try_recv() {
                     Ok(Msg::Status(s)) => app.status = s,
+                    Ok(Msg::Task { id, details }) => app.apply_task(id, details.map(|d| *d)),
                     Ok(Msg::Update(u)) => {
                         if let Some(r) = recorder {
                             if let Err(e) = r.write(&u) {
@@ -207,6 +208,16 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
                     match app.on_key(k) {
                         Action::Quit => return Ok(()),
                         Action::Step => step = true,
+                        Action::FetchTask(id) => match &source {
+                            Source::Live { watcher, .. } => {
+                                watcher.fetch_task(id);
+                                app.history_requested(id, Ok(()));
+                            }
+                            Source::Replay(_) => app.history_requested(
+                                id,
+                                Err("a replay has no server to ask: these are the recorded events".into()),
+                            ),
+                        },
                         Action::None => {}
                     }
                 }

@@ -15,7 +15,7 @@
 //! ┌ events ─────────────────────────────────────────────────────────────────────┐
 //! ```
 
-use crate::app::{dur, si, App, SortKey, Status, View};
+use crate::app::{dur, si, App, SortKey, Status, TaskHistory, View};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -366,7 +366,17 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
         Line::from(format!("scheduled   {}", dur(t.scheduled_ns))),
         Line::from(format!("mean poll   {}", t.busy_ns.checked_div(t.polls).map_or("-".into(), dur))),
         Line::from(""),
-        Line::from(Span::styled("recent events", Style::new().add_modifier(Modifier::BOLD))),
+        Line::from(vec![
+            Span::styled("recent events", Style::new().add_modifier(Modifier::BOLD)),
+            Span::raw(match &app.history {
+                None => String::new(),
+                Some(TaskHistory::Pending) => "  (asking the server for older ones...)".into(),
+                Some(TaskHistory::Events(h)) => {
+                    format!("  ({} from the server's history, then this console's)", h.len())
+                }
+                Some(TaskHistory::Unavailable(why)) => format!("  (this console's only: {why})"),
+            }),
+        ]),
     ];
     let room = area.height.saturating_sub(lines.len() as u16 + 2) as usize;
     lines.extend(events.iter().rev().take(room).rev().map(|e| Line::from(event_line(e))));

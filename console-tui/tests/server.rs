@@ -381,16 +381,27 @@ fn the_watcher_backs_off_then_follows_a_console_that_appears() {
         l.local_addr().unwrap()
     };
     let (tx, rx) = std::sync::mpsc::channel();
-    client::spawn_watcher(addr.to_string(), None, tx);
+    let watcher = client::spawn_watcher(addr.to_string(), None, tx);
     let mut waits = Vec::new();
-    while waits.len() < 3 {
+    let mut answered = false;
+    while waits.len() < 3 || !answered {
         match rx.recv_timeout(Duration::from_secs(10)).expect("status messages") {
             client::Msg::Status(volt_console::app::Status::Disconnected { retry_in_ms, reason }) => {
                 assert!(reason.contains("cannot connect"), "{reason}");
                 waits.push(retry_in_ms);
+                if waits.len() == 1 {
+                    // Asked while waiting to retry: told at once that there is no server.
+                    watcher.fetch_task(42);
+                }
             }
             client::Msg::Status(_) => {}
             client::Msg::Update(_) => panic!("an update with no server"),
+            client::Msg::Task { id, details } => {
+                assert_eq!(id, 42);
+                let err = details.expect_err("no server, no task");
+                assert!(err.contains("not connected"), "{err}");
+                answered = true;
+            }
         }
     }
     assert_eq!(waits, [100, 200, 400], "the backoff doubles from 100 ms");
@@ -448,4 +459,69 @@ fn once_json_prints_a_snapshot_and_fails_clearly_without_a_server() {
     let out = std::process::Command::new(bin).args(["--once", "not-an-address"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected host:port"));
+}
+
+#[test]
+fn the_watcher_fetches_a_task_history_from_before_it_connected() {
+    let rt = runtime(2, true);
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let stopped = std::sync::Mutex::new(stopped);
+    let h = volt::task::Builder::new().name("early").spawn_on(
+        async move {
+            for _ in 0..3 {
+                volt::task::yield_now().await;
+            }
+            while stopped.lock().unwrap().try_recv().is_err() {
+                volt::time::sleep(Duration::from_millis(5)).await;
+            }
+        },
+        rt.handle(),
+    );
+    // The publisher takes the spawn into the server's history before anyone watches.
+    std::thread::sleep(Duration::from_millis(200));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = client::spawn_watcher(rt.console_addr().unwrap().to_string(), None, tx);
+    let mut app = volt_console::app::App::new("test");
+    let (mut asked, mut answer) = (false, None);
+    let mut unknown = None;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while answer.is_none() || unknown.is_none() {
+        assert!(Instant::now() < deadline, "no answer");
+        match rx.recv_timeout(Duration::from_secs(10)).expect("messages") {
+            client::Msg::Update(u) => {
+                app.apply(*u);
+                // Once this console's log holds some of the task's polls (which the
+                // server's history holds too), open its details as Enter does.
+                let logged = app.events.iter().filter(|e| e.task_id == h.id()).count();
+                if !asked && app.tasks.contains_key(&h.id()) && logged >= 4 {
+                    app.detail = Some(h.id());
+                    watcher.fetch_task(h.id());
+                    watcher.fetch_task(u64::MAX);
+                    asked = true;
+                }
+            }
+            client::Msg::Task { id, details } if id == h.id() => answer = Some(details.expect("the task is live")),
+            client::Msg::Task { id, details } => {
+                assert_eq!(id, u64::MAX);
+                unknown = Some(details.expect_err("no such task"));
+            }
+            client::Msg::Status(_) => {}
+        }
+    }
+    let unknown = unknown.unwrap();
+    assert!(unknown.contains("no live task") && unknown.contains("NotFound"), "{unknown}");
+    let d = answer.unwrap();
+    assert_eq!(d.task.as_ref().unwrap().name.as_deref(), Some("early"));
+    let spawn = |e: &&proto::Event| e.kind == proto::EventKind::Spawn as i32 && e.task_id == h.id();
+    assert!(d.recent_events.iter().any(|e| spawn(&e)), "the history holds the spawn: {:?}", d.recent_events);
+    assert!(!app.events.iter().any(|e| spawn(&e)), "the stream began after the spawn");
+    app.apply_task(h.id(), Ok(*d));
+    let (_, events) = app.detail_task().unwrap();
+    assert!(events.iter().any(spawn), "the detail view shows the spawn");
+    let mut seen = std::collections::HashSet::new();
+    let polls = events.iter().filter(|e| e.kind == proto::EventKind::PollStart as i32);
+    assert!(polls.clone().count() >= 4, "{events:?}");
+    assert!(polls.map(|e| (e.timestamp_ns, e.worker)).all(|k| seen.insert(k)), "no poll start twice: {events:?}");
+    stop.send(()).unwrap();
+    h.join().unwrap();
 }

@@ -5,7 +5,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;
 use ratatui::Terminal;
-use volt_console::app::{Action, App, SortKey, View};
+use volt_console::app::{Action, App, SortKey, TaskHistory, View};
 use volt_console::ui;
 use volt_console_proto as proto;
 
@@ -166,7 +166,7 @@ fn keys_switch_views_move_sort_open_details_and_quit() {
     app.on_key(key(KeyCode::Down));
     assert_eq!(app.selected, 2, "stops at the last row");
     app.on_key(key(KeyCode::Char('k')));
-    app.on_key(key(KeyCode::Enter));
+    assert_eq!(app.on_key(key(KeyCode::Enter)), Action::FetchTask(7), "opening details asks the server");
     assert_eq!(app.detail, Some(7));
     let t = render(&app, 140, 40);
     find(&t, "task (Esc closes)");
@@ -224,4 +224,68 @@ fn warnings_flag_slow_polls_dropped_events_and_self_waking_tasks() {
     u.events = vec![ev(30_000_000, 1, Transition, 77, 2 << 8)];
     app.apply(u);
     assert!(!app.warnings().iter().any(|w| w.contains("woke itself")));
+}
+
+#[test]
+fn task_details_join_the_server_history_to_the_log_without_repeats() {
+    use proto::EventKind as K;
+    let mut app = fixed_app();
+    let mut u = update(3, [3000, 2000, 1000, 1000], 3000);
+    u.tasks = Some(proto::TaskChanges { changed: vec![task(5, Some("job"), 3, 900)], removed: vec![], full: true });
+    // This console connected at 100 ns: its log has the task's events from then on.
+    // Events of one worker often share a timestamp (those inside a poll carry its start).
+    u.events = vec![
+        ev(100, 0, K::PollStart, 5, 0),
+        ev(100, 0, K::Spawn, 6, 0),
+        ev(150, 0, K::PollEnd, 5, 0),
+        ev(200, 1, K::Schedule, 5, 1),
+        ev(300, 1, K::PollStart, 5, 0),
+        ev(300, 1, K::Spawn, 5, 0), // same kind and time as the next: both are kept
+        ev(300, 1, K::Spawn, 5, 0),
+        ev(400, 1, K::PollEnd, 5, 1),
+    ];
+    app.apply(u);
+    app.on_key(key(KeyCode::Char('t')));
+    assert_eq!(app.on_key(key(KeyCode::Enter)), Action::FetchTask(5));
+    let ids = |app: &App| app.detail_task().unwrap().1.iter().map(|e| (e.timestamp_ns, e.kind)).collect::<Vec<_>>();
+    // Before the answer: the log's events of this task.
+    assert_eq!(ids(&app).len(), 7);
+    app.history_requested(5, Ok(()));
+    assert_eq!(app.history, Some(TaskHistory::Pending));
+    find(&render(&app, 140, 40), "asking the server");
+    // The server's history reaches back to the spawn (before this console connected) and
+    // stops in the middle of the 300 ns poll.
+    let history = vec![
+        ev(10, 0, K::Spawn, 5, 1),
+        ev(20, 0, K::PollStart, 5, 0),
+        ev(30, 0, K::PollEnd, 5, 0),
+        ev(100, 0, K::PollStart, 5, 0),
+        ev(150, 0, K::PollEnd, 5, 0),
+        ev(200, 1, K::Schedule, 5, 1),
+        ev(300, 1, K::PollStart, 5, 0),
+        ev(300, 1, K::Spawn, 5, 0),
+    ];
+    let mut fresher = task(5, Some("job"), 4, 1_000);
+    fresher.state = proto::TaskState::Idle as i32;
+    // An answer for a task whose view is closed changes nothing.
+    app.apply_task(9, Ok(proto::TaskDetails { task: None, recent_events: vec![] }));
+    assert_eq!(app.history, Some(TaskHistory::Pending));
+    app.apply_task(5, Ok(proto::TaskDetails { task: Some(fresher), recent_events: history }));
+    let (s, p, e, st) = (K::Spawn as i32, K::PollStart as i32, K::PollEnd as i32, K::Schedule as i32);
+    assert_eq!(
+        ids(&app),
+        [(10, s), (20, p), (30, e), (100, p), (150, e), (200, st), (300, p), (300, s), (300, s), (400, e)],
+        "the history, then only what the log has beyond it"
+    );
+    assert_eq!(app.detail_task().unwrap().0.task.polls, 4, "the answer refreshes the row");
+    let screen = render(&app, 140, 40);
+    find(&screen, "8 from the server's history");
+    find(&screen, "spawn");
+    // A failed answer falls back to the log, and says why.
+    app.apply_task(5, Err("no live task with id 5 (NotFound)".into()));
+    assert_eq!(ids(&app).len(), 7);
+    find(&render(&app, 140, 40), "this console's only: no live task");
+    // Closing the view forgets the history.
+    app.on_key(key(KeyCode::Esc));
+    assert_eq!((app.detail, app.history.clone()), (None, None));
 }
