@@ -36,6 +36,25 @@ fn spawn_work(rt: &volt::Runtime, n: usize) {
     }
 }
 
+/// A task named `name` that polls a few times, then waits (polling every 5 ms) until the
+/// returned sender sends.
+fn spawn_waiter(rt: &volt::Runtime, name: &str) -> (volt::task::JoinHandle<()>, std::sync::mpsc::Sender<()>) {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rx = std::sync::Mutex::new(rx);
+    let h = volt::task::Builder::new().name(name).spawn_on(
+        async move {
+            for _ in 0..3 {
+                volt::task::yield_now().await;
+            }
+            while rx.lock().unwrap().try_recv().is_err() {
+                volt::time::sleep(Duration::from_millis(5)).await;
+            }
+        },
+        rt.handle(),
+    );
+    (h, tx)
+}
+
 #[test]
 fn updates_arrive_counts_grow_and_workers_match() {
     let rt = runtime(3, true);
@@ -190,20 +209,7 @@ fn malformed_requests_get_error_statuses() {
 #[test]
 fn get_task_returns_a_live_task_with_its_events() {
     let rt = runtime(2, true);
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let rx = std::sync::Mutex::new(rx);
-    let h = volt::task::Builder::new().name("waiter").spawn_on(
-        async move {
-            // Poll a few times, then wait (idle) until the test lets go.
-            for _ in 0..3 {
-                volt::task::yield_now().await;
-            }
-            while rx.lock().unwrap().try_recv().is_err() {
-                volt::time::sleep(Duration::from_millis(5)).await;
-            }
-        },
-        rt.handle(),
-    );
+    let (h, tx) = spawn_waiter(&rt, "waiter");
     let t = tokio_rt();
     t.block_on(async {
         let mut c = client(&rt).await;
@@ -464,19 +470,7 @@ fn once_json_prints_a_snapshot_and_fails_clearly_without_a_server() {
 #[test]
 fn the_watcher_fetches_a_task_history_from_before_it_connected() {
     let rt = runtime(2, true);
-    let (stop, stopped) = std::sync::mpsc::channel::<()>();
-    let stopped = std::sync::Mutex::new(stopped);
-    let h = volt::task::Builder::new().name("early").spawn_on(
-        async move {
-            for _ in 0..3 {
-                volt::task::yield_now().await;
-            }
-            while stopped.lock().unwrap().try_recv().is_err() {
-                volt::time::sleep(Duration::from_millis(5)).await;
-            }
-        },
-        rt.handle(),
-    );
+    let (h, stop) = spawn_waiter(&rt, "early");
     // The publisher takes the spawn into the server's history before anyone watches.
     std::thread::sleep(Duration::from_millis(200));
     let (tx, rx) = std::sync::mpsc::channel();
