@@ -177,6 +177,9 @@ async fn watch_loop(
                             return;
                         }
                         loop {
+                            // Both arms are cancel-safe: `message` is a `poll_next` on the
+                            // stream, which keeps any half-read message, and `recv` loses
+                            // nothing either. So a request never costs an update.
                             tokio::select! {
                                 m = stream.message() => match m {
                                     Ok(Some(u)) => {
