@@ -33,6 +33,21 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     assert!(n > 1, "loom explored only {n} execution(s)");
 }
 
+/// `model` with at most `bound` preemptions per execution, for a model too large to
+/// explore whole in CI's time.
+fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = executions.clone();
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(bound);
+    b.check(move || {
+        counter.fetch_add(1, SeqCst);
+        f();
+    });
+    let n = executions.load(SeqCst);
+    assert!(n > 1, "loom explored only {n} execution(s)");
+}
+
 /// Drain a queue into a list of ids.
 fn drain_ids(q: &WorkStealQueue<Arc<MockScheduler>>, out: &mut Vec<u64>) {
     while let Some(t) = q.pop() {
@@ -475,6 +490,43 @@ fn loom_event_ring_writer_against_reader() {
         assert!(got.windows(2).all(|w| w[0].1 < w[1].1), "out of order");
         assert_eq!(got.len() as u64 + cur.dropped, 3, "a record was neither read nor counted dropped");
         assert!(got.iter().any(|(r, _)| r.task == 3), "the newest record is still there");
+    });
+}
+
+/// The remote ring (many writers, per-slot sequence words): a second thread writes two
+/// records while this one writes one and then reads. A ring of 2 slots and 3 records, so
+/// one slot is written twice, maybe while it is read. What the reader returns is whole
+/// and at its right position, nothing is read twice, and read plus dropped covers every
+/// record once the writers are done. Bounded to 6 preemptions (the whole model takes
+/// six minutes); the lost position the first design had needs 2.
+#[test]
+fn loom_remote_event_ring_writers_against_reader() {
+    use crate::events_loom::{meta, EventKind, EventRing, Raw, RingCursor};
+    model_bounded(6, || {
+        let ring = Arc::new(EventRing::new(2, None));
+        let rec = |i: u64| Raw { ts: i, task: i, arg: i * 10, meta: meta(EventKind::Spawn, None) };
+        let r2 = ring.clone();
+        let writer = thread::spawn(move || {
+            r2.write(rec(7));
+            r2.write(rec(9));
+        });
+        ring.write(rec(8));
+        let mut cur = RingCursor::default();
+        let mut got = Vec::new();
+        cur.drain(&ring, &mut got);
+        writer.join().unwrap();
+        cur.drain(&ring, &mut got);
+        for (r, _) in &got {
+            assert!([7, 8, 9].contains(&r.task), "a record from nowhere");
+            assert_eq!((r.arg, r.ts), (r.task * 10, r.task), "torn record");
+        }
+        assert!(got.windows(2).all(|w| w[0].1 < w[1].1), "a position read twice or out of order");
+        let sevens = got.iter().position(|(r, _)| r.task == 7);
+        let nines = got.iter().position(|(r, _)| r.task == 9);
+        if let (Some(a), Some(b)) = (sevens, nines) {
+            assert!(a < b, "one writer's records out of order");
+        }
+        assert_eq!(got.len() as u64 + cur.dropped, 3, "a record was neither read nor counted dropped");
     });
 }
 

@@ -936,19 +936,6 @@ impl Schedule for Arc<Shared> {
         // A poll starts where the worker's last clock reading left off (the end of the
         // previous poll, a park, a steal): one clock read per poll, not two.
         let now = w.core.last_ts.get();
-        let mut waited = PollToken::NOT_QUEUED;
-        if let Some(st) = crate::task::raw::stats(ptr) {
-            // Only the thread running the task writes these (RUNNING is exclusive, and
-            // nothing queues a RUNNING task), so plain loads and stores suffice. Every way
-            // into a queue sets `scheduled_at` first (spawn, a wake, or `poll_end` for a
-            // requeue), so it is never stale here and needs no clearing.
-            let queued_at = st.scheduled_at.load(Relaxed);
-            if queued_at != 0 {
-                waited = now.saturating_sub(queued_at);
-                st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
-            }
-            st.polls.store(st.polls.load(Relaxed) + 1, Relaxed);
-        }
         let ring = rec.ring(w.index);
         // Written lazily: see "Lazy poll starts" in `telemetry::events`.
         // SAFETY: the poller holds the task (RUNNING) for this call.
@@ -959,7 +946,7 @@ impl Schedule for Arc<Shared> {
             start: now,
             end: now,
             extra: 0,
-            waited,
+            waited: PollToken::NOT_QUEUED,
         }
     }
 
@@ -977,7 +964,20 @@ impl Schedule for Arc<Shared> {
         if ring.take_pending_start() {
             token.extra = events::POLL_IMPLICIT_START | (busy << events::POLL_BUSY_SHIFT);
         }
+        // The task's statistics, all at once (one lookup, one cache line). Only the
+        // thread running the task writes them (RUNNING is exclusive, and nothing queues a
+        // RUNNING task: a wake during the poll only sets NOTIFIED), so plain loads and
+        // stores suffice, and `scheduled_at` still holds what it held at the poll's start.
         if let Some(st) = crate::task::raw::stats(ptr) {
+            // Every way into a queue sets `scheduled_at` first (spawn, a wake, or the
+            // store below for a requeue), so it is never stale here.
+            let queued_at = st.scheduled_at.load(Relaxed);
+            if queued_at != 0 {
+                let waited = token.start.saturating_sub(queued_at);
+                token.waited = waited;
+                st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
+            }
+            st.polls.store(st.polls.load(Relaxed) + 1, Relaxed);
             st.busy_ticks.store(st.busy_ticks.load(Relaxed) + busy, Relaxed);
             st.last_poll_end.store(now, Relaxed);
             // If the poll ends in a requeue, it was queued now; if it ends idle, the wake
@@ -997,7 +997,9 @@ impl Schedule for Arc<Shared> {
         // the task is not. This is that worker's thread, so its `core` is ours.
         let (w, ring) = unsafe { (&*token.cx.cast::<Worker>(), &*token.ring.cast::<EventRing>()) };
         w.core.last_ts.set(token.end);
-        ring.write_event(EventKind::PollEnd, id, outcome as u64 | token.extra, token.end);
+        // `poll_end` took the poll's start (or a record inside the poll wrote it), and
+        // nothing records between `poll_end` and here.
+        ring.write_event_no_pending(EventKind::PollEnd, id, outcome as u64 | token.extra, token.end);
         let h = &w.counters.histograms;
         h.poll_time.record(ring.ticks_to_ns(token.end.saturating_sub(token.start)));
         if token.waited != PollToken::NOT_QUEUED {

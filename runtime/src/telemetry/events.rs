@@ -3,26 +3,49 @@
 //! # Layout
 //! One fixed-size ring per worker, written only by that worker, plus one "remote" ring for
 //! events from other threads (spawns from outside, wakes from plain threads, shutdown).
-//! A slot is five `AtomicU64`s: a sequence word and a compact fixed-size record (raw
-//! timestamp, task id, argument, kind and worker). Memory is `capacity` slots per ring,
-//! allocated once at build time; nothing grows afterwards.
+//! A slot is four `AtomicU64`s, 32 bytes on a 32-byte boundary: a compact fixed-size
+//! record (raw timestamp, task id, argument, kind and worker). Memory is `capacity` slots
+//! per ring (and one sequence word per slot on the remote ring), allocated once at build
+//! time; nothing grows afterwards.
 //!
 //! # Writing (never blocks, never allocates)
-//! Position `p` goes to slot `p % capacity` under a per-slot seqlock:
-//! `seq = 2p + 1` (odd: being written), Release fence, the record's fields, then
-//! `seq = 2p + 2` with Release. A worker's ring has one writer, so it advances its write
-//! position with a plain store; the remote ring's writers claim positions with `fetch_add`.
-//! A full ring overwrites its oldest records: writers never wait for readers.
+//! Position `p` goes to slot `p % capacity`. A worker's ring has one writer, so one
+//! sequence word for the whole ring will do: the owner stores `2p + 1` (odd: the slot's
+//! previous lap, `p - capacity`, is going), a Release fence, the record's fields, then
+//! `2p + 2` with Release. The remote ring has many writers, which claim positions with
+//! `fetch_add`, so each of its slots has a sequence word: `2p + 1` (being written), a
+//! Release fence, the fields, then `2p + 2` with Release (see "The remote ring's slots").
+//! A full ring overwrites its oldest records: writers never wait for readers. (A sequence
+//! word per slot on the worker rings too, as at first, cost one more store per record and
+//! made a slot 40 bytes, so records straddled cache lines.)
+//!
+//! # The remote ring's slots
+//! Between a remote writer's `fetch_add` and its stores, other writers can claim a whole
+//! lap of positions, so two writers can reach one slot together, and an older one that
+//! finishes last would leave its older record and word there (readers would then wait
+//! on that position until the next lap, and could read a mix of two records). So a
+//! writer takes its slot with a compare-exchange, only from an even word older than its
+//! own position, and only then stores its fields. If it finds an older writer still at
+//! work (an odd word), it gives its position up: it swaps in its own odd word, which
+//! readers see as "being written", and returns. The older writer, finishing, finds its
+//! word changed and makes it even and past the last given-up position (`+ 3`), which
+//! readers see as "overwritten". A writer that finds a newer word simply returns. Nobody
+//! waits, fields are only ever stored by the slot's one owner, and a word never goes
+//! back. (The loom model `loom_remote_event_ring_writers_against_reader` found the
+//! first design, with plain stores, losing a position.)
 //!
 //! # Reading (any thread, lock-free)
 //! An [`EventCursor`] remembers, per ring, the next position it wants. Positions older than
 //! `write position - capacity` were overwritten: the cursor adds them to its `dropped`
-//! count and skips ahead. For each remaining position it loads `seq` (Acquire), the fields,
-//! an Acquire fence and `seq` again: a record counts only if both loads show `2p + 2`.
-//! A higher `seq` means a newer lap overwrote it meanwhile (dropped); a lower one, on the
-//! remote ring, means a writer is still filling it, and the cursor stops there and
-//! retries next time. Records from all rings are merged by timestamp (ties: by ring,
-//! then position, so one worker's records keep their order).
+//! count and skips ahead. For each remaining position on a worker ring it loads the ring's
+//! word (Acquire), the fields, an Acquire fence and the word again: the record counts only
+//! if neither load shows the writer started on `p + capacity` (if it did, it may be
+//! overwriting the slot: dropped).
+//! On the remote ring it loads `seq` (Acquire), the fields, an Acquire fence and `seq`
+//! again: a record counts only if both loads show `2p + 2`. A higher `seq` means a newer
+//! lap overwrote it meanwhile (dropped); a lower one means a writer is still filling it,
+//! and the cursor stops there and retries next time. Records from all rings are merged
+//! by timestamp (ties: by ring, then position, so one worker's records keep their order).
 //!
 //! # Timestamps
 //! Recording must be cheap, so a record holds raw clock ticks: the x86-64 time-stamp
@@ -251,9 +274,10 @@ impl Clock {
     }
 }
 
-/// One slot: the sequence word and the record.
+/// One slot: the record. 32 bytes on a 32-byte boundary, so a record never straddles
+/// two cache lines.
+#[repr(align(32))]
 struct Slot {
-    seq: AtomicU64,
     ts: AtomicU64,
     task: AtomicU64,
     arg: AtomicU64,
@@ -267,8 +291,12 @@ struct Slot {
 #[repr(align(128))]
 pub(crate) struct EventRing {
     slots: Box<[Slot]>,
+    /// The remote ring's per-slot sequence words (empty on a worker ring, whose one
+    /// writer's `write_pos` does their job: see "Writing" in the module doc).
+    seqs: Box<[AtomicU64]>,
     mask: u64,
-    /// The next position to write (claimed positions, on the remote ring).
+    /// On the remote ring, the next position to claim. On a worker ring, the ring's
+    /// sequence word: twice the records written, plus one while one is being written.
     write_pos: AtomicU64,
     multi_writer: bool,
     /// A poll's start not written yet (worker rings only; owner-only, so relaxed loads
@@ -312,15 +340,16 @@ impl EventRing {
         let cap = capacity.max(2).next_power_of_two();
         let slots = (0..cap)
             .map(|_| Slot {
-                seq: AtomicU64::new(0),
                 ts: AtomicU64::new(0),
                 task: AtomicU64::new(0),
                 arg: AtomicU64::new(0),
                 meta: AtomicU64::new(0),
             })
             .collect();
+        let seqs = (0..if multi_writer { cap } else { 0 }).map(|_| AtomicU64::new(0)).collect();
         EventRing {
             slots,
+            seqs,
             mask: cap as u64 - 1,
             write_pos: AtomicU64::new(0),
             multi_writer,
@@ -349,7 +378,12 @@ impl EventRing {
 
     /// Records written so far (claimed, on the remote ring).
     pub(crate) fn written(&self) -> u64 {
-        self.write_pos.load(Acquire)
+        let w = self.write_pos.load(Acquire);
+        if self.multi_writer {
+            w
+        } else {
+            w / 2
+        }
     }
 
     /// Append one record. On a worker ring only the owner calls this; a poll start still
@@ -359,7 +393,7 @@ impl EventRing {
     pub(crate) fn write(&self, raw: Raw) {
         if self.multi_writer {
             let pos = self.write_pos.fetch_add(1, AcqRel);
-            self.fill(pos, raw);
+            self.fill_shared(pos, raw);
         } else {
             self.write_owned(raw);
         }
@@ -379,18 +413,14 @@ impl EventRing {
                 self.write_start(task, ts);
             }
         }
-        let pos = self.write_pos.load(Relaxed);
-        self.fill(pos, raw);
-        self.write_pos.store(pos + 1, Release);
+        self.append_owned(raw);
     }
 
     /// A pending poll start as a record of its own (owner only; the uncommon case).
     #[cold]
     #[inline(never)]
     fn write_start(&self, task: u64, ts: u64) {
-        let pos = self.write_pos.load(Relaxed);
-        self.fill(pos, Raw { ts, task, arg: 0, meta: self.start_meta });
-        self.write_pos.store(pos + 1, Release);
+        self.append_owned(Raw { ts, task, arg: 0, meta: self.start_meta });
     }
 
     /// Owner of a worker ring: a poll of `task` started at clock reading `ts`. Nothing is
@@ -423,6 +453,14 @@ impl EventRing {
         self.write_owned(Raw { ts, task, arg, meta: kind as u64 | self.worker_bits });
     }
 
+    /// `write_event` for a caller that knows no poll start is pending (the one after
+    /// [`EventRing::take_pending_start`]).
+    #[inline(always)]
+    pub(crate) fn write_event_no_pending(&self, kind: EventKind, task: u64, arg: u64, ts: u64) {
+        debug_assert_eq!(self.pending_task.load(Relaxed), 0, "a poll start is still pending");
+        self.append_owned(Raw { ts, task, arg, meta: kind as u64 | self.worker_bits });
+    }
+
     #[inline]
     fn flush_pending_start(&self) {
         let task = self.pending_task.load(Relaxed);
@@ -432,39 +470,117 @@ impl EventRing {
         }
     }
 
-    /// Write `raw` into position `pos`'s slot (claimed by `write_pos`, or the owner's).
+    /// The slot of position `pos`.
     #[inline(always)]
-    fn fill(&self, pos: u64, raw: Raw) {
+    fn slot(&self, pos: u64) -> &Slot {
         // SAFETY: `mask` is `slots.len() - 1` (a power of two), so the index is in bounds.
-        let slot = unsafe { self.slots.get_unchecked((pos & self.mask) as usize) };
-        slot.seq.store(2 * pos + 1, Relaxed);
-        fence(Release);
+        unsafe { self.slots.get_unchecked((pos & self.mask) as usize) }
+    }
+
+    #[inline(always)]
+    fn store_fields(slot: &Slot, raw: Raw) {
         slot.ts.store(raw.ts, Relaxed);
         slot.task.store(raw.task, Relaxed);
         slot.arg.store(raw.arg, Relaxed);
         slot.meta.store(raw.meta, Relaxed);
-        slot.seq.store(2 * pos + 2, Release);
+    }
+
+    /// Owner of a worker ring: write `raw` at the next position `p`. `write_pos` goes
+    /// odd (`2p + 1`: the slot's previous lap, `p - capacity`, is being overwritten), a
+    /// Release fence orders that before the fields (a reader that sees any of them sees
+    /// it after its Acquire fence: see [`EventRing::read`]), then `2p + 2` with Release
+    /// publishes the record.
+    #[inline(always)]
+    fn append_owned(&self, raw: Raw) {
+        let w = self.write_pos.load(Relaxed);
+        debug_assert!(w & 1 == 0);
+        // Release too: a reader that loads this odd word must see the previous record
+        // (a Relaxed store would not carry it: only read-modify-writes extend a release
+        // sequence; loom found a reader seeing an empty slot).
+        self.write_pos.store(w + 1, Release);
+        fence(Release);
+        Self::store_fields(self.slot(w / 2), raw);
+        self.write_pos.store(w + 2, Release);
+    }
+
+    /// The remote ring: write `raw` into position `pos`'s slot (claimed by `fetch_add`)
+    /// under the slot's sequence word. See "The remote ring's slots" in the module doc:
+    /// a writer takes the slot only from a finished (even) word of an older lap; it
+    /// never writes fields while another writer may, and never moves the word backwards.
+    #[inline(always)]
+    fn fill_shared(&self, pos: u64, raw: Raw) {
+        let seq = &self.seqs[(pos & self.mask) as usize];
+        let mine = 2 * pos + 1;
+        let mut s = seq.load(Relaxed);
+        loop {
+            if s >= mine {
+                // A writer of a later lap has the slot (or gave it up): this record is
+                // older than the ring holds, and readers count it as overwritten.
+                return;
+            }
+            // Acquire: an older lap's fields (Release below) come before ours.
+            match seq.compare_exchange_weak(s, mine, Acquire, Relaxed) {
+                Ok(_) if s & 1 == 0 => break,
+                // The older lap's writer is still storing its fields: give the position
+                // up (the word now says `pos` is being written; that writer turns it into
+                // "overwritten" when it finishes). No waiting, no mixed-up record.
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
+        fence(Release);
+        Self::store_fields(self.slot(pos), raw);
+        let mut s = mine;
+        // Done: `2 * pos + 2`, unless a later writer gave its position up meanwhile (the
+        // word is then that position's odd "being written"), in which case every
+        // position up to it is overwritten: `+ 3` makes it even and past it.
+        while let Err(now) = seq.compare_exchange_weak(s, if s == mine { mine + 1 } else { s + 3 }, Release, Relaxed) {
+            debug_assert!(now & 1 == 1 && now >= mine, "only a writer that gave up changes a word being written");
+            s = now;
+        }
     }
 
     /// Read position `pos` (see the module doc).
     pub(crate) fn read(&self, pos: u64) -> Read {
         let slot = &self.slots[(pos & self.mask) as usize];
+        let load = || Raw {
+            ts: slot.ts.load(Relaxed),
+            task: slot.task.load(Relaxed),
+            arg: slot.arg.load(Relaxed),
+            meta: slot.meta.load(Relaxed),
+        };
+        if !self.multi_writer {
+            // One writer: `write_pos` is the ring's sequence word. The slot holds `pos`
+            // from when the word passes `2 * pos + 2` (Acquire: its fields are visible)
+            // until the writer starts on `pos + capacity`, which it announces by making
+            // the word `2 * (pos + capacity) + 1` first.
+            let lap_end = 2 * (pos + self.mask + 1) + 1;
+            let w = self.write_pos.load(Acquire);
+            if w < 2 * pos + 2 {
+                return Read::NotYet;
+            }
+            if w >= lap_end {
+                return Read::Overwritten;
+            }
+            let raw = load();
+            fence(Acquire);
+            if self.write_pos.load(Relaxed) >= lap_end {
+                return Read::Overwritten;
+            }
+            return Read::Record(raw);
+        }
+        let seq = &self.seqs[(pos & self.mask) as usize];
         let want = 2 * pos + 2;
-        let s1 = slot.seq.load(Acquire);
+        let s1 = seq.load(Acquire);
         if s1 < want {
             return Read::NotYet;
         }
         if s1 > want {
             return Read::Overwritten;
         }
-        let raw = Raw {
-            ts: slot.ts.load(Relaxed),
-            task: slot.task.load(Relaxed),
-            arg: slot.arg.load(Relaxed),
-            meta: slot.meta.load(Relaxed),
-        };
+        let raw = load();
         fence(Acquire);
-        if slot.seq.load(Relaxed) != want {
+        if seq.load(Relaxed) != want {
             return Read::Overwritten;
         }
         Read::Record(raw)
