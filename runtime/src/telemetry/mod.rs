@@ -241,8 +241,10 @@ pub struct Snapshot {
     pub schedule_latency_histogram: Histogram,
     /// Records written to the event ring (0 when it is off; see `EventCursor::dropped`).
     pub events_recorded: u64,
-    /// Events overwritten in the event ring before they were read (the ring keeps the
-    /// newest `capacity` per worker).
+    /// Records overwritten in the event ring (it keeps the newest `capacity` per ring),
+    /// whether or not anyone read them first. A record a writer on the shared remote ring
+    /// gave up (it lapped a writer still storing its own) counts here once a later lap
+    /// passes it; a cursor counts it in its `dropped` at once.
     pub events_dropped: u64,
     /// Threads in the blocking pool.
     pub blocking_threads: u64,
@@ -519,7 +521,8 @@ impl EventCursor {
         out
     }
 
-    /// Records this cursor missed because they were overwritten before it read them.
+    /// Records this cursor missed because they were overwritten before it read them (or,
+    /// rarely, given up by a writer on the shared remote ring).
     /// (A record is one ring slot; a spawn or a poll's end is one record that reads out as
     /// two or three events, so compare this with [`EventCursor::records_read`] and
     /// `Snapshot::events_recorded`, which count records too.)
