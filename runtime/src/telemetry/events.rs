@@ -35,9 +35,9 @@
 //! first design, with plain stores, losing a position.)
 //!
 //! # Reading (any thread, lock-free)
-//! An [`EventCursor`] remembers, per ring, the next position it wants. Positions older than
-//! `write position - capacity` were overwritten: the cursor adds them to its `dropped`
-//! count and skips ahead. For each remaining position on a worker ring it loads the ring's
+//! An [`EventCursor`](super::EventCursor) remembers, per ring, the next position it
+//! wants. Positions older than `write position - capacity` were overwritten: the cursor
+//! adds them to its `dropped` count and skips ahead. For each remaining position on a worker ring it loads the ring's
 //! word (Acquire), the fields, an Acquire fence and the word again: the record counts only
 //! if neither load shows the writer started on `p + capacity` (if it did, it may be
 //! overwriting the slot: dropped).
@@ -65,9 +65,9 @@
 //! its ring (owner-only fields). If the poll's end comes first, the `PollEnd` record
 //! carries the poll's length and a flag. If an event inside the poll comes first (a spawn,
 //! a wake), that record carries the polled task's id in spare `meta` bits
-//! ([`META_STARTS_POLL`]); it has the start's timestamp already, since events inside a
+//! (`META_STARTS_POLL`); it has the start's timestamp already, since events inside a
 //! poll carry their poll's start. Either way the reader puts the `PollStart` back
-//! ([`implicit_poll_start`]) just before the record that carries it, so order is exact.
+//! (`implicit_poll_start`) just before the record that carries it, so order is exact.
 //! Only a poll nested in another (`JoinHandle::join` helping on a worker) writes the outer
 //! start as a record of its own. One record per poll instead of two halved what recording
 //! cost on `yield_many`.
@@ -76,7 +76,7 @@
 //! To write one record where one will do, a spawn and its first queueing are one `Spawn`
 //! record, and a poll's end, the task's transition out of RUNNING and (for a requeue) its
 //! `Schedule`, or (for a task that returned its output) its `Complete`, are one `PollEnd`
-//! record. [`decode`] expands them, so readers see every kind
+//! record. `decode` expands them, so readers see every kind
 //! listed in [`EventKind`]. Drop counts and `events_recorded` count records.
 
 use crate::loom::{fence, AtomicU64};
