@@ -37,11 +37,11 @@
 //! # Reading (any thread, lock-free)
 //! An [`EventCursor`](super::EventCursor) remembers, per ring, the next position it
 //! wants. Positions older than `write position - capacity` were overwritten: the cursor
-//! adds them to its `dropped` count and skips ahead. For each remaining position on a worker ring it loads the ring's
-//! word (Acquire), the fields, an Acquire fence and the word again: the record counts only
-//! if neither load shows the writer started on `p + capacity` (if it did, it may be
-//! overwriting the slot: dropped).
-//! On the remote ring it loads `seq` (Acquire), the fields, an Acquire fence and `seq`
+//! adds them to its `dropped` count and skips ahead. For each remaining position on a
+//! worker ring it loads the ring's word (Acquire), the fields, an Acquire fence and the
+//! word again: the record counts only if neither load shows the writer started on
+//! `p + capacity` (if it did, it may be overwriting the slot: dropped). On the remote
+//! ring it loads `seq` (Acquire), the fields, an Acquire fence and `seq`
 //! again: a record counts only if both loads show `2p + 2`. A higher `seq` means a newer
 //! lap overwrote it meanwhile (dropped); a lower one means a writer is still filling it,
 //! and the cursor stops there and retries next time. Records from all rings are merged
