@@ -450,7 +450,13 @@ impl EventRing {
     /// Owner of a worker ring: append one record of `kind` (see [`EventRing::write`]).
     #[inline(always)]
     pub(crate) fn write_event(&self, kind: EventKind, task: u64, arg: u64, ts: u64) {
-        self.write_owned(Raw { ts, task, arg, meta: kind as u64 | self.worker_bits });
+        self.write_owned(self.event(kind, task, arg, ts));
+    }
+
+    /// A record of `kind` from this ring's worker.
+    #[inline(always)]
+    fn event(&self, kind: EventKind, task: u64, arg: u64, ts: u64) -> Raw {
+        Raw { ts, task, arg, meta: kind as u64 | self.worker_bits }
     }
 
     /// `write_event` for a caller that knows no poll start is pending (the one after
@@ -458,7 +464,7 @@ impl EventRing {
     #[inline(always)]
     pub(crate) fn write_event_no_pending(&self, kind: EventKind, task: u64, arg: u64, ts: u64) {
         debug_assert_eq!(self.pending_task.load(Relaxed), 0, "a poll start is still pending");
-        self.append_owned(Raw { ts, task, arg, meta: kind as u64 | self.worker_bits });
+        self.append_owned(self.event(kind, task, arg, ts));
     }
 
     #[inline]
