@@ -235,47 +235,128 @@ fn text(body: String) -> impl axum::response::IntoResponse {
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
 }
 
-struct WorkerMetrics {
-    polls: Counter,
-    steals: Counter,
-    steal_operations: Counter,
-    parks: Counter,
-    lifo_hits: Counter,
-    overflows: Counter,
-    budget_yields: Counter,
-    global_batch_fetches: Counter,
-    local_queue_depth: Gauge,
-    global_queue_interval: Gauge,
-    mean_poll_seconds: Gauge,
+/// How a metric family reads its figure off `T` (a snapshot, or one worker's part of it).
+enum Figure<T> {
+    /// A counter: the runtime's running total, published as it is.
+    Total(fn(&T) -> u64),
+    /// A gauge.
+    Level(fn(&T) -> f64),
+}
+
+/// One metric family the `metrics` side publishes: declared once here, and described,
+/// registered and set from this table.
+struct Family<T> {
+    name: &'static str,
+    help: &'static str,
+    unit: Option<Unit>,
+    figure: Figure<T>,
+}
+
+const fn total<T>(name: &'static str, help: &'static str, f: fn(&T) -> u64) -> Family<T> {
+    Family { name, help, unit: None, figure: Figure::Total(f) }
+}
+
+const fn level<T>(name: &'static str, help: &'static str, f: fn(&T) -> f64) -> Family<T> {
+    Family { name, help, unit: None, figure: Figure::Level(f) }
+}
+
+/// The runtime-wide families.
+const GLOBAL: &[Family<proto::Snapshot>] = &[
+    total("volt_tasks_spawned_total", "Tasks spawned.", |s| s.tasks_spawned),
+    total("volt_tasks_completed_total", "Tasks that returned their output.", |s| s.tasks_completed),
+    total("volt_tasks_cancelled_total", "Tasks aborted or dropped by shutdown.", |s| s.tasks_cancelled),
+    total("volt_tasks_panicked_total", "Tasks that panicked.", |s| s.tasks_panicked),
+    total("volt_events_dropped_total", "Event-ring records overwritten before they were read.", |s| s.events_dropped),
+    total("volt_timers_armed_total", "Timers registered with the timing wheel.", |s| s.timers_armed),
+    total("volt_timers_fired_total", "Timers that fired.", |s| s.timers_fired),
+    total("volt_timers_cancelled_total", "Timers dropped before they fired.", |s| s.timers_cancelled),
+    total("volt_io_events_total", "I/O readiness events delivered by the reactor.", |s| s.io_events),
+    level("volt_global_queue_depth", "Tasks in the global injection queue.", |s| s.global_queue_depth as f64),
+    level("volt_workers_searching", "Workers searching for work.", |s| s.num_searching as f64),
+    level("volt_workers_parked", "Workers parked.", |s| s.num_parked as f64),
+    level("volt_workers", "Worker threads.", |s| s.workers.len() as f64),
+    level("volt_tasks_alive", "Tasks spawned and not yet finished.", |s| s.tasks_alive as f64),
+    level("volt_timers_pending", "Timers armed that neither fired nor were dropped.", |s| s.timers_pending as f64),
+    level("volt_blocking_threads", "Threads in the blocking pool.", |s| s.blocking_threads as f64),
+    level("volt_blocking_queue_depth", "spawn_blocking calls waiting for a thread.", |s| s.blocking_queue_depth as f64),
+];
+
+/// The per-worker families (label `worker`).
+const WORKER: &[Family<proto::WorkerSnapshot>] = &[
+    total("volt_worker_polls_total", "Task polls the worker made.", |w| w.tasks_polled),
+    total("volt_worker_steals_total", "Tasks the worker stole from other workers.", |w| w.tasks_stolen),
+    total("volt_worker_steal_operations_total", "Successful steal operations (each takes about half a queue).", |w| {
+        w.steal_operations
+    }),
+    total("volt_worker_parks_total", "Times the worker parked.", |w| w.times_parked),
+    total("volt_worker_lifo_hits_total", "Polls served from the worker's LIFO slot.", |w| w.lifo_hits),
+    total("volt_worker_overflows_total", "Times the worker's local queue overflowed to the global queue.", |w| {
+        w.overflows
+    }),
+    total("volt_worker_budget_yields_total", "Budget ticks that used the full 128 polls.", |w| w.budget_yields),
+    total("volt_worker_global_batch_fetches_total", "Batches the worker took from the global queue.", |w| {
+        w.global_batch_fetches
+    }),
+    level("volt_worker_local_queue_depth", "Tasks in the worker's local queue.", |w| w.local_queue_depth as f64),
+    level("volt_worker_global_queue_interval", "Polls between the worker's global-queue checks (EWMA-tuned).", |w| {
+        w.global_queue_interval as f64
+    }),
+    Family {
+        name: "volt_worker_mean_poll_seconds",
+        help: "The worker's EWMA of the time per task.",
+        unit: Some(Unit::Seconds),
+        figure: Figure::Level(|w| w.ewma_task_ns as f64 / 1e9),
+    },
+];
+
+/// A registered family: its handle, and how to read its figure off `T`.
+enum Handle<T> {
+    Total(Counter, fn(&T) -> u64),
+    Level(Gauge, fn(&T) -> f64),
+}
+
+/// Describe `families` to the current recorder (inside `with_local_recorder`).
+fn describe<T>(families: &[Family<T>]) {
+    metrics::with_recorder(|r| {
+        for f in families {
+            let (name, help) = (f.name.into(), f.help.into());
+            match f.figure {
+                Figure::Total(_) => r.describe_counter(name, f.unit, help),
+                Figure::Level(_) => r.describe_gauge(name, f.unit, help),
+            }
+        }
+    });
+}
+
+/// Register `families` with `labels` with the current recorder (inside
+/// `with_local_recorder`).
+fn register<T>(families: &[Family<T>], labels: &[(&'static str, String)]) -> Vec<Handle<T>> {
+    families
+        .iter()
+        .map(|f| match f.figure {
+            Figure::Total(read) => Handle::Total(metrics::counter!(f.name, labels), read),
+            Figure::Level(read) => Handle::Level(metrics::gauge!(f.name, labels), read),
+        })
+        .collect()
+}
+
+/// Set every handle from `v`.
+fn set<T>(handles: &[Handle<T>], v: &T) {
+    for h in handles {
+        match h {
+            Handle::Total(c, read) => c.absolute(read(v)),
+            Handle::Level(g, read) => g.set(read(v)),
+        }
+    }
 }
 
 /// The figures one runtime publishes: handles into a private Prometheus recorder, plus the
 /// histograms and fractional counters rendered alongside (see the crate doc).
 struct Registry {
     recorder: PrometheusRecorder,
-    workers: Vec<WorkerMetrics>,
-    global: GlobalMetrics,
+    global: Vec<Handle<proto::Snapshot>>,
+    workers: Vec<Vec<Handle<proto::WorkerSnapshot>>>,
     last: Option<proto::Snapshot>,
-}
-
-struct GlobalMetrics {
-    spawned: Counter,
-    completed: Counter,
-    cancelled: Counter,
-    panicked: Counter,
-    events_dropped: Counter,
-    timers_armed: Counter,
-    timers_fired: Counter,
-    timers_cancelled: Counter,
-    io_events: Counter,
-    global_queue_depth: Gauge,
-    searching: Gauge,
-    parked: Gauge,
-    alive: Gauge,
-    timers_pending: Gauge,
-    blocking_threads: Gauge,
-    blocking_queue_depth: Gauge,
-    workers: Gauge,
 }
 
 /// The metric families, with their help text: one place for both the `metrics` side and
@@ -290,90 +371,17 @@ impl Registry {
     fn new() -> Registry {
         let recorder = PrometheusBuilder::new().build_recorder();
         let global = metrics::with_local_recorder(&recorder, || {
-            use metrics::{counter, describe_counter, describe_gauge, gauge};
-            describe_counter!("volt_tasks_spawned_total", "Tasks spawned.");
-            describe_counter!("volt_tasks_completed_total", "Tasks that returned their output.");
-            describe_counter!("volt_tasks_cancelled_total", "Tasks aborted or dropped by shutdown.");
-            describe_counter!("volt_tasks_panicked_total", "Tasks that panicked.");
-            describe_counter!("volt_events_dropped_total", "Event-ring records overwritten before they were read.");
-            describe_counter!("volt_timers_armed_total", "Timers registered with the timing wheel.");
-            describe_counter!("volt_timers_fired_total", "Timers that fired.");
-            describe_counter!("volt_timers_cancelled_total", "Timers dropped before they fired.");
-            describe_counter!("volt_io_events_total", "I/O readiness events delivered by the reactor.");
-            describe_gauge!("volt_global_queue_depth", "Tasks in the global injection queue.");
-            describe_gauge!("volt_workers_searching", "Workers searching for work.");
-            describe_gauge!("volt_workers_parked", "Workers parked.");
-            describe_gauge!("volt_workers", "Worker threads.");
-            describe_gauge!("volt_tasks_alive", "Tasks spawned and not yet finished.");
-            describe_gauge!("volt_timers_pending", "Timers armed that neither fired nor were dropped.");
-            describe_gauge!("volt_blocking_threads", "Threads in the blocking pool.");
-            describe_gauge!("volt_blocking_queue_depth", "spawn_blocking calls waiting for a thread.");
-            describe_counter!("volt_worker_polls_total", "Task polls the worker made.");
-            describe_counter!("volt_worker_steals_total", "Tasks the worker stole from other workers.");
-            describe_counter!(
-                "volt_worker_steal_operations_total",
-                "Successful steal operations (each takes about half a queue)."
-            );
-            describe_counter!("volt_worker_parks_total", "Times the worker parked.");
-            describe_counter!("volt_worker_lifo_hits_total", "Polls served from the worker's LIFO slot.");
-            describe_counter!(
-                "volt_worker_overflows_total",
-                "Times the worker's local queue overflowed to the global queue."
-            );
-            describe_counter!("volt_worker_budget_yields_total", "Budget ticks that used the full 128 polls.");
-            describe_counter!(
-                "volt_worker_global_batch_fetches_total",
-                "Batches the worker took from the global queue."
-            );
-            describe_gauge!("volt_worker_local_queue_depth", "Tasks in the worker's local queue.");
-            describe_gauge!(
-                "volt_worker_global_queue_interval",
-                "Polls between the worker's global-queue checks (EWMA-tuned)."
-            );
-            describe_gauge!("volt_worker_mean_poll_seconds", Unit::Seconds, "The worker's EWMA of the time per task.");
-            GlobalMetrics {
-                spawned: counter!("volt_tasks_spawned_total"),
-                completed: counter!("volt_tasks_completed_total"),
-                cancelled: counter!("volt_tasks_cancelled_total"),
-                panicked: counter!("volt_tasks_panicked_total"),
-                events_dropped: counter!("volt_events_dropped_total"),
-                timers_armed: counter!("volt_timers_armed_total"),
-                timers_fired: counter!("volt_timers_fired_total"),
-                timers_cancelled: counter!("volt_timers_cancelled_total"),
-                io_events: counter!("volt_io_events_total"),
-                global_queue_depth: gauge!("volt_global_queue_depth"),
-                searching: gauge!("volt_workers_searching"),
-                parked: gauge!("volt_workers_parked"),
-                alive: gauge!("volt_tasks_alive"),
-                timers_pending: gauge!("volt_timers_pending"),
-                blocking_threads: gauge!("volt_blocking_threads"),
-                blocking_queue_depth: gauge!("volt_blocking_queue_depth"),
-                workers: gauge!("volt_workers"),
-            }
+            describe(GLOBAL);
+            describe(WORKER);
+            register(GLOBAL, &[])
         });
-        Registry { recorder, workers: Vec::new(), global, last: None }
+        Registry { recorder, global, workers: Vec::new(), last: None }
     }
 
-    fn worker(&mut self, i: usize) -> &WorkerMetrics {
+    fn worker(&mut self, i: usize) -> &[Handle<proto::WorkerSnapshot>] {
         while self.workers.len() <= i {
-            let label = self.workers.len().to_string();
-            let w = metrics::with_local_recorder(&self.recorder, || {
-                use metrics::{counter, gauge};
-                let l = [("worker", label.clone())];
-                WorkerMetrics {
-                    polls: counter!("volt_worker_polls_total", &l),
-                    steals: counter!("volt_worker_steals_total", &l),
-                    steal_operations: counter!("volt_worker_steal_operations_total", &l),
-                    parks: counter!("volt_worker_parks_total", &l),
-                    lifo_hits: counter!("volt_worker_lifo_hits_total", &l),
-                    overflows: counter!("volt_worker_overflows_total", &l),
-                    budget_yields: counter!("volt_worker_budget_yields_total", &l),
-                    global_batch_fetches: counter!("volt_worker_global_batch_fetches_total", &l),
-                    local_queue_depth: gauge!("volt_worker_local_queue_depth", &l),
-                    global_queue_interval: gauge!("volt_worker_global_queue_interval", &l),
-                    mean_poll_seconds: gauge!("volt_worker_mean_poll_seconds", &l),
-                }
-            });
+            let labels = [("worker", self.workers.len().to_string())];
+            let w = metrics::with_local_recorder(&self.recorder, || register(WORKER, &labels));
             self.workers.push(w);
         }
         &self.workers[i]
@@ -381,37 +389,9 @@ impl Registry {
 
     fn publish(&mut self, s: &proto::Snapshot) {
         for w in &s.workers {
-            let m = self.worker(w.index as usize);
-            m.polls.absolute(w.tasks_polled);
-            m.steals.absolute(w.tasks_stolen);
-            m.steal_operations.absolute(w.steal_operations);
-            m.parks.absolute(w.times_parked);
-            m.lifo_hits.absolute(w.lifo_hits);
-            m.overflows.absolute(w.overflows);
-            m.budget_yields.absolute(w.budget_yields);
-            m.global_batch_fetches.absolute(w.global_batch_fetches);
-            m.local_queue_depth.set(w.local_queue_depth as f64);
-            m.global_queue_interval.set(w.global_queue_interval as f64);
-            m.mean_poll_seconds.set(w.ewma_task_ns as f64 / 1e9);
+            set(self.worker(w.index as usize), w);
         }
-        let g = &self.global;
-        g.spawned.absolute(s.tasks_spawned);
-        g.completed.absolute(s.tasks_completed);
-        g.cancelled.absolute(s.tasks_cancelled);
-        g.panicked.absolute(s.tasks_panicked);
-        g.events_dropped.absolute(s.events_dropped);
-        g.timers_armed.absolute(s.timers_armed);
-        g.timers_fired.absolute(s.timers_fired);
-        g.timers_cancelled.absolute(s.timers_cancelled);
-        g.io_events.absolute(s.io_events);
-        g.global_queue_depth.set(s.global_queue_depth as f64);
-        g.searching.set(s.num_searching as f64);
-        g.parked.set(s.num_parked as f64);
-        g.alive.set(s.tasks_alive as f64);
-        g.timers_pending.set(s.timers_pending as f64);
-        g.blocking_threads.set(s.blocking_threads as f64);
-        g.blocking_queue_depth.set(s.blocking_queue_depth as f64);
-        g.workers.set(s.workers.len() as f64);
+        set(&self.global, s);
         self.last = Some(s.clone());
     }
 
