@@ -259,6 +259,46 @@ fn a_task_that_wakes_itself_forever_does_not_starve_others() {
     assert!(snap.workers[0].budget_yields > 0, "the spinner exhausted budgets: {snap:?}");
 }
 
+/// A worker stuck in one long poll must not sit on tasks it already took from the global
+/// queue: an idle worker has to be able to take them. Each round spawns, from outside, a
+/// task that blocks its worker until the quick tasks spawned right behind it have all run
+/// (or 5 s pass), so those can only run on the other worker.
+#[test]
+fn tasks_fetched_by_a_worker_stuck_in_a_long_poll_still_run_elsewhere() {
+    const QUICK: usize = 40;
+    let rt = rt(2);
+    for round in 0..20 {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let blocker = {
+            let ran = ran.clone();
+            rt.spawn(async move {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while ran.load(SeqCst) < QUICK && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                done_tx.send(ran.load(SeqCst)).unwrap();
+            })
+        };
+        let quick: Vec<_> = (0..QUICK)
+            .map(|_| {
+                let ran = ran.clone();
+                rt.spawn(async move {
+                    ran.fetch_add(1, SeqCst);
+                })
+            })
+            .collect();
+        let seen = done_rx.recv().unwrap();
+        assert_eq!(seen, QUICK, "round {round}: quick tasks waited behind the blocked worker");
+        rt.block_on(async move {
+            blocker.await.unwrap();
+            for h in quick {
+                h.await.unwrap();
+            }
+        });
+    }
+}
+
 fn join_chain(depth: u32) -> u32 {
     if depth == 0 {
         return 0;

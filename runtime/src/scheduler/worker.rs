@@ -11,14 +11,24 @@
 //! stealers, and two tasks that keep waking each other can't hold the worker.
 //!
 //! # Finding work (`find_work`)
-//! 1. the global batch buffer (tasks already fetched from the global queue, no lock);
-//! 2. the periodic global check: every `global_queue_interval` polls, fetch a batch;
-//! 3. the LIFO slot;
-//! 4. the local ring (FIFO);
-//! 5. become a searcher (if fewer than half the workers are) and steal half of a random
+//! 1. the periodic global check: every `global_queue_interval` polls, fetch a batch;
+//! 2. the LIFO slot;
+//! 3. the local ring (FIFO);
+//! 4. become a searcher (if fewer than half the workers are) and steal half of a random
 //!    victim's ring (xorshift + Lemire);
-//! 6. a final global check;
-//! 7. park.
+//! 5. a final global check;
+//! 6. park.
+//!
+//! # Where a global batch goes
+//! Seed 000 keeps a fetched batch in a private 32-task buffer that `find_work` checks
+//! first. Private means no other worker can take those tasks: when the task a worker runs
+//! first from a batch takes long (a CPU-heavy poll, a blocking call), up to 32 tasks wait
+//! behind it while the other workers find nothing and park; the test
+//! `tasks_fetched_by_a_worker_stuck_in_a_long_poll_still_run_elsewhere` caught it stuck
+//! for good. So the batch goes into the worker's ring, where stealers see it (and the
+//! parking re-check counts it), and the worker, unless it is searching (then the last
+//! searcher's wake covers it), wakes a parked one to share it, as a local spawn does. The
+//! batch still costs one lock for up to 64 tasks.
 //!
 //! The seeds list the periodic global check *after* the LIFO slot and the local ring. Done
 //! that way, a worker whose local sources never run dry (a task that keeps waking itself
@@ -83,7 +93,7 @@ use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Wake, Waker};
 use std::time::{Duration, Instant};
@@ -92,8 +102,6 @@ use std::time::{Duration, Instant};
 pub(crate) const BUDGET_PER_TICK: u32 = 128;
 /// LIFO-slot polls allowed per budget tick.
 pub(crate) const MAX_LIFO_POLLS_PER_TICK: u32 = 3;
-/// Tasks in the global batch buffer.
-pub(crate) const GLOBAL_BATCH_BUFFER: usize = 32;
 /// Bounds of a global-queue batch: `clamp(len / workers, MIN, MAX)`.
 pub(crate) const MIN_GLOBAL_BATCH: usize = 4;
 pub(crate) const MAX_GLOBAL_BATCH: usize = 64;
@@ -150,24 +158,20 @@ struct Core {
     lifo_polls: Cell<u32>,
     is_searching: Cell<bool>,
     rng: Cell<FastRand>,
-    batch: [Cell<Option<NonNull<Header>>>; GLOBAL_BATCH_BUFFER],
-    batch_head: Cell<usize>,
     /// `clamp(TARGET / avg, 8, 255)` from the EWMA.
     ewma_interval: Cell<u32>,
     /// The backlog cap (see the module doc); 255 when the global queue is drained.
     backlog_interval: Cell<u32>,
     /// The worker's last clock reading for the event ring (see `telemetry::events`).
     last_ts: Cell<u64>,
-    // The batch length, the EWMA itself and the interval in use live in the worker's
-    // gauges (`WorkerCounters`), which the owner reads and writes like these cells.
+    // The EWMA itself and the interval in use live in the worker's gauges
+    // (`WorkerCounters`), which the owner reads and writes like these cells.
 }
 
 // SAFETY: `Core` is only accessed from the worker thread that owns it (through
 // `current_worker`, which checks the thread-local context), including the final drain,
 // which that thread does itself as it exits; never by two threads at once.
 unsafe impl Sync for Core {}
-// SAFETY: as above; the raw pointers in the batch buffer are queue references to `Send` tasks.
-unsafe impl Send for Core {}
 
 impl Core {
     fn new(index: usize) -> Core {
@@ -176,36 +180,10 @@ impl Core {
             lifo_polls: Cell::new(0),
             is_searching: Cell::new(false),
             rng: Cell::new(FastRand::new(FastRand::seed_for(index))),
-            batch: std::array::from_fn(|_| Cell::new(None)),
-            batch_head: Cell::new(0),
             ewma_interval: Cell::new(interval_for(INITIAL_AVG_TASK_NS)),
             backlog_interval: Cell::new(MAX_GLOBAL_QUEUE_INTERVAL),
             last_ts: Cell::new(0),
         }
-    }
-
-    fn batch_pop(&self, len_gauge: &AtomicU32) -> Option<Notified<Arc<Shared>>> {
-        let len = len_gauge.load(Relaxed) as usize;
-        if len == 0 {
-            return None;
-        }
-        let head = self.batch_head.get();
-        let t = self.batch[head].take().expect("batch slot");
-        self.batch_head.set((head + 1) % GLOBAL_BATCH_BUFFER);
-        len_gauge.store(len as u32 - 1, Relaxed);
-        // SAFETY: batch slots hold queue references.
-        Some(unsafe { Notified::from_raw(t) })
-    }
-
-    /// Returns the task back if the buffer is full.
-    fn batch_push(&self, len_gauge: &AtomicU32, t: Notified<Arc<Shared>>) -> Result<(), Notified<Arc<Shared>>> {
-        let len = len_gauge.load(Relaxed) as usize;
-        if len == GLOBAL_BATCH_BUFFER {
-            return Err(t);
-        }
-        self.batch[(self.batch_head.get() + len) % GLOBAL_BATCH_BUFFER].set(Some(t.into_raw()));
-        len_gauge.store(len as u32 + 1, Relaxed);
-        Ok(())
     }
 }
 
@@ -629,17 +607,13 @@ impl Shared {
     /// `find_work`, also saying whether the task came from the LIFO slot.
     fn find_work_inner(&self, w: &Worker) -> Option<(Notified<Arc<Shared>>, bool)> {
         let core = &w.core;
-        // 1. The global batch buffer.
-        if let Some(t) = core.batch_pop(&w.counters.batch_len) {
-            return Some((t, false));
-        }
-        // 2. The periodic global check, when due (see the module doc for why it is here).
+        // 1. The periodic global check, when due (see the module doc for why it is here).
         if core.tick.get() % w.counters.global_queue_interval.load(Relaxed) == 0 {
             if let Some(t) = self.fetch_global_batch(w) {
                 return Some((t, false));
             }
         }
-        // 3. The LIFO slot, at most MAX_LIFO_POLLS_PER_TICK times per tick.
+        // 2. The LIFO slot, at most MAX_LIFO_POLLS_PER_TICK times per tick.
         if let Some(t) = NonNull::new(w.lifo.load(Relaxed)) {
             w.lifo.store(ptr::null_mut(), Relaxed);
             // SAFETY: the slot held a queue reference.
@@ -651,20 +625,19 @@ impl Shared {
             }
             self.push_local_ring(w, t);
         }
-        // 4. The local ring.
+        // 3. The local ring.
         if let Some(t) = w.queue.pop() {
             return Some((t, false));
         }
-        // 5. Steal.
+        // 4. Steal.
         if let Some(t) = self.steal_work(w) {
             return Some((t, false));
         }
-        // 6. The final global check.
+        // 5. The final global check.
         self.fetch_global_batch(w).map(|t| (t, false))
     }
 
-    /// Take `clamp(len / workers, 4, 64)` tasks: one to run, up to 32 into the batch
-    /// buffer, the rest into the ring (which is empty whenever this runs).
+    /// Take `clamp(len / workers, 4, 64)` tasks: one to run, the rest into the ring.
     fn fetch_global_batch(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
         let len = self.inject.len();
         if len == 0 {
@@ -686,15 +659,18 @@ impl Shared {
             self.publish_interval(w);
         }
         let mut first = None;
-        let got = self.inject.pop_n(n, |t| {
-            if first.is_none() {
-                first = Some(t);
-            } else if let Err(t) = w.core.batch_push(&w.counters.batch_len, t) {
-                self.push_local_ring(w, t);
-            }
+        // `pop_n` calls this outside the global queue's lock, so an overflow of the ring
+        // (which pushes to the global queue) can't deadlock.
+        let got = self.inject.pop_n(n, |t| match first {
+            None => first = Some(t),
+            Some(_) => self.push_local_ring(w, t),
         });
         if got > 0 {
             w.counters.global_batch_fetches.inc();
+        }
+        // The rest of the batch is in the ring: see "Where a global batch goes".
+        if got > 1 && !w.core.is_searching.get() {
+            self.notify_parked();
         }
         first
     }
@@ -867,9 +843,6 @@ impl Shared {
         if let Some(t) = NonNull::new(w.lifo.swap(ptr::null_mut(), Relaxed)) {
             // SAFETY: the slot held a queue reference.
             drop(unsafe { Notified::<Arc<Shared>>::from_raw(t) });
-        }
-        while let Some(t) = w.core.batch_pop(&w.counters.batch_len) {
-            drop(t);
         }
         while let Some(t) = w.queue.pop() {
             drop(t);

@@ -74,7 +74,6 @@ pub(crate) struct WorkerCounters {
     /// Gauges, owner-written.
     pub(crate) ewma_task_ns: AtomicU64,
     pub(crate) global_queue_interval: AtomicU32,
-    pub(crate) batch_len: AtomicU32,
     state: AtomicU8,
 }
 
@@ -101,7 +100,6 @@ impl WorkerCounters {
             histograms: Box::default(),
             ewma_task_ns: AtomicU64::new(ewma),
             global_queue_interval: AtomicU32::new(interval),
-            batch_len: AtomicU32::new(0),
             state: AtomicU8::new(WorkerState::Running as u8),
         }
     }
@@ -168,7 +166,7 @@ pub struct WorkerSnapshot {
     pub index: usize,
     /// Running, searching or parked.
     pub state: WorkerState,
-    /// Tasks in its local ring plus its global batch buffer.
+    /// Tasks in its local ring.
     pub local_queue_depth: u64,
     /// Whether its LIFO slot holds a task.
     pub lifo_occupied: bool,
@@ -321,7 +319,7 @@ impl Telemetry {
             snap.workers.push(WorkerSnapshot {
                 index: w.index,
                 state: c.state(),
-                local_queue_depth: w.queue.len() as u64 + c.batch_len.load(Relaxed) as u64,
+                local_queue_depth: w.queue.len() as u64,
                 lifo_occupied: !w.lifo.load(Relaxed).is_null(),
                 tasks_polled: c.tasks_polled.get(),
                 tasks_stolen: c.tasks_stolen.get(),
