@@ -637,7 +637,8 @@ impl Shared {
         self.fetch_global_batch(w).map(|t| (t, false))
     }
 
-    /// Take `clamp(len / workers, 4, 64)` tasks: one to run, the rest into the ring.
+    /// Take `clamp(len / workers, 4, 64)` tasks (fewer if the ring lacks room): one to run,
+    /// the rest into the ring.
     fn fetch_global_batch(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
         let len = self.inject.len();
         if len == 0 {
@@ -647,7 +648,11 @@ impl Shared {
             }
             return None;
         }
-        let n = (len / self.workers.len()).clamp(MIN_GLOBAL_BATCH, MAX_GLOBAL_BATCH).min(len);
+        // At most what the ring has room for, besides the task run now: the periodic check
+        // can find the ring part full, and an overflow would send half of it straight back
+        // to the global queue. (Stealers only take from the ring, so the room only grows.)
+        let room = (crate::scheduler::queue::CAPACITY - w.queue.len()) as usize + 1;
+        let n = (len / self.workers.len()).clamp(MIN_GLOBAL_BATCH, MAX_GLOBAL_BATCH).min(len).min(room);
         let backlog = len - n;
         let cap = if backlog == 0 {
             MAX_GLOBAL_QUEUE_INTERVAL
