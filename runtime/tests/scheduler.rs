@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -296,6 +297,60 @@ fn tasks_fetched_by_a_worker_stuck_in_a_long_poll_still_run_elsewhere() {
                 h.await.unwrap();
             }
         });
+    }
+}
+
+/// A task spawned (or woken) from a poll goes to that worker's LIFO slot. If the poll
+/// then runs long, the task must not wait for it: the idle worker takes it from the slot.
+/// Each round, a task spawns a child and then blocks its worker until the child has run
+/// (or 5 s pass), so the child can only run on the other worker. A second child is woken
+/// the same way, through a waker, to cover the wake path as well as spawn.
+#[test]
+fn a_task_in_the_lifo_slot_of_a_worker_stuck_in_a_long_poll_runs_elsewhere() {
+    let rt = rt(2);
+    for round in 0..20 {
+        let h = rt.spawn(async move {
+            let ran = Arc::new(AtomicUsize::new(0));
+            let wait_for = |n: usize| {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while ran.load(SeqCst) < n && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                ran.load(SeqCst)
+            };
+            // Spawned from this poll: the LIFO slot of this worker.
+            let r = ran.clone();
+            let child = volt::spawn(async move {
+                r.fetch_add(1, SeqCst);
+            });
+            let after_spawn = wait_for(1);
+            // Woken from this poll: a task parked on a channel, woken into the slot.
+            let (tx, mut rx) = futures::channel::oneshot::channel::<()>();
+            let (r, waiting) = (ran.clone(), Arc::new(AtomicBool::new(false)));
+            let w = waiting.clone();
+            let waiter = volt::spawn(async move {
+                std::future::poll_fn(|cx| {
+                    let p = std::pin::Pin::new(&mut rx).poll(cx);
+                    w.store(p.is_pending(), SeqCst);
+                    p
+                })
+                .await
+                .unwrap();
+                r.fetch_add(1, SeqCst);
+            });
+            // Let the waiter run and wait on the channel (this poll is not blocked).
+            while !waiting.load(SeqCst) {
+                volt::task::yield_now().await;
+            }
+            tx.send(()).unwrap();
+            let after_wake = wait_for(2);
+            child.await.unwrap();
+            waiter.await.unwrap();
+            (after_spawn, after_wake)
+        });
+        let (after_spawn, after_wake) = rt.block_on(h).unwrap();
+        assert_eq!(after_spawn, 1, "round {round}: a spawned child waited behind its blocked parent");
+        assert_eq!(after_wake, 2, "round {round}: a woken task waited behind the blocked waker");
     }
 }
 

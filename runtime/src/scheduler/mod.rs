@@ -4,6 +4,7 @@
 pub(crate) mod cellcache;
 pub(crate) mod idle;
 pub(crate) mod inject;
+pub(crate) mod lifo;
 pub(crate) mod park;
 pub(crate) mod queue;
 pub(crate) mod rand;

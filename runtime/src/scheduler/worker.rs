@@ -76,6 +76,7 @@
 
 use super::idle::Idle;
 use super::inject::Inject;
+use super::lifo::LifoSlot;
 use super::park::ParkState;
 use super::queue::{Pushed, WorkStealQueue};
 use super::rand::FastRand;
@@ -93,7 +94,7 @@ use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Wake, Waker};
 use std::time::{Duration, Instant};
@@ -107,6 +108,9 @@ pub(crate) const MIN_GLOBAL_BATCH: usize = 4;
 pub(crate) const MAX_GLOBAL_BATCH: usize = 64;
 /// The longest a worker sleeps before looking again (seed 000).
 pub(crate) const PARK_TIMEOUT: Duration = Duration::from_millis(10);
+/// How long a task may sit in the LIFO slot of a worker that stays in one poll before an
+/// idle worker takes it (see "Stealing from the LIFO slot").
+pub(crate) const LIFO_STEAL_AFTER: Duration = Duration::from_micros(100);
 /// EWMA target: a task waiting in the global queue should wait about this long.
 pub(crate) const TARGET_GLOBAL_QUEUE_LATENCY_NS: u64 = 1_000_000;
 pub(crate) const MIN_GLOBAL_QUEUE_INTERVAL: u32 = 8;
@@ -140,8 +144,9 @@ pub(crate) struct Shared {
 pub(crate) struct Worker {
     pub(crate) index: usize,
     pub(crate) queue: WorkStealQueue<Arc<Shared>>,
-    /// The LIFO slot: written only by the owner, read by telemetry (null or not).
-    pub(crate) lifo: AtomicPtr<Header>,
+    /// The LIFO slot: filled by the owner; emptied by the owner, or by another worker
+    /// when the owner is stuck in a poll (see "Stealing from the LIFO slot").
+    pub(crate) lifo: LifoSlot<Header>,
     pub(crate) park: ParkState,
     /// Set while the owner parks; `schedule_local` then sends tasks to the global queue.
     pub(crate) transitioning_to_park: AtomicBool,
@@ -164,6 +169,8 @@ struct Core {
     backlog_interval: Cell<u32>,
     /// The worker's last clock reading for the event ring (see `telemetry::events`).
     last_ts: Cell<u64>,
+    /// A task this worker, about to park, saw in another worker's LIFO slot.
+    lifo_watch: Cell<Option<LifoWatch>>,
     // The EWMA itself and the interval in use live in the worker's gauges
     // (`WorkerCounters`), which the owner reads and writes like these cells.
 }
@@ -183,8 +190,29 @@ impl Core {
             ewma_interval: Cell::new(interval_for(INITIAL_AVG_TASK_NS)),
             backlog_interval: Cell::new(MAX_GLOBAL_QUEUE_INTERVAL),
             last_ts: Cell::new(0),
+            lifo_watch: Cell::new(None),
         }
     }
+}
+
+/// What a worker about to park saw in another worker's LIFO slot.
+#[derive(Clone, Copy)]
+struct LifoWatch {
+    victim: usize,
+    /// The task's address: only compared, never followed.
+    task: usize,
+    /// The victim's poll count then; the same count later means the same poll.
+    polls: u64,
+    since: Instant,
+}
+
+/// What `check_stuck_lifo` found.
+enum LifoCheck {
+    /// A task taken from a stuck worker's slot.
+    Stole(Notified<Arc<Shared>>),
+    /// A task is waiting in another worker's slot: look again after this long.
+    Watch(Duration),
+    Nothing,
 }
 
 /// `clamp(TARGET / avg, 8, 255)`.
@@ -284,7 +312,7 @@ impl Shared {
                 .map(|index| Worker {
                     index,
                     queue: WorkStealQueue::new(),
-                    lifo: AtomicPtr::new(ptr::null_mut()),
+                    lifo: LifoSlot::new(),
                     park: ParkState::new(),
                     transitioning_to_park: AtomicBool::new(false),
                     counters: WorkerCounters::new(interval_for(INITIAL_AVG_TASK_NS), INITIAL_AVG_TASK_NS),
@@ -502,12 +530,10 @@ impl Shared {
         if is_yield {
             self.push_local_ring(w, task);
         } else {
-            // Only the owner writes the slot, so load + store is enough (no swap).
-            let prev = w.lifo.load(Relaxed);
-            w.lifo.store(task.into_raw().as_ptr(), Relaxed);
-            let Some(prev) = NonNull::new(prev) else { return };
-            // SAFETY: the slot held a queue reference.
-            self.push_local_ring(w, unsafe { Notified::from_raw(prev) });
+            if let Some(prev) = w.lifo.push(task.into_raw()) {
+                // SAFETY: the slot held a queue reference, now ours.
+                self.push_local_ring(w, unsafe { Notified::from_raw(prev) });
+            }
         }
         if !w.core.is_searching.get() {
             self.notify_parked();
@@ -614,9 +640,8 @@ impl Shared {
             }
         }
         // 2. The LIFO slot, at most MAX_LIFO_POLLS_PER_TICK times per tick.
-        if let Some(t) = NonNull::new(w.lifo.load(Relaxed)) {
-            w.lifo.store(ptr::null_mut(), Relaxed);
-            // SAFETY: the slot held a queue reference.
+        if let Some(t) = w.lifo.pop() {
+            // SAFETY: the slot held a queue reference, now ours.
             let t = unsafe { Notified::from_raw(t) };
             if core.lifo_polls.get() < MAX_LIFO_POLLS_PER_TICK {
                 core.lifo_polls.set(core.lifo_polls.get() + 1);
@@ -725,7 +750,7 @@ impl Shared {
             }
         }
         core.tick.set(core.tick.get().wrapping_add(1));
-        w.counters.tasks_polled.inc();
+        w.counters.tasks_polled.inc_always();
         task.run();
     }
 
@@ -771,8 +796,58 @@ impl Shared {
         }
     }
 
+    /// Before parking: take a task another worker has left in its LIFO slot while that
+    /// worker stayed in one poll for [`LIFO_STEAL_AFTER`], or note such a task to look at
+    /// again. See "Stealing from the LIFO slot".
+    fn check_stuck_lifo(&self, w: &Worker) -> LifoCheck {
+        let core = &w.core;
+        if let Some(watch) = core.lifo_watch.take() {
+            let v = &self.workers[watch.victim];
+            let same = v.lifo.peek().filter(|p| p.as_ptr() as usize == watch.task);
+            if let Some(task) = same.filter(|_| v.counters.tasks_polled.get() == watch.polls) {
+                let waited = watch.since.elapsed();
+                if waited < LIFO_STEAL_AFTER {
+                    core.lifo_watch.set(Some(watch));
+                    return LifoCheck::Watch(LIFO_STEAL_AFTER - waited);
+                }
+                if let Some(t) = v.lifo.steal(task) {
+                    // SAFETY: the slot held a queue reference, now ours.
+                    let t = unsafe { Notified::<Arc<Shared>>::from_raw(t) };
+                    w.counters.steal_operations.inc();
+                    w.counters.tasks_stolen.inc();
+                    w.counters.histograms.steal_batch.record(1);
+                    self.record_fresh(EventKind::Steal, t.header().id, (watch.victim as u64) << 32 | 1);
+                    #[cfg(feature = "tracing")]
+                    tracing::trace!(target: "volt::scheduler", worker = w.index, victim = watch.victim, count = 1, lifo = true, "steal");
+                    return LifoCheck::Stole(t);
+                }
+            }
+        }
+        let n = self.workers.len();
+        for i in 1..n {
+            let victim = (w.index + i) % n;
+            let v = &self.workers[victim];
+            if let Some(task) = v.lifo.peek() {
+                let polls = v.counters.tasks_polled.get();
+                let since = Instant::now();
+                core.lifo_watch.set(Some(LifoWatch { victim, task: task.as_ptr() as usize, polls, since }));
+                return LifoCheck::Watch(LIFO_STEAL_AFTER);
+            }
+        }
+        LifoCheck::Nothing
+    }
+
     fn park(&self, w: &Worker) {
         let core = &w.core;
+        let watch = match self.check_stuck_lifo(w) {
+            LifoCheck::Stole(t) => {
+                // Run it next, as the thief of a ring's tasks would.
+                self.push_local_ring(w, t);
+                return;
+            }
+            LifoCheck::Watch(d) => Some(d),
+            LifoCheck::Nothing => None,
+        };
         w.transitioning_to_park.store(true, Relaxed);
         let was_searching = core.is_searching.replace(false);
         let last_searcher = self.idle.transition_worker_to_parked(w.index, was_searching);
@@ -789,11 +864,15 @@ impl Shared {
             let woke = match driver.as_mut() {
                 Some(d) => {
                     let timeout = self.driver.time.begin_reactor_sleep(t0);
+                    let timeout = match (timeout, watch) {
+                        (Some(t), Some(g)) => Some(t.min(g)),
+                        (t, g) => t.or(g),
+                    };
                     let woke = w.park.park_in_driver(|| self.driver.poll_io(d, timeout));
                     self.driver.time.end_reactor_sleep();
                     woke
                 }
-                None => w.park.park(PARK_TIMEOUT),
+                None => w.park.park(watch.map_or(PARK_TIMEOUT, |d| d.min(PARK_TIMEOUT))),
             };
             self.record_fresh(EventKind::Unpark, 0, (woke == super::park::Unparked::Notified) as u64);
             #[cfg(feature = "tracing")]
@@ -845,8 +924,8 @@ impl Shared {
     /// On a worker's own thread as it exits: release the queue entries it holds. The
     /// tasks themselves are cancelled through the owned-task list.
     fn drain_local(&self, w: &Worker) {
-        if let Some(t) = NonNull::new(w.lifo.swap(ptr::null_mut(), Relaxed)) {
-            // SAFETY: the slot held a queue reference.
+        if let Some(t) = w.lifo.pop() {
+            // SAFETY: the slot held a queue reference, now ours.
             drop(unsafe { Notified::<Arc<Shared>>::from_raw(t) });
         }
         while let Some(t) = w.queue.pop() {

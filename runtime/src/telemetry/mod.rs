@@ -44,6 +44,15 @@ impl Counter {
         let _ = n;
     }
 
+    /// Owner only: add one, in every build. For the one counter the scheduler itself
+    /// reads (`tasks_polled`: other workers watch it to tell a worker stuck in one poll,
+    /// see "Stealing from the LIFO slot" in `scheduler/worker.rs`), which therefore stays
+    /// under `--cfg volt_no_counters`.
+    #[inline(always)]
+    pub(crate) fn inc_always(&self) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Relaxed)
     }
@@ -320,7 +329,7 @@ impl Telemetry {
                 index: w.index,
                 state: c.state(),
                 local_queue_depth: w.queue.len() as u64,
-                lifo_occupied: !w.lifo.load(Relaxed).is_null(),
+                lifo_occupied: w.lifo.peek().is_some(),
                 tasks_polled: c.tasks_polled.get(),
                 tasks_stolen: c.tasks_stolen.get(),
                 steal_operations: c.steal_operations.get(),
