@@ -530,10 +530,13 @@ impl Shared {
         if is_yield {
             self.push_local_ring(w, task);
         } else {
-            if let Some(prev) = w.lifo.push(task.into_raw()) {
-                // SAFETY: the slot held a queue reference, now ours.
-                self.push_local_ring(w, unsafe { Notified::from_raw(prev) });
-            }
+            let Some(prev) = w.lifo.push(task.into_raw()) else {
+                // Only the slot changed: no worker is woken for it (see "Scheduling from
+                // a worker").
+                return;
+            };
+            // SAFETY: the slot held a queue reference, now ours.
+            self.push_local_ring(w, unsafe { Notified::from_raw(prev) });
         }
         if !w.core.is_searching.get() {
             self.notify_parked();
@@ -864,15 +867,15 @@ impl Shared {
             let woke = match driver.as_mut() {
                 Some(d) => {
                     let timeout = self.driver.time.begin_reactor_sleep(t0);
-                    let timeout = match (timeout, watch) {
-                        (Some(t), Some(g)) => Some(t.min(g)),
-                        (t, g) => t.or(g),
-                    };
+                    // At most `PARK_TIMEOUT` here too, so a task left in a stuck
+                    // worker's LIFO slot is noticed (see "Stealing from the LIFO slot").
+                    let cap = watch.map_or(PARK_TIMEOUT, |g| g.min(PARK_TIMEOUT));
+                    let timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
                     let woke = w.park.park_in_driver(|| self.driver.poll_io(d, timeout));
                     self.driver.time.end_reactor_sleep();
                     woke
                 }
-                None => w.park.park(watch.map_or(PARK_TIMEOUT, |d| d.min(PARK_TIMEOUT))),
+                None => w.park.park(watch.map_or(PARK_TIMEOUT, |g| g.min(PARK_TIMEOUT))),
             };
             self.record_fresh(EventKind::Unpark, 0, (woke == super::park::Unparked::Notified) as u64);
             #[cfg(feature = "tracing")]
