@@ -52,8 +52,27 @@
 //! goes to the back of the ring instead, so a task that wakes itself forever takes turns
 //! with everything else. While the worker is transitioning to park it refuses local
 //! scheduling (the task goes to the global queue), so nothing lands in a slot nobody will
-//! look at. Whenever the ring holds work and this worker is not searching, it calls
-//! `notify_parked` so an idle worker can come and steal.
+//! look at. Whenever the ring gets work (a yield, an evicted task) and this worker is not
+//! searching, it calls `notify_parked` so an idle worker can come and steal. A push that
+//! only fills the empty LIFO slot wakes nobody, as in Tokio: the owner runs that task
+//! next. Seed 000 notified on every local push; in a chain of spawn-and-await that woke
+//! the other worker dozens of times per thousand steps, each wake a futex syscall on the
+//! busy worker's path, only for the woken worker to find nothing it could take.
+//!
+//! # Stealing from the LIFO slot
+//! The seeds keep the slot owner-only (so does Tokio: tokio-rs/tokio#4941). Then a task
+//! spawned or woken just before its worker's poll turns long (a CPU-heavy loop, a blocking
+//! call) waits for that poll, however long, while the other workers sit idle; the test
+//! `a_task_in_the_lifo_slot_of_a_worker_stuck_in_a_long_poll_runs_elsewhere` caught it.
+//! So the slot is stealable (`lifo.rs`), but only from a worker that is stuck: a worker
+//! about to park (`check_stuck_lifo`) notes a task it sees in another worker's slot with
+//! that worker's poll count, sleeps at most [`LIFO_STEAL_AFTER`] (100 µs), and takes the
+//! task if it is still there and the count has not moved (the owner is still in the same
+//! poll). Taking it at once instead, as Tokio 1.51 did (reverted in 1.52.2 for its cost
+//! on short request handlers), would break the hand-off between two tasks on one worker.
+//! Nothing wakes a worker for a slot-only push (above), but an idle worker wakes at least
+//! every [`PARK_TIMEOUT`], in the reactor too, so such a task waits about 10 ms at most.
+//! The owner pays one atomic swap per LIFO hit.
 //!
 //! # Parking (`park`)
 //! Set `transitioning_to_park`, run the idle protocol's `transition_worker_to_parked`, then,
@@ -61,8 +80,8 @@
 //! queue and cancel the park if anything is there. Seed 000 re-checks only for the last
 //! searcher; a worker that parks without having become a searcher (the searcher limit
 //! refused it) could then set its bit just after a producer looked and found nobody
-//! searching, and sleep through the timeout with work queued. Then futex-park for at most
-//! [`PARK_TIMEOUT`] (10 ms).
+//! searching, and sleep through the timeout with work queued. Then park, on the futex or
+//! in the reactor, for at most [`PARK_TIMEOUT`] (10 ms), or until the LIFO watch is due.
 //!
 //! # The driver (timers and I/O)
 //! Each budget tick starts with a non-blocking driver pass (`maintain_driver`), and a
