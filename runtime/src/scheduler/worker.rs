@@ -719,6 +719,12 @@ impl Shared {
         });
         if got > 0 {
             w.counters.global_batch_fetches.inc();
+            // These tasks were queued by other threads, maybe after this worker's last
+            // clock reading, which its next poll's start would carry: read the clock now,
+            // so that start never comes before the spawn or wake that queued the task.
+            if let Some(r) = &self.recorder {
+                self.ts_fresh(r, Some(w));
+            }
         }
         // The rest of the batch is in the ring: see "Where a global batch goes".
         if got > 1 && !w.core.is_searching.get() {

@@ -53,8 +53,9 @@
 //! `Instant::now()`), else nanoseconds from `Instant`. Readers convert to nanoseconds since
 //! the runtime started, with a tick rate measured against `Instant` once at build time.
 //!
-//! A worker reads the clock once per poll, at its end, and when it parks, unparks or
-//! steals; it keeps the last reading. A poll's start is that last reading (the end of the
+//! A worker reads the clock once per poll, at its end, and when it parks, unparks, steals
+//! or takes a batch from the global queue (tasks other threads queued, maybe after its
+//! last reading); it keeps the last reading. A poll's start is that last reading (the end of the
 //! previous poll, or the unpark), which is off only by the scheduler's own step between
 //! the two; events inside a poll (spawns, wakes) carry the poll's start time. Their order
 //! within a worker is exact regardless: it is their position in the ring.
