@@ -755,16 +755,21 @@ impl Shared {
                 continue;
             }
             if let Some((t, count)) = self.workers[victim].queue.steal_into(&w.queue) {
-                w.counters.steal_operations.inc();
-                w.counters.tasks_stolen.add(count as u64);
-                w.counters.histograms.steal_batch.record(count as u64);
-                self.record_fresh(EventKind::Steal, t.header().id, (victim as u64) << 32 | count as u64);
-                #[cfg(feature = "tracing")]
-                tracing::trace!(target: "volt::scheduler", worker = w.index, victim, count, "steal");
+                self.count_steal(w, victim, count as u64, t.header().id);
                 return Some(t);
             }
         }
         None
+    }
+
+    /// A steal's counters, histogram, record and `tracing` event (`task`: the one run first).
+    fn count_steal(&self, w: &Worker, victim: usize, count: u64, task: u64) {
+        w.counters.steal_operations.inc();
+        w.counters.tasks_stolen.add(count);
+        w.counters.histograms.steal_batch.record(count);
+        self.record_fresh(EventKind::Steal, task, (victim as u64) << 32 | count);
+        #[cfg(feature = "tracing")]
+        tracing::trace!(target: "volt::scheduler", worker = w.index, victim, count, "steal");
     }
 
     fn run_task(&self, w: &Worker, task: Notified<Arc<Shared>>) {
@@ -841,12 +846,7 @@ impl Shared {
                 if let Some(t) = v.lifo.steal(task) {
                     // SAFETY: the slot held a queue reference, now ours.
                     let t = unsafe { Notified::<Arc<Shared>>::from_raw(t) };
-                    w.counters.steal_operations.inc();
-                    w.counters.tasks_stolen.inc();
-                    w.counters.histograms.steal_batch.record(1);
-                    self.record_fresh(EventKind::Steal, t.header().id, (watch.victim as u64) << 32 | 1);
-                    #[cfg(feature = "tracing")]
-                    tracing::trace!(target: "volt::scheduler", worker = w.index, victim = watch.victim, count = 1, lifo = true, "steal");
+                    self.count_steal(w, watch.victim, 1, t.header().id);
                     return LifoCheck::Stole(t);
                 }
             }
