@@ -49,6 +49,27 @@ fn every_task_runs_exactly_once_local_and_remote() {
     }
     let seen2 = seen.clone();
     rt.block_on(async move {
+        // The ring only overflows if nobody drains it while the spawner fills it: an idle
+        // worker steals half the ring at a time and can keep up with the spawn loop (CI saw
+        // it). So a blocker task holds the other worker in one poll until the spawns are
+        // done; after that it steals freely.
+        let started = Arc::new(AtomicBool::new(false));
+        let release = Arc::new(AtomicBool::new(false));
+        let blocker = {
+            let (started, release) = (started.clone(), release.clone());
+            volt::spawn(async move {
+                started.store(true, SeqCst);
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while !release.load(SeqCst) && Instant::now() < deadline {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !started.load(SeqCst) {
+            assert!(Instant::now() < deadline, "the blocker task never started");
+            std::thread::yield_now();
+        }
         let spawner = volt::spawn(async move {
             // Spawned from a worker: LIFO slot, ring, overflow to the global queue.
             let hs: Vec<_> = (0..LOCAL)
@@ -59,11 +80,13 @@ fn every_task_runs_exactly_once_local_and_remote() {
                     })
                 })
                 .collect();
+            release.store(true, SeqCst);
             for h in hs {
                 h.await.unwrap();
             }
         });
         spawner.await.unwrap();
+        blocker.await.unwrap();
         for h in remote_handles {
             h.await.unwrap();
         }
