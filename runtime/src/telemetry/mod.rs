@@ -185,7 +185,8 @@ pub struct WorkerSnapshot {
     pub tasks_stolen: u64,
     /// Successful steals (each takes about half a victim's ring).
     pub steal_operations: u64,
-    /// Times it slept on its futex.
+    /// Times it slept (on its futex or in the reactor). A sleep is counted as it ends,
+    /// together with its time, so this always matches the park-duration histogram.
     pub times_parked: u64,
     /// Nanoseconds it spent asleep.
     pub parked_ns: u64,
