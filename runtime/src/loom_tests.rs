@@ -567,40 +567,6 @@ fn loom_cell_cache_remote_frees_against_owner() {
     });
 }
 
-/// The shared cell cache of non-worker threads: two threads allocate through its try-lock
-/// while a third gives a block back. The owner-side list is a loom cell, so two holders at
-/// once would be a reported race; and no block is handed out twice.
-#[test]
-fn loom_shared_cell_cache_two_allocators_and_a_freer() {
-    use crate::scheduler::cellcache::SharedCellCache;
-    use std::ptr::NonNull;
-    model(|| {
-        let cache = Arc::new(SharedCellCache::new());
-        let first = cache.try_alloc(0).unwrap().as_ptr() as usize;
-        let freer = {
-            let cache = cache.clone();
-            // SAFETY: an unused class-0 block from this cache, given back once.
-            thread::spawn(move || unsafe { cache.free(0, NonNull::new(first as *mut u8).unwrap()) })
-        };
-        let other = {
-            let cache = cache.clone();
-            thread::spawn(move || cache.try_alloc(0).map(|p| p.as_ptr() as usize))
-        };
-        let mine = cache.try_alloc(0).map(|p| p.as_ptr() as usize);
-        freer.join().unwrap();
-        let theirs = other.join().unwrap();
-        let got: Vec<usize> = [mine, theirs].into_iter().flatten().collect();
-        assert!(!got.is_empty(), "one of two contenders always gets the cache");
-        if let [a, b] = got[..] {
-            assert_ne!(a, b, "a block was handed out twice");
-        }
-        for p in got {
-            // SAFETY: unused class-0 blocks from this cache, each given back once.
-            unsafe { cache.free(0, NonNull::new(p as *mut u8).unwrap()) };
-        }
-    });
-}
-
 /// The LIFO slot: the owner pushes two tasks (the second displaces the first) and pops,
 /// while another worker steals whatever it sees there, twice. Every task ends up with
 /// exactly one of them (or is still in the slot), and a thief sees what the owner wrote

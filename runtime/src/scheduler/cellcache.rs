@@ -26,67 +26,12 @@
 //! remote stack wait there until their owner next runs short. They add up to at most the
 //! blocks that worker once had out, and the cache frees them all when the runtime's
 //! shared state drops.
-//!
-//! # Spawns from other threads
-//! `Handle::spawn` from a thread that is not a worker has no cache of its own, and its
-//! tasks are nearly always freed on a worker, which is the cross-thread case above. So the
-//! runtime keeps one more cache, a [`SharedCellCache`], for all such threads. Its owner
-//! side belongs to whichever thread holds its `busy` flag (one compare-exchange to take,
-//! one store to give back); a thread that finds the flag taken uses the global allocator
-//! for that cell instead, so no spawning thread ever waits for another. Every block of it
-//! comes back through the remote stack, whoever frees it. Measured: with the event ring's
-//! per-task stats, a tiny task's cell grows from 112 to 168 bytes, past glibc's fastbins,
-//! and a remote spawn loop ran 1.4 to 1.8 times slower with the ring on than off while its
-//! cells came from the global allocator.
 
-use crate::loom::{AtomicBool, AtomicPtr, AtomicU32, UnsafeCell};
+use crate::loom::{AtomicPtr, AtomicU32};
 use std::alloc::Layout;
+use std::cell::UnsafeCell;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-
-/// The runtime's cache for threads that are not workers (see "Spawns from other
-/// threads"): a [`CellCache`] whose owner side is guarded by a try-lock.
-pub(crate) struct SharedCellCache {
-    busy: AtomicBool,
-    cache: CellCache,
-}
-
-impl SharedCellCache {
-    pub(crate) fn new() -> SharedCellCache {
-        SharedCellCache { busy: AtomicBool::new(false), cache: CellCache::new() }
-    }
-
-    /// Any thread: a block of class `c`, or `None` if another thread holds the owner side
-    /// right now (the caller then uses the global allocator).
-    #[inline]
-    pub(crate) fn try_alloc(&self, c: usize) -> Option<NonNull<u8>> {
-        // Acquire: the previous holder's list updates (its Release below) come first.
-        if self.busy.compare_exchange(false, true, Acquire, Relaxed).is_err() {
-            return None;
-        }
-        // SAFETY: holding `busy` makes this thread the cache's only owner-side user until
-        // the store below.
-        let p = unsafe { self.cache.alloc(c) };
-        self.busy.store(false, Release);
-        Some(p)
-    }
-
-    /// Any thread: give back a block of class `c`.
-    ///
-    /// # Safety
-    /// `p` must be an unused block of class `c` that [`SharedCellCache::try_alloc`] gave.
-    #[inline]
-    pub(crate) unsafe fn free(&self, c: usize, p: NonNull<u8>) {
-        // SAFETY: the caller's contract; the remote stack takes blocks from any thread.
-        unsafe { self.cache.free_remote(c, p) }
-    }
-
-    /// Blocks this cache took from the global allocator so far.
-    #[cfg(test)]
-    pub(crate) fn fresh_allocations(&self) -> u32 {
-        self.cache.fresh_allocations()
-    }
-}
 
 /// Size-class granularity, and the largest alignment served.
 pub(crate) const CLASS_BYTES: usize = 16;
@@ -153,8 +98,8 @@ impl CellCache {
     /// Only the owning worker thread may call this.
     #[inline]
     pub(crate) unsafe fn alloc(&self, c: usize) -> NonNull<u8> {
-        // SAFETY: owner only (the caller's contract), so nothing else touches the list.
-        let local = self.local[c].with_mut(|l| unsafe { &mut *l });
+        // SAFETY: owner only (the caller's contract).
+        let local = unsafe { &mut *self.local[c].get() };
         if local.head.is_null() {
             // Take everything other threads returned, in one swap.
             local.head = self.remote[c].swap(ptr::null_mut(), Acquire);
@@ -184,8 +129,8 @@ impl CellCache {
     /// `c` allocated by this cache.
     #[inline]
     pub(crate) unsafe fn free_local(&self, c: usize, p: NonNull<u8>) {
-        // SAFETY: owner only, so nothing else touches the list.
-        let local = self.local[c].with_mut(|l| unsafe { &mut *l });
+        // SAFETY: owner only.
+        let local = unsafe { &mut *self.local[c].get() };
         if local.len >= LOCAL_CAP {
             // SAFETY: the block was allocated with this class's layout.
             unsafe { std::alloc::dealloc(p.as_ptr(), class_layout(c)) };
@@ -228,8 +173,7 @@ impl CellCache {
 impl Drop for CellCache {
     fn drop(&mut self) {
         for c in 0..CLASSES {
-            // SAFETY: `drop` has exclusive access.
-            let local = self.local[c].with_mut(|l| unsafe { (*l).head });
+            let local = self.local[c].get_mut().head;
             let remote = self.remote[c].swap(ptr::null_mut(), AcqRel);
             for mut b in [local, remote] {
                 while !b.is_null() {
@@ -308,37 +252,6 @@ mod tests {
     }
 
     #[test]
-    fn the_shared_cache_serves_one_thread_at_a_time_and_takes_blocks_back_from_any() {
-        let shared = std::sync::Arc::new(SharedCellCache::new());
-        let a = shared.try_alloc(2).expect("an idle shared cache serves");
-        // Another thread holds the owner side: the caller is told to go elsewhere, and the
-        // cache is untouched.
-        shared.busy.store(true, Relaxed);
-        assert!(shared.try_alloc(2).is_none(), "a held cache must not serve");
-        shared.busy.store(false, Relaxed);
-        assert_eq!(shared.fresh_allocations(), 1);
-        // Freed on another thread, the block is the next one handed out.
-        struct SendPtr(NonNull<u8>);
-        // SAFETY: the block is plain memory handed over to the other thread.
-        unsafe impl Send for SendPtr {}
-        let (s2, ap) = (shared.clone(), SendPtr(a));
-        std::thread::spawn(move || {
-            let ap = ap;
-            // SAFETY: an unused class-2 block from this shared cache.
-            unsafe { s2.free(2, ap.0) }
-        })
-        .join()
-        .unwrap();
-        let b = shared.try_alloc(2).unwrap();
-        assert_eq!(b, a, "the returned block is reused");
-        assert_eq!(shared.fresh_allocations(), 1, "no new memory while blocks come back");
-        // Freed on this thread too it goes through the remote stack; dropping the cache
-        // frees it (Miri checks for leaks).
-        // SAFETY: as above.
-        unsafe { shared.free(2, b) };
-    }
-
-    #[test]
     fn a_full_local_list_frees_to_the_global_allocator() {
         let cache = CellCache::new();
         let blocks: Vec<_> = (0..LOCAL_CAP + 10).map(|_| alloc(&cache, 0)).collect();
@@ -346,7 +259,7 @@ mod tests {
             free_local(&cache, 0, b);
         }
         // SAFETY: this thread is the owner and nothing else touches the cache.
-        let len = cache.local[0].with(|l| unsafe { (*l).len });
-        assert_eq!(len, LOCAL_CAP);
+        let local = unsafe { &*cache.local[0].get() };
+        assert_eq!(local.len, LOCAL_CAP);
     }
 }

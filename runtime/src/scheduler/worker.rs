@@ -101,7 +101,7 @@ use super::queue::{Pushed, WorkStealQueue};
 use super::rand::FastRand;
 use crate::blocking::{Pool, PoolConfig};
 use crate::io::{Dispatched, Driver};
-use crate::scheduler::cellcache::{self, CellCache, SharedCellCache};
+use crate::scheduler::cellcache::{self, CellCache};
 use crate::task::list::OwnedTasks;
 use crate::task::raw::{self, Header};
 use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule, TaskStats};
@@ -151,9 +151,6 @@ pub(crate) struct Shared {
     pub(crate) owned: OwnedTasks,
     pub(crate) shutdown: AtomicBool,
     pub(crate) remote: RemoteCounters,
-    /// Recycled task cells for spawns from threads that are not workers (`cellcache.rs`,
-    /// "Spawns from other threads"); tagged `workers.len() + 1`.
-    pub(crate) remote_cache: Box<SharedCellCache>,
     /// How many worker threads have left their loop, for `shutdown_timeout`.
     pub(crate) exited: Mutex<usize>,
     pub(crate) exited_cv: Condvar,
@@ -347,7 +344,6 @@ impl Shared {
             owned: OwnedTasks::new(num_workers * 4),
             shutdown: AtomicBool::new(false),
             remote: RemoteCounters::default(),
-            remote_cache: Box::new(SharedCellCache::new()),
             exited: Mutex::new(0),
             exited_cv: Condvar::new(),
         }))
@@ -1098,17 +1094,9 @@ impl Schedule for Arc<Shared> {
 
     #[inline(always)]
     fn alloc_cell(&self, layout: std::alloc::Layout) -> (NonNull<u8>, u8) {
-        if let Some(c) = cellcache::class_of(layout) {
-            match self.current_worker() {
-                // SAFETY: this is worker `w`'s own thread (`current_worker` checked the context).
-                Some(w) => return (unsafe { w.cache.alloc(c) }, w.index as u8 + 1),
-                None => {
-                    if let Some(p) = self.remote_cache.try_alloc(c) {
-                        // At most 64 workers (`Builder`), so the tag fits in a byte.
-                        return (p, self.workers.len() as u8 + 1);
-                    }
-                }
-            }
+        if let (Some(w), Some(c)) = (self.current_worker(), cellcache::class_of(layout)) {
+            // SAFETY: this is worker `w`'s own thread (`current_worker` checked the context).
+            return (unsafe { w.cache.alloc(c) }, w.index as u8 + 1);
         }
         (crate::task::alloc_global(layout), 0)
     }
@@ -1122,11 +1110,7 @@ impl Schedule for Arc<Shared> {
         }
         let c = cellcache::class_of(layout).expect("a cached cell has a size class");
         let home = owner as usize - 1;
-        if home == self.workers.len() {
-            // SAFETY: the tag says the block is of class `c` from the shared cache, and it
-            // is unused from here on.
-            unsafe { self.remote_cache.free(c, p) }
-        } else if self.current_worker_index() == Some(home) {
+        if self.current_worker_index() == Some(home) {
             // SAFETY: we are the owning worker's thread; the block is of class `c` from its
             // cache (the tag says so) and unused from here on.
             unsafe { self.workers[home].cache.free_local(c, p) }
@@ -1215,38 +1199,6 @@ mod tests {
         assert_eq!(interval_for(100_000), 10);
         assert_eq!(interval_for(2_000_000), 8);
         assert_eq!(interval_for(0), 255);
-    }
-
-    #[test]
-    fn spawns_from_other_threads_recycle_task_cells() {
-        // Spawned from this (non-worker) thread, freed on the workers: the cells come
-        // from the runtime's shared cache and go back to it, so later rounds reuse them.
-        const TASKS: usize = 200;
-        const ROUNDS: usize = 6;
-        for ring in [false, true] {
-            let mut b = crate::runtime::Builder::new();
-            b.worker_threads(2);
-            if ring {
-                b.event_ring(256);
-            }
-            let rt = b.build().unwrap();
-            let cache = &rt.handle().shared.remote_cache;
-            for round in 0..ROUNDS {
-                let hs: Vec<_> = (0..TASKS).map(|i| rt.spawn(async move { i * 2 })).collect();
-                for (i, h) in hs.into_iter().enumerate() {
-                    assert_eq!(h.join().unwrap(), i * 2);
-                }
-                if round == 0 {
-                    // Only this thread takes from the cache, so it never finds it held.
-                    assert_eq!(cache.fresh_allocations() as usize, TASKS, "ring {ring}");
-                }
-            }
-            // Without recycling this would be TASKS * ROUNDS; a few cells may still be on
-            // their way back (a worker drops its reference just after the join) when the
-            // next round starts.
-            let fresh = cache.fresh_allocations() as usize;
-            assert!(fresh < 2 * TASKS, "ring {ring}: {fresh} cells allocated for {} spawns", TASKS * ROUNDS);
-        }
     }
 
     #[test]
