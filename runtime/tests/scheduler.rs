@@ -65,11 +65,7 @@ fn every_task_runs_exactly_once_local_and_remote() {
                 }
             })
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !started.load(SeqCst) {
-            assert!(Instant::now() < deadline, "the blocker task never started");
-            std::thread::yield_now();
-        }
+        assert!(wait_until(Duration::from_secs(10), || started.load(SeqCst)), "the blocker task never started");
         let spawner = volt::spawn(async move {
             // Spawned from a worker: LIFO slot, ring, overflow to the global queue.
             let hs: Vec<_> = (0..LOCAL)
