@@ -362,7 +362,7 @@ struct Registry {
 /// The metric families, with their help text: one place for both the `metrics` side and
 /// the hand-rendered part.
 const POLL_HISTOGRAM: (&str, &str) =
-    ("volt_task_poll_duration_seconds", "How long task polls took, all workers (recorded while the event ring is on).");
+    ("volt_task_poll_duration_seconds", "How long task polls took, all workers (empty if the runtime was built with poll_time_histogram(false) and no event ring).");
 const PARK_HISTOGRAM: (&str, &str) =
     ("volt_worker_park_duration_seconds", "How long workers stayed parked, all workers.");
 const PARKED_SECONDS: (&str, &str) = ("volt_worker_parked_seconds_total", "Time the worker spent parked.");

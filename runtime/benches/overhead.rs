@@ -1,7 +1,9 @@
 //! What the event ring costs: the same Volt runtime with the ring off and with it on
 //! (4,096 events per worker), over the Tokio-comparison workloads, alternating in one
-//! process. `cargo bench -p volt --bench overhead` prints medians, the ratio on/off per
-//! workload (the median of the back-to-back pairs' ratios), and the geometric mean. `VOLT_BENCH_SAMPLES` sets the samples (default 40);
+//! process; and, as a third runtime, what the default poll timing costs (the same runtime
+//! with `poll_time_histogram(false)`). `cargo bench -p volt --bench overhead` prints
+//! medians, the ratios per workload (the median of the back-to-back samples' ratios), and
+//! their geometric means. `VOLT_BENCH_SAMPLES` sets the samples (default 40);
 //! `VOLT_BENCH_ONLY=name` runs the workloads whose name contains `name`. A sample repeats
 //! its workload to last about 5 ms and reports the time per run.
 
@@ -18,11 +20,27 @@ const SAMPLE_TIME: Duration = Duration::from_millis(5);
 /// rhythms alone swung the short workloads from 0.8 to 1.9; several pairs sample that.
 const PAIRS: usize = 4;
 
-fn build(ring: bool) -> volt::Runtime {
+#[derive(Clone, Copy, PartialEq)]
+enum Config {
+    /// `poll_time_histogram(false)`, no ring: polls are not timed.
+    Untimed,
+    /// The default: polls timed for the poll-time histogram, no ring.
+    Default,
+    /// The default plus the event ring.
+    Ring,
+}
+
+fn build(config: Config) -> volt::Runtime {
     let mut b = volt::runtime::Builder::new();
     b.worker_threads(WORKERS);
-    if ring {
-        b.event_ring(4096);
+    match config {
+        Config::Untimed => {
+            b.poll_time_histogram(false);
+        }
+        Config::Default => {}
+        Config::Ring => {
+            b.event_ring(4096);
+        }
     }
     b.build().expect("runtime")
 }
@@ -50,66 +68,76 @@ fn main() {
 
     println!(
         "Volt with the event ring off vs on, {WORKERS} workers, {samples} samples each (a quarter for the two slowest) \
-         over {pairs} fresh runtime pairs, alternating, each sample ~5 ms of repeats\n"
+         over {pairs} fresh runtime triples, alternating, each sample ~5 ms of repeats. \"untimed\" is the same \
+         runtime built with `poll_time_histogram(false)` and no ring: what the default's one clock read per poll costs.\n"
     );
-    println!("| workload | ring off | ring on | on/off |");
-    println!("|---|---:|---:|---:|");
+    println!("| workload | untimed | default (ring off) | ring on | default/untimed | **ring on/off** |");
+    println!("|---|---:|---:|---:|---:|---:|");
     let only = std::env::var("VOLT_BENCH_ONLY").ok();
     let workloads: Vec<_> = workloads.into_iter().filter(|w| only.as_deref().is_none_or(|o| w.0.contains(o))).collect();
-    let mut log_sum = 0.0;
+    let (mut log_ring, mut log_timed) = (0.0, 0.0);
     let (mut recorded, mut dropped) = (0, 0);
     for (name, run, busy) in &workloads {
         let n = samples_for(name, samples);
         let per_pair = n.div_ceil(pairs);
-        let (mut a, mut b) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        // Samples of: untimed, default (ring off), ring on.
+        let mut times: [Vec<Duration>; 3] = Default::default();
         for _ in 0..pairs {
-            let (off, on) = (build(false), build(true));
-            let (echo_off, echo_on) = if name.starts_with("tcp") {
-                (echo_volt::start(&off), echo_volt::start(&on))
-            } else {
-                let unused = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-                (unused, unused)
-            };
-            let flags = if *busy { vec![on_volt::make_busy(&off), on_volt::make_busy(&on)] } else { vec![] };
+            let rts = [build(Config::Untimed), build(Config::Default), build(Config::Ring)];
+            let addrs: Vec<std::net::SocketAddr> = rts
+                .iter()
+                .map(|rt| {
+                    if name.starts_with("tcp") {
+                        echo_volt::start(rt)
+                    } else {
+                        std::net::SocketAddr::from(([127, 0, 0, 1], 0))
+                    }
+                })
+                .collect();
+            let flags: Vec<_> = if *busy { rts.iter().map(on_volt::make_busy).collect() } else { vec![] };
             for _ in 0..2 {
-                run(&off, echo_off);
-                run(&on, echo_on);
+                for (rt, &addr) in rts.iter().zip(&addrs) {
+                    run(rt, addr);
+                }
             }
             // Each sample runs the workload enough times to last about 5 ms: the short
             // ones (chained_spawn is ~100 µs) otherwise measure mostly whether a worker
             // happened to be asleep when the work arrived.
             let t = Instant::now();
-            run(&off, echo_off);
+            run(&rts[1], addrs[1]);
             let reps =
                 if quick { 1 } else { (SAMPLE_TIME.as_nanos() / t.elapsed().as_nanos().max(1)).clamp(1, 200) as u32 };
             for i in 0..per_pair {
-                let time = |rt: &volt::Runtime, addr, out: &mut Vec<Duration>| {
+                // Rotate which runtime goes first, so none always follows the same one.
+                for k in 0..3 {
+                    let c = (i + k) % 3;
                     let t = Instant::now();
                     for _ in 0..reps {
-                        run(rt, addr);
+                        run(&rts[c], addrs[c]);
                     }
-                    out.push(t.elapsed() / reps);
-                };
-                if i % 2 == 0 {
-                    time(&off, echo_off, &mut a);
-                    time(&on, echo_on, &mut b);
-                } else {
-                    time(&on, echo_on, &mut b);
-                    time(&off, echo_off, &mut a);
+                    times[c].push(t.elapsed() / reps);
                 }
             }
             for f in flags {
                 f.store(false, Relaxed);
             }
-            let s = on.handle().telemetry().snapshot();
+            let s = rts[2].handle().telemetry().snapshot();
             recorded += s.events_recorded;
             dropped += s.events_dropped;
         }
-        let ratio = paired_ratio(&b, &a);
-        let (ma, mb) = (median(&mut a), median(&mut b));
-        log_sum += ratio.ln();
-        println!("| {name} | {} | {} | {ratio:.2} |", fmt(ma), fmt(mb));
+        let ring = paired_ratio(&times[2], &times[1]);
+        let timed = paired_ratio(&times[1], &times[0]);
+        let [mut u, mut d, mut r] = times;
+        log_ring += ring.ln();
+        log_timed += timed.ln();
+        println!(
+            "| {name} | {} | {} | {} | {timed:.2} | **{ring:.2}** |",
+            fmt(median(&mut u)),
+            fmt(median(&mut d)),
+            fmt(median(&mut r))
+        );
     }
-    println!("| **geomean** | | | **{:.2}** |", (log_sum / workloads.len() as f64).exp());
+    let n = workloads.len() as f64;
+    println!("| **geomean** | | | | **{:.2}** | **{:.2}** |", (log_timed / n).exp(), (log_ring / n).exp());
     println!("\nring on: {recorded} events recorded, {dropped} overwritten (memory fixed at 4,096 per ring)");
 }

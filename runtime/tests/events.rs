@@ -190,7 +190,35 @@ fn park_and_unpark_are_recorded_and_display_reads_well() {
 
 #[test]
 fn histograms_sum_to_their_counters() {
-    let rt = rt_with_ring(2, 1024);
+    check_histograms(rt_with_ring(2, 1024), true);
+}
+
+/// The poll-time histogram does not need the ring: a default runtime times every poll.
+#[test]
+fn histograms_sum_to_their_counters_without_the_ring() {
+    check_histograms(volt::runtime::Builder::new().worker_threads(2).build().unwrap(), false);
+}
+
+#[test]
+fn poll_time_histogram_off_times_nothing() {
+    let rt = volt::runtime::Builder::new().worker_threads(2).poll_time_histogram(false).build().unwrap();
+    rt.block_on(async {
+        for _ in 0..50 {
+            volt::spawn(async { volt::task::yield_now().await }).await.unwrap();
+        }
+    });
+    let s = rt.handle().telemetry().snapshot();
+    assert!(s.workers.iter().map(|w| w.tasks_polled).sum::<u64>() >= 100);
+    assert!(s.workers.iter().all(|w| w.poll_time_histogram.count() == 0 && w.poll_time_histogram.sum == 0));
+    // The ring times polls anyway, so with it on the histogram is kept regardless.
+    let rt =
+        volt::runtime::Builder::new().worker_threads(1).poll_time_histogram(false).event_ring(256).build().unwrap();
+    rt.block_on(async { volt::spawn(async {}).await.unwrap() });
+    let s = rt.handle().telemetry().snapshot();
+    assert_eq!(s.workers[0].poll_time_histogram.count(), s.workers[0].tasks_polled);
+}
+
+fn check_histograms(rt: volt::Runtime, ring: bool) {
     rt.block_on(async {
         volt::spawn(async {
             let hs: Vec<_> = (0..300)
@@ -228,9 +256,13 @@ fn histograms_sum_to_their_counters() {
         }),
         "the park histogram never matched the park counter"
     );
-    // Each queueing is followed by one poll, measured as schedule latency.
+    // Each queueing is followed by one poll, measured as schedule latency (with the ring).
     let lat = s.schedule_latency_histogram.count();
-    assert!(lat > 0 && lat <= polls, "{lat} of {polls}");
+    if ring {
+        assert!(lat > 0 && lat <= polls, "{lat} of {polls}");
+    } else {
+        assert_eq!(lat, 0);
+    }
     // The 100 µs polls show up above 64 µs.
     let slow: u64 = s.workers.iter().map(|w| w.poll_time_histogram.buckets[16..].iter().sum::<u64>()).sum();
     assert!(slow >= 100, "{slow} polls of 100 µs or more");
@@ -270,8 +302,6 @@ fn tasks_lists_live_named_tasks_with_their_statistics() {
     let plain = rt_plain();
     let _g = plain.spawn(Never);
     assert!(plain.handle().telemetry().tasks().is_empty());
-    let s = plain.handle().telemetry().snapshot();
-    assert!(s.workers.iter().all(|w| w.poll_time_histogram.count() == 0));
 }
 
 fn rt_plain() -> volt::Runtime {

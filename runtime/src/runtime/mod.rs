@@ -37,6 +37,7 @@ pub struct Builder {
     max_blocking_threads: usize,
     thread_keep_alive: Duration,
     event_ring: Option<usize>,
+    poll_time_histogram: bool,
     #[cfg(feature = "console")]
     console: Option<crate::console::ConsoleConfig>,
 }
@@ -58,6 +59,7 @@ impl Builder {
             max_blocking_threads: 512,
             thread_keep_alive: Duration::from_secs(10),
             event_ring: None,
+            poll_time_histogram: true,
             #[cfg(feature = "console")]
             console: None,
         }
@@ -101,6 +103,18 @@ impl Builder {
     /// default. Read it with [`Telemetry::events`](crate::telemetry::Telemetry::events).
     pub fn event_ring(&mut self, capacity: usize) -> &mut Builder {
         self.event_ring = Some(capacity);
+        self
+    }
+
+    /// Whether every worker times its polls for its poll-time histogram
+    /// (`WorkerSnapshot::poll_time_histogram`; on by default). Timing costs one read of
+    /// the CPU's time-stamp counter per poll, shared with the event ring when that is on:
+    /// about 10 ns, which shows on workloads of tiny tasks (see the README's "What
+    /// recording costs"). With `false` and no event ring, polls are not timed and the
+    /// histogram stays empty. The event ring times every poll anyway, so with it on the
+    /// histogram is kept either way.
+    pub fn poll_time_histogram(&mut self, enabled: bool) -> &mut Builder {
+        self.poll_time_histogram = enabled;
         self
     }
 
@@ -160,6 +174,7 @@ impl Builder {
                 stack_size: self.thread_stack_size,
             },
             self.event_ring,
+            self.poll_time_histogram,
         )?;
         let mut rt = Runtime {
             handle: Handle { shared: Arc::clone(&shared) },

@@ -106,7 +106,7 @@ use crate::task::list::OwnedTasks;
 use crate::task::raw::{self, Header};
 use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule, TaskStats};
 use crate::task::{PollOutcome, PollToken};
-use crate::telemetry::events::{self, EventKind, EventRing, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
+use crate::telemetry::events::{self, Clock, EventKind, EventRing, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
 use crate::telemetry::{Recorder, RemoteCounters, WorkerCounters, WorkerState};
 use std::cell::Cell;
 use std::future::Future;
@@ -146,6 +146,10 @@ pub(crate) struct Shared {
     pub(crate) blocking: Arc<Pool>,
     /// The event ring, when `Builder::event_ring` turned it on.
     pub(crate) recorder: Option<Recorder>,
+    /// The clock that times polls, when this runtime times them: for the poll-time
+    /// histogram (`Builder::poll_time_histogram`, on by default) or for the event ring,
+    /// whose records need the times anyway (both share the one reading per poll).
+    pub(crate) clock: Option<Clock>,
     pub(crate) inject: Inject<Arc<Shared>>,
     pub(crate) idle: Idle,
     pub(crate) owned: OwnedTasks,
@@ -186,8 +190,11 @@ struct Core {
     ewma_interval: Cell<u32>,
     /// The backlog cap (see the module doc); 255 when the global queue is drained.
     backlog_interval: Cell<u32>,
-    /// The worker's last clock reading for the event ring (see `telemetry::events`).
+    /// The worker's last clock reading (when the runtime times polls): the next poll's
+    /// start, and the time of records made inside it (see `telemetry::events`).
     last_ts: Cell<u64>,
+    /// The clock's nanoseconds per tick (32.32 fixed point), for the histograms.
+    ns_per_tick_fp: u64,
     /// A task this worker, about to park, saw in another worker's LIFO slot.
     lifo_watch: Cell<Option<LifoWatch>>,
     // The EWMA itself and the interval in use live in the worker's gauges
@@ -200,7 +207,7 @@ struct Core {
 unsafe impl Sync for Core {}
 
 impl Core {
-    fn new(index: usize) -> Core {
+    fn new(index: usize, ns_per_tick_fp: u64) -> Core {
         Core {
             tick: Cell::new(0),
             lifo_polls: Cell::new(0),
@@ -209,6 +216,7 @@ impl Core {
             ewma_interval: Cell::new(interval_for(INITIAL_AVG_TASK_NS)),
             backlog_interval: Cell::new(MAX_GLOBAL_QUEUE_INTERVAL),
             last_ts: Cell::new(0),
+            ns_per_tick_fp,
             lifo_watch: Cell::new(None),
         }
     }
@@ -320,12 +328,16 @@ impl Shared {
         num_workers: usize,
         blocking: PoolConfig,
         event_ring: Option<usize>,
+        poll_time_histogram: bool,
     ) -> std::io::Result<Arc<Shared>> {
         let driver = Driver::new()?;
+        let clock = (poll_time_histogram || event_ring.is_some()).then(Clock::new);
+        let ns_per_tick_fp = clock.map_or(1 << 32, |c| c.ns_per_tick_fp());
         Ok(Arc::new_cyclic(|weak| Shared {
             started: Instant::now(),
             driver,
-            recorder: event_ring.map(|cap| Recorder::new(num_workers, cap)),
+            recorder: event_ring.map(|cap| Recorder::new(num_workers, cap, clock.expect("the ring has a clock"))),
+            clock,
             blocking: Arc::new(Pool::new(blocking, weak.clone())),
             workers: (0..num_workers)
                 .map(|index| Worker {
@@ -336,7 +348,7 @@ impl Shared {
                     transitioning_to_park: AtomicBool::new(false),
                     counters: WorkerCounters::new(interval_for(INITIAL_AVG_TASK_NS), INITIAL_AVG_TASK_NS),
                     cache: Box::new(CellCache::new()),
-                    core: Core::new(index),
+                    core: Core::new(index, ns_per_tick_fp),
                 })
                 .collect(),
             inject: Inject::new(),
@@ -356,8 +368,8 @@ impl Shared {
 
     /// A fresh clock reading; on a worker it also becomes the worker's cached one.
     #[inline(always)]
-    fn ts_fresh(&self, rec: &Recorder, w: Option<&Worker>) -> u64 {
-        let t = rec.clock().raw();
+    fn ts_fresh(&self, clock: &Clock, w: Option<&Worker>) -> u64 {
+        let t = clock.raw();
         if let Some(w) = w {
             w.core.last_ts.set(t);
         }
@@ -391,12 +403,15 @@ impl Shared {
     }
 
     /// Record an event that happens between polls (park, unpark, steal) with a fresh
-    /// timestamp.
+    /// timestamp. With polls timed but no ring, just take the fresh reading, so the time
+    /// between polls (a sleep, a search) is not counted in the next poll.
     #[inline(always)]
     fn record_fresh(&self, kind: EventKind, task_id: u64, arg: u64) {
+        let Some(clock) = &self.clock else { return };
+        let w = self.current_worker();
+        let t = self.ts_fresh(clock, w);
         if let Some(r) = &self.recorder {
-            let w = self.current_worker();
-            r.record_at(w.map(|w| w.index), kind, task_id, arg, self.ts_fresh(r, w));
+            r.record_at(w.map(|w| w.index), kind, task_id, arg, t);
         }
     }
 
@@ -607,8 +622,8 @@ impl Shared {
         let prev = CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(&this), worker: w }));
         let _ctx = EnterGuard(prev);
         w.counters.set_state(WorkerState::Running);
-        if let Some(r) = &this.recorder {
-            this.ts_fresh(r, Some(w));
+        if let Some(c) = &this.clock {
+            this.ts_fresh(c, Some(w));
         }
         while !this.is_shutdown() {
             if this.run_tick(w, None) == 0 {
@@ -723,7 +738,7 @@ impl Shared {
             // clock reading, which its next poll's start would carry: read the clock now,
             // so that start never comes before the spawn or wake that queued the task.
             if let Some(r) = &self.recorder {
-                self.ts_fresh(r, Some(w));
+                self.ts_fresh(r.clock(), Some(w));
             }
         }
         // The rest of the batch is in the ring: see "Where a global batch goes".
@@ -818,6 +833,11 @@ impl Shared {
         let Some(mut core) = self.driver.try_lock() else { return };
         self.driver.poll_io(&mut core, Some(Duration::ZERO));
         self.driver.dispatch(&mut core, now, |d| self.count_dispatched(w, d));
+        drop(core);
+        // A system call and timer work: not part of the next poll's time.
+        if let Some(c) = &self.clock {
+            self.ts_fresh(c, Some(w));
+        }
     }
 
     fn count_dispatched(&self, w: &Worker, d: Dispatched) {
@@ -1015,19 +1035,27 @@ impl Schedule for Arc<Shared> {
     // `yield_many`: see the README's overhead section.
     #[inline(always)]
     fn poll_start(&self, ptr: NonNull<Header>) -> PollToken {
-        let Some(rec) = &self.recorder else { return PollToken::NONE };
+        if self.clock.is_none() {
+            return PollToken::NONE;
+        }
         // Only workers poll this runtime's tasks (`run_task`), so `w` is always there.
         let Some(w) = self.current_worker() else { return PollToken::NONE };
         // A poll starts where the worker's last clock reading left off (the end of the
-        // previous poll, a park, a steal): one clock read per poll, not two.
+        // previous poll, a park, a steal, a driver pass): one clock read per poll, not two.
         let now = w.core.last_ts.get();
-        let ring = rec.ring(w.index);
-        // Written lazily: see "Lazy poll starts" in `telemetry::events`.
-        // SAFETY: the poller holds the task (RUNNING) for this call.
-        ring.set_pending_start(unsafe { ptr.as_ref() }.id, now);
+        let ring = match &self.recorder {
+            Some(rec) => {
+                let ring = rec.ring(w.index);
+                // Written lazily: see "Lazy poll starts" in `telemetry::events`.
+                // SAFETY: the poller holds the task (RUNNING) for this call.
+                ring.set_pending_start(unsafe { ptr.as_ref() }.id, now);
+                (ring as *const EventRing).cast()
+            }
+            None => ptr::null(),
+        };
         PollToken {
             cx: (w as *const Worker).cast(),
-            ring: (ring as *const EventRing).cast(),
+            ring,
             start: now,
             end: now,
             extra: 0,
@@ -1037,15 +1065,19 @@ impl Schedule for Arc<Shared> {
 
     #[inline(always)]
     fn poll_end(&self, ptr: NonNull<Header>, token: &mut PollToken) {
-        let Some(rec) = &self.recorder else { return };
+        let Some(clock) = &self.clock else { return };
         if token.cx.is_null() {
             return;
         }
-        // SAFETY: `poll_start` set it from `rec`, alive with `self`.
-        let ring = unsafe { &*token.ring.cast::<EventRing>() };
-        let now = rec.clock().raw();
-        let busy = now.saturating_sub(token.start);
+        let now = clock.raw();
         token.end = now;
+        if token.ring.is_null() {
+            // Timed for the poll-time histogram only: no ring, no task stats.
+            return;
+        }
+        // SAFETY: `poll_start` set it from the recorder, alive with `self`.
+        let ring = unsafe { &*token.ring.cast::<EventRing>() };
+        let busy = now.saturating_sub(token.start);
         if ring.take_pending_start() {
             token.extra = events::POLL_IMPLICIT_START | (busy << events::POLL_BUSY_SHIFT);
         }
@@ -1073,23 +1105,28 @@ impl Schedule for Arc<Shared> {
 
     #[inline(always)]
     fn poll_outcome(token: &PollToken, id: u64, outcome: PollOutcome) {
-        if token.ring.is_null() {
+        if token.cx.is_null() {
             return;
         }
-        // SAFETY: `poll_start` took these from the runtime's workers and recorder on a
-        // worker thread (the only threads that poll its tasks), and the worker thread
-        // holds an `Arc` to the runtime for its whole life, so they are alive here even if
-        // the task is not. This is that worker's thread, so its `core` is ours.
-        let (w, ring) = unsafe { (&*token.cx.cast::<Worker>(), &*token.ring.cast::<EventRing>()) };
+        // SAFETY: `poll_start` took this from the runtime's workers on a worker thread (the
+        // only threads that poll its tasks), and the worker thread holds an `Arc` to the
+        // runtime for its whole life, so it is alive here even if the task is not. This is
+        // that worker's thread, so its `core` is ours.
+        let w = unsafe { &*token.cx.cast::<Worker>() };
         w.core.last_ts.set(token.end);
-        // `poll_end` took the poll's start (or a record inside the poll wrote it), and
-        // nothing records between `poll_end` and here.
-        ring.write_event_no_pending(EventKind::PollEnd, id, outcome as u64 | token.extra, token.end);
         let h = &w.counters.histograms;
-        h.poll_time.record(ring.ticks_to_ns(token.end.saturating_sub(token.start)));
-        if token.waited != PollToken::NOT_QUEUED {
-            h.schedule_latency.record(ring.ticks_to_ns(token.waited));
+        let fp = w.core.ns_per_tick_fp;
+        if !token.ring.is_null() {
+            // SAFETY: as above: that worker's ring in the runtime's recorder.
+            let ring = unsafe { &*token.ring.cast::<EventRing>() };
+            // `poll_end` took the poll's start (or a record inside the poll wrote it),
+            // and nothing records between `poll_end` and here.
+            ring.write_event_no_pending(EventKind::PollEnd, id, outcome as u64 | token.extra, token.end);
+            if token.waited != PollToken::NOT_QUEUED {
+                h.schedule_latency.record(events::scale_ticks(token.waited, fp));
+            }
         }
+        h.poll_time.record(events::scale_ticks(token.end.saturating_sub(token.start), fp));
     }
 
     #[inline(always)]

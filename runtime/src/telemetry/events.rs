@@ -207,11 +207,12 @@ impl std::fmt::Display for Event {
 
 /// `ticks` at `ns_per_tick_fp` (32.32 fixed point) nanoseconds each.
 #[inline(always)]
-fn scale_ticks(ticks: u64, ns_per_tick_fp: u64) -> u64 {
+pub(crate) fn scale_ticks(ticks: u64, ns_per_tick_fp: u64) -> u64 {
     ((ticks as u128 * ns_per_tick_fp as u128) >> 32) as u64
 }
 
-/// Reads the recording clock.
+/// Reads the clock that times polls and stamps events.
+#[derive(Clone, Copy)]
 pub(crate) struct Clock {
     start: Instant,
     tsc0: u64,
@@ -228,6 +229,31 @@ fn invariant_tsc() -> bool {
     max >= 0x8000_0007 && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0
 }
 
+/// The time-stamp counter's rate, measured against `Instant` over 200 µs the first time a
+/// runtime times its polls, once per process (the rate is invariant).
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+fn tsc_ns_per_tick_fp() -> u64 {
+    static RATE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *RATE.get_or_init(|| {
+        let start = Instant::now();
+        // SAFETY: `rdtsc` has no preconditions on x86-64.
+        let t0 = unsafe { core::arch::x86_64::_rdtsc() };
+        loop {
+            let e = start.elapsed();
+            // SAFETY: as above.
+            let t = unsafe { core::arch::x86_64::_rdtsc() };
+            if e >= Duration::from_micros(200) && t > t0 {
+                return ((e.as_nanos() << 32) / (t - t0) as u128) as u64;
+            }
+            std::hint::spin_loop();
+        }
+    })
+}
+#[cfg(any(not(target_arch = "x86_64"), miri))]
+fn tsc_ns_per_tick_fp() -> u64 {
+    1 << 32
+}
+
 impl Clock {
     pub(crate) fn new() -> Clock {
         // Miri cannot run `cpuid`/`rdtsc`; it checks the same code on `Instant`.
@@ -235,21 +261,16 @@ impl Clock {
         let use_tsc = invariant_tsc();
         #[cfg(any(not(target_arch = "x86_64"), miri))]
         let use_tsc = false;
-        let mut c = Clock { start: Instant::now(), tsc0: 0, use_tsc, ns_per_tick_fp: 1 << 32 };
+        let ns_per_tick_fp = if use_tsc { tsc_ns_per_tick_fp() } else { 1 << 32 };
+        let mut c = Clock { start: Instant::now(), tsc0: 0, use_tsc, ns_per_tick_fp };
         c.tsc0 = c.raw();
-        if use_tsc {
-            // Calibrate against `Instant` over 200 µs (only runtimes with recording on pay it).
-            loop {
-                let e = c.start.elapsed();
-                let t = c.raw();
-                if e >= Duration::from_micros(200) && t > c.tsc0 {
-                    c.ns_per_tick_fp = ((e.as_nanos() << 32) / (t - c.tsc0) as u128) as u64;
-                    break;
-                }
-                std::hint::spin_loop();
-            }
-        }
         c
+    }
+
+    /// Nanoseconds per tick, 32.32 fixed point.
+    #[inline(always)]
+    pub(crate) fn ns_per_tick_fp(&self) -> u64 {
+        self.ns_per_tick_fp
     }
 
     /// A tick count (a difference of raw readings) in nanoseconds.
@@ -270,7 +291,7 @@ impl Clock {
     }
 
     /// A raw reading to nanoseconds since start.
-    pub(crate) fn to_ns(&self, raw: u64) -> u64 {
+    pub(crate) fn since_start_ns(&self, raw: u64) -> u64 {
         self.ticks_to_ns(raw.saturating_sub(self.tsc0))
     }
 }
@@ -309,9 +330,6 @@ pub(crate) struct EventRing {
     start_meta: u64,
     /// The worker part of this ring's `meta` (see [`meta`]).
     worker_bits: u64,
-    /// The recording clock's rate (its `ns_per_tick_fp`), so the owner can convert a
-    /// duration without a reference to the clock (see [`EventRing::ticks_to_ns`]).
-    ns_per_tick_fp: u64,
 }
 
 /// Decoded fields of one record.
@@ -358,19 +376,7 @@ impl EventRing {
             pending_ts: AtomicU64::new(0),
             start_meta: meta(EventKind::PollStart, worker),
             worker_bits: meta(EventKind::PollStart, worker) & !0xff,
-            ns_per_tick_fp: 1 << 32,
         }
-    }
-
-    /// `new` for a recorder whose clock is `clock`.
-    pub(crate) fn with_clock(capacity: usize, worker: Option<usize>, clock: &Clock) -> EventRing {
-        EventRing { ns_per_tick_fp: clock.ns_per_tick_fp, ..EventRing::new(capacity, worker) }
-    }
-
-    /// A duration in this ring's clock ticks, in nanoseconds (as [`Clock::ticks_to_ns`]).
-    #[inline(always)]
-    pub(crate) fn ticks_to_ns(&self, ticks: u64) -> u64 {
-        scale_ticks(ticks, self.ns_per_tick_fp)
     }
 
     pub(crate) fn capacity(&self) -> u64 {
@@ -842,7 +848,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         let b = c.raw();
         assert!(b > a);
-        let ns = c.to_ns(b);
+        let ns = c.since_start_ns(b);
         assert!((4_000_000..1_000_000_000).contains(&ns), "{ns} ns");
         // Within 5% of `Instant` over the same span.
         let real = c.start.elapsed().as_nanos() as f64;

@@ -133,7 +133,8 @@ impl WorkerCounters {
 /// One worker's histograms (owner-written).
 #[derive(Default)]
 pub(crate) struct WorkerHistograms {
-    /// Poll durations in ns (recorded when the event ring is on).
+    /// Poll durations in ns (recorded while the runtime times polls: see
+    /// `Builder::poll_time_histogram`).
     pub(crate) poll_time: LogHistogram,
     /// Wake-to-poll latency in ns (recorded when the event ring is on).
     pub(crate) schedule_latency: LogHistogram,
@@ -202,8 +203,9 @@ pub struct WorkerSnapshot {
     pub ewma_task_ns: u64,
     /// Polls between global-queue checks, from the EWMA (8..=255).
     pub global_queue_interval: u32,
-    /// Poll durations in nanoseconds. Recorded only while the event ring is on (timing
-    /// every poll costs two clock reads, which the always-on layer does not pay).
+    /// Poll durations in nanoseconds: one count per poll, by default. Empty when the
+    /// runtime was built with `Builder::poll_time_histogram(false)` and no event ring
+    /// (timing a poll costs one clock read).
     pub poll_time_histogram: Histogram,
 }
 
@@ -457,10 +459,9 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    pub(crate) fn new(workers: usize, capacity: usize) -> Recorder {
-        let clock = Clock::new();
-        let rings =
-            (0..=workers).map(|i| EventRing::with_clock(capacity, (i < workers).then_some(i), &clock)).collect();
+    /// `clock`: the runtime's (see `Shared::clock`).
+    pub(crate) fn new(workers: usize, capacity: usize, clock: Clock) -> Recorder {
+        let rings = (0..=workers).map(|i| EventRing::new(capacity, (i < workers).then_some(i))).collect();
         Recorder { rings, clock }
     }
 
@@ -524,7 +525,7 @@ impl EventCursor {
         }
         tagged.sort_unstable_by_key(|&(ts, ring, pos, sub, _)| (ts, ring, pos, sub));
         for (_, _, _, _, r) in tagged {
-            events::decode(r, rec.clock.to_ns(r.ts), &mut out);
+            events::decode(r, rec.clock.since_start_ns(r.ts), &mut out);
         }
         out
     }
