@@ -799,7 +799,8 @@ impl Shared {
         }
         core.tick.set(core.tick.get().wrapping_add(1));
         w.counters.tasks_polled.inc_always();
-        task.run();
+        // The poll hooks get the worker from here (`poll_start`), not from the thread-local.
+        task.run_on((w as *const Worker).cast());
     }
 
     /// Seed 002 `updateAdaptiveInterval`: EWMA with alpha 0.1 over per-task time.
@@ -1034,12 +1035,14 @@ impl Schedule for Arc<Shared> {
     // reading, the record) wait for `poll_outcome`, after the transition. Measured on
     // `yield_many`: see the README's overhead section.
     #[inline(always)]
-    fn poll_start(&self, ptr: NonNull<Header>) -> PollToken {
-        if self.clock.is_none() {
+    fn poll_start(&self, ptr: NonNull<Header>, cx: *const ()) -> PollToken {
+        if self.clock.is_none() || cx.is_null() {
             return PollToken::NONE;
         }
-        // Only workers poll this runtime's tasks (`run_task`), so `w` is always there.
-        let Some(w) = self.current_worker() else { return PollToken::NONE };
+        // SAFETY: only `run_task` passes a context: the polling worker, one of
+        // `self.workers` (a worker's queues hold only its own runtime's tasks), on that
+        // worker's own thread, alive while `self` is.
+        let w = unsafe { &*cx.cast::<Worker>() };
         // A poll starts where the worker's last clock reading left off (the end of the
         // previous poll, a park, a steal, a driver pass): one clock read per poll, not two.
         let now = w.core.last_ts.get();

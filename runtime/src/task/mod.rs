@@ -130,7 +130,7 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     fn on_complete(&self, id: u64, outcome: Outcome);
     /// A poll begins (a no-op unless the scheduler records events).
     #[inline(always)]
-    fn poll_start(&self, _task: NonNull<Header>) -> PollToken {
+    fn poll_start(&self, _task: NonNull<Header>, _cx: *const ()) -> PollToken {
         PollToken::NONE
     }
     /// A poll returned: account it while the caller still owns the task.
@@ -245,9 +245,16 @@ impl<S: 'static> Notified<S> {
 
     /// Run the task once; consumes the queue reference.
     pub(crate) fn run(self) {
+        self.run_on(std::ptr::null());
+    }
+
+    /// `run`, passing the scheduler's poll context `cx` (the worker scheduler: the
+    /// polling worker) to [`Schedule::poll_start`], so a poll need not look it up.
+    #[inline(always)]
+    pub(crate) fn run_on(self, cx: *const ()) {
         let raw = self.into_raw();
         // SAFETY: we pass on the queue reference we own.
-        unsafe { (raw.as_ref().vtable.poll)(raw) }
+        unsafe { (raw.as_ref().vtable.poll)(raw, cx) }
     }
 }
 

@@ -84,7 +84,7 @@ unsafe impl Sync for Header {}
 /// The functions a type-erased task needs, monomorphised per future and scheduler.
 pub(crate) struct Vtable {
     /// Run the task once: transition to RUNNING, poll or cancel, transition out.
-    pub(crate) poll: unsafe fn(NonNull<Header>),
+    pub(crate) poll: unsafe fn(NonNull<Header>, *const ()),
     /// Push a freshly SCHEDULED task to its scheduler (takes the queue reference).
     pub(crate) schedule: unsafe fn(NonNull<Header>),
     /// Free the cell. Only called when the reference count reached zero.
@@ -196,7 +196,8 @@ unsafe fn cell<'a, F: Future, S>(ptr: NonNull<Header>) -> &'a Cell<F, S> {
 }
 
 /// The harness entry: one run of a task taken from a queue (consumes the queue reference).
-unsafe fn poll<F, S>(ptr: NonNull<Header>)
+/// `cx` is the scheduler's poll context for `Schedule::poll_start` (null: none).
+unsafe fn poll<F, S>(ptr: NonNull<Header>, cx: *const ())
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
@@ -224,7 +225,7 @@ where
     let header = &cell.header;
     #[cfg(feature = "tracing")]
     let _span = tracing::trace_span!(target: "volt::task", "poll", task.id = header.id).entered();
-    let mut token = cell.scheduler.poll_start(ptr);
+    let mut token = cell.scheduler.poll_start(ptr, cx);
     // SAFETY: RUNNING gives this thread exclusive access to the stage.
     let polled = unsafe { poll_future::<F, S>(cell, ptr) };
     // Accounted while we still own the task; recorded below without touching it.
