@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the always-on counters cost: the Volt half of the `vs_tokio` benchmark, built
 # normally and with `--cfg volt_no_counters` (the counters compile to nothing), run
-# alternately ROUNDS times each; prints the per-workload medians and their ratio.
+# alternately ROUNDS times each; prints the per-workload medians and their ratio. Both
+# builds time polls (the default); what that costs is the overhead bench's "untimed" column.
 #
 #   bash runtime/benches/counters.sh            # ROUNDS=3 VOLT_BENCH_SAMPLES=15 by default
 set -euo pipefail
