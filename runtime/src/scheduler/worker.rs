@@ -193,7 +193,8 @@ struct Core {
     /// The worker's last clock reading (when the runtime times polls): the next poll's
     /// start, and the time of records made inside it (see `telemetry::events`).
     last_ts: Cell<u64>,
-    /// The clock's nanoseconds per tick (32.32 fixed point), for the histograms.
+    /// The clock's nanoseconds per tick (32.32 fixed point), for the histograms: a copy
+    /// of `Shared::clock`'s, because `poll_outcome` has the worker but no `&Shared`.
     ns_per_tick_fp: u64,
     /// A task this worker, about to park, saw in another worker's LIFO slot.
     lifo_watch: Cell<Option<LifoWatch>>,

@@ -459,7 +459,9 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// `clock`: the runtime's (see `Shared::clock`).
+    /// `clock`: a copy of the runtime's (`Shared::clock`, the same readings), so the
+    /// paths that only run with the ring on take it from the recorder they already hold,
+    /// without a second `Option` check.
     pub(crate) fn new(workers: usize, capacity: usize, clock: Clock) -> Recorder {
         let rings = (0..=workers).map(|i| EventRing::new(capacity, (i < workers).then_some(i))).collect();
         Recorder { rings, clock }
