@@ -3,7 +3,7 @@
 //! process; and, as a third runtime, what the default poll timing costs (the same runtime
 //! with `poll_time_histogram(false)`). `cargo bench -p volt --bench overhead` prints
 //! medians, the ratios per workload (the median of the back-to-back samples' ratios), and
-//! their geometric means. `VOLT_BENCH_SAMPLES` sets the samples (default 40);
+//! their geometric means. `VOLT_BENCH_SAMPLES` sets the samples (default 64);
 //! `VOLT_BENCH_ONLY=name` runs the workloads whose name contains `name`. A sample repeats
 //! its workload to last about 5 ms and reports the time per run.
 
@@ -18,7 +18,10 @@ const SAMPLE_TIME: Duration = Duration::from_millis(5);
 /// Fresh runtime pairs per workload. A runtime settles into a rhythm for a workload
 /// (whether its other worker is asleep or searching when work arrives), and one pair's
 /// rhythms alone swung the short workloads from 0.8 to 1.9; several pairs sample that.
-const PAIRS: usize = 4;
+/// With four, the geomean still moved by ±0.03 from run to run, most of it from
+/// `spawn_many_remote_idle` (1.15 to 1.54 in six runs of one build); eight halve the
+/// weight of any one triple's rhythm, for a run of about a minute.
+const PAIRS: usize = 8;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Config {
@@ -48,7 +51,7 @@ fn build(config: Config) -> volt::Runtime {
 fn main() {
     let quick = std::env::args().any(|a| a == "--test") || std::env::var_os("VOLT_BENCH_QUICK").is_some();
     let samples: usize =
-        std::env::var("VOLT_BENCH_SAMPLES").ok().and_then(|s| s.parse().ok()).unwrap_or(if quick { 2 } else { 40 });
+        std::env::var("VOLT_BENCH_SAMPLES").ok().and_then(|s| s.parse().ok()).unwrap_or(if quick { 2 } else { 64 });
     let pairs = if quick { 1 } else { PAIRS };
 
     type Run = Box<dyn Fn(&volt::Runtime, std::net::SocketAddr)>;

@@ -196,6 +196,10 @@ struct Core {
     /// The clock's nanoseconds per tick (32.32 fixed point), for the histograms: a copy
     /// of `Shared::clock`'s, because `poll_outcome` has the worker but no `&Shared`.
     ns_per_tick_fp: u64,
+    /// This worker's event ring (null when the ring is off): one load in `poll_start`
+    /// instead of finding it through `Shared::recorder` on every poll. It points into the
+    /// recorder's boxed slice of rings, which lives as long as `Shared`, like `Core`.
+    ring: *const EventRing,
     /// A task this worker, about to park, saw in another worker's LIFO slot.
     lifo_watch: Cell<Option<LifoWatch>>,
     // The EWMA itself and the interval in use live in the worker's gauges
@@ -206,9 +210,12 @@ struct Core {
 // `current_worker`, which checks the thread-local context), including the final drain,
 // which that thread does itself as it exits; never by two threads at once.
 unsafe impl Sync for Core {}
+// SAFETY: the one non-`Send` field is `ring`, a pointer into the same `Shared` that holds
+// this `Core`; moving the `Core` to another thread changes nothing about what it points to.
+unsafe impl Send for Core {}
 
 impl Core {
-    fn new(index: usize, ns_per_tick_fp: u64) -> Core {
+    fn new(index: usize, ns_per_tick_fp: u64, ring: *const EventRing) -> Core {
         Core {
             tick: Cell::new(0),
             lifo_polls: Cell::new(0),
@@ -218,6 +225,7 @@ impl Core {
             backlog_interval: Cell::new(MAX_GLOBAL_QUEUE_INTERVAL),
             last_ts: Cell::new(0),
             ns_per_tick_fp,
+            ring,
             lifo_watch: Cell::new(None),
         }
     }
@@ -334,24 +342,29 @@ impl Shared {
         let driver = Driver::new()?;
         let clock = (poll_time_histogram || event_ring.is_some()).then(Clock::new);
         let ns_per_tick_fp = clock.map_or(1 << 32, |c| c.ns_per_tick_fp());
+        let recorder = event_ring.map(|cap| Recorder::new(num_workers, cap, clock.expect("the ring has a clock")));
+        // Each worker's own ring, for `poll_start`. The rings live in the recorder's boxed
+        // slice, so they stay put when `recorder` moves into `Shared`.
+        let ring_of = |index: usize| recorder.as_ref().map_or(ptr::null(), |r| r.ring(index) as *const EventRing);
+        let workers = (0..num_workers)
+            .map(|index| Worker {
+                index,
+                queue: WorkStealQueue::new(),
+                lifo: LifoSlot::new(),
+                park: ParkState::new(),
+                transitioning_to_park: AtomicBool::new(false),
+                counters: WorkerCounters::new(interval_for(INITIAL_AVG_TASK_NS), INITIAL_AVG_TASK_NS),
+                cache: Box::new(CellCache::new()),
+                core: Core::new(index, ns_per_tick_fp, ring_of(index)),
+            })
+            .collect();
         Ok(Arc::new_cyclic(|weak| Shared {
             started: Instant::now(),
             driver,
-            recorder: event_ring.map(|cap| Recorder::new(num_workers, cap, clock.expect("the ring has a clock"))),
+            recorder,
             clock,
             blocking: Arc::new(Pool::new(blocking, weak.clone())),
-            workers: (0..num_workers)
-                .map(|index| Worker {
-                    index,
-                    queue: WorkStealQueue::new(),
-                    lifo: LifoSlot::new(),
-                    park: ParkState::new(),
-                    transitioning_to_park: AtomicBool::new(false),
-                    counters: WorkerCounters::new(interval_for(INITIAL_AVG_TASK_NS), INITIAL_AVG_TASK_NS),
-                    cache: Box::new(CellCache::new()),
-                    core: Core::new(index, ns_per_tick_fp),
-                })
-                .collect(),
+            workers,
             inject: Inject::new(),
             idle: Idle::new(num_workers),
             owned: OwnedTasks::new(num_workers * 4),
@@ -1047,16 +1060,14 @@ impl Schedule for Arc<Shared> {
         // A poll starts where the worker's last clock reading left off (the end of the
         // previous poll, a park, a steal, a driver pass): one clock read per poll, not two.
         let now = w.core.last_ts.get();
-        let ring = match &self.recorder {
-            Some(rec) => {
-                let ring = rec.ring(w.index);
-                // Written lazily: see "Lazy poll starts" in `telemetry::events`.
-                // SAFETY: the poller holds the task (RUNNING) for this call.
-                ring.set_pending_start(unsafe { ptr.as_ref() }.id, now);
-                (ring as *const EventRing).cast()
-            }
-            None => ptr::null(),
-        };
+        let ring = w.core.ring;
+        if !ring.is_null() {
+            // Written lazily: see "Lazy poll starts" in `telemetry::events`.
+            // SAFETY: `ring` is this worker's ring in the runtime's recorder (see
+            // `Core::ring`), alive with `self`; the poller holds the task (RUNNING).
+            unsafe { (*ring).set_pending_start(ptr.as_ref().id, now) };
+        }
+        let ring = ring.cast();
         PollToken {
             cx: (w as *const Worker).cast(),
             ring,
@@ -1089,22 +1100,24 @@ impl Schedule for Arc<Shared> {
         // thread running the task writes them (RUNNING is exclusive, and nothing queues a
         // RUNNING task: a wake during the poll only sets NOTIFIED), so plain loads and
         // stores suffice, and `scheduled_at` still holds what it held at the poll's start.
-        if let Some(st) = crate::task::raw::stats(ptr) {
-            // Every way into a queue sets `scheduled_at` first (spawn, a wake, or the
-            // store below for a requeue), so it is never stale here.
-            let queued_at = st.scheduled_at.load(Relaxed);
-            if queued_at != 0 {
-                let waited = token.start.saturating_sub(queued_at);
-                token.waited = waited;
-                st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
-            }
-            st.polls.store(st.polls.load(Relaxed) + 1, Relaxed);
-            st.busy_ticks.store(st.busy_ticks.load(Relaxed) + busy, Relaxed);
-            st.last_poll_end.store(now, Relaxed);
-            // If the poll ends in a requeue, it was queued now; if it ends idle, the wake
-            // that queues it again overwrites this (after it, through the state word).
-            st.scheduled_at.store(now, Relaxed);
+        // SAFETY: the poller holds the task (RUNNING), and with the ring on every
+        // task of this runtime has statistics (`spawn_named` gives them to each one
+        // while `self.recorder` is set, which it is for the runtime's whole life).
+        let st = unsafe { crate::task::raw::stats_unchecked(ptr) };
+        // Every way into a queue sets `scheduled_at` first (spawn, a wake, or the
+        // store below for a requeue), so it is never stale here.
+        let queued_at = st.scheduled_at.load(Relaxed);
+        if queued_at != 0 {
+            let waited = token.start.saturating_sub(queued_at);
+            token.waited = waited;
+            st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
         }
+        st.polls.store(st.polls.load(Relaxed) + 1, Relaxed);
+        st.busy_ticks.store(st.busy_ticks.load(Relaxed) + busy, Relaxed);
+        st.last_poll_end.store(now, Relaxed);
+        // If the poll ends in a requeue, it was queued now; if it ends idle, the wake
+        // that queues it again overwrites this (after it, through the state word).
+        st.scheduled_at.store(now, Relaxed);
     }
 
     #[inline(always)]

@@ -66,6 +66,22 @@ pub(crate) fn stats<'a>(task: NonNull<Header>) -> Option<&'a super::TaskStats> {
     Some(unsafe { &*task.as_ptr().cast::<u8>().add(h.vtable.stats_offset).cast::<super::TaskStats>() })
 }
 
+/// [`stats`] for a task known to have them, without checking the state word: on the
+/// poll path of a runtime that records events, where every task has them.
+///
+/// # Safety
+/// As for [`stats`], and the task must have been allocated with a `TaskStats` tail
+/// (`HAS_STATS` set).
+#[inline(always)]
+pub(crate) unsafe fn stats_unchecked<'a>(task: NonNull<Header>) -> &'a super::TaskStats {
+    // SAFETY: the caller keeps the task alive; the header is at the allocation's start.
+    let h = unsafe { task.as_ref() };
+    debug_assert!(h.state.has_stats(), "a task without statistics");
+    // SAFETY: the caller promises the tail is there (`allocate` wrote it at
+    // `stats_offset`, and only `dealloc` drops it); `task` has provenance over it.
+    unsafe { &*task.as_ptr().cast::<u8>().add(h.vtable.stats_offset).cast::<super::TaskStats>() }
+}
+
 /// The owned-task list's links, guarded by that list's shard lock.
 #[derive(Default)]
 pub(crate) struct OwnedLinks {
