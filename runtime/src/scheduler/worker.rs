@@ -197,9 +197,11 @@ struct Core {
     /// of `Shared::clock`'s, because `poll_outcome` has the worker but no `&Shared`.
     ns_per_tick_fp: u64,
     /// This worker's event ring (null when the ring is off): one load in `poll_start`
-    /// instead of finding it through `Shared::recorder` on every poll. It points into the
-    /// recorder's boxed slice of rings, which lives as long as `Shared`, like `Core`.
-    ring: *const EventRing,
+    /// instead of finding it through `Shared::recorder` on every poll. `run_worker` sets
+    /// it from the `Arc`'d `Shared`, which never moves again. (Taken before `Shared` was
+    /// built, the pointer would be invalidated by the move of the recorder's `Box` into
+    /// it, as Miri's Stacked Borrows check reports.)
+    ring: Cell<*const EventRing>,
     /// A task this worker, about to park, saw in another worker's LIFO slot.
     lifo_watch: Cell<Option<LifoWatch>>,
     // The EWMA itself and the interval in use live in the worker's gauges
@@ -211,11 +213,12 @@ struct Core {
 // which that thread does itself as it exits; never by two threads at once.
 unsafe impl Sync for Core {}
 // SAFETY: the one non-`Send` field is `ring`, a pointer into the same `Shared` that holds
-// this `Core`; moving the `Core` to another thread changes nothing about what it points to.
+// this `Core` (or null); moving the `Core` to another thread changes nothing about what it
+// points to.
 unsafe impl Send for Core {}
 
 impl Core {
-    fn new(index: usize, ns_per_tick_fp: u64, ring: *const EventRing) -> Core {
+    fn new(index: usize, ns_per_tick_fp: u64) -> Core {
         Core {
             tick: Cell::new(0),
             lifo_polls: Cell::new(0),
@@ -225,7 +228,7 @@ impl Core {
             backlog_interval: Cell::new(MAX_GLOBAL_QUEUE_INTERVAL),
             last_ts: Cell::new(0),
             ns_per_tick_fp,
-            ring,
+            ring: Cell::new(ptr::null()),
             lifo_watch: Cell::new(None),
         }
     }
@@ -342,29 +345,24 @@ impl Shared {
         let driver = Driver::new()?;
         let clock = (poll_time_histogram || event_ring.is_some()).then(Clock::new);
         let ns_per_tick_fp = clock.map_or(1 << 32, |c| c.ns_per_tick_fp());
-        let recorder = event_ring.map(|cap| Recorder::new(num_workers, cap, clock.expect("the ring has a clock")));
-        // Each worker's own ring, for `poll_start`. The rings live in the recorder's boxed
-        // slice, so they stay put when `recorder` moves into `Shared`.
-        let ring_of = |index: usize| recorder.as_ref().map_or(ptr::null(), |r| r.ring(index) as *const EventRing);
-        let workers = (0..num_workers)
-            .map(|index| Worker {
-                index,
-                queue: WorkStealQueue::new(),
-                lifo: LifoSlot::new(),
-                park: ParkState::new(),
-                transitioning_to_park: AtomicBool::new(false),
-                counters: WorkerCounters::new(interval_for(INITIAL_AVG_TASK_NS), INITIAL_AVG_TASK_NS),
-                cache: Box::new(CellCache::new()),
-                core: Core::new(index, ns_per_tick_fp, ring_of(index)),
-            })
-            .collect();
         Ok(Arc::new_cyclic(|weak| Shared {
             started: Instant::now(),
             driver,
-            recorder,
+            recorder: event_ring.map(|cap| Recorder::new(num_workers, cap, clock.expect("the ring has a clock"))),
             clock,
             blocking: Arc::new(Pool::new(blocking, weak.clone())),
-            workers,
+            workers: (0..num_workers)
+                .map(|index| Worker {
+                    index,
+                    queue: WorkStealQueue::new(),
+                    lifo: LifoSlot::new(),
+                    park: ParkState::new(),
+                    transitioning_to_park: AtomicBool::new(false),
+                    counters: WorkerCounters::new(interval_for(INITIAL_AVG_TASK_NS), INITIAL_AVG_TASK_NS),
+                    cache: Box::new(CellCache::new()),
+                    core: Core::new(index, ns_per_tick_fp),
+                })
+                .collect(),
             inject: Inject::new(),
             idle: Idle::new(num_workers),
             owned: OwnedTasks::new(num_workers * 4),
@@ -636,6 +634,7 @@ impl Shared {
         let prev = CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(&this), worker: w }));
         let _ctx = EnterGuard(prev);
         w.counters.set_state(WorkerState::Running);
+        w.core.ring.set(this.recorder.as_ref().map_or(ptr::null(), |r| r.ring(index)));
         if let Some(c) = &this.clock {
             this.ts_fresh(c, Some(w));
         }
@@ -1060,7 +1059,7 @@ impl Schedule for Arc<Shared> {
         // A poll starts where the worker's last clock reading left off (the end of the
         // previous poll, a park, a steal, a driver pass): one clock read per poll, not two.
         let now = w.core.last_ts.get();
-        let ring = w.core.ring;
+        let ring = w.core.ring.get();
         if !ring.is_null() {
             // Written lazily: see "Lazy poll starts" in `telemetry::events`.
             // SAFETY: `ring` is this worker's ring in the runtime's recorder (see

@@ -61,9 +61,8 @@ pub(crate) fn stats<'a>(task: NonNull<Header>) -> Option<&'a super::TaskStats> {
     if !h.state.has_stats() {
         return None;
     }
-    // SAFETY: with HAS_STATS set, `allocate` wrote a `TaskStats` at `stats_offset` in this
-    // allocation, and only `dealloc` drops it; `task` has provenance over the allocation.
-    Some(unsafe { &*task.as_ptr().cast::<u8>().add(h.vtable.stats_offset).cast::<super::TaskStats>() })
+    // SAFETY: the caller keeps the task alive, and HAS_STATS is set.
+    Some(unsafe { stats_unchecked(task) })
 }
 
 /// [`stats`] for a task known to have them, without checking the state word: on the
@@ -77,8 +76,9 @@ pub(crate) unsafe fn stats_unchecked<'a>(task: NonNull<Header>) -> &'a super::Ta
     // SAFETY: the caller keeps the task alive; the header is at the allocation's start.
     let h = unsafe { task.as_ref() };
     debug_assert!(h.state.has_stats(), "a task without statistics");
-    // SAFETY: the caller promises the tail is there (`allocate` wrote it at
-    // `stats_offset`, and only `dealloc` drops it); `task` has provenance over it.
+    // SAFETY: the caller promises the tail is there: with HAS_STATS set, `allocate` wrote
+    // a `TaskStats` at `stats_offset` in this allocation, and only `dealloc` drops it;
+    // `task` has provenance over the allocation.
     unsafe { &*task.as_ptr().cast::<u8>().add(h.vtable.stats_offset).cast::<super::TaskStats>() }
 }
 
