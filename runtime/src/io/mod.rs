@@ -369,6 +369,52 @@ impl Registration {
         }
     }
 
+    /// [`poll_io`](Self::poll_io) for a read of up to `len` bytes. A read that returns
+    /// fewer bytes than asked (but not 0, which is end of stream) drained the socket's
+    /// receive buffer, so the readiness it saw is cleared at once: the next read waits for
+    /// the reactor's next event instead of paying a system call that answers `WouldBlock`.
+    /// mio is edge-triggered, so data arriving after this read brings a new event (a new
+    /// generation), which the clear leaves alone.
+    pub(crate) fn poll_read_io(
+        &self,
+        cx: &mut Context<'_>,
+        len: usize,
+        mut op: impl FnMut() -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let ev = match self.poll_ready(cx, Direction::Read) {
+                Poll::Ready(Ok(ev)) => ev,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
+                Ok(n) if n > 0 && n < len && ev.ready & (READ_CLOSED | ERROR) == 0 => {
+                    self.clear_readiness(ev);
+                    return Poll::Ready(Ok(n));
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    /// Clear the readiness `ev` saw for a non-blocking attempt made outside `poll_io`
+    /// (`try_read`, `try_write`) that hit `WouldBlock`.
+    pub(crate) fn try_io<R>(&self, dir: Direction, op: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        let cur = self.io.readiness.load(Acquire);
+        if cur & SHUTDOWN != 0 {
+            return Err(shutdown_error());
+        }
+        let ev = ReadyEvent { generation: cur >> GEN_SHIFT, ready: cur & dir.mask() };
+        match op() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.clear_readiness(ev);
+                Err(e)
+            }
+            r => r,
+        }
+    }
+
     /// Remove `source` from the reactor (call before dropping the registration).
     pub(crate) fn deregister(&self, source: &mut impl mio::event::Source) {
         let _ = self.shared.driver.io.registry.deregister(source);

@@ -108,17 +108,67 @@ impl TcpStream {
     }
 }
 
+impl TcpStream {
+    /// Read into `buf`, which need not be initialized (hyper's and Tokio's read buffers
+    /// are not): the bytes go straight from the kernel, with no zeroing first. A short
+    /// read clears the read readiness (see `Registration::poll_read_io`).
+    pub(crate) fn poll_read_uninit(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [std::mem::MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        use std::os::fd::AsRawFd;
+        let fd = self.io.as_raw_fd();
+        self.reg.poll_read_io(cx, buf.len(), || {
+            // SAFETY: `read(2)` writes at most `buf.len()` bytes into the memory `buf`
+            // covers, which is valid for writes for that length; it never reads it, so
+            // uninitialized bytes are fine.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        })
+    }
+
+    /// Read into an initialized `buf` (the futures-io path).
+    pub(crate) fn poll_read_init(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.reg.poll_read_io(cx, buf.len(), || (&self.io).read(buf))
+    }
+
+    /// Write `buf`.
+    pub(crate) fn poll_write_buf(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.reg.poll_io(cx, Direction::Write, || (&self.io).write(buf))
+    }
+
+    /// Write several buffers with one `writev(2)`.
+    pub(crate) fn poll_write_vectored_bufs(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.reg.poll_io(cx, Direction::Write, || (&self.io).write_vectored(bufs))
+    }
+}
+
 impl AsyncRead for TcpStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.reg.poll_io(cx, Direction::Read, || (&this.io).read(buf))
+        self.get_mut().poll_read_init(cx, buf)
     }
 }
 
 impl AsyncWrite for TcpStream {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        this.reg.poll_io(cx, Direction::Write, || (&this.io).write(buf))
+        self.get_mut().poll_write_buf(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_vectored_bufs(cx, bufs)
     }
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
