@@ -155,6 +155,11 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 }
 
 impl Sleep {
+    /// A sleep on `shared`'s timers, from any thread.
+    pub(crate) fn new_in(shared: Arc<Shared>, deadline: Instant) -> Sleep {
+        Sleep { deadline, shared, key: None, fired: false }
+    }
+
     /// When this sleep completes.
     pub fn deadline(&self) -> Instant {
         self.deadline

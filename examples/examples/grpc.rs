@@ -1,0 +1,99 @@
+//! A tonic gRPC service on Volt, and a client that calls it.
+//!
+//! ```sh
+//! cargo run --release -p volt-examples --example grpc -- serve                 # 127.0.0.1:50051
+//! cargo run --release -p volt-examples --example grpc -- client --name Ada     # in another terminal
+//! cargo run --release -p volt-examples --example grpc -- client --count 5
+//! ```
+//!
+//! The service (`proto/greeter.proto`) has a unary call, `SayHello`, and a server stream,
+//! `Count`. The server is served by `volt::hyper::serve` (gRPC is HTTP/2 with prior
+//! knowledge); the client is tonic's generated client over hyper-util's client on Volt.
+//! Neither needs a Tokio runtime. `serve` stops on Ctrl-C, letting open calls finish.
+
+use clap::{Parser, Subcommand};
+use volt_examples::greeter::{CountRequest, HelloRequest};
+
+/// A gRPC greeter on Volt: serve it, or call it.
+#[derive(Parser, Debug)]
+#[command(name = "grpc")]
+struct Args {
+    #[command(subcommand)]
+    mode: Mode,
+}
+
+#[derive(Subcommand, Debug)]
+enum Mode {
+    /// Serve the greeter.
+    Serve {
+        /// The address to serve on.
+        #[arg(long, default_value = "127.0.0.1:50051")]
+        addr: String,
+        /// Worker threads (default: the available parallelism).
+        #[arg(long)]
+        workers: Option<usize>,
+    },
+    /// Call a running greeter: `SayHello`, then a `Count` stream.
+    Client {
+        /// The server's address.
+        #[arg(long, default_value = "127.0.0.1:50051")]
+        addr: std::net::SocketAddr,
+        /// The name to greet.
+        #[arg(long, default_value = "Volt")]
+        name: String,
+        /// How many replies to ask `Count` for.
+        #[arg(long, default_value_t = 3)]
+        count: u32,
+    },
+}
+
+fn main() {
+    let args = Args::parse();
+    let result = match args.mode {
+        Mode::Serve { addr, workers } => serve(&addr, workers),
+        Mode::Client { addr, name, count } => client(addr, name, count),
+    };
+    if let Err(e) = result {
+        eprintln!("grpc: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn serve(addr: &str, workers: Option<usize>) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let mut builder = volt::runtime::Builder::new();
+    if let Some(n) = workers {
+        builder.worker_threads(n);
+    }
+    let rt = builder.build()?;
+    let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    let tx = std::sync::Mutex::new(Some(tx));
+    ctrlc::set_handler(move || {
+        if let Some(tx) = tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = tx.send(());
+        }
+    })?;
+    rt.block_on(async {
+        let listener = volt::net::TcpListener::bind(addr).await?;
+        println!("grpc: serving volt.examples.greeter.Greeter on {}", listener.local_addr()?);
+        volt_examples::grpc::serve(listener, async move {
+            let _ = rx.await;
+        })
+        .await
+    })?;
+    println!("grpc: stopped");
+    Ok(())
+}
+
+fn client(addr: std::net::SocketAddr, name: String, count: u32) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let rt = volt::runtime::Builder::new().worker_threads(1).build()?;
+    rt.block_on(async move {
+        let mut client = volt_examples::grpc::client(addr)?;
+        let reply = client.say_hello(HelloRequest { name }).await?.into_inner();
+        println!("SayHello: {}", reply.message);
+        let mut stream = client.count(CountRequest { count, interval_ms: 100 }).await?.into_inner();
+        while let Some(reply) = stream.message().await? {
+            println!("Count: {}", reply.n);
+        }
+        Ok(())
+    })
+}

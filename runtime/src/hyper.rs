@@ -1,0 +1,884 @@
+//! hyper on Volt (feature `hyper`): the runtime traits hyper 1.x asks of a runtime, an
+//! HTTP server for any tower service, and a connector for hyper-util's client.
+//!
+//! * [`Io`] wraps a Volt [`TcpStream`] (or any futures-io stream) as hyper's
+//!   [`Read`](hyper::rt::Read) and [`Write`](hyper::rt::Write). For a `TcpStream` a read
+//!   goes straight into hyper's uninitialized buffer, with no zeroing, and writes are
+//!   vectored (one `writev` for a response's head and body).
+//! * [`Executor`] spawns hyper's background futures (HTTP/2 streams, client connections)
+//!   as named Volt tasks, so they show in the console's task list; [`Timer`] gives hyper
+//!   sleeps on Volt's timing wheel, with `reset` moving a sleep in place.
+//! * [`serve`] runs an accept loop: every connection becomes a task named
+//!   `hyper connection` that speaks HTTP/1.1 or HTTP/2, whichever the client's first
+//!   bytes say (HTTP/2 needs prior knowledge: no TLS, so no ALPN). An axum `Router` or
+//!   tonic's `Routes` is such a service.
+//! * [`Connector`] lets `hyper_util::client::legacy::Client` open plain-HTTP connections
+//!   on Volt (host names resolve on the blocking pool).
+//!
+//! # Timeouts a server keeps
+//! A connection must show which protocol it speaks, and an HTTP/1 request must deliver
+//! its whole head, within the header-read timeout (30 s by default,
+//! [`Serve::header_read_timeout`]); hyper's HTTP/1 timer also covers the wait for the
+//! next request on a kept-alive connection. A client that connects and says nothing, or
+//! trickles its headers, is cut when it runs out. The protocol sniff is done here rather
+//! than with hyper-util's `auto` builder because that one waits for the first bytes with
+//! no timeout at all.
+//!
+//! # Graceful shutdown
+//! [`Serve::with_graceful_shutdown`] takes a future; when it completes the listener is
+//! closed (new connections are refused), every connection is asked to finish: an idle
+//! HTTP/1 connection closes at once, a busy one after its response, HTTP/2 sends `GOAWAY`
+//! and finishes its open streams. Whatever is still open at the deadline
+//! ([`WithGracefulShutdown::shutdown_deadline`], 30 s by default) is dropped. The
+//! connection registry this needs costs each connection one lock when it opens and one
+//! when it closes, and nothing per request.
+
+use crate::net::TcpStream;
+use crate::runtime::Handle;
+use crate::scheduler::worker::Shared;
+use std::any::TypeId;
+use std::future::{Future, IntoFuture};
+use std::io;
+use std::mem::MaybeUninit;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::{AtomicU8, AtomicUsize};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+pub use crate::net::TcpListener;
+
+/// The name of every task [`serve`] spawns for a connection.
+pub const CONNECTION_TASK_NAME: &str = "hyper connection";
+/// The default name of the tasks [`Executor`] spawns (hyper's HTTP/2 streams and client
+/// connection drivers).
+pub const EXECUTOR_TASK_NAME: &str = "hyper task";
+
+const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
+/// A deadline later than any a server needs, for `Duration::MAX` and its kin: "never".
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+fn deadline_after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d).or_else(|| now.checked_add(FAR_FUTURE)).unwrap_or(now)
+}
+
+fn spawn_named<F>(shared: &Arc<Shared>, name: &'static str, future: F) -> crate::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    // A name is only kept while the runtime records events: don't allocate one otherwise.
+    let name = shared.recorder.is_some().then(|| name.to_owned());
+    Shared::spawn_named(shared, future, name)
+}
+
+fn current_shared(what: &str) -> Arc<Shared> {
+    crate::scheduler::worker::current_handle().unwrap_or_else(|| {
+        panic!("volt::hyper::{what} used outside a Volt runtime: create it inside one, or pass a `Handle`")
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Io
+
+/// A stream as hyper's [`Read`](hyper::rt::Read) and [`Write`](hyper::rt::Write).
+///
+/// Any `futures_io::AsyncRead + AsyncWrite` stream works. For a Volt [`TcpStream`] reads
+/// skip zeroing hyper's buffer and writes are vectored; other streams get a zeroed buffer
+/// (futures-io reads need an initialized one) and one buffer per write.
+#[derive(Debug)]
+pub struct Io<T> {
+    inner: T,
+    /// Bytes read ahead (the protocol sniff), handed out before the stream's own.
+    prefix: Option<Prefix>,
+}
+
+#[derive(Debug)]
+struct Prefix {
+    buf: [u8; PREFACE.len()],
+    pos: usize,
+    len: usize,
+}
+
+impl<T> Io<T> {
+    /// Wrap `inner`.
+    pub fn new(inner: T) -> Io<T> {
+        Io { inner, prefix: None }
+    }
+
+    /// The wrapped stream.
+    pub fn inner(&self) -> &T {
+        &self.inner
+    }
+
+    /// The wrapped stream, mutably.
+    pub fn inner_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
+
+    /// Unwrap. Bytes read ahead by [`serve`]'s protocol sniff and not yet handed to hyper
+    /// are lost; an `Io` made with [`Io::new`] has none.
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+
+    fn with_prefix(inner: T, buf: [u8; PREFACE.len()], len: usize) -> Io<T> {
+        Io { inner, prefix: (len > 0).then_some(Prefix { buf, pos: 0, len }) }
+    }
+}
+
+fn is_tcp<T: 'static>() -> bool {
+    TypeId::of::<T>() == TypeId::of::<TcpStream>()
+}
+
+impl<T> hyper::rt::Read for Io<T>
+where
+    T: futures_io::AsyncRead + Unpin + 'static,
+{
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(p) = &mut this.prefix {
+            let n = (p.len - p.pos).min(buf.remaining());
+            buf.put_slice(&p.buf[p.pos..p.pos + n]);
+            p.pos += n;
+            if p.pos == p.len {
+                this.prefix = None;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(tcp) = (&this.inner as &dyn std::any::Any).downcast_ref::<TcpStream>() {
+            // SAFETY: the slice is only written (by `read(2)`), never read, and only the
+            // `n` bytes the kernel reports written are marked filled below.
+            let dst = unsafe { buf.as_mut() };
+            let n = std::task::ready!(tcp.poll_read_uninit(cx, dst))?;
+            // SAFETY: `read(2)` initialized the first `n` bytes of the unfilled part.
+            unsafe { buf.advance(n) };
+            return Poll::Ready(Ok(()));
+        }
+        // SAFETY: the slice is zeroed before anything reads it, and only the bytes the
+        // reader reports are marked filled.
+        let dst = unsafe { buf.as_mut() };
+        for b in dst.iter_mut() {
+            *b = MaybeUninit::new(0);
+        }
+        // SAFETY: every byte of `dst` was initialized just above; `MaybeUninit<u8>` and
+        // `u8` have the same layout.
+        let init = unsafe { &mut *(dst as *mut [MaybeUninit<u8>] as *mut [u8]) };
+        let n = std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, init))?;
+        // SAFETY: the first `n` bytes were initialized (all were, above).
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T> hyper::rt::Write for Io<T>
+where
+    T: futures_io::AsyncWrite + Unpin + 'static,
+{
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_close(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        is_tcp::<T>()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+}
+
+impl hyper_util::client::legacy::connect::Connection for Io<TcpStream> {
+    fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
+        hyper_util::client::legacy::connect::Connected::new()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Executor and Timer
+
+/// hyper's [`Executor`](hyper::rt::Executor) on Volt: each future becomes a task named
+/// [`EXECUTOR_TASK_NAME`] (or the name given to [`Executor::named`]).
+#[derive(Clone, Debug)]
+pub struct Executor {
+    handle: Option<Handle>,
+    name: &'static str,
+}
+
+impl Executor {
+    /// Spawn onto the runtime current when the executor runs a future (panics there if
+    /// none is); made inside a runtime, onto that one from any thread.
+    pub fn new() -> Executor {
+        Executor { handle: Handle::try_current(), name: EXECUTOR_TASK_NAME }
+    }
+
+    /// Spawn onto `handle`'s runtime.
+    pub fn with_handle(handle: Handle) -> Executor {
+        Executor { handle: Some(handle), name: EXECUTOR_TASK_NAME }
+    }
+
+    /// Name the tasks this executor spawns.
+    pub fn named(mut self, name: &'static str) -> Executor {
+        self.name = name;
+        self
+    }
+}
+
+impl Default for Executor {
+    fn default() -> Executor {
+        Executor::new()
+    }
+}
+
+impl<F> hyper::rt::Executor<F> for Executor
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, future: F) {
+        let shared = match &self.handle {
+            Some(h) => Arc::clone(&h.shared),
+            None => current_shared("Executor"),
+        };
+        drop(spawn_named(&shared, self.name, future));
+    }
+}
+
+/// hyper's [`Timer`](hyper::rt::Timer) on Volt's timing wheel (1 ms resolution).
+/// `Duration::MAX` and other deadlines past any real one mean "never".
+#[derive(Clone, Debug)]
+pub struct Timer {
+    handle: Option<Handle>,
+}
+
+impl Timer {
+    /// Use the runtime current when a sleep is made (panics there if none is); made
+    /// inside a runtime, that one from any thread.
+    pub fn new() -> Timer {
+        Timer { handle: Handle::try_current() }
+    }
+
+    /// Use `handle`'s runtime.
+    pub fn with_handle(handle: Handle) -> Timer {
+        Timer { handle: Some(handle) }
+    }
+
+    fn shared(&self) -> Arc<Shared> {
+        match &self.handle {
+            Some(h) => Arc::clone(&h.shared),
+            None => current_shared("Timer"),
+        }
+    }
+}
+
+impl Default for Timer {
+    fn default() -> Timer {
+        Timer::new()
+    }
+}
+
+/// The sleep [`Timer`] hands hyper: a Volt [`Sleep`](crate::time::Sleep).
+#[derive(Debug)]
+struct TimerSleep(crate::time::Sleep);
+
+impl Future for TimerSleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.get_mut().0).poll(cx)
+    }
+}
+
+impl hyper::rt::Sleep for TimerSleep {}
+
+impl hyper::rt::Timer for Timer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(TimerSleep(crate::time::Sleep::new_in(self.shared(), deadline_after(duration))))
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(TimerSleep(crate::time::Sleep::new_in(self.shared(), deadline)))
+    }
+
+    fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
+        // A sleep of ours is moved in place (no new allocation); any other is replaced.
+        match sleep.as_mut().downcast_mut_pin::<TimerSleep>() {
+            Some(s) => s.get_mut().0.reset(new_deadline),
+            None => *sleep = self.sleep_until(new_deadline),
+        }
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Connector
+
+/// Opens plain-HTTP connections for `hyper_util::client::legacy::Client` on Volt.
+///
+/// ```no_run
+/// # async fn f() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// use http_body_util::Empty;
+/// use hyper::body::Bytes;
+/// let client = hyper_util::client::legacy::Client::builder(volt::hyper::Executor::new())
+///     .timer(volt::hyper::Timer::new())
+///     .pool_timer(volt::hyper::Timer::new())
+///     .build::<_, Empty<Bytes>>(volt::hyper::Connector::new());
+/// let res = client.get("http://127.0.0.1:3000/".parse()?).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Connector {
+    nodelay: bool,
+}
+
+impl Connector {
+    /// A connector that sets `TCP_NODELAY` on its connections.
+    pub fn new() -> Connector {
+        Connector { nodelay: true }
+    }
+
+    /// Whether connections set `TCP_NODELAY` (default `true`).
+    pub fn nodelay(mut self, nodelay: bool) -> Connector {
+        self.nodelay = nodelay;
+        self
+    }
+}
+
+impl Default for Connector {
+    fn default() -> Connector {
+        Connector::new()
+    }
+}
+
+impl tower_service::Service<http::Uri> for Connector {
+    type Response = Io<TcpStream>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<Io<TcpStream>>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let nodelay = self.nodelay;
+        Box::pin(async move {
+            match uri.scheme_str() {
+                Some("http") | None => {}
+                Some(other) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("volt::hyper::Connector speaks plain HTTP only, not {other}:// ({uri})"),
+                    ))
+                }
+            }
+            let host = uri
+                .host()
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no host in {uri}")))?;
+            // `[::1]` in a URI is `::1` to the resolver.
+            let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+            let port = uri.port_u16().unwrap_or(80);
+            let stream = TcpStream::connect((host.as_str(), port)).await?;
+            if nodelay {
+                stream.set_nodelay(true)?;
+            }
+            Ok(Io::new(stream))
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// serve
+
+/// The HTTP/2 client preface; a connection that starts with it speaks HTTP/2.
+const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Serve `service` on every connection `listener` accepts, over HTTP/1.1 or HTTP/2.
+///
+/// `service` is any tower service of `http::Request<hyper::body::Incoming>`, cloned per
+/// connection: an axum `Router` (`Router<()>`), tonic's `Routes`, or
+/// `tower::service_fn`. Await the result (`serve(listener, app).await`, a `Send`
+/// future): it runs until the listener fails for good, or until the signal given to
+/// [`Serve::with_graceful_shutdown`] completes.
+///
+/// ```no_run
+/// # async fn f() -> std::io::Result<()> {
+/// let app = axum::Router::new().route("/", axum::routing::get(|| async { "Hello, world!" }));
+/// let listener = volt::net::TcpListener::bind("127.0.0.1:3000").await?;
+/// volt::hyper::serve(listener, app).await
+/// # }
+/// ```
+pub fn serve<S, B>(listener: TcpListener, service: S) -> Serve<S>
+where
+    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    Serve {
+        listener,
+        service,
+        config: Config {
+            header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
+            nodelay: true,
+            http1: true,
+            http2: true,
+        },
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Config {
+    header_read_timeout: Option<Duration>,
+    nodelay: bool,
+    http1: bool,
+    http2: bool,
+}
+
+/// An HTTP server in the making; see [`serve`]. Await it to run it.
+#[must_use = "a server does nothing until awaited"]
+pub struct Serve<S> {
+    listener: TcpListener,
+    service: S,
+    config: Config,
+}
+
+impl<S> std::fmt::Debug for Serve<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serve").field("listener", &self.listener).field("config", &self.config).finish()
+    }
+}
+
+impl<S> Serve<S> {
+    /// How long a connection may take to show its protocol, and an HTTP/1 request to
+    /// deliver its head (also the idle limit between kept-alive requests). Default 30 s;
+    /// `None` waits forever.
+    pub fn header_read_timeout(mut self, timeout: Option<Duration>) -> Serve<S> {
+        self.config.header_read_timeout = timeout;
+        self
+    }
+
+    /// Whether accepted connections set `TCP_NODELAY` (default `true`).
+    pub fn tcp_nodelay(mut self, nodelay: bool) -> Serve<S> {
+        self.config.nodelay = nodelay;
+        self
+    }
+
+    /// Serve HTTP/1.1 only: a client's HTTP/2 preface is answered as a bad request.
+    pub fn http1_only(mut self) -> Serve<S> {
+        self.config.http2 = false;
+        self.config.http1 = true;
+        self
+    }
+
+    /// Serve HTTP/2 (prior knowledge) only.
+    pub fn http2_only(mut self) -> Serve<S> {
+        self.config.http1 = false;
+        self.config.http2 = true;
+        self
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Stop accepting when `signal` completes, let open connections finish within the
+    /// deadline, then return.
+    pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<S, F>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        WithGracefulShutdown { serve: self, signal, deadline: DEFAULT_SHUTDOWN_DEADLINE }
+    }
+}
+
+/// A server that shuts down gracefully; see [`Serve::with_graceful_shutdown`].
+#[must_use = "a server does nothing until awaited"]
+pub struct WithGracefulShutdown<S, F> {
+    serve: Serve<S>,
+    signal: F,
+    deadline: Duration,
+}
+
+impl<S, F> std::fmt::Debug for WithGracefulShutdown<S, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WithGracefulShutdown")
+            .field("serve", &self.serve)
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+impl<S, F> WithGracefulShutdown<S, F> {
+    /// How long open connections get to finish after the signal (default 30 s); those
+    /// still open then are dropped.
+    pub fn shutdown_deadline(mut self, deadline: Duration) -> WithGracefulShutdown<S, F> {
+        self.deadline = deadline;
+        self
+    }
+}
+
+type ServeFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+
+impl<S, B> IntoFuture for Serve<S>
+where
+    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = ServeFuture;
+
+    fn into_future(self) -> ServeFuture {
+        Box::pin(run(self, std::future::pending::<()>(), None))
+    }
+}
+
+impl<S, B, F> IntoFuture for WithGracefulShutdown<S, F>
+where
+    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    F: Future<Output = ()> + Send + 'static,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = ServeFuture;
+
+    fn into_future(self) -> ServeFuture {
+        Box::pin(run(self.serve, self.signal, Some(self.deadline)))
+    }
+}
+
+/// Where the server's shutdown stands, for its connections.
+const RUNNING: u8 = 0;
+const GRACEFUL: u8 = 1;
+const FORCED: u8 = 2;
+
+/// The open connections of one server: how many, and how to reach each one's task.
+struct Registry {
+    state: AtomicU8,
+    open: AtomicUsize,
+    inner: Mutex<RegistryInner>,
+}
+
+#[derive(Default)]
+struct RegistryInner {
+    /// The task of each open connection (its waker), by slot.
+    conns: Vec<Option<Waker>>,
+    free: Vec<usize>,
+    /// The server's own task, waiting for the last connection to close.
+    drained: Option<Waker>,
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RegistryInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn register(&self, waker: &Waker) -> usize {
+        let mut g = self.lock();
+        self.open.fetch_add(1, Release);
+        match g.free.pop() {
+            Some(i) => {
+                g.conns[i] = Some(waker.clone());
+                i
+            }
+            None => {
+                g.conns.push(Some(waker.clone()));
+                g.conns.len() - 1
+            }
+        }
+    }
+
+    fn deregister(&self, slot: usize) {
+        let drained = {
+            let mut g = self.lock();
+            g.conns[slot] = None;
+            g.free.push(slot);
+            let left = self.open.fetch_sub(1, Release) - 1;
+            if left == 0 {
+                g.drained.take()
+            } else {
+                None
+            }
+        };
+        if let Some(w) = drained {
+            w.wake();
+        }
+    }
+
+    /// Move to `state` and wake every connection to see it.
+    fn signal(&self, state: u8) {
+        self.state.store(state, Release);
+        let wakers: Vec<Waker> = self.lock().conns.iter().flatten().cloned().collect();
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Ready once no connection is open.
+    fn poll_drained(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.open.load(Acquire) == 0 {
+            return Poll::Ready(());
+        }
+        let mut g = self.lock();
+        if self.open.load(Acquire) == 0 {
+            return Poll::Ready(());
+        }
+        g.drained = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// The accept loop: accept until the signal, then drain.
+async fn run<S, B, F>(serve: Serve<S>, signal: F, deadline: Option<Duration>) -> io::Result<()>
+where
+    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let Serve { listener, service, config } = serve;
+    let shared = current_shared("serve");
+    let handle = Handle { shared: Arc::clone(&shared) };
+    let registry = Arc::new(Registry { state: AtomicU8::new(RUNNING), open: AtomicUsize::new(0), inner: Default::default() });
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1.timer(Timer::with_handle(handle.clone())).header_read_timeout(config.header_read_timeout);
+    let mut http2 = hyper::server::conn::http2::Builder::new(Executor::with_handle(handle.clone()));
+    http2.timer(Timer::with_handle(handle.clone())).enable_connect_protocol();
+    let builders = Arc::new(Builders { http1, http2, config });
+
+    let mut signal = std::pin::pin!(signal);
+    loop {
+        let accepted = std::future::poll_fn(|cx| {
+            if signal.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            listener.poll_accept(cx).map(Some)
+        })
+        .await;
+        match accepted {
+            None => break,
+            Some(Ok((stream, _peer))) => {
+                let conn = serve_connection(stream, service.clone(), Arc::clone(&builders), Arc::clone(&registry));
+                drop(spawn_named(&shared, CONNECTION_TASK_NAME, conn));
+            }
+            Some(Err(e)) if is_connection_error(&e) => continue,
+            Some(Err(e)) => {
+                // Out of file descriptors or memory: back off instead of spinning, as
+                // the connections open now may close and free some. (After the runtime
+                // shuts down, this task is cancelled with the rest.)
+                let _ = e;
+                crate::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    // Refuse new connections from here on.
+    drop(listener);
+    let Some(deadline) = deadline else { return Ok(()) };
+    registry.signal(GRACEFUL);
+    let drained = std::future::poll_fn(|cx| registry.poll_drained(cx));
+    if crate::time::timeout(deadline, drained).await.is_err() {
+        registry.signal(FORCED);
+        std::future::poll_fn(|cx| registry.poll_drained(cx)).await;
+    }
+    Ok(())
+}
+
+/// Errors that end one connection attempt, not the listener.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+    )
+}
+
+struct Builders {
+    http1: hyper::server::conn::http1::Builder,
+    http2: hyper::server::conn::http2::Builder<Executor>,
+    config: Config,
+}
+
+/// Which protocol a connection's first bytes speak.
+enum Sniffed {
+    Http1,
+    Http2,
+    /// Closed, timed out or failed before saying anything usable.
+    Gone,
+}
+
+/// Read until the bytes either match the whole HTTP/2 preface or stop matching it.
+async fn sniff(stream: &TcpStream, buf: &mut [u8; PREFACE.len()], len: &mut usize) -> Sniffed {
+    loop {
+        let n = match std::future::poll_fn(|cx| stream.poll_read_init(cx, &mut buf[*len..])).await {
+            Ok(0) | Err(_) => return Sniffed::Gone,
+            Ok(n) => n,
+        };
+        let old = *len;
+        *len += n;
+        if buf[old..*len] != PREFACE[old..*len] {
+            return Sniffed::Http1;
+        }
+        if *len == PREFACE.len() {
+            return Sniffed::Http2;
+        }
+    }
+}
+
+/// Serve one connection, from its first byte to its close, watching the server's
+/// shutdown state.
+async fn serve_connection<S, B>(stream: TcpStream, service: S, builders: Arc<Builders>, registry: Arc<Registry>)
+where
+    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let guard = ConnGuard::new(&registry).await;
+    if builders.config.nodelay {
+        let _ = stream.set_nodelay(true);
+    }
+    let mut buf = [0u8; PREFACE.len()];
+    let mut len = 0;
+    let sniffed = {
+        let sniff = std::pin::pin!(sniff(&stream, &mut buf, &mut len));
+        let sniff = unless_shutdown(&registry, GRACEFUL, sniff);
+        match builders.config.header_read_timeout {
+            Some(t) => crate::time::timeout(t, sniff).await.ok().flatten(),
+            None => sniff.await,
+        }
+    };
+    let service = hyper_util::service::TowerToHyperService::new(service);
+    let io = Io::with_prefix(stream, buf, len);
+    match sniffed {
+        Some(Sniffed::Http1) if builders.config.http1 => {
+            let conn = builders.http1.serve_connection(io, service).with_upgrades();
+            drive(&registry, conn, |c| c.graceful_shutdown()).await;
+        }
+        Some(Sniffed::Http2) if builders.config.http2 => {
+            let conn = builders.http2.serve_connection(io, service);
+            drive(&registry, conn, |c| c.graceful_shutdown()).await;
+        }
+        Some(Sniffed::Http2) => {
+            // An HTTP/1-only server answers a preface like any malformed request.
+            let conn = builders.http1.serve_connection(io, service);
+            drive(&registry, conn, |c| c.graceful_shutdown()).await;
+        }
+        Some(Sniffed::Http1) => {
+            let conn = builders.http2.serve_connection(io, service);
+            drive(&registry, conn, |c| c.graceful_shutdown()).await;
+        }
+        Some(Sniffed::Gone) | None => {}
+    }
+    drop(guard);
+}
+
+/// Run `fut` unless the server reaches `state` first (then `None`).
+async fn unless_shutdown<F: Future>(registry: &Registry, state: u8, fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        if registry.state.load(Acquire) >= state {
+            return Poll::Ready(None);
+        }
+        fut.as_mut().poll(cx).map(Some)
+    })
+    .await
+}
+
+/// Poll a hyper connection to its end: start its graceful shutdown when the server asks,
+/// and drop it when the server's deadline has passed.
+async fn drive<C, E>(registry: &Registry, conn: C, graceful: impl Fn(Pin<&mut C>))
+where
+    C: Future<Output = Result<(), E>>,
+{
+    let mut conn = std::pin::pin!(conn);
+    let mut asked = false;
+    std::future::poll_fn(|cx| {
+        let state = registry.state.load(Acquire);
+        if state == FORCED {
+            return Poll::Ready(());
+        }
+        if state == GRACEFUL && !asked {
+            asked = true;
+            graceful(conn.as_mut());
+        }
+        // A connection error (a reset peer, a malformed request, a header timeout) ends
+        // this connection only; hyper has answered what it could.
+        conn.as_mut().poll(cx).map(|_| ())
+    })
+    .await
+}
+
+/// A connection's place in the registry: taken on the task's first poll (so the waker
+/// stored is the task's own), given back on drop, including when the task is cancelled.
+struct ConnGuard<'a> {
+    registry: &'a Registry,
+    slot: usize,
+}
+
+impl<'a> ConnGuard<'a> {
+    async fn new(registry: &'a Registry) -> ConnGuard<'a> {
+        let slot = std::future::poll_fn(|cx| Poll::Ready(registry.register(cx.waker()))).await;
+        ConnGuard { registry, slot }
+    }
+}
+
+impl Drop for ConnGuard<'_> {
+    fn drop(&mut self) {
+        self.registry.deregister(self.slot);
+    }
+}
