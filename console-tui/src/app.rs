@@ -71,6 +71,9 @@ pub struct Rates {
     pub parks: f64,
     /// Per worker: polls/s, steals/s, parks/s.
     pub workers: Vec<(f64, f64, f64)>,
+    /// The Tokio bridge's workers' busy share (0..=1, over all of them), when both
+    /// snapshots have the bridge.
+    pub bridge_busy: Option<f64>,
 }
 
 /// What we know about one task.
@@ -472,6 +475,12 @@ fn rates(p: &proto::Snapshot, s: &proto::Snapshot, dt: f64) -> Rates {
                 None => (0.0, 0.0, 0.0),
             })
             .collect(),
+        bridge_busy: match (&p.bridge, &s.bridge) {
+            (Some(a), Some(b)) if b.workers > 0 => {
+                Some(b.busy_ns.saturating_sub(a.busy_ns) as f64 / 1e9 / dt / b.workers as f64)
+            }
+            _ => None,
+        },
     }
 }
 

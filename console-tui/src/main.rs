@@ -269,6 +269,16 @@ fn print_text(u: &proto::Update) {
         s.num_parked,
         s.parked_bitmap
     );
+    match &s.bridge {
+        Some(b) => println!(
+            "bridge  workers {}  alive tasks {}  global queue {}  busy {:.3}s",
+            b.workers,
+            b.alive_tasks,
+            b.global_queue_depth,
+            b.busy_ns as f64 / 1e9
+        ),
+        None => println!("bridge  off"),
+    }
     for w in &s.workers {
         println!(
             "worker {:>2}  {:<9}  queue {:>4}  polls {:>10}  steals {:>8}  parks {:>8}  ewma {:>8} ns  interval {}",

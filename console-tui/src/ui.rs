@@ -8,7 +8,8 @@
 //! └─────────────────────────────────────────────────────────────────────────────┘
 //! ┌ scheduler ──────────┐┌ global queue ──────────────┐┌ spawns/s ───────────────┐
 //! │parked ■□■□  2/4     ││▁▂▁▃█▂▁                     ││▃▄▅▄▃▆▇                  │
-//! │searching ▰▱ 1/2     │└────────────────────────────┘└─────────────────────────┘
+//! │searching ▰▱ 1/2     ││                            ││                         │
+//! │bridge 1 thr  3 tasks│└────────────────────────────┘└─────────────────────────┘
 //! ┌ workers ────────────────────────────────────────────────────────────────────┐
 //! │ #  state      local queue        LIFO  polls/s  steals/s  parks/s  EWMA  int │
 //! │ 0  running    ███░░░░░░░   77    ●     120.4k   1.2k      3        8.1µs 61  │
@@ -113,9 +114,9 @@ fn draw_header(f: &mut Frame, app: &App, warnings: &[String], area: Rect) {
 fn draw_workers_view(f: &mut Frame, app: &App, area: Rect) {
     let workers = app.snapshot.as_ref().map_or(0, |s| s.workers.len()) as u16;
     let [sched, table, events] =
-        Layout::vertical([Constraint::Length(4), Constraint::Length(workers + 3), Constraint::Min(3)]).areas(area);
+        Layout::vertical([Constraint::Length(5), Constraint::Length(workers + 3), Constraint::Min(3)]).areas(area);
     let [left, mid, right] =
-        Layout::horizontal([Constraint::Length(34), Constraint::Fill(1), Constraint::Fill(1)]).areas(sched);
+        Layout::horizontal([Constraint::Length(38), Constraint::Fill(1), Constraint::Fill(1)]).areas(sched);
     draw_scheduler(f, app, left);
     let gq: Vec<u64> = app.global_queue_history.iter().copied().collect();
     let last_gq = gq.last().copied().unwrap_or(0);
@@ -139,7 +140,8 @@ fn draw_workers_view(f: &mut Frame, app: &App, area: Rect) {
     draw_events(f, app, events, newest);
 }
 
-/// The parked bitmap, one cell per worker, and searchers against their cap.
+/// The parked bitmap, one cell per worker, searchers against their cap, and the Tokio
+/// bridge's line.
 fn draw_scheduler(f: &mut Frame, app: &App, area: Rect) {
     let (bitmap, parked, searching, workers) = match &app.snapshot {
         Some(s) => (s.parked_bitmap, s.num_parked, s.num_searching, s.workers.len() as u32),
@@ -161,10 +163,32 @@ fn draw_scheduler(f: &mut Frame, app: &App, area: Rect) {
     }
     bar.push(Span::raw(format!(" {searching}/{cap}")));
     f.render_widget(
-        Paragraph::new(vec![Line::from(cells), Line::from(bar)])
+        Paragraph::new(vec![Line::from(cells), Line::from(bar), bridge_line(app)])
             .block(Block::default().borders(Borders::ALL).title(" scheduler ")),
         area,
     );
+}
+
+/// The Tokio bridge (`volt::bridge`): its threads, live tasks, global queue and busy
+/// share, or "off" while the runtime reports none (never used, or the feature is off).
+pub fn bridge_line(app: &App) -> Line<'static> {
+    let label = Span::styled("bridge    ", Style::new().fg(Color::DarkGray));
+    let Some(b) = app.snapshot.as_ref().and_then(|s| s.bridge.as_ref()) else {
+        return Line::from(vec![label, Span::styled("off", Style::new().fg(Color::DarkGray))]);
+    };
+    let mut spans = vec![
+        label,
+        Span::raw(format!(
+            "{} thr  {} tasks  q {}",
+            b.workers,
+            si(b.alive_tasks as f64),
+            si(b.global_queue_depth as f64)
+        )),
+    ];
+    if let Some(busy) = app.rates.bridge_busy {
+        spans.push(Span::raw(format!("  {:.0}%", (busy * 100.0).clamp(0.0, 100.0))));
+    }
+    Line::from(spans)
 }
 
 fn state_cell(state: i32) -> Cell<'static> {

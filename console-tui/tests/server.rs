@@ -519,3 +519,39 @@ fn the_watcher_fetches_a_task_history_from_before_it_connected() {
     stop.send(()).unwrap();
     h.join().unwrap();
 }
+
+#[test]
+fn once_shows_the_tokio_bridge_once_it_runs() {
+    let rt = runtime(2, false);
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let addr = rt.console_addr().unwrap().to_string();
+    let once = |json: bool| {
+        let mut cmd = std::process::Command::new(bin);
+        cmd.arg("--once");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.arg(&addr).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // Never used: absent from the snapshot.
+    let v: serde_json::Value = serde_json::from_str(&once(true)).expect("JSON on stdout");
+    assert!(v["snapshot"].is_object() && v["snapshot"]["bridge"].is_null(), "{}", v["snapshot"]["bridge"]);
+    assert!(once(false).contains("bridge  off"));
+
+    // One task parked on the bridge.
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let parked = rt.handle().tokio_bridge().spawn(async move {
+        let _ = rx.await;
+    });
+    let v: serde_json::Value = serde_json::from_str(&once(true)).expect("JSON on stdout");
+    let bridge = &v["snapshot"]["bridge"];
+    assert_eq!(bridge["workers"], 1, "{bridge}");
+    assert_eq!(bridge["alive_tasks"], 1, "{bridge}");
+    assert!(bridge["busy_ns"].is_u64(), "{bridge}");
+    assert!(once(false).contains("bridge  workers 1  alive tasks 1  global queue 0"));
+    let _ = tx.send(());
+    tokio_rt().block_on(async { tokio::time::timeout(Duration::from_secs(10), parked).await }).unwrap().unwrap();
+    drop(rt);
+}

@@ -289,3 +289,29 @@ fn task_details_join_the_server_history_to_the_log_without_repeats() {
     app.on_key(key(KeyCode::Esc));
     assert_eq!((app.detail, app.history.clone()), (None, None));
 }
+
+#[test]
+fn the_bridge_row_shows_its_threads_tasks_queue_and_busy_share_or_off() {
+    // Without a bridge in the snapshot: "off", in the scheduler box.
+    let t = render(&fixed_app(), 140, 40);
+    let (y_search, _) = find(&t, "searching ");
+    let (y, l) = find(&t, "bridge ");
+    assert_eq!(y, y_search + 1, "the line under the searchers");
+    assert!(l.starts_with("│bridge    off "), "{l}");
+
+    // Two snapshots one second apart; its two workers were busy 1 s of the 2 s they had.
+    let mut app = App::new("127.0.0.1:6670");
+    for (s, busy_ns) in [(1, 4_000_000_000), (2, 5_000_000_000)] {
+        let mut u = update(s, [1000 * s; 4], 100 * s);
+        u.snapshot.as_mut().unwrap().bridge =
+            Some(proto::BridgeSnapshot { workers: 2, alive_tasks: 13, global_queue_depth: 1, busy_ns });
+        app.apply(u);
+    }
+    assert_eq!(app.rates.bridge_busy, Some(0.5));
+    let t = render(&app, 140, 40);
+    let (_, l) = find(&t, "bridge ");
+    assert!(l.starts_with("│bridge    2 thr  13 tasks  q 1  50% "), "{l}");
+    // It fits an 80-column terminal, busy share included.
+    let (_, l) = find(&render(&app, 80, 30), "bridge ");
+    assert!(l.contains("│bridge    2 thr  13 tasks  q 1  50%"), "{l}");
+}

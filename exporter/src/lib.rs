@@ -22,7 +22,10 @@
 //! format: the histograms, which the runtime has already bucketed (log2 buckets of
 //! nanoseconds; `metrics` histograms take one observation at a time, which would cost the
 //! sampler a call per poll), and `volt_worker_parked_seconds_total`, a counter in
-//! fractional seconds (`metrics` counters are integers). HTTP is served by axum.
+//! fractional seconds (`metrics` counters are integers). The Tokio bridge's families
+//! (`volt_bridge_*`, from `Snapshot::bridge`) are rendered by hand too, from their own
+//! table: they are there exactly while the runtime reports a running bridge, which a
+//! registered series, kept once set, could not follow. HTTP is served by axum.
 
 use metrics::{Counter, Gauge, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
@@ -309,6 +312,43 @@ const WORKER: &[Family<proto::WorkerSnapshot>] = &[
     },
 ];
 
+/// A family rendered by hand from the last snapshot (see the crate doc).
+struct Rendered<T> {
+    name: &'static str,
+    help: &'static str,
+    /// `counter` or `gauge`.
+    kind: &'static str,
+    read: fn(&T) -> f64,
+}
+
+/// The Tokio bridge's families, present while the runtime reports its bridge running.
+const BRIDGE: &[Rendered<proto::BridgeSnapshot>] = &[
+    Rendered {
+        name: "volt_bridge_workers",
+        help: "Worker threads of the Tokio bridge (not Volt workers).",
+        kind: "gauge",
+        read: |b| b.workers as f64,
+    },
+    Rendered {
+        name: "volt_bridge_alive_tasks",
+        help: "Tasks spawned on the Tokio bridge and not yet finished.",
+        kind: "gauge",
+        read: |b| b.alive_tasks as f64,
+    },
+    Rendered {
+        name: "volt_bridge_global_queue_depth",
+        help: "Tasks in the Tokio bridge's global queue.",
+        kind: "gauge",
+        read: |b| b.global_queue_depth as f64,
+    },
+    Rendered {
+        name: "volt_bridge_busy_seconds_total",
+        help: "Time the Tokio bridge's workers spent busy, summed over them.",
+        kind: "counter",
+        read: |b| b.busy_ns as f64 / 1e9,
+    },
+];
+
 /// A registered family: its handle, and how to read its figure off `T`.
 enum Handle<T> {
     Total(Counter, fn(&T) -> u64),
@@ -418,6 +458,12 @@ impl Registry {
         render_histogram(&mut out, POLL_HISTOGRAM, &poll);
         if let Some(h) = &s.park_duration_histogram {
             render_histogram(&mut out, PARK_HISTOGRAM, h);
+        }
+        if let Some(b) = &s.bridge {
+            for f in BRIDGE {
+                let name = f.name;
+                let _ = writeln!(out, "# HELP {name} {}\n# TYPE {name} {}\n{name} {}", f.help, f.kind, (f.read)(b));
+            }
         }
         out
     }

@@ -292,3 +292,128 @@ fn the_sidecar_rejects_bad_addresses_and_a_port_in_use() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
 }
+
+const BRIDGE_GAUGES: &[&str] = &["volt_bridge_workers", "volt_bridge_alive_tasks", "volt_bridge_global_queue_depth"];
+const BRIDGE_COUNTERS: &[&str] = &["volt_bridge_busy_seconds_total"];
+
+fn has_bridge_families(s: &Scrape) -> bool {
+    BRIDGE_GAUGES.iter().chain(BRIDGE_COUNTERS).all(|n| !samples(s, n).is_empty())
+}
+
+/// The bridge's families: typed, described, and reading `workers` workers and `alive`
+/// live tasks.
+fn check_bridge_families(s: &Scrape, workers: f64, alive: f64) {
+    for name in BRIDGE_GAUGES {
+        assert!(matches!(samples(s, name)[0].value, Value::Gauge(_)), "{name} is a gauge");
+    }
+    for name in BRIDGE_COUNTERS {
+        assert!(matches!(samples(s, name)[0].value, Value::Counter(_)), "{name} is a counter");
+    }
+    for name in BRIDGE_GAUGES.iter().chain(BRIDGE_COUNTERS) {
+        assert!(s.docs.get(*name).is_some_and(|d| !d.is_empty()), "{name} has no help text");
+    }
+    assert_eq!(value(samples(s, "volt_bridge_workers")[0]), workers);
+    assert_eq!(value(samples(s, "volt_bridge_alive_tasks")[0]), alive);
+    assert!(value(samples(s, "volt_bridge_busy_seconds_total")[0]) >= 0.0);
+}
+
+/// `promtool check metrics` on the exposition, where promtool is installed (it lints
+/// names, units, HELP/TYPE and `_total` on counters).
+fn promtool_check(text: &str) {
+    let Ok(mut child) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("promtool is not installed: skipping its lint");
+        return;
+    };
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "promtool check metrics:\n{said}");
+    assert!(!said.contains("volt_bridge"), "promtool on the bridge's families:\n{said}");
+}
+
+/// A bridged runtime: 2 workers, a bridge of 2 threads, an exporter sampling every 20 ms.
+#[test]
+fn the_bridge_families_appear_once_the_bridge_runs() {
+    let rt = volt::runtime::Builder::new().worker_threads(2).tokio_bridge_threads(2).build().unwrap();
+    work(&rt, 100);
+    let exporter = fast_exporter(&rt);
+    let addr = exporter.local_addr();
+    wait_until("a first sample", Duration::from_secs(5), || !samples(&scrape(addr), "volt_workers").is_empty());
+    let s = scrape(addr);
+    for name in BRIDGE_GAUGES.iter().chain(BRIDGE_COUNTERS) {
+        assert!(samples(&s, name).is_empty(), "{name} while the bridge never ran");
+    }
+
+    // A task parked on the bridge, and one that ran to completion there.
+    let bridge = rt.handle().tokio_bridge();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let parked = bridge.spawn(async move {
+        let _ = rx.await;
+    });
+    let done = bridge.spawn(async { (0..1000u64).sum::<u64>() });
+    assert_eq!(
+        rt.block_on(async { volt::time::timeout(Duration::from_secs(10), done).await }).unwrap().unwrap(),
+        499_500
+    );
+    let mut s = scrape(addr);
+    wait_until("the bridge's families", Duration::from_secs(5), || {
+        s = scrape(addr);
+        has_bridge_families(&s) && value(samples(&s, "volt_bridge_alive_tasks")[0]) == 1.0
+    });
+    check_bridge_families(&s, 2.0, 1.0);
+    check_families(&s, 2);
+    promtool_check(&scrape_text(addr).unwrap());
+
+    let _ = tx.send(());
+    futures_lite_block_on(parked);
+    wait_until("the parked task to be gone", Duration::from_secs(5), || {
+        let s = scrape(addr);
+        samples(&s, "volt_bridge_alive_tasks").first().is_some_and(|x| value(x) == 0.0)
+    });
+    drop(exporter);
+    drop(rt);
+}
+
+/// Await a Tokio `JoinHandle` (it needs no runtime) on this thread, for at most 10 s.
+fn futures_lite_block_on<T: Send + 'static>(h: tokio::task::JoinHandle<T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), h).await })
+        .expect("timed out")
+        .expect("the task failed")
+}
+
+#[test]
+fn the_sidecar_serves_the_bridge_families_from_the_console() {
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(1)
+        .tokio_bridge_threads(1)
+        .console_bind("127.0.0.1:0")
+        .console_publish_interval(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let console = rt.console_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let parked = rt.handle().tokio_bridge().spawn(async move {
+        let _ = rx.await;
+    });
+    let side = sidecar(&format!("http://{console}"));
+    let mut s = scrape(side.addr);
+    wait_until("the sidecar to show the bridge", Duration::from_secs(10), || {
+        s = scrape(side.addr);
+        has_bridge_families(&s)
+    });
+    check_bridge_families(&s, 1.0, 1.0);
+    promtool_check(&scrape_text(side.addr).unwrap());
+    let _ = tx.send(());
+    futures_lite_block_on(parked);
+    drop(rt);
+}

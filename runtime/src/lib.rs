@@ -28,6 +28,9 @@
 //!   `blocking/`: the `spawn_blocking` pool;
 //! * `telemetry/`: counters, gauges and `Snapshot`, the event ring, histograms;
 //! * `console/` (feature `console`): the gRPC console server;
+//! * `bridge.rs` (feature `tokio-bridge`): a small Tokio runtime the Volt runtime owns and
+//!   shuts down, entered around the polls of `bridge::with_tokio` futures, for Tokio-only
+//!   crates;
 //! * `loom.rs`: the shim that model-checks the concurrency code under `--cfg loom`.
 
 #![warn(missing_docs)]
@@ -42,6 +45,8 @@ pub mod task;
 
 #[cfg(not(loom))]
 pub(crate) mod blocking;
+#[cfg(all(feature = "tokio-bridge", not(loom)))]
+pub mod bridge;
 #[cfg(all(feature = "console", not(loom)))]
 pub mod console;
 #[cfg(not(loom))]

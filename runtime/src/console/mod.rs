@@ -520,6 +520,12 @@ impl From<&Snapshot> for proto::Snapshot {
             events_dropped: s.events_dropped,
             blocking_threads: s.blocking_threads,
             blocking_queue_depth: s.blocking_queue_depth,
+            bridge: s.bridge.as_ref().map(|b| proto::BridgeSnapshot {
+                workers: b.workers,
+                alive_tasks: b.alive_tasks,
+                global_queue_depth: b.global_queue_depth,
+                busy_ns: b.busy.as_nanos() as u64,
+            }),
         }
     }
 }

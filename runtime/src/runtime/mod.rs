@@ -12,7 +12,10 @@
 //! 5. shut the reactor down: every socket's pending and later operations fail with an
 //!    `io::Error`;
 //! 6. shut the blocking pool down: queued `spawn_blocking` calls are cancelled, running
-//!    ones finish, and its threads are joined.
+//!    ones finish, and its threads are joined;
+//! 7. (feature `tokio-bridge`) shut the Tokio bridge down, if it started: waiting for its
+//!    threads within what is left of the timeout on a plain thread, without waiting on a
+//!    runtime or async thread (see `volt::bridge`).
 //!
 //! Task memory is freed when the last reference goes: the runtime's, or a `JoinHandle`
 //! or waker the program still holds.
@@ -40,6 +43,8 @@ pub struct Builder {
     poll_time_histogram: bool,
     #[cfg(feature = "console")]
     console: Option<crate::console::ConsoleConfig>,
+    #[cfg(feature = "tokio-bridge")]
+    tokio_bridge_threads: usize,
 }
 
 impl Default for Builder {
@@ -62,6 +67,8 @@ impl Builder {
             poll_time_histogram: true,
             #[cfg(feature = "console")]
             console: None,
+            #[cfg(feature = "tokio-bridge")]
+            tokio_bridge_threads: crate::bridge::DEFAULT_THREADS,
         }
     }
 
@@ -115,6 +122,15 @@ impl Builder {
     /// histogram is kept either way.
     pub fn poll_time_histogram(&mut self, enabled: bool) -> &mut Builder {
         self.poll_time_histogram = enabled;
+        self
+    }
+
+    /// Worker threads of the Tokio bridge (`volt::bridge`; at least 1, default 1), named
+    /// `<thread_name>-bridge-N`. The bridge starts on first use, so an unused one costs
+    /// no threads.
+    #[cfg(feature = "tokio-bridge")]
+    pub fn tokio_bridge_threads(&mut self, n: usize) -> &mut Builder {
+        self.tokio_bridge_threads = n.max(1);
         self
     }
 
@@ -176,6 +192,8 @@ impl Builder {
             self.event_ring,
             self.poll_time_histogram,
         )?;
+        #[cfg(feature = "tokio-bridge")]
+        shared.bridge.configure(self.tokio_bridge_threads, format!("{}-bridge", self.thread_name));
         let mut rt = Runtime {
             handle: Handle { shared: Arc::clone(&shared) },
             threads: Vec::with_capacity(n),
@@ -293,6 +311,8 @@ impl Runtime {
             // The workers exit on their own; the tasks are cancelled when they do not
             // outlive this thread's poll. Nothing more can be done safely here.
             self.threads.clear();
+            #[cfg(feature = "tokio-bridge")]
+            shared.bridge.shutdown(None);
             return;
         }
         let deadline = timeout.map(|t| Instant::now() + t);
@@ -309,6 +329,8 @@ impl Runtime {
         // within what is left of the timeout.
         shared.driver.shutdown();
         shared.blocking.shutdown(deadline.map(|d| d.saturating_duration_since(Instant::now())));
+        #[cfg(feature = "tokio-bridge")]
+        shared.bridge.shutdown(deadline);
     }
 }
 
@@ -395,6 +417,24 @@ impl Handle {
     /// The number of worker threads.
     pub fn num_workers(&self) -> usize {
         self.shared.workers.len()
+    }
+
+    /// The Tokio runtime handle of this runtime's Tokio bridge, starting the bridge if it
+    /// has not started yet (see `volt::bridge`). Spawn on it, or enter it, from any thread.
+    ///
+    /// # Panics
+    /// After this runtime has shut down, or if the bridge's threads cannot be started; see
+    /// [`Handle::try_tokio_bridge`].
+    #[cfg(feature = "tokio-bridge")]
+    pub fn tokio_bridge(&self) -> tokio::runtime::Handle {
+        self.try_tokio_bridge().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Handle::tokio_bridge`], with an error instead of a panic after shutdown or when
+    /// the bridge's threads cannot be started.
+    #[cfg(feature = "tokio-bridge")]
+    pub fn try_tokio_bridge(&self) -> io::Result<tokio::runtime::Handle> {
+        self.shared.bridge.handle()
     }
 }
 

@@ -160,6 +160,10 @@ pub(crate) struct Shared {
     pub(crate) exited_cv: Condvar,
     /// When the runtime was built (`Telemetry::uptime`).
     pub(crate) started: Instant,
+    /// The Tokio bridge (`volt::bridge`): configured by `Builder::build`, started on
+    /// first use, shut down by `Runtime::shutdown`.
+    #[cfg(feature = "tokio-bridge")]
+    pub(crate) bridge: crate::bridge::Bridge,
 }
 
 /// One worker: the parts other threads touch, plus owner-only `core`.
@@ -370,6 +374,8 @@ impl Shared {
             remote: RemoteCounters::default(),
             exited: Mutex::new(0),
             exited_cv: Condvar::new(),
+            #[cfg(feature = "tokio-bridge")]
+            bridge: Default::default(),
         }))
     }
 

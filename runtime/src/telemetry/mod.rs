@@ -260,6 +260,26 @@ pub struct Snapshot {
     pub blocking_threads: u64,
     /// `spawn_blocking` calls waiting for a thread.
     pub blocking_queue_depth: u64,
+    /// The Tokio bridge (feature `tokio-bridge`, see `volt::bridge`), while it runs:
+    /// `None` before its first use, after shutdown, and always without the feature.
+    pub bridge: Option<BridgeSnapshot>,
+}
+
+/// The Tokio bridge's runtime, from Tokio's stable runtime metrics. The bridge's threads
+/// are not Volt workers: they appear here, not in [`Snapshot::workers`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BridgeSnapshot {
+    /// Its worker threads (`Builder::tokio_bridge_threads`).
+    pub workers: u64,
+    /// Tasks spawned on it and not yet finished: `volt::bridge::spawn`, and what bridged
+    /// futures `tokio::spawn` (a pooled HTTP connection's task, for one).
+    pub alive_tasks: u64,
+    /// Tasks in its global (injection) queue.
+    pub global_queue_depth: u64,
+    /// Time its workers spent busy, summed over them (Tokio updates it in batches, so it
+    /// trails a little).
+    pub busy: std::time::Duration,
 }
 
 /// The runtime's telemetry, from [`Handle::telemetry`](crate::runtime::Handle::telemetry).
@@ -316,6 +336,8 @@ impl Telemetry {
             timers_cancelled: s.remote.timers_cancelled.load(Relaxed),
             blocking_threads: s.blocking.num_threads_gauge.load(Relaxed),
             blocking_queue_depth: s.blocking.queue_depth_gauge.load(Relaxed),
+            #[cfg(feature = "tokio-bridge")]
+            bridge: s.bridge.snapshot(),
             ..Snapshot::default()
         };
         for w in s.workers.iter() {

@@ -1,0 +1,319 @@
+//! The Tokio bridge (feature `tokio-bridge`): a small Tokio runtime that a Volt runtime
+//! owns, for crates wired to Tokio's runtime (reqwest, tonic's `Channel`, sqlx, ...),
+//! which panic with "there is no reactor running" anywhere else.
+//!
+//! ```no_run
+//! # async fn fetch() -> u16 { 200 }
+//! let rt = volt::runtime::Builder::new().tokio_bridge_threads(1).build()?;
+//! let status = rt.block_on(volt::bridge::with_tokio(async {
+//!     // Inside: `tokio::spawn`, Tokio sockets and Tokio timers all work.
+//!     fetch().await
+//! }));
+//! # let _ = status;
+//! # Ok::<_, std::io::Error>(())
+//! ```
+//!
+//! # What runs where
+//! * [`with_tokio`] wraps a future that stays on Volt: a Volt worker (or `block_on`)
+//!   polls it, and around each poll, and around its drop, the bridge's Tokio context is
+//!   entered (`tokio::runtime::Handle::enter`). Whatever the future registers while it
+//!   runs therefore lands on the bridge: its Tokio sockets on the bridge's reactor, its
+//!   Tokio timers on the bridge's timer wheel, and anything it `tokio::spawn`s (hyper's
+//!   connection tasks inside reqwest, tonic's channel worker) on the bridge's threads.
+//! * [`spawn`] runs a whole future on the bridge's threads, as `tokio::spawn` would; its
+//!   `tokio::task::JoinHandle` can be awaited from a Volt task.
+//! * [`Handle::tokio_bridge`](crate::runtime::Handle::tokio_bridge) hands out the bridge's
+//!   `tokio::runtime::Handle` for anything else.
+//!
+//! The Tokio runtime starts on first use (until then the bridge costs nothing: no
+//! threads), with every driver on (`enable_all`), and
+//! [`Builder::tokio_bridge_threads`](crate::runtime::Builder::tokio_bridge_threads)
+//! worker threads (one by default) named `<thread_name>-bridge-N`. Its blocking-pool
+//! threads (Tokio's `spawn_blocking`, which reqwest uses to resolve names) carry the same
+//! names. It is not hidden: `Snapshot::bridge` reports its workers, live tasks, queue
+//! depth and busy time, and the console and the exporter show them.
+//!
+//! # Shutdown
+//! Shutting the Volt runtime down (dropping it, or `shutdown_timeout`) shuts the bridge
+//! down last, after the Volt tasks are cancelled (so a bridged future is dropped while
+//! its Tokio context still exists) and after the blocking pool:
+//! * from a plain thread, it waits for the bridge's threads: up to what is left of the
+//!   deadline with `shutdown_timeout`, or until they are gone when there is none;
+//! * on a Volt worker, inside a Volt `block_on` or blocking-pool call, or inside any Tokio
+//!   context, it must not wait (dropping a Tokio runtime there panics), so it only tells
+//!   the bridge to stop (`shutdown_background`); its threads exit on their own.
+//!
+//! Then the bridge never starts again: `Handle::tokio_bridge` panics, and a
+//! [`WithTokio`] polled later panics with a message that says so. Tasks still on the
+//! bridge are dropped, and their `JoinHandle`s report cancellation.
+//!
+//! # Limits
+//! * Readiness for a bridged future's Tokio sockets comes from the bridge's reactor
+//!   thread, so every I/O event costs one cross-thread wake of the Volt task. Volt's own
+//!   sockets (`volt::net`) do not pay that; use them where a crate lets you choose.
+//! * The bridge's threads are not Volt workers: they do not appear in the worker rows of
+//!   the telemetry, the console or the exporter, only in the bridge's own figures.
+//! * `tokio::task::block_in_place` panics inside [`with_tokio`] (a Volt worker is not a
+//!   Tokio worker); `tokio::task::spawn_local` and `LocalSet` are not supported either.
+//!   Use `volt::task::spawn_blocking`, or run the code with [`spawn`].
+//! * Tokio's cooperative budget does not apply to a future polled by Volt; Volt's own
+//!   budget does.
+
+use crate::runtime::Handle;
+use crate::telemetry::BridgeSnapshot;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+/// Worker threads of the bridge's Tokio runtime unless
+/// `Builder::tokio_bridge_threads` says otherwise.
+pub(crate) const DEFAULT_THREADS: usize = 1;
+
+const SHUT_DOWN: &str = "volt::bridge: the Volt runtime has shut down, and its Tokio bridge with it";
+
+/// One Volt runtime's bridge: its configuration and, once started, its Tokio runtime.
+/// Lives in the runtime's `Shared`, so every `Handle` and `Telemetry` reaches it.
+pub(crate) struct Bridge {
+    /// The Tokio handle, set once when the runtime starts: every poll of a [`WithTokio`]
+    /// reads it without a lock.
+    started: OnceLock<tokio::runtime::Handle>,
+    /// Set (under `state`'s lock) when the Volt runtime shuts the bridge down; after
+    /// that it never starts again.
+    closed: AtomicBool,
+    state: Mutex<State>,
+}
+
+/// What the lock guards: the configuration, and the runtime that owns the threads.
+struct State {
+    threads: usize,
+    thread_name: String,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Default for Bridge {
+    fn default() -> Bridge {
+        Bridge {
+            started: OnceLock::new(),
+            closed: AtomicBool::new(false),
+            state: Mutex::new(State {
+                threads: DEFAULT_THREADS,
+                thread_name: "volt-worker-bridge".into(),
+                runtime: None,
+            }),
+        }
+    }
+}
+
+impl Bridge {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Set the worker count (at least 1) and the thread-name prefix (`-N` is appended).
+    /// `Builder::build` calls it before the runtime is handed out.
+    pub(crate) fn configure(&self, threads: usize, thread_name: String) {
+        let mut s = self.lock();
+        s.threads = threads.max(1);
+        s.thread_name = thread_name;
+    }
+
+    /// Whether the Volt runtime has shut the bridge down.
+    fn is_closed(&self) -> bool {
+        self.closed.load(Acquire)
+    }
+
+    /// The Tokio handle, starting the runtime on first use.
+    pub(crate) fn handle(&self) -> io::Result<tokio::runtime::Handle> {
+        if let Some(h) = self.started.get() {
+            if !self.is_closed() {
+                return Ok(h.clone());
+            }
+        }
+        let mut s = self.lock();
+        if self.is_closed() {
+            return Err(io::Error::other(SHUT_DOWN));
+        }
+        if let Some(h) = self.started.get() {
+            return Ok(h.clone());
+        }
+        let next = Arc::new(AtomicUsize::new(0));
+        let prefix = s.thread_name.clone();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(s.threads)
+            .thread_name_fn(move || format!("{prefix}-{}", next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
+            .enable_all()
+            .build()
+            .map_err(|e| io::Error::new(e.kind(), format!("volt::bridge: cannot start the Tokio bridge: {e}")))?;
+        let h = runtime.handle().clone();
+        s.runtime = Some(runtime);
+        // Only this thread sets it, under the lock, once.
+        let _ = self.started.set(h.clone());
+        Ok(h)
+    }
+
+    /// The bridge's figures from Tokio's stable runtime metrics; `None` before it started
+    /// and after it shut down.
+    pub(crate) fn snapshot(&self) -> Option<BridgeSnapshot> {
+        let h = self.started.get()?;
+        if self.is_closed() {
+            return None;
+        }
+        let m = h.metrics();
+        let workers = m.num_workers();
+        Some(BridgeSnapshot {
+            workers: workers as u64,
+            alive_tasks: m.num_alive_tasks() as u64,
+            global_queue_depth: m.global_queue_depth() as u64,
+            busy: (0..workers).map(|w| m.worker_total_busy_duration(w)).sum(),
+        })
+    }
+
+    /// Stop the bridge for good (`Runtime::shutdown`, last step). Waits for its threads
+    /// (until `deadline`, if any) only where waiting is allowed; see the module doc.
+    pub(crate) fn shutdown(&self, deadline: Option<Instant>) {
+        let runtime = {
+            let mut s = self.lock();
+            self.closed.store(true, Release);
+            s.runtime.take()
+        };
+        let Some(runtime) = runtime else { return };
+        if !may_wait_here() {
+            runtime.shutdown_background();
+            return;
+        }
+        match deadline {
+            Some(d) => runtime.shutdown_timeout(d.saturating_duration_since(Instant::now())),
+            // Dropping waits for the workers and the blocking-pool threads.
+            None => drop(runtime),
+        }
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        // `Runtime::shutdown` has normally taken the runtime already. If not, never wait
+        // here: the last reference to the Volt runtime may go on any thread.
+        if let Some(runtime) = self.state.get_mut().unwrap_or_else(|e| e.into_inner()).runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Whether this thread may block until the bridge's threads exit: not inside a Volt
+/// runtime (a worker, `block_on`, the blocking pool) nor inside any Tokio context, where
+/// dropping a Tokio runtime panics.
+fn may_wait_here() -> bool {
+    crate::scheduler::worker::current_handle().is_none() && tokio::runtime::Handle::try_current().is_err()
+}
+
+/// Run `future` on Volt with the current Volt runtime's Tokio bridge entered around each
+/// poll (and around its drop), so Tokio-only crates work inside it. The bridge starts on
+/// the first poll if it has not yet. See the [module doc](self) for what runs where.
+///
+/// # Panics
+/// Outside a Volt runtime (a task, or inside `Runtime::block_on`); use
+/// [`WithTokio::new_in`] there. The returned future panics when polled after its Volt
+/// runtime has shut down.
+pub fn with_tokio<F: Future>(future: F) -> WithTokio<F> {
+    WithTokio::new(future)
+}
+
+/// Run `future` on the current Volt runtime's Tokio bridge (its own threads, like
+/// `tokio::spawn`), starting the bridge if needed. Awaiting the handle from a Volt task
+/// works: Tokio's `JoinHandle` needs no Tokio context to be awaited. From outside a
+/// runtime, use `handle.tokio_bridge().spawn(future)`.
+///
+/// # Panics
+/// Outside a Volt runtime, after it has shut down, or if the bridge's threads cannot be
+/// started.
+pub fn spawn<F>(future: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    current("volt::bridge::spawn").tokio_bridge().spawn(future)
+}
+
+fn current(what: &str) -> Handle {
+    Handle::try_current().unwrap_or_else(|| {
+        panic!(
+            "{what} called outside a Volt runtime: call it from a task or inside `Runtime::block_on`, \
+             or go through a `volt::runtime::Handle` (`WithTokio::new_in`, `Handle::tokio_bridge`)"
+        )
+    })
+}
+
+pin_project_lite::pin_project! {
+    /// A future run on Volt with its runtime's Tokio bridge entered around each poll and
+    /// around its drop; made by [`with_tokio`] or [`WithTokio::new_in`].
+    #[must_use = "futures do nothing unless you `.await` or poll them"]
+    pub struct WithTokio<F> {
+        // `None` once it has completed (dropped then, inside the context).
+        #[pin]
+        future: Option<F>,
+        runtime: Handle,
+        // The bridge's handle, taken on the first poll.
+        tokio: Option<tokio::runtime::Handle>,
+    }
+
+    impl<F> PinnedDrop for WithTokio<F> {
+        fn drop(this: Pin<&mut Self>) {
+            let mut this = this.project();
+            if this.future.is_none() {
+                return;
+            }
+            // The future may deregister Tokio sockets or spawn cleanup tasks as it goes.
+            let _enter = this.tokio.as_ref().map(|h| h.enter());
+            this.future.set(None);
+        }
+    }
+}
+
+impl<F: Future> WithTokio<F> {
+    /// Bridge `future` to the current Volt runtime's Tokio bridge; same as
+    /// [`with_tokio`].
+    ///
+    /// # Panics
+    /// Outside a Volt runtime.
+    pub fn new(future: F) -> WithTokio<F> {
+        WithTokio::new_in(future, &current("volt::bridge::with_tokio"))
+    }
+
+    /// Bridge `future` to `runtime`'s Tokio bridge, from any thread. It may be polled
+    /// anywhere; a Volt worker of `runtime` is where it belongs.
+    pub fn new_in(future: F, runtime: &Handle) -> WithTokio<F> {
+        WithTokio { future: Some(future), runtime: runtime.clone(), tokio: None }
+    }
+}
+
+impl<F: Future> Future for WithTokio<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let mut this = self.project();
+        let bridge = &this.runtime.shared.bridge;
+        if this.tokio.is_none() {
+            *this.tokio = Some(bridge.handle().unwrap_or_else(|e| panic!("{e}")));
+        } else if bridge.is_closed() {
+            panic!("{SHUT_DOWN}; a `WithTokio` future was polled after that");
+        }
+        let _enter = this.tokio.as_ref().map(|h| h.enter());
+        let out = this.future.as_mut().as_pin_mut().expect("`WithTokio` polled after it completed").poll(cx);
+        if out.is_ready() {
+            // Drop the finished future while the context is still entered.
+            this.future.set(None);
+        }
+        out
+    }
+}
+
+impl<F> std::fmt::Debug for WithTokio<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WithTokio").field("bridge_started", &self.tokio.is_some()).finish_non_exhaustive()
+    }
+}
