@@ -381,3 +381,325 @@ fn idle_blocking_threads_exit_after_the_keep_alive() {
     assert_eq!(rt.handle().spawn_blocking(|| 3).join().unwrap(), 3);
     assert_eq!(rt.block_on(async { volt::task::spawn_blocking(|| 4).await }).unwrap(), 4);
 }
+
+/// `fcntl(F_GETFL)` of `fd`: `Some(flags)` if it is an open descriptor.
+fn fd_flags(fd: std::os::fd::RawFd) -> Option<libc::c_int> {
+    // SAFETY: `F_GETFL` only reads the descriptor's flags; an invalid fd is an error, not UB.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    (flags != -1).then_some(flags)
+}
+
+#[test]
+fn raw_fds_are_open_non_blocking_sockets() {
+    use std::os::fd::{AsFd, AsRawFd};
+    let rt = rt(2);
+    rt.block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        let u = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let fds = [l.as_raw_fd(), c.as_raw_fd(), s.as_raw_fd(), u.as_raw_fd()];
+        for fd in fds {
+            let flags = fd_flags(fd).unwrap_or_else(|| panic!("fd {fd} is not open"));
+            assert_ne!(flags & libc::O_NONBLOCK, 0, "fd {fd} is in blocking mode");
+        }
+        let mut sorted = fds.to_vec();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 4, "four sockets, four fds: {fds:?}");
+        // `AsFd` borrows the same descriptor.
+        assert_eq!(c.as_fd().as_raw_fd(), c.as_raw_fd());
+        assert_eq!(u.as_fd().as_raw_fd(), u.as_raw_fd());
+        // The fd is the socket itself: the kernel reports the same local port.
+        let dup = c.as_fd().try_clone_to_owned().unwrap();
+        let std_dup = std::net::TcpStream::from(dup);
+        assert_eq!(std_dup.local_addr().unwrap(), c.local_addr().unwrap());
+    });
+}
+
+#[test]
+fn poll_accept_works_through_poll_fn() {
+    let rt = rt(2);
+    rt.block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let client = volt::spawn(async move {
+            let mut c = TcpStream::connect(addr).await.unwrap();
+            c.write_all(b"via poll_accept").await.unwrap();
+            c.local_addr().unwrap()
+        });
+        let (mut s, peer) = std::future::poll_fn(|cx| l.poll_accept(cx)).await.unwrap();
+        let mut buf = [0u8; 15];
+        s.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"via poll_accept");
+        assert_eq!(peer, client.await.unwrap());
+        assert_eq!(s.peer_addr().unwrap(), peer);
+    });
+}
+
+#[test]
+fn udp_poll_and_try_methods_round_trip_datagrams() {
+    use std::future::poll_fn;
+    let rt = rt(2);
+    rt.block_on(async {
+        let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        let mut buf = [0u8; 64];
+        // Nothing there yet.
+        assert_eq!(b.try_recv_from(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+        for i in 0..20u8 {
+            poll_fn(|cx| a.poll_send_ready(cx)).await.unwrap();
+            let n = poll_fn(|cx| a.poll_send_to(cx, &[i; 5], ba)).await.unwrap();
+            assert_eq!(n, 5);
+            poll_fn(|cx| b.poll_recv_ready(cx)).await.unwrap();
+            let (n, from) = poll_fn(|cx| b.poll_recv_from(cx, &mut buf)).await.unwrap();
+            assert_eq!((&buf[..n], from), (&[i; 5][..], aa));
+        }
+        // peek_from leaves the datagram for the next receive.
+        a.send_to(b"peeked", ba).await.unwrap();
+        let (n, from) = b.peek_from(&mut buf).await.unwrap();
+        assert_eq!((&buf[..n], from), (&b"peeked"[..], aa));
+        let (n, from) = b.recv_from(&mut buf).await.unwrap();
+        assert_eq!((&buf[..n], from), (&b"peeked"[..], aa));
+        // try_send_to, then readable + try_recv_from (readable may wake spuriously).
+        b.writable().await.unwrap();
+        assert_eq!(b.try_send_to(b"try", aa).unwrap(), 3);
+        let (n, from) = loop {
+            a.readable().await.unwrap();
+            match a.try_recv_from(&mut buf) {
+                Ok(r) => break r,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!((&buf[..n], from), (&b"try"[..], ba));
+        // Connected: poll_send / poll_recv, try_send / try_recv.
+        a.connect(ba).await.unwrap();
+        b.connect(aa).await.unwrap();
+        assert_eq!(poll_fn(|cx| a.poll_send(cx, b"connected")).await.unwrap(), 9);
+        let n = poll_fn(|cx| b.poll_recv(cx, &mut buf)).await.unwrap();
+        assert_eq!(&buf[..n], b"connected");
+        assert_eq!(b.try_send(b"back").unwrap(), 4);
+        let n = loop {
+            a.readable().await.unwrap();
+            match a.try_recv(&mut buf) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(&buf[..n], b"back");
+        a.set_ttl(33).unwrap();
+        assert_eq!(a.ttl().unwrap(), 33);
+        a.set_broadcast(true).unwrap();
+        assert!(a.broadcast().unwrap());
+    });
+}
+
+#[test]
+fn tcp_socket_options_round_trip() {
+    let rt = rt(2);
+    rt.block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.set_ttl(42).unwrap();
+        assert_eq!(l.ttl().unwrap(), 42);
+        let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        c.set_nodelay(true).unwrap();
+        assert!(c.nodelay().unwrap());
+        c.set_nodelay(false).unwrap();
+        assert!(!c.nodelay().unwrap());
+        assert_eq!(c.linger().unwrap(), None);
+        c.set_linger(Some(Duration::from_secs(3))).unwrap();
+        assert_eq!(c.linger().unwrap(), Some(Duration::from_secs(3)));
+        c.set_linger(None).unwrap();
+        assert_eq!(c.linger().unwrap(), None);
+        c.set_ttl(17).unwrap();
+        assert_eq!(c.ttl().unwrap(), 17);
+        // into_std hands over the same socket, out of the reactor.
+        let mut std_c = c.into_std().unwrap();
+        std_c.set_nonblocking(false).unwrap();
+        std::io::Write::write_all(&mut std_c, b"from std").unwrap();
+        let mut s = s;
+        let mut buf = [0u8; 8];
+        s.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"from std");
+    });
+}
+
+/// Counts the threads a hook ran on whose name contains `-blocking`: the blocking pool's.
+fn count_blocking_thread_starts(b: &mut volt::runtime::Builder) -> Arc<AtomicUsize> {
+    let started = Arc::new(AtomicUsize::new(0));
+    let s = started.clone();
+    b.on_thread_start(move || {
+        if std::thread::current().name().is_some_and(|n| n.contains("-blocking")) {
+            s.fetch_add(1, SeqCst);
+        }
+    });
+    started
+}
+
+#[test]
+fn host_names_are_resolved_on_the_blocking_pool_and_numeric_addresses_are_not() {
+    // One worker. A lookup on the worker would start no blocking thread; on the pool it
+    // must start one, and nothing else in this test uses the pool.
+    let mut b = volt::runtime::Builder::new();
+    b.worker_threads(1).thread_name("resolve");
+    let blocking_starts = count_blocking_thread_starts(&mut b);
+    let rt = b.build().unwrap();
+    rt.block_on(async {
+        // Numeric forms: no lookup, so no pool thread.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let accepting = volt::spawn(async move {
+            for _ in 0..3 {
+                let (mut s, _) = l.accept().await.unwrap();
+                s.write_all(b"ok").await.unwrap();
+            }
+        });
+        let _c = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let _c = TcpStream::connect(std::net::SocketAddr::from(([127, 0, 0, 1], port))).await.unwrap();
+        let u = UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        u.send_to(b"x", format!("127.0.0.1:{port}")).await.unwrap();
+        assert_eq!(blocking_starts.load(SeqCst), 0, "a numeric address went to the blocking pool");
+        assert_eq!(rt_blocking_threads(), 0);
+
+        // A host name: resolved on a pool thread, and the connection works.
+        let mut c = TcpStream::connect(format!("localhost:{port}")).await.unwrap();
+        let mut buf = [0u8; 2];
+        c.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"ok");
+        assert!(blocking_starts.load(SeqCst) >= 1, "the host name was not resolved on the blocking pool");
+        assert!(rt_blocking_threads() >= 1);
+        accepting.abort();
+
+        // Other host-name forms and malformed input.
+        let l2 = TcpListener::bind(("localhost", 0)).await.unwrap();
+        assert!(l2.local_addr().unwrap().ip().is_loopback());
+        let u2 = UdpSocket::bind("localhost:0").await.unwrap();
+        u2.connect(format!("localhost:{}", u.local_addr().unwrap().port())).await.unwrap();
+        let e = TcpStream::connect("localhost").await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        let e = TcpStream::connect("localhost:notaport").await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    });
+    // Outside a runtime a host name is an error, not a panic.
+    let e = futures::executor::block_on(TcpStream::connect("localhost:1")).unwrap_err();
+    assert!(e.to_string().contains("inside a Volt runtime"), "{e}");
+}
+
+/// The current runtime's blocking-pool threads.
+fn rt_blocking_threads() -> u64 {
+    volt::runtime::Handle::current().telemetry().snapshot().blocking_threads
+}
+
+#[test]
+fn a_host_name_lookup_does_not_stop_the_worker() {
+    // One worker, running a task that binds to a host name and a counting task that
+    // starts only once the lookup has begun. The pool thread that runs the lookup first
+    // waits until the count is complete, so the bind can only finish if the worker went on
+    // running the counter while the lookup was in flight: the binding task then sees the
+    // full count. A lookup on the worker would finish the bind within the poll that began
+    // it, before the counter could take a single step: it would see 0.
+    let mut b = volt::runtime::Builder::new();
+    b.worker_threads(1);
+    let progress = Arc::new(AtomicUsize::new(0));
+    let p = progress.clone();
+    b.on_thread_start(move || {
+        if std::thread::current().name().is_some_and(|n| n.contains("-blocking")) {
+            wait_until(Duration::from_secs(10), || p.load(SeqCst) >= 100);
+        }
+    });
+    let rt = b.build().unwrap();
+    let lookup_began = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = rt.block_on(async {
+        let counter = {
+            let (p, began) = (progress.clone(), lookup_began.clone());
+            volt::spawn(async move {
+                while !began.load(SeqCst) {
+                    volt::task::yield_now().await;
+                }
+                for _ in 0..100 {
+                    p.fetch_add(1, SeqCst);
+                    volt::task::yield_now().await;
+                }
+            })
+        };
+        let (p, began) = (progress.clone(), lookup_began.clone());
+        let lookup = volt::spawn(async move {
+            began.store(true, SeqCst);
+            let u = UdpSocket::bind("localhost:0").await.unwrap();
+            assert!(u.local_addr().unwrap().ip().is_loopback());
+            p.load(SeqCst)
+        });
+        let seen = lookup.await.unwrap();
+        counter.await.unwrap();
+        seen
+    });
+    assert_eq!(seen, 100, "the counting task ran to the end while the lookup was in flight");
+}
+
+#[test]
+fn thread_hooks_run_once_per_worker_and_blocking_thread() {
+    let starts = Arc::new(AtomicUsize::new(0));
+    let stops = Arc::new(AtomicUsize::new(0));
+    let in_runtime = Arc::new(AtomicUsize::new(0));
+    let rt = {
+        let (s, t, r) = (starts.clone(), stops.clone(), in_runtime.clone());
+        volt::runtime::Builder::new()
+            .worker_threads(2)
+            .on_thread_start(move || {
+                s.fetch_add(1, SeqCst);
+                if volt::runtime::Handle::try_current().is_some() {
+                    r.fetch_add(1, SeqCst);
+                }
+            })
+            .on_thread_stop(move || {
+                t.fetch_add(1, SeqCst);
+            })
+            .build()
+            .unwrap()
+    };
+    let on_pool = rt.block_on(async {
+        let worker_side = volt::spawn(async { 1 }).await.unwrap();
+        worker_side + volt::task::spawn_blocking(|| 2).await.unwrap()
+    });
+    assert_eq!(on_pool, 3);
+    // Two workers and one blocking thread started (the workers may still be starting).
+    assert!(wait_until(Duration::from_secs(10), || starts.load(SeqCst) >= 3));
+    drop(rt);
+    let (starts, stops) = (starts.load(SeqCst), stops.load(SeqCst));
+    assert!(starts >= 3, "{starts} thread starts");
+    assert_eq!(starts, stops, "every thread that started ran the stop hook before the runtime dropped");
+    assert_eq!(in_runtime.load(SeqCst), starts, "every start hook ran inside the runtime");
+}
+
+#[test]
+fn a_panicking_thread_hook_does_not_hang_the_runtime() {
+    // Run it all on a helper thread so a hang fails the test instead of stalling it.
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let stops = Arc::new(AtomicUsize::new(0));
+        let t = stops.clone();
+        let rt = volt::runtime::Builder::new()
+            .worker_threads(2)
+            .on_thread_start(|| panic!("start hook panics"))
+            .on_thread_stop(move || {
+                t.fetch_add(1, SeqCst);
+                panic!("stop hook panics")
+            })
+            .build()
+            .unwrap();
+        let out = rt.block_on(async {
+            let a = volt::spawn(async { 20 });
+            let b = volt::task::spawn_blocking(|| 22);
+            a.await.unwrap() + b.await.unwrap()
+        });
+        drop(rt);
+        done_tx.send((out, stops.load(SeqCst))).unwrap();
+    });
+    let (out, stops) = done_rx.recv_timeout(Duration::from_secs(60)).expect("the runtime hung");
+    assert_eq!(out, 42);
+    assert!(stops >= 3, "each thread still ran its stop hook: {stops}");
+}

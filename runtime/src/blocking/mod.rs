@@ -14,6 +14,10 @@
 //! * Shutdown cancels the queued tasks (their `JoinHandle`s report `is_cancelled()`), lets
 //!   running ones finish, and joins every thread (or waits up to the runtime's
 //!   `shutdown_timeout`).
+//!
+//! Every pool thread runs the runtime's `on_thread_start` hook when it starts and its
+//! `on_thread_stop` hook just before it exits (see [`ThreadHooks`]), outside the pool's
+//! lock; the workers run the same hooks.
 
 use crate::scheduler::worker::Shared;
 use crate::task::raw::Header;
@@ -39,6 +43,7 @@ pub(crate) struct Pool {
     keep_alive: Duration,
     thread_name: String,
     stack_size: usize,
+    hooks: ThreadHooks,
     /// The runtime, so `volt::spawn` and `Handle::current` work on pool threads.
     runtime: Weak<Shared>,
     /// Gauges for telemetry, written under the lock.
@@ -63,6 +68,54 @@ pub(crate) struct PoolConfig {
     pub(crate) keep_alive: Duration,
     pub(crate) thread_name: String,
     pub(crate) stack_size: usize,
+    pub(crate) hooks: ThreadHooks,
+}
+
+/// A hook the runtime calls on its threads.
+type ThreadHook = Arc<dyn Fn() + Send + Sync + 'static>;
+
+/// The `Builder::on_thread_start`/`on_thread_stop` callbacks, run by every worker and
+/// every blocking-pool thread when it starts and just before it exits.
+///
+/// A hook runs on the thread itself, inside the runtime's context (so `Handle::current`
+/// works there), and never while a scheduler or pool lock is held. A panic in a hook is
+/// caught and ignored: the thread carries on (or exits) as if the hook had returned.
+#[derive(Clone, Default)]
+pub(crate) struct ThreadHooks {
+    pub(crate) start: Option<ThreadHook>,
+    pub(crate) stop: Option<ThreadHook>,
+}
+
+impl ThreadHooks {
+    /// Run `body` as a runtime thread's life: the start hook first, the stop hook last
+    /// (also if `body` unwinds, so starts and stops pair up).
+    pub(crate) fn run_thread<R>(&self, body: impl FnOnce() -> R) -> R {
+        struct Stop<'a>(&'a ThreadHooks);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                ThreadHooks::call(&self.0.stop);
+            }
+        }
+        ThreadHooks::call(&self.start);
+        let _stop = Stop(self);
+        body()
+    }
+
+    fn call(hook: &Option<ThreadHook>) {
+        if let Some(f) = hook {
+            // The panic message is still printed by the panic hook; the thread goes on.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f()));
+        }
+    }
+}
+
+impl std::fmt::Debug for ThreadHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadHooks")
+            .field("on_thread_start", &self.start.is_some())
+            .field("on_thread_stop", &self.stop.is_some())
+            .finish()
+    }
 }
 
 /// The closure as a future that completes on its first poll.
@@ -95,6 +148,7 @@ impl Pool {
             keep_alive: config.keep_alive,
             thread_name: config.thread_name,
             stack_size: config.stack_size,
+            hooks: config.hooks,
             runtime,
             num_threads_gauge: AtomicU64::new(0),
             queue_depth_gauge: AtomicU64::new(0),
@@ -157,10 +211,17 @@ impl Pool {
         }
     }
 
-    /// A pool thread's life.
+    /// A pool thread's life, between the start and stop hooks (run in the runtime's
+    /// context and outside the lock).
     fn run(self: Arc<Pool>) {
         let runtime = self.runtime.upgrade();
         let _enter = runtime.as_ref().map(crate::scheduler::worker::enter);
+        let hooks = self.hooks.clone();
+        hooks.run_thread(|| self.run_tasks());
+    }
+
+    /// Run queued tasks until shutdown or the keep-alive runs out.
+    fn run_tasks(&self) {
         let mut st = self.lock();
         loop {
             if let Some(task) = st.queue.pop_front() {

@@ -1,12 +1,17 @@
 //! `TcpListener` and `TcpStream`.
 
+use super::split::{self, OwnedReadHalf, OwnedWriteHalf, ReadHalf, WriteHalf};
+use super::ToSocketAddrs;
 use crate::io::{Direction, Registration};
 use futures_io::{AsyncRead, AsyncWrite};
 use std::future::poll_fn;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::mem::ManuallyDrop;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, RawFd};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 /// A TCP socket server, listening for connections.
 pub struct TcpListener {
@@ -15,9 +20,9 @@ pub struct TcpListener {
 }
 
 impl TcpListener {
-    /// Bind to `addr` (the first address that works). A port in use is an `io::Error`
-    /// of kind `AddrInUse`.
-    pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+    /// Bind to `addr` (the first address that works; a host name is resolved on the
+    /// blocking pool). A port in use is an `io::Error` of kind `AddrInUse`.
+    pub async fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<TcpListener> {
         super::each_addr(addr, |a| async move { TcpListener::from_std(std::net::TcpListener::bind(a)?) }).await
     }
 
@@ -31,13 +36,29 @@ impl TcpListener {
 
     /// Wait for the next connection.
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (stream, addr) = poll_fn(|cx| self.reg.poll_io(cx, Direction::Read, || self.io.accept())).await?;
-        Ok((TcpStream::from_mio(stream)?, addr))
+        poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// Accept a connection if one is waiting; otherwise arrange for `cx` to be woken when
+    /// one may be. Only the waker of the last call is kept (one accepting task at a time).
+    pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
+        let (stream, addr) = ready!(self.reg.poll_io(cx, Direction::Read, || self.io.accept()))?;
+        Poll::Ready(Ok((TcpStream::from_mio(stream)?, addr)))
     }
 
     /// The address it listens on.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.io.local_addr()
+    }
+
+    /// Set `IP_TTL`, the time-to-live of the packets sent from accepted sockets.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.io.set_ttl(ttl)
+    }
+
+    /// The `IP_TTL` option.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.io.ttl()
     }
 }
 
@@ -47,22 +68,42 @@ impl Drop for TcpListener {
     }
 }
 
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.io.as_raw_fd()
+    }
+}
+
+impl AsFd for TcpListener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.io.as_fd()
+    }
+}
+
 impl std::fmt::Debug for TcpListener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TcpListener").field("local_addr", &self.io.local_addr().ok()).finish()
     }
 }
 
-/// A TCP connection. Read and write it with `futures::AsyncReadExt`/`AsyncWriteExt`.
+/// A TCP connection. Read and write it with `futures::AsyncReadExt`/`AsyncWriteExt`, or,
+/// with the `tokio-io` feature, with `tokio::io::AsyncReadExt`/`AsyncWriteExt`.
+///
+/// The reactor keeps one waker for reads (`read`, `peek`, `readable`, `poll_read_ready`)
+/// and one for writes (`write`, `writable`, `poll_write_ready`). So one task may read
+/// while another writes (see [`split`](TcpStream::split) and
+/// [`into_split`](TcpStream::into_split)), but two tasks waiting to read (or to write)
+/// the same socket at once would keep replacing each other's waker: only the last one
+/// is woken.
 pub struct TcpStream {
     io: mio::net::TcpStream,
     reg: Registration,
 }
 
 impl TcpStream {
-    /// Connect to `addr` (trying each resolved address). A closed port gives
-    /// `ConnectionRefused`.
-    pub async fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+    /// Connect to `addr` (trying each resolved address; a host name is resolved on the
+    /// blocking pool). A closed port gives `ConnectionRefused`.
+    pub async fn connect<A: ToSocketAddrs>(addr: A) -> io::Result<TcpStream> {
         super::each_addr(addr, |a| async move {
             let stream = TcpStream::from_mio(mio::net::TcpStream::connect(a)?)?;
             // The connect finishes (or fails) when the socket becomes writable.
@@ -87,6 +128,20 @@ impl TcpStream {
         TcpStream::from_mio(mio::net::TcpStream::from_std(stream))
     }
 
+    /// Take the socket out of the runtime as a std stream. It stays in non-blocking mode
+    /// (call `set_nonblocking(false)` for blocking reads and writes).
+    pub fn into_std(self) -> io::Result<std::net::TcpStream> {
+        let mut this = ManuallyDrop::new(self);
+        let TcpStream { io, reg } = &mut *this;
+        reg.deregister(io);
+        // SAFETY: `this` is never used or dropped after these two reads, so each field is
+        // moved out exactly once.
+        let (io, reg) = unsafe { (std::ptr::read(io), std::ptr::read(reg)) };
+        drop(reg);
+        // SAFETY: `into_raw_fd` hands over the fd, open and owned by nobody else now.
+        Ok(unsafe { std::net::TcpStream::from_raw_fd(io.into_raw_fd()) })
+    }
+
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.io.local_addr()
@@ -97,27 +152,141 @@ impl TcpStream {
         self.io.peer_addr()
     }
 
-    /// Set `TCP_NODELAY`.
+    /// Set `TCP_NODELAY` (send small writes at once instead of coalescing them).
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
         self.io.set_nodelay(nodelay)
     }
 
-    /// Shut down one or both halves.
+    /// The `TCP_NODELAY` option.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.io.nodelay()
+    }
+
+    /// Set `SO_LINGER`: with `Some(d)`, closing the socket waits up to `d` for unsent data
+    /// to go out (and `Some(Duration::ZERO)` resets the connection on close); with `None`,
+    /// close returns at once and the kernel sends the rest in the background.
+    ///
+    /// The wait happens in `close(2)`, on whatever thread drops the stream; a worker
+    /// blocked there runs no other task, so prefer `None` or zero in async code.
+    pub fn set_linger(&self, dur: Option<Duration>) -> io::Result<()> {
+        let linger = libc::linger {
+            l_onoff: libc::c_int::from(dur.is_some()),
+            l_linger: dur.map_or(0, |d| d.as_secs().min(libc::c_int::MAX as u64) as libc::c_int),
+        };
+        setsockopt(self.io.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, linger)
+    }
+
+    /// The `SO_LINGER` option (see [`set_linger`](Self::set_linger)).
+    pub fn linger(&self) -> io::Result<Option<Duration>> {
+        let linger: libc::linger = getsockopt(self.io.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER)?;
+        Ok((linger.l_onoff != 0).then(|| Duration::from_secs(linger.l_linger.max(0) as u64)))
+    }
+
+    /// Set `IP_TTL`, the time-to-live of the packets this socket sends.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.io.set_ttl(ttl)
+    }
+
+    /// The `IP_TTL` option.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.io.ttl()
+    }
+
+    /// Shut down the reading half, the writing half, or both (`shutdown(2)`).
+    /// `Shutdown::Write` sends a FIN: the peer reads end of stream.
+    ///
+    /// This method takes precedence over the extension traits' `shutdown()`/`close()`;
+    /// those do the same as `shutdown(Shutdown::Write)` and can be called as
+    /// `tokio::io::AsyncWriteExt::shutdown(&mut stream)`.
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         self.io.shutdown(how)
     }
+
+    /// Wait until the socket may be readable: data, end of stream or an error. It may
+    /// wake spuriously; follow it with [`try_read`](Self::try_read), which answers
+    /// `WouldBlock` then.
+    pub async fn readable(&self) -> io::Result<()> {
+        poll_fn(|cx| self.poll_read_ready(cx)).await
+    }
+
+    /// Wait until the socket may be writable. It may wake spuriously; follow it with
+    /// [`try_write`](Self::try_write), which answers `WouldBlock` then.
+    pub async fn writable(&self) -> io::Result<()> {
+        poll_fn(|cx| self.poll_write_ready(cx)).await
+    }
+
+    /// [`readable`](Self::readable) as a poll function. Uses the read waker slot: only the
+    /// waker of the last call for reading is kept.
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.reg.poll_ready(cx, Direction::Read).map_ok(|_| ())
+    }
+
+    /// [`writable`](Self::writable) as a poll function. Uses the write waker slot: only
+    /// the waker of the last call for writing is kept.
+    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.reg.poll_ready(cx, Direction::Write).map_ok(|_| ())
+    }
+
+    /// Read what is there into `buf` without waiting: `Ok(0)` is end of stream (or an
+    /// empty `buf`), and `WouldBlock` means nothing is there yet (await
+    /// [`readable`](Self::readable) and try again).
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.reg.try_io(Direction::Read, || (&self.io).read(buf))
+    }
+
+    /// [`try_read`](Self::try_read) into several buffers with one `readv(2)`.
+    pub fn try_read_vectored(&self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        self.reg.try_io(Direction::Read, || (&self.io).read_vectored(bufs))
+    }
+
+    /// Write as much of `buf` as fits without waiting; `WouldBlock` means none fits now
+    /// (await [`writable`](Self::writable) and try again).
+    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.reg.try_io(Direction::Write, || (&self.io).write(buf))
+    }
+
+    /// [`try_write`](Self::try_write) of several buffers with one `writev(2)`.
+    pub fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.reg.try_io(Direction::Write, || (&self.io).write_vectored(bufs))
+    }
+
+    /// Wait for data and copy it into `buf` without taking it off the socket: the next
+    /// read returns the same bytes. `Ok(0)` is end of stream.
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        poll_fn(|cx| self.poll_peek(cx, buf)).await
+    }
+
+    /// [`peek`](Self::peek) as a poll function (the read waker slot).
+    pub fn poll_peek(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        // Not `poll_read_io`: a short peek leaves the data there, so the readiness stays.
+        self.reg.poll_io(cx, Direction::Read, || self.io.peek(buf))
+    }
+
+    /// Split into a reading and a writing half that borrow the stream, to read in one
+    /// task (or branch of a `select!`) while writing in another. No allocation.
+    pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
+        split::split(self)
+    }
+
+    /// Split into owned halves that share the stream, to move into separate tasks.
+    /// [`OwnedReadHalf::reunite`] puts them back together; dropping the
+    /// [`OwnedWriteHalf`] shuts the writing side down (the peer reads end of stream).
+    pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        split::into_split(self)
+    }
 }
 
+/// The poll functions behind the I/O traits, for `TcpStream` and its halves.
 impl TcpStream {
     /// Read into `buf`, which need not be initialized (hyper's and Tokio's read buffers
     /// are not): the bytes go straight from the kernel, with no zeroing first. A short
     /// read clears the read readiness (see `Registration::poll_read_io`).
+    #[cfg_attr(not(any(feature = "tokio-io", feature = "hyper")), allow(dead_code))]
     pub(crate) fn poll_read_uninit(
         &self,
         cx: &mut Context<'_>,
         buf: &mut [std::mem::MaybeUninit<u8>],
     ) -> Poll<io::Result<usize>> {
-        use std::os::fd::AsRawFd;
         let fd = self.io.as_raw_fd();
         self.reg.poll_read_io(cx, buf.len(), || {
             // SAFETY: `read(2)` writes at most `buf.len()` bytes into the memory `buf`
@@ -150,6 +319,63 @@ impl TcpStream {
     ) -> Poll<io::Result<usize>> {
         self.reg.poll_io(cx, Direction::Write, || (&self.io).write_vectored(bufs))
     }
+
+    /// Tokio's `poll_read`: fill the unfilled part of `buf` straight from the kernel.
+    #[cfg(feature = "tokio-io")]
+    pub(crate) fn poll_read_tokio(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        // SAFETY: `poll_read_uninit` only writes into this memory (never de-initializes
+        // any of it), and only the bytes the kernel wrote are marked initialized below.
+        let unfilled = unsafe { buf.unfilled_mut() };
+        let n = ready!(self.poll_read_uninit(cx, unfilled))?;
+        // SAFETY: `read(2)` initialized the first `n` bytes of the unfilled part.
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+
+    /// `poll_close`/`poll_shutdown`: send a FIN. A socket the peer already reset counts as
+    /// shut down.
+    pub(crate) fn shutdown_write(&self) -> io::Result<()> {
+        match self.io.shutdown(Shutdown::Write) {
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
+            r => r,
+        }
+    }
+}
+
+/// Set a socket option from a plain C struct or integer.
+fn setsockopt<T: Copy>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: T) -> io::Result<()> {
+    // SAFETY: `value` lives for the call and the length passed is its exact size.
+    let rc = unsafe {
+        libc::setsockopt(fd, level, name, (&value as *const T).cast(), std::mem::size_of::<T>() as libc::socklen_t)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Read a socket option into a plain C struct or integer.
+fn getsockopt<T: Copy>(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<T> {
+    let mut value = std::mem::MaybeUninit::<T>::zeroed();
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` is valid for writes of `len` bytes, and `len` is passed by pointer
+    // as `getsockopt(2)` expects.
+    let rc = unsafe { libc::getsockopt(fd, level, name, value.as_mut_ptr().cast(), &mut len) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: zeroed is a valid value of the plain C types this is used with (`linger`,
+    // `c_int`), and the kernel wrote at most the rest.
+    Ok(unsafe { value.assume_init() })
 }
 
 impl AsyncRead for TcpStream {
@@ -177,10 +403,54 @@ impl AsyncWrite for TcpStream {
     }
 
     fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(match self.io.shutdown(Shutdown::Write) {
-            Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
-            r => r,
-        })
+        Poll::Ready(self.shutdown_write())
+    }
+}
+
+#[cfg(feature = "tokio-io")]
+impl tokio::io::AsyncRead for TcpStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_read_tokio(cx, buf)
+    }
+}
+
+#[cfg(feature = "tokio-io")]
+impl tokio::io::AsyncWrite for TcpStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_buf(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_vectored_bufs(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Writes go straight to the socket: nothing is buffered here.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(self.shutdown_write())
+    }
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.io.as_raw_fd()
+    }
+}
+
+impl AsFd for TcpStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.io.as_fd()
     }
 }
 

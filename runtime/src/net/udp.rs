@@ -1,19 +1,28 @@
 //! `UdpSocket`.
 
+use super::ToSocketAddrs;
 use crate::io::{Direction, Registration};
 use std::future::poll_fn;
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::task::{Context, Poll};
 
 /// A UDP socket.
+///
+/// As with [`TcpStream`](super::TcpStream), the reactor keeps one waker for receiving
+/// (`recv*`, `peek_from`, `readable`, `poll_recv*`) and one for sending (`send*`,
+/// `writable`, `poll_send*`): one task receiving and one task sending at a time. Share the
+/// socket through an `Arc` for that.
 pub struct UdpSocket {
     io: mio::net::UdpSocket,
     reg: Registration,
 }
 
 impl UdpSocket {
-    /// Bind to `addr`. A port in use is an `io::Error` of kind `AddrInUse`.
-    pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
+    /// Bind to `addr` (the first address that works; a host name is resolved on the
+    /// blocking pool). A port in use is an `io::Error` of kind `AddrInUse`.
+    pub async fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<UdpSocket> {
         super::each_addr(addr, |a| async move { UdpSocket::from_std(std::net::UdpSocket::bind(a)?) }).await
     }
 
@@ -25,33 +34,112 @@ impl UdpSocket {
         Ok(UdpSocket { io, reg })
     }
 
-    /// Send a datagram to `target`; returns the bytes sent.
-    pub async fn send_to(&self, buf: &[u8], target: impl ToSocketAddrs) -> io::Result<usize> {
-        let target = target
-            .to_socket_addrs()?
+    /// Send a datagram to `target` (the first address it resolves to; a host name is
+    /// resolved on the blocking pool); returns the bytes sent.
+    pub async fn send_to<A: ToSocketAddrs>(&self, buf: &[u8], target: A) -> io::Result<usize> {
+        let target = super::addr::resolve(&target)
+            .await?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to send to"))?;
-        poll_fn(|cx| self.reg.poll_io(cx, Direction::Write, || self.io.send_to(buf, target))).await
+        poll_fn(|cx| self.poll_send_to(cx, buf, target)).await
     }
 
-    /// Receive a datagram; returns its length and sender.
+    /// Receive a datagram; returns its length and sender. A datagram longer than `buf`
+    /// is cut to fit.
     pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        poll_fn(|cx| self.reg.poll_io(cx, Direction::Read, || self.io.recv_from(buf))).await
+        poll_fn(|cx| self.poll_recv_from(cx, buf)).await
+    }
+
+    /// Wait for a datagram and copy it into `buf` without taking it off the socket; returns
+    /// its length and sender.
+    pub async fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        poll_fn(|cx| self.poll_peek_from(cx, buf)).await
     }
 
     /// Set the default peer for `send` and `recv`, and filter datagrams from others.
-    pub async fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
+    pub async fn connect<A: ToSocketAddrs>(&self, addr: A) -> io::Result<()> {
         super::each_addr(addr, |a| async move { self.io.connect(a) }).await
     }
 
     /// Send to the connected peer.
     pub async fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        poll_fn(|cx| self.reg.poll_io(cx, Direction::Write, || self.io.send(buf))).await
+        poll_fn(|cx| self.poll_send(cx, buf)).await
     }
 
     /// Receive from the connected peer.
     pub async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        poll_fn(|cx| self.reg.poll_io(cx, Direction::Read, || self.io.recv(buf))).await
+        poll_fn(|cx| self.poll_recv(cx, buf)).await
+    }
+
+    /// Send a datagram to `target`, or arrange for `cx` to be woken when the socket may
+    /// be writable.
+    pub fn poll_send_to(&self, cx: &mut Context<'_>, buf: &[u8], target: SocketAddr) -> Poll<io::Result<usize>> {
+        self.reg.poll_io(cx, Direction::Write, || self.io.send_to(buf, target))
+    }
+
+    /// Receive a datagram into `buf` (its length and sender), or arrange for `cx` to be
+    /// woken when one may have arrived.
+    pub fn poll_recv_from(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<(usize, SocketAddr)>> {
+        // Not `poll_read_io`: a datagram shorter than `buf` says nothing about the next.
+        self.reg.poll_io(cx, Direction::Read, || self.io.recv_from(buf))
+    }
+
+    /// [`peek_from`](Self::peek_from) as a poll function.
+    pub fn poll_peek_from(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<(usize, SocketAddr)>> {
+        self.reg.poll_io(cx, Direction::Read, || self.io.peek_from(buf))
+    }
+
+    /// [`send`](Self::send) as a poll function.
+    pub fn poll_send(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.reg.poll_io(cx, Direction::Write, || self.io.send(buf))
+    }
+
+    /// [`recv`](Self::recv) as a poll function.
+    pub fn poll_recv(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.reg.poll_io(cx, Direction::Read, || self.io.recv(buf))
+    }
+
+    /// Wait (as a poll function) until a datagram may be waiting.
+    pub fn poll_recv_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.reg.poll_ready(cx, Direction::Read).map_ok(|_| ())
+    }
+
+    /// Wait (as a poll function) until a datagram may be sent.
+    pub fn poll_send_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.reg.poll_ready(cx, Direction::Write).map_ok(|_| ())
+    }
+
+    /// Wait until a datagram may be waiting. It may wake spuriously; follow it with
+    /// [`try_recv_from`](Self::try_recv_from), which answers `WouldBlock` then.
+    pub async fn readable(&self) -> io::Result<()> {
+        poll_fn(|cx| self.poll_recv_ready(cx)).await
+    }
+
+    /// Wait until a datagram may be sent. It may wake spuriously; follow it with
+    /// [`try_send_to`](Self::try_send_to), which answers `WouldBlock` then.
+    pub async fn writable(&self) -> io::Result<()> {
+        poll_fn(|cx| self.poll_send_ready(cx)).await
+    }
+
+    /// Send a datagram to `target` without waiting; `WouldBlock` if the send buffer is
+    /// full.
+    pub fn try_send_to(&self, buf: &[u8], target: SocketAddr) -> io::Result<usize> {
+        self.reg.try_io(Direction::Write, || self.io.send_to(buf, target))
+    }
+
+    /// Receive a datagram without waiting; `WouldBlock` if none is waiting.
+    pub fn try_recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.reg.try_io(Direction::Read, || self.io.recv_from(buf))
+    }
+
+    /// Send to the connected peer without waiting.
+    pub fn try_send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.reg.try_io(Direction::Write, || self.io.send(buf))
+    }
+
+    /// Receive from the connected peer without waiting.
+    pub fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.reg.try_io(Direction::Read, || self.io.recv(buf))
     }
 
     /// The local address.
@@ -62,6 +150,38 @@ impl UdpSocket {
     /// The connected peer's address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         self.io.peer_addr()
+    }
+
+    /// Set `SO_BROADCAST` (allow sending to a broadcast address).
+    pub fn set_broadcast(&self, on: bool) -> io::Result<()> {
+        self.io.set_broadcast(on)
+    }
+
+    /// The `SO_BROADCAST` option.
+    pub fn broadcast(&self) -> io::Result<bool> {
+        self.io.broadcast()
+    }
+
+    /// Set `IP_TTL`, the time-to-live of the packets this socket sends.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.io.set_ttl(ttl)
+    }
+
+    /// The `IP_TTL` option.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.io.ttl()
+    }
+}
+
+impl AsRawFd for UdpSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.io.as_raw_fd()
+    }
+}
+
+impl AsFd for UdpSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.io.as_fd()
     }
 }
 

@@ -41,6 +41,7 @@ pub struct Builder {
     thread_keep_alive: Duration,
     event_ring: Option<usize>,
     poll_time_histogram: bool,
+    thread_hooks: crate::blocking::ThreadHooks,
     #[cfg(feature = "console")]
     console: Option<crate::console::ConsoleConfig>,
     #[cfg(feature = "tokio-bridge")]
@@ -65,6 +66,7 @@ impl Builder {
             thread_keep_alive: Duration::from_secs(10),
             event_ring: None,
             poll_time_histogram: true,
+            thread_hooks: Default::default(),
             #[cfg(feature = "console")]
             console: None,
             #[cfg(feature = "tokio-bridge")]
@@ -134,6 +136,23 @@ impl Builder {
         self
     }
 
+    /// Run `f` on every worker thread and every blocking-pool thread when it starts, in
+    /// the runtime's context (`Handle::current` works), before it runs any task. A panic
+    /// in `f` is caught and ignored. Calling this again replaces the hook.
+    pub fn on_thread_start<F: Fn() + Send + Sync + 'static>(&mut self, f: F) -> &mut Builder {
+        self.thread_hooks.start = Some(Arc::new(f));
+        self
+    }
+
+    /// Run `f` on every worker thread and every blocking-pool thread just before it exits
+    /// (a worker at shutdown, a pool thread at shutdown or after its keep-alive), in the
+    /// runtime's context. Each thread that ran the start hook runs this once. A panic in
+    /// `f` is caught and ignored. Calling this again replaces the hook.
+    pub fn on_thread_stop<F: Fn() + Send + Sync + 'static>(&mut self, f: F) -> &mut Builder {
+        self.thread_hooks.stop = Some(Arc::new(f));
+        self
+    }
+
     /// The most threads the blocking pool runs at once (at least 1). Calls beyond that
     /// wait in its queue.
     pub fn max_blocking_threads(&mut self, n: usize) -> &mut Builder {
@@ -188,6 +207,7 @@ impl Builder {
                 keep_alive: self.thread_keep_alive,
                 thread_name: format!("{}-blocking", self.thread_name),
                 stack_size: self.thread_stack_size,
+                hooks: self.thread_hooks.clone(),
             },
             self.event_ring,
             self.poll_time_histogram,
@@ -203,10 +223,15 @@ impl Builder {
         };
         for index in 0..n {
             let shared = Arc::clone(&shared);
+            let hooks = self.thread_hooks.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("{}-{index}", self.thread_name))
                 .stack_size(self.thread_stack_size)
-                .spawn(move || Shared::run_worker(shared, index));
+                .spawn(move || {
+                    // The hooks run in the runtime's context, outside any scheduler lock.
+                    let _enter = worker::enter(&shared);
+                    hooks.run_thread(|| Shared::run_worker(Arc::clone(&shared), index));
+                });
             match spawned {
                 Ok(t) => rt.threads.push(t),
                 Err(e) => {
