@@ -59,6 +59,16 @@ fn every_route_over_http1_and_http2() {
 fn ctrl_c_finishes_100_slow_requests_and_refuses_new_connections() {
     let mut server = Running::start("http", &["--addr", "127.0.0.1:0", "--workers", "2"]);
     let addr = addr_of(&server.line_with("serving on"));
+    // "http: prometheus metrics on http://ADDR/metrics"
+    let metrics = server.line_with("prometheus metrics on").rsplit(' ').next().unwrap().to_owned();
+    let alive = || -> u64 {
+        let (_, text) = curl(&[&metrics]);
+        text.lines()
+            .find_map(|l| l.strip_prefix("volt_tasks_alive "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map_or(0, |v| v as u64)
+    };
+    let baseline = alive();
     let sent = Arc::new(AtomicUsize::new(0));
     let clients: Vec<_> = (0..100)
         .map(|_| {
@@ -67,7 +77,7 @@ fn ctrl_c_finishes_100_slow_requests_and_refuses_new_connections() {
             std::thread::spawn(move || {
                 let mut s = std::net::TcpStream::connect(&addr).expect("connect");
                 s.set_read_timeout(Some(BOUND)).unwrap();
-                s.write_all(b"GET /sleep?ms=2000 HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+                s.write_all(b"GET /sleep?ms=5000 HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
                 sent.fetch_add(1, Ordering::SeqCst);
                 let mut out = String::new();
                 s.read_to_string(&mut out).expect("the response, then the close");
@@ -80,10 +90,13 @@ fn ctrl_c_finishes_100_slow_requests_and_refuses_new_connections() {
         assert!(start.elapsed() < BOUND);
         std::thread::sleep(Duration::from_millis(5));
     }
-    // Give the server a moment to read the requests it was sent (they are in its socket
-    // buffers either way; a request read after the signal still gets its answer, as its
-    // connection was accepted before).
-    std::thread::sleep(Duration::from_millis(300));
+    // Every connection accepted (its task alive, as the exporter shows): a connection
+    // still in the listener's backlog at the signal is refused with the listener.
+    let start = Instant::now();
+    while alive() < baseline + 100 {
+        assert!(start.elapsed() < BOUND, "100 connections never showed as tasks");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     server.interrupt();
     server.line_with("shutting down");
     // From here on, connecting fails.
@@ -96,7 +109,7 @@ fn ctrl_c_finishes_100_slow_requests_and_refuses_new_connections() {
     for c in clients {
         let out = c.join().unwrap();
         assert!(out.starts_with("HTTP/1.1 200 OK"), "{out:?}");
-        assert!(out.ends_with("slept 2000 ms\n"), "{out:?}");
+        assert!(out.ends_with("slept 5000 ms\n"), "{out:?}");
     }
     let status = server.wait();
     assert!(status.success(), "a graceful exit: {status:?}");

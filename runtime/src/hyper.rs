@@ -42,8 +42,8 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::{Acquire, Release};
-use std::sync::atomic::{AtomicU8, AtomicUsize};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -792,73 +792,143 @@ where
     if builders.config.nodelay {
         let _ = stream.set_nodelay(true);
     }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let mut buf = [0u8; PREFACE.len()];
     let mut len = 0;
     let sniffed = {
         let sniff = std::pin::pin!(sniff(&stream, &mut buf, &mut len));
-        let sniff = unless_shutdown(&registry, GRACEFUL, sniff);
+        // At a graceful shutdown, a connection that has sent nothing closes now; one
+        // whose first bytes have arrived goes on to be answered.
+        let sniff = unless_shutdown(&registry, sniff, || !has_unread_bytes(fd));
         match builders.config.header_read_timeout {
             Some(t) => crate::time::timeout(t, sniff).await.ok().flatten(),
             None => sniff.await,
         }
     };
-    let service = hyper_util::service::TowerToHyperService::new(service);
+    let requests = Arc::new(AtomicU64::new(0));
+    let service =
+        Counted { inner: hyper_util::service::TowerToHyperService::new(service), requests: Arc::clone(&requests) };
+    let http1_drain = Http1Drain { fd, requests };
     let io = Io::with_prefix(stream, buf, len);
     match sniffed {
         Some(Sniffed::Http1) if builders.config.http1 => {
             let conn = builders.http1.serve_connection(io, service).with_upgrades();
-            drive(&registry, conn, |c| c.graceful_shutdown()).await;
+            drive(&registry, conn, Some(http1_drain), |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Http2) if builders.config.http2 => {
             let conn = builders.http2.serve_connection(io, service);
-            drive(&registry, conn, |c| c.graceful_shutdown()).await;
+            drive(&registry, conn, None, |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Http2) => {
             // An HTTP/1-only server answers a preface like any malformed request.
             let conn = builders.http1.serve_connection(io, service);
-            drive(&registry, conn, |c| c.graceful_shutdown()).await;
+            drive(&registry, conn, Some(http1_drain), |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Http1) => {
             let conn = builders.http2.serve_connection(io, service);
-            drive(&registry, conn, |c| c.graceful_shutdown()).await;
+            drive(&registry, conn, None, |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Gone) | None => {}
     }
     drop(guard);
 }
 
-/// Run `fut` unless the server reaches `state` first (then `None`).
-async fn unless_shutdown<F: Future>(registry: &Registry, state: u8, fut: F) -> Option<F::Output> {
+/// Whether bytes wait in the socket that the server has not read yet.
+fn has_unread_bytes(fd: std::os::fd::RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: `recv` writes at most one byte, into `byte`, which is valid for it;
+    // `MSG_PEEK` leaves the data in the socket and `MSG_DONTWAIT` never blocks. `fd` is
+    // the connection's socket, open for as long as its `Io` lives, which outlives every
+    // call here.
+    let n = unsafe { libc::recv(fd, (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    n > 0
+}
+
+/// Run `fut` unless a graceful shutdown begins and `give_up()` agrees (then `None`); a
+/// forced one always ends it.
+async fn unless_shutdown<F: Future>(registry: &Registry, fut: F, give_up: impl Fn() -> bool) -> Option<F::Output> {
     let mut fut = std::pin::pin!(fut);
     std::future::poll_fn(|cx| {
-        if registry.state.load(Acquire) >= state {
-            return Poll::Ready(None);
+        match registry.state.load(Acquire) {
+            RUNNING => {}
+            GRACEFUL if !give_up() => {}
+            _ => return Poll::Ready(None),
         }
         fut.as_mut().poll(cx).map(Some)
     })
     .await
 }
 
+/// hyper's view of a connection's service, counting the requests it is handed.
+struct Counted<S> {
+    inner: S,
+    requests: Arc<AtomicU64>,
+}
+
+impl<S, R> hyper::service::Service<R> for Counted<S>
+where
+    S: hyper::service::Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, req: R) -> S::Future {
+        // Only this connection's task touches the count: a plain load and store.
+        self.requests.store(self.requests.load(Relaxed) + 1, Relaxed);
+        self.inner.call(req)
+    }
+}
+
+/// What an HTTP/1 connection needs to drain without dropping a request that has already
+/// arrived: its socket, and how many requests it has started.
+struct Http1Drain {
+    fd: std::os::fd::RawFd,
+    requests: Arc<AtomicU64>,
+}
+
 /// Poll a hyper connection to its end: start its graceful shutdown when the server asks,
 /// and drop it when the server's deadline has passed.
-async fn drive<C, E>(registry: &Registry, conn: C, graceful: impl Fn(Pin<&mut C>))
+///
+/// hyper closes an idle HTTP/1 connection at once when asked to shut down, even if the
+/// next request's bytes are already in its socket, unread. So when such bytes wait, the
+/// request is let in first: the connection is asked once it has started one more
+/// request (hyper then finishes that one and closes). A client that sends half a request
+/// is cut by the header-read timeout, or at the deadline.
+async fn drive<C, E>(registry: &Registry, conn: C, http1: Option<Http1Drain>, graceful: impl Fn(Pin<&mut C>))
 where
     C: Future<Output = Result<(), E>>,
 {
     let mut conn = std::pin::pin!(conn);
     let mut asked = false;
-    std::future::poll_fn(|cx| {
+    // At the signal: the number of requests started, if one more must start first.
+    let mut wait_for_more: Option<Option<u64>> = None;
+    std::future::poll_fn(|cx| loop {
         let state = registry.state.load(Acquire);
         if state == FORCED {
             return Poll::Ready(());
         }
         if state == GRACEFUL && !asked {
-            asked = true;
-            graceful(conn.as_mut());
+            let pending = *wait_for_more.get_or_insert_with(|| {
+                http1.as_ref().filter(|h| has_unread_bytes(h.fd)).map(|h| h.requests.load(Relaxed))
+            });
+            let started_more = |h: &Http1Drain| pending.is_some_and(|n| h.requests.load(Relaxed) > n);
+            if pending.is_none() || http1.as_ref().is_some_and(started_more) {
+                asked = true;
+                graceful(conn.as_mut());
+            }
         }
         // A connection error (a reset peer, a malformed request, a header timeout) ends
         // this connection only; hyper has answered what it could.
-        conn.as_mut().poll(cx).map(|_| ())
+        if conn.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        // The awaited request has started: go round once more to ask now.
+        let started = matches!((&wait_for_more, &http1), (Some(Some(n)), Some(h)) if h.requests.load(Relaxed) > *n);
+        if state == GRACEFUL && !asked && started {
+            continue;
+        }
+        return Poll::Pending;
     })
     .await
 }

@@ -31,6 +31,8 @@
 //! * `bridge.rs` (feature `tokio-bridge`): a small Tokio runtime the Volt runtime owns and
 //!   shuts down, entered around the polls of `bridge::with_tokio` futures, for Tokio-only
 //!   crates;
+//! * `hyper.rs` (feature `hyper`): hyper's runtime traits, `serve` for tower services
+//!   (axum, tonic), and a client connector;
 //! * `loom.rs`: the shim that model-checks the concurrency code under `--cfg loom`.
 
 #![warn(missing_docs)]
@@ -49,6 +51,8 @@ pub(crate) mod blocking;
 pub mod bridge;
 #[cfg(all(feature = "console", not(loom)))]
 pub mod console;
+#[cfg(all(feature = "hyper", not(loom)))]
+pub mod hyper;
 #[cfg(not(loom))]
 pub(crate) mod io;
 #[cfg(not(loom))]
