@@ -92,6 +92,8 @@ pub(crate) struct Bridge {
 struct State {
     threads: usize,
     thread_name: String,
+    /// `Builder::on_thread_start`/`on_thread_stop`, run on the bridge's threads too.
+    hooks: crate::blocking::ThreadHooks,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -103,6 +105,7 @@ impl Default for Bridge {
             state: Mutex::new(State {
                 threads: DEFAULT_THREADS,
                 thread_name: "volt-worker-bridge".into(),
+                hooks: Default::default(),
                 runtime: None,
             }),
         }
@@ -116,10 +119,11 @@ impl Bridge {
 
     /// Set the worker count (at least 1) and the thread-name prefix (`-N` is appended).
     /// `Builder::build` calls it before the runtime is handed out.
-    pub(crate) fn configure(&self, threads: usize, thread_name: String) {
+    pub(crate) fn configure(&self, threads: usize, thread_name: String, hooks: crate::blocking::ThreadHooks) {
         let mut s = self.lock();
         s.threads = threads.max(1);
         s.thread_name = thread_name;
+        s.hooks = hooks;
     }
 
     /// Whether the Volt runtime has shut the bridge down.
@@ -146,6 +150,14 @@ impl Bridge {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(s.threads)
             .thread_name_fn(move || format!("{prefix}-{}", next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)))
+            .on_thread_start({
+                let hooks = s.hooks.clone();
+                move || hooks.started()
+            })
+            .on_thread_stop({
+                let hooks = s.hooks.clone();
+                move || hooks.stopping()
+            })
             .enable_all()
             .build()
             .map_err(|e| io::Error::new(e.kind(), format!("volt::bridge: cannot start the Tokio bridge: {e}")))?;

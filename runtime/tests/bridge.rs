@@ -504,3 +504,37 @@ fn tokio_sockets_inside_with_tokio_read_and_write() {
     drop(rt);
     assert!(panics_on("vbk").is_empty(), "{:?}", panics_on("vbk"));
 }
+
+#[test]
+fn thread_hooks_run_on_the_bridge_threads_too() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let starts = Arc::new(AtomicUsize::new(0));
+    let stops = Arc::new(AtomicUsize::new(0));
+    fn is_bridge() -> bool {
+        std::thread::current().name().is_some_and(|n| n.contains("-bridge-"))
+    }
+    let rt = {
+        let (starts, stops) = (Arc::clone(&starts), Arc::clone(&stops));
+        volt::runtime::Builder::new()
+            .worker_threads(1)
+            .tokio_bridge_threads(2)
+            .on_thread_start(move || {
+                if is_bridge() {
+                    starts.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+            .on_thread_stop(move || {
+                if is_bridge() {
+                    stops.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let on_bridge = rt.block_on(async { volt::bridge::spawn(async { is_bridge() }).await.unwrap() });
+    assert!(on_bridge);
+    drop(rt);
+    assert_eq!(starts.load(Ordering::SeqCst), 2, "each bridge worker ran the start hook");
+    assert_eq!(stops.load(Ordering::SeqCst), 2, "and the stop hook at shutdown");
+}

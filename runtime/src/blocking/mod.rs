@@ -101,6 +101,19 @@ impl ThreadHooks {
         body()
     }
 
+    /// Run the start hook (a thread of the runtime's that is not run by `run_thread`:
+    /// the Tokio bridge's).
+    #[cfg(feature = "tokio-bridge")]
+    pub(crate) fn started(&self) {
+        ThreadHooks::call(&self.start);
+    }
+
+    /// Run the stop hook; see [`ThreadHooks::started`].
+    #[cfg(feature = "tokio-bridge")]
+    pub(crate) fn stopping(&self) {
+        ThreadHooks::call(&self.stop);
+    }
+
     fn call(hook: &Option<ThreadHook>) {
         if let Some(f) = hook {
             // The panic message is still printed by the panic hook; the thread goes on.

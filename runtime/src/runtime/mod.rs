@@ -138,7 +138,8 @@ impl Builder {
 
     /// Run `f` on every worker thread and every blocking-pool thread when it starts, in
     /// the runtime's context (`Handle::current` works), before it runs any task. A panic
-    /// in `f` is caught and ignored. Calling this again replaces the hook.
+    /// in `f` is caught and ignored. Calling this again replaces the hook. With the
+    /// `tokio-bridge` feature the bridge's threads run it too (in Tokio's context there).
     pub fn on_thread_start<F: Fn() + Send + Sync + 'static>(&mut self, f: F) -> &mut Builder {
         self.thread_hooks.start = Some(Arc::new(f));
         self
@@ -213,7 +214,11 @@ impl Builder {
             self.poll_time_histogram,
         )?;
         #[cfg(feature = "tokio-bridge")]
-        shared.bridge.configure(self.tokio_bridge_threads, format!("{}-bridge", self.thread_name));
+        shared.bridge.configure(
+            self.tokio_bridge_threads,
+            format!("{}-bridge", self.thread_name),
+            self.thread_hooks.clone(),
+        );
         let mut rt = Runtime {
             handle: Handle { shared: Arc::clone(&shared) },
             threads: Vec::with_capacity(n),

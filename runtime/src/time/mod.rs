@@ -156,6 +156,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 
 impl Sleep {
     /// A sleep on `shared`'s timers, from any thread.
+    #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
     pub(crate) fn new_in(shared: Arc<Shared>, deadline: Instant) -> Sleep {
         Sleep { deadline, shared, key: None, fired: false }
     }
