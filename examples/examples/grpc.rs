@@ -84,7 +84,11 @@ fn serve(addr: &str, workers: Option<usize>) -> Result<(), Box<dyn std::error::E
     Ok(())
 }
 
-fn client(addr: std::net::SocketAddr, name: String, count: u32) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+fn client(
+    addr: std::net::SocketAddr,
+    name: String,
+    count: u32,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let rt = volt::runtime::Builder::new().worker_threads(1).build()?;
     rt.block_on(async move {
         let mut client = volt_examples::grpc::client(addr)?;

@@ -66,7 +66,11 @@ fn run(args: Args) -> std::io::Result<()> {
 
     let result = rt.block_on(async {
         let listener = volt::net::TcpListener::bind(args.addr.as_str()).await?;
-        println!("http: serving on http://{} ({} workers)", listener.local_addr()?, volt::runtime::Handle::current().num_workers());
+        println!(
+            "http: serving on http://{} ({} workers)",
+            listener.local_addr()?,
+            volt::runtime::Handle::current().num_workers()
+        );
         println!("http: prometheus metrics on http://{}/metrics", exporter.local_addr());
         let shutdown = async move {
             let _ = rx.await;

@@ -62,14 +62,19 @@ pub async fn serve(
     listener: volt::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    volt::hyper::serve(listener, routes()).with_graceful_shutdown(shutdown).shutdown_deadline(Duration::from_secs(5)).await
+    volt::hyper::serve(listener, routes())
+        .with_graceful_shutdown(shutdown)
+        .shutdown_deadline(Duration::from_secs(5))
+        .await
 }
 
 /// The transport of [`client`]: hyper-util's HTTP/2 client on Volt.
 pub type Transport = hyper_util::client::legacy::Client<volt::hyper::Connector, tonic::body::Body>;
 
 /// A greeter client on Volt for `http://addr`. Call it from inside a Volt runtime.
-pub fn client(addr: std::net::SocketAddr) -> Result<GreeterClient<Transport>, Box<dyn std::error::Error + Send + Sync>> {
+pub fn client(
+    addr: std::net::SocketAddr,
+) -> Result<GreeterClient<Transport>, Box<dyn std::error::Error + Send + Sync>> {
     let transport = hyper_util::client::legacy::Client::builder(volt::hyper::Executor::new())
         .timer(volt::hyper::Timer::new())
         .pool_timer(volt::hyper::Timer::new())

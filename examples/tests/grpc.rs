@@ -8,7 +8,9 @@ use volt_examples::greeter::greeter_client::GreeterClient;
 use volt_examples::greeter::{CountRequest, HelloRequest};
 
 /// A Volt runtime serving the greeter on a free port; stops when `stop` is sent.
-fn start() -> (volt::Runtime, std::net::SocketAddr, futures::channel::oneshot::Sender<()>, volt::JoinHandle<std::io::Result<()>>) {
+fn start(
+) -> (volt::Runtime, std::net::SocketAddr, futures::channel::oneshot::Sender<()>, volt::JoinHandle<std::io::Result<()>>)
+{
     let rt = volt::runtime::Builder::new().worker_threads(2).build().unwrap();
     let (tx, rx) = futures::channel::oneshot::channel::<()>();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -54,7 +56,9 @@ fn tonic_client_on_tokio_calls_the_server_on_volt() {
         let calls: Vec<_> = (0..50)
             .map(|i| {
                 let mut c = client.clone();
-                tokio::spawn(async move { c.say_hello(HelloRequest { name: format!("n{i}") }).await.unwrap().into_inner().message })
+                tokio::spawn(async move {
+                    c.say_hello(HelloRequest { name: format!("n{i}") }).await.unwrap().into_inner().message
+                })
             })
             .collect();
         for (i, c) in calls.into_iter().enumerate() {

@@ -32,7 +32,10 @@ fn every_route_over_http1_and_http2() {
     let (ok, out) = curl(&[&format!("http://{addr}/json")]);
     assert!(ok);
     let g: volt_examples::http::Greeting = serde_json::from_str(&out).expect("JSON");
-    assert_eq!(g, volt_examples::http::Greeting { message: "Hello, world!".into(), runtime: "volt".into(), workers: 2 });
+    assert_eq!(
+        g,
+        volt_examples::http::Greeting { message: "Hello, world!".into(), runtime: "volt".into(), workers: 2 }
+    );
 
     let (ok, out) = curl(&[&format!("http://{addr}/sleep?ms=30")]);
     assert!(ok);

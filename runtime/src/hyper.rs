@@ -394,9 +394,8 @@ impl tower_service::Service<http::Uri> for Connector {
                     ))
                 }
             }
-            let host = uri
-                .host()
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no host in {uri}")))?;
+            let host =
+                uri.host().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no host in {uri}")))?;
             // `[::1]` in a URI is `::1` to the resolver.
             let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
             let port = uri.port_u16().unwrap_or(80);
@@ -530,10 +529,7 @@ pub struct WithGracefulShutdown<S, F> {
 
 impl<S, F> std::fmt::Debug for WithGracefulShutdown<S, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WithGracefulShutdown")
-            .field("serve", &self.serve)
-            .field("deadline", &self.deadline)
-            .finish()
+        f.debug_struct("WithGracefulShutdown").field("serve", &self.serve).field("deadline", &self.deadline).finish()
     }
 }
 
@@ -687,7 +683,8 @@ where
     let Serve { listener, service, config } = serve;
     let shared = current_shared("serve");
     let handle = Handle { shared: Arc::clone(&shared) };
-    let registry = Arc::new(Registry { state: AtomicU8::new(RUNNING), open: AtomicUsize::new(0), inner: Default::default() });
+    let registry =
+        Arc::new(Registry { state: AtomicU8::new(RUNNING), open: AtomicUsize::new(0), inner: Default::default() });
     let mut http1 = hyper::server::conn::http1::Builder::new();
     http1.timer(Timer::with_handle(handle.clone())).header_read_timeout(config.header_read_timeout);
     let mut http2 = hyper::server::conn::http2::Builder::new(Executor::with_handle(handle.clone()));

@@ -67,7 +67,10 @@ fn service() -> impl tower::Service<
 }
 
 /// Start a server on `rt` (127.0.0.1, a free port); it runs until `stop` is sent.
-fn start_server(rt: &volt::Runtime, header_timeout: Option<Duration>) -> (SocketAddr, futures::channel::oneshot::Sender<()>, volt::JoinHandle<std::io::Result<()>>) {
+fn start_server(
+    rt: &volt::Runtime,
+    header_timeout: Option<Duration>,
+) -> (SocketAddr, futures::channel::oneshot::Sender<()>, volt::JoinHandle<std::io::Result<()>>) {
     let (tx, rx) = futures::channel::oneshot::channel::<()>();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let server = rt.spawn(async move {
@@ -99,7 +102,11 @@ fn tasks_alive(rt: &volt::Runtime) -> u64 {
 }
 
 /// One HTTP/1.1 request over a hyper client connection on Tokio.
-async fn get1(sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>, addr: SocketAddr, path: &str) -> (u16, String) {
+async fn get1(
+    sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    addr: SocketAddr,
+    path: &str,
+) -> (u16, String) {
     sender.ready().await.expect("connection ready");
     let req = http::Request::get(path).header("host", addr.to_string()).body(Empty::new()).unwrap();
     let res = sender.send_request(req).await.expect("response");
@@ -121,8 +128,9 @@ fn http1_200_keepalive_connections_from_hyper_on_tokio() {
             let ok = Arc::clone(&ok);
             tasks.push(tokio::spawn(async move {
                 let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-                let (mut sender, conn) =
-                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.expect("handshake");
+                let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                    .await
+                    .expect("handshake");
                 tokio::spawn(conn);
                 // Every request on the one connection: keep-alive must hold.
                 for _ in 0..PER_CONN {
@@ -164,7 +172,9 @@ fn http2_prior_knowledge_from_hyper_on_tokio() {
             let mut sender = sender.clone();
             tasks.push(tokio::spawn(async move {
                 let body = format!("stream {i}");
-                let req = http::Request::post(format!("http://{addr}/echo")).body(Full::new(Bytes::from(body.clone()))).unwrap();
+                let req = http::Request::post(format!("http://{addr}/echo"))
+                    .body(Full::new(Bytes::from(body.clone())))
+                    .unwrap();
                 let res = sender.send_request(req).await.expect("h2 response");
                 assert_eq!(res.version(), http::Version::HTTP_2);
                 assert_eq!(res.status(), 200);
@@ -184,9 +194,11 @@ fn http2_prior_knowledge_from_hyper_on_tokio() {
 }
 
 fn curl(args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new("curl").args(["-s", "-m", "30"]).args(args).output().expect(
-        "curl runs (install it: apt-get install curl; .ci/run does when it is missing)",
-    );
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-m", "30"])
+        .args(args)
+        .output()
+        .expect("curl runs (install it: apt-get install curl; .ci/run does when it is missing)");
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
@@ -272,7 +284,10 @@ fn graceful_shutdown_drops_connections_still_open_at_the_deadline() {
     s.write_all(b"GET /sleep?ms=600000 HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
     wait_until("the request in flight", || tasks_alive(&rt) > baseline);
     tx.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("serve returns after the deadline").unwrap().unwrap();
+    rt.block_on(async { volt::time::timeout(BOUND, server).await })
+        .expect("serve returns after the deadline")
+        .unwrap()
+        .unwrap();
     // The connection was dropped: the client reads the close, no response.
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
@@ -428,19 +443,33 @@ fn hyper_util_client_on_volt_through_the_connector() {
 struct Wrapped(volt::net::TcpStream);
 
 impl futures::AsyncRead for Wrapped {
-    fn poll_read(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut [u8]) -> std::task::Poll<std::io::Result<usize>> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
         std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
     }
 }
 
 impl futures::AsyncWrite for Wrapped {
-    fn poll_write(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
         std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
     }
-    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.0).poll_flush(cx)
     }
-    fn poll_close(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_close(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.0).poll_close(cx)
     }
 }
