@@ -612,3 +612,81 @@ fn loom_lifo_slot_owner_against_a_thief() {
         assert_each_once(got, vec![1, 2]);
     });
 }
+
+/// What the batch model shares: the dispatching worker's LIFO slot and ring, the idle
+/// state, and both workers' park words.
+struct BatchModel {
+    idle: Idle,
+    parks: [ParkState; 2],
+    lifo: crate::scheduler::lifo::LifoSlot<crate::task::raw::Header>,
+    ring: WorkStealQueue<Arc<MockScheduler>>,
+    inject: Inject<Arc<MockScheduler>>,
+}
+
+impl BatchModel {
+    fn unpark(&self, i: usize) {
+        self.parks[i].unpark(|| unreachable!("no reactor in this model"));
+    }
+}
+
+/// Worker 0 delivers a batch of two driver wakes onto its own queues with the per-task
+/// notify held back (the first fills the LIFO slot, the second pushes it into the ring),
+/// decides once (`Idle::notify_after_batch`), then takes the slot's task and stays in
+/// that poll for good. Worker 1 has found nothing (as a searcher or not) and parks
+/// meanwhile, with no timeout under loom. The task in the ring must reach worker 1:
+/// either its pre-sleep re-check sees it, or the batch's wake does; a lost wake
+/// deadlocks the model.
+fn dispatch_batch_against_a_parking_worker(searching: bool) {
+    let sched = MockScheduler::new();
+    let m = Arc::new(BatchModel {
+        idle: Idle::new(2),
+        parks: [ParkState::new(), ParkState::new()],
+        lifo: crate::scheduler::lifo::LifoSlot::new(),
+        ring: WorkStealQueue::new(),
+        inject: Inject::new(),
+    });
+    if searching {
+        assert!(m.idle.transition_worker_to_searching());
+    }
+    let thief = {
+        let m = m.clone();
+        thread::spawn(move || {
+            // Worker 1's park sequence from `worker.rs`.
+            let last = m.idle.transition_worker_to_parked(1, searching);
+            let recheck = last || m.idle.num_searching_seqcst() == 0;
+            if !(recheck && m.ring.is_stealable()) {
+                let _ = m.parks[1].park(Duration::from_millis(10));
+            }
+            let claimed = !m.idle.unpark_self(1);
+            let mine = WorkStealQueue::new();
+            let got = m.ring.steal_into(&mine).map(|(t, _)| t.header().id);
+            if claimed && m.idle.transition_worker_from_searching() {
+                m.idle.notify_parked(|i| m.unpark(i));
+            }
+            got
+        })
+    };
+    let (first, second) = (counted_task(&sched), counted_task(&sched));
+    let first_id = first.header().id;
+    assert!(m.lifo.push(first.into_raw()).is_none(), "the slot starts empty");
+    let displaced = m.lifo.push(second.into_raw()).expect("the second task displaces the first");
+    // SAFETY: the slot held a queue reference, now ours.
+    let _ = m.ring.push_back_or_overflow(unsafe { Notified::from_raw(displaced) }, &m.inject);
+    let queued_here = m.lifo.peek().is_some() as u32 + m.ring.len();
+    m.idle.notify_after_batch(queued_here, false, |i| m.unpark(i));
+    // Worker 0 runs the slot's task and never comes back for the ring.
+    let own = m.lifo.pop().expect("the owner takes its slot");
+    assert_eq!(thief.join().unwrap(), Some(first_id), "the task in the ring reached the other worker");
+    // SAFETY: the slot held a queue reference, now ours.
+    drop(unsafe { Notified::<Arc<MockScheduler>>::from_raw(own) });
+}
+
+#[test]
+fn loom_dispatch_batch_wakes_a_parking_worker() {
+    model(|| dispatch_batch_against_a_parking_worker(false));
+}
+
+#[test]
+fn loom_dispatch_batch_wakes_the_last_searcher_as_it_parks() {
+    model(|| dispatch_batch_against_a_parking_worker(true));
+}

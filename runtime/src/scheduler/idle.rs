@@ -25,6 +25,12 @@
 //! 5. **Wake reason.** A woken worker calls [`Idle::unpark_self`]. If its bit was still set
 //!    it clears it itself (timeout, or a targeted unpark such as a join waker) and is not
 //!    a searcher; if a producer had cleared it, the producer counted it as a searcher.
+//! 6. **Batches.** A worker that queues a batch of tasks on itself (the driver's wakes)
+//!    holds rule 1 back while it pushes, then calls [`Idle::notify_after_batch`] once with
+//!    the number of tasks it has queued: rule 1 runs if that is more than one and the
+//!    worker is not searching. The worker runs one task itself; any other is in its ring,
+//!    so it is the work rule 1's wake exists for. Its push came before the call, so the
+//!    fence pairing of rule 3 still holds.
 //!
 //! The bitmap is one `u64`, so `Builder::build` refuses more than 64 workers.
 
@@ -127,6 +133,15 @@ impl Idle {
         }
     }
 
+    /// Rule 6: after queueing a batch on itself with rule 1 held back, a worker that now
+    /// has `queued_here` tasks (its LIFO slot and ring) wakes one parked worker if more
+    /// than one waits and it is not searching itself.
+    pub(crate) fn notify_after_batch(&self, queued_here: u32, is_searching: bool, unpark: impl Fn(usize)) {
+        if queued_here > 1 && !is_searching {
+            self.notify_parked(unpark);
+        }
+    }
+
     /// `num_searching` as the pre-sleep re-check reads it (after the fence in
     /// `transition_worker_to_parked`).
     pub(crate) fn num_searching_seqcst(&self) -> u32 {
@@ -167,6 +182,25 @@ mod tests {
         // Worker 1 was claimed, so it is a searcher.
         assert!(!idle.unpark_self(1));
         assert!(idle.transition_worker_from_searching(), "it was the last searcher");
+    }
+
+    #[test]
+    fn a_batch_wakes_one_parked_worker_only_when_more_than_one_task_waits() {
+        let idle = Idle::new(3);
+        assert!(!idle.transition_worker_to_parked(1, false));
+        assert!(!idle.transition_worker_to_parked(2, false));
+        let woken = RefCell::new(vec![]);
+        // One task: its owner runs it next.
+        idle.notify_after_batch(1, false, |i| woken.borrow_mut().push(i));
+        assert!(woken.borrow().is_empty());
+        // A searching owner leaves the wake to the last searcher's rule.
+        idle.notify_after_batch(5, true, |i| woken.borrow_mut().push(i));
+        assert!(woken.borrow().is_empty());
+        // Two or more: one parked worker, claimed as a searcher.
+        idle.notify_after_batch(2, false, |i| woken.borrow_mut().push(i));
+        assert_eq!(*woken.borrow(), vec![1]);
+        assert_eq!(idle.num_searching(), 1);
+        assert_eq!(idle.parked_bitmap(), 1 << 2);
     }
 
     #[test]
