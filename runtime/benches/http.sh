@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# HTTP server throughput, latency and CPU per request: the `http_bench` example (one axum
+# route, `GET /` -> "Hello, world!") on Volt and on Tokio, 2 workers each, driven by `wrk`.
+# Run by hand (not in CI); needs `wrk`, and `tmux` for the watched variant.
+#
+#   bash runtime/benches/http.sh                      # 5 runs per variant, 64 and 256 connections
+#   RUNS=3 DURATION=10 CONNS="64" bash runtime/benches/http.sh
+#
+# Three variants, run in turn (volt, tokio, watched, volt, tokio, watched, ...) so that a
+# slow spell of the machine hits all of them alike:
+#   volt     Volt, `volt::hyper::serve`
+#   tokio    Tokio's multi-thread runtime, `axum::serve`
+#   watched  Volt with the event ring on (`--event-ring 4096`) and the console server
+#            streaming to a `volt-console` that stays connected (in a detached tmux)
+#
+# Server and wrk share the machine's cores unpinned: on a 2-core machine there is no core
+# to give either one alone, so both runtimes are measured competing with the load
+# generator for the CPU, as they would with any co-located client.
+#
+# Per run: wrk's requests/s and its p50/p99 (`--latency`), and the server's CPU time per
+# request: its utime+stime from /proc/PID/stat read just before and just after the
+# measured wrk run, divided by the requests wrk completed. Each run is a fresh server
+# process warmed by a 1 s wrk run first. The table gives the median of the runs; the
+# Volt/Tokio ratios compare medians (for p99 and CPU, below 1 means Volt is better), and
+# the watching cost is watched/volt.
+#
+# The machine may be shared. Each run also measures the CPU time that went to neither the
+# server, wrk nor the console client (from /proc/stat); a run where that exceeds
+# OTHERS_MAX percent of the machine (default 10) is thrown away and run again after a
+# pause, up to RETRIES times (default 6), and the share is printed with every run.
+#
+# BIN=path/to/http_bench skips the build (to compare builds kept aside).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+RUNS=${RUNS:-5}
+DURATION=${DURATION:-5}
+CONNS=${CONNS:-"64 256"}
+THREADS=${THREADS:-2}
+WORKERS=${WORKERS:-2}
+OTHERS_MAX=${OTHERS_MAX:-10}
+RETRIES=${RETRIES:-6}
+
+command -v wrk >/dev/null || { echo "wrk is needed (apt-get install wrk)"; exit 1; }
+command -v tmux >/dev/null || { echo "tmux is needed for the watched variant (apt-get install tmux)"; exit 1; }
+
+if [ -z "${BIN:-}" ]; then
+  cargo build --release -p volt-examples --example http_bench -p volt-console --bin volt-console >&2
+  BIN=target/release/examples/http_bench
+fi
+CONSOLE=${CONSOLE:-target/release/volt-console}
+
+out=$(mktemp -d)
+server_pid=
+session="volt-http-bench-$$"
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
+  tmux kill-session -t "$session" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# A free port: the kernel picks one for a listener we close at once.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Busy ticks of the whole machine (user, nice, system, irq, softirq, steal).
+machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+# Run wrk; print the CPU ticks it used.
+wrk_timed() {
+  python3 - "$@" <<'PY'
+import os, resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=open(os.environ["WRK_OUT"], "w"), check=True)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(round((r.ru_utime + r.ru_stime) * os.sysconf("SC_CLK_TCK")))
+PY
+}
+
+# run VARIANT CONNS: one measured run; appends "rps p50_ms p99_ms cpu_us_per_req others%"
+# to $out/VARIANT.CONNS, or returns 1 if the machine was too busy with other work.
+run() {
+  local variant=$1 conns=$2 port args=() console_port= console_pid=
+  port=$(free_port)
+  case $variant in
+    volt) args=(--runtime volt) ;;
+    tokio) args=(--runtime tokio) ;;
+    watched)
+      console_port=$(free_port)
+      args=(--runtime volt --event-ring 4096 --console --console-bind "127.0.0.1:$console_port") ;;
+  esac
+  "$BIN" "${args[@]}" --workers "$WORKERS" --addr "127.0.0.1:$port" > "$out/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 100); do grep -qs "listening on" "$out/server.log" && break; sleep 0.05; done
+  grep -q "listening on" "$out/server.log" || { cat "$out/server.log"; exit 1; }
+  if [ -n "$console_port" ]; then
+    tmux new-session -d -s "$session" -x 200 -y 50 "exec $CONSOLE 127.0.0.1:$console_port"
+    console_pid=$(tmux list-panes -t "$session" -F '#{pane_pid}')
+  fi
+  wrk -t"$THREADS" -c"$conns" -d1s "http://127.0.0.1:$port/" > /dev/null
+  local t0 t1 m0 m1 c0=0 c1=0 wrk_ticks
+  m0=$(machine_ticks)
+  t0=$(cpu_ticks "$server_pid")
+  [ -n "$console_pid" ] && c0=$(cpu_ticks "$console_pid")
+  wrk_ticks=$(WRK_OUT="$out/wrk.txt" wrk_timed wrk -t"$THREADS" -c"$conns" -d"${DURATION}s" --latency "http://127.0.0.1:$port/")
+  t1=$(cpu_ticks "$server_pid")
+  [ -n "$console_pid" ] && c1=$(cpu_ticks "$console_pid")
+  m1=$(machine_ticks)
+  if [ -n "$console_port" ]; then
+    # The client must have stayed connected for the whole run.
+    tmux has-session -t "$session" 2>/dev/null || { echo "volt-console exited during the run"; exit 1; }
+    tmux kill-session -t "$session"
+  fi
+  kill "$server_pid"
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=
+  local others=$(((m1 - m0) - (t1 - t0) - (c1 - c0) - wrk_ticks))
+  local others_pct=$((others * 100 / ($(nproc) * DURATION * $(getconf CLK_TCK))))
+  if [ "$others_pct" -gt "$OTHERS_MAX" ]; then
+    echo "  $variant c=$conns: other processes took ${others_pct}% of the machine; run again" >&2
+    return 1
+  fi
+  python3 - "$out/wrk.txt" "$((t1 - t0))" "$(getconf CLK_TCK)" "$others_pct" >> "$out/$variant.$conns" <<'PY'
+import re, sys
+text, ticks, hz, others = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def ms(s):
+    m = re.match(r"([\d.]+)(us|ms|s)", s)
+    return float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+reqs = int(re.search(r"(\d+) requests in", text).group(1))
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+p50 = ms(re.search(r"^\s+50%\s+(\S+)", text, re.M).group(1))
+p99 = ms(re.search(r"^\s+99%\s+(\S+)", text, re.M).group(1))
+errors = re.search(r"Non-2xx or 3xx responses: (\d+)|Socket errors: (.*)", text)
+if errors:
+    print(f"wrk reported errors: {errors.group(0)}", file=sys.stderr)
+print(f"{rps:.0f} {p50:.3f} {p99:.3f} {ticks / hz * 1e6 / reqs:.2f} {others}")
+PY
+  echo "  $variant c=$conns: $(tail -1 "$out/$variant.$conns")" >&2
+}
+
+for conns in $CONNS; do
+  for r in $(seq 1 "$RUNS"); do
+    for variant in volt tokio watched; do
+      tries=0
+      until run "$variant" "$conns"; do
+        tries=$((tries + 1))
+        [ "$tries" -ge "$RETRIES" ] && { echo "the machine stayed busy; giving up" >&2; exit 1; }
+        sleep 10
+      done
+    done
+  done
+done
+
+python3 - "$out" "$CONNS" "$RUNS" "$DURATION" "$WORKERS" <<'PY'
+import statistics, sys
+d, conns, runs, dur, workers = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+def load(v, c):
+    rows = [list(map(float, l.split())) for l in open(f"{d}/{v}.{c}")]
+    return [statistics.median(col) for col in list(zip(*rows))[:4]], rows
+print(f"wrk -t2 -d{dur}s --latency, {workers} workers each, {runs} alternating runs per variant, medians\n")
+print("| conns | variant | requests/s | p50 | p99 | CPU/request |")
+print("|---:|---|---:|---:|---:|---:|")
+ratios = []
+for c in conns:
+    med = {v: load(v, c)[0] for v in ("volt", "tokio", "watched")}
+    for v in ("volt", "tokio", "watched"):
+        rps, p50, p99, cpu = med[v]
+        print(f"| {c} | {v} | {rps:,.0f} | {p50:.2f} ms | {p99:.2f} ms | {cpu:.1f} µs |")
+    ratios.append((c, med))
+print("\n| conns | Volt/Tokio requests/s | Volt/Tokio p99 | Volt/Tokio CPU/request | watching cost (watched/volt CPU/request) | watched/volt requests/s |")
+print("|---:|---:|---:|---:|---:|---:|")
+for c, m in ratios:
+    v, t, w = m["volt"], m["tokio"], m["watched"]
+    print(f"| {c} | {v[0]/t[0]:.2f} | {v[2]/t[2]:.2f} | {v[3]/t[3]:.2f} | {w[3]/v[3]:.2f} | {w[0]/v[0]:.2f} |")
+print("\nEvery run (requests/s, p50 ms, p99 ms, CPU µs/request, % of the machine other processes took):")
+for c in conns:
+    for v in ("volt", "tokio", "watched"):
+        print(f"  c={c} {v}: " + "; ".join(" ".join(f"{x:g}" for x in r) for r in load(v, c)[1]))
+PY
