@@ -45,6 +45,10 @@ struct Args {
     /// Volt only: where the console server listens.
     #[arg(long, default_value = "127.0.0.1:6670")]
     console_bind: String,
+    /// Volt only: turn off `volt::hyper::serve`'s header-read timeout (on by default, 30 s;
+    /// `axum::serve` on Tokio has none), to see what the timer costs per request.
+    #[arg(long)]
+    no_header_timeout: bool,
     /// Serve a minimal hand-written HTTP/1.1 responder instead of axum.
     #[arg(long)]
     raw: bool,
@@ -58,8 +62,8 @@ fn router() -> Router {
 
 fn main() -> std::io::Result<()> {
     let args = Args::parse();
-    if args.runtime == Rt::Tokio && (args.event_ring.is_some() || args.console) {
-        eprintln!("--event-ring and --console are Volt options");
+    if args.runtime == Rt::Tokio && (args.event_ring.is_some() || args.console || args.no_header_timeout) {
+        eprintln!("--event-ring, --console and --no-header-timeout are Volt options");
         std::process::exit(2);
     }
     match args.runtime {
@@ -90,7 +94,12 @@ fn run_volt(args: &Args) -> std::io::Result<()> {
                 volt::spawn(raw::serve_volt(stream));
             }
         } else {
-            volt::hyper::serve(listener, router()).await
+            let serve = volt::hyper::serve(listener, router());
+            if args.no_header_timeout {
+                serve.header_read_timeout(None).await
+            } else {
+                serve.await
+            }
         }
     })
 }

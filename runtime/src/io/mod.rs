@@ -134,7 +134,6 @@ pub(crate) struct IoShared {
 pub(crate) struct DriverCore {
     poll: mio::Poll,
     events: mio::Events,
-    ready: Vec<(Arc<ScheduledIo>, u64)>,
     wake: Vec<Waker>,
 }
 
@@ -161,7 +160,6 @@ impl Driver {
             core: Mutex::new(DriverCore {
                 poll,
                 events: mio::Events::with_capacity(EVENTS_CAPACITY),
-                ready: Vec::new(),
                 wake: Vec::new(),
             }),
             io: IoShared {
@@ -214,9 +212,11 @@ impl Driver {
     /// caller's thread, a worker, so they land in its own queues). `count` records the
     /// figures *before* the wakes, so whoever a wake reaches also sees them counted.
     pub(crate) fn dispatch(&self, core: &mut DriverCore, now: Instant, count: impl FnOnce(Dispatched)) {
-        let DriverCore { events, ready, wake, .. } = core;
+        let DriverCore { events, wake, .. } = core;
         let mut out = Dispatched::default();
-        // A pass for timers only has no events: skip the sources lock.
+        // A pass for timers only has no events: skip the sources lock. Readiness is stored
+        // while the lock is held, which keeps each source alive without an `Arc` clone per
+        // event (nothing takes the sources lock while holding a waker slot's lock).
         if !events.is_empty() {
             let sources = lock(&self.io.sources);
             for ev in events.iter() {
@@ -241,14 +241,11 @@ impl Driver {
                 if ev.is_error() {
                     bits |= ERROR;
                 }
-                ready.push((Arc::clone(io), bits));
+                io.set_readiness(bits, wake);
+                out.io_events += 1;
             }
         }
         events.clear();
-        out.io_events = ready.len() as u64;
-        for (io, bits) in ready.drain(..) {
-            io.set_readiness(bits, wake);
-        }
         if self.time.is_due(now) {
             out.timers_fired = self.time.process(now, wake) as u64;
         }
