@@ -10,8 +10,8 @@
 //!   one of them is always listening for I/O and timers; the others sleep on their
 //!   futexes. (The worker that parks last finds the driver free and takes it, unless an
 //!   earlier parker already sleeps in it, which serves the same purpose.)
-//! * A running worker, at the start of a budget tick, `try_lock`s the driver (never
-//!   waiting for it) when a timer is due or when it has run `IO_POLL_INTERVAL` (64) polls
+//! * A running worker `try_lock`s the driver (never waiting for it) at the start of a
+//!   budget tick when a timer is due, and whenever it has run `IO_POLL_INTERVAL` (64) polls
 //!   since it last polled the reactor; then it polls mio with a zero timeout (if any I/O
 //!   source is registered) and fires due timers. Polling the reactor at every tick instead
 //!   made a worker that keeps finding a little work spin on `epoll_wait(0)`, each call
