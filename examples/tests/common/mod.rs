@@ -75,8 +75,11 @@ impl Running {
 
     /// Send SIGINT (what Ctrl-C sends).
     pub fn interrupt(&self) {
-        let status = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status().unwrap();
-        assert!(status.success());
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: `kill` only sends a signal; `pid` is our own child, not yet reaped (the
+        // `Child` still owns it), so the number cannot have been reused by another process.
+        let rc = unsafe { libc::kill(pid, libc::SIGINT) };
+        assert_eq!(rc, 0, "SIGINT sent: {}", std::io::Error::last_os_error());
     }
 
     /// Wait (bounded) for the process to exit; its exit status.
