@@ -12,6 +12,9 @@
 #   tokio    Tokio's multi-thread runtime, `axum::serve`
 #   watched  Volt with the event ring on (`--event-ring 4096`) and the console server
 #            streaming to a `volt-console` that stays connected (in a detached tmux)
+# and, when VARIANTS names it, a fourth:
+#   volt-nht Volt without `volt::hyper::serve`'s header-read timeout (`axum::serve` on
+#            Tokio has none), so both servers do the same work per request
 #
 # Server and wrk share the machine's cores unpinned: on a 2-core machine there is no core
 # to give either one alone, so both runtimes are measured competing with the load
@@ -38,6 +41,7 @@ CONNS=${CONNS:-"64 256"}
 THREADS=${THREADS:-2}
 WORKERS=${WORKERS:-2}
 OTHERS_MAX=${OTHERS_MAX:-10}
+VARIANTS=${VARIANTS:-"volt tokio watched"}
 RETRIES=${RETRIES:-6}
 
 command -v wrk >/dev/null || { echo "wrk is needed (apt-get install wrk)"; exit 1; }
@@ -81,6 +85,7 @@ run() {
   port=$(free_port)
   case $variant in
     volt) args=(--runtime volt) ;;
+    volt-nht) args=(--runtime volt --no-header-timeout) ;;
     tokio) args=(--runtime tokio) ;;
     watched)
       console_port=$(free_port)
@@ -137,7 +142,7 @@ PY
 
 for conns in $CONNS; do
   for r in $(seq 1 "$RUNS"); do
-    for variant in volt tokio watched; do
+    for variant in $VARIANTS; do
       tries=0
       until run "$variant" "$conns"; do
         tries=$((tries + 1))
@@ -148,29 +153,40 @@ for conns in $CONNS; do
   done
 done
 
-python3 - "$out" "$CONNS" "$RUNS" "$DURATION" "$WORKERS" <<'PY'
+python3 - "$out" "$CONNS" "$RUNS" "$DURATION" "$WORKERS" "$VARIANTS" <<'PY'
 import statistics, sys
 d, conns, runs, dur, workers = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+variants = sys.argv[6].split()
 def load(v, c):
     rows = [list(map(float, l.split())) for l in open(f"{d}/{v}.{c}")]
     return [statistics.median(col) for col in list(zip(*rows))[:4]], rows
 print(f"wrk -t2 -d{dur}s --latency, {workers} workers each, {runs} alternating runs per variant, medians\n")
 print("| conns | variant | requests/s | p50 | p99 | CPU/request |")
 print("|---:|---|---:|---:|---:|---:|")
-ratios = []
+meds = {}
 for c in conns:
-    med = {v: load(v, c)[0] for v in ("volt", "tokio", "watched")}
-    for v in ("volt", "tokio", "watched"):
-        rps, p50, p99, cpu = med[v]
+    meds[c] = {v: load(v, c)[0] for v in variants}
+    for v in variants:
+        rps, p50, p99, cpu = meds[c][v]
         print(f"| {c} | {v} | {rps:,.0f} | {p50:.2f} ms | {p99:.2f} ms | {cpu:.1f} µs |")
-    ratios.append((c, med))
-print("\n| conns | Volt/Tokio requests/s | Volt/Tokio p99 | Volt/Tokio CPU/request | watching cost (watched/volt CPU/request) | watched/volt requests/s |")
-print("|---:|---:|---:|---:|---:|---:|")
-for c, m in ratios:
-    v, t, w = m["volt"], m["tokio"], m["watched"]
-    print(f"| {c} | {v[0]/t[0]:.2f} | {v[2]/t[2]:.2f} | {v[3]/t[3]:.2f} | {w[3]/v[3]:.2f} | {w[0]/v[0]:.2f} |")
+if "tokio" in variants:
+    print("\n| conns | variant | /Tokio requests/s | /Tokio p99 | /Tokio CPU/request |")
+    print("|---:|---|---:|---:|---:|")
+    for c in conns:
+        t = meds[c]["tokio"]
+        for v in variants:
+            if v in ("tokio", "watched"):
+                continue
+            m = meds[c][v]
+            print(f"| {c} | {v} | {m[0]/t[0]:.2f} | {m[2]/t[2]:.2f} | {m[3]/t[3]:.2f} |")
+if "volt" in variants and "watched" in variants:
+    print("\n| conns | watching cost (watched/volt CPU/request) | watched/volt requests/s |")
+    print("|---:|---:|---:|")
+    for c in conns:
+        v, w = meds[c]["volt"], meds[c]["watched"]
+        print(f"| {c} | {w[3]/v[3]:.2f} | {w[0]/v[0]:.2f} |")
 print("\nEvery run (requests/s, p50 ms, p99 ms, CPU µs/request, % of the machine other processes took):")
 for c in conns:
-    for v in ("volt", "tokio", "watched"):
+    for v in variants:
         print(f"  c={c} {v}: " + "; ".join(" ".join(f"{x:g}" for x in r) for r in load(v, c)[1]))
 PY
