@@ -91,12 +91,12 @@
 //! within the tick), so that events are still collected while every worker stays busy;
 //! due timers are fired at the start of every tick. Polling the reactor at every tick, as
 //! this loop first did, cost more: under an HTTP load (wrk, 64 connections, 2 workers),
-//! where a tick often ends after a few tasks, it took 0.12 `epoll_wait(0)` calls per
-//! request of a minimal responder and 0.04 per axum request, half of the latter finding
-//! nothing, while the workers almost never blocked in the reactor; with the interval,
-//! blocking polls collect the events, 11 to 30 per call (`docs/http-profile.md`). Timer
-//! and I/O wakes are dispatched on the worker's own thread, so the woken tasks land in
-//! its LIFO slot and ring.
+//! where a tick often ends after a few tasks, it took 0.09 to 0.12 `epoll_wait(0)` calls
+//! per request of a minimal responder and 0.04 per axum request, a quarter to a half of
+//! them finding nothing, while the workers almost never blocked in the reactor; with the
+//! interval, blocking polls collect the events, 12 to 30 per call, about as many as
+//! Tokio's (`docs/http-profile.md`). Timer and I/O wakes are dispatched on the worker's
+//! own thread, so the woken tasks land in its LIFO slot and ring.
 //!
 //! # Waking others after a dispatch
 //! While a worker delivers a batch of driver wakes (`dispatch_driver`), `schedule_local`
