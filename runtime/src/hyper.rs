@@ -18,9 +18,11 @@
 //! # Timeouts a server keeps
 //! A connection must show which protocol it speaks, and an HTTP/1 request must deliver
 //! its whole head, within the header-read timeout (30 s by default,
-//! [`Serve::header_read_timeout`]); hyper's HTTP/1 timer also covers the wait for the
-//! next request on a kept-alive connection. A client that connects and says nothing, or
-//! trickles its headers, is cut when it runs out. The protocol sniff is done here rather
+//! [`Serve::header_read_timeout`]), counted from the connection's start or its last
+//! response's end, so it also limits how long a kept-alive connection may sit idle. A
+//! client that connects and says nothing, or trickles its headers, is cut when it runs
+//! out. The connection task keeps this deadline with one timer per timeout period,
+//! rather than hyper's own timer, which arms and disarms one for every request. The protocol sniff is done here rather
 //! than with hyper-util's `auto` builder because that one waits for the first bytes with
 //! no timeout at all.
 //!
@@ -686,7 +688,11 @@ where
     let registry =
         Arc::new(Registry { state: AtomicU8::new(RUNNING), open: AtomicUsize::new(0), inner: Default::default() });
     let mut http1 = hyper::server::conn::http1::Builder::new();
-    http1.timer(Timer::with_handle(handle.clone())).header_read_timeout(config.header_read_timeout);
+    // hyper's own header-read timer arms and disarms a timer for every request (a wheel
+    // insert and remove, a boxed sleep, clock reads, an extra read attempt after each
+    // head): about a tenth of a small request's cost. The connection task keeps the
+    // same deadline itself with one timer per timeout period (see `HeaderWatch`).
+    http1.timer(Timer::with_handle(handle.clone())).header_read_timeout(None);
     let mut http2 = hyper::server::conn::http2::Builder::new(Executor::with_handle(handle.clone()));
     http2.timer(Timer::with_handle(handle.clone())).enable_connect_protocol();
     let builders = Arc::new(Builders { http1, http2, config });
@@ -802,10 +808,11 @@ where
             None => sniff.await,
         }
     };
-    let requests = Arc::new(AtomicU64::new(0));
+    let activity = Arc::new(Activity::new());
     let service =
-        Counted { inner: hyper_util::service::TowerToHyperService::new(service), requests: Arc::clone(&requests) };
-    let http1_drain = Http1Drain { fd, requests };
+        Counted { inner: hyper_util::service::TowerToHyperService::new(service), activity: Arc::clone(&activity) };
+    let watch = builders.config.header_read_timeout.map(|t| HeaderWatch::new(t, Arc::clone(&activity)));
+    let http1_drain = Http1Drain { fd, activity, watch };
     let io = Io::with_prefix(stream, buf, len);
     match sniffed {
         Some(Sniffed::Http1) if builders.config.http1 => {
@@ -856,32 +863,235 @@ async fn unless_shutdown<F: Future>(registry: &Registry, fut: F, give_up: impl F
     .await
 }
 
-/// hyper's view of a connection's service, counting the requests it is handed.
+/// hyper's view of a connection's service: it counts the requests it is handed and
+/// marks each one finished when its response body is dropped (sent in full, or the
+/// connection gone).
 struct Counted<S> {
     inner: S,
-    requests: Arc<AtomicU64>,
+    activity: Arc<Activity>,
 }
 
-impl<S, R> hyper::service::Service<R> for Counted<S>
+impl<S, R, B> hyper::service::Service<R> for Counted<S>
 where
-    S: hyper::service::Service<R>,
+    S: hyper::service::Service<R, Response = http::Response<B>>,
 {
-    type Response = S::Response;
+    type Response = http::Response<Tracked<B>>;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = Track<S::Future>;
 
-    fn call(&self, req: R) -> S::Future {
-        // Only this connection's task touches the count: a plain load and store.
-        self.requests.store(self.requests.load(Relaxed) + 1, Relaxed);
-        self.inner.call(req)
+    fn call(&self, req: R) -> Track<S::Future> {
+        self.activity.started.fetch_add(1, Relaxed);
+        Track { future: self.inner.call(req), activity: Some(Arc::clone(&self.activity)) }
+    }
+}
+
+/// What a connection's requests tell its task: how many started and finished, and when
+/// the last one finished. An HTTP/2 stream's response may finish on another task, so the
+/// counts are atomic; on HTTP/1 one task does all of it.
+struct Activity {
+    started: AtomicU64,
+    finished: AtomicU64,
+    /// When the last response finished, in nanoseconds after `base`.
+    last_finished_ns: AtomicU64,
+    base: Instant,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            started: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            last_finished_ns: AtomicU64::new(0),
+            base: Instant::now(),
+        }
+    }
+
+    fn finish(&self) {
+        let at = self.base.elapsed().as_nanos() as u64;
+        self.last_finished_ns.store(at, Relaxed);
+        // Release: whoever sees the new count also sees the time stored before it.
+        self.finished.fetch_add(1, Release);
+    }
+
+    /// When the connection last went idle: the last response's end, or the start.
+    fn idle_since(&self) -> Instant {
+        self.base + Duration::from_nanos(self.last_finished_ns.load(Relaxed))
+    }
+
+    fn in_flight(&self) -> bool {
+        let finished = self.finished.load(Acquire);
+        self.started.load(Relaxed) > finished
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A service's response future, which hands back the response with its body tracked.
+    struct Track<F> {
+        #[pin]
+        future: F,
+        activity: Option<Arc<Activity>>,
+    }
+
+    impl<F> PinnedDrop for Track<F> {
+        fn drop(this: Pin<&mut Self>) {
+            // Dropped before it answered (the connection closed, or the service failed).
+            if let Some(activity) = this.project().activity.take() {
+                activity.finish();
+            }
+        }
+    }
+}
+
+impl<F, B, E> Future for Track<F>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+{
+    type Output = Result<http::Response<Tracked<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let result = std::task::ready!(this.future.poll(cx));
+        Poll::Ready(match result {
+            Ok(response) => {
+                let activity = this.activity.take();
+                Ok(response.map(|body| Tracked { body, activity }))
+            }
+            Err(e) => {
+                if let Some(activity) = this.activity.take() {
+                    activity.finish();
+                }
+                Err(e)
+            }
+        })
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that marks its request finished when hyper drops it.
+    struct Tracked<B> {
+        #[pin]
+        body: B,
+        activity: Option<Arc<Activity>>,
+    }
+
+    impl<B> PinnedDrop for Tracked<B> {
+        fn drop(this: Pin<&mut Self>) {
+            if let Some(activity) = this.project().activity.take() {
+                activity.finish();
+            }
+        }
+    }
+}
+
+impl<B: hyper::body::Body> hyper::body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The header-read timeout of an HTTP/1 connection: the connection must deliver a whole
+/// request head within `timeout` of going idle (its start, or its last response's end).
+///
+/// hyper's own timer for this arms a timer per request. Here one timer stays armed per
+/// timeout period: when it rings, the connection is cut if it has been idle for the whole
+/// timeout; otherwise the timer is set again for one timeout after the last response
+/// (or from now, if a request is being answered). A busy connection thus costs one timer
+/// every `timeout`, and each request only two counter updates and a clock read.
+struct HeaderWatch {
+    timeout: Duration,
+    activity: Arc<Activity>,
+    alarm: Arc<Alarm>,
+    sleep: Option<crate::time::Sleep>,
+}
+
+/// The waker the watch's sleep holds: it notes that the timer rang, then wakes the
+/// connection's task, so the task learns it with one load instead of polling the timer
+/// (a lock on the wheel) or reading the clock every time it runs.
+struct Alarm {
+    rang: std::sync::atomic::AtomicBool,
+    task: Mutex<Option<Waker>>,
+}
+
+impl std::task::Wake for Alarm {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.rang.store(true, Release);
+        let task = self.task.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(waker) = task.as_ref() {
+            waker.wake_by_ref();
+        }
+    }
+}
+
+impl HeaderWatch {
+    fn new(timeout: Duration, activity: Arc<Activity>) -> HeaderWatch {
+        let alarm = Arc::new(Alarm { rang: Default::default(), task: Mutex::new(None) });
+        HeaderWatch { timeout, activity, alarm, sleep: None }
+    }
+
+    /// `Ready` when the connection has waited longer than the timeout for a request head.
+    fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.sleep.is_some() && !self.alarm.rang.load(Acquire) {
+            return Poll::Pending;
+        }
+        let from = if self.sleep.is_none() {
+            self.activity.idle_since()
+        } else {
+            self.alarm.rang.store(false, Relaxed);
+            let now = Instant::now();
+            if self.activity.in_flight() {
+                // A request is being answered: no head is awaited until it is done.
+                now
+            } else {
+                let idle_since = self.activity.idle_since();
+                if now.saturating_duration_since(idle_since) >= self.timeout {
+                    return Poll::Ready(());
+                }
+                idle_since
+            }
+        };
+        let at = from.checked_add(self.timeout).unwrap_or_else(|| deadline_after(FAR_FUTURE));
+        // The connection's future is its task's own (spawned by `run`), so this waker
+        // stays the task's for the connection's life; it is set again at each arming.
+        *self.alarm.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        let shared = crate::scheduler::worker::current_handle();
+        let Some(shared) = shared else { return Poll::Pending };
+        let mut sleep = crate::time::Sleep::new_in(shared, at);
+        let waker = Waker::from(Arc::clone(&self.alarm));
+        if Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker)).is_ready() {
+            // Already due: look again on the next poll.
+            self.alarm.rang.store(true, Release);
+            cx.waker().wake_by_ref();
+        }
+        self.sleep = Some(sleep);
+        Poll::Pending
     }
 }
 
 /// What an HTTP/1 connection needs to drain without dropping a request that has already
-/// arrived: its socket, and how many requests it has started.
+/// arrived (its socket, and how many requests it has started), and its header-read
+/// timeout.
 struct Http1Drain {
     fd: std::os::fd::RawFd,
-    requests: Arc<AtomicU64>,
+    activity: Arc<Activity>,
+    watch: Option<HeaderWatch>,
 }
 
 /// Poll a hyper connection to its end: start its graceful shutdown when the server asks,
@@ -892,7 +1102,7 @@ struct Http1Drain {
 /// request is let in first: the connection is asked once it has started one more
 /// request (hyper then finishes that one and closes). A client that sends half a request
 /// is cut by the header-read timeout, or at the deadline.
-async fn drive<C, E>(registry: &Registry, conn: C, http1: Option<Http1Drain>, graceful: impl Fn(Pin<&mut C>))
+async fn drive<C, E>(registry: &Registry, conn: C, mut http1: Option<Http1Drain>, graceful: impl Fn(Pin<&mut C>))
 where
     C: Future<Output = Result<(), E>>,
 {
@@ -907,9 +1117,9 @@ where
         }
         if state == GRACEFUL && !asked {
             let pending = *wait_for_more.get_or_insert_with(|| {
-                http1.as_ref().filter(|h| has_unread_bytes(h.fd)).map(|h| h.requests.load(Relaxed))
+                http1.as_ref().filter(|h| has_unread_bytes(h.fd)).map(|h| h.activity.started.load(Relaxed))
             });
-            let started_more = |h: &Http1Drain| pending.is_some_and(|n| h.requests.load(Relaxed) > n);
+            let started_more = |h: &Http1Drain| pending.is_some_and(|n| h.activity.started.load(Relaxed) > n);
             if pending.is_none() || http1.as_ref().is_some_and(started_more) {
                 asked = true;
                 graceful(conn.as_mut());
@@ -920,8 +1130,15 @@ where
         if conn.as_mut().poll(cx).is_ready() {
             return Poll::Ready(());
         }
+        // Idle past the header-read timeout: drop the connection, as hyper does.
+        if let Some(watch) = http1.as_mut().and_then(|h| h.watch.as_mut()) {
+            if watch.poll_expired(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
         // The awaited request has started: go round once more to ask now.
-        let started = matches!((&wait_for_more, &http1), (Some(Some(n)), Some(h)) if h.requests.load(Relaxed) > *n);
+        let started =
+            matches!((&wait_for_more, &http1), (Some(Some(n)), Some(h)) if h.activity.started.load(Relaxed) > *n);
         if state == GRACEFUL && !asked && started {
             continue;
         }

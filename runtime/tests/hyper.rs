@@ -391,6 +391,54 @@ fn header_read_timeout_cuts_tricklers_and_silent_clients() {
     rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
 }
 
+/// Read one HTTP/1.1 response with a `content-length` body from a raw socket; bytes past
+/// it stay in `carry` for the next call.
+fn read_response(s: &mut std::net::TcpStream, carry: &mut Vec<u8>) -> String {
+    let mut buf = [0u8; 1024];
+    loop {
+        if let Some(end) = carry.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&carry[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: ").map(|v| v.trim().parse().unwrap()))
+                .expect("a content-length");
+            if carry.len() >= end + 4 + len {
+                let rest = carry.split_off(end + 4 + len);
+                let response = String::from_utf8_lossy(carry).into_owned();
+                *carry = rest;
+                return response;
+            }
+        }
+        let n = s.read(&mut buf).expect("the response arrives");
+        assert!(n > 0, "the server closed mid-response: {:?}", String::from_utf8_lossy(carry));
+        carry.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn header_read_timeout_spares_requests_being_answered_and_closes_idle_keepalives() {
+    let rt = volt_rt(2);
+    let (addr, stop, server) = start_server(&rt, Some(Duration::from_millis(200)));
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(BOUND)).unwrap();
+    // A handler that takes several timeouts to answer is not cut: the timeout only runs
+    // while the server waits for a head.
+    // A second request is pipelined behind it (sent now, so no client delay can make it
+    // late), and the same kept-alive connection answers it...
+    s.write_all(b"GET /sleep?ms=1000 HTTP/1.1\r\nhost: x\r\n\r\nGET / HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let mut carry = Vec::new();
+    let first = read_response(&mut s, &mut carry);
+    assert!(first.starts_with("HTTP/1.1 200") && first.ends_with("slept 1000"), "{first:?}");
+    let second = read_response(&mut s, &mut carry);
+    assert!(second.ends_with("Hello, world!"), "{second:?}");
+    // ...and, left idle, is closed by the server (EOF or a reset).
+    let mut buf = [0u8; 64];
+    assert_eq!(s.read(&mut buf).unwrap_or(0), 0, "an idle kept-alive connection is closed, not answered");
+    wait_until("no connection task left", || tasks_alive(&rt) == 1);
+    stop.send(()).unwrap();
+    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+}
+
 #[test]
 fn connection_tasks_are_named_for_the_console() {
     let rt = volt::runtime::Builder::new().worker_threads(2).event_ring(1024).build().unwrap();
