@@ -433,15 +433,8 @@ const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// ```
 pub fn serve<S, B>(listener: TcpListener, service: S) -> Serve<S>
 where
-    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: ServeService<B>,
+    B: ServeBody,
 {
     Serve {
         listener,
@@ -462,6 +455,41 @@ struct Config {
     http1: bool,
     http2: bool,
 }
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The services [`serve`] runs: a cloneable, `Send` tower service from
+/// `http::Request<Incoming>` to `http::Response<B>` (an axum `Router`, tonic's `Routes`,
+/// `tower::service_fn`). Implemented for every such service.
+pub trait ServeService<B>:
+    tower_service::Service<
+        http::Request<hyper::body::Incoming>,
+        Response = http::Response<B>,
+        Future: Send + 'static,
+        Error: Into<BoxError>,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B> ServeService<B> for S where
+    S: tower_service::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<B>,
+            Future: Send + 'static,
+            Error: Into<BoxError>,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// The response bodies [`serve`] sends: any `Send` hyper body. Implemented for every such
+/// body.
+pub trait ServeBody: hyper::body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
+
+impl<B> ServeBody for B where B: hyper::body::Body<Data: Send, Error: Into<BoxError>> + Send + 'static {}
 
 /// An HTTP server in the making; see [`serve`]. Await it to run it.
 #[must_use = "a server does nothing until awaited"]
@@ -548,15 +576,10 @@ type ServeFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 
 impl<S, B> IntoFuture for Serve<S>
 where
-    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: ServeService<B>
+        // Names `B`, the body type, for the impl.
+        + tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>,
+    B: ServeBody,
 {
     type Output = io::Result<()>;
     type IntoFuture = ServeFuture;
@@ -568,15 +591,10 @@ where
 
 impl<S, B, F> IntoFuture for WithGracefulShutdown<S, F>
 where
-    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: ServeService<B>
+        // Names `B`, the body type, for the impl.
+        + tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>,
+    B: ServeBody,
     F: Future<Output = ()> + Send + 'static,
 {
     type Output = io::Result<()>;
@@ -671,15 +689,8 @@ impl Registry {
 /// The accept loop: accept until the signal, then drain.
 async fn run<S, B, F>(serve: Serve<S>, signal: F, deadline: Option<Duration>) -> io::Result<()>
 where
-    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: ServeService<B>,
+    B: ServeBody,
     F: Future<Output = ()> + Send + 'static,
 {
     let Serve { listener, service, config } = serve;
@@ -781,15 +792,8 @@ async fn sniff(stream: &TcpStream, buf: &mut [u8; PREFACE.len()], len: &mut usiz
 /// shutdown state.
 async fn serve_connection<S, B>(stream: TcpStream, service: S, builders: Arc<Builders>, registry: Arc<Registry>)
 where
-    S: tower_service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: ServeService<B>,
+    B: ServeBody,
 {
     let guard = ConnGuard::new(&registry).await;
     if builders.config.nodelay {
@@ -881,7 +885,7 @@ where
 
     fn call(&self, req: R) -> Track<S::Future> {
         self.activity.started.fetch_add(1, Relaxed);
-        Track { future: self.inner.call(req), activity: Some(Arc::clone(&self.activity)) }
+        Track { future: self.inner.call(req), finish: Finish(Some(Arc::clone(&self.activity))) }
     }
 }
 
@@ -924,21 +928,24 @@ impl Activity {
     }
 }
 
+/// Marks a request finished when dropped, unless it was handed on.
+struct Finish(Option<Arc<Activity>>);
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        if let Some(activity) = self.0.take() {
+            activity.finish();
+        }
+    }
+}
+
 pin_project_lite::pin_project! {
     /// A service's response future, which hands back the response with its body tracked.
+    /// Dropped before it answers (the connection closed), or failing, its request ends.
     struct Track<F> {
         #[pin]
         future: F,
-        activity: Option<Arc<Activity>>,
-    }
-
-    impl<F> PinnedDrop for Track<F> {
-        fn drop(this: Pin<&mut Self>) {
-            // Dropped before it answered (the connection closed, or the service failed).
-            if let Some(activity) = this.project().activity.take() {
-                activity.finish();
-            }
-        }
+        finish: Finish,
     }
 }
 
@@ -950,19 +957,9 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let result = std::task::ready!(this.future.poll(cx));
-        Poll::Ready(match result {
-            Ok(response) => {
-                let activity = this.activity.take();
-                Ok(response.map(|body| Tracked { body, activity }))
-            }
-            Err(e) => {
-                if let Some(activity) = this.activity.take() {
-                    activity.finish();
-                }
-                Err(e)
-            }
-        })
+        let response = std::task::ready!(this.future.poll(cx))?;
+        let finish = Finish(this.finish.0.take());
+        Poll::Ready(Ok(response.map(|body| Tracked { body, _finish: finish })))
     }
 }
 
@@ -971,15 +968,7 @@ pin_project_lite::pin_project! {
     struct Tracked<B> {
         #[pin]
         body: B,
-        activity: Option<Arc<Activity>>,
-    }
-
-    impl<B> PinnedDrop for Tracked<B> {
-        fn drop(this: Pin<&mut Self>) {
-            if let Some(activity) = this.project().activity.take() {
-                activity.finish();
-            }
-        }
+        _finish: Finish,
     }
 }
 
