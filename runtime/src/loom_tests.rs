@@ -404,8 +404,8 @@ fn park_against_a_producer(index: usize, searching: bool) {
 #[test]
 fn loom_idle_non_searcher_parks_against_a_producer() {
     // A worker that never became a searcher parks while a producer pushes: the re-check
-    // "when nobody is searching" closes the window the seed's last-searcher-only rule
-    // leaves open.
+    // "when nobody is searching" closes the window a last-searcher-only re-check leaves
+    // open.
     model(|| park_against_a_producer(1, false));
 }
 

@@ -1,5 +1,5 @@
-//! The idle state: who is searching, who is parked (seed 000, "IdleState"; seed 002,
-//! "The Last Searcher Must Notify").
+//! The idle state: who is searching, who is parked, and the "last searcher must notify"
+//! protocol that keeps queued work from being stranded while every worker sleeps.
 //!
 //! `num_searching` counts workers looking for work; `parked_bitmap` has bit `i` set while
 //! worker `i` is parked; `num_parked` mirrors its popcount for readers.

@@ -1,4 +1,4 @@
-//! The global injection queue (seed 000, "Global queue"): an intrusive singly-linked list
+//! The global injection queue: an intrusive singly-linked list (no allocation per push)
 //! through `Header::queue_next`, under a mutex, with an atomic length so that emptiness
 //! checks never take the lock.
 //!

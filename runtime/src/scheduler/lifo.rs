@@ -1,7 +1,7 @@
 //! The LIFO slot: one task a worker runs next, which other workers may take only when
 //! the owner is stuck.
 //!
-//! Seed 000 makes the slot owner-only, as Tokio does. Then a task spawned or woken just
+//! An owner-only slot, as Tokio has, has a flaw: a task spawned or woken just
 //! before its worker's poll turns long (a CPU-heavy loop, a blocking call) waits for that
 //! poll to end, however long it takes, while the other workers park: a liveness bug
 //! (Tokio's open issue #4941; Tokio 1.51 made its slot stealable and 1.52.2 reverted it

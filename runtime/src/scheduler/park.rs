@@ -1,4 +1,5 @@
-//! Futex parking (seed 000, "Park state"): one `u32` per worker.
+//! Futex parking: one `u32` per worker, so sleeping and waking cost one system call each
+//! and need no lock.
 //!
 //! ```text
 //! UNPARKED --park(): CAS 0->1, futex wait--> PARKED --timeout / wake--> UNPARKED
@@ -14,8 +15,8 @@
 //!
 //! `unpark` always stores NOTIFIED before it wakes, and `park` waits only while the word
 //! is PARKED, so an unpark can never fall between the check and the sleep: a notified
-//! worker wakes in microseconds, never after the timeout. Seed 000 ends `park` with a plain
-//! store of UNPARKED; this uses a swap so `park` can report whether it was notified.
+//! worker wakes in microseconds, never after the timeout. `park` leaves the word with a
+//! swap to UNPARKED rather than a plain store, so it can report whether it was notified.
 //!
 //! On Linux the wait is the `futex` system call. Elsewhere a mutex and condvar stand in.
 //! Under loom the futex is emulated with loom's mutex and condvar and there is no timeout,

@@ -1,5 +1,5 @@
-//! The per-worker local queue: `WorkStealQueue`, a 256-slot ring with a packed dual head
-//! (seed 003).
+//! The per-worker local queue: `WorkStealQueue`, a 256-slot Chase-Lev style ring with a
+//! packed dual head, so a steal can claim, copy and release in three steps without a lock.
 //!
 //! ```text
 //! head: AtomicU64 = [ steal_head: u32 | real_head: u32 ]     tail: AtomicU32 (owner writes)
@@ -10,10 +10,10 @@
 //!   `[steal_head, real_head)` belong to that stealer, so the owner must not overwrite them:
 //!   a push has room while `tail - steal_head < CAPACITY`.
 //!
-//! The halves are 32 bits, not the 16 bits seed 000 shows. With 16-bit indices a stealer
-//! that stalls between loading the head and its CAS can see the head wrap all the way round
-//! (65,536 pushes) and succeed with a stale value, the ABA of Tokio #5041. With 32-bit
-//! halves the wrap takes 2^32 operations, which a stalled thread cannot plausibly span.
+//! The halves are 32 bits, not 16. With 16-bit indices a stealer that stalls between
+//! loading the head and its CAS can see the head wrap all the way round (65,536 pushes)
+//! and succeed with a stale value, the ABA of Tokio #5041. With 32-bit halves the wrap
+//! takes 2^32 operations, which a stalled thread cannot plausibly span.
 //!
 //! Operations:
 //! * [`WorkStealQueue::push_back_or_overflow`] (owner): store the slot, publish with a Release
@@ -27,13 +27,14 @@
 //!      leaving `steal_head`; this also fails if another steal is running, so at most one
 //!      steal per victim runs at a time;
 //!   2. **copy** the claimed slots into the stealer's own ring;
-//!   3. **release**: CAS `steal_head` up to `real_head`, retrying until it succeeds. (Seed
-//!      000 says to abandon the steal when this CAS fails; that would leave the victim's
-//!      head stuck in "steal running" and the copied tasks queued twice. Seed 003 retries,
-//!      which is correct: only the owner's pops can move the head meanwhile.)
+//!   3. **release**: CAS `steal_head` up to `real_head`, retrying until it succeeds.
+//!      (Abandoning the steal when this CAS fails would leave the victim's head stuck in
+//!      "steal running" and the copied tasks queued twice. Retrying is correct: only the
+//!      owner's pops can move the head meanwhile, and they never touch `steal_head`.)
 //!
 //! Slots are `AtomicPtr`s accessed with Relaxed ordering; the Release store of `tail` and
-//! the Acquire loads of `tail`/`head` carry the happens-before, as in the seed's table.
+//! the Acquire loads of `tail`/`head` carry the happens-before: a reader that sees a
+//! `tail` or `head` value also sees every slot written before it was published.
 
 use crate::loom::{AtomicPtr, AtomicU32, AtomicU64};
 use crate::task::raw::Header;

@@ -1,7 +1,8 @@
-//! Victim selection: the xorshift PRNG (seed 002, `FastRand`, shift triplet 17/7/16) and
+//! Victim selection: the xorshift PRNG (`FastRand`, shift triplet 17/7/16, the family
+//! Tokio uses: a few shifts and xors per draw) and
 //! Lemire's multiply-shift reduction to `[0, n)`, with no division. (The multiply-shift
 //! maps 2^32 inputs onto n buckets whose sizes differ by at most one: for a steal victim
-//! that is uniform to within n/2^32, which is what seed 002 means by bias-free.)
+//! that is uniform to within n/2^32, which is all the fairness a victim choice needs.)
 
 /// A per-worker xorshift64+ generator with two 32-bit halves.
 #[derive(Clone, Copy, Debug)]

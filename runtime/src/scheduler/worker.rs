@@ -1,14 +1,14 @@
-//! The worker run loop (seed 000, "Worker run loop"; seed 002, "The blitz-io Scheduling
-//! Loop").
+//! The worker run loop: budget ticks, the order in which a worker looks for work, and
+//! how it parks.
 //!
 //! # The loop
 //! A worker runs *budget ticks*. Each tick polls at most [`BUDGET_PER_TICK`] (128) tasks,
 //! then updates the EWMA of task time and the global-queue interval; a tick that found no
 //! work parks the worker. The LIFO slot serves at most [`MAX_LIFO_POLLS_PER_TICK`] (3)
-//! polls in a row (seed 000: "after 3 consecutive LIFO executions"); the count restarts
-//! when a task comes from any other source and at every tick. Past the cap, a task found
-//! in the slot is flushed to the back of the ring so it is visible to FIFO order and to
-//! stealers, and two tasks that keep waking each other can't hold the worker.
+//! polls in a row; the count restarts when a task comes from any other source and at
+//! every tick. Past the cap, a task found in the slot is flushed to the back of the ring
+//! so it is visible to FIFO order and to stealers, and two tasks that keep waking each
+//! other can't hold the worker.
 //!
 //! # Finding work (`find_work`)
 //! 1. the periodic global check: every `global_queue_interval` polls, fetch a batch;
@@ -20,8 +20,8 @@
 //! 6. park.
 //!
 //! # Where a global batch goes
-//! Seed 000 keeps a fetched batch in a private 32-task buffer that `find_work` checks
-//! first. Private means no other worker can take those tasks: when the task a worker runs
+//! A fetched batch could sit in a private 32-task buffer that `find_work` checks first,
+//! but private means no other worker can take those tasks: when the task a worker runs
 //! first from a batch takes long (a CPU-heavy poll, a blocking call), up to 32 tasks wait
 //! behind it while the other workers find nothing and park; the test
 //! `tasks_fetched_by_a_worker_stuck_in_a_long_poll_still_run_elsewhere` caught it stuck
@@ -30,7 +30,7 @@
 //! searcher's wake covers it), wakes a parked one to share it, as a local spawn does. The
 //! batch still costs one lock for up to 64 tasks.
 //!
-//! The seeds list the periodic global check *after* the LIFO slot and the local ring. Done
+//! The periodic global check could come *after* the LIFO slot and the local ring. Done
 //! that way, a worker whose local sources never run dry (a task that keeps waking itself
 //! always sits in the ring) never reaches the check, and remotely spawned tasks starve. So
 //! the check, when due, runs before the local sources, as Tokio does; `tick` counts polls,
@@ -46,7 +46,7 @@
 //! a fetch that finds the queue empty lifts the cap. The interval in use (and reported) is
 //! the smaller of the two.
 //!
-//! # Scheduling from a worker (`schedule_local`, seed 000 `tryScheduleLocal`)
+//! # Scheduling from a worker (`schedule_local`)
 //! A task spawned or woken on a worker goes into that worker's LIFO slot; the task it
 //! evicts goes to the back of the ring. A task woken during its own poll (`yield_now`)
 //! goes to the back of the ring instead, so a task that wakes itself forever takes turns
@@ -55,12 +55,12 @@
 //! look at. Whenever the ring gets work (a yield, an evicted task) and this worker is not
 //! searching, it calls `notify_parked` so an idle worker can come and steal. A push that
 //! only fills the empty LIFO slot wakes nobody, as in Tokio: the owner runs that task
-//! next. Seed 000 notified on every local push; in a chain of spawn-and-await that woke
+//! next. Notifying on every local push instead, in a chain of spawn-and-await, woke
 //! the other worker dozens of times per thousand steps, each wake a futex syscall on the
 //! busy worker's path, only for the woken worker to find nothing it could take.
 //!
 //! # Stealing from the LIFO slot
-//! The seeds keep the slot owner-only (so does Tokio: tokio-rs/tokio#4941). Then a task
+//! An owner-only slot (as in Tokio: tokio-rs/tokio#4941) has a flaw: a task
 //! spawned or woken just before its worker's poll turns long (a CPU-heavy loop, a blocking
 //! call) waits for that poll, however long, while the other workers sit idle; the test
 //! `a_task_in_the_lifo_slot_of_a_worker_stuck_in_a_long_poll_runs_elsewhere` caught it.
@@ -77,9 +77,9 @@
 //! # Parking (`park`)
 //! Set `transitioning_to_park`, run the idle protocol's `transition_worker_to_parked`, then,
 //! if no worker is searching afterwards (always so for the last searcher), re-check every
-//! queue and cancel the park if anything is there. Seed 000 re-checks only for the last
-//! searcher; a worker that parks without having become a searcher (the searcher limit
-//! refused it) could then set its bit just after a producer looked and found nobody
+//! queue and cancel the park if anything is there. Re-checking only for the last
+//! searcher is not enough: a worker that parks without having become a searcher (the
+//! searcher limit refused it) could then set its bit just after a producer looked and found nobody
 //! searching, and sleep through the timeout with work queued. Then park, on the futex or
 //! in the reactor, for at most [`PARK_TIMEOUT`] (10 ms), or until the LIFO watch is due.
 //!
@@ -138,7 +138,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Wake, Waker};
 use std::time::{Duration, Instant};
 
-/// Polls per budget tick (seed 000, "Cooperative budgeting").
+/// Polls per budget tick: between ticks the worker fires due timers and refreshes its
+/// global-queue interval, so no run of ready tasks can put those off for long.
 pub(crate) const BUDGET_PER_TICK: u32 = 128;
 /// LIFO-slot polls allowed per budget tick.
 pub(crate) const MAX_LIFO_POLLS_PER_TICK: u32 = 3;
@@ -149,7 +150,9 @@ pub(crate) const MAX_GLOBAL_BATCH: usize = 64;
 /// "The driver (timers and I/O)"). A worker that runs out of work polls the reactor anyway,
 /// blocking, on its way to park.
 pub(crate) const IO_POLL_INTERVAL: u32 = 64;
-/// The longest a worker sleeps before looking again (seed 000).
+/// The longest a worker sleeps before looking again. A push that only fills a LIFO slot
+/// wakes nobody, so this bounds how long such a task waits when its owner is stuck in a
+/// long poll (see "Stealing from the LIFO slot").
 pub(crate) const PARK_TIMEOUT: Duration = Duration::from_millis(10);
 /// How long a task may sit in the LIFO slot of a worker that stays in one poll before an
 /// idle worker takes it (see "Stealing from the LIFO slot").
@@ -158,7 +161,8 @@ pub(crate) const LIFO_STEAL_AFTER: Duration = Duration::from_micros(100);
 pub(crate) const TARGET_GLOBAL_QUEUE_LATENCY_NS: u64 = 1_000_000;
 pub(crate) const MIN_GLOBAL_QUEUE_INTERVAL: u32 = 8;
 pub(crate) const MAX_GLOBAL_QUEUE_INTERVAL: u32 = 255;
-/// The seeds' starting estimate of a task's duration (50 µs -> interval 20).
+/// The starting estimate of a task's duration before any tick has been measured: a
+/// middle value for mixed workloads (50 µs -> interval 20).
 pub(crate) const INITIAL_AVG_TASK_NS: u64 = 50_000;
 
 /// Everything the workers share: one per runtime, behind an `Arc` that every task holds.
@@ -605,7 +609,7 @@ impl Shared {
         }
     }
 
-    /// Seed 000 `tryScheduleLocal`, on the owning worker's thread.
+    /// Queue a task on the owning worker's thread: the LIFO slot, or the ring for a yield.
     fn schedule_local(&self, w: &Worker, task: Notified<Arc<Shared>>, is_yield: bool) {
         if w.transitioning_to_park.load(Relaxed) {
             return self.schedule_remote(task);
@@ -857,7 +861,8 @@ impl Shared {
         task.run_on((w as *const Worker).cast());
     }
 
-    /// Seed 002 `updateAdaptiveInterval`: EWMA with alpha 0.1 over per-task time.
+    /// EWMA with alpha 0.1 over per-task time, so one odd tick moves the interval a
+    /// little and a lasting change in task length moves it within a few dozen ticks.
     fn update_adaptive_interval(&self, w: &Worker, ran: u32, start: Instant) {
         let core = &w.core;
         let sample = start.elapsed().as_nanos() as u64 / ran as u64;
@@ -879,7 +884,8 @@ impl Shared {
         !self.inject.is_empty() || self.workers.iter().any(|w| w.queue.is_stealable())
     }
 
-    /// The non-blocking driver pass (seed 000: timers and I/O are polled in the run loop):
+    /// The non-blocking driver pass, run from the loop so timers and I/O make progress
+    /// while every worker stays busy:
     /// at the start of every tick for due timers, and whenever [`IO_POLL_INTERVAL`] polls
     /// have run since this worker last polled the reactor, at a tick's start or within it.
     /// An atomic load and a compare when there is nothing to do.
@@ -1027,8 +1033,9 @@ impl Shared {
         }
     }
 
-    /// Seed 000 `helpUntilComplete`: run other tasks until `target` completes. Returns
-    /// early only on shutdown.
+    /// Run other tasks until `target` completes, so a worker that joins keeps doing
+    /// useful work (often the target itself, from the LIFO slot). Returns early only on
+    /// shutdown.
     fn help_until_complete(
         this: &Arc<Shared>,
         w: &Worker,
@@ -1272,8 +1279,8 @@ impl Schedule for Arc<Shared> {
 }
 
 /// `JoinHandle::join`'s wait: help on a worker, park the thread elsewhere
-/// (seed 000 `blockOnComplete`). `poll_join(waker)` registers `waker` as the join waker
-/// and returns true once the output is ready. Returns whether the target completed.
+/// (a thread outside the runtime has no queues of its own to help with). `poll_join(waker)`
+/// registers `waker` as the join waker and returns true once the output is ready. Returns whether the target completed.
 pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn FnMut(&Waker) -> bool) -> bool {
     let ctx = CONTEXT.with(|c| c.get());
     if !ctx.worker.is_null() {
@@ -1314,7 +1321,8 @@ mod tests {
 
     #[test]
     fn ewma_interval_matches_the_seed_table() {
-        // Seed 000: 1 µs -> 255, 10 µs -> 100, 50 µs -> 20, 100 µs -> 10, 1 ms+ -> 8.
+        // `clamp(1 ms / avg, 8, 255)`: 1 µs -> 255, 10 µs -> 100, 50 µs -> 20,
+        // 100 µs -> 10, 1 ms+ -> 8.
         assert_eq!(interval_for(1_000), 255);
         assert_eq!(interval_for(10_000), 100);
         assert_eq!(interval_for(50_000), 20);

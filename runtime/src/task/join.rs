@@ -2,9 +2,11 @@
 //!
 //! A `JoinHandle` owns one reference and the task's `join_interest`. Awaiting it uses the
 //! join-waker protocol in `raw.rs`. [`JoinHandle::join`] blocks: on a worker it runs other
-//! tasks until the target completes (seed 000, "work-stealing join", `helpUntilComplete`);
+//! tasks until the target completes (`help_until_complete`), so a spawn followed by a
+//! join usually runs the new task inline from this worker's LIFO slot instead of idling;
 //! on any other thread it parks the thread until the completion wakes it
-//! (`blockOnComplete`). Dropping the handle detaches the task; it keeps running.
+//! (`block_until_complete` in `scheduler/worker.rs`). Dropping the handle detaches the
+//! task; it keeps running.
 
 use super::raw::{self, Header};
 use super::state::TransitionToScheduled;

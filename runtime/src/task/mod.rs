@@ -372,8 +372,9 @@ pub async fn yield_now() {
     YieldNow(false).await
 }
 
-/// Defer cancellation of the current task while the returned guard lives (seed 001,
-/// `shield_depth`).
+/// Defer cancellation of the current task while the returned guard lives (it raises the
+/// `shield_depth` field of the task's state word), so a critical section is not cut off
+/// half way.
 ///
 /// An `abort` that arrives while any guard of the task is alive is remembered; when the
 /// last guard drops, it takes effect at the task's next yield point (the next time a poll

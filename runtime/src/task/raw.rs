@@ -1,5 +1,6 @@
 //! The task cell and its vtable: one allocation per task, type-erased behind a
-//! [`Header`] pointer (seed 001, "vtable").
+//! [`Header`] pointer, so queues, wakers and handles deal in one pointer type whatever
+//! the future's type.
 //!
 //! ```text
 //! Cell<F, S> (repr(C), one Box)

@@ -1,5 +1,5 @@
 //! The task state word: one `AtomicU64` per task that holds the lifecycle, the flags,
-//! the cancellation shield depth and the reference count (seed 001).
+//! the cancellation shield depth and the reference count.
 //!
 //! ```text
 //!  63            40 39       32 31     24 23        16 15        0
@@ -10,7 +10,8 @@
 //!
 //! Every lifecycle transition is a compare-and-swap loop over the whole word, so a
 //! transition sees the flags and the reference count as of the same instant. The
-//! reference count alone uses `fetch_add`/`fetch_sub`, as in the seed.
+//! reference count alone uses `fetch_add`/`fetch_sub`: taking or dropping a reference
+//! never depends on the other fields, so it needs no loop.
 //!
 //! # The wake protocol ("notified")
 //! A waker calls [`State::transition_to_scheduled_by_ref`] (or `_by_val`):
@@ -27,8 +28,8 @@
 //! A wake that raced with the poll is therefore seen exactly once, and the task is
 //! re-queued instead of going idle: no wake is lost.
 //!
-//! Seed 001 has a wake on a SCHEDULED task set `notified`, which would cost a spurious
-//! second poll. [`State::transition_to_running`] clears `notified`: the poll about to happen
+//! A wake on a SCHEDULED task sets `notified`; left set, it would cost a spurious second
+//! poll. [`State::transition_to_running`] clears `notified`: the poll about to happen
 //! observes everything that was published before the wake, so one poll answers both.
 //!
 //! # Who owns a reference
@@ -76,18 +77,18 @@ const CANCELLED: u64 = 1 << 25;
 /// consumed. When it is clear at completion, the completing thread drops the output.
 const JOIN_INTEREST: u64 = 1 << 26;
 /// Set at creation, never changed: the task's allocation carries a `TaskStats` tail
-/// (its runtime records events). One of the reserved low bits of seed 001's layout.
+/// (its runtime records events). It uses bit 0 of the reserved low 16 bits.
 const HAS_STATS: u64 = 1 << 0;
 /// Bits 8..16, set at creation and never changed: which worker's cell cache the task's
 /// memory came from (index + 1), or 0 for the global allocator
-/// (`scheduler/cellcache.rs`). Reserved low bits of seed 001's layout.
+/// (`scheduler/cellcache.rs`). They use the upper half of the reserved low 16 bits.
 const OWNER_SHIFT: u32 = 8;
 const OWNER_MASK: u64 = 0xff << OWNER_SHIFT;
 /// Set when the `JoinHandle` was dropped without taking the output. Informational.
 const DETACHED: u64 = 1 << 27;
 /// Set while the join waker slot holds a waker that the completing thread may read.
 /// While it is set, only the completing thread touches the slot; while it is clear, only
-/// the `JoinHandle` does. (One of the four reserved flag bits in seed 001.)
+/// the `JoinHandle` does. (It takes the first of the four spare flag bits.)
 const JOIN_WAKER: u64 = 1 << 28;
 
 const SHIELD_SHIFT: u32 = 32;
@@ -97,7 +98,7 @@ const SHIELD_MASK: u64 = 0xff << SHIELD_SHIFT;
 pub(crate) const MAX_SHIELD_DEPTH: u64 = 255;
 
 const REF_SHIFT: u32 = 40;
-/// One reference, as an increment of the word (seed 001: `REF_ONE = 1 << 40`).
+/// One reference, as an increment of the word: the count lives in the top 24 bits.
 const REF_ONE: u64 = 1 << REF_SHIFT;
 const REF_MASK: u64 = !(REF_ONE - 1);
 /// Beyond this many references the count would overflow into nothing; abort instead.
@@ -189,7 +190,7 @@ impl Snapshot {
     pub(crate) fn ref_count(self) -> u64 {
         (self.0 & REF_MASK) >> REF_SHIFT
     }
-    /// Seed 001's `isCancellationEffective`: cancelled and no shield up.
+    /// Whether an abort takes effect now: cancelled and no shield up.
     pub(crate) fn is_cancellation_effective(self) -> bool {
         self.is_cancelled() && self.shield_depth() == 0
     }
@@ -424,7 +425,7 @@ impl State {
         })
     }
 
-    /// Raise the shield depth by one (seed 001 `addShieldAtomic`).
+    /// Raise the shield depth by one; an abort waits until the depth is back to zero.
     pub(crate) fn add_shield(&self) -> Snapshot {
         self.fetch_update(|curr| {
             assert!(curr.shield_depth() < MAX_SHIELD_DEPTH, "volt: more than 255 nested shields on one task");
