@@ -241,7 +241,7 @@ impl Builder {
                 Ok(t) => rt.threads.push(t),
                 Err(e) => {
                     // Stop the workers already started; `Drop` does the rest.
-                    *rt.handle.shared.exited.lock().unwrap_or_else(|e| e.into_inner()) += n - index;
+                    rt.handle.shared.exited.lock().unwrap_or_else(|e| e.into_inner()).count += n - index;
                     return Err(e);
                 }
             }
@@ -334,31 +334,37 @@ impl Runtime {
         for i in 0..shared.workers.len() {
             shared.unpark_worker(i);
         }
-        if worker::on_worker_thread()
-            && std::ptr::eq(worker::current_handle().map_or(std::ptr::null(), |s| Arc::as_ptr(&s)), Arc::as_ptr(shared))
-        {
-            // Dropped from inside one of its own tasks: joining would wait on ourselves.
-            // The workers exit on their own; the tasks are cancelled when they do not
-            // outlive this thread's poll. Nothing more can be done safely here.
+        let n = shared.workers.len();
+        if worker::current_handle().is_some_and(|s| Arc::ptr_eq(&s, shared)) {
+            // On one of this runtime's own threads (inside a task, a blocking call, or a
+            // task that lost its worker to a blocking join): waiting for the workers would
+            // wait on ourselves. Leave the rest to the last worker to exit its loop, or do
+            // it now if they all have; the threads exit on their own.
             self.threads.clear();
-            #[cfg(feature = "tokio-bridge")]
-            shared.bridge.shutdown(None);
+            let mut exits = shared.exited.lock().unwrap_or_else(|e| e.into_inner());
+            if exits.count < n {
+                exits.finish_on_last = true;
+                return;
+            }
+            drop(exits);
+            Shared::finish_shutdown_here(shared);
             return;
         }
         let deadline = timeout.map(|t| Instant::now() + t);
-        let n = shared.workers.len();
-        let exited = shared.exited.lock().unwrap_or_else(|e| e.into_inner());
-        drop(wait_until_deadline(&shared.exited_cv, exited, deadline, |exited| *exited >= n));
-        for t in self.threads.drain(..) {
-            if timeout.is_none() || t.is_finished() {
-                let _ = t.join();
-            }
-        }
+        let exits = shared.exited.lock().unwrap_or_else(|e| e.into_inner());
+        drop(wait_until_deadline(&shared.exited_cv, exits, deadline, |exits| exits.count >= n));
+        // Cancel first, then join: a thread that handed its worker off inside a blocking
+        // join waits for that join's target, which this cancels if nothing else ends it.
         Shared::close_and_cancel_all(shared);
         // Pending I/O now fails instead of waiting; then the blocking pool winds down
         // within what is left of the timeout.
         shared.driver.shutdown();
         shared.blocking.shutdown(deadline.map(|d| d.saturating_duration_since(Instant::now())));
+        for t in self.threads.drain(..) {
+            if timeout.is_none() || t.is_finished() {
+                let _ = t.join();
+            }
+        }
         #[cfg(feature = "tokio-bridge")]
         shared.bridge.shutdown(deadline);
     }

@@ -160,6 +160,9 @@ pub(crate) const MIN_GLOBAL_QUEUE_INTERVAL: u32 = 8;
 pub(crate) const MAX_GLOBAL_QUEUE_INTERVAL: u32 = 255;
 /// The seeds' starting estimate of a task's duration (50 µs -> interval 20).
 pub(crate) const INITIAL_AVG_TASK_NS: u64 = 50_000;
+/// How many times one blocking join runs its target inline before it hands the worker
+/// off instead: a target that keeps yielding must not hold the worker's other tasks.
+pub(crate) const MAX_INLINE_POLLS_PER_JOIN: u32 = 16;
 
 /// Everything the workers share: one per runtime, behind an `Arc` that every task holds.
 pub(crate) struct Shared {
@@ -179,15 +182,28 @@ pub(crate) struct Shared {
     pub(crate) owned: OwnedTasks,
     pub(crate) shutdown: AtomicBool,
     pub(crate) remote: RemoteCounters,
-    /// How many worker threads have left their loop, for `shutdown_timeout`.
-    pub(crate) exited: Mutex<usize>,
+    /// How many workers have left their loop for good, and whether the last of them
+    /// finishes the shutdown (see [`Exits`]).
+    pub(crate) exited: Mutex<Exits>,
     pub(crate) exited_cv: Condvar,
+    /// The workers' stack size, which bounds how deep a blocking join helps (see
+    /// "Blocking join").
+    stack_size: usize,
     /// When the runtime was built (`Telemetry::uptime`).
     pub(crate) started: Instant,
     /// The Tokio bridge (`volt::bridge`): configured by `Builder::build`, started on
     /// first use, shut down by `Runtime::shutdown`.
     #[cfg(feature = "tokio-bridge")]
     pub(crate) bridge: crate::bridge::Bridge,
+}
+
+/// Workers that have left their loop for good (on shutdown), under `Shared::exited`.
+#[derive(Default)]
+pub(crate) struct Exits {
+    pub(crate) count: usize,
+    /// Set when the runtime was dropped (or shut down) from one of its own threads, which
+    /// can't wait for the workers: the last worker to leave then finishes the shutdown.
+    pub(crate) finish_on_last: bool,
 }
 
 /// One worker: the parts other threads touch, plus owner-only `core`.
@@ -350,6 +366,56 @@ fn current_shared() -> Option<ManuallyDrop<Arc<Shared>>> {
     Some(ManuallyDrop::new(unsafe { Arc::from_raw(ctx.shared) }))
 }
 
+/// Whether this thread owns worker `w` now (a blocking join may have handed it off).
+#[inline(always)]
+fn owns(w: &Worker) -> bool {
+    CONTEXT.with(|c| ptr::eq(c.get().worker, w))
+}
+
+thread_local! {
+    /// How far from its start this thread's stack may grow while a blocking join runs
+    /// its target inline: half the stack, the other half being left for the target's
+    /// own frames and the rest of the poll (see "Blocking join"). 0: no helping here.
+    static HELP_STACK: Cell<HelpStack> = const { Cell::new(HelpStack { base: 0, budget: 0 }) };
+}
+
+#[derive(Clone, Copy)]
+struct HelpStack {
+    /// An address near the bottom of the worker's frames.
+    base: usize,
+    budget: usize,
+}
+
+/// The address of a local: where this thread's stack is now, near enough.
+#[inline(always)]
+fn stack_position() -> usize {
+    let marker = 0u8;
+    std::hint::black_box(&marker) as *const u8 as usize
+}
+
+/// Sets this thread's help budget for the life of a worker loop, and restores it after.
+struct HelpStackGuard(HelpStack);
+
+impl HelpStackGuard {
+    fn start(stack_size: usize) -> HelpStackGuard {
+        let new = HelpStack { base: stack_position(), budget: stack_size / 2 };
+        HelpStackGuard(HELP_STACK.with(|h| h.replace(new)))
+    }
+}
+
+impl Drop for HelpStackGuard {
+    fn drop(&mut self) {
+        HELP_STACK.with(|h| h.set(self.0));
+    }
+}
+
+/// Whether a blocking join may still run its target on this thread's stack.
+fn help_has_stack_room() -> bool {
+    let h = HELP_STACK.with(|h| h.get());
+    // `abs_diff`: right whichever way the stack grows.
+    h.budget > 0 && stack_position().abs_diff(h.base) < h.budget
+}
+
 /// Whether this thread is a worker of any Volt runtime.
 pub(crate) fn on_worker_thread() -> bool {
     CONTEXT.with(|c| !c.get().worker.is_null())
@@ -380,6 +446,7 @@ impl Shared {
         let driver = Driver::new()?;
         let clock = (poll_time_histogram || event_ring.is_some()).then(Clock::new);
         let ns_per_tick_fp = clock.map_or(1 << 32, |c| c.ns_per_tick_fp());
+        let stack_size = blocking.stack_size;
         Ok(Arc::new_cyclic(|weak| Shared {
             started: Instant::now(),
             driver,
@@ -403,8 +470,9 @@ impl Shared {
             owned: OwnedTasks::new(num_workers * 4),
             shutdown: AtomicBool::new(false),
             remote: RemoteCounters::default(),
-            exited: Mutex::new(0),
+            exited: Mutex::new(Exits::default()),
             exited_cv: Condvar::new(),
+            stack_size,
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))
@@ -572,8 +640,8 @@ impl Shared {
                 this.remote.tasks_spawned.fetch_add(1, Relaxed);
             }
         }
-        if !this.owned.bind(task.raw()) {
-            // Shut down: the task is cancelled before it ever runs.
+        if this.is_shutdown() || !this.owned.bind(task.raw()) {
+            // Shut down (or shutting down): the task is cancelled before it ever runs.
             task.shutdown();
             drop(notified);
             drop(task);
@@ -657,34 +725,75 @@ impl Shared {
         self.idle.notify_parked(|i| self.unpark_worker(i));
     }
 
-    /// A worker thread's whole life.
+    /// Run worker `index` on this thread until shutdown, or until a blocking join on this
+    /// thread hands the worker to another thread (see "Blocking join"). Worker threads
+    /// start here, and so does each replacement a hand-off starts on the blocking pool.
     pub(crate) fn run_worker(this: Arc<Shared>, index: usize) {
-        struct Exit<'a>(&'a Shared);
+        /// Counts the exit of the worker's owner (on unwinding too, so `shutdown` never
+        /// waits for a worker that is gone); not for a thread that handed the worker off.
+        struct Exit<'a> {
+            shared: &'a Arc<Shared>,
+            owner: bool,
+        }
         impl Drop for Exit<'_> {
             fn drop(&mut self) {
-                *self.0.exited.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                self.0.exited_cv.notify_all();
+                if self.owner {
+                    Shared::worker_exited(self.shared);
+                }
             }
         }
-        let _exit = Exit(&this);
+        let mut exit = Exit { shared: &this, owner: true };
         let w = &this.workers[index];
         let prev = CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(&this), worker: w }));
         let _ctx = EnterGuard(prev);
+        let _help = HelpStackGuard::start(this.stack_size);
         w.counters.set_state(WorkerState::Running);
         w.core.ring.set(this.recorder.as_ref().map_or(ptr::null(), |r| r.ring(index)));
         if let Some(c) = &this.clock {
             this.ts_fresh(c, Some(w));
         }
         while !this.is_shutdown() {
-            if this.run_tick(w, None) == 0 {
-                this.park(w);
+            match this.run_tick(w) {
+                Some(0) => this.park(w),
+                Some(_) => {}
+                None => {
+                    // Handed off: another thread runs this worker now; this one is done.
+                    exit.owner = false;
+                    return;
+                }
             }
         }
         this.drain_local(w);
     }
 
-    /// One budget tick. Returns how many tasks ran.
-    fn run_tick(&self, w: &Worker, target: Option<NonNull<Header>>) -> u32 {
+    /// The owner of a worker left its loop on shutdown. The last one to leave finishes a
+    /// shutdown that was started on one of the runtime's own threads.
+    fn worker_exited(this: &Arc<Shared>) {
+        let mut exits = this.exited.lock().unwrap_or_else(|e| e.into_inner());
+        exits.count += 1;
+        let finish = exits.count == this.workers.len() && std::mem::take(&mut exits.finish_on_last);
+        drop(exits);
+        this.exited_cv.notify_all();
+        if finish {
+            Shared::finish_shutdown_here(this);
+        }
+    }
+
+    /// The rest of a shutdown, on a thread of the runtime (which must not wait for
+    /// itself) once every worker has left its loop: cancel what is left, fail pending
+    /// I/O, and stop the blocking pool and the bridge without waiting for their threads,
+    /// which exit on their own.
+    pub(crate) fn finish_shutdown_here(this: &Arc<Shared>) {
+        Shared::close_and_cancel_all(this);
+        this.driver.shutdown();
+        this.blocking.shutdown(Some(Duration::ZERO));
+        #[cfg(feature = "tokio-bridge")]
+        this.bridge.shutdown(None);
+    }
+
+    /// One budget tick. Returns how many tasks ran, or `None` when a task's blocking join
+    /// handed the worker to another thread (then nothing of `w` may be touched here again).
+    fn run_tick(&self, w: &Worker) -> Option<u32> {
         let core = &w.core;
         let start = Instant::now();
         self.maintain_driver(w, start);
@@ -697,10 +806,10 @@ impl Shared {
             }
             let Some(task) = self.find_work(w) else { break };
             self.run_task(w, task);
-            ran += 1;
-            if target.is_some_and(raw::is_complete) {
-                break;
+            if !owns(w) {
+                return None;
             }
+            ran += 1;
         }
         if ran > 0 {
             self.update_adaptive_interval(w, ran, start);
@@ -708,7 +817,7 @@ impl Shared {
         if ran == BUDGET_PER_TICK {
             w.counters.budget_yields.inc();
         }
-        ran
+        Some(ran)
     }
 
     fn find_work(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
@@ -1027,27 +1136,104 @@ impl Shared {
         }
     }
 
-    /// Seed 000 `helpUntilComplete`: run other tasks until `target` completes. Returns
-    /// early only on shutdown.
-    fn help_until_complete(
+    /// `JoinHandle::join` on worker `w`'s own thread: help with the target itself while it
+    /// waits in this worker's queues and the stack has room, else hand the worker to
+    /// another thread and block. See "Blocking join". Returns early (with the target
+    /// maybe not complete) only on shutdown.
+    fn join_on_worker(
         this: &Arc<Shared>,
         w: &Worker,
         target: NonNull<Header>,
         poll_join: &mut dyn FnMut(&Waker) -> bool,
     ) {
-        let mut waker = None;
+        let mut inline_polls = 0;
         loop {
             if raw::is_complete(target) || this.is_shutdown() {
                 return;
             }
-            if this.run_tick(w, Some(target)) == 0 {
-                let waker = waker.get_or_insert_with(|| {
-                    Waker::from(Arc::new(WorkerWaker { shared: Arc::clone(this), index: w.index }))
-                });
-                if poll_join(waker) {
-                    return;
+            if inline_polls == MAX_INLINE_POLLS_PER_JOIN || !help_has_stack_room() {
+                break;
+            }
+            let Some(task) = this.take_local(w, target) else { break };
+            inline_polls += 1;
+            this.run_task(w, task);
+            if !owns(w) {
+                // The target blocked in a join of its own and handed this worker off.
+                return block_off_worker(poll_join);
+            }
+        }
+        let waker = thread_waker();
+        if poll_join(&waker) {
+            return;
+        }
+        match Shared::hand_off(this, w) {
+            Ok(()) => block_off_worker(poll_join),
+            Err(()) => {
+                // No thread could take the worker: keep it and wait without running
+                // anything (the ring stays open to thieves, the LIFO slot to the rescue of
+                // "Stealing from the LIFO slot"), looking at the shutdown flag now and then.
+                while !poll_join(&waker) && !this.is_shutdown() {
+                    std::thread::park_timeout(PARK_TIMEOUT);
                 }
-                this.park(w);
+            }
+        }
+    }
+
+    /// Take `target` out of this worker's LIFO slot or ring, if it is there; the other
+    /// tasks keep their order.
+    fn take_local(&self, w: &Worker, target: NonNull<Header>) -> Option<Notified<Arc<Shared>>> {
+        if !raw::is_scheduled(target) {
+            return None;
+        }
+        if w.lifo.peek() == Some(target) {
+            // Only thieves touch a full slot, and they only empty it: this is `target`
+            // or nothing.
+            // SAFETY: the slot held a queue reference, now ours.
+            return w.lifo.pop().map(|t| unsafe { Notified::from_raw(t) });
+        }
+        let n = w.queue.len() as usize;
+        if n == 0 {
+            return None;
+        }
+        // The ring has no removal from the middle: take it all and put back the rest, in
+        // order (at most 256 entries, only on a join). Thieves see fewer tasks meanwhile.
+        let mut rest = Vec::with_capacity(n);
+        let mut found = None;
+        while let Some(t) = w.queue.pop() {
+            if found.is_none() && t.header() as *const Header == target.as_ptr() as *const Header {
+                found = Some(t);
+            } else {
+                rest.push(t);
+            }
+        }
+        for t in rest {
+            self.push_local_ring(w, t);
+        }
+        found
+    }
+
+    /// Give worker `w` to a thread of the blocking pool (`Pool::spawn_now`), which runs
+    /// its loop from where this thread left it, and make this thread a plain thread of
+    /// the runtime. `Err` (and the worker kept) when no thread could be had.
+    fn hand_off(this: &Arc<Shared>, w: &Worker) -> Result<(), ()> {
+        // Still the owner: send the joining poll's start out now, so the new owner's
+        // records follow it in the ring.
+        let ring = w.core.ring.get();
+        if !ring.is_null() {
+            // SAFETY: this worker's ring (see `Core::ring`); we are its owner.
+            unsafe { (*ring).flush_pending_start() };
+        }
+        w.core.lifo_watch.set(None);
+        let prev = CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(this), worker: NO_WORKER }));
+        let handoff = HandedOff { shared: Some(Arc::clone(this)), index: w.index };
+        // The pool's lock orders everything this thread did to the worker before the new
+        // owner's first look at it.
+        match this.blocking.spawn_now(handoff, HandedOff::run) {
+            Ok(()) => Ok(()),
+            Err(handoff) => {
+                handoff.forget();
+                CONTEXT.with(|c| c.set(prev));
+                Err(())
             }
         }
     }
@@ -1079,18 +1265,33 @@ impl Shared {
     }
 }
 
-/// The join waker of a worker blocked in `JoinHandle::join`: unparks that worker.
-struct WorkerWaker {
-    shared: Arc<Shared>,
+/// A worker handed off by a blocking join, on its way to its new thread.
+struct HandedOff {
+    shared: Option<Arc<Shared>>,
     index: usize,
 }
 
-impl Wake for WorkerWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
+impl HandedOff {
+    fn run(mut self) {
+        let shared = self.shared.take().expect("a hand-off runs once");
+        Shared::run_worker(shared, self.index);
     }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.shared.unpark_worker(self.index);
+
+    /// The hand-off did not happen: the closure is dropped unrun, and the worker stays.
+    fn forget(mut self) {
+        self.shared = None;
+    }
+}
+
+impl Drop for HandedOff {
+    fn drop(&mut self) {
+        // Queued but never run: the pool shut down first (a `shutdown_timeout` that gave
+        // up on it). Nobody owns the worker, so release its queue entries here and count
+        // its exit.
+        if let Some(shared) = self.shared.take() {
+            shared.drain_local(&shared.workers[self.index]);
+            Shared::worker_exited(&shared);
+        }
     }
 }
 
@@ -1150,6 +1351,13 @@ impl Schedule for Arc<Shared> {
     fn poll_end(&self, ptr: NonNull<Header>, token: &mut PollToken) {
         let Some(clock) = &self.clock else { return };
         if token.cx.is_null() {
+            return;
+        }
+        if !ptr::eq(CONTEXT.with(|c| c.get().worker), token.cx.cast()) {
+            // A blocking join in this poll handed the worker to another thread, which owns
+            // its ring and clock cell now: record nothing of this poll there.
+            token.cx = ptr::null();
+            token.ring = ptr::null();
             return;
         }
         let now = clock.raw();
@@ -1280,14 +1488,17 @@ pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn 
         let shared = current_shared().expect("worker context");
         // SAFETY: a worker's context points at that worker of `shared`, which is alive.
         let w = unsafe { &*ctx.worker };
-        Shared::help_until_complete(&shared, w, target, poll_join);
+        Shared::join_on_worker(&shared, w, target, poll_join);
         return raw::is_complete(target);
     }
+    block_off_worker(poll_join);
+    true
+}
+
+/// Park this thread (not a worker, or no longer one) until the join's output is ready.
+fn block_off_worker(poll_join: &mut dyn FnMut(&Waker) -> bool) {
     let waker = thread_waker();
-    loop {
-        if poll_join(&waker) {
-            return true;
-        }
+    while !poll_join(&waker) {
         std::thread::park();
     }
 }
