@@ -692,3 +692,54 @@ fn nested_blocking_join_chain_on_small_stacks() {
     });
     assert_eq!(v, 6_000);
 }
+
+/// On one worker, a target that yields until a task queued behind it on the same worker
+/// has run: helping polls the target inline a bounded number of times, then hands the
+/// worker off, so the other task runs and the join completes.
+#[test]
+fn blocking_join_on_a_target_that_waits_for_a_local_task_completes() {
+    let v = within(Duration::from_secs(30), "join on a yielding target", || {
+        let rt = rt(1);
+        let h = rt.spawn(async {
+            let flag = Arc::new(AtomicBool::new(false));
+            let f2 = flag.clone();
+            let setter = volt::spawn(async move { f2.store(true, SeqCst) });
+            let target = volt::spawn(async move {
+                let mut yields = 0u32;
+                while !flag.load(SeqCst) {
+                    volt::task::yield_now().await;
+                    yields += 1;
+                }
+                yields
+            });
+            let yields = target.join().unwrap();
+            setter.join().unwrap();
+            yields
+        });
+        h.join().unwrap()
+    });
+    assert!(v >= 1);
+}
+
+/// Dropping the runtime while a task is blocked in a join that handed its worker off:
+/// the drop cancels the join's target, the join returns a cancelled error, and the drop
+/// returns with every thread joined.
+#[test]
+fn dropping_the_runtime_releases_a_handed_off_join() {
+    let got = within(Duration::from_secs(30), "drop during a handed-off join", || {
+        let rt = rt(2);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let started = Flag::default();
+        let s2 = started.clone();
+        rt.spawn(async move {
+            let target = volt::spawn(Never);
+            s2.set();
+            let _ = tx.send(target.join().map_err(|e| e.is_cancelled()));
+        });
+        assert!(wait_until(Duration::from_secs(10), || started.is_set()));
+        std::thread::sleep(Duration::from_millis(20));
+        drop(rt);
+        rx.recv_timeout(Duration::from_secs(10)).ok()
+    });
+    assert_eq!(got, Some(Err(true)), "the join's target was cancelled and the join saw it");
+}

@@ -17,6 +17,18 @@
 //!    threads within what is left of the timeout on a plain thread, without waiting on a
 //!    runtime or async thread (see `volt::bridge`).
 //!
+//! Steps 3 to 6 run after the workers have left their loops, and the worker threads are
+//! joined after step 6 (a thread that handed its worker off in a blocking join may be
+//! waiting for a task that step 3 cancels).
+//!
+//! Dropped (or shut down) on one of the runtime's own threads (inside a task, a
+//! `spawn_blocking` call, or a task whose worker a blocking join handed off), the runtime
+//! can't wait for its workers: one of them may be the caller. Then `drop` does step 1 and
+//! returns, and the last worker to leave its loop does steps 3 to 7 (the shutdown
+//! hand-off), without joining any thread: each exits on its own once its poll or blocking
+//! call returns. Every pending future is still dropped and nothing is leaked; a spawn
+//! through a `Handle` after step 1 is cancelled at once.
+//!
 //! Task memory is freed when the last reference goes: the runtime's, or a `JoinHandle`
 //! or waker the program still holds.
 
@@ -179,8 +191,10 @@ impl Builder {
         self
     }
 
-    /// Stack size of worker threads. Nested `JoinHandle::join` calls run tasks on the
-    /// joining worker's stack, so deep join chains need room.
+    /// Stack size of worker threads (and of blocking-pool threads). A blocking
+    /// `JoinHandle::join` runs its target on the joining worker's stack only while less
+    /// than half of it is used, so join chains of any depth fit; a larger stack only
+    /// means fewer hand-offs to other threads in very deep chains.
     pub fn thread_stack_size(&mut self, bytes: usize) -> &mut Builder {
         self.thread_stack_size = bytes;
         self
@@ -341,13 +355,10 @@ impl Runtime {
             // wait on ourselves. Leave the rest to the last worker to exit its loop, or do
             // it now if they all have; the threads exit on their own.
             self.threads.clear();
-            let mut exits = shared.exited.lock().unwrap_or_else(|e| e.into_inner());
-            if exits.count < n {
-                exits.finish_on_last = true;
-                return;
+            let finish_now = shared.exited.lock().unwrap_or_else(|e| e.into_inner()).shut_down_inside(n);
+            if finish_now {
+                Shared::finish_shutdown_here(shared);
             }
-            drop(exits);
-            Shared::finish_shutdown_here(shared);
             return;
         }
         let deadline = timeout.map(|t| Instant::now() + t);

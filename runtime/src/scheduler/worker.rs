@@ -109,9 +109,27 @@
 //! or more, all but the one in the slot sit in the ring, where the woken worker steals
 //! them, so none waits behind a long poll of the first.
 //!
-//! # Work-stealing join (`help_until_complete`)
-//! `JoinHandle::join` on a worker runs this same loop until the target completes; when it
-//! finds nothing to do it registers a join waker that unparks this worker and parks.
+//! # Blocking join (`join_on_worker`)
+//! `JoinHandle::join` on a worker runs its target and nothing else (the rule and why:
+//! `task::join`). `take_local` takes the target out of the LIFO slot (only the owner
+//! fills the slot, so a slot seen holding the target holds it or nothing) or out of the
+//! ring (popped whole and pushed back in order, since the ring has no removal from the
+//! middle), and `run_task` polls it inline while the thread's stack has room
+//! (`HELP_STACK`: half the stack, measured from where the worker loop started).
+//!
+//! Otherwise `hand_off` gives the worker away: the thread writes its pending poll start
+//! out of the ring, clears its own context's worker (it is now a plain thread of the
+//! runtime: spawns and wakes from it go to the global queue, its task frees to the remote
+//! stacks), and queues `run_worker` for this worker on the blocking pool
+//! (`Pool::spawn_now`, which never waits behind blocking calls). The pool's lock orders
+//! the old owner's last touch of `Core`, the ring and the cell cache before the new
+//! owner's first. From then on the old thread must not touch the worker: `run_tick`,
+//! `join_on_worker` and the poll hooks (`poll_end`) check `owns(w)` after every poll and
+//! let go (`run_worker` returns without counting an exit, and a handed-off pool thread
+//! goes back to the pool). The old thread parks until the target completes. If no pool
+//! thread can be had at all, the join keeps the worker and waits without running
+//! anything. A worker has exactly one owner at a time, so `Exits` still counts each
+//! worker's exit once.
 
 use super::idle::Idle;
 use super::inject::Inject;
@@ -197,13 +215,36 @@ pub(crate) struct Shared {
     pub(crate) bridge: crate::bridge::Bridge,
 }
 
-/// Workers that have left their loop for good (on shutdown), under `Shared::exited`.
+/// Workers that have left their loop for good (on shutdown), under `Shared::exited`,
+/// and who finishes a shutdown begun on one of the runtime's own threads ("the shutdown
+/// hand-off"): exactly one thread, and only once every worker has left.
 #[derive(Default)]
 pub(crate) struct Exits {
     pub(crate) count: usize,
     /// Set when the runtime was dropped (or shut down) from one of its own threads, which
     /// can't wait for the workers: the last worker to leave then finishes the shutdown.
-    pub(crate) finish_on_last: bool,
+    finish_on_last: bool,
+}
+
+impl Exits {
+    /// The owner of one of `workers` workers left its loop for good. Whether the caller
+    /// must now finish the shutdown.
+    #[must_use]
+    pub(crate) fn worker_left(&mut self, workers: usize) -> bool {
+        self.count += 1;
+        self.count == workers && std::mem::take(&mut self.finish_on_last)
+    }
+
+    /// A shutdown begun on one of the runtime's own threads. Whether the caller must
+    /// finish it now (every worker has left already); otherwise the last to leave will.
+    #[must_use]
+    pub(crate) fn shut_down_inside(&mut self, workers: usize) -> bool {
+        if self.count < workers {
+            self.finish_on_last = true;
+            return false;
+        }
+        true
+    }
 }
 
 /// One worker: the parts other threads touch, plus owner-only `core`.
@@ -769,10 +810,7 @@ impl Shared {
     /// The owner of a worker left its loop on shutdown. The last one to leave finishes a
     /// shutdown that was started on one of the runtime's own threads.
     fn worker_exited(this: &Arc<Shared>) {
-        let mut exits = this.exited.lock().unwrap_or_else(|e| e.into_inner());
-        exits.count += 1;
-        let finish = exits.count == this.workers.len() && std::mem::take(&mut exits.finish_on_last);
-        drop(exits);
+        let finish = this.exited.lock().unwrap_or_else(|e| e.into_inner()).worker_left(this.workers.len());
         this.exited_cv.notify_all();
         if finish {
             Shared::finish_shutdown_here(this);
