@@ -776,7 +776,7 @@ fn loom_join_hands_the_worker_off_and_the_target_wakes_the_joiner() {
 /// one of them finishes the shutdown, and only once both have left.
 #[test]
 fn loom_shutdown_begun_inside_is_finished_once_after_every_worker() {
-    use crate::scheduler::worker::Exits;
+    use crate::scheduler::exits::Exits;
     fn finish(exits: &Mutex<Exits>, finished: &AtomicUsize) {
         assert_eq!(lock(exits).count, 2, "finished before every worker left");
         finished.fetch_add(1, SeqCst);
@@ -810,7 +810,7 @@ fn loom_shutdown_begun_inside_is_finished_once_after_every_worker() {
 /// handed its worker off), racing both workers' exits.
 #[test]
 fn loom_shutdown_begun_off_the_workers_is_finished_once_after_every_worker() {
-    use crate::scheduler::worker::Exits;
+    use crate::scheduler::exits::Exits;
     model(|| {
         let exits = Arc::new(Mutex::new(Exits::default()));
         let finished = Arc::new(AtomicUsize::new(0));

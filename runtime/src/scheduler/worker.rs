@@ -131,6 +131,7 @@
 //! anything. A worker has exactly one owner at a time, so `Exits` still counts each
 //! worker's exit once.
 
+use super::exits::Exits;
 use super::idle::Idle;
 use super::inject::Inject;
 use super::lifo::LifoSlot;
@@ -181,6 +182,9 @@ pub(crate) const INITIAL_AVG_TASK_NS: u64 = 50_000;
 /// How many times one blocking join runs its target inline before it hands the worker
 /// off instead: a target that keeps yielding must not hold the worker's other tasks.
 pub(crate) const MAX_INLINE_POLLS_PER_JOIN: u32 = 16;
+/// How often a join that could not hand its worker off (no thread could be started)
+/// looks at the shutdown flag while it waits.
+const HAND_OFF_FAILED_RECHECK: Duration = Duration::from_millis(10);
 
 /// Everything the workers share: one per runtime, behind an `Arc` that every task holds.
 pub(crate) struct Shared {
@@ -213,38 +217,6 @@ pub(crate) struct Shared {
     /// first use, shut down by `Runtime::shutdown`.
     #[cfg(feature = "tokio-bridge")]
     pub(crate) bridge: crate::bridge::Bridge,
-}
-
-/// Workers that have left their loop for good (on shutdown), under `Shared::exited`,
-/// and who finishes a shutdown begun on one of the runtime's own threads ("the shutdown
-/// hand-off"): exactly one thread, and only once every worker has left.
-#[derive(Default)]
-pub(crate) struct Exits {
-    pub(crate) count: usize,
-    /// Set when the runtime was dropped (or shut down) from one of its own threads, which
-    /// can't wait for the workers: the last worker to leave then finishes the shutdown.
-    finish_on_last: bool,
-}
-
-impl Exits {
-    /// The owner of one of `workers` workers left its loop for good. Whether the caller
-    /// must now finish the shutdown.
-    #[must_use]
-    pub(crate) fn worker_left(&mut self, workers: usize) -> bool {
-        self.count += 1;
-        self.count == workers && std::mem::take(&mut self.finish_on_last)
-    }
-
-    /// A shutdown begun on one of the runtime's own threads. Whether the caller must
-    /// finish it now (every worker has left already); otherwise the last to leave will.
-    #[must_use]
-    pub(crate) fn shut_down_inside(&mut self, workers: usize) -> bool {
-        if self.count < workers {
-            self.finish_on_last = true;
-            return false;
-        }
-        true
-    }
 }
 
 /// One worker: the parts other threads touch, plus owner-only `core`.
@@ -1197,7 +1169,7 @@ impl Shared {
             this.run_task(w, task);
             if !owns(w) {
                 // The target blocked in a join of its own and handed this worker off.
-                return block_off_worker(poll_join);
+                return block_off_worker(poll_join, &thread_waker());
             }
         }
         let waker = thread_waker();
@@ -1205,13 +1177,13 @@ impl Shared {
             return;
         }
         match Shared::hand_off(this, w) {
-            Ok(()) => block_off_worker(poll_join),
+            Ok(()) => block_off_worker(poll_join, &waker),
             Err(()) => {
                 // No thread could take the worker: keep it and wait without running
                 // anything (the ring stays open to thieves, the LIFO slot to the rescue of
                 // "Stealing from the LIFO slot"), looking at the shutdown flag now and then.
                 while !poll_join(&waker) && !this.is_shutdown() {
-                    std::thread::park_timeout(PARK_TIMEOUT);
+                    std::thread::park_timeout(HAND_OFF_FAILED_RECHECK);
                 }
             }
         }
@@ -1238,7 +1210,7 @@ impl Shared {
         let mut rest = Vec::with_capacity(n);
         let mut found = None;
         while let Some(t) = w.queue.pop() {
-            if found.is_none() && t.header() as *const Header == target.as_ptr() as *const Header {
+            if found.is_none() && ptr::eq(t.header(), target.as_ptr()) {
                 found = Some(t);
             } else {
                 rest.push(t);
@@ -1529,14 +1501,14 @@ pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn 
         Shared::join_on_worker(&shared, w, target, poll_join);
         return raw::is_complete(target);
     }
-    block_off_worker(poll_join);
+    block_off_worker(poll_join, &thread_waker());
     true
 }
 
-/// Park this thread (not a worker, or no longer one) until the join's output is ready.
-fn block_off_worker(poll_join: &mut dyn FnMut(&Waker) -> bool) {
-    let waker = thread_waker();
-    while !poll_join(&waker) {
+/// Park this thread (not a worker, or no longer one) until the join's output is ready;
+/// `waker` unparks this thread.
+fn block_off_worker(poll_join: &mut dyn FnMut(&Waker) -> bool, waker: &Waker) {
+    while !poll_join(waker) {
         std::thread::park();
     }
 }
