@@ -690,3 +690,152 @@ fn loom_dispatch_batch_wakes_a_parking_worker() {
 fn loom_dispatch_batch_wakes_the_last_searcher_as_it_parks() {
     model(|| dispatch_batch_against_a_parking_worker(true));
 }
+
+/// A worker's queue and owner-only state, handed from a thread blocked in a join to a
+/// blocking-pool thread (`Shared::hand_off` and `Pool::spawn_now`, reduced to their
+/// synchronization).
+struct HandOffModel {
+    /// Stands for `Core`: loom reports any access not ordered after the last owner's.
+    core: crate::loom::UnsafeCell<u64>,
+    ring: WorkStealQueue<Arc<MockScheduler>>,
+    inject: Inject<Arc<MockScheduler>>,
+    /// The pool's queue (a handed-off worker's index) and its idle threads' condvar.
+    pool: Mutex<Option<usize>>,
+    work: crate::loom::Condvar,
+}
+
+struct UnparkWaker(thread::Thread);
+
+impl Wake for UnparkWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+#[test]
+fn loom_join_hands_the_worker_off_and_the_target_wakes_the_joiner() {
+    model(|| {
+        let sched = MockScheduler::new();
+        let m = Arc::new(HandOffModel {
+            core: crate::loom::UnsafeCell::new(0),
+            ring: WorkStealQueue::new(),
+            inject: Inject::new(),
+            pool: Mutex::new(None),
+            work: crate::loom::Condvar::new(),
+        });
+        // The worker's ring holds another task and the join's target, which is not in
+        // this worker's LIFO slot: the join hands off.
+        let other = counted_task(&sched);
+        let _ = m.ring.push_back_or_overflow(other, &m.inject);
+        let mut h = spawn(&sched, async { 5 });
+        let target = sched.pop().expect("spawn queued it");
+        let _ = m.ring.push_back_or_overflow(target, &m.inject);
+        // An idle pool thread: takes the worker and runs its loop (here: its ring).
+        let pool_thread = {
+            let m = m.clone();
+            thread::spawn(move || {
+                let mut job = lock(&m.pool);
+                while job.is_none() {
+                    job = m.work.wait(job).unwrap();
+                }
+                assert_eq!(job.take(), Some(0));
+                drop(job);
+                // SAFETY: the new owner; the pool's lock ordered the old owner's accesses
+                // before this one (loom checks it).
+                m.core.with_mut(|c| unsafe { *c += 1 });
+                let mut ran = 0;
+                while let Some(t) = m.ring.pop() {
+                    t.run();
+                    ran += 1;
+                }
+                ran
+            })
+        };
+        // The joining thread: last use of the worker, then the hand-off, then it parks
+        // until the target's completion wakes it.
+        // SAFETY: still the owner.
+        m.core.with_mut(|c| unsafe { *c += 1 });
+        *lock(&m.pool) = Some(0);
+        m.work.notify_one();
+        let waker = Waker::from(std::sync::Arc::new(UnparkWaker(thread::current())));
+        let out = loop {
+            if let Poll::Ready(v) = Pin::new(&mut h).poll(&mut Context::from_waker(&waker)) {
+                break v;
+            }
+            thread::park();
+        };
+        assert_eq!(out.unwrap(), 5);
+        assert_eq!(pool_thread.join().unwrap(), 2, "the new owner ran the worker's queue");
+        // SAFETY: the pool thread is joined.
+        assert_eq!(m.core.with(|c| unsafe { *c }), 2);
+    });
+}
+
+/// The shutdown hand-off: worker 0 drops the runtime from one of its tasks (so it can't
+/// wait for the workers) and then leaves its loop, while worker 1 leaves its own. Exactly
+/// one of them finishes the shutdown, and only once both have left.
+#[test]
+fn loom_shutdown_begun_inside_is_finished_once_after_every_worker() {
+    use crate::scheduler::exits::Exits;
+    fn finish(exits: &Mutex<Exits>, finished: &AtomicUsize) {
+        assert_eq!(lock(exits).count, 2, "finished before every worker left");
+        finished.fetch_add(1, SeqCst);
+    }
+    model(|| {
+        let exits = Arc::new(Mutex::new(Exits::default()));
+        let finished = Arc::new(AtomicUsize::new(0));
+        let other = {
+            let (exits, finished) = (exits.clone(), finished.clone());
+            thread::spawn(move || {
+                let last = lock(&exits).worker_left(2);
+                if last {
+                    finish(&exits, &finished);
+                }
+            })
+        };
+        let now = lock(&exits).shut_down_inside(2);
+        if now {
+            finish(&exits, &finished);
+        }
+        let last = lock(&exits).worker_left(2);
+        if last {
+            finish(&exits, &finished);
+        }
+        other.join().unwrap();
+        assert_eq!(finished.load(SeqCst), 1);
+    });
+}
+
+/// The same begun on a thread that is no worker (a blocking-pool thread, or one that
+/// handed its worker off), racing both workers' exits.
+#[test]
+fn loom_shutdown_begun_off_the_workers_is_finished_once_after_every_worker() {
+    use crate::scheduler::exits::Exits;
+    model(|| {
+        let exits = Arc::new(Mutex::new(Exits::default()));
+        let finished = Arc::new(AtomicUsize::new(0));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (exits, finished) = (exits.clone(), finished.clone());
+                thread::spawn(move || {
+                    let mut e = lock(&exits);
+                    if e.worker_left(2) {
+                        assert_eq!(e.count, 2);
+                        finished.fetch_add(1, SeqCst);
+                    }
+                })
+            })
+            .collect();
+        {
+            let mut e = lock(&exits);
+            if e.shut_down_inside(2) {
+                assert_eq!(e.count, 2);
+                finished.fetch_add(1, SeqCst);
+            }
+        }
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(finished.load(SeqCst), 1);
+    });
+}

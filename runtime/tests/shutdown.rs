@@ -307,3 +307,103 @@ fn memory_stays_fixed_while_the_event_ring_runs_full() {
     let got = cursor.read();
     assert!(!got.is_empty() && cursor.dropped() > 100_000);
 }
+
+/// A runtime whose last owner drops it from inside one of its own tasks: 100 tasks wait
+/// forever, each holding a drop counter, and a `Handle` is kept. Dropping there cannot
+/// wait for the workers (one of them is the caller), so the last worker to leave its loop
+/// finishes the shutdown: every pending future is dropped, every thread of the runtime
+/// exits, nothing is left allocated, and a spawn through the kept handle is cancelled at
+/// once.
+fn drop_runtime_from_its_own_task(drops: &DropCount) {
+    let starts = Arc::new(AtomicI64::new(0));
+    let stops = Arc::new(AtomicI64::new(0));
+    let (s1, s2) = (starts.clone(), stops.clone());
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(2)
+        .on_thread_start(move || {
+            s1.fetch_add(1, SeqCst);
+        })
+        .on_thread_stop(move || {
+            s2.fetch_add(1, SeqCst);
+        })
+        .build()
+        .unwrap();
+    let handle = rt.handle().clone();
+    let mut pending = vec![];
+    for _ in 0..100 {
+        let g = drops.guard();
+        pending.push(rt.spawn(async move {
+            let _g = g;
+            Never.await
+        }));
+    }
+    // Also one on the blocking pool's side, so its threads must wind down too.
+    rt.handle().spawn_blocking(|| ()).join().unwrap();
+    let slot = Arc::new(Mutex::new(Some(rt)));
+    let s = slot.clone();
+    let dropper = handle.spawn(async move {
+        let rt = s.lock().unwrap().take().unwrap();
+        drop(rt);
+        // The drop returned without waiting on ourselves; this poll still finishes.
+        "returned"
+    });
+    assert_eq!(dropper.join().unwrap(), "returned");
+    assert!(slot.lock().unwrap().is_none());
+    assert!(
+        wait_until(Duration::from_secs(30), || drops.get() == 100),
+        "{} of 100 pending futures dropped",
+        drops.get()
+    );
+    for h in pending {
+        assert!(h.join().unwrap_err().is_cancelled());
+    }
+    // A spawn after that is cancelled at once: it never runs and its join never waits.
+    let ran = Arc::new(AtomicBool::new(false));
+    let r2 = ran.clone();
+    let late = handle.spawn(async move { r2.store(true, SeqCst) });
+    assert!(late.is_finished(), "a spawn after shutdown is cancelled at once");
+    assert!(late.join().unwrap_err().is_cancelled());
+    assert!(!ran.load(SeqCst));
+    assert!(
+        wait_until(Duration::from_secs(30), || starts.load(SeqCst) == stops.load(SeqCst)),
+        "{} threads started, {} stopped",
+        starts.load(SeqCst),
+        stops.load(SeqCst)
+    );
+}
+
+#[test]
+fn dropping_the_runtime_from_its_own_task_drops_everything_and_leaks_nothing() {
+    let _s = serial();
+    // Warm up lazily initialised process state first.
+    drop_runtime_from_its_own_task(&DropCount::default());
+    let before = LIVE_ALLOCS.load(SeqCst);
+    for _ in 0..3 {
+        drop_runtime_from_its_own_task(&DropCount::default());
+    }
+    // The threads run their stop hook just before they exit: give their last frees (the
+    // runtime's state goes with the last thread's reference) a moment.
+    let freed = wait_until(Duration::from_secs(30), || LIVE_ALLOCS.load(SeqCst) - before < 50);
+    let after = LIVE_ALLOCS.load(SeqCst);
+    assert!(freed, "live allocations grew by {} across three runtimes dropped from a task", after - before);
+}
+
+/// `shutdown_timeout` from inside a task takes the same path as a drop there.
+#[test]
+fn shutdown_timeout_from_its_own_task_returns_and_cancels() {
+    let _s = serial();
+    let drops = DropCount::default();
+    let rt = rt(2);
+    let handle = rt.handle().clone();
+    for _ in 0..10 {
+        let g = drops.guard();
+        rt.spawn(async move {
+            let _g = g;
+            Never.await
+        });
+    }
+    let h = handle.spawn(async move { rt.shutdown_timeout(Duration::from_secs(1)) });
+    h.join().unwrap();
+    assert!(wait_until(Duration::from_secs(30), || drops.get() == 10), "{} of 10 dropped", drops.get());
+    assert!(handle.spawn(async {}).join().unwrap_err().is_cancelled());
+}

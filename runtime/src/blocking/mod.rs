@@ -9,6 +9,8 @@
 //! * `spawn` queues the task; if an idle thread is waiting (and not already being
 //!   notified) it notifies one; otherwise, below `max_blocking_threads`, it starts a thread;
 //!   otherwise the task waits in the queue for a thread to come free.
+//! * `spawn_now` (a worker handed off by a blocking join) queues at the front and never
+//!   waits for a thread: it notifies an idle one or starts one, past the limit if need be.
 //! * A thread runs queued tasks; with none, it waits up to the keep-alive, and exits if
 //!   it is still idle then.
 //! * Shutdown cancels the queued tasks (their `JoinHandle`s report `is_cancelled()`), lets
@@ -185,6 +187,33 @@ impl Pool {
         join
     }
 
+    /// Run `run(job)` on a pool thread now, for a worker handed off by a blocking join
+    /// (`scheduler::worker`, "Blocking join"): at the front of the queue, on an idle
+    /// thread if one is waiting, else on a new thread even past `max_blocking_threads`,
+    /// because a worker must not wait behind blocking calls. Gives `job` back, unrun,
+    /// when the pool has shut down or no thread could be started.
+    pub(crate) fn spawn_now<J: Send + 'static>(self: &Arc<Pool>, job: J, run: fn(J)) -> Result<(), J> {
+        let mut st = self.lock();
+        let ready = if st.shutdown {
+            false
+        } else if st.num_idle > st.num_notified {
+            st.num_notified += 1;
+            self.work.notify_one();
+            true
+        } else {
+            self.start_thread(&mut st)
+        };
+        if !ready {
+            return Err(job);
+        }
+        let (task, notified, join) =
+            new_task(BlockingTask(Some(move || run(job))), Arc::clone(self), next_task_id(), None);
+        drop((task, join));
+        st.queue.push_front(notified);
+        self.queue_depth_gauge.store(st.queue.len() as u64, Relaxed);
+        Ok(())
+    }
+
     fn push(self: &Arc<Pool>, task: Notified<Arc<Pool>>) {
         let mut st = self.lock();
         if st.shutdown {
@@ -203,7 +232,8 @@ impl Pool {
         }
     }
 
-    fn start_thread(self: &Arc<Pool>, st: &mut PoolState) {
+    /// Start one more thread; whether it started.
+    fn start_thread(self: &Arc<Pool>, st: &mut PoolState) -> bool {
         // Reap threads that exited on keep-alive, so the list stays short.
         st.threads.retain(|t| !t.is_finished());
         let pool = Arc::clone(self);
@@ -216,11 +246,11 @@ impl Pool {
                 st.num_threads += 1;
                 self.num_threads_gauge.store(st.num_threads as u64, Relaxed);
                 st.threads.push(t);
+                true
             }
             // Out of threads: the task stays queued for a running thread, unless there is
             // none, in which case the next spawn tries again. Never a panic here.
-            Err(_) if st.num_threads > 0 => {}
-            Err(_) => {}
+            Err(_) => false,
         }
     }
 

@@ -17,6 +17,18 @@
 //!    threads within what is left of the timeout on a plain thread, without waiting on a
 //!    runtime or async thread (see `volt::bridge`).
 //!
+//! Steps 3 to 6 run after the workers have left their loops, and the worker threads are
+//! joined after step 6 (a thread that handed its worker off in a blocking join may be
+//! waiting for a task that step 3 cancels).
+//!
+//! Dropped (or shut down) on one of the runtime's own threads (inside a task, a
+//! `spawn_blocking` call, or a task whose worker a blocking join handed off), the runtime
+//! can't wait for its workers: one of them may be the caller. Then `drop` does step 1 and
+//! returns, and the last worker to leave its loop does steps 3 to 7 (the shutdown
+//! hand-off), without joining any thread: each exits on its own once its poll or blocking
+//! call returns. Every pending future is still dropped and nothing is leaked; a spawn
+//! through a `Handle` after step 1 is cancelled at once.
+//!
 //! Task memory is freed when the last reference goes: the runtime's, or a `JoinHandle`
 //! or waker the program still holds.
 
@@ -179,8 +191,10 @@ impl Builder {
         self
     }
 
-    /// Stack size of worker threads. Nested `JoinHandle::join` calls run tasks on the
-    /// joining worker's stack, so deep join chains need room.
+    /// Stack size of worker threads (and of blocking-pool threads). A blocking
+    /// `JoinHandle::join` runs its target on the joining worker's stack only while less
+    /// than half of it is used, so join chains of any depth fit; a larger stack only
+    /// means fewer hand-offs to other threads in very deep chains.
     pub fn thread_stack_size(&mut self, bytes: usize) -> &mut Builder {
         self.thread_stack_size = bytes;
         self
@@ -241,7 +255,7 @@ impl Builder {
                 Ok(t) => rt.threads.push(t),
                 Err(e) => {
                     // Stop the workers already started; `Drop` does the rest.
-                    *rt.handle.shared.exited.lock().unwrap_or_else(|e| e.into_inner()) += n - index;
+                    rt.handle.shared.exited.lock().unwrap_or_else(|e| e.into_inner()).count += n - index;
                     return Err(e);
                 }
             }
@@ -334,31 +348,34 @@ impl Runtime {
         for i in 0..shared.workers.len() {
             shared.unpark_worker(i);
         }
-        if worker::on_worker_thread()
-            && std::ptr::eq(worker::current_handle().map_or(std::ptr::null(), |s| Arc::as_ptr(&s)), Arc::as_ptr(shared))
-        {
-            // Dropped from inside one of its own tasks: joining would wait on ourselves.
-            // The workers exit on their own; the tasks are cancelled when they do not
-            // outlive this thread's poll. Nothing more can be done safely here.
+        let n = shared.workers.len();
+        if worker::current_handle().is_some_and(|s| Arc::ptr_eq(&s, shared)) {
+            // On one of this runtime's own threads (inside a task, a blocking call, or a
+            // task that lost its worker to a blocking join): waiting for the workers would
+            // wait on ourselves. Leave the rest to the last worker to exit its loop, or do
+            // it now if they all have; the threads exit on their own.
             self.threads.clear();
-            #[cfg(feature = "tokio-bridge")]
-            shared.bridge.shutdown(None);
+            let finish_now = shared.exited.lock().unwrap_or_else(|e| e.into_inner()).shut_down_inside(n);
+            if finish_now {
+                Shared::finish_shutdown_here(shared);
+            }
             return;
         }
         let deadline = timeout.map(|t| Instant::now() + t);
-        let n = shared.workers.len();
-        let exited = shared.exited.lock().unwrap_or_else(|e| e.into_inner());
-        drop(wait_until_deadline(&shared.exited_cv, exited, deadline, |exited| *exited >= n));
-        for t in self.threads.drain(..) {
-            if timeout.is_none() || t.is_finished() {
-                let _ = t.join();
-            }
-        }
+        let exits = shared.exited.lock().unwrap_or_else(|e| e.into_inner());
+        drop(wait_until_deadline(&shared.exited_cv, exits, deadline, |exits| exits.count >= n));
+        // Cancel first, then join: a thread that handed its worker off inside a blocking
+        // join waits for that join's target, which this cancels if nothing else ends it.
         Shared::close_and_cancel_all(shared);
         // Pending I/O now fails instead of waiting; then the blocking pool winds down
         // within what is left of the timeout.
         shared.driver.shutdown();
         shared.blocking.shutdown(deadline.map(|d| d.saturating_duration_since(Instant::now())));
+        for t in self.threads.drain(..) {
+            if timeout.is_none() || t.is_finished() {
+                let _ = t.join();
+            }
+        }
         #[cfg(feature = "tokio-bridge")]
         shared.bridge.shutdown(deadline);
     }

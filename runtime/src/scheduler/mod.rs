@@ -2,6 +2,9 @@
 //! declares and re-exports.
 
 pub(crate) mod cellcache;
+// Under loom only its model uses it (the worker is not compiled there).
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) mod exits;
 pub(crate) mod idle;
 pub(crate) mod inject;
 pub(crate) mod lifo;

@@ -109,10 +109,29 @@
 //! or more, all but the one in the slot sit in the ring, where the woken worker steals
 //! them, so none waits behind a long poll of the first.
 //!
-//! # Work-stealing join (`help_until_complete`)
-//! `JoinHandle::join` on a worker runs this same loop until the target completes; when it
-//! finds nothing to do it registers a join waker that unparks this worker and parks.
+//! # Blocking join (`join_on_worker`)
+//! `JoinHandle::join` on a worker runs its target and nothing else (the rule and why:
+//! `task::join`). `take_local` takes the target out of the LIFO slot (only the owner
+//! fills the slot, so a slot seen holding the target holds it or nothing) or out of the
+//! ring (popped whole and pushed back in order, since the ring has no removal from the
+//! middle), and `run_task` polls it inline while the thread's stack has room
+//! (`HELP_STACK`: half the stack, measured from where the worker loop started).
+//!
+//! Otherwise `hand_off` gives the worker away: the thread writes its pending poll start
+//! out of the ring, clears its own context's worker (it is now a plain thread of the
+//! runtime: spawns and wakes from it go to the global queue, its task frees to the remote
+//! stacks), and queues `run_worker` for this worker on the blocking pool
+//! (`Pool::spawn_now`, which never waits behind blocking calls). The pool's lock orders
+//! the old owner's last touch of `Core`, the ring and the cell cache before the new
+//! owner's first. From then on the old thread must not touch the worker: `run_tick`,
+//! `join_on_worker` and the poll hooks (`poll_end`) check `owns(w)` after every poll and
+//! let go (`run_worker` returns without counting an exit, and a handed-off pool thread
+//! goes back to the pool). The old thread parks until the target completes. If no pool
+//! thread can be had at all, the join keeps the worker and waits without running
+//! anything. A worker has exactly one owner at a time, so `Exits` still counts each
+//! worker's exit once.
 
+use super::exits::Exits;
 use super::idle::Idle;
 use super::inject::Inject;
 use super::lifo::LifoSlot;
@@ -164,6 +183,12 @@ pub(crate) const MAX_GLOBAL_QUEUE_INTERVAL: u32 = 255;
 /// The starting estimate of a task's duration before any tick has been measured: a
 /// middle value for mixed workloads (50 µs -> interval 20).
 pub(crate) const INITIAL_AVG_TASK_NS: u64 = 50_000;
+/// How many times one blocking join runs its target inline before it hands the worker
+/// off instead: a target that keeps yielding must not hold the worker's other tasks.
+pub(crate) const MAX_INLINE_POLLS_PER_JOIN: u32 = 16;
+/// How often a join that could not hand its worker off (no thread could be started)
+/// looks at the shutdown flag while it waits.
+const HAND_OFF_FAILED_RECHECK: Duration = Duration::from_millis(10);
 
 /// Everything the workers share: one per runtime, behind an `Arc` that every task holds.
 pub(crate) struct Shared {
@@ -183,9 +208,13 @@ pub(crate) struct Shared {
     pub(crate) owned: OwnedTasks,
     pub(crate) shutdown: AtomicBool,
     pub(crate) remote: RemoteCounters,
-    /// How many worker threads have left their loop, for `shutdown_timeout`.
-    pub(crate) exited: Mutex<usize>,
+    /// How many workers have left their loop for good, and whether the last of them
+    /// finishes the shutdown (see [`Exits`]).
+    pub(crate) exited: Mutex<Exits>,
     pub(crate) exited_cv: Condvar,
+    /// The workers' stack size, which bounds how deep a blocking join helps (see
+    /// "Blocking join").
+    stack_size: usize,
     /// When the runtime was built (`Telemetry::uptime`).
     pub(crate) started: Instant,
     /// The Tokio bridge (`volt::bridge`): configured by `Builder::build`, started on
@@ -354,6 +383,56 @@ fn current_shared() -> Option<ManuallyDrop<Arc<Shared>>> {
     Some(ManuallyDrop::new(unsafe { Arc::from_raw(ctx.shared) }))
 }
 
+/// Whether this thread owns worker `w` now (a blocking join may have handed it off).
+#[inline(always)]
+fn owns(w: &Worker) -> bool {
+    CONTEXT.with(|c| ptr::eq(c.get().worker, w))
+}
+
+thread_local! {
+    /// How far from its start this thread's stack may grow while a blocking join runs
+    /// its target inline: half the stack, the other half being left for the target's
+    /// own frames and the rest of the poll (see "Blocking join"). 0: no helping here.
+    static HELP_STACK: Cell<HelpStack> = const { Cell::new(HelpStack { base: 0, budget: 0 }) };
+}
+
+#[derive(Clone, Copy)]
+struct HelpStack {
+    /// An address near the bottom of the worker's frames.
+    base: usize,
+    budget: usize,
+}
+
+/// The address of a local: where this thread's stack is now, near enough.
+#[inline(always)]
+fn stack_position() -> usize {
+    let marker = 0u8;
+    std::hint::black_box(&marker) as *const u8 as usize
+}
+
+/// Sets this thread's help budget for the life of a worker loop, and restores it after.
+struct HelpStackGuard(HelpStack);
+
+impl HelpStackGuard {
+    fn start(stack_size: usize) -> HelpStackGuard {
+        let new = HelpStack { base: stack_position(), budget: stack_size / 2 };
+        HelpStackGuard(HELP_STACK.with(|h| h.replace(new)))
+    }
+}
+
+impl Drop for HelpStackGuard {
+    fn drop(&mut self) {
+        HELP_STACK.with(|h| h.set(self.0));
+    }
+}
+
+/// Whether a blocking join may still run its target on this thread's stack.
+fn help_has_stack_room() -> bool {
+    let h = HELP_STACK.with(|h| h.get());
+    // `abs_diff`: right whichever way the stack grows.
+    h.budget > 0 && stack_position().abs_diff(h.base) < h.budget
+}
+
 /// Whether this thread is a worker of any Volt runtime.
 pub(crate) fn on_worker_thread() -> bool {
     CONTEXT.with(|c| !c.get().worker.is_null())
@@ -384,6 +463,7 @@ impl Shared {
         let driver = Driver::new()?;
         let clock = (poll_time_histogram || event_ring.is_some()).then(Clock::new);
         let ns_per_tick_fp = clock.map_or(1 << 32, |c| c.ns_per_tick_fp());
+        let stack_size = blocking.stack_size;
         Ok(Arc::new_cyclic(|weak| Shared {
             started: Instant::now(),
             driver,
@@ -407,8 +487,9 @@ impl Shared {
             owned: OwnedTasks::new(num_workers * 4),
             shutdown: AtomicBool::new(false),
             remote: RemoteCounters::default(),
-            exited: Mutex::new(0),
+            exited: Mutex::new(Exits::default()),
             exited_cv: Condvar::new(),
+            stack_size,
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))
@@ -576,8 +657,8 @@ impl Shared {
                 this.remote.tasks_spawned.fetch_add(1, Relaxed);
             }
         }
-        if !this.owned.bind(task.raw()) {
-            // Shut down: the task is cancelled before it ever runs.
+        if this.is_shutdown() || !this.owned.bind(task.raw()) {
+            // Shut down (or shutting down): the task is cancelled before it ever runs.
             task.shutdown();
             drop(notified);
             drop(task);
@@ -661,34 +742,72 @@ impl Shared {
         self.idle.notify_parked(|i| self.unpark_worker(i));
     }
 
-    /// A worker thread's whole life.
+    /// Run worker `index` on this thread until shutdown, or until a blocking join on this
+    /// thread hands the worker to another thread (see "Blocking join"). Worker threads
+    /// start here, and so does each replacement a hand-off starts on the blocking pool.
     pub(crate) fn run_worker(this: Arc<Shared>, index: usize) {
-        struct Exit<'a>(&'a Shared);
+        /// Counts the exit of the worker's owner (on unwinding too, so `shutdown` never
+        /// waits for a worker that is gone); not for a thread that handed the worker off.
+        struct Exit<'a> {
+            shared: &'a Arc<Shared>,
+            owner: bool,
+        }
         impl Drop for Exit<'_> {
             fn drop(&mut self) {
-                *self.0.exited.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                self.0.exited_cv.notify_all();
+                if self.owner {
+                    Shared::worker_exited(self.shared);
+                }
             }
         }
-        let _exit = Exit(&this);
+        let mut exit = Exit { shared: &this, owner: true };
         let w = &this.workers[index];
         let prev = CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(&this), worker: w }));
         let _ctx = EnterGuard(prev);
+        let _help = HelpStackGuard::start(this.stack_size);
         w.counters.set_state(WorkerState::Running);
         w.core.ring.set(this.recorder.as_ref().map_or(ptr::null(), |r| r.ring(index)));
         if let Some(c) = &this.clock {
             this.ts_fresh(c, Some(w));
         }
         while !this.is_shutdown() {
-            if this.run_tick(w, None) == 0 {
-                this.park(w);
+            match this.run_tick(w) {
+                Some(0) => this.park(w),
+                Some(_) => {}
+                None => {
+                    // Handed off: another thread runs this worker now; this one is done.
+                    exit.owner = false;
+                    return;
+                }
             }
         }
         this.drain_local(w);
     }
 
-    /// One budget tick. Returns how many tasks ran.
-    fn run_tick(&self, w: &Worker, target: Option<NonNull<Header>>) -> u32 {
+    /// The owner of a worker left its loop on shutdown. The last one to leave finishes a
+    /// shutdown that was started on one of the runtime's own threads.
+    fn worker_exited(this: &Arc<Shared>) {
+        let finish = this.exited.lock().unwrap_or_else(|e| e.into_inner()).worker_left(this.workers.len());
+        this.exited_cv.notify_all();
+        if finish {
+            Shared::finish_shutdown_here(this);
+        }
+    }
+
+    /// The rest of a shutdown, on a thread of the runtime (which must not wait for
+    /// itself) once every worker has left its loop: cancel what is left, fail pending
+    /// I/O, and stop the blocking pool and the bridge without waiting for their threads,
+    /// which exit on their own.
+    pub(crate) fn finish_shutdown_here(this: &Arc<Shared>) {
+        Shared::close_and_cancel_all(this);
+        this.driver.shutdown();
+        this.blocking.shutdown(Some(Duration::ZERO));
+        #[cfg(feature = "tokio-bridge")]
+        this.bridge.shutdown(None);
+    }
+
+    /// One budget tick. Returns how many tasks ran, or `None` when a task's blocking join
+    /// handed the worker to another thread (then nothing of `w` may be touched here again).
+    fn run_tick(&self, w: &Worker) -> Option<u32> {
         let core = &w.core;
         let start = Instant::now();
         self.maintain_driver(w, start);
@@ -701,10 +820,10 @@ impl Shared {
             }
             let Some(task) = self.find_work(w) else { break };
             self.run_task(w, task);
-            ran += 1;
-            if target.is_some_and(raw::is_complete) {
-                break;
+            if !owns(w) {
+                return None;
             }
+            ran += 1;
         }
         if ran > 0 {
             self.update_adaptive_interval(w, ran, start);
@@ -712,7 +831,7 @@ impl Shared {
         if ran == BUDGET_PER_TICK {
             w.counters.budget_yields.inc();
         }
-        ran
+        Some(ran)
     }
 
     fn find_work(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
@@ -1033,28 +1152,104 @@ impl Shared {
         }
     }
 
-    /// Run other tasks until `target` completes, so a worker that joins keeps doing
-    /// useful work (often the target itself, from the LIFO slot). Returns early only on
-    /// shutdown.
-    fn help_until_complete(
+    /// `JoinHandle::join` on worker `w`'s own thread: help with the target itself while it
+    /// waits in this worker's queues and the stack has room, else hand the worker to
+    /// another thread and block. See "Blocking join". Returns early (with the target
+    /// maybe not complete) only on shutdown.
+    fn join_on_worker(
         this: &Arc<Shared>,
         w: &Worker,
         target: NonNull<Header>,
         poll_join: &mut dyn FnMut(&Waker) -> bool,
     ) {
-        let mut waker = None;
+        let mut inline_polls = 0;
         loop {
             if raw::is_complete(target) || this.is_shutdown() {
                 return;
             }
-            if this.run_tick(w, Some(target)) == 0 {
-                let waker = waker.get_or_insert_with(|| {
-                    Waker::from(Arc::new(WorkerWaker { shared: Arc::clone(this), index: w.index }))
-                });
-                if poll_join(waker) {
-                    return;
+            if inline_polls == MAX_INLINE_POLLS_PER_JOIN || !help_has_stack_room() {
+                break;
+            }
+            let Some(task) = this.take_local(w, target) else { break };
+            inline_polls += 1;
+            this.run_task(w, task);
+            if !owns(w) {
+                // The target blocked in a join of its own and handed this worker off.
+                return block_off_worker(poll_join, &thread_waker());
+            }
+        }
+        let waker = thread_waker();
+        if poll_join(&waker) {
+            return;
+        }
+        match Shared::hand_off(this, w) {
+            Ok(()) => block_off_worker(poll_join, &waker),
+            Err(()) => {
+                // No thread could take the worker: keep it and wait without running
+                // anything (the ring stays open to thieves, the LIFO slot to the rescue of
+                // "Stealing from the LIFO slot"), looking at the shutdown flag now and then.
+                while !poll_join(&waker) && !this.is_shutdown() {
+                    std::thread::park_timeout(HAND_OFF_FAILED_RECHECK);
                 }
-                this.park(w);
+            }
+        }
+    }
+
+    /// Take `target` out of this worker's LIFO slot or ring, if it is there; the other
+    /// tasks keep their order.
+    fn take_local(&self, w: &Worker, target: NonNull<Header>) -> Option<Notified<Arc<Shared>>> {
+        if !raw::is_scheduled(target) {
+            return None;
+        }
+        if w.lifo.peek() == Some(target) {
+            // Only thieves touch a full slot, and they only empty it: this is `target`
+            // or nothing.
+            // SAFETY: the slot held a queue reference, now ours.
+            return w.lifo.pop().map(|t| unsafe { Notified::from_raw(t) });
+        }
+        let n = w.queue.len() as usize;
+        if n == 0 {
+            return None;
+        }
+        // The ring has no removal from the middle: take it all and put back the rest, in
+        // order (at most 256 entries, only on a join). Thieves see fewer tasks meanwhile.
+        let mut rest = Vec::with_capacity(n);
+        let mut found = None;
+        while let Some(t) = w.queue.pop() {
+            if found.is_none() && ptr::eq(t.header(), target.as_ptr()) {
+                found = Some(t);
+            } else {
+                rest.push(t);
+            }
+        }
+        for t in rest {
+            self.push_local_ring(w, t);
+        }
+        found
+    }
+
+    /// Give worker `w` to a thread of the blocking pool (`Pool::spawn_now`), which runs
+    /// its loop from where this thread left it, and make this thread a plain thread of
+    /// the runtime. `Err` (and the worker kept) when no thread could be had.
+    fn hand_off(this: &Arc<Shared>, w: &Worker) -> Result<(), ()> {
+        // Still the owner: send the joining poll's start out now, so the new owner's
+        // records follow it in the ring.
+        let ring = w.core.ring.get();
+        if !ring.is_null() {
+            // SAFETY: this worker's ring (see `Core::ring`); we are its owner.
+            unsafe { (*ring).flush_pending_start() };
+        }
+        w.core.lifo_watch.set(None);
+        let prev = CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(this), worker: NO_WORKER }));
+        let handoff = HandedOff { shared: Some(Arc::clone(this)), index: w.index };
+        // The pool's lock orders everything this thread did to the worker before the new
+        // owner's first look at it.
+        match this.blocking.spawn_now(handoff, HandedOff::run) {
+            Ok(()) => Ok(()),
+            Err(handoff) => {
+                handoff.forget();
+                CONTEXT.with(|c| c.set(prev));
+                Err(())
             }
         }
     }
@@ -1086,18 +1281,33 @@ impl Shared {
     }
 }
 
-/// The join waker of a worker blocked in `JoinHandle::join`: unparks that worker.
-struct WorkerWaker {
-    shared: Arc<Shared>,
+/// A worker handed off by a blocking join, on its way to its new thread.
+struct HandedOff {
+    shared: Option<Arc<Shared>>,
     index: usize,
 }
 
-impl Wake for WorkerWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
+impl HandedOff {
+    fn run(mut self) {
+        let shared = self.shared.take().expect("a hand-off runs once");
+        Shared::run_worker(shared, self.index);
     }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.shared.unpark_worker(self.index);
+
+    /// The hand-off did not happen: the closure is dropped unrun, and the worker stays.
+    fn forget(mut self) {
+        self.shared = None;
+    }
+}
+
+impl Drop for HandedOff {
+    fn drop(&mut self) {
+        // Queued but never run: the pool shut down first (a `shutdown_timeout` that gave
+        // up on it). Nobody owns the worker, so release its queue entries here and count
+        // its exit.
+        if let Some(shared) = self.shared.take() {
+            shared.drain_local(&shared.workers[self.index]);
+            Shared::worker_exited(&shared);
+        }
     }
 }
 
@@ -1157,6 +1367,13 @@ impl Schedule for Arc<Shared> {
     fn poll_end(&self, ptr: NonNull<Header>, token: &mut PollToken) {
         let Some(clock) = &self.clock else { return };
         if token.cx.is_null() {
+            return;
+        }
+        if !ptr::eq(CONTEXT.with(|c| c.get().worker), token.cx.cast()) {
+            // A blocking join in this poll handed the worker to another thread, which owns
+            // its ring and clock cell now: record nothing of this poll there.
+            token.cx = ptr::null();
+            token.ring = ptr::null();
             return;
         }
         let now = clock.raw();
@@ -1287,14 +1504,17 @@ pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn 
         let shared = current_shared().expect("worker context");
         // SAFETY: a worker's context points at that worker of `shared`, which is alive.
         let w = unsafe { &*ctx.worker };
-        Shared::help_until_complete(&shared, w, target, poll_join);
+        Shared::join_on_worker(&shared, w, target, poll_join);
         return raw::is_complete(target);
     }
-    let waker = thread_waker();
-    loop {
-        if poll_join(&waker) {
-            return true;
-        }
+    block_off_worker(poll_join, &thread_waker());
+    true
+}
+
+/// Park this thread (not a worker, or no longer one) until the join's output is ready;
+/// `waker` unparks this thread.
+fn block_off_worker(poll_join: &mut dyn FnMut(&Waker) -> bool, waker: &Waker) {
+    while !poll_join(waker) {
         std::thread::park();
     }
 }
@@ -1320,7 +1540,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ewma_interval_matches_the_seed_table() {
+    fn ewma_interval_matches_the_design_table() {
         // `clamp(1 ms / avg, 8, 255)`: 1 µs -> 255, 10 µs -> 100, 50 µs -> 20,
         // 100 µs -> 10, 1 ms+ -> 8.
         assert_eq!(interval_for(1_000), 255);

@@ -1,12 +1,38 @@
 //! `JoinHandle` and `JoinError`.
 //!
 //! A `JoinHandle` owns one reference and the task's `join_interest`. Awaiting it uses the
-//! join-waker protocol in `raw.rs`. [`JoinHandle::join`] blocks: on a worker it runs other
-//! tasks until the target completes (`help_until_complete`), so a spawn followed by a
-//! join usually runs the new task inline from this worker's LIFO slot instead of idling;
-//! on any other thread it parks the thread until the completion wakes it
-//! (`block_until_complete` in `scheduler/worker.rs`). Dropping the handle detaches the
-//! task; it keeps running.
+//! join-waker protocol in `raw.rs`. Dropping the handle detaches the task; it keeps
+//! running.
+//!
+//! # The blocking join
+//! [`JoinHandle::join`] blocks the calling thread until the task finishes. Off the
+//! workers it parks the thread until the completion wakes it (`block_until_complete` in
+//! `scheduler/worker.rs`). On a
+//! worker it follows one rule: **the join runs the target and nothing else.**
+//! 1. *Help with the target.* If the target waits in this worker's LIFO slot or ring, the
+//!    join takes it out and polls it right here, on the joining thread's stack, and
+//!    looks again (at most 16 times per join, so a target that keeps yielding can't hold
+//!    the worker's other tasks).
+//! 2. *Otherwise hand the worker off and block.* The target is elsewhere: queued on
+//!    another worker or the global queue, running, waiting for a wake, or on the
+//!    blocking pool. The join gives this worker (its LIFO slot, ring and the rest of its
+//!    state) to a blocking-pool thread, which runs the worker's loop from there on, and
+//!    parks the joining thread until the target completes, like Tokio's
+//!    `block_in_place`. The task that called `join` then finishes its poll on a thread
+//!    that is no longer a worker; nothing is lost and no worker sits idle meanwhile.
+//! 3. *Bounded nesting.* Helping nests: the target may itself join a task of its own.
+//!    A worker helps only while its thread has used less than half its stack
+//!    (`Builder::thread_stack_size`); deeper, step 2 applies, and the chain goes on on
+//!    the new thread's stack. So a chain of joins of any depth completes, never
+//!    overflowing a stack.
+//!
+//! Why not run any other task while waiting (a "work-stealing join", which this module
+//! did first)? Every task run on the joining
+//! thread's stack runs under whatever the joining task holds. A task that holds a
+//! `std::sync::Mutex` and joins would run a task that needs the same mutex, which then
+//! blocks in `lock()` on the very thread that holds it: a deadlock that no other thread
+//! can break. Running only the target keeps that deadlock to a true cycle (the target
+//! itself needs what its joiner holds), which deadlocks on any runtime.
 
 use super::raw::{self, Header};
 use super::state::TransitionToScheduled;
@@ -71,11 +97,13 @@ impl<T> JoinHandle<T> {
 
     /// Block the current thread until the task finishes, and return its output.
     ///
-    /// On a worker thread of a Volt runtime this runs other tasks meanwhile (so the
-    /// worker is never lost to the wait, and a target sitting in this worker's LIFO slot
-    /// runs inline). On any other thread it parks without spinning.
+    /// On a worker thread of a Volt runtime, a target waiting in this worker's queues runs
+    /// inline; otherwise the worker's queue goes to another thread and this one blocks,
+    /// so no worker is lost to the wait and no other task runs under the caller's locks
+    /// (see the [module doc](self)). On any other thread it parks without spinning.
     ///
-    /// Like any blocking call inside a task, a cycle of joins between tasks deadlocks.
+    /// Like any blocking call inside a task, a cycle of joins between tasks deadlocks, and
+    /// so does a target that needs a lock its joiner holds.
     pub fn join(self) -> Result<T, JoinError> {
         let raw = self.raw;
         let vtable = self.header().vtable;

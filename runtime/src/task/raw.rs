@@ -569,3 +569,9 @@ pub(crate) fn is_complete(ptr: NonNull<Header>) -> bool {
     // SAFETY: callers hold a reference.
     unsafe { ptr.as_ref() }.state.load().lifecycle() == Lifecycle::Complete
 }
+
+/// Whether the task sits in a run queue now (a hint: it may be taken at once).
+pub(crate) fn is_scheduled(ptr: NonNull<Header>) -> bool {
+    // SAFETY: callers hold a reference.
+    unsafe { ptr.as_ref() }.state.load().lifecycle() == Lifecycle::Scheduled
+}

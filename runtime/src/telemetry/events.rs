@@ -474,8 +474,10 @@ impl EventRing {
         self.append_owned(self.event(kind, task, arg, ts));
     }
 
+    /// Owner of a worker ring: write a pending poll start out as its own record now (a
+    /// worker handed off inside a poll leaves its ring to a new owner).
     #[inline]
-    fn flush_pending_start(&self) {
+    pub(crate) fn flush_pending_start(&self) {
         let task = self.pending_task.load(Relaxed);
         if task != 0 {
             self.pending_task.store(0, Relaxed);
