@@ -186,3 +186,152 @@ fn timers_wake_an_idle_runtime_promptly() {
     late.sort();
     assert!(late[3] < Duration::from_millis(8), "median lateness {:?}: {late:?}", late[3]);
 }
+
+/// The latest `Instant` this platform holds (found by halving), for deadlines "as far as
+/// it goes".
+fn latest_instant() -> Instant {
+    let now = Instant::now();
+    let mut d = Duration::MAX;
+    loop {
+        if let Some(at) = now.checked_add(d) {
+            return at;
+        }
+        d /= 2;
+    }
+}
+
+/// Polls `a` and `b` together; returns which completed first (a minimal `select`).
+async fn first_of<A: Future, B: Future>(a: A, b: B) -> &'static str {
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    std::future::poll_fn(|cx| {
+        if a.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready("a");
+        }
+        if b.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready("b");
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// `Duration::MAX`, a deadline centuries away and an `Instant` at the platform's limit all
+/// mean "never": no overflow panic, the sleep stays pending, and dropping it (after it was
+/// armed) unlinks its timer.
+#[test]
+fn huge_durations_and_deadlines_mean_never() {
+    let rt = rt(2);
+    let before = rt.handle().telemetry().snapshot();
+    rt.block_on(async {
+        let now = Instant::now();
+        let s = sleep(Duration::MAX);
+        assert!(s.deadline() > now + Duration::from_secs(50 * 365 * 24 * 3600), "{:?}", s.deadline());
+        assert!(!s.is_elapsed());
+        // Armed by the first poll, then dropped by `timeout`.
+        assert!(timeout(Duration::from_millis(20), s).await.is_err());
+        let centuries = Instant::now() + Duration::from_secs(1_000 * 365 * 24 * 3600);
+        assert!(timeout(Duration::from_millis(20), sleep_until(centuries)).await.is_err());
+        assert!(timeout(Duration::from_millis(20), sleep_until(latest_instant())).await.is_err());
+        // Huge but representable durations too (past the wheel's 2.2-year span).
+        for d in [Duration::from_secs(u64::MAX / 4), Duration::from_secs(3 * 365 * 24 * 3600)] {
+            assert!(timeout(Duration::from_millis(20), sleep(d)).await.is_err(), "{d:?}");
+        }
+        // A `select` of a never-sleep against one that ends: the short one wins, and the
+        // never-sleep is dropped with the select.
+        assert_eq!(first_of(sleep(Duration::MAX), sleep(Duration::from_millis(10))).await, "b");
+        // `reset` to an unreachable deadline.
+        let mut s = Box::pin(sleep(Duration::from_millis(1)));
+        s.as_mut().reset(latest_instant());
+        assert!(timeout(Duration::from_millis(20), s.as_mut()).await.is_err());
+    });
+    let after = rt.handle().telemetry().snapshot();
+    assert_eq!(after.timers_pending, 0, "a never-timer stayed in the wheel after its drop: {after:?}");
+    assert!(after.timers_cancelled >= before.timers_cancelled + 7, "{after:?}");
+}
+
+/// `timeout(Duration::MAX, f)` is "no time limit": it returns the future's value, whether
+/// the future is ready at once or takes a while.
+#[test]
+fn timeout_with_duration_max_returns_the_value() {
+    let rt = rt(2);
+    rt.block_on(async {
+        assert_eq!(timeout(Duration::MAX, async { 7 }).await, Ok(7));
+        assert_eq!(timeout(Duration::MAX, std::future::ready("ready")).await, Ok("ready"));
+        let later = timeout(Duration::MAX, async {
+            sleep(Duration::from_millis(10)).await;
+            8
+        });
+        assert_eq!(later.await, Ok(8));
+        let task = timeout(Duration::MAX, volt::spawn(async { 9 })).await;
+        assert_eq!(task.unwrap().unwrap(), 9);
+    });
+    assert_eq!(rt.handle().telemetry().snapshot().timers_pending, 0);
+}
+
+/// An interval with a period too large for `Instant` ticks once at once, then never, and
+/// a huge representable period behaves the same; neither panics on the second tick.
+#[test]
+fn interval_with_a_huge_period_ticks_once_then_never() {
+    let rt = rt(2);
+    rt.block_on(async {
+        for period in [Duration::MAX, Duration::from_secs(u64::MAX / 4), Duration::from_secs(10 * 365 * 24 * 3600)] {
+            let mut iv = interval(period);
+            assert_eq!(iv.period(), period);
+            let first = timeout(Duration::from_secs(30), iv.tick()).await;
+            assert!(first.is_ok(), "the first tick of {period:?} did not complete");
+            assert!(timeout(Duration::from_millis(20), iv.tick()).await.is_err(), "{period:?} ticked twice");
+            // Still pending on a later try: the schedule saturated, it did not wrap.
+            assert!(timeout(Duration::from_millis(5), iv.tick()).await.is_err());
+        }
+    });
+}
+
+/// A runtime dropped while tasks wait on never-sleeps shuts down (within a generous bound)
+/// and drops every one of those futures, timers included.
+#[test]
+fn runtime_shuts_down_with_never_sleeps_pending() {
+    let rt = rt(2);
+    let drops = DropCount::default();
+    let n = 8;
+    for i in 0..n {
+        let guard = drops.guard();
+        rt.spawn(async move {
+            let _guard = guard;
+            match i % 4 {
+                0 => sleep(Duration::MAX).await,
+                1 => sleep_until(latest_instant()).await,
+                2 => {
+                    let _ = timeout(Duration::MAX, std::future::pending::<()>()).await;
+                }
+                _ => {
+                    let mut iv = interval(Duration::MAX);
+                    iv.tick().await;
+                    iv.tick().await;
+                }
+            }
+            unreachable!("a never-sleep completed");
+        });
+    }
+    assert!(
+        wait_until(Duration::from_secs(30), || rt.handle().telemetry().snapshot().timers_pending == n),
+        "the never-sleeps were not all armed: {:?}",
+        rt.handle().telemetry().snapshot()
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(rt);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(60)).expect("the runtime did not shut down with never-sleeps pending");
+    assert_eq!(drops.get(), n as usize, "a pending future was not dropped at shutdown");
+}
+
+/// `shutdown_timeout(Duration::MAX)` waits as long as it takes (here: not long) instead of
+/// panicking on the deadline's overflow.
+#[test]
+fn shutdown_timeout_with_duration_max() {
+    let rt = rt(2);
+    let h = rt.spawn(async { 5 });
+    assert_eq!(h.join().unwrap(), 5);
+    rt.shutdown_timeout(Duration::MAX);
+}

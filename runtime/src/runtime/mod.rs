@@ -345,7 +345,7 @@ impl Runtime {
             shared.bridge.shutdown(None);
             return;
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.map(|t| crate::time::deadline_after(Instant::now(), t));
         let n = shared.workers.len();
         let exited = shared.exited.lock().unwrap_or_else(|e| e.into_inner());
         drop(wait_until_deadline(&shared.exited_cv, exited, deadline, |exited| *exited >= n));
