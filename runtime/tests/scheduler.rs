@@ -136,6 +136,81 @@ fn no_lost_wakeups_from_other_threads() {
     }
 }
 
+/// 17 million live clones of one task's waker: the first state layout's 24-bit reference
+/// count aborted the process here. Now the task completes while they live, its future is
+/// dropped once, and its cell is freed exactly when the last clone goes (watched through
+/// the join waker the cell keeps until it is freed).
+#[test]
+fn seventeen_million_waker_clones_then_complete_and_free() {
+    use std::task::{Context, Poll, RawWakerVTable, Waker};
+    const CLONES: usize = 17_000_000;
+
+    /// A forgotten clone's data and vtable, to turn back into an owning `Waker`.
+    struct RawCopy(*const (), &'static RawWakerVTable);
+    // SAFETY: a task waker's data pointer and vtable are thread-safe.
+    unsafe impl Send for RawCopy {}
+    impl RawCopy {
+        /// # Safety
+        /// Each call adopts one forgotten clone's reference.
+        unsafe fn revive(&self) -> Waker {
+            // SAFETY: the caller's contract.
+            unsafe { Waker::new(self.0, self.1) }
+        }
+    }
+    struct Watch;
+    impl std::task::Wake for Watch {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    let rt = rt(2);
+    let drops = DropCount::default();
+    let guard = drops.guard();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut first = true;
+    let mut h = rt.spawn(async move {
+        let _guard = guard;
+        std::future::poll_fn(|cx| {
+            if !std::mem::replace(&mut first, false) {
+                return Poll::Ready(7);
+            }
+            for _ in 0..CLONES {
+                // Held without memory: each forgotten clone owns one reference.
+                std::mem::forget(cx.waker().clone());
+            }
+            tx.send(RawCopy(cx.waker().data(), cx.waker().vtable())).unwrap();
+            Poll::Pending
+        })
+        .await
+    });
+    let copy = rx.recv_timeout(Duration::from_secs(60)).expect("the task did not clone its waker");
+    let watch = Arc::new(Watch);
+    let join_waker = Waker::from(watch.clone());
+    let mut cx = Context::from_waker(&join_waker);
+    assert!(std::pin::Pin::new(&mut h).poll(&mut cx).is_pending(), "nothing woke the task yet");
+    // SAFETY: one of the forgotten clones (a wake consumes its reference).
+    unsafe { copy.revive() }.wake();
+    let mut out = None;
+    assert!(wait_until(Duration::from_secs(30), || {
+        if let Poll::Ready(r) = std::pin::Pin::new(&mut h).poll(&mut cx) {
+            out = Some(r);
+        }
+        out.is_some()
+    }));
+    assert_eq!(out.unwrap().unwrap(), 7);
+    drop(h);
+    // From here only the cell's join-waker slot holds a clone of `watch`.
+    drop(join_waker);
+    assert_eq!(drops.get(), 1, "the future was dropped once, at completion");
+    for _ in 0..CLONES - 2 {
+        // SAFETY: one of the forgotten clones.
+        drop(unsafe { copy.revive() });
+    }
+    assert_eq!(Arc::strong_count(&watch), 2, "the cell was freed while a waker still held it");
+    // SAFETY: the last forgotten clone.
+    drop(unsafe { copy.revive() });
+    assert_eq!(Arc::strong_count(&watch), 1, "the cell was not freed with the last waker");
+}
+
 #[test]
 fn wake_reaches_a_parked_worker_without_waiting_out_the_timeout() {
     // With every worker parked, a remote spawn must run in microseconds, not after the
