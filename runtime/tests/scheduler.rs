@@ -136,6 +136,42 @@ fn no_lost_wakeups_from_other_threads() {
     }
 }
 
+/// A burst of a million tasks spawned from a worker, all finished: each worker's cell
+/// cache keeps at most its byte budget (512 KiB: 256 KiB on its local lists, 256 KiB that
+/// other threads gave back), not the burst's million cells.
+#[test]
+fn cell_caches_keep_a_bounded_number_of_bytes_after_a_burst() {
+    const TASKS: usize = 1_000_000;
+    const BUDGET: u64 = 512 * 1024;
+    let rt = rt(2);
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let burst = rt.spawn(async move {
+        for _ in 0..TASKS {
+            let d = d.clone();
+            drop(volt::spawn(async move {
+                volt::task::yield_now().await;
+                d.fetch_add(1, SeqCst);
+            }));
+        }
+    });
+    burst.join().unwrap();
+    assert!(wait_until(Duration::from_secs(120), || done.load(SeqCst) == TASKS), "tasks were lost");
+    assert!(wait_until(Duration::from_secs(30), || rt.handle().telemetry().snapshot().tasks_alive == 0));
+    let snap = rt.handle().telemetry().snapshot();
+    for w in &snap.workers {
+        // A free racing another may overshoot by a block (at most 768 bytes) per thread.
+        assert!(
+            w.cell_cache_bytes <= BUDGET + 8 * 1024,
+            "worker {} keeps {} bytes of task cells after the burst",
+            w.index,
+            w.cell_cache_bytes
+        );
+    }
+    let kept: u64 = snap.workers.iter().map(|w| w.cell_cache_bytes).sum();
+    assert!(kept > 0, "the cache recycled nothing at all");
+}
+
 /// 17 million live clones of one task's waker: the first state layout's 24-bit reference
 /// count aborted the process here. Now the task completes while they live, its future is
 /// dropped once, and its cell is freed exactly when the last clone goes (watched through
