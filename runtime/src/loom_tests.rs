@@ -593,12 +593,12 @@ fn loom_cell_cache_remote_frees_against_owner() {
         let (y, z) = unsafe { (cache.alloc(0), cache.alloc(0)) };
         assert!(x != y && y != z && x != z, "a block was handed out twice");
         let got = [x, y, z];
-        let reused = [a, b].iter().filter(|p| got.contains(p)).count() as u32;
-        // `a` and `b` each came back once: handed out again, still on the remote stack, or
-        // released because the remote budget was full.
-        let on_stack = (cache.remote_bytes() / crate::scheduler::cellcache::CLASS_BYTES) as u32;
-        assert_eq!(reused + on_stack + cache.released(), 2, "a returned block was lost or doubled");
-        assert_eq!(cache.fresh_allocations(), 2 + 3 - reused);
+        // `a` and `b` each came back once: handed out again, still kept (on the local list
+        // or the remote stack), or released because the remote budget was full. Counted,
+        // not compared by address: a released block's address may come back fresh.
+        let from_cache = 3 - (cache.fresh_allocations() - 2);
+        let kept = (cache.cached_bytes() / crate::scheduler::cellcache::CLASS_BYTES) as u32;
+        assert_eq!(from_cache + kept + cache.released(), 2, "a returned block was lost or doubled");
         for p in got {
             // SAFETY: owner; unused blocks of class 0.
             unsafe { cache.free_local(0, p) };
