@@ -140,11 +140,13 @@ fn a_slow_client_misses_updates_is_told_so_and_stalls_nothing() {
         // the fast client keeps getting every update.
         let started = Instant::now();
         let mut fast_updates = 0;
-        while started.elapsed() < Duration::from_millis(1500) {
+        // 1.5 s and at least 20 updates, however slow a loaded machine makes each one.
+        while started.elapsed() < Duration::from_millis(1500) || fast_updates < 20 {
             let done = rt.spawn(async { 7 });
             assert_eq!(done.join().unwrap(), 7);
             spawn_work(&rt, 1000);
-            let u = tokio::time::timeout(Duration::from_secs(2), stream.message())
+            // Held up would mean never: the bound only turns that into a failure.
+            let u = tokio::time::timeout(Duration::from_secs(30), stream.message())
                 .await
                 .expect("the fast client is not held up")
                 .unwrap()
@@ -156,7 +158,7 @@ fn a_slow_client_misses_updates_is_told_so_and_stalls_nothing() {
         // The slow client now reads: after its small backlog, it learns what it missed.
         let (mut missed, mut buffered) = (0, 0);
         for _ in 0..1000 {
-            let u = tokio::time::timeout(Duration::from_secs(2), stalled.message()).await.unwrap().unwrap().unwrap();
+            let u = tokio::time::timeout(Duration::from_secs(30), stalled.message()).await.unwrap().unwrap().unwrap();
             missed += u.updates_missed;
             buffered += 1;
             if missed > 0 {
@@ -237,11 +239,13 @@ fn pause_stops_updates_and_resume_restarts_them() {
         s.message().await.unwrap().unwrap();
         assert!(c.pause(proto::PauseRequest {}).await.unwrap().into_inner().paused);
         // Drain what was already queued, then nothing comes.
-        while tokio::time::timeout(Duration::from_millis(150), s.message()).await.is_ok() {}
+        // (A gap of 500 ms: on a loaded machine an update queued before the pause can take
+        // a while to arrive.)
+        while tokio::time::timeout(Duration::from_millis(500), s.message()).await.is_ok() {}
         assert!(tokio::time::timeout(Duration::from_millis(200), s.message()).await.is_err(), "an update while paused");
         assert!(c.get_snapshot(proto::SnapshotRequest {}).await.unwrap().into_inner().paused);
         assert!(!c.resume(proto::ResumeRequest {}).await.unwrap().into_inner().paused);
-        let u = tokio::time::timeout(Duration::from_secs(2), s.message()).await.expect("updates again").unwrap();
+        let u = tokio::time::timeout(Duration::from_secs(30), s.message()).await.expect("updates again").unwrap();
         assert!(u.is_some());
     });
 }
@@ -330,7 +334,8 @@ fn dropping_the_runtime_stops_the_server() {
     });
     let started = Instant::now();
     drop(rt);
-    assert!(started.elapsed() < Duration::from_secs(3), "shutdown took {:?}", started.elapsed());
+    // Only a hang fails this: a server that waits out its stream would take forever.
+    assert!(started.elapsed() < Duration::from_secs(30), "shutdown took {:?}", started.elapsed());
     t.block_on(async {
         // The open stream ends (after what was queued) instead of hanging.
         let end =

@@ -60,12 +60,9 @@ pub const EXECUTOR_TASK_NAME: &str = "hyper task";
 
 const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 const DEFAULT_SHUTDOWN_DEADLINE: Duration = Duration::from_secs(30);
-/// A deadline later than any a server needs, for `Duration::MAX` and its kin: "never".
-const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
+/// `d` from now, saturating: `Duration::MAX` and its kin mean "never".
 fn deadline_after(d: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(d).or_else(|| now.checked_add(FAR_FUTURE)).unwrap_or(now)
+    crate::time::deadline_after(Instant::now(), d)
 }
 
 fn spawn_named<F>(shared: &Arc<Shared>, name: &'static str, future: F) -> crate::JoinHandle<F::Output>

@@ -179,7 +179,7 @@ fn without_the_ring_nothing_is_recorded() {
 #[test]
 fn park_and_unpark_are_recorded_and_display_reads_well() {
     let rt = rt_with_ring(2, 1024);
-    assert!(wait_until(Duration::from_secs(5), || rt.handle().telemetry().snapshot().num_parked == 2));
+    assert!(wait_until(Duration::from_secs(30), || rt.handle().telemetry().snapshot().num_parked == 2));
     rt.block_on(async { volt::spawn(async {}).await.unwrap() });
     let events = rt.handle().telemetry().events().read();
     assert!(events.iter().any(|e| e.kind == EventKind::Park));
@@ -238,7 +238,7 @@ fn check_histograms(rt: volt::Runtime, ring: bool) {
         .await
         .unwrap();
     });
-    assert!(wait_until(Duration::from_secs(5), || rt.handle().telemetry().snapshot().num_parked == 2));
+    assert!(wait_until(Duration::from_secs(30), || rt.handle().telemetry().snapshot().num_parked == 2));
     let s = rt.handle().telemetry().snapshot();
     for w in &s.workers {
         // Every poll (no task was aborted, so every run polled) lands in one bucket.
@@ -282,7 +282,7 @@ fn tasks_lists_live_named_tasks_with_their_statistics() {
     );
     let id = h.id();
     // Polls are counted as they start: wait for the second one to have ended too.
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(Duration::from_secs(30), || {
         rt.handle()
             .telemetry()
             .tasks()
@@ -297,7 +297,7 @@ fn tasks_lists_live_named_tasks_with_their_statistics() {
     assert!(t.busy > Duration::ZERO && t.since_last_poll.is_some());
     flag.set();
     h.join().unwrap();
-    assert!(wait_until(Duration::from_secs(5), || rt.handle().telemetry().tasks().iter().all(|t| t.id != id)));
+    assert!(wait_until(Duration::from_secs(30), || rt.handle().telemetry().tasks().iter().all(|t| t.id != id)));
     // Without the ring: nothing per task is kept, so nothing is listed.
     let plain = rt_plain();
     let _g = plain.spawn(Never);

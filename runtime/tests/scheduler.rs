@@ -136,21 +136,132 @@ fn no_lost_wakeups_from_other_threads() {
     }
 }
 
+/// A burst of a million tasks spawned from a worker, all finished: each worker's cell
+/// cache keeps at most its byte budget (512 KiB: 256 KiB on its local lists, 256 KiB that
+/// other threads gave back), not the burst's million cells.
 #[test]
-fn wake_reaches_a_parked_worker_without_waiting_out_the_timeout() {
-    // With every worker parked, a remote spawn must run in microseconds, not after the
-    // 10 ms park timeout. The median of 21 trials is compared against 5 ms: a lost
-    // notification would put it near 10 ms.
+fn cell_caches_keep_a_bounded_number_of_bytes_after_a_burst() {
+    const TASKS: usize = 1_000_000;
+    const BUDGET: u64 = 512 * 1024;
     let rt = rt(2);
-    let mut lat = vec![];
-    for _ in 0..21 {
-        assert!(wait_until(Duration::from_secs(5), || rt.handle().telemetry().snapshot().num_parked == 2));
-        let sent = Instant::now();
-        let ran = rt.spawn(async move { sent.elapsed() });
-        lat.push(ran.join().unwrap());
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let burst = rt.spawn(async move {
+        for _ in 0..TASKS {
+            let d = d.clone();
+            drop(volt::spawn(async move {
+                volt::task::yield_now().await;
+                d.fetch_add(1, SeqCst);
+            }));
+        }
+    });
+    burst.join().unwrap();
+    assert!(wait_until(Duration::from_secs(120), || done.load(SeqCst) == TASKS), "tasks were lost");
+    assert!(wait_until(Duration::from_secs(30), || rt.handle().telemetry().snapshot().tasks_alive == 0));
+    let snap = rt.handle().telemetry().snapshot();
+    for w in &snap.workers {
+        // A free racing another may overshoot by a block (at most 768 bytes) per thread.
+        assert!(
+            w.cell_cache_bytes <= BUDGET + 8 * 1024,
+            "worker {} keeps {} bytes of task cells after the burst",
+            w.index,
+            w.cell_cache_bytes
+        );
     }
-    lat.sort();
-    assert!(lat[10] < Duration::from_millis(5), "median wake latency {:?} (all: {lat:?})", lat[10]);
+    let kept: u64 = snap.workers.iter().map(|w| w.cell_cache_bytes).sum();
+    assert!(kept > 0, "the cache recycled nothing at all");
+}
+
+/// 17 million live clones of one task's waker: the first state layout's 24-bit reference
+/// count aborted the process here. Now the task completes while they live, its future is
+/// dropped once, and its cell is freed exactly when the last clone goes (watched through
+/// the join waker the cell keeps until it is freed).
+#[test]
+fn seventeen_million_waker_clones_then_complete_and_free() {
+    use std::task::{Context, Poll, RawWakerVTable, Waker};
+    const CLONES: usize = 17_000_000;
+
+    /// A forgotten clone's data and vtable, to turn back into an owning `Waker`.
+    struct RawCopy(*const (), &'static RawWakerVTable);
+    // SAFETY: a task waker's data pointer and vtable are thread-safe.
+    unsafe impl Send for RawCopy {}
+    impl RawCopy {
+        /// # Safety
+        /// Each call adopts one forgotten clone's reference.
+        unsafe fn revive(&self) -> Waker {
+            // SAFETY: the caller's contract.
+            unsafe { Waker::new(self.0, self.1) }
+        }
+    }
+    struct Watch;
+    impl std::task::Wake for Watch {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    let rt = rt(2);
+    let drops = DropCount::default();
+    let guard = drops.guard();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut first = true;
+    let mut h = rt.spawn(async move {
+        let _guard = guard;
+        std::future::poll_fn(|cx| {
+            if !std::mem::replace(&mut first, false) {
+                return Poll::Ready(7);
+            }
+            for _ in 0..CLONES {
+                // Held without memory: each forgotten clone owns one reference.
+                std::mem::forget(cx.waker().clone());
+            }
+            tx.send(RawCopy(cx.waker().data(), cx.waker().vtable())).unwrap();
+            Poll::Pending
+        })
+        .await
+    });
+    let copy = rx.recv_timeout(Duration::from_secs(60)).expect("the task did not clone its waker");
+    let watch = Arc::new(Watch);
+    let join_waker = Waker::from(watch.clone());
+    let mut cx = Context::from_waker(&join_waker);
+    assert!(std::pin::Pin::new(&mut h).poll(&mut cx).is_pending(), "nothing woke the task yet");
+    // SAFETY: one of the forgotten clones (a wake consumes its reference).
+    unsafe { copy.revive() }.wake();
+    let mut out = None;
+    assert!(wait_until(Duration::from_secs(30), || {
+        if let Poll::Ready(r) = std::pin::Pin::new(&mut h).poll(&mut cx) {
+            out = Some(r);
+        }
+        out.is_some()
+    }));
+    assert_eq!(out.unwrap().unwrap(), 7);
+    drop(h);
+    // From here only the cell's join-waker slot holds a clone of `watch`.
+    drop(join_waker);
+    assert_eq!(drops.get(), 1, "the future was dropped once, at completion");
+    for _ in 0..CLONES - 2 {
+        // SAFETY: one of the forgotten clones.
+        drop(unsafe { copy.revive() });
+    }
+    assert_eq!(Arc::strong_count(&watch), 2, "the cell was freed while a waker still held it");
+    // SAFETY: the last forgotten clone.
+    drop(unsafe { copy.revive() });
+    assert_eq!(Arc::strong_count(&watch), 1, "the cell was not freed with the last waker");
+}
+
+#[test]
+fn wake_reaches_a_parked_worker() {
+    // With every worker parked, a remote spawn must wake one, 21 times over. Where parks
+    // have no timeout, a lost notification is a hang, which the bound turns into a
+    // failure; how fast the wake is (it should be microseconds, not a park timeout) is a
+    // latency, measured by the benchmarks, not asserted here.
+    let rt = rt(2);
+    for _ in 0..21 {
+        assert!(wait_until(Duration::from_secs(30), || rt.handle().telemetry().snapshot().num_parked == 2));
+        let (tx, rx) = std::sync::mpsc::channel();
+        rt.spawn(async move {
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(30)).expect("a spawn never woke a parked worker");
+    }
 }
 
 #[test]
@@ -184,7 +295,7 @@ fn abort_cancels_and_drops_the_future() {
         s2.set();
         Never.await;
     });
-    assert!(wait_until(Duration::from_secs(5), || started.is_set()));
+    assert!(wait_until(Duration::from_secs(30), || started.is_set()));
     assert!(!h.is_finished());
     h.abort();
     let err = rt.block_on(h).unwrap_err();
@@ -213,7 +324,7 @@ fn abort_cancels_and_drops_the_future() {
 fn abort_after_completion_keeps_the_output() {
     let rt = rt(2);
     let h = rt.spawn(async { "done" });
-    assert!(wait_until(Duration::from_secs(5), || h.is_finished()));
+    assert!(wait_until(Duration::from_secs(30), || h.is_finished()));
     h.abort();
     assert_eq!(h.join().unwrap(), "done");
 }
@@ -240,7 +351,7 @@ fn shield_defers_cancellation_until_the_last_guard_drops() {
         volt::task::yield_now().await;
         e.store(true, SeqCst);
     });
-    assert!(wait_until(Duration::from_secs(5), || in_critical.is_set()));
+    assert!(wait_until(Duration::from_secs(30), || in_critical.is_set()));
     h.abort();
     std::thread::sleep(Duration::from_millis(20));
     assert!(!h.is_finished(), "cancelled through a shield");
@@ -264,7 +375,7 @@ fn a_task_that_wakes_itself_forever_does_not_starve_others() {
             volt::task::yield_now().await;
         }
     });
-    assert!(wait_until(Duration::from_secs(5), || spins.load(SeqCst) > 1_000));
+    assert!(wait_until(Duration::from_secs(30), || spins.load(SeqCst) > 1_000));
     // A remote spawn lands in the global queue; a local one in the worker's LIFO/ring.
     let remote = rt.spawn(async { 1 });
     assert_eq!(remote.join().unwrap(), 1, "global queue starved");
@@ -454,7 +565,7 @@ fn telemetry_counts_add_up() {
     // 10 ms park timeout), and an idle worker still wakes on that timeout now and then; so
     // take the first snapshot that shows the whole idle picture and check everything on it.
     let mut idle = None;
-    assert!(wait_until(Duration::from_secs(5), || {
+    assert!(wait_until(Duration::from_secs(30), || {
         let s = rt.handle().telemetry().snapshot();
         let ok = s.num_parked == 2
             && s.workers.iter().all(|w| w.state == volt::telemetry::WorkerState::Parked)

@@ -1,5 +1,7 @@
-//! Timers: ordering, accuracy bounds (generous: correctness, not speed), timeout, interval,
-//! dropped sleeps, and many concurrent sleeps.
+//! Timers: ordering, never early, timeout, interval, dropped sleeps, many concurrent
+//! sleeps, and "never" written as a huge duration. No test asserts how late a timer fires:
+//! that is a latency, measured by the benchmarks; a test bounds only a hang (tens of
+//! seconds), so a loaded machine cannot fail it.
 
 mod common;
 
@@ -10,26 +12,66 @@ use std::time::{Duration, Instant};
 use volt::time::{interval, sleep, sleep_until, timeout};
 
 #[test]
-fn sleep_never_ends_early_and_is_roughly_on_time() {
+fn sleep_never_ends_early() {
     let rt = rt(2);
-    let mut took = vec![];
     for _ in 0..5 {
         let t = rt.block_on(async {
             let start = Instant::now();
-            sleep(Duration::from_millis(20)).await;
+            // The bound only turns a timer that never fires into a failure.
+            timeout(Duration::from_secs(30), sleep(Duration::from_millis(20))).await.expect("the sleep never ended");
             start.elapsed()
         });
         assert!(t >= Duration::from_millis(20), "woke early: {t:?}");
-        took.push(t);
     }
-    took.sort();
-    // Generous: the 20–25 ms target is a benchmark figure; 10 ms late would be a bug
-    // (waiting out a park timeout).
-    assert!(took[2] < Duration::from_millis(30), "median {:?} of {took:?}", took[2]);
 }
 
+/// The wheel fires timers in deadline order, seen through one task that owns 60 sleeps and
+/// polls them all on every wake, latest deadline first: if a later sleep is ready, every
+/// earlier one polled after it must be ready too (a timer fired stays fired, so this holds
+/// however the threads are preempted). Each completes at or after its deadline.
 #[test]
 fn timers_fire_in_deadline_order() {
+    let rt = rt(2);
+    let (violations, rounds) = rt.block_on(async {
+        let base = Instant::now() + Duration::from_millis(5);
+        // Deadlines 0..=118 ms after `base`, created out of order, then sorted latest first.
+        let mut sleeps: Vec<(u64, std::pin::Pin<Box<volt::time::Sleep>>, bool)> = (0..60u64)
+            .map(|i| (i * 37) % 60 * 2)
+            .map(|ms| (ms, Box::pin(sleep_until(base + Duration::from_millis(ms))), false))
+            .collect();
+        sleeps.sort_by_key(|s| std::cmp::Reverse(s.0));
+        let mut violations = vec![];
+        let mut rounds = 0;
+        let all = std::future::poll_fn(|cx| {
+            rounds += 1;
+            let mut later_ready: Option<u64> = None;
+            for (ms, s, done) in sleeps.iter_mut() {
+                if !*done && s.as_mut().poll(cx).is_ready() {
+                    assert!(Instant::now() >= base + Duration::from_millis(*ms), "{ms} ms fired early");
+                    *done = true;
+                }
+                match (*done, later_ready) {
+                    (true, None) => later_ready = Some(*ms),
+                    (false, Some(later)) => violations.push((later, *ms)),
+                    _ => {}
+                }
+            }
+            if sleeps.iter().all(|s| s.2) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        });
+        timeout(Duration::from_secs(60), all).await.expect("the timers never all fired");
+        (violations, rounds)
+    });
+    assert!(violations.is_empty(), "a later timer fired before an earlier one (later, earlier): {violations:?}");
+    assert!(rounds >= 2, "the sleeps were never pending");
+}
+
+/// Sleeps in 60 tasks, spawned out of deadline order: every one completes, none early.
+#[test]
+fn timers_in_many_tasks_all_fire_never_early() {
     let rt = rt(2);
     let order = Arc::new(Mutex::new(vec![]));
     let base = Instant::now() + Duration::from_millis(5);
@@ -48,14 +90,12 @@ fn timers_fire_in_deadline_order() {
     for h in hs {
         h.join().unwrap();
     }
-    let order = order.lock().unwrap();
+    let mut order = order.lock().unwrap().clone();
     assert_eq!(order.len(), 60);
-    // Timers 5 ms or more apart complete in deadline order.
-    for (i, a) in order.iter().enumerate() {
-        for b in &order[i + 1..] {
-            assert!(*b + 5 > *a, "{b} ms completed after {a} ms: {order:?}");
-        }
-    }
+    // Which task runs first after its timer fires is the scheduler's (and the OS's) call,
+    // so only the set is checked here; the order is checked in one task above.
+    order.sort();
+    assert_eq!(order, (0..60u64).map(|i| i * 2).collect::<Vec<_>>());
 }
 
 #[test]
@@ -137,8 +177,8 @@ fn ten_thousand_concurrent_sleeps_all_complete() {
     });
     let took = start.elapsed();
     assert_eq!(n, 10_000);
-    // The target is about 200 ms; a generous bound for a shared CI machine.
-    assert!(took < Duration::from_secs(2), "10,000 sleeps of 1-20 ms took {took:?}");
+    // Only a hang fails this (about 200 ms unloaded: the speed is the benchmark's).
+    assert!(took < Duration::from_secs(60), "10,000 sleeps of 1-20 ms took {took:?}");
     let s = rt.handle().telemetry().snapshot();
     assert_eq!(s.timers_pending, 0);
     assert!(s.timers_fired > 0 && s.timers_armed >= s.timers_fired);
@@ -158,7 +198,7 @@ fn interval_keeps_its_schedule() {
     for pair in ticks.windows(2) {
         assert_eq!(pair[1] - pair[0], Duration::from_millis(10), "ticks drift: {ticks:?}");
     }
-    assert!(ticks[5].elapsed() < Duration::from_secs(1));
+    assert!(ticks[5] > ticks[0]);
 }
 
 #[test]
@@ -169,20 +209,169 @@ fn sleep_outside_a_runtime_panics_clearly() {
 }
 
 #[test]
-fn timers_wake_an_idle_runtime_promptly() {
-    // Every worker parked (one in the reactor): a 15 ms timer must fire near 15 ms, not
-    // wait out a park timeout on top.
+fn timers_wake_an_idle_runtime() {
+    // Every worker parked (one in the reactor), nothing else to wake them: the timer alone
+    // must wake the runtime, never early. (How promptly is a latency, for the benchmarks;
+    // the bound below only turns a timer that never fires into a failure.)
     let rt = rt(2);
-    let mut late = vec![];
     for _ in 0..7 {
-        assert!(wait_until(Duration::from_secs(5), || rt.handle().telemetry().snapshot().num_parked == 2));
-        let h = rt.spawn(async {
+        assert!(wait_until(Duration::from_secs(30), || rt.handle().telemetry().snapshot().num_parked == 2));
+        let (tx, rx) = std::sync::mpsc::channel();
+        rt.spawn(async move {
             let t = Instant::now();
             sleep(Duration::from_millis(15)).await;
-            t.elapsed()
+            let _ = tx.send(t.elapsed());
         });
-        late.push(h.join().unwrap() - Duration::from_millis(15));
+        let took = rx.recv_timeout(Duration::from_secs(30)).expect("the timer never woke the idle runtime");
+        assert!(took >= Duration::from_millis(15), "woke early: {took:?}");
     }
-    late.sort();
-    assert!(late[3] < Duration::from_millis(8), "median lateness {:?}: {late:?}", late[3]);
+}
+
+/// The latest `Instant` this platform holds (found by halving), for deadlines "as far as
+/// it goes".
+fn latest_instant() -> Instant {
+    let now = Instant::now();
+    let mut d = Duration::MAX;
+    loop {
+        if let Some(at) = now.checked_add(d) {
+            return at;
+        }
+        d /= 2;
+    }
+}
+
+/// Polls `a` and `b` together; returns which completed first (a minimal `select`).
+async fn first_of<A: Future, B: Future>(a: A, b: B) -> &'static str {
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    std::future::poll_fn(|cx| {
+        if a.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready("a");
+        }
+        if b.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready("b");
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// `Duration::MAX`, a deadline centuries away and an `Instant` at the platform's limit all
+/// mean "never": no overflow panic, the sleep stays pending, and dropping it (after it was
+/// armed) unlinks its timer.
+#[test]
+fn huge_durations_and_deadlines_mean_never() {
+    let rt = rt(2);
+    let before = rt.handle().telemetry().snapshot();
+    rt.block_on(async {
+        let now = Instant::now();
+        let s = sleep(Duration::MAX);
+        assert!(s.deadline() > now + Duration::from_secs(50 * 365 * 24 * 3600), "{:?}", s.deadline());
+        assert!(!s.is_elapsed());
+        // Armed by the first poll, then dropped by `timeout`.
+        assert!(timeout(Duration::from_millis(20), s).await.is_err());
+        let centuries = Instant::now() + Duration::from_secs(1_000 * 365 * 24 * 3600);
+        assert!(timeout(Duration::from_millis(20), sleep_until(centuries)).await.is_err());
+        assert!(timeout(Duration::from_millis(20), sleep_until(latest_instant())).await.is_err());
+        // Huge but representable durations too (past the wheel's 2.2-year span).
+        for d in [Duration::from_secs(u64::MAX / 4), Duration::from_secs(3 * 365 * 24 * 3600)] {
+            assert!(timeout(Duration::from_millis(20), sleep(d)).await.is_err(), "{d:?}");
+        }
+        // A `select` of a never-sleep against one that ends: the short one wins, and the
+        // never-sleep is dropped with the select.
+        assert_eq!(first_of(sleep(Duration::MAX), sleep(Duration::from_millis(10))).await, "b");
+        // `reset` to an unreachable deadline.
+        let mut s = Box::pin(sleep(Duration::from_millis(1)));
+        s.as_mut().reset(latest_instant());
+        assert!(timeout(Duration::from_millis(20), s.as_mut()).await.is_err());
+    });
+    let after = rt.handle().telemetry().snapshot();
+    assert_eq!(after.timers_pending, 0, "a never-timer stayed in the wheel after its drop: {after:?}");
+    assert!(after.timers_cancelled >= before.timers_cancelled + 7, "{after:?}");
+}
+
+/// `timeout(Duration::MAX, f)` is "no time limit": it returns the future's value, whether
+/// the future is ready at once or takes a while.
+#[test]
+fn timeout_with_duration_max_returns_the_value() {
+    let rt = rt(2);
+    rt.block_on(async {
+        assert_eq!(timeout(Duration::MAX, async { 7 }).await, Ok(7));
+        assert_eq!(timeout(Duration::MAX, std::future::ready("ready")).await, Ok("ready"));
+        let later = timeout(Duration::MAX, async {
+            sleep(Duration::from_millis(10)).await;
+            8
+        });
+        assert_eq!(later.await, Ok(8));
+        let task = timeout(Duration::MAX, volt::spawn(async { 9 })).await;
+        assert_eq!(task.unwrap().unwrap(), 9);
+    });
+    assert_eq!(rt.handle().telemetry().snapshot().timers_pending, 0);
+}
+
+/// An interval with a period too large for `Instant` ticks once at once, then never, and
+/// a huge representable period behaves the same; neither panics on the second tick.
+#[test]
+fn interval_with_a_huge_period_ticks_once_then_never() {
+    let rt = rt(2);
+    rt.block_on(async {
+        for period in [Duration::MAX, Duration::from_secs(u64::MAX / 4), Duration::from_secs(10 * 365 * 24 * 3600)] {
+            let mut iv = interval(period);
+            assert_eq!(iv.period(), period);
+            let first = timeout(Duration::from_secs(30), iv.tick()).await;
+            assert!(first.is_ok(), "the first tick of {period:?} did not complete");
+            assert!(timeout(Duration::from_millis(20), iv.tick()).await.is_err(), "{period:?} ticked twice");
+            // Still pending on a later try: the schedule saturated, it did not wrap.
+            assert!(timeout(Duration::from_millis(5), iv.tick()).await.is_err());
+        }
+    });
+}
+
+/// A runtime dropped while tasks wait on never-sleeps shuts down (within a generous bound)
+/// and drops every one of those futures, timers included.
+#[test]
+fn runtime_shuts_down_with_never_sleeps_pending() {
+    let rt = rt(2);
+    let drops = DropCount::default();
+    let n = 8;
+    for i in 0..n {
+        let guard = drops.guard();
+        rt.spawn(async move {
+            let _guard = guard;
+            match i % 4 {
+                0 => sleep(Duration::MAX).await,
+                1 => sleep_until(latest_instant()).await,
+                2 => {
+                    let _ = timeout(Duration::MAX, std::future::pending::<()>()).await;
+                }
+                _ => {
+                    let mut iv = interval(Duration::MAX);
+                    iv.tick().await;
+                    iv.tick().await;
+                }
+            }
+            unreachable!("a never-sleep completed");
+        });
+    }
+    assert!(
+        wait_until(Duration::from_secs(30), || rt.handle().telemetry().snapshot().timers_pending == n),
+        "the never-sleeps were not all armed: {:?}",
+        rt.handle().telemetry().snapshot()
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(rt);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(60)).expect("the runtime did not shut down with never-sleeps pending");
+    assert_eq!(drops.get(), n as usize, "a pending future was not dropped at shutdown");
+}
+
+/// `shutdown_timeout(Duration::MAX)` waits as long as it takes (here: not long) instead of
+/// panicking on the deadline's overflow.
+#[test]
+fn shutdown_timeout_with_duration_max() {
+    let rt = rt(2);
+    let h = rt.spawn(async { 5 });
+    assert_eq!(h.join().unwrap(), 5);
+    rt.shutdown_timeout(Duration::MAX);
 }

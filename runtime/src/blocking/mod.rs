@@ -296,7 +296,7 @@ impl Pool {
     /// Cancel queued tasks, let running ones finish, join the threads (waiting at most
     /// `timeout`, if given; threads still busy after that are left to exit on their own).
     pub(crate) fn shutdown(&self, timeout: Option<Duration>) {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.map(|t| crate::time::deadline_after(Instant::now(), t));
         let queued = {
             let mut st = self.lock();
             st.shutdown = true;

@@ -361,7 +361,7 @@ impl Runtime {
             }
             return;
         }
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.map(|t| crate::time::deadline_after(Instant::now(), t));
         let exits = shared.exited.lock().unwrap_or_else(|e| e.into_inner());
         drop(wait_until_deadline(&shared.exited_cv, exits, deadline, |exits| exits.count >= n));
         // Cancel first, then join: a thread that handed its worker off inside a blocking

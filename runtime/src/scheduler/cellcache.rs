@@ -14,20 +14,35 @@
 //! # How
 //! Cells up to [`MAX_BYTES`] with alignment up to 16 are rounded up to a size class of 16
 //! bytes. Each worker has, per class:
-//! * a **local** free list, touched only by the worker itself (no atomics), of at most
-//!   [`LOCAL_CAP`] blocks; beyond that, frees go to the global allocator;
+//! * a **local** free list, touched only by the worker itself (no atomics but a relaxed
+//!   store of its byte total, so telemetry and tests can read it);
 //! * a **remote** stack that any thread pushes to (a CAS loop) when it frees a block this
 //!   worker allocated. Only the owner takes from it, and it takes the whole stack at once
 //!   (`swap` with null), so there is no ABA: no node is ever popped individually from a
 //!   shared stack.
 //!
-//! The allocating worker's index is kept in the task's state word (bits 8..16, set at
-//! creation, never changed), so the free path knows where a block goes home to. Blocks on a
-//! remote stack wait there until their owner next runs short. They add up to at most the
-//! blocks that worker once had out, and the cache frees them all when the runtime's
-//! shared state drops.
+//! The allocating worker's index is kept in the task's state word (the owner byte, set at
+//! creation, never changed), so the free path knows where a block goes home to.
+//!
+//! # How much it keeps
+//! A burst of a million spawns from one worker puts a million cells out at once. Keeping
+//! them all when they come back would pin the burst's peak for the runtime's life, so the
+//! cache keeps at most [`LOCAL_CAP_BYTES`] on its local lists and [`REMOTE_CAP_BYTES`] on
+//! its remote stacks (all classes together), and every block beyond that goes straight
+//! back to the global allocator:
+//! * a local free over the local budget is a `dealloc`;
+//! * a remote free first adds the block's size to `remote_bytes` (one relaxed
+//!   `fetch_add`, on a line of its own); if that passes the remote budget it subtracts it
+//!   again and frees the block to the allocator instead of pushing it;
+//! * the owner, taking a remote stack, subtracts the bytes it took, moves blocks to its
+//!   local list while the local budget allows and frees the rest.
+//!
+//! A block's size is added before it is pushed and subtracted only after a swap took it,
+//! so `remote_bytes` never underflows; racing frees can overshoot the budget by one block
+//! each for as long as their `fetch_add` and `fetch_sub` are apart. The blocks left when
+//! the runtime's shared state drops are freed with the cache.
 
-use crate::loom::{AtomicPtr, AtomicU32};
+use crate::loom::{AtomicPtr, AtomicU32, AtomicUsize};
 use std::alloc::Layout;
 use std::cell::UnsafeCell;
 use std::ptr::{self, NonNull};
@@ -39,8 +54,19 @@ pub(crate) const CLASS_BYTES: usize = 16;
 pub(crate) const CLASSES: usize = 48;
 /// The largest cell served from the cache; bigger ones use the global allocator.
 pub(crate) const MAX_BYTES: usize = CLASSES * CLASS_BYTES;
-/// Blocks a worker keeps per class in its local list.
-pub(crate) const LOCAL_CAP: u32 = 1024;
+/// The most bytes a worker's local free lists keep, all classes together (about 1,000
+/// cells of a typical task).
+#[cfg(not(loom))]
+pub(crate) const LOCAL_CAP_BYTES: usize = 256 * 1024;
+/// The most bytes other threads leave on a worker's remote stacks, all classes together.
+#[cfg(not(loom))]
+pub(crate) const REMOTE_CAP_BYTES: usize = 256 * 1024;
+/// Under loom the budgets shrink to a block or two, so the models reach the paths that
+/// give blocks back to the allocator.
+#[cfg(loom)]
+pub(crate) const LOCAL_CAP_BYTES: usize = 2 * CLASS_BYTES;
+#[cfg(loom)]
+pub(crate) const REMOTE_CAP_BYTES: usize = CLASS_BYTES;
 
 /// The size class of `layout`, if the cache serves it.
 #[inline]
@@ -65,15 +91,29 @@ struct Block {
 
 struct Local {
     head: *mut Block,
-    len: u32,
 }
+
+/// A counter alone on its cache line, so the frees that bump it do not contend with the
+/// stack heads beside it.
+#[repr(align(128))]
+struct Padded<T>(T);
 
 /// One worker's cache.
 pub(crate) struct CellCache {
     local: [UnsafeCell<Local>; CLASSES],
+    /// Bytes on the local lists. Written only by the owner (a load and a store, no
+    /// read-modify-write), read by anyone.
+    local_bytes: AtomicUsize,
     remote: [AtomicPtr<Block>; CLASSES],
+    /// Bytes pushed to the remote stacks and not yet taken by the owner (see the module
+    /// doc: it may briefly count a block a racing free is about to hand to the allocator).
+    remote_bytes: Padded<AtomicUsize>,
     /// Blocks allocated from the global allocator by this cache (for tests and telemetry).
     fresh: AtomicU32,
+    /// Blocks this cache gave back to the global allocator (tests and models check that
+    /// every block is on a list, in use, or counted here).
+    #[cfg(any(test, loom))]
+    released: AtomicU32,
 }
 
 // SAFETY: `local` is only touched by the owning worker thread (the callers of the
@@ -85,9 +125,13 @@ unsafe impl Send for CellCache {}
 impl CellCache {
     pub(crate) fn new() -> CellCache {
         CellCache {
-            local: std::array::from_fn(|_| UnsafeCell::new(Local { head: ptr::null_mut(), len: 0 })),
+            local: std::array::from_fn(|_| UnsafeCell::new(Local { head: ptr::null_mut() })),
+            local_bytes: AtomicUsize::new(0),
             remote: std::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+            remote_bytes: Padded(AtomicUsize::new(0)),
             fresh: AtomicU32::new(0),
+            #[cfg(any(test, loom))]
+            released: AtomicU32::new(0),
         }
     }
 
@@ -98,18 +142,18 @@ impl CellCache {
     /// Only the owning worker thread may call this.
     #[inline]
     pub(crate) unsafe fn alloc(&self, c: usize) -> NonNull<u8> {
+        // SAFETY: owner only (the caller's contract); a read of the list head.
+        if unsafe { (*self.local[c].get()).head.is_null() } {
+            // SAFETY: owner only (the caller's contract).
+            unsafe { self.take_remote(c) };
+        }
         // SAFETY: owner only (the caller's contract).
         let local = unsafe { &mut *self.local[c].get() };
-        if local.head.is_null() {
-            // Take everything other threads returned, in one swap.
-            local.head = self.remote[c].swap(ptr::null_mut(), Acquire);
-            local.len = 0; // unknown length; counted again as blocks come back
-        }
         if let Some(b) = NonNull::new(local.head) {
             // SAFETY: every block on a list is a live, unused block of this class whose
             // first word is the link (written by `free_local` or `free_remote`).
             local.head = unsafe { (*b.as_ptr()).next };
-            local.len = local.len.saturating_sub(1);
+            self.set_local_bytes(self.local_bytes.load(Relaxed) - class_layout(c).size());
             return b.cast();
         }
         self.fresh.store(self.fresh.load(Relaxed).wrapping_add(1), Relaxed);
@@ -129,18 +173,74 @@ impl CellCache {
     /// `c` allocated by this cache.
     #[inline]
     pub(crate) unsafe fn free_local(&self, c: usize, p: NonNull<u8>) {
-        // SAFETY: owner only.
-        let local = unsafe { &mut *self.local[c].get() };
-        if local.len >= LOCAL_CAP {
+        let size = class_layout(c).size();
+        let bytes = self.local_bytes.load(Relaxed);
+        if bytes + size > LOCAL_CAP_BYTES {
             // SAFETY: the block was allocated with this class's layout.
-            unsafe { std::alloc::dealloc(p.as_ptr(), class_layout(c)) };
+            unsafe { self.release(c, p.as_ptr()) };
             return;
         }
+        // SAFETY: owner only.
+        let local = unsafe { &mut *self.local[c].get() };
         let b = p.cast::<Block>().as_ptr();
         // SAFETY: the block is unused and at least 16 bytes, aligned for a pointer.
         unsafe { b.write(Block { next: local.head }) };
         local.head = b;
-        local.len += 1;
+        self.set_local_bytes(bytes + size);
+    }
+
+    /// Give a block of class `c` back to the global allocator.
+    ///
+    /// # Safety
+    /// `p` is an unused block of class `c` from this cache, on no list.
+    #[inline]
+    unsafe fn release(&self, c: usize, p: *mut u8) {
+        #[cfg(any(test, loom))]
+        self.released.fetch_add(1, Relaxed);
+        // SAFETY: the caller's contract: allocated with this class's layout, unused.
+        unsafe { std::alloc::dealloc(p, class_layout(c)) };
+    }
+
+    /// Owner only: the local byte total (a plain store: nobody else writes it).
+    #[inline]
+    fn set_local_bytes(&self, bytes: usize) {
+        self.local_bytes.store(bytes, Relaxed);
+    }
+
+    /// Owner only: take class `c`'s remote stack in one swap; keep what fits in the local
+    /// budget on the local list and give the rest back to the global allocator.
+    ///
+    /// # Safety
+    /// Only the owning worker thread may call this.
+    #[cold]
+    unsafe fn take_remote(&self, c: usize) {
+        let mut b = self.remote[c].swap(ptr::null_mut(), Acquire);
+        if b.is_null() {
+            return;
+        }
+        let layout = class_layout(c);
+        // SAFETY: owner only (the caller's contract).
+        let local = unsafe { &mut *self.local[c].get() };
+        let mut bytes = self.local_bytes.load(Relaxed);
+        let mut taken = 0;
+        while !b.is_null() {
+            // SAFETY: every block on the stack is an unused block of class `c` whose first
+            // word is the link; the swap made the whole chain ours.
+            let next = unsafe { (*b).next };
+            taken += layout.size();
+            if bytes + layout.size() <= LOCAL_CAP_BYTES {
+                // SAFETY: as above; the block is ours to relink.
+                unsafe { (*b).next = local.head };
+                local.head = b;
+                bytes += layout.size();
+            } else {
+                // SAFETY: as above; allocated with this class's layout.
+                unsafe { self.release(c, b.cast()) };
+            }
+            b = next;
+        }
+        self.set_local_bytes(bytes);
+        self.remote_bytes.0.fetch_sub(taken, Relaxed);
     }
 
     /// Any thread: give a block of class `c` back to this cache's owner.
@@ -149,6 +249,15 @@ impl CellCache {
     /// `p` must be an unused block of class `c` allocated by this cache.
     #[inline]
     pub(crate) unsafe fn free_remote(&self, c: usize, p: NonNull<u8>) {
+        let size = class_layout(c).size();
+        if self.remote_bytes.0.fetch_add(size, Relaxed) + size > REMOTE_CAP_BYTES {
+            // Over the budget: the owner has enough coming home; this one goes to the
+            // global allocator (the cross-thread free the cache otherwise saves).
+            self.remote_bytes.0.fetch_sub(size, Relaxed);
+            // SAFETY: the block was allocated with this class's layout and is unused.
+            unsafe { self.release(c, p.as_ptr()) };
+            return;
+        }
         let b = p.cast::<Block>().as_ptr();
         let mut head = self.remote[c].load(Relaxed);
         loop {
@@ -167,6 +276,24 @@ impl CellCache {
     #[cfg(test)]
     pub(crate) fn fresh_allocations(&self) -> u32 {
         self.fresh.load(Relaxed)
+    }
+
+    /// Blocks given back to the global allocator so far.
+    #[cfg(any(test, loom))]
+    pub(crate) fn released(&self) -> u32 {
+        self.released.load(Relaxed)
+    }
+
+    /// Bytes on the remote stacks (see `remote_bytes`).
+    #[cfg(any(test, loom))]
+    pub(crate) fn remote_bytes(&self) -> usize {
+        self.remote_bytes.0.load(Relaxed)
+    }
+
+    /// Bytes the cache holds now (local lists plus remote stacks), from any thread. At most
+    /// `LOCAL_CAP_BYTES + REMOTE_CAP_BYTES`, give or take a block per racing free.
+    pub(crate) fn cached_bytes(&self) -> usize {
+        self.local_bytes.load(Relaxed) + self.remote_bytes.0.load(Relaxed)
     }
 }
 
@@ -254,12 +381,72 @@ mod tests {
     #[test]
     fn a_full_local_list_frees_to_the_global_allocator() {
         let cache = CellCache::new();
-        let blocks: Vec<_> = (0..LOCAL_CAP + 10).map(|_| alloc(&cache, 0)).collect();
-        for b in blocks {
-            free_local(&cache, 0, b);
+        // Two classes share the byte budget.
+        let (small, big) = (0, 7);
+        let n = LOCAL_CAP_BYTES / CLASS_BYTES + 10;
+        let blocks: Vec<_> = (0..n).map(|_| alloc(&cache, small)).collect();
+        let bigs: Vec<_> = (0..100).map(|_| alloc(&cache, big)).collect();
+        for b in bigs {
+            free_local(&cache, big, b);
         }
-        // SAFETY: this thread is the owner and nothing else touches the cache.
-        let local = unsafe { &*cache.local[0].get() };
-        assert_eq!(local.len, LOCAL_CAP);
+        assert_eq!(cache.cached_bytes(), 100 * class_layout(big).size());
+        for b in blocks {
+            free_local(&cache, small, b);
+        }
+        assert_eq!(cache.cached_bytes(), LOCAL_CAP_BYTES, "the local lists kept more than their budget");
+        // Everything kept is handed out again before anything new is allocated.
+        let fresh = cache.fresh_allocations();
+        let again: Vec<_> = (0..(LOCAL_CAP_BYTES - 100 * class_layout(big).size()) / CLASS_BYTES)
+            .map(|_| alloc(&cache, small))
+            .collect();
+        assert_eq!(cache.fresh_allocations(), fresh);
+        assert_eq!(cache.cached_bytes(), 100 * class_layout(big).size());
+        for b in again {
+            free_local(&cache, small, b);
+        }
+    }
+
+    /// A burst: far more blocks than the budgets come back from another thread (past the
+    /// remote budget) and locally; the cache keeps at most its budgets and the rest went to
+    /// the allocator (Miri checks that nothing leaked and nothing was freed twice).
+    #[test]
+    fn a_burst_coming_home_is_capped_in_bytes() {
+        let cache = std::sync::Arc::new(CellCache::new());
+        let c = 5;
+        let size = class_layout(c).size();
+        let n = if cfg!(miri) { 2 * LOCAL_CAP_BYTES.max(REMOTE_CAP_BYTES) / size + 200 } else { 200_000 };
+        let blocks: Vec<_> = (0..n).map(|_| alloc(&cache, c).as_ptr() as usize).collect();
+        assert_eq!(cache.fresh_allocations() as usize, n);
+        let (home, away) = blocks.split_at(n / 2);
+        let c2 = cache.clone();
+        let away = away.to_vec();
+        std::thread::spawn(move || {
+            for p in away {
+                free_remote(&c2, c, NonNull::new(p as *mut u8).unwrap());
+            }
+        })
+        .join()
+        .unwrap();
+        assert!(cache.cached_bytes() <= REMOTE_CAP_BYTES, "remote stacks over budget: {}", cache.cached_bytes());
+        for &p in home {
+            free_local(&cache, c, NonNull::new(p as *mut u8).unwrap());
+        }
+        assert!(cache.cached_bytes() <= LOCAL_CAP_BYTES + REMOTE_CAP_BYTES, "{}", cache.cached_bytes());
+        // The owner drains its list, then takes the remote stack: still within budget, and
+        // the remote count goes back to zero.
+        let mut out = vec![];
+        // SAFETY: owner; reading its own list.
+        while !unsafe { &*cache.local[c].get() }.head.is_null() {
+            out.push(alloc(&cache, c));
+        }
+        out.push(alloc(&cache, c));
+        assert_eq!(cache.remote_bytes(), 0);
+        assert!(cache.local_bytes.load(Relaxed) <= LOCAL_CAP_BYTES);
+        let kept = cache.cached_bytes() / size;
+        assert_eq!(cache.released() as usize + kept + out.len(), n, "a block was lost or freed twice");
+        for p in out {
+            free_local(&cache, c, p);
+        }
+        assert!(cache.cached_bytes() <= LOCAL_CAP_BYTES);
     }
 }

@@ -489,4 +489,71 @@ mod tests {
         assert_eq!(sched.finished(), 2);
         assert!(sched.pop().is_none());
     }
+
+    /// A waker clone that was `mem::forget`-ed, turned back into an owning `Waker`.
+    struct RawWakerCopy(*const (), &'static std::task::RawWakerVTable);
+    // SAFETY: the copy is a task waker's data pointer and vtable (both thread-safe).
+    unsafe impl Send for RawWakerCopy {}
+
+    impl RawWakerCopy {
+        fn of(w: &Waker) -> RawWakerCopy {
+            RawWakerCopy(w.data(), w.vtable())
+        }
+        /// # Safety
+        /// Each call must match one forgotten clone (it takes over that clone's reference).
+        unsafe fn revive(&self) -> Waker {
+            // SAFETY: the caller's contract: this adopts one forgotten clone's reference.
+            unsafe { Waker::new(self.0, self.1) }
+        }
+    }
+
+    /// 17 million live clones of one task's waker (past the first state layout's 24-bit
+    /// reference count, which aborted the process) are fine: the task completes while they
+    /// live, and its cell is freed exactly when the last one is dropped.
+    #[test]
+    #[cfg_attr(miri, ignore = "17 million waker clones")]
+    fn seventeen_million_waker_clones_then_complete_and_free() {
+        const CLONES: usize = 17_000_000;
+        let sched = MockScheduler::new();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let d = DropCounter(drops.clone());
+        let copy = Arc::new(std::sync::Mutex::new(None));
+        let c2 = copy.clone();
+        let mut first = true;
+        let mut h = spawn(&sched, async move {
+            let _d = d;
+            std::future::poll_fn(|cx| {
+                if !std::mem::replace(&mut first, false) {
+                    return Poll::Ready(7);
+                }
+                for _ in 0..CLONES {
+                    // Held without memory: each forgotten clone owns one reference.
+                    std::mem::forget(cx.waker().clone());
+                }
+                *c2.lock().unwrap() = Some(RawWakerCopy::of(cx.waker()));
+                Poll::Pending
+            })
+            .await
+        });
+        assert_eq!(sched.run_all(), 1);
+        let copy = copy.lock().unwrap().take().unwrap();
+        let mut wakers_left = CLONES;
+        // SAFETY: one of the forgotten clones.
+        unsafe { copy.revive() }.wake();
+        wakers_left -= 1;
+        assert_eq!(sched.run_all(), 1);
+        assert_eq!(ready(&mut h).unwrap().unwrap(), 7);
+        drop(h);
+        assert_eq!(drops.load(SeqCst), 1, "the future was dropped at completion");
+        while wakers_left > 1 {
+            // SAFETY: one of the forgotten clones.
+            drop(unsafe { copy.revive() });
+            wakers_left -= 1;
+        }
+        assert_eq!(Arc::strong_count(&sched), 2, "the cell was freed while a waker still held it");
+        // SAFETY: the last forgotten clone.
+        drop(unsafe { copy.revive() });
+        assert_eq!(Arc::strong_count(&sched), 1, "the cell was not freed after the last waker");
+        assert_eq!(sched.completed.load(SeqCst), 1);
+    }
 }

@@ -2,11 +2,21 @@
 //! the cancellation shield depth and the reference count.
 //!
 //! ```text
-//!  63            40 39       32 31     24 23        16 15        0
-//! +----------------+-----------+---------+------------+-----------+
-//! | ref_count (24) | shield(8) | flags(8)| lifecycle  | reserved  |
-//! +----------------+-----------+---------+------------+-----------+
+//!  63                  28 27       20 19      12 11                 2 1         0
+//! +----------------------+-----------+----------+--------------------+-----------+
+//! |   ref_count (36)     | shield (8)| owner (8)| flags (10, 4 free) | lifecycle |
+//! +----------------------+-----------+----------+--------------------+-----------+
 //! ```
+//!
+//! The lifecycle has four values, so it takes two bits. The flags (`notified`,
+//! `cancelled`, `join_interest`, `detached`, `join_waker`, `has_stats`) sit right above it
+//! with four bits to spare, then the cell cache owner tag and the shield depth, and the
+//! reference count takes all the rest: 36 bits, 68.7 billion references. (The first layout
+//! gave the lifecycle a whole byte and the count only 24 bits, so 16.8 million live clones
+//! of one task's waker, a few hundred MB of wakers, aborted the process.) Holding 2^35
+//! wakers would take 512 GiB of `Waker`s, so the limit is out of reach in practice; still,
+//! [`State::ref_inc`] checks it and panics in the cloning thread (undoing its increment)
+//! rather than letting the count run into the shield bits.
 //!
 //! Every lifecycle transition is a compare-and-swap loop over the whole word, so a
 //! transition sees the flags and the reference count as of the same instant. The
@@ -51,7 +61,7 @@ pub(crate) struct State {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Snapshot(u64);
 
-/// The four lifecycle values, stored in bits 16..24.
+/// The four lifecycle values, stored in bits 0..2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Lifecycle {
@@ -65,44 +75,48 @@ pub(crate) enum Lifecycle {
     Complete = 3,
 }
 
-const LIFECYCLE_SHIFT: u32 = 16;
-const LIFECYCLE_MASK: u64 = 0xff << LIFECYCLE_SHIFT;
+const LIFECYCLE_SHIFT: u32 = 0;
+const LIFECYCLE_MASK: u64 = 0b11 << LIFECYCLE_SHIFT;
 
 /// Set by a wake that arrives while the task is RUNNING or SCHEDULED. Cleared by
 /// `transition_to_running` and `transition_to_idle`; only meaningful in those two states.
-const NOTIFIED: u64 = 1 << 24;
+const NOTIFIED: u64 = 1 << 2;
 /// Set by `abort` or shutdown; never cleared. Takes effect when `shield_depth == 0`.
-const CANCELLED: u64 = 1 << 25;
+const CANCELLED: u64 = 1 << 3;
 /// Set while a `JoinHandle` exists. Cleared (once) when the handle is dropped or
 /// consumed. When it is clear at completion, the completing thread drops the output.
-const JOIN_INTEREST: u64 = 1 << 26;
-/// Set at creation, never changed: the task's allocation carries a `TaskStats` tail
-/// (its runtime records events). It uses bit 0 of the reserved low 16 bits.
-const HAS_STATS: u64 = 1 << 0;
-/// Bits 8..16, set at creation and never changed: which worker's cell cache the task's
-/// memory came from (index + 1), or 0 for the global allocator
-/// (`scheduler/cellcache.rs`). They use the upper half of the reserved low 16 bits.
-const OWNER_SHIFT: u32 = 8;
-const OWNER_MASK: u64 = 0xff << OWNER_SHIFT;
+const JOIN_INTEREST: u64 = 1 << 4;
 /// Set when the `JoinHandle` was dropped without taking the output. Informational.
-const DETACHED: u64 = 1 << 27;
+const DETACHED: u64 = 1 << 5;
 /// Set while the join waker slot holds a waker that the completing thread may read.
 /// While it is set, only the completing thread touches the slot; while it is clear, only
-/// the `JoinHandle` does. (It takes the first of the four spare flag bits.)
-const JOIN_WAKER: u64 = 1 << 28;
+/// the `JoinHandle` does.
+const JOIN_WAKER: u64 = 1 << 6;
+/// Set at creation, never changed: the task's allocation carries a `TaskStats` tail
+/// (its runtime records events).
+const HAS_STATS: u64 = 1 << 7;
+// Bits 8..12 are free for future flags.
 
-const SHIELD_SHIFT: u32 = 32;
+/// Bits 12..20, set at creation and never changed: which worker's cell cache the task's
+/// memory came from (index + 1), or 0 for the global allocator
+/// (`scheduler/cellcache.rs`).
+const OWNER_SHIFT: u32 = 12;
+const OWNER_MASK: u64 = 0xff << OWNER_SHIFT;
+
+const SHIELD_SHIFT: u32 = 20;
 const SHIELD_ONE: u64 = 1 << SHIELD_SHIFT;
 const SHIELD_MASK: u64 = 0xff << SHIELD_SHIFT;
 /// The deepest nesting of shields a task may have.
 pub(crate) const MAX_SHIELD_DEPTH: u64 = 255;
 
-const REF_SHIFT: u32 = 40;
-/// One reference, as an increment of the word: the count lives in the top 24 bits.
+const REF_SHIFT: u32 = 28;
+/// One reference, as an increment of the word: the count is the top 36 bits.
 const REF_ONE: u64 = 1 << REF_SHIFT;
 const REF_MASK: u64 = !(REF_ONE - 1);
-/// Beyond this many references the count would overflow into nothing; abort instead.
-const MAX_REFS: u64 = (1 << 24) - 1;
+/// The most references `ref_inc` hands out: half the field, so that even many threads
+/// racing past the check (each undoes its increment) cannot carry the count out of the
+/// word.
+pub(crate) const MAX_REFS: u64 = 1 << (63 - REF_SHIFT);
 
 /// A new task: SCHEDULED (spawn queues it at once), a `JoinHandle`, three references.
 const INITIAL: u64 = ((Lifecycle::Scheduled as u64) << LIFECYCLE_SHIFT) | JOIN_INTEREST | (3 * REF_ONE);
@@ -453,12 +467,16 @@ impl State {
     }
 
     /// Take one more reference (waker clone, shield guard).
+    ///
+    /// # Panics
+    /// When the task already has [`MAX_REFS`] references (34 billion live wakers): the
+    /// increment is undone first, so the task stays sound and only the caller (the task
+    /// that clones, through its poll's `catch_unwind`) sees the error.
     pub(crate) fn ref_inc(&self) {
         let prev = Snapshot(self.word.fetch_add(REF_ONE, Relaxed));
         if prev.ref_count() >= MAX_REFS {
-            // Wrapping into the shield bits would be memory corruption; there is no
-            // recovering from 16 million live wakers of one task.
-            std::process::abort();
+            self.word.fetch_sub(REF_ONE, Relaxed);
+            ref_count_overflow(prev.ref_count());
         }
     }
 
@@ -474,6 +492,12 @@ impl State {
         debug_assert!(prev.ref_count() >= n, "task reference count underflow: {prev:?}");
         prev.ref_count() == n
     }
+}
+
+#[cold]
+#[inline(never)]
+fn ref_count_overflow(count: u64) -> ! {
+    panic!("volt: a task's reference count would overflow ({count} live wakers or shields of one task)")
 }
 
 #[cfg(all(test, not(loom)))]
@@ -527,6 +551,53 @@ mod tests {
         assert_eq!(s.transition_to_idle().action, IdleAction::Cancel);
     }
 
+    /// A state whose reference count starts at `refs` (the rest as a new task).
+    fn with_refs(refs: u64) -> State {
+        let s = State::new();
+        s.word.store((s.word.load(Relaxed) & !REF_MASK) | (refs << REF_SHIFT), Relaxed);
+        s
+    }
+
+    /// 17 million references, past the first layout's 24-bit limit, leave every other
+    /// field intact and count back down to the last one.
+    #[test]
+    #[cfg_attr(miri, ignore = "17 million atomic operations")]
+    fn seventeen_million_references_fit() {
+        let s = State::new();
+        let _ = s.add_shield();
+        let n = 17_000_000u64;
+        for _ in 0..n {
+            s.ref_inc();
+        }
+        let snap = s.load();
+        assert_eq!(snap.ref_count(), n + 3);
+        assert_eq!((snap.shield_depth(), snap.lifecycle()), (1, Lifecycle::Scheduled));
+        assert!(snap.is_join_interested() && !snap.is_cancelled() && !snap.is_notified());
+        for _ in 0..n {
+            assert!(!s.ref_dec());
+        }
+        assert_eq!(s.load().ref_count(), 3);
+        assert!(!s.ref_dec_n(2));
+        assert!(s.ref_dec(), "the last reference");
+    }
+
+    /// At the limit, `ref_inc` panics with a message and leaves the word as it was.
+    #[test]
+    fn reference_overflow_is_a_clear_panic_not_an_abort() {
+        let s = with_refs(MAX_REFS);
+        let _ = s.add_shield();
+        let before = s.load();
+        let err = std::panic::catch_unwind(|| s.ref_inc()).unwrap_err();
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("reference count would overflow"), "{msg}");
+        assert_eq!(s.load(), before, "the failed increment was not undone");
+        assert_eq!(s.load().shield_depth(), 1);
+        // One below the limit still works.
+        let s = with_refs(MAX_REFS - 1);
+        s.ref_inc();
+        assert_eq!(s.load().ref_count(), MAX_REFS);
+    }
+
     #[test]
     fn fields_do_not_overlap() {
         let s = State::new();
@@ -541,5 +612,17 @@ mod tests {
         assert_eq!(snap.ref_count(), 1003);
         assert_eq!(snap.lifecycle(), Lifecycle::Scheduled);
         assert!(snap.is_join_interested() && !snap.is_cancelled());
+        // Every field at its maximum, and each reads back alone.
+        let t = State::with_stats_and_owner(true, 255);
+        t.word.fetch_or(NOTIFIED | CANCELLED | DETACHED | JOIN_WAKER | (0b11 << LIFECYCLE_SHIFT), Relaxed);
+        for _ in 0..255 {
+            t.word.fetch_add(SHIELD_ONE, Relaxed);
+        }
+        t.word.fetch_add((MAX_REFS - 3) * REF_ONE, Relaxed);
+        let snap = t.load();
+        assert_eq!((snap.ref_count(), snap.shield_depth(), t.owner()), (MAX_REFS, 255, 255));
+        assert_eq!(snap.lifecycle(), Lifecycle::Complete);
+        assert!(t.has_stats() && snap.is_notified() && snap.is_cancelled() && snap.is_detached());
+        assert!(snap.is_join_interested() && snap.is_join_waker_set());
     }
 }

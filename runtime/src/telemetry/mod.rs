@@ -203,6 +203,9 @@ pub struct WorkerSnapshot {
     pub ewma_task_ns: u64,
     /// Polls between global-queue checks, from the EWMA (8..=255).
     pub global_queue_interval: u32,
+    /// Bytes of freed task cells its cell cache keeps for reuse (local lists and what
+    /// other threads gave back), at most 512 KiB: the rest goes back to the allocator.
+    pub cell_cache_bytes: u64,
     /// Poll durations in nanoseconds: one count per poll, by default. Empty when the
     /// runtime was built with `Builder::poll_time_histogram(false)` and no event ring
     /// (timing a poll costs one clock read).
@@ -366,6 +369,7 @@ impl Telemetry {
                 budget_yields: c.budget_yields.get(),
                 ewma_task_ns: c.ewma_task_ns.load(Relaxed),
                 global_queue_interval: c.global_queue_interval.load(Relaxed),
+                cell_cache_bytes: w.cache.cached_bytes() as u64,
                 poll_time_histogram: {
                     let mut h = Histogram::default();
                     c.histograms.poll_time.add_to(&mut h);

@@ -17,6 +17,14 @@
 //! deadline, or the armer sees the parker's store and wakes it. After the park,
 //! `reactor_sleep_until` goes back to 0 ("nobody is sleeping in the reactor"), so arming a
 //! timer while workers are busy costs no system call.
+//!
+//! # "Never"
+//! `Duration::MAX` (and any duration or deadline past what `Instant` can hold) is the usual
+//! way to write "no timeout", so nothing here adds durations unchecked: a deadline that
+//! overflows saturates to [`FAR_FUTURE`] from now, a tick past `u64` saturates, and the
+//! wheel keeps a deadline beyond its span filed at the top level until it is truly due
+//! (it never fires early). Such a sleep stays pending, costs one wheel entry, and is
+//! dropped like any other.
 
 mod wheel;
 
@@ -56,6 +64,28 @@ pub mod error {
     }
 }
 
+/// How far ahead a saturated deadline lies: later than any program waits for (about a
+/// century), and small enough that `Instant` holds it on every platform Volt runs on.
+pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `now + d`, saturating: a sum `Instant` cannot hold means "never", which is
+/// [`FAR_FUTURE`] from now (or the furthest fraction of it that fits).
+pub(crate) fn deadline_after(now: Instant, d: Duration) -> Instant {
+    if let Some(at) = now.checked_add(d) {
+        return at;
+    }
+    let mut far = FAR_FUTURE.min(d);
+    loop {
+        if let Some(at) = now.checked_add(far) {
+            return at;
+        }
+        far /= 2;
+    }
+}
+
+/// The largest deadline tick: `u64::MAX` itself means "no deadline" in `next_deadline`.
+const MAX_TICK: u64 = u64::MAX - 1;
+
 /// The runtime's timer state.
 pub(crate) struct TimeDriver {
     start: Instant,
@@ -86,15 +116,13 @@ impl TimeDriver {
         now.saturating_duration_since(self.start).as_millis() as u64
     }
 
-    /// A deadline in ms ticks, rounded up so a sleep never ends early.
+    /// A deadline in ms ticks, rounded up so a sleep never ends early; saturates at
+    /// [`MAX_TICK`] (about 580 million years).
     fn deadline_tick(&self, deadline: Instant) -> u64 {
         let d = deadline.saturating_duration_since(self.start);
-        let ms = d.as_millis() as u64;
-        if d > Duration::from_millis(ms) {
-            ms + 1
-        } else {
-            ms
-        }
+        let Ok(ms) = u64::try_from(d.as_millis()) else { return MAX_TICK };
+        let ms = if d > Duration::from_millis(ms) { ms.saturating_add(1) } else { ms };
+        ms.min(MAX_TICK)
     }
 
     /// Whether a timer may be due (one atomic load).
@@ -118,7 +146,8 @@ impl TimeDriver {
             return None;
         }
         self.reactor_sleep_until.store(next, SeqCst);
-        let at = self.start + Duration::from_millis(next);
+        // A tick beyond what `Instant` holds is a timer that never fires: sleep until woken.
+        let at = self.start.checked_add(Duration::from_millis(next))?;
         Some(at.saturating_duration_since(now))
     }
 
@@ -136,15 +165,16 @@ pub struct Sleep {
     fired: bool,
 }
 
-/// Wait until `duration` has passed.
+/// Wait until `duration` has passed. A duration too large for `Instant` (such as
+/// `Duration::MAX`) means "never": the sleep stays pending until dropped.
 ///
 /// # Panics
 /// Outside a Volt runtime (a task, `block_on`, or a blocking-pool thread).
 pub fn sleep(duration: Duration) -> Sleep {
-    sleep_until(Instant::now() + duration)
+    sleep_until(deadline_after(Instant::now(), duration))
 }
 
-/// Wait until `deadline`.
+/// Wait until `deadline`. Any deadline is accepted: one decades away simply stays pending.
 ///
 /// # Panics
 /// Outside a Volt runtime.
@@ -248,7 +278,7 @@ impl std::fmt::Debug for Sleep {
 }
 
 /// Run `future` for at most `duration`: `Err(Elapsed)` if the time runs out first (the
-/// future is then dropped with the `Timeout`).
+/// future is then dropped with the `Timeout`). `Duration::MAX` means no time limit.
 pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
     Timeout { future, sleep: sleep(duration) }
 }
@@ -282,6 +312,7 @@ impl<F: Future> Future for Timeout<F> {
 
 /// Ticks every `period`; the first tick completes at once. A late tick is followed by
 /// the missed ones back to back ("burst"), so the ticks keep to the original schedule.
+/// A period too large for `Instant` (such as `Duration::MAX`) ticks once, then never.
 ///
 /// # Panics
 /// If `period` is zero, or outside a Volt runtime.
@@ -309,7 +340,7 @@ impl Interval {
             Poll::Pending => Poll::Pending,
             Poll::Ready(()) => {
                 let at = self.sleep.deadline();
-                self.sleep.reset(at + self.period);
+                self.sleep.reset(deadline_after(at, self.period));
                 Poll::Ready(at)
             }
         }

@@ -1,6 +1,7 @@
 //! A hierarchical timing wheel: 6 levels of 64 slots, 1 ms per level-0 slot, so level `l`
-//! slots are `64^l` ms wide and the wheel spans 64^6 ms (about 2.2 years; later deadlines
-//! are clamped).
+//! slots are `64^l` ms wide and the wheel spans 64^6 ms (about 2.2 years). A later deadline
+//! is filed in the top level and re-filed each time its slot comes round, until it is due:
+//! it never fires early.
 //!
 //! Entries live in a slab (a `Vec` with a free list) and each slot is an intrusive
 //! doubly-linked list of slab indices, so insert, remove and fire are O(1), a dropped
@@ -107,13 +108,12 @@ impl Wheel {
         self.entries.len()
     }
 
-    /// Arm a timer for `deadline` (ms). Returns `None` if that time has already been
-    /// reached: the caller completes at once.
+    /// Arm a timer for `deadline` (ms, any `u64`). Returns `None` if that time has already
+    /// been reached: the caller completes at once.
     pub(crate) fn insert(&mut self, deadline: u64, waker: Waker) -> Option<TimerKey> {
         if deadline <= self.elapsed {
             return None;
         }
-        let deadline = deadline.min(self.elapsed + MAX_DURATION);
         let entry = Entry { deadline, waker: Some(waker), state: EntryState::Free, prev: None, next: None };
         let key = match self.free.pop() {
             Some(k) => {
@@ -208,12 +208,16 @@ impl Wheel {
                 continue;
             }
             let now_slot = (self.elapsed / slot_range(level)) & SLOT_MASK;
-            let rotated = l.occupied.rotate_right(now_slot as u32);
-            let slot = ((rotated.trailing_zeros() as u64 + now_slot) & SLOT_MASK) as usize;
+            // Only the top level wraps. Its current slot holds nothing due in this rotation
+            // (a deadline there would differ from `elapsed` only below the top level's
+            // bits, so it is filed lower down), only deadlines a rotation or more away:
+            // search from the next slot, so the current one comes last, a rotation on.
+            let first = if level == LEVELS - 1 { (now_slot + 1) & SLOT_MASK } else { now_slot };
+            let rotated = l.occupied.rotate_right(first as u32);
+            let slot = ((rotated.trailing_zeros() as u64 + first) & SLOT_MASK) as usize;
             let level_start = self.elapsed & !(level_range(level) - 1);
             let mut deadline = level_start + slot as u64 * slot_range(level);
-            if deadline <= self.elapsed && level == LEVELS - 1 {
-                // Only the top level wraps: its slot lies in the next rotation.
+            if level == LEVELS - 1 && slot as u64 <= now_slot {
                 deadline += level_range(level);
             }
             return Some(Expiration { level, slot, deadline: deadline.max(self.elapsed) });
@@ -318,8 +322,38 @@ mod tests {
         assert_eq!(w.capacity(), 1_000, "the slab did not grow past the peak");
     }
 
+    /// Deadlines past the wheel's span (and `u64::MAX`) are re-filed at the top level each
+    /// rotation and fire exactly when due, never at the end of the first rotation.
     #[test]
-    fn past_deadline_is_refused_and_far_deadline_is_clamped() {
+    fn deadlines_beyond_the_span_fire_when_due_not_early() {
+        let mut w = Wheel::new();
+        let span = MAX_DURATION + 1;
+        let deadlines = [span - 1, span + 5, 2 * span + 123, 3 * span + 7 * 4_096 + 9];
+        let keys: Vec<_> = deadlines.iter().map(|&d| w.insert(d, Waker::noop().clone()).unwrap()).collect();
+        let never = w.insert(u64::MAX - 1, Waker::noop().clone()).unwrap();
+        for (d, k) in deadlines.iter().zip(&keys) {
+            // Jump straight to one ms before, then to the deadline.
+            fire_until(&mut w, d - 1);
+            assert!(!w.is_fired(*k), "{d} fired early");
+            fire_until(&mut w, *d);
+            assert!(w.is_fired(*k), "{d} did not fire on time");
+        }
+        // Poll step by step through a few rotations of the top level too.
+        let end = 6 * span;
+        let mut now = deadlines[3];
+        while now < end {
+            now += span / 7;
+            fire_until(&mut w, now);
+            assert!(!w.is_fired(never), "a never-timer fired at {now}");
+        }
+        assert_eq!(w.pending(), 1);
+        assert!(w.next_deadline().is_some_and(|d| d > now && d <= now + span));
+        drop(w.remove(never).0);
+        assert_eq!(w.next_deadline(), None);
+    }
+
+    #[test]
+    fn past_deadline_is_refused_and_far_deadline_is_pending() {
         let mut w = Wheel::new();
         fire_until(&mut w, 10);
         assert!(w.insert(10, Waker::noop().clone()).is_none());
