@@ -331,7 +331,7 @@ fn loom_park_unpark_is_never_lost() {
         let p2 = p.clone();
         let t = thread::spawn(move || p2.unpark(|| unreachable!()));
         // Under loom `park` has no timeout: a lost unpark deadlocks the model.
-        let _ = p.park(Duration::from_millis(10));
+        let _ = p.park(None);
         t.join().unwrap();
     });
 }
@@ -366,7 +366,7 @@ impl IdleModel {
             }
             return true;
         }
-        let _ = self.parks[index].park(Duration::from_millis(10));
+        let _ = self.parks[index].park(None);
         if !self.idle.unpark_self(index) {
             // Claimed by a producer: it is now a searcher and will find the task.
             let _ = self.idle.transition_worker_from_searching();
@@ -655,7 +655,7 @@ fn dispatch_batch_against_a_parking_worker(searching: bool) {
             let last = m.idle.transition_worker_to_parked(1, searching);
             let recheck = last || m.idle.num_searching_seqcst() == 0;
             if !(recheck && m.ring.is_stealable()) {
-                let _ = m.parks[1].park(Duration::from_millis(10));
+                let _ = m.parks[1].park(None);
             }
             let claimed = !m.idle.unpark_self(1);
             let mine = WorkStealQueue::new();

@@ -555,3 +555,107 @@ fn join_error_formats() {
     let e: Box<dyn std::error::Error> = Box::new(e);
     assert!(!e.to_string().is_empty());
 }
+
+/// Parks completed so far, over all workers (a park is counted when it ends: one count per
+/// wakeup).
+fn total_parks(rt: &volt::Runtime) -> u64 {
+    rt.handle().telemetry().snapshot().workers.iter().map(|w| w.times_parked).sum()
+}
+
+/// Wait (at most 30 s) until every worker is parked and no park has ended for 200 ms: the
+/// runtime is idle, and whoever kept a timeout while some worker was busy has used it.
+fn wait_for_quiet(rt: &volt::Runtime, workers: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let before = total_parks(rt);
+        std::thread::sleep(Duration::from_millis(200));
+        let s = rt.handle().telemetry().snapshot();
+        let parks: u64 = s.workers.iter().map(|w| w.times_parked).sum();
+        if s.num_parked as usize == workers && parks == before {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the runtime never went quiet: {s:?}");
+    }
+}
+
+/// An idle runtime sleeps: no worker wakes while there is no work, no timer and no I/O,
+/// whatever the number of workers. Counted by the runtime's own park counters (every
+/// wakeup ends a park), after some work so that the workers have parked and woken before.
+#[test]
+fn an_idle_runtime_has_no_wakeups_with_2_16_and_64_workers() {
+    for workers in [2, 16, 64] {
+        let rt = rt(workers);
+        rt.block_on(async {
+            let hs: Vec<_> = (0..1_000).map(|_| volt::spawn(async { volt::task::yield_now().await })).collect();
+            for h in hs {
+                h.await.unwrap();
+            }
+            volt::time::sleep(Duration::from_millis(5)).await;
+        });
+        wait_for_quiet(&rt, workers);
+        let before = total_parks(&rt);
+        std::thread::sleep(Duration::from_millis(1_500));
+        let after = total_parks(&rt);
+        assert_eq!(after - before, 0, "{workers} idle workers woke {} times in 1.5 s", after - before);
+        // Still a working runtime: a remote spawn wakes a worker.
+        assert_eq!(rt.spawn(async { 7 }).join().unwrap(), 7);
+    }
+}
+
+/// The LIFO rescue needs no periodic wake: on a runtime whose workers all sleep with no
+/// timeout, a task spawned into the LIFO slot of a worker that then blocks still runs on
+/// another worker while the first is blocked (the blocked task waits at most 30 s for it).
+#[test]
+fn a_lifo_task_of_a_stuck_worker_runs_elsewhere_after_the_runtime_was_idle() {
+    for workers in [2, 16] {
+        let rt = rt(workers);
+        for round in 0..5 {
+            wait_for_quiet(&rt, workers);
+            let h = rt.spawn(async move {
+                let ran = Arc::new(AtomicBool::new(false));
+                let r = ran.clone();
+                // Spawned from this poll: this worker's LIFO slot, and nobody is watching.
+                let child = volt::spawn(async move { r.store(true, SeqCst) });
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !ran.load(SeqCst) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                let seen = ran.load(SeqCst);
+                child.await.unwrap();
+                seen
+            });
+            assert!(h.join().unwrap(), "{workers} workers, round {round}: the child waited behind its blocked parent");
+        }
+    }
+}
+
+/// Timers keep firing while one worker is stuck in a long poll and the others were idle
+/// with no timeout: the blocked task waits (at most 30 s) for a flag that only a 1.5 s
+/// sleep, armed before the runtime went quiet, sets on another worker.
+#[test]
+fn a_timer_fires_while_a_worker_is_stuck_and_the_rest_were_idle() {
+    for workers in [2, 16] {
+        let rt = rt(workers);
+        let fired = Arc::new(AtomicBool::new(false));
+        let armed = Arc::new(AtomicBool::new(false));
+        let (f, a) = (fired.clone(), armed.clone());
+        let sleeper = rt.spawn(async move {
+            let sleep = volt::time::sleep(Duration::from_millis(1_500));
+            a.store(true, SeqCst);
+            sleep.await;
+            f.store(true, SeqCst);
+        });
+        assert!(wait_until(Duration::from_secs(30), || armed.load(SeqCst)));
+        wait_for_quiet(&rt, workers);
+        let f = fired.clone();
+        let blocker = rt.spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !f.load(SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            f.load(SeqCst)
+        });
+        assert!(blocker.join().unwrap(), "{workers} workers: the timer waited for the stuck worker");
+        sleeper.join().unwrap();
+    }
+}
