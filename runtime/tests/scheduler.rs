@@ -659,3 +659,49 @@ fn a_timer_fires_while_a_worker_is_stuck_and_the_rest_were_idle() {
         sleeper.join().unwrap();
     }
 }
+
+/// A worker takes a global batch right after a poll that yielded, if the global queue has
+/// work. Neither side may starve the other: on one worker, a task that yields forever
+/// keeps running while a thread outside floods the global queue with tasks that yield
+/// too, and the flood's tasks keep completing while the yielder spins. Bounded: each side
+/// must reach 2,000 within 60 s.
+#[test]
+fn yielders_and_a_flood_of_remote_tasks_both_progress() {
+    let rt = rt(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let spins = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let (s2, sp2) = (stop.clone(), spins.clone());
+    let spinner = rt.spawn(async move {
+        while !s2.load(SeqCst) {
+            sp2.fetch_add(1, SeqCst);
+            volt::task::yield_now().await;
+        }
+    });
+    let flood = {
+        let (h, stop, done) = (rt.handle().clone(), stop.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(SeqCst) {
+                let done = done.clone();
+                h.spawn(async move {
+                    volt::task::yield_now().await;
+                    done.fetch_add(1, SeqCst);
+                });
+                n += 1;
+                if n % 64 == 0 {
+                    std::thread::yield_now();
+                }
+            }
+        })
+    };
+    let start_spins = spins.load(SeqCst);
+    let both = wait_until(Duration::from_secs(60), || {
+        spins.load(SeqCst) - start_spins >= 2_000 && done.load(SeqCst) >= 2_000
+    });
+    let (s, d) = (spins.load(SeqCst) - start_spins, done.load(SeqCst));
+    stop.store(true, SeqCst);
+    flood.join().unwrap();
+    spinner.join().unwrap();
+    assert!(both, "the yielder ran {s} times and the flood completed {d} tasks");
+}

@@ -11,7 +11,8 @@
 //! stealers, and two tasks that keep waking each other can't hold the worker.
 //!
 //! # Finding work (`find_work`)
-//! 1. the periodic global check: every `global_queue_interval` polls, fetch a batch;
+//! 1. the periodic global check: every `global_queue_interval` polls, fetch a batch (and
+//!    right after a poll that yielded, if the global queue holds work);
 //! 2. the LIFO slot;
 //! 3. the local ring (FIFO);
 //! 4. become a searcher (if fewer than half the workers are) and steal half of a random
@@ -45,6 +46,20 @@
 //! caps the interval at `1 ms * b * workers / (L * avg)`, within the same 8..=255 clamp, and
 //! a fetch that finds the queue empty lifts the cap. The interval in use (and reported) is
 //! the smaller of the two.
+//!
+//! # Yielded tasks and the global queue
+//! A task that yields (or wakes itself during its poll) says it can wait. Queued at the
+//! back of the ring, it still keeps the ring non-empty, so a worker with a few tasks that
+//! yield in a loop only reached the global queue on the periodic check: with four tasks
+//! that each yield and then spin 10 µs on two workers, that check came every ~100 polls
+//! (the EWMA's 1 ms), and 10,000 tasks spawned from outside waited behind the spinners
+//! (the `spawn_many_remote_busy` benchmark, 1.25 to 2.75 times Tokio's time). Tokio defers
+//! a yielded task until its worker has nothing else, and its worker takes from the global
+//! queue whenever its local queue is empty. Here a poll that ends in such a requeue marks
+//! the worker, and its next `find_work` fetches a global batch first if the global queue
+//! holds anything (one atomic load when it does not). The yielded task keeps its place in
+//! the ring, ahead of the batch's tail, so it still runs once per pass of the ring: no
+//! task that yields forever starves the others, and none is starved by them.
 //!
 //! # Scheduling from a worker (`schedule_local`, seed 000 `tryScheduleLocal`)
 //! A task spawned or woken on a worker goes into that worker's LIFO slot; the task it
@@ -258,6 +273,10 @@ struct Core {
     /// Set while this worker delivers the driver's wakes: `schedule_local` then leaves
     /// waking other workers to `dispatch_driver`, which decides once for the whole batch.
     dispatching: Cell<bool>,
+    /// The last poll ended in a requeue of its own task (`yield_now`, a self-wake): the
+    /// next `find_work` looks at the global queue first (see "Yielded tasks and the
+    /// global queue").
+    yielded: Cell<bool>,
     // The EWMA itself and the interval in use live in the worker's gauges
     // (`WorkerCounters`), which the owner reads and writes like these cells.
 }
@@ -286,6 +305,7 @@ impl Core {
             lifo_watch: Cell::new(None),
             last_io_poll: Cell::new(0),
             dispatching: Cell::new(false),
+            yielded: Cell::new(false),
         }
     }
 }
@@ -632,6 +652,7 @@ impl Shared {
             return self.schedule_remote(task);
         }
         if is_yield {
+            w.core.yielded.set(true);
             self.push_local_ring(w, task);
         } else {
             let Some(prev) = w.lifo.push(task.into_raw()) else {
@@ -748,8 +769,10 @@ impl Shared {
     /// `find_work`, also saying whether the task came from the LIFO slot.
     fn find_work_inner(&self, w: &Worker) -> Option<(Notified<Arc<Shared>>, bool)> {
         let core = &w.core;
-        // 1. The periodic global check, when due (see the module doc for why it is here).
-        if core.tick.get() % w.counters.global_queue_interval.load(Relaxed) == 0 {
+        // 1. The periodic global check, when due (see the module doc for why it is here),
+        //    or after a yield while the global queue holds work.
+        let after_yield = core.yielded.replace(false) && !self.inject.is_empty();
+        if after_yield || core.tick.get() % w.counters.global_queue_interval.load(Relaxed) == 0 {
             if let Some(t) = self.fetch_global_batch(w) {
                 return Some((t, false));
             }
