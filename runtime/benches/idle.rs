@@ -53,8 +53,9 @@ fn other_threads_switches() -> u64 {
         }
         let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else { continue };
         for line in status.lines() {
-            if let Some(v) =
-                line.strip_prefix("voluntary_ctxt_switches:").or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+            if let Some(v) = line
+                .strip_prefix("voluntary_ctxt_switches:")
+                .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
             {
                 total += v.trim().parse::<u64>().unwrap_or(0);
             }
@@ -106,7 +107,10 @@ fn idle_tokio(workers: usize, secs: f64) -> IdleFigures {
 
 /// One round of remote wakes: a task waits on a channel; this thread sends it the time,
 /// `n` times, about 1 ms apart; the task answers with how long each wake took to run it.
-fn wake_round(spawn: &dyn Fn(futures::channel::mpsc::UnboundedReceiver<Instant>, std::sync::mpsc::Sender<Duration>), n: usize) -> Vec<Duration> {
+fn wake_round(
+    spawn: &dyn Fn(futures::channel::mpsc::UnboundedReceiver<Instant>, std::sync::mpsc::Sender<Duration>),
+    n: usize,
+) -> Vec<Duration> {
     let (tx, rx) = futures::channel::mpsc::unbounded::<Instant>();
     let (out_tx, out_rx) = std::sync::mpsc::channel();
     spawn(rx, out_tx);
@@ -150,15 +154,18 @@ fn main() {
     println!("|---:|---:|---:|---:|---:|---:|");
     for workers in [2, 16] {
         let volt_rt = volt::runtime::Builder::new().worker_threads(workers).build().expect("volt runtime");
-        let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build().unwrap();
-        let volt_spawn = |mut rx: futures::channel::mpsc::UnboundedReceiver<Instant>, out: std::sync::mpsc::Sender<Duration>| {
+        let tokio_rt =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build().unwrap();
+        let volt_spawn = |mut rx: futures::channel::mpsc::UnboundedReceiver<Instant>,
+                          out: std::sync::mpsc::Sender<Duration>| {
             volt_rt.spawn(async move {
                 while let Some(sent) = rx.next().await {
                     let _ = out.send(sent.elapsed());
                 }
             });
         };
-        let tokio_spawn = |mut rx: futures::channel::mpsc::UnboundedReceiver<Instant>, out: std::sync::mpsc::Sender<Duration>| {
+        let tokio_spawn = |mut rx: futures::channel::mpsc::UnboundedReceiver<Instant>,
+                           out: std::sync::mpsc::Sender<Duration>| {
             tokio_rt.spawn(async move {
                 while let Some(sent) = rx.next().await {
                     let _ = out.send(sent.elapsed());
@@ -180,7 +187,8 @@ fn main() {
         v.sort();
         t.sort();
         let us = |d: Duration| format!("{:.0} µs", d.as_secs_f64() * 1e6);
-        let (v50, v99, t50, t99) = (percentile(&v, 0.5), percentile(&v, 0.99), percentile(&t, 0.5), percentile(&t, 0.99));
+        let (v50, v99, t50, t99) =
+            (percentile(&v, 0.5), percentile(&v, 0.99), percentile(&t, 0.5), percentile(&t, 0.99));
         println!(
             "| {workers} | {} | {} | {} | {} | {:.2} |",
             us(v50),

@@ -778,7 +778,6 @@ fn loom_watch_a_lifo_push_is_seen_or_a_watcher_is_woken() {
     });
 }
 
-
 #[test]
 fn loom_watch_a_lifo_push_after_every_worker_parked_wakes_a_worker() {
     // Every worker was parked, so nobody holds the watch. Worker 0 leaves the parked state

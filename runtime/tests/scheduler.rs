@@ -696,9 +696,8 @@ fn yielders_and_a_flood_of_remote_tasks_both_progress() {
         })
     };
     let start_spins = spins.load(SeqCst);
-    let both = wait_until(Duration::from_secs(60), || {
-        spins.load(SeqCst) - start_spins >= 2_000 && done.load(SeqCst) >= 2_000
-    });
+    let both =
+        wait_until(Duration::from_secs(60), || spins.load(SeqCst) - start_spins >= 2_000 && done.load(SeqCst) >= 2_000);
     let (s, d) = (spins.load(SeqCst) - start_spins, done.load(SeqCst));
     stop.store(true, SeqCst);
     flood.join().unwrap();
