@@ -450,9 +450,9 @@ fn telemetry_counts_add_up() {
     aborted.abort();
     assert!(rt.block_on(aborted).unwrap_err().is_cancelled());
     // Idle: every worker parks, and then the gauges must agree exactly. A worker sets its
-    // parked bit a moment before its state, a sleep is counted only when it ends (within the
-    // 10 ms park timeout), and an idle worker still wakes on that timeout now and then; so
-    // take the first snapshot that shows the whole idle picture and check everything on it.
+    // parked bit a moment before its state, and a sleep is counted only when it ends (the
+    // workers woke for this test's tasks, so some have); so take the first snapshot that
+    // shows the whole idle picture and check everything on it.
     let mut idle = None;
     assert!(wait_until(Duration::from_secs(5), || {
         let s = rt.handle().telemetry().snapshot();
