@@ -3,6 +3,8 @@
 //! `cargo bench -p volt --bench vs_tokio` prints a table of medians and the ratio
 //! volt/tokio per workload (the median of the back-to-back pairs' ratios), and the geometric mean of the ratios (below 1.0 means Volt is
 //! faster). `VOLT_BENCH_SAMPLES` sets the samples per runtime and workload (default 40).
+//! `VOLT_BENCH_ROWS` (comma-separated names, e.g. `spawn_many_remote_busy`) runs only those
+//! rows and skips the latency table.
 //!
 //! The first six workloads are Tokio's own `benches/rt_multi_threaded.rs` set; then a
 //! serial `spawn(..).await` chain inside a task, and a fork-join binary tree of spawns.
@@ -93,7 +95,11 @@ fn main() {
     println!("| workload | volt median | tokio median | volt/tokio |");
     println!("|---|---:|---:|---:|");
     let mut log_sum = 0.0;
-    for w in &workloads {
+    let rows = std::env::var("VOLT_BENCH_ROWS").ok();
+    let wanted = |name: &str| rows.as_deref().is_none_or(|r| r.split(',').any(|r| r.trim() == name));
+    let mut n_rows = 0;
+    for w in workloads.iter().filter(|w| wanted(w.name)) {
+        n_rows += 1;
         let (vflag, tflag) = if w.busy {
             (Some(on_volt::make_busy(&volt_rt)), Some(on_tokio::make_busy(&tokio_rt)))
         } else {
@@ -135,8 +141,10 @@ fn main() {
         log_sum += ratio.ln();
         println!("| {} | {} | {} | {:.2} |", w.name, fmt(mv), fmt(mt), ratio);
     }
-    println!("| **geomean** | | | **{:.2}** |", (log_sum / workloads.len() as f64).exp());
-    latency_table(&volt_rt, &tokio_rt, quick);
+    println!("| **geomean** | | | **{:.2}** |", (log_sum / n_rows.max(1) as f64).exp());
+    if rows.is_none() {
+        latency_table(&volt_rt, &tokio_rt, quick);
+    }
 }
 
 /// Latency figures from the timers-and-I/O issue, both runtimes, medians of a few runs.

@@ -365,7 +365,7 @@ fn loom_park_unpark_is_never_lost() {
         let p2 = p.clone();
         let t = thread::spawn(move || p2.unpark(|| unreachable!()));
         // Under loom `park` has no timeout: a lost unpark deadlocks the model.
-        let _ = p.park(Duration::from_millis(10));
+        let _ = p.park(None);
         t.join().unwrap();
     });
 }
@@ -380,8 +380,12 @@ struct IdleModel {
 
 impl IdleModel {
     fn new() -> Arc<IdleModel> {
+        IdleModel::with_workers(2)
+    }
+
+    fn with_workers(n: usize) -> Arc<IdleModel> {
         Arc::new(IdleModel {
-            idle: Idle::new(2),
+            idle: Idle::new(n),
             parks: [ParkState::new(), ParkState::new()],
             queued: AtomicUsize::new(0),
         })
@@ -400,7 +404,13 @@ impl IdleModel {
             }
             return true;
         }
-        let _ = self.parks[index].park(Duration::from_millis(10));
+        // The watch (rule 7) decides whether a real worker keeps a timeout; the model
+        // sleeps with none either way, so a lost wake deadlocks it whatever was decided.
+        let watching = !self.idle.all_parked() && self.idle.claim_watch(index);
+        let _ = self.parks[index].park(None);
+        if watching {
+            self.idle.release_watch(index);
+        }
         if !self.idle.unpark_self(index) {
             // Claimed by a producer: it is now a searcher and will find the task.
             let _ = self.idle.transition_worker_from_searching();
@@ -695,7 +705,7 @@ fn dispatch_batch_against_a_parking_worker(searching: bool) {
             let last = m.idle.transition_worker_to_parked(1, searching);
             let recheck = last || m.idle.num_searching_seqcst() == 0;
             if !(recheck && m.ring.is_stealable()) {
-                let _ = m.parks[1].park(Duration::from_millis(10));
+                let _ = m.parks[1].park(None);
             }
             let claimed = !m.idle.unpark_self(1);
             let mine = WorkStealQueue::new();
@@ -877,5 +887,125 @@ fn loom_shutdown_begun_off_the_workers_is_finished_once_after_every_worker() {
             w.join().unwrap();
         }
         assert_eq!(finished.load(SeqCst), 1);
+    });
+}
+
+#[test]
+fn loom_idle_the_last_worker_parks_with_no_timeout_against_a_producer() {
+    // One worker, so it is the last to park: every worker parked, nobody holds the watch,
+    // and it sleeps with no timeout at all (as an idle runtime does). Work pushed while it
+    // parks must still reach it: its re-check sees the push or the producer wakes it.
+    model(|| {
+        let m = IdleModel::with_workers(1);
+        let m2 = m.clone();
+        let producer = thread::spawn(move || m2.produce());
+        assert!(m.park_worker(0, false));
+        producer.join().unwrap();
+        assert_eq!(m.idle.num_parked(), 0);
+    });
+}
+
+/// How the watcher's round ended in `loom_watch_*`.
+#[derive(Debug, PartialEq)]
+enum WatchRound {
+    /// It saw the task in worker 0's LIFO slot before parking again.
+    Saw,
+    /// It parked again holding the watch: a real worker has a timeout and looks again.
+    Watching,
+    /// It parked with no timeout and was woken by the push's notify.
+    Woken,
+}
+
+#[test]
+fn loom_watch_a_lifo_push_is_seen_or_a_watcher_is_woken() {
+    // Worker 1 is the watcher and its timeout just fired; worker 0 is running, fills its
+    // empty LIFO slot (a slot-only push wakes nobody while someone watches) and then stays
+    // in that poll for good. Worker 1 gives the watch back, looks at the slot and parks
+    // again. The task must not be forgotten: worker 1 sees it, or parks again as the
+    // watcher (so it will look again), or the push found nobody watching and woke it.
+    // A park with neither deadlocks the model (no timeout under loom).
+    use crate::scheduler::lifo::LifoSlot;
+    use std::ptr::NonNull;
+    model(|| {
+        let m = IdleModel::new();
+        assert!(!m.idle.transition_worker_to_parked(1, false));
+        assert!(m.idle.claim_watch(1));
+        let slot = Arc::new(LifoSlot::<u64>::new());
+        let watcher = {
+            let (m, slot) = (m.clone(), slot.clone());
+            thread::spawn(move || {
+                // Woken by its timeout: out of the parked state, then the watch is returned.
+                assert!(m.idle.unpark_self(1));
+                m.idle.release_watch(1);
+                // `check_stuck_lifo`, before parking.
+                if slot.peek().is_some() {
+                    return WatchRound::Saw;
+                }
+                let _ = m.idle.transition_worker_to_parked(1, false);
+                if !m.idle.all_parked() && m.idle.claim_watch(1) {
+                    return WatchRound::Watching;
+                }
+                let _ = m.parks[1].park(None);
+                // Woken by the push's notify: it was claimed as a searcher.
+                assert!(!m.idle.unpark_self(1));
+                assert!(m.idle.transition_worker_from_searching());
+                assert!(slot.peek().is_some(), "woken, yet the slot looks empty");
+                WatchRound::Woken
+            })
+        };
+        // Worker 0's slot-only push (`schedule_local`).
+        let task = NonNull::from(Box::leak(Box::new(7u64)));
+        assert!(slot.push(task).is_none());
+        if m.idle.watch_missing() {
+            m.idle.notify_parked(|i| m.parks[i].unpark(|| unreachable!()));
+        }
+        let round = watcher.join().unwrap();
+        assert!(matches!(round, WatchRound::Saw | WatchRound::Watching | WatchRound::Woken));
+        let t = slot.pop().expect("nobody took the task");
+        // SAFETY: the leaked box from above, taken back once.
+        drop(unsafe { Box::from_raw(t.as_ptr()) });
+    });
+}
+
+#[test]
+fn loom_watch_a_lifo_push_after_every_worker_parked_wakes_a_worker() {
+    // Every worker was parked, so nobody holds the watch. Worker 0 leaves the parked state
+    // (woken for work), fills its empty LIFO slot and stays in that poll for good, while
+    // worker 1 parks: as the last to park (no watch, no timeout) if it still sees worker 0
+    // parked, or else as the watcher. The push must not leave the task unseen: the push
+    // finds nobody watching and wakes worker 1, or worker 1 holds the watch. Without the
+    // push's check, worker 1 sleeps forever and the model deadlocks.
+    use crate::scheduler::lifo::LifoSlot;
+    use std::ptr::NonNull;
+    model(|| {
+        let m = IdleModel::new();
+        assert!(!m.idle.transition_worker_to_parked(0, false));
+        let slot = Arc::new(LifoSlot::<u64>::new());
+        let parker = {
+            let (m, slot) = (m.clone(), slot.clone());
+            thread::spawn(move || {
+                let _ = m.idle.transition_worker_to_parked(1, false);
+                if !m.idle.all_parked() && m.idle.claim_watch(1) {
+                    return WatchRound::Watching;
+                }
+                let _ = m.parks[1].park(None);
+                assert!(!m.idle.unpark_self(1), "only the push's notify wakes it");
+                assert!(m.idle.transition_worker_from_searching());
+                assert!(slot.peek().is_some(), "woken, yet the slot looks empty");
+                WatchRound::Woken
+            })
+        };
+        // Worker 0 wakes (its own bit), then the slot-only push of `schedule_local`.
+        assert!(m.idle.unpark_self(0));
+        let task = NonNull::from(Box::leak(Box::new(7u64)));
+        assert!(slot.push(task).is_none());
+        if m.idle.watch_missing() {
+            m.idle.notify_parked(|i| m.parks[i].unpark(|| unreachable!()));
+        }
+        let round = parker.join().unwrap();
+        assert!(matches!(round, WatchRound::Watching | WatchRound::Woken));
+        let t = slot.pop().expect("nobody took the task");
+        // SAFETY: the leaked box from above, taken back once.
+        drop(unsafe { Box::from_raw(t.as_ptr()) });
     });
 }

@@ -31,6 +31,22 @@
 //!    worker is not searching. The worker runs one task itself; any other is in its ring,
 //!    so it is the work rule 1's wake exists for. Its push came before the call, so the
 //!    fence pairing of rule 3 still holds.
+//! 7. **The watch.** A parked worker sleeps with no timeout, except the **watcher**: while
+//!    some worker is not parked (it may be inside a long poll, with a task in its LIFO slot
+//!    that nobody is woken for, or away from a driver nobody else holds), one parked worker
+//!    keeps a timeout to look again. A parking worker checks [`Idle::all_parked`] after
+//!    rule 3; if another worker is still out, it tries [`Idle::claim_watch`] (one CAS on
+//!    `watcher`: at most one watcher at a time). A watcher gives the role back
+//!    ([`Idle::release_watch`]) as soon as it wakes and claims it again at its next park if
+//!    a worker is still out. When every worker is parked nobody claims it, so an idle
+//!    runtime has no timer at all (the driver holder sleeps until the next timer, if any).
+//!    A worker that fills its LIFO slot checks [`Idle::watch_missing`] (nobody watching while
+//!    some worker is parked) and then runs rule 1, so the woken worker parks again as the
+//!    watcher. The window between a watcher's release and its next claim needs no more:
+//!    the watcher looks at every LIFO slot after its release, before it parks again.
+//! 8. **Who to wake.** Rule 1 prefers a worker that is not parked in the reactor
+//!    (`in_reactor`): the reactor's holder keeps firing timers and collecting I/O while the
+//!    one woken runs the work, which matters when that work turns into a long poll.
 //!
 //! The bitmap is one `u64`, so `Builder::build` refuses more than 64 workers.
 
@@ -40,10 +56,17 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 /// The most workers one runtime may have (one bit each in `parked_bitmap`).
 pub(crate) const MAX_WORKERS: usize = 64;
 
+/// `watcher` when no worker holds the watch (rule 7).
+const NO_WATCHER: u32 = u32::MAX;
+
 pub(crate) struct Idle {
     num_searching: AtomicU32,
     num_parked: AtomicU32,
     parked_bitmap: AtomicU64,
+    /// The parked worker that keeps a timeout while another worker is out (rule 7).
+    watcher: AtomicU32,
+    /// The bit of the worker parked in the reactor, if any (rule 8).
+    in_reactor: AtomicU64,
     num_workers: u32,
 }
 
@@ -54,8 +77,47 @@ impl Idle {
             num_searching: AtomicU32::new(0),
             num_parked: AtomicU32::new(0),
             parked_bitmap: AtomicU64::new(0),
+            watcher: AtomicU32::new(NO_WATCHER),
+            in_reactor: AtomicU64::new(0),
             num_workers: num_workers as u32,
         }
+    }
+
+    fn all_workers_mask(&self) -> u64 {
+        u64::MAX >> (64 - self.num_workers)
+    }
+
+    /// Rule 7: after `transition_worker_to_parked`, whether every worker is parked (none is
+    /// running, so nothing can get stuck and nobody needs to watch).
+    pub(crate) fn all_parked(&self) -> bool {
+        self.parked_bitmap.load(SeqCst) == self.all_workers_mask()
+    }
+
+    /// Rule 7: become the watcher unless another worker is one. True if `index` holds it.
+    pub(crate) fn claim_watch(&self, index: usize) -> bool {
+        let me = index as u32;
+        match self.watcher.compare_exchange(NO_WATCHER, me, SeqCst, SeqCst) {
+            Ok(_) => true,
+            Err(holder) => holder == me,
+        }
+    }
+
+    /// Rule 7: the watcher woke; give the role back (a no-op for anyone else).
+    pub(crate) fn release_watch(&self, index: usize) {
+        let _ = self.watcher.compare_exchange(index as u32, NO_WATCHER, SeqCst, SeqCst);
+    }
+
+    /// Rule 7: nobody watches while some worker is parked, so a task left in a LIFO slot
+    /// now would go unseen if its owner's poll turned long. Two loads of lines that change
+    /// only when workers park.
+    #[inline]
+    pub(crate) fn watch_missing(&self) -> bool {
+        self.watcher.load(SeqCst) == NO_WATCHER && self.parked_bitmap.load(Relaxed) != 0
+    }
+
+    /// Rule 8: worker `index` is about to park in the reactor (`true`) or has left it.
+    pub(crate) fn set_in_reactor(&self, index: usize, parked: bool) {
+        self.in_reactor.store(if parked { 1 << index } else { 0 }, Relaxed);
     }
 
     /// Rule 4: become a searcher unless about half the workers already are.
@@ -113,7 +175,9 @@ impl Idle {
             }
             let mut bitmap = self.parked_bitmap.load(SeqCst);
             while bitmap != 0 {
-                let index = bitmap.trailing_zeros() as usize;
+                // Rule 8: leave the reactor's holder asleep if anyone else is parked.
+                let others = bitmap & !self.in_reactor.load(Relaxed);
+                let index = if others != 0 { others } else { bitmap }.trailing_zeros() as usize;
                 match self.parked_bitmap.compare_exchange(bitmap, bitmap & !(1 << index), SeqCst, SeqCst) {
                     Ok(_) => {
                         self.num_parked.fetch_sub(1, Relaxed);
@@ -158,6 +222,13 @@ impl Idle {
 
     pub(crate) fn parked_bitmap(&self) -> u64 {
         self.parked_bitmap.load(Relaxed)
+    }
+
+    /// The worker holding the watch (rule 7), if any.
+    #[cfg(test)]
+    pub(crate) fn watcher(&self) -> Option<usize> {
+        let w = self.watcher.load(Relaxed);
+        (w != NO_WATCHER).then_some(w as usize)
     }
 }
 
@@ -220,5 +291,43 @@ mod tests {
         assert!(idle.unpark_self(0));
         assert_eq!(idle.num_parked(), 0);
         assert_eq!(idle.parked_bitmap(), 0);
+    }
+
+    #[test]
+    fn the_watch_is_claimed_by_one_worker_while_another_runs_and_by_nobody_when_all_park() {
+        let idle = Idle::new(3);
+        // Worker 0 parks while 1 and 2 run: it becomes the watcher; worker 1 can't.
+        assert!(!idle.transition_worker_to_parked(0, false));
+        assert!(!idle.all_parked());
+        assert!(idle.claim_watch(0));
+        assert!(idle.claim_watch(0), "claiming again keeps it");
+        assert!(!idle.transition_worker_to_parked(1, false));
+        assert!(!idle.claim_watch(1));
+        assert!(!idle.watch_missing());
+        // The watcher wakes and gives it back: with workers parked, it is missing.
+        assert!(idle.unpark_self(0));
+        idle.release_watch(0);
+        idle.release_watch(1); // not the holder: no effect
+        assert_eq!(idle.watcher(), None);
+        assert!(idle.watch_missing());
+        // Everyone parked: nobody needs to claim it.
+        assert!(!idle.transition_worker_to_parked(0, false));
+        assert!(!idle.transition_worker_to_parked(2, false));
+        assert!(idle.all_parked());
+    }
+
+    #[test]
+    fn notify_leaves_the_reactor_holder_asleep_when_another_worker_is_parked() {
+        let idle = Idle::new(3);
+        assert!(!idle.transition_worker_to_parked(0, false));
+        assert!(!idle.transition_worker_to_parked(2, false));
+        idle.set_in_reactor(0, true);
+        let woken = RefCell::new(vec![]);
+        idle.notify_parked(|i| woken.borrow_mut().push(i));
+        assert_eq!(*woken.borrow(), vec![2]);
+        // Only the reactor's holder is left: it is woken.
+        assert!(idle.transition_worker_from_searching());
+        idle.notify_parked(|i| woken.borrow_mut().push(i));
+        assert_eq!(*woken.borrow(), vec![2, 0]);
     }
 }

@@ -18,11 +18,16 @@
 //! worker wakes in microseconds, never after the timeout. `park` leaves the word with a
 //! swap to UNPARKED rather than a plain store, so it can report whether it was notified.
 //!
+//! `park` takes an optional timeout: `None` sleeps until `unpark`, with no timer at all, which
+//! is how an idle runtime's workers sleep (see "Parking" in `worker.rs` for who keeps one).
+//!
 //! On Linux the wait is the `futex` system call. Elsewhere a mutex and condvar stand in.
 //! Under loom the futex is emulated with loom's mutex and condvar and there is no timeout,
 //! so a lost wake shows up as a deadlock in the model.
 
 use crate::loom::AtomicU32;
+#[cfg(all(not(loom), target_os = "linux"))]
+use std::ptr;
 use std::sync::atomic::Ordering::{Acquire, Release};
 use std::time::Duration;
 #[cfg(not(loom))]
@@ -60,9 +65,9 @@ impl ParkState {
         }
     }
 
-    /// Sleep until `unpark` or until `timeout` elapses. A notification that arrived
-    /// before the call is consumed and returns at once.
-    pub(crate) fn park(&self, timeout: Duration) -> Unparked {
+    /// Sleep until `unpark` or until `timeout` elapses (`None`: no timeout). A notification
+    /// that arrived before the call is consumed and returns at once.
+    pub(crate) fn park(&self, timeout: Option<Duration>) -> Unparked {
         if self.futex.compare_exchange(UNPARKED, PARKED, Acquire, Acquire).is_err() {
             // Already NOTIFIED: consume it.
             self.futex.swap(UNPARKED, Acquire);
@@ -102,26 +107,36 @@ impl ParkState {
     }
 
     #[cfg(all(not(loom), target_os = "linux"))]
-    fn wait_while_parked(&self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
+    fn wait_while_parked(&self, timeout: Option<Duration>) {
+        // A timeout too far away to add to `now` is no timeout.
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         while self.futex.load(Acquire) == PARKED {
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
-            let left = deadline - now;
-            let ts =
-                libc::timespec { tv_sec: left.as_secs() as libc::time_t, tv_nsec: left.subsec_nanos() as libc::c_long };
+            let ts = match deadline {
+                None => None,
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return;
+                    }
+                    let left = deadline - now;
+                    Some(libc::timespec {
+                        tv_sec: left.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+                        tv_nsec: left.subsec_nanos() as libc::c_long,
+                    })
+                }
+            };
+            let ts_ptr = ts.as_ref().map_or(ptr::null(), |ts| ts as *const libc::timespec);
             // SAFETY: FUTEX_WAIT reads the u32 behind a valid, aligned pointer that lives
-            // as long as `self`; the timespec is a valid relative timeout. A wake, a
-            // timeout or EINTR all just return.
+            // as long as `self`; the timespec, when given, is a valid relative timeout that
+            // outlives the call, and a null one means no timeout. A wake, a timeout or
+            // EINTR all just return.
             unsafe {
                 libc::syscall(
                     libc::SYS_futex,
                     self.futex.as_ptr(),
                     libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
                     PARKED,
-                    &ts as *const libc::timespec,
+                    ts_ptr,
                 );
             }
         }
@@ -136,20 +151,25 @@ impl ParkState {
     }
 
     #[cfg(all(not(loom), not(target_os = "linux")))]
-    fn wait_while_parked(&self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
+    fn wait_while_parked(&self, timeout: Option<Duration>) {
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut g = crate::loom::lock(&self.fallback.0);
         while self.futex.load(Acquire) == PARKED {
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
-            g = self.fallback.1.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            g = match deadline {
+                None => self.fallback.1.wait(g).unwrap_or_else(|e| e.into_inner()),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return;
+                    }
+                    self.fallback.1.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0
+                }
+            };
         }
     }
 
     #[cfg(loom)]
-    fn wait_while_parked(&self, _timeout: Duration) {
+    fn wait_while_parked(&self, _timeout: Option<Duration>) {
         let mut g = crate::loom::lock(&self.fallback.0);
         while self.futex.load(Acquire) == PARKED {
             g = self.fallback.1.wait(g).unwrap();
@@ -174,23 +194,35 @@ mod tests {
         let p = ParkState::new();
         p.unpark(|| unreachable!());
         // `Notified`, not `TimedOut`: it returned for the unpark, not after the 5 s.
-        assert_eq!(p.park(Duration::from_secs(5)), Unparked::Notified);
+        assert_eq!(p.park(Some(Duration::from_secs(5))), Unparked::Notified);
     }
 
     #[test]
     fn park_times_out_without_unpark() {
         let p = ParkState::new();
-        assert_eq!(p.park(Duration::from_millis(5)), Unparked::TimedOut);
+        assert_eq!(p.park(Some(Duration::from_millis(5))), Unparked::TimedOut);
     }
 
     #[test]
     fn unpark_wakes_a_parked_thread_long_before_the_timeout() {
         let p = Arc::new(ParkState::new());
         let p2 = p.clone();
-        let t = std::thread::spawn(move || p2.park(Duration::from_secs(60)));
+        let t = std::thread::spawn(move || p2.park(Some(Duration::from_secs(60))));
         std::thread::sleep(Duration::from_millis(20));
         p.unpark(|| unreachable!("not parked in the driver"));
         // `Notified`, not `TimedOut`: the unpark ended the park, not its 60 s timeout.
+        assert_eq!(t.join().unwrap(), Unparked::Notified);
+    }
+
+    #[test]
+    fn park_without_a_timeout_sleeps_until_unpark() {
+        let p = Arc::new(ParkState::new());
+        let p2 = p.clone();
+        let t = std::thread::spawn(move || p2.park(None));
+        // Whether the unpark lands before or during the wait, park returns Notified: a
+        // park with no timeout can't report TimedOut, and a lost unpark would hang here.
+        std::thread::sleep(Duration::from_millis(20));
+        p.unpark(|| unreachable!("not parked in the driver"));
         assert_eq!(t.join().unwrap(), Unparked::Notified);
     }
 }

@@ -11,7 +11,8 @@
 //! other can't hold the worker.
 //!
 //! # Finding work (`find_work`)
-//! 1. the periodic global check: every `global_queue_interval` polls, fetch a batch;
+//! 1. the periodic global check: every `global_queue_interval` polls, fetch a batch (and
+//!    right after a poll that yielded, if the global queue holds work);
 //! 2. the LIFO slot;
 //! 3. the local ring (FIFO);
 //! 4. become a searcher (if fewer than half the workers are) and steal half of a random
@@ -46,6 +47,20 @@
 //! a fetch that finds the queue empty lifts the cap. The interval in use (and reported) is
 //! the smaller of the two.
 //!
+//! # Yielded tasks and the global queue
+//! A task that yields (or wakes itself during its poll) says it can wait. Queued at the
+//! back of the ring, it still keeps the ring non-empty, so a worker with a few tasks that
+//! yield in a loop only reached the global queue on the periodic check: with four tasks
+//! that each yield and then spin 10 µs on two workers, that check came every ~100 polls
+//! (the EWMA's 1 ms), and 10,000 tasks spawned from outside waited behind the spinners
+//! (the `spawn_many_remote_busy` benchmark, 1.25 to 2.75 times Tokio's time). Tokio defers
+//! a yielded task until its worker has nothing else, and its worker takes from the global
+//! queue whenever its local queue is empty. Here a poll that ends in such a requeue marks
+//! the worker, and its next `find_work` fetches a global batch first if the global queue
+//! holds anything (one atomic load when it does not). The yielded task keeps its place in
+//! the ring, ahead of the batch's tail, so it still runs once per pass of the ring: no
+//! task that yields forever starves the others, and none is starved by them.
+//!
 //! # Scheduling from a worker (`schedule_local`)
 //! A task spawned or woken on a worker goes into that worker's LIFO slot; the task it
 //! evicts goes to the back of the ring. A task woken during its own poll (`yield_now`)
@@ -70,9 +85,17 @@
 //! task if it is still there and the count has not moved (the owner is still in the same
 //! poll). Taking it at once instead, as Tokio 1.51 did (reverted in 1.52.2 for its cost
 //! on short request handlers), would break the hand-off between two tasks on one worker.
-//! Nothing wakes a worker for a slot-only push (above), but an idle worker wakes at least
-//! every [`PARK_TIMEOUT`], in the reactor too, so such a task waits about 10 ms at most.
-//! The owner pays one atomic swap per LIFO hit.
+//! Nothing wakes a worker for a slot-only push (above) while one parked worker is the
+//! *watcher* (see "Parking"): it wakes at least every [`PARK_TIMEOUT`], in the reactor
+//! too, so such a task waits about 10 ms at most. A slot-only push that finds nobody
+//! watching wakes a parked worker, which then parks as the watcher. The owner pays one
+//! atomic swap per LIFO hit, and two loads per slot-only push.
+//!
+//! A poll that turns long with nothing in its slot leaves nothing to rescue, but it is
+//! away from the driver. If it was the reactor's holder, woken by I/O or a timer with
+//! the other workers asleep and nobody watching, other tasks' timers and I/O wait for
+//! that poll to end, as they do on Tokio; a worker woken for work (rule 8 in `idle`)
+//! leaves the reactor's holder in place.
 //!
 //! # Parking (`park`)
 //! Set `transitioning_to_park`, run the idle protocol's `transition_worker_to_parked`, then,
@@ -81,7 +104,19 @@
 //! searcher is not enough: a worker that parks without having become a searcher (the
 //! searcher limit refused it) could then set its bit just after a producer looked and found nobody
 //! searching, and sleep through the timeout with work queued. Then park, on the futex or
-//! in the reactor, for at most [`PARK_TIMEOUT`] (10 ms), or until the LIFO watch is due.
+//! in the reactor.
+//!
+//! A parked worker sleeps until work, a timer or I/O arrives: there is no periodic wake.
+//! A fixed 10 ms park timeout woke each parked worker 100 times a second forever (16
+//! workers: about 1,600 wakeups and 2% of a core per second of doing nothing). What that
+//! timeout did is now done by one worker, and only while it is needed (rule 7 in `idle`):
+//! while some worker is out of the parked state (maybe inside a long poll), the one
+//! parked worker that holds the watch (the first to claim it, futex or reactor) sleeps at
+//! most [`PARK_TIMEOUT`], then looks at the other workers' LIFO slots and, if the driver
+//! is free, takes it. When every worker is parked, nobody holds the watch: the worker in
+//! the reactor sleeps until the next timer (none: until I/O or a wake) and the others
+//! until they are woken. A worker that saw a task in another's LIFO slot sleeps only
+//! until that watch is due.
 //!
 //! # The driver (timers and I/O)
 //! A worker that runs out of work takes the driver if it is free and parks in the
@@ -169,9 +204,8 @@ pub(crate) const MAX_GLOBAL_BATCH: usize = 64;
 /// "The driver (timers and I/O)"). A worker that runs out of work polls the reactor anyway,
 /// blocking, on its way to park.
 pub(crate) const IO_POLL_INTERVAL: u32 = 64;
-/// The longest a worker sleeps before looking again. A push that only fills a LIFO slot
-/// wakes nobody, so this bounds how long such a task waits when its owner is stuck in a
-/// long poll (see "Stealing from the LIFO slot").
+/// The longest the watcher (the one parked worker that keeps a timeout while another
+/// worker is out; see "Parking") sleeps before looking again.
 pub(crate) const PARK_TIMEOUT: Duration = Duration::from_millis(10);
 /// How long a task may sit in the LIFO slot of a worker that stays in one poll before an
 /// idle worker takes it (see "Stealing from the LIFO slot").
@@ -270,6 +304,10 @@ struct Core {
     /// Set while this worker delivers the driver's wakes: `schedule_local` then leaves
     /// waking other workers to `dispatch_driver`, which decides once for the whole batch.
     dispatching: Cell<bool>,
+    /// The last poll ended in a requeue of its own task (`yield_now`, a self-wake): the
+    /// next `find_work` looks at the global queue first (see "Yielded tasks and the
+    /// global queue").
+    yielded: Cell<bool>,
     // The EWMA itself and the interval in use live in the worker's gauges
     // (`WorkerCounters`), which the owner reads and writes like these cells.
 }
@@ -298,6 +336,7 @@ impl Core {
             lifo_watch: Cell::new(None),
             last_io_poll: Cell::new(0),
             dispatching: Cell::new(false),
+            yielded: Cell::new(false),
         }
     }
 }
@@ -696,11 +735,15 @@ impl Shared {
             return self.schedule_remote(task);
         }
         if is_yield {
+            w.core.yielded.set(true);
             self.push_local_ring(w, task);
         } else {
             let Some(prev) = w.lifo.push(task.into_raw()) else {
                 // Only the slot changed: no worker is woken for it (see "Scheduling from
-                // a worker").
+                // a worker"), unless nobody watches the slots (see "Parking").
+                if self.idle.watch_missing() && !w.core.dispatching.get() {
+                    self.notify_parked();
+                }
                 return;
             };
             // SAFETY: the slot held a queue reference, now ours.
@@ -847,8 +890,10 @@ impl Shared {
     /// `find_work`, also saying whether the task came from the LIFO slot.
     fn find_work_inner(&self, w: &Worker) -> Option<(Notified<Arc<Shared>>, bool)> {
         let core = &w.core;
-        // 1. The periodic global check, when due (see the module doc for why it is here).
-        if core.tick.get() % w.counters.global_queue_interval.load(Relaxed) == 0 {
+        // 1. The periodic global check, when due (see the module doc for why it is here),
+        //    or after a yield while the global queue holds work.
+        let after_yield = core.yielded.replace(false) && !self.inject.is_empty();
+        if after_yield || core.tick.get() % w.counters.global_queue_interval.load(Relaxed) == 0 {
             if let Some(t) = self.fetch_global_batch(w) {
                 return Some((t, false));
             }
@@ -1113,23 +1158,38 @@ impl Shared {
             let t0 = Instant::now();
             // Park in the reactor if nobody else is; on the futex otherwise.
             driver = self.driver.try_lock();
+            // The watch (rule 7 in `idle`): a timeout only for the one watcher while some
+            // worker is out, or to look again at a task seen in a LIFO slot.
+            let watching = !self.idle.all_parked() && self.idle.claim_watch(w.index);
+            let cap = match watch {
+                Some(d) => Some(d.min(PARK_TIMEOUT)),
+                None if watching => Some(PARK_TIMEOUT),
+                None => None,
+            };
             self.record_fresh(EventKind::Park, 0, driver.is_some() as u64);
             #[cfg(feature = "tracing")]
-            tracing::trace!(target: "volt::scheduler", worker = w.index, in_reactor = driver.is_some(), "park");
+            tracing::trace!(target: "volt::scheduler", worker = w.index, in_reactor = driver.is_some(), watching, "park");
             let woke = match driver.as_mut() {
                 Some(d) => {
-                    let timeout = self.driver.time.begin_reactor_sleep(t0);
-                    // At most `PARK_TIMEOUT` here too, so a task left in a stuck
-                    // worker's LIFO slot is noticed (see "Stealing from the LIFO slot").
-                    let cap = watch.map_or(PARK_TIMEOUT, |g| g.min(PARK_TIMEOUT));
-                    let timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
+                    self.idle.set_in_reactor(w.index, true);
+                    // The next timer's deadline, or the watch's timeout if sooner.
+                    let timeout = match (self.driver.time.begin_reactor_sleep(t0), cap) {
+                        (Some(t), Some(c)) => Some(t.min(c)),
+                        (t, c) => t.or(c),
+                    };
                     let woke = w.park.park_in_driver(|| self.driver.poll_io(d, timeout));
                     self.driver.time.end_reactor_sleep();
+                    self.idle.set_in_reactor(w.index, false);
                     core.last_io_poll.set(core.tick.get());
                     woke
                 }
-                None => w.park.park(watch.map_or(PARK_TIMEOUT, |g| g.min(PARK_TIMEOUT))),
+                None => w.park.park(cap),
             };
+            if watching {
+                // Claimed again at the next park if a worker is still out; meanwhile
+                // this worker looks at every LIFO slot before it parks.
+                self.idle.release_watch(w.index);
+            }
             self.record_fresh(EventKind::Unpark, 0, (woke == super::park::Unparked::Notified) as u64);
             #[cfg(feature = "tracing")]
             tracing::trace!(target: "volt::scheduler", worker = w.index, notified = (woke == super::park::Unparked::Notified), "unpark");
