@@ -106,9 +106,34 @@ pub fn fetch_once(addr: &str, token: Option<&str>) -> Result<proto::Update, Stri
     })
 }
 
+/// What a watcher asks the server for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WatchOptions {
+    /// Events per update (0: the server's default, 16,384; at most 1,048,576). A console
+    /// that wants every event asks for more than the server's rings hold.
+    pub max_events_per_update: u32,
+}
+
+/// The events per update `volt-console` asks for unless told otherwise: the most a
+/// server gives, so it sees every event the server read (its slow-poll and self-wake
+/// warnings need them all). An update then carries at most what the runtime's rings
+/// hold, well under the 64 MiB the client decodes.
+pub const DEFAULT_MAX_EVENTS: u32 = 1 << 20;
+
+impl Default for WatchOptions {
+    fn default() -> WatchOptions {
+        WatchOptions { max_events_per_update: DEFAULT_MAX_EVENTS }
+    }
+}
+
 /// Watch `addr` on a thread of its own until `tx`'s receiver is gone, reconnecting with
-/// a backoff that doubles from 100 ms up to 5 s and resets once a stream is up.
+/// a backoff that doubles from 100 ms up to 5 s and resets once an update has arrived.
 pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) -> Watcher {
+    spawn_watcher_with(addr, token, WatchOptions::default(), tx)
+}
+
+/// [`spawn_watcher`] with options.
+pub fn spawn_watcher_with(addr: String, token: Option<String>, options: WatchOptions, tx: mpsc::Sender<Msg>) -> Watcher {
     let (requests, rx) = tokio::sync::mpsc::unbounded_channel();
     let thread = std::thread::Builder::new()
         .name("volt-console-watch".into())
@@ -120,7 +145,7 @@ pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>)
                     return;
                 }
             };
-            rt.block_on(watch_loop(addr, token, tx, rx));
+            rt.block_on(watch_loop(addr, token, options, tx, rx));
         })
         .expect("spawn the watcher thread");
     Watcher { requests, thread }
@@ -154,6 +179,7 @@ fn serve_task_request(
 async fn watch_loop(
     addr: String,
     token: Option<String>,
+    options: WatchOptions,
     tx: mpsc::Sender<Msg>,
     mut requests: tokio::sync::mpsc::UnboundedReceiver<u64>,
 ) {
@@ -167,7 +193,10 @@ async fn watch_loop(
         let reason = match connect(&addr).await {
             Err(e) => e,
             Ok(mut client) => {
-                match client.watch_updates(request(proto::WatchRequest::default(), token.as_deref())).await {
+                match client.watch_updates(request(
+                    proto::WatchRequest { max_events_per_update: options.max_events_per_update, omit_tasks: false },
+                    token.as_deref(),
+                )).await {
                     Err(s) => format!("{} ({:?})", s.message(), s.code()),
                     Ok(stream) => {
                         let mut stream = stream.into_inner();

@@ -45,6 +45,12 @@ struct Args {
     /// Testing only: panic right after the first frame, to check the terminal is restored.
     #[arg(long, hide = true)]
     panic_after_first_frame: bool,
+    /// Events per update to ask the server for (at most 1048576, the default: every event
+    /// the server read; 0: the server's default, 16384). A lower cap saves bandwidth;
+    /// the events over it are counted as missed "over the per-update cap".
+    #[arg(long, value_name = "N", default_value_t = client::DEFAULT_MAX_EVENTS,
+          value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    max_events: u32,
     /// The console token (default: $VOLT_CONSOLE_TOKEN).
     #[arg(long, env = "VOLT_CONSOLE_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -83,7 +89,8 @@ fn run(args: Args) -> Result<(), String> {
         let addr = rt.console_addr().ok_or("the demo runtime has no console")?.to_string();
         let workload = demo::Demo::start(rt.handle());
         let (tx, rx) = mpsc::channel();
-        let watcher = client::spawn_watcher(addr.clone(), None, tx);
+        let options = client::WatchOptions { max_events_per_update: args.max_events };
+        let watcher = client::spawn_watcher_with(addr.clone(), None, options, tx);
         let mut app = App::new(format!("demo {addr}"));
         let r = tui(&mut app, Source::Live { rx, recorder: None, watcher }, args.panic_after_first_frame);
         drop(workload);
@@ -105,7 +112,8 @@ fn run(args: Args) -> Result<(), String> {
         None => None,
     };
     let (tx, rx) = mpsc::channel();
-    let watcher = client::spawn_watcher(args.addr.clone(), token, tx);
+    let options = client::WatchOptions { max_events_per_update: args.max_events };
+    let watcher = client::spawn_watcher_with(args.addr.clone(), token, options, tx);
     let mut app = App::new(args.addr.clone());
     app.recording = args.record.as_ref().map(|p| p.display().to_string());
     tui(&mut app, Source::Live { rx, recorder, watcher }, args.panic_after_first_frame).map_err(|e| e.to_string())

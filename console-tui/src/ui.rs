@@ -74,7 +74,6 @@ fn uptime(ns: u64) -> String {
 
 fn draw_header(f: &mut Frame, app: &App, warnings: &[String], area: Rect) {
     let workers = app.snapshot.as_ref().map_or(0, |s| s.workers.len());
-    let dropped = app.snapshot.as_ref().map_or(0, |s| s.events_dropped);
     let label = Style::new().fg(Color::DarkGray);
     let mut first = vec![
         Span::styled(app.source.clone(), Style::new().add_modifier(Modifier::BOLD)),
@@ -97,8 +96,8 @@ fn draw_header(f: &mut Frame, app: &App, warnings: &[String], area: Rect) {
         Span::raw(format!("{}/s", si(app.rates.steals))),
         Span::styled("  park ", label),
         Span::raw(format!("{}/s", si(app.rates.parks))),
-        Span::styled("  dropped ", label),
-        Span::raw(si(dropped as f64)),
+        Span::styled("  missed ", label),
+        Span::raw(si(app.events_missed as f64)),
     ]);
     let mut lines = vec![Line::from(first)];
     if warnings.is_empty() {
@@ -421,7 +420,8 @@ space         pause the display (replay: pause playback)
 ?             this help (any key closes it)
 
 Warnings in the header: a poll over 10 ms, a worker parked
-while the global queue has work, dropped events or updates,
+while the global queue has work, events or updates this
+console missed,
 a task that keeps waking itself without completing.";
     f.render_widget(
         Paragraph::new(text).wrap(Wrap { trim: false }).block(Block::default().borders(Borders::ALL).title(" help ")),

@@ -175,7 +175,7 @@ fn malformed_requests_get_error_statuses() {
         let mut c = client(&rt).await;
         // A field out of range.
         let err = c
-            .watch_updates(proto::WatchRequest { max_events_per_update: 1_000_000, omit_tasks: false })
+            .watch_updates(proto::WatchRequest { max_events_per_update: 2_000_000, omit_tasks: false })
             .await
             .expect_err("rejected");
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
@@ -227,23 +227,101 @@ fn get_task_returns_a_live_task_with_its_events() {
     h.join().unwrap();
 }
 
+/// Each client's cap is its own: a client that asks for every event gets every event the
+/// server read, a client with a small cap gets its newest events, and each update says
+/// which losses came from the ring (the same for both) and which from the cap.
 #[test]
-fn pause_stops_updates_and_resume_restarts_them() {
-    let rt = runtime(1, false);
+fn a_client_that_wants_every_event_gets_them_and_losses_say_which_is_which() {
+    let rt = runtime(2, true);
     let t = tokio_rt();
     t.block_on(async {
-        let mut c = client(&rt).await;
-        let mut s = c.watch_updates(proto::WatchRequest::default()).await.unwrap().into_inner();
-        s.message().await.unwrap().unwrap();
-        assert!(c.pause(proto::PauseRequest {}).await.unwrap().into_inner().paused);
-        // Drain what was already queued, then nothing comes.
-        while tokio::time::timeout(Duration::from_millis(150), s.message()).await.is_ok() {}
-        assert!(tokio::time::timeout(Duration::from_millis(200), s.message()).await.is_err(), "an update while paused");
-        assert!(c.get_snapshot(proto::SnapshotRequest {}).await.unwrap().into_inner().paused);
-        assert!(!c.resume(proto::ResumeRequest {}).await.unwrap().into_inner().paused);
-        let u = tokio::time::timeout(Duration::from_secs(2), s.message()).await.expect("updates again").unwrap();
-        assert!(u.is_some());
+        let (mut a, mut b) = (client(&rt).await, client(&rt).await);
+        let small = proto::WatchRequest { max_events_per_update: 10, omit_tasks: true };
+        let all = proto::WatchRequest { max_events_per_update: 1 << 20, omit_tasks: true };
+        let mut sa = a.watch_updates(small).await.unwrap().into_inner();
+        let mut sb = b.watch_updates(all).await.unwrap().into_inner();
+        let (mut got_a, mut got_b) = (std::collections::HashMap::new(), std::collections::HashMap::new());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        // Until both saw ten busy updates with the same sequence number.
+        let mut both = 0;
+        while both < 10 {
+            assert!(Instant::now() < deadline, "no ten busy updates in 60 s");
+            spawn_work(&rt, 300);
+            let ua = sa.message().await.unwrap().unwrap();
+            let ub = sb.message().await.unwrap().unwrap();
+            // A stream's first update (runtime info, no events) repeats the last seq.
+            if ua.runtime.is_none() {
+                got_a.insert(ua.seq, ua);
+            }
+            if ub.runtime.is_none() {
+                got_b.insert(ub.seq, ub);
+            }
+            both = got_a
+                .iter()
+                .filter(|(seq, u)| u.events_missed_cap > 0 && got_b.contains_key(seq) && **seq > 0)
+                .count();
+        }
+        let mut checked = 0;
+        for (seq, ua) in &got_a {
+            let Some(ub) = got_b.get(seq) else { continue };
+            assert_eq!(ub.events_missed_cap, 0, "the uncapped client lost events to a cap");
+            assert_eq!(ua.events_missed_ring, ub.events_missed_ring, "ring losses are the server's, the same for all");
+            assert_eq!(ua.events_missed, ua.events_missed_ring + ua.events_missed_cap);
+            assert!(ua.events.len() <= 10, "{} events over a cap of 10", ua.events.len());
+            assert_eq!(ua.events.len() as u64 + ua.events_missed_cap, ub.events.len() as u64, "seq {seq}");
+            // The capped client got the newest ones.
+            assert_eq!(ua.events[..], ub.events[ub.events.len() - ua.events.len()..]);
+            checked += 1;
+        }
+        assert!(checked >= 10);
+        // Pause is gone: one client can no longer freeze the others.
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", rt.console_addr().unwrap()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.unwrap();
+        let path = http::uri::PathAndQuery::from_static("/volt.console.v1.Console/Pause");
+        let codec = tonic_prost::ProstCodec::<proto::SnapshotRequest, proto::SnapshotRequest>::default();
+        let err = grpc.unary(tonic::Request::new(proto::SnapshotRequest {}), path, codec).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
+        assert!(tokio::time::timeout(Duration::from_secs(10), sa.message()).await.is_ok(), "updates still flow");
     });
+}
+
+/// The demo, watched from its start the way `volt-console --demo` watches it: the console
+/// misses no event (neither to the ring nor to the cap) although the ring overwrites
+/// millions, so the TUI starts with no warning about lost events.
+#[test]
+fn the_demo_watched_from_its_start_misses_no_events() {
+    let rt = volt_console::demo::runtime(Some("127.0.0.1:0")).unwrap();
+    let demo = volt_console::demo::Demo::start(rt.handle());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = client::spawn_watcher(rt.console_addr().unwrap().to_string(), None, tx);
+    let mut app = volt_console::app::App::new("demo");
+    let start = Instant::now();
+    let mut updates = 0;
+    while start.elapsed() < Duration::from_secs(6) {
+        match rx.recv_timeout(Duration::from_secs(30)).expect("the watcher sends") {
+            client::Msg::Update(u) => {
+                updates += 1;
+                app.apply(*u);
+            }
+            _ => continue,
+        }
+    }
+    drop(rx);
+    drop(demo);
+    let _ = watcher.thread.join();
+    let s = rt.handle().telemetry().snapshot();
+    eprintln!(
+        "{updates} updates, recorded {} overwritten {}; missed ring {} cap {}",
+        s.events_recorded, s.events_overwritten, app.events_missed_ring, app.events_missed_cap
+    );
+    assert!(updates >= 5, "{updates} updates in 6 s");
+    assert_eq!((app.events_missed_ring, app.events_missed_cap), (0, 0), "{:?}", app.warnings());
+    assert!(!app.warnings().iter().any(|w| w.contains("missed")), "{:?}", app.warnings());
 }
 
 #[test]

@@ -211,11 +211,12 @@ fn warnings_flag_slow_polls_dropped_events_and_self_waking_tasks() {
         u.events.push(ev(20_000_000 + i * 10 + 5, 1, PollEnd, 77, 0));
         u.events.push(ev(20_000_000 + i * 10 + 5, 1, Transition, 77, 2 << 8 | 1));
     }
-    u.events_missed = 12;
+    (u.events_missed, u.events_missed_ring, u.events_missed_cap) = (12, 5, 7);
     app.apply(u);
     let w = app.warnings();
     assert!(w.iter().any(|w| w == "task 42 (hog) polled for 16.0 ms: it blocks a worker"), "{w:?}");
-    assert!(w.iter().any(|w| w.starts_with("12 events dropped")), "{w:?}");
+    assert!(w.iter().any(|w| w.starts_with("5 events missed: the ring overwrote them")), "{w:?}");
+    assert!(w.iter().any(|w| w.starts_with("7 events missed: over the per-update cap")), "{w:?}");
     assert!(w.iter().any(|w| w == "task 77 woke itself 1000 times in a row without completing"), "{w:?}");
     assert!(!w.iter().any(|w| w.contains("parked while")), "{w:?}");
     // Once it waits on something (RUNNING -> IDLE), it is no longer spinning.

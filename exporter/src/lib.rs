@@ -269,7 +269,12 @@ const GLOBAL: &[Family<proto::Snapshot>] = &[
     total("volt_tasks_completed_total", "Tasks that returned their output.", |s| s.tasks_completed),
     total("volt_tasks_cancelled_total", "Tasks aborted or dropped by shutdown.", |s| s.tasks_cancelled),
     total("volt_tasks_panicked_total", "Tasks that panicked.", |s| s.tasks_panicked),
-    total("volt_events_dropped_total", "Event-ring records overwritten before they were read.", |s| s.events_dropped),
+    total("volt_events_recorded_total", "Records written to the event ring.", |s| s.events_recorded),
+    total(
+        "volt_events_overwritten_total",
+        "Event-ring records overwritten to make room, read or not (the ring's churn, not a loss).",
+        |s| s.events_overwritten,
+    ),
     total("volt_timers_armed_total", "Timers registered with the timing wheel.", |s| s.timers_armed),
     total("volt_timers_fired_total", "Timers that fired.", |s| s.timers_fired),
     total("volt_timers_cancelled_total", "Timers dropped before they fired.", |s| s.timers_cancelled),
