@@ -71,16 +71,14 @@ pub async fn connect(addr: &str) -> Result<ConsoleClient<Channel>, String> {
     Ok(ConsoleClient::new(channel).max_decoding_message_size(64 << 20))
 }
 
-/// `e` with its sources, for a message a person can act on.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
+/// `e` with its sources, each said once, for a message a person can act on.
+pub use volt::console::error_chain;
+
+/// A gRPC status as one line: its message, its code, and the cause underneath (a
+/// transport failure's status says only "transport error"; the reason is its source).
+pub fn status_text(s: &tonic::Status) -> String {
+    let msg = volt::console::with_causes(s.message().to_string(), std::error::Error::source(s));
+    format!("{msg} ({:?})", s.code())
 }
 
 /// A request carrying the token, if any.
@@ -102,7 +100,7 @@ pub fn fetch_once(addr: &str, token: Option<&str>) -> Result<proto::Update, Stri
         let r = tokio::time::timeout(Duration::from_secs(5), c.get_snapshot(request(proto::SnapshotRequest {}, token)))
             .await
             .map_err(|_| format!("{addr} did not answer within 5 s"))?;
-        r.map(|r| r.into_inner()).map_err(|s| format!("{addr}: {} ({:?})", s.message(), s.code()))
+        r.map(|r| r.into_inner()).map_err(|s| format!("{addr}: {}", status_text(&s)))
     })
 }
 
@@ -127,7 +125,8 @@ impl Default for WatchOptions {
 }
 
 /// Watch `addr` on a thread of its own until `tx`'s receiver is gone, reconnecting with
-/// a backoff that doubles from 100 ms up to 5 s and resets once an update has arrived.
+/// a backoff that doubles from 100 ms up to 5 s after every failure (a refused
+/// connection, a call that fails, a stream that ends) and resets once an update arrives.
 pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) -> Watcher {
     spawn_watcher_with(addr, token, WatchOptions::default(), tx)
 }
@@ -169,7 +168,7 @@ fn serve_task_request(
     tokio::spawn(async move {
         let details = match tokio::time::timeout(CALL_TIMEOUT, client.get_task(req)).await {
             Err(_) => Err(format!("{addr} did not answer within {} s", CALL_TIMEOUT.as_secs())),
-            Ok(Err(s)) => Err(format!("{} ({:?})", s.message(), s.code())),
+            Ok(Err(s)) => Err(status_text(&s)),
             Ok(Ok(r)) => Ok(Box::new(r.into_inner())),
         };
         let _ = tx.send(Msg::Task { id, details });
@@ -197,11 +196,9 @@ async fn watch_loop(
                     proto::WatchRequest { max_events_per_update: options.max_events_per_update, omit_tasks: false },
                     token.as_deref(),
                 )).await {
-                    Err(s) => format!("{} ({:?})", s.message(), s.code()),
+                    Err(s) => status_text(&s),
                     Ok(stream) => {
                         let mut stream = stream.into_inner();
-                        backoff = BACKOFF_START;
-                        attempt = 0;
                         if tx.send(Msg::Status(Status::Live)).is_err() {
                             return;
                         }
@@ -212,12 +209,17 @@ async fn watch_loop(
                             tokio::select! {
                                 m = stream.message() => match m {
                                     Ok(Some(u)) => {
+                                        // Only an update proves the server works: a port
+                                        // that accepts a call and then fails (not gRPC,
+                                        // a proxy) keeps backing off.
+                                        backoff = BACKOFF_START;
+                                        attempt = 0;
                                         if tx.send(Msg::Update(Box::new(u))).is_err() {
                                             return;
                                         }
                                     }
                                     Ok(None) => break "the server ended the stream".to_string(),
-                                    Err(s) => break format!("{} ({:?})", s.message(), s.code()),
+                                    Err(s) => break status_text(&s),
                                 },
                                 Some(id) = requests.recv() => {
                                     serve_task_request(id, Some(&client), token.as_deref(), &addr, &tx);

@@ -633,3 +633,46 @@ fn once_shows_the_tokio_bridge_once_it_runs() {
     tokio_rt().block_on(async { tokio::time::timeout(Duration::from_secs(10), parked).await }).unwrap().unwrap();
     drop(rt);
 }
+
+/// Against a port that answers HTTP but is not gRPC, the watcher backs off (doubling to
+/// 5 s) after every failure instead of retrying every 100 ms, and says the cause once.
+#[test]
+fn the_watcher_backs_off_against_a_port_that_is_not_grpc() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let attempts = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&attempts);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            count.fetch_add(1, SeqCst);
+            let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+            let _ = s.read(&mut [0u8; 1024]);
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = client::spawn_watcher(addr.to_string(), None, tx);
+    let start = Instant::now();
+    let mut reasons = Vec::new();
+    while start.elapsed() < Duration::from_secs(4) {
+        if let Ok(client::Msg::Status(volt_console::app::Status::Disconnected { reason, .. })) =
+            rx.recv_timeout(Duration::from_millis(100))
+        {
+            reasons.push(reason);
+        }
+    }
+    let n = attempts.load(SeqCst);
+    drop(rx);
+    let _ = watcher.thread.join();
+    // 100 ms doubling: about 6 attempts in 4 s; retrying every 100 ms would be about 40.
+    assert!((1..=12).contains(&n), "{n} connection attempts in 4 s: {reasons:?}");
+    assert!(!reasons.is_empty());
+    for r in &reasons {
+        let parts: Vec<&str> = r.split(": ").collect();
+        assert!(parts.windows(2).all(|w| w[0] != w[1]), "a cause said twice: {r}");
+        assert!(r != "transport error (Unknown)", "no cause: {r}");
+    }
+}
