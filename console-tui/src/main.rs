@@ -165,10 +165,28 @@ impl Drop for TerminalGuard {
     }
 }
 
+/// SIGTERM and SIGHUP (a `kill`, a closed terminal window or SSH session) end the event
+/// loop like `q` does, so the terminal guard restores the screen: without a handler
+/// they kill the process in the alternate screen with the cursor hidden and raw mode on.
+/// The handler only sets a flag; the loop looks at it at least every 100 ms.
+fn exit_signals() -> std::io::Result<std::sync::Arc<std::sync::atomic::AtomicUsize>> {
+    let got = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register_usize(sig, std::sync::Arc::clone(&got), sig as usize)?;
+    }
+    Ok(got)
+}
+
 fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std::io::Result<()> {
+    let signal = exit_signals()?;
     let mut terminal = ratatui::try_init()?;
     let _guard = TerminalGuard;
     loop {
+        let sig = signal.load(std::sync::atomic::Ordering::Relaxed);
+        if sig != 0 {
+            let name = if sig == signal_hook::consts::SIGHUP as usize { "SIGHUP" } else { "SIGTERM" };
+            return Err(std::io::Error::other(format!("stopped by {name}")));
+        }
         let mut step = false;
         match &mut source {
             Source::Live { rx, recorder, .. } => loop {
