@@ -87,7 +87,7 @@ fn header_shows_source_uptime_workers_and_rates() {
     let header = line(&t, 1);
     assert_eq!(
         header.trim_end_matches('│').trim_end(),
-        "│127.0.0.1:6670 ● live  uptime 00:00:02  workers 4  spawn 2000/s  poll 1500/s  steal 150/s  park 15/s  dropped 0"
+        "│127.0.0.1:6670 ● live  uptime 00:00:02  workers 4  spawn 2000/s  poll 1500/s  steal 150/s  park 15/s  missed 0"
     );
     assert!(line(&t, 0).starts_with("┌ volt-console "));
     // Parked workers with a queue that holds tasks: flagged once it has lasted two updates.
@@ -315,4 +315,88 @@ fn the_bridge_row_shows_its_threads_tasks_queue_and_busy_share_or_off() {
     // It fits an 80-column terminal, busy share included.
     let (_, l) = find(&render(&app, 80, 30), "bridge ");
     assert!(l.contains("│bridge    2 thr  13 tasks  q 1  50%"), "{l}");
+}
+
+fn screen(t: &Terminal<TestBackend>) -> String {
+    let h = t.backend().buffer().area.height;
+    (0..h).map(|y| line(t, y)).collect::<Vec<_>>().join("\n")
+}
+
+/// A busy app: big numbers everywhere, a warning, tasks with long names.
+fn busy_app() -> App {
+    let mut app = App::new("127.0.0.1:6670");
+    app.status = volt_console::app::Status::Live;
+    app.apply(update(1, [1_000, 1_000, 1_000, 1_000], 100));
+    let mut u = update(2, [12_345_678, 2_345_678, 345_678, 45_678], 9_876_543);
+    u.tasks = Some(proto::TaskChanges {
+        changed: (1..=30).map(|i| task(123_450 + i, Some("a-task-with-a-long-name"), i * 1_000, i * 7_777_777)).collect(),
+        removed: vec![],
+        full: true,
+    });
+    app.apply(u);
+    app
+}
+
+/// At 80x24 the key bar keeps "? help" and "q quit" in every view.
+#[test]
+fn at_80x24_the_key_bar_keeps_help_and_quit() {
+    let mut app = busy_app();
+    for view in [View::Workers, View::Tasks, View::Events] {
+        app.view = view;
+        let t = render(&app, 80, 24);
+        let bar = line(&t, 23);
+        assert!(bar.contains("? help") && bar.contains("q quit"), "{view:?}: {bar:?}");
+    }
+}
+
+/// At 60x20 whole columns go, never half a number: every figure on screen is one of
+/// the values the app holds, whole, and the help box is not clipped.
+#[test]
+fn at_60x20_numbers_are_whole_and_the_help_box_fits() {
+    let mut app = busy_app();
+    let t = render(&app, 60, 20);
+    let s = screen(&t);
+    // The worker table: the columns that fit, each heading and each value whole.
+    let (y, head) = find(&t, "polls/s");
+    assert!(head.contains("#") && head.contains("state"), "{head}");
+    for w in 0..4u16 {
+        let row = line(&t, y + 1 + w);
+        let polls = volt_console::app::si(app.rates.workers[w as usize].0);
+        assert!(row.contains(&format!(" {polls}")), "row {w} lacks its whole polls/s {polls}: {row}");
+    }
+    for heading in ["local queue", "LIFO", "steals/s", "parks/s", "EWMA task", "gq int"] {
+        if head.contains(&heading[..2]) {
+            assert!(head.contains(heading), "a heading cut: {head}");
+        }
+    }
+    // The header's figures are whole: each label is followed by a whole value or absent.
+    let header = line(&t, 1);
+    for (label, value) in [("workers ", "4"), ("spawn ", &format!("{}/s", volt_console::app::si(app.rates.spawns)))] {
+        if header.contains(label.trim()) {
+            assert!(header.contains(&format!("{label}{value}")), "{header}");
+        }
+    }
+    assert!(!s.contains("spawns/s "), "the third box is dropped under 90 columns:\n{s}");
+    // The tasks view: ids and busy times whole.
+    app.view = View::Tasks;
+    let t = render(&app, 60, 20);
+    let (y, head) = find(&t, "│id ");
+    assert!(head.contains("busy") && head.contains("polls"), "{head}");
+    let rows: Vec<String> = (y + 1..y + 5).map(|y| line(&t, y)).collect();
+    for r in &rows {
+        let id = r.trim_start_matches('│').split_whitespace().next().unwrap();
+        let id: u64 = id.parse().unwrap_or_else(|_| panic!("an id cut: {r}"));
+        let row = app.tasks.get(&id).unwrap_or_else(|| panic!("no task {id}: {r}"));
+        assert!(r.contains(&volt_console::app::dur(row.task.busy_ns)), "busy time cut: {r}");
+    }
+    // The help box: every line of it whole, inside its borders.
+    app.view = View::Workers;
+    app.help = true;
+    let t = render(&app, 60, 20);
+    let s = screen(&t);
+    for l in ["q, Ctrl-C     quit", ". or →        replay: step one update while paused", "itself without completing."] {
+        assert!(s.contains(l), "help line {l:?} clipped:\n{s}");
+    }
+    let (_, top) = find(&t, " help ");
+    assert!(top.contains('┌') && top.contains('┐'), "{top}");
 }
