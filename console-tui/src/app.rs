@@ -36,7 +36,8 @@ pub enum Status {
     Connecting { attempt: u32 },
     Live,
     Disconnected { reason: String, retry_in_ms: u64 },
-    Replay { position: usize, total: usize, paused: bool },
+    /// `skipped`: damaged updates in the recording passed over so far.
+    Replay { position: usize, total: usize, paused: bool, skipped: u64 },
     Ended,
 }
 
@@ -127,6 +128,9 @@ pub struct App {
     pub help: bool,
     /// Display frozen (live) or playback paused (replay).
     pub paused: bool,
+    /// What is wrong with the recording being replayed (damaged updates skipped, a
+    /// cut-off end), shown with the warnings.
+    pub replay_problems: Vec<String>,
 }
 
 impl App {
@@ -160,6 +164,7 @@ impl App {
             history: None,
             help: false,
             paused: false,
+            replay_problems: Vec::new(),
         }
     }
 
@@ -253,7 +258,7 @@ impl App {
 
     /// What is worth a look, worst first.
     pub fn warnings(&self) -> Vec<String> {
-        let mut w = Vec::new();
+        let mut w = self.replay_problems.clone();
         if let Some(&(task, ns)) = self.slow_polls.back() {
             let name = self.task_name(task);
             w.push(format!("task {task}{name} polled for {:.1} ms: it blocks a worker", ns as f64 / 1e6));

@@ -70,18 +70,14 @@ fn main() -> ExitCode {
 fn run(args: Args) -> Result<(), String> {
     let token = args.token.clone().filter(|t| !t.is_empty());
     if let Some(path) = &args.replay {
-        let rec = record::read(path).map_err(|e| e.to_string())?;
-        if rec.updates.is_empty() {
+        // The header is checked first (a file that is not a recording fails here, having
+        // read 8 bytes), then updates are read one at a time as they are due.
+        let player = Player::open(path).map_err(|e| e.to_string())?;
+        if player.pending.is_none() {
             return Err(format!("{} holds no updates", path.display()));
         }
         let mut app = App::new(format!("replay {}", path.display()));
-        if rec.truncated_bytes > 0 {
-            eprintln!(
-                "volt-console: the recording ends with {} bytes of a cut-off update; replaying the rest",
-                rec.truncated_bytes
-            );
-        }
-        return tui(app_with(&mut app), Source::Replay(Player::new(rec.updates)), false).map_err(|e| e.to_string());
+        return tui(app_with(&mut app), Source::Replay(player), false).map_err(|e| e.to_string());
     }
     if args.demo {
         // The demo's console on a free loopback port: nothing to configure, nothing shared.
@@ -120,33 +116,56 @@ fn run(args: Args) -> Result<(), String> {
 }
 
 fn app_with(app: &mut App) -> &mut App {
-    app.status = Status::Replay { position: 0, total: 0, paused: false };
+    app.status = Status::Replay { position: 0, total: 0, paused: false, skipped: 0 };
     app
 }
 
-/// Replays updates at the pace they were recorded (gaps over 2 s are cut to 2 s).
+/// Replays updates at the pace they were recorded (gaps over 2 s are cut to 2 s),
+/// reading the file as it goes: it holds the update due next, never the whole recording.
 struct Player {
-    updates: Vec<proto::Update>,
+    reader: record::RecordReader,
+    /// The next update to show (read ahead, to know its time).
+    pending: Option<proto::Update>,
+    /// Updates shown so far.
     next: usize,
+    /// About how many the file holds (from its frame headers).
+    total: usize,
     due: Instant,
+    /// Why reading stopped early, if it did.
+    error: Option<String>,
 }
 
 impl Player {
-    fn new(updates: Vec<proto::Update>) -> Player {
-        Player { updates, next: 0, due: Instant::now() }
+    fn open(path: &std::path::Path) -> std::io::Result<Player> {
+        let total = record::count_updates(path)? as usize;
+        let mut reader = record::RecordReader::open(path)?;
+        let pending = reader.next_update()?;
+        Ok(Player { reader, pending, next: 0, total, due: Instant::now(), error: None })
+    }
+
+    fn ended(&self) -> bool {
+        self.pending.is_none()
     }
 
     /// The next update, if it is due (or `force`d by a step).
     fn poll(&mut self, force: bool) -> Option<proto::Update> {
-        if self.next >= self.updates.len() || (!force && Instant::now() < self.due) {
+        if !force && Instant::now() < self.due {
             return None;
         }
-        let u = self.updates[self.next].clone();
+        let u = self.pending.take()?;
         self.next += 1;
-        if let Some(n) = self.updates.get(self.next) {
+        self.pending = match self.reader.next_update() {
+            Ok(n) => n,
+            Err(e) => {
+                self.error = Some(e.to_string());
+                None
+            }
+        };
+        if let Some(n) = &self.pending {
             let gap = Duration::from_nanos(n.uptime_ns.saturating_sub(u.uptime_ns)).min(Duration::from_secs(2));
             self.due = Instant::now() + gap;
         }
+        self.total = self.total.max(self.next + usize::from(self.pending.is_some()));
         Some(u)
     }
 }
@@ -217,11 +236,18 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
                         app.apply(u);
                     }
                 }
-                app.status = if p.next >= p.updates.len() && !app.paused {
+                app.status = if p.ended() && !app.paused {
                     Status::Ended
                 } else {
-                    Status::Replay { position: p.next, total: p.updates.len(), paused: app.paused }
+                    Status::Replay {
+                        position: p.next,
+                        total: p.total,
+                        paused: app.paused,
+                        skipped: p.reader.skipped,
+                    }
                 };
+                // What went wrong with the file stays on screen, as a warning.
+                app.replay_problems = replay_problems(p);
             }
         }
         terminal.draw(|f| ui::draw(f, app))?;
@@ -258,6 +284,21 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
             }
         }
     }
+}
+
+/// What the replay found wrong with its file so far, for the header.
+fn replay_problems(p: &Player) -> Vec<String> {
+    let mut v = Vec::new();
+    if p.reader.skipped > 0 {
+        v.push(format!("{} damaged update(s) in the recording skipped (checksum or length wrong)", p.reader.skipped));
+    }
+    if p.reader.truncated_bytes > 0 {
+        v.push(format!("the recording ends with {} bytes of a cut-off update", p.reader.truncated_bytes));
+    }
+    if let Some(e) = &p.error {
+        v.push(format!("reading the recording failed: {e}"));
+    }
+    v
 }
 
 /// The update as JSON, with enum fields as names.

@@ -59,8 +59,12 @@ fn status_span(app: &App) -> Span<'static> {
             format!("✖ disconnected: {reason}; retrying in {:.1}s", *retry_in_ms as f64 / 1e3),
             Style::new().fg(Color::Red),
         ),
-        Status::Replay { position, total, paused } => Span::styled(
-            format!("{} replay {position}/{total}", if *paused { "❚❚" } else { "▶" }),
+        Status::Replay { position, total, paused, skipped } => Span::styled(
+            format!(
+                "{} replay {position}/{total}{}",
+                if *paused { "❚❚" } else { "▶" },
+                if *skipped > 0 { format!(" ({skipped} skipped)") } else { String::new() }
+            ),
             Style::new().fg(Color::Cyan),
         ),
         Status::Ended => Span::styled("■ end of recording", Style::new().fg(Color::Cyan)),

@@ -400,3 +400,113 @@ fn at_60x20_numbers_are_whole_and_the_help_box_fits() {
     let (_, top) = find(&t, " help ");
     assert!(top.contains('┌') && top.contains('┐'), "{top}");
 }
+
+mod recordings {
+    use super::*;
+    use volt_console::record::{self, RecordWriter};
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("volt-console-rec-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// 40 updates, each with a few events, recorded; returns them and each frame's start.
+    fn recording(path: &std::path::Path) -> (Vec<proto::Update>, Vec<usize>) {
+        let mut w = RecordWriter::create(path).unwrap();
+        let mut starts = Vec::new();
+        let mut at = record::MAGIC.len();
+        let updates: Vec<proto::Update> = (1..=40u64)
+            .map(|i| {
+                let mut u = update(i, [i * 100; 4], i * 10);
+                u.events = (0..20).map(|k| ev(i * 1_000 + k, 0, proto::EventKind::PollStart, i, k)).collect();
+                u
+            })
+            .collect();
+        for u in &updates {
+            starts.push(at);
+            at += record::frame(u).len();
+            w.write(u).unwrap();
+        }
+        (updates, starts)
+    }
+
+    /// One corrupt byte in the middle of a recording costs the one update it hit: the
+    /// rest replays, in order, and the damage is counted. The same for a damaged length
+    /// and a damaged frame marker.
+    #[test]
+    fn a_corrupt_byte_skips_one_update_and_the_rest_replays() {
+        let d = dir("corrupt");
+        let path = d.join("rec");
+        let (updates, starts) = recording(&path);
+        let clean = std::fs::read(&path).unwrap();
+        // (where in frame 20, what it damages): the protobuf, the length, the marker, the checksum.
+        for (offset, what) in [(40, "payload"), (5, "length"), (1, "marker"), (9, "checksum")] {
+            let mut bytes = clean.clone();
+            bytes[starts[20] + offset] ^= 0x5a;
+            std::fs::write(&path, &bytes).unwrap();
+            let back = record::read(&path).unwrap();
+            assert_eq!(back.skipped, 1, "{what}");
+            assert_eq!(back.truncated_bytes, 0, "{what}");
+            let mut want = updates.clone();
+            want.remove(20);
+            assert_eq!(back.updates, want, "{what}: the other 39 updates, whole and in order");
+        }
+        // A length damaged to point past the end of the file: still only that update.
+        let mut bytes = clean.clone();
+        bytes[starts[20] + 4..starts[20] + 8].copy_from_slice(&(1u32 << 27).to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let back = record::read(&path).unwrap();
+        assert_eq!((back.updates.len(), back.skipped), (39, 1));
+        // A cut-off end: every whole update, and the cut counted as such.
+        std::fs::write(&path, &clean[..clean.len() - 7]).unwrap();
+        let back = record::read(&path).unwrap();
+        assert_eq!((back.updates.len(), back.skipped), (39, 0));
+        assert!(back.truncated_bytes > 0);
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    /// The header is checked before anything else is read: `/dev/zero` is refused at once.
+    #[test]
+    fn a_file_that_is_not_a_recording_is_refused_at_once() {
+        let err = record::RecordReader::open(std::path::Path::new("/dev/zero")).err().expect("refused");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("not a volt-console recording"), "{err}");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_volt-console"))
+            .args(["--replay", "/dev/zero"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not a volt-console recording"));
+    }
+
+    /// Recordings of the first format (varint-delimited, `VOLTREC1`) still play.
+    #[test]
+    fn a_first_format_recording_still_reads() {
+        use prost::Message;
+        let d = dir("v1");
+        let path = d.join("rec");
+        let updates: Vec<proto::Update> = (1..=5u64).map(|i| update(i, [i; 4], i)).collect();
+        let mut bytes = record::MAGIC_V1.to_vec();
+        for u in &updates {
+            bytes.extend(u.encode_length_delimited_to_vec());
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let back = record::read(&path).unwrap();
+        assert_eq!(back.updates, updates);
+        assert_eq!(record::count_updates(&path).unwrap(), 5);
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    /// While replaying, the screen says how many damaged updates were skipped.
+    #[test]
+    fn the_replay_shows_skipped_updates_on_screen() {
+        let mut app = App::new("replay x");
+        app.status = volt_console::app::Status::Replay { position: 12, total: 40, paused: false, skipped: 1 };
+        app.replay_problems = vec!["1 damaged update(s) in the recording skipped (checksum or length wrong)".into()];
+        app.apply(update(1, [1; 4], 1));
+        let t = render(&app, 140, 40);
+        find(&t, "▶ replay 12/40 (1 skipped)");
+        find(&t, "1 damaged update(s) in the recording skipped");
+    }
+}
