@@ -33,11 +33,21 @@ pub enum SortKey {
 /// Where updates come from, and how that is going.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Status {
-    Connecting { attempt: u32 },
+    Connecting {
+        attempt: u32,
+    },
     Live,
-    Disconnected { reason: String, retry_in_ms: u64 },
+    Disconnected {
+        reason: String,
+        retry_in_ms: u64,
+    },
     /// `skipped`: damaged updates in the recording passed over so far.
-    Replay { position: usize, total: usize, paused: bool, skipped: u64 },
+    Replay {
+        position: usize,
+        total: usize,
+        paused: bool,
+        skipped: u64,
+    },
     Ended,
 }
 

@@ -132,7 +132,12 @@ pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>)
 }
 
 /// [`spawn_watcher`] with options.
-pub fn spawn_watcher_with(addr: String, token: Option<String>, options: WatchOptions, tx: mpsc::Sender<Msg>) -> Watcher {
+pub fn spawn_watcher_with(
+    addr: String,
+    token: Option<String>,
+    options: WatchOptions,
+    tx: mpsc::Sender<Msg>,
+) -> Watcher {
     let (requests, rx) = tokio::sync::mpsc::unbounded_channel();
     let thread = std::thread::Builder::new()
         .name("volt-console-watch".into())
@@ -192,10 +197,13 @@ async fn watch_loop(
         let reason = match connect(&addr).await {
             Err(e) => e,
             Ok(mut client) => {
-                match client.watch_updates(request(
-                    proto::WatchRequest { max_events_per_update: options.max_events_per_update, omit_tasks: false },
-                    token.as_deref(),
-                )).await {
+                match client
+                    .watch_updates(request(
+                        proto::WatchRequest { max_events_per_update: options.max_events_per_update, omit_tasks: false },
+                        token.as_deref(),
+                    ))
+                    .await
+                {
                     Err(s) => status_text(&s),
                     Ok(stream) => {
                         let mut stream = stream.into_inner();

@@ -239,12 +239,7 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
                 app.status = if p.ended() && !app.paused {
                     Status::Ended
                 } else {
-                    Status::Replay {
-                        position: p.next,
-                        total: p.total,
-                        paused: app.paused,
-                        skipped: p.reader.skipped,
-                    }
+                    Status::Replay { position: p.next, total: p.total, paused: app.paused, skipped: p.reader.skipped }
                 };
                 // What went wrong with the file stays on screen, as a warning.
                 app.replay_problems = replay_problems(p);

@@ -126,7 +126,10 @@ enum Frame {
     Update(Box<proto::Update>),
     /// A damaged frame starting at this position; `short`: its length runs past the end
     /// of the file (a cut-off last frame, unless a later frame turns up).
-    Bad { start: u64, short: bool },
+    Bad {
+        start: u64,
+        short: bool,
+    },
     /// The end of the file, with this many bytes of a cut-off frame.
     End(u64),
 }
@@ -135,7 +138,8 @@ impl RecordReader {
     /// Open `path` and check its header: a file that is not a recording is an error here,
     /// after reading 8 bytes.
     pub fn open(path: &Path) -> io::Result<RecordReader> {
-        let what = |e: io::Error| io::Error::new(e.kind(), format!("cannot read the recording {}: {e}", path.display()));
+        let what =
+            |e: io::Error| io::Error::new(e.kind(), format!("cannot read the recording {}: {e}", path.display()));
         let mut input = BufReader::new(File::open(path).map_err(what)?);
         let mut head = [0u8; 8];
         let mut got = 0;

@@ -180,10 +180,10 @@ fn draw_workers_view(f: &mut Frame, app: &App, area: Rect) {
     let sp: Vec<u64> = app.spawn_rate_history.iter().copied().collect();
     if right.width > 0 {
         f.render_widget(
-        Sparkline::default()
-            .block(Block::default().borders(Borders::ALL).title(format!(" spawns/s {} ", si(app.rates.spawns))))
-            .data(&sp[sp.len().saturating_sub(right.width.saturating_sub(2) as usize)..])
-            .style(Style::new().fg(Color::Cyan)),
+            Sparkline::default()
+                .block(Block::default().borders(Borders::ALL).title(format!(" spawns/s {} ", si(app.rates.spawns))))
+                .data(&sp[sp.len().saturating_sub(right.width.saturating_sub(2) as usize)..])
+                .style(Style::new().fg(Color::Cyan)),
             right,
         );
     }
@@ -393,10 +393,9 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
     let keep = |cells: Vec<String>| -> Vec<String> {
         cells.into_iter().zip(&shown).filter(|(_, s)| **s).map(|(c, _)| c).collect()
     };
-    let header = Row::new(keep(
-        ["id", "name", "state", "polls", "busy", "scheduled", "idle for"].map(String::from).to_vec(),
-    ))
-    .style(Style::new().add_modifier(Modifier::BOLD));
+    let header =
+        Row::new(keep(["id", "name", "state", "polls", "busy", "scheduled", "idle for"].map(String::from).to_vec()))
+            .style(Style::new().add_modifier(Modifier::BOLD));
     let rows: Vec<Row> = app
         .sorted_tasks()
         .into_iter()
@@ -500,7 +499,8 @@ itself without completing.";
 fn draw_help(f: &mut Frame, screen: Rect) {
     let text_w = HELP.lines().map(|l| l.chars().count()).max().unwrap_or(0) as u16;
     let (w, h) = ((text_w + 2).min(screen.width), (HELP.lines().count() as u16 + 2).min(screen.height));
-    let area = Rect { x: screen.x + (screen.width - w) / 2, y: screen.y + (screen.height - h) / 2, width: w, height: h };
+    let area =
+        Rect { x: screen.x + (screen.width - w) / 2, y: screen.y + (screen.height - h) / 2, width: w, height: h };
     f.render_widget(Clear, area);
     f.render_widget(
         Paragraph::new(HELP).wrap(Wrap { trim: false }).block(Block::default().borders(Borders::ALL).title(" help ")),

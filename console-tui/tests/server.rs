@@ -256,10 +256,8 @@ fn a_client_that_wants_every_event_gets_them_and_losses_say_which_is_which() {
             if ub.runtime.is_none() {
                 got_b.insert(ub.seq, ub);
             }
-            both = got_a
-                .iter()
-                .filter(|(seq, u)| u.events_missed_cap > 0 && got_b.contains_key(seq) && **seq > 0)
-                .count();
+            both =
+                got_a.iter().filter(|(seq, u)| u.events_missed_cap > 0 && got_b.contains_key(seq) && **seq > 0).count();
         }
         let mut checked = 0;
         for (seq, ua) in &got_a {
@@ -675,4 +673,71 @@ fn the_watcher_backs_off_against_a_port_that_is_not_grpc() {
         assert!(parts.windows(2).all(|w| w[0] != w[1]), "a cause said twice: {r}");
         assert!(r != "transport error (Unknown)", "no cause: {r}");
     }
+}
+
+/// Open `n` connections to `addr` that never finish their handshake: the odd ones send
+/// nothing, the even ones `partial` and then nothing.
+pub fn half_open(addr: std::net::SocketAddr, n: usize, partial: &[u8]) -> Vec<std::net::TcpStream> {
+    use std::io::Write;
+    (0..n)
+        .map(|i| {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            if i % 2 == 0 {
+                s.write_all(partial).unwrap();
+            }
+            s
+        })
+        .collect()
+}
+
+/// Each of `conns` is closed by the server (end of stream or reset) within `bound`.
+pub fn all_closed_within(conns: Vec<std::net::TcpStream>, bound: Duration) {
+    use std::io::Read;
+    let start = Instant::now();
+    for (i, mut s) in conns.into_iter().enumerate() {
+        let left = bound.saturating_sub(start.elapsed()).max(Duration::from_millis(10));
+        s.set_read_timeout(Some(left)).unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                // The server's own preface (HTTP/2 SETTINGS) may come first.
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                    panic!("half-open connection {i} still open after {:?}", start.elapsed())
+                }
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Connections that never finish their HTTP/2 preface are closed after the handshake
+/// timeout, and while they fill the connection cap a real client still gets in (the
+/// oldest unfinished one makes room), and after they are gone too.
+#[test]
+fn half_open_connections_are_closed_and_a_real_client_still_gets_in() {
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(1)
+        .console_bind("127.0.0.1:0")
+        .console_connection_limits(volt::console::ConnectionLimits {
+            max_connections: 8,
+            handshake_timeout: Duration::from_secs(2),
+        })
+        .build()
+        .unwrap();
+    let addr = rt.console_addr().unwrap();
+    let held = half_open(addr, 20, b"PRI * HTTP/2.0\r\n");
+    let t = tokio_rt();
+    t.block_on(async {
+        // While the cap is full of unfinished connections.
+        let mut c = client(&rt).await;
+        let u = tokio::time::timeout(Duration::from_secs(30), c.get_snapshot(proto::SnapshotRequest {})).await;
+        assert!(u.expect("answered within 30 s").is_ok());
+    });
+    all_closed_within(held, Duration::from_secs(30));
+    t.block_on(async {
+        let mut c = client(&rt).await;
+        assert!(c.get_snapshot(proto::SnapshotRequest {}).await.is_ok(), "a client after the half-open ones");
+    });
 }

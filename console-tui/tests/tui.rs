@@ -329,7 +329,9 @@ fn busy_app() -> App {
     app.apply(update(1, [1_000, 1_000, 1_000, 1_000], 100));
     let mut u = update(2, [12_345_678, 2_345_678, 345_678, 45_678], 9_876_543);
     u.tasks = Some(proto::TaskChanges {
-        changed: (1..=30).map(|i| task(123_450 + i, Some("a-task-with-a-long-name"), i * 1_000, i * 7_777_777)).collect(),
+        changed: (1..=30)
+            .map(|i| task(123_450 + i, Some("a-task-with-a-long-name"), i * 1_000, i * 7_777_777))
+            .collect(),
         removed: vec![],
         full: true,
     });
@@ -394,7 +396,8 @@ fn at_60x20_numbers_are_whole_and_the_help_box_fits() {
     app.help = true;
     let t = render(&app, 60, 20);
     let s = screen(&t);
-    for l in ["q, Ctrl-C     quit", ". or →        replay: step one update while paused", "itself without completing."] {
+    for l in ["q, Ctrl-C     quit", ". or →        replay: step one update while paused", "itself without completing."]
+    {
         assert!(s.contains(l), "help line {l:?} clipped:\n{s}");
     }
     let (_, top) = find(&t, " help ");

@@ -37,6 +37,14 @@ struct Args {
     /// Where to serve /metrics: host:port or http://host:port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9671")]
     listen: String,
+    /// The most HTTP connections open at once; one over it closes the oldest that has not
+    /// sent its request header yet.
+    #[arg(long, value_name = "N", default_value_t = volt::console::limits::DEFAULT_MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_connections: u64,
+    /// Seconds a connection has to send its request header before it is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    handshake_timeout: f64,
     /// The console token (default: $VOLT_CONSOLE_TOKEN).
     #[arg(long, env = "VOLT_CONSOLE_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -72,18 +80,27 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if !(args.handshake_timeout.is_finite() && args.handshake_timeout > 0.0 && args.handshake_timeout <= 3600.0) {
+        eprintln!("volt-exporter: --handshake-timeout must be a number of seconds in (0, 3600]");
+        return ExitCode::from(2);
+    }
+    let limits = volt_exporter::ConnectionLimits {
+        max_connections: args.max_connections as usize,
+        handshake_timeout: Duration::from_secs_f64(args.handshake_timeout),
+    };
     let metrics = Arc::new(Metrics::new());
     metrics.set_console_up(false);
     let m = Arc::clone(&metrics);
     let token = args.token.filter(|t| !t.is_empty());
-    let exporter =
-        match volt_exporter::start(listener, metrics, "volt-exporter", move |stop| follow(console, token, m, stop)) {
-            Ok(e) => e,
-            Err(e) => {
-                eprintln!("volt-exporter: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
+    let exporter = match volt_exporter::start_limited(listener, limits, metrics, "volt-exporter", move |stop| {
+        follow(console, token, m, stop)
+    }) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("volt-exporter: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     tracing::info!("serving http://{}/metrics from the console at {console}", exporter.local_addr());
     exporter.wait();
     ExitCode::SUCCESS

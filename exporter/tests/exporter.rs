@@ -541,3 +541,52 @@ mod proto_server {
         (addr, t)
     }
 }
+
+/// Connections that never finish their request header are closed after the header
+/// timeout, and while they fill the cap a scrape still gets through, and after too.
+#[test]
+fn half_open_connections_are_closed_and_a_scrape_still_gets_through() {
+    use std::io::Read;
+    let rt = volt::runtime::Builder::new().worker_threads(1).build().unwrap();
+    let exporter = volt_exporter::Builder::new()
+        .listen("127.0.0.1:0")
+        .unwrap()
+        .interval(Duration::from_millis(20))
+        .connection_limits(volt_exporter::ConnectionLimits {
+            max_connections: 8,
+            handshake_timeout: Duration::from_secs(2),
+        })
+        .install(rt.handle())
+        .unwrap();
+    let addr = exporter.local_addr();
+    let held: Vec<std::net::TcpStream> = (0..20)
+        .map(|i| {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            if i % 2 == 0 {
+                s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+            }
+            s
+        })
+        .collect();
+    // While the cap is full of unfinished connections.
+    wait_until("a scrape", Duration::from_secs(30), || scrape_text(addr).is_ok_and(|t| t.contains("volt_workers")));
+    let start = Instant::now();
+    for (i, mut s) in held.into_iter().enumerate() {
+        s.set_read_timeout(Some(
+            Duration::from_secs(30).saturating_sub(start.elapsed()).max(Duration::from_millis(10)),
+        ))
+        .unwrap();
+        let mut buf = [0u8; 1024];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => continue,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    panic!("half-open connection {i} still open after {:?}", start.elapsed())
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    assert!(scrape_text(addr).is_ok(), "a scrape after the half-open ones");
+}

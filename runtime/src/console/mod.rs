@@ -31,6 +31,13 @@
 //! There is no server-side pause: it froze every client, the sidecar exporter included.
 //! A client that wants a still picture stops applying updates (`volt-console`'s space).
 //!
+//! # Connections that never finish
+//! At most [`limits::DEFAULT_MAX_CONNECTIONS`] connections (256) are open at once, and
+//! each must send its HTTP/2 preface within [`limits::DEFAULT_HANDSHAKE_TIMEOUT`] (10 s);
+//! `Builder::console_connection_limits` changes both. A connection over the cap closes the
+//! oldest one still in its handshake, so half-open connections cannot lock clients out.
+//! See [`limits`].
+//!
 //! # Security
 //! Loopback by default. A non-loopback bind needs a token (`VOLT_CONSOLE_TOKEN` or
 //! `Builder::console_token`); with a token set, every call, reflection included, must
@@ -48,6 +55,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
+pub mod limits;
+pub use limits::ConnectionLimits;
 pub use volt_console_proto as proto;
 use volt_console_proto::console_server::{Console, ConsoleServer};
 
@@ -75,6 +84,8 @@ pub(crate) struct ConsoleConfig {
     /// Explicit token; `None`: `VOLT_CONSOLE_TOKEN` if set and non-empty.
     pub(crate) token: Option<String>,
     pub(crate) publish_interval: Option<Duration>,
+    /// `None`: [`ConnectionLimits::default`].
+    pub(crate) limits: Option<ConnectionLimits>,
 }
 
 /// A running console server; stopped by [`ConsoleServer::stop`] (the runtime's shutdown).
@@ -158,6 +169,7 @@ pub(crate) fn start(config: &ConsoleConfig, telemetry: Telemetry) -> io::Result<
     listener.set_nonblocking(true)?;
     let local = listener.local_addr()?;
     let interval = config.publish_interval.unwrap_or(DEFAULT_PUBLISH_INTERVAL).max(Duration::from_millis(1));
+    let limits = config.limits.unwrap_or_default();
     let (stop, stop_rx) = watch::channel(false);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<()>>();
     let thread = std::thread::Builder::new().name("volt-console".into()).spawn(move || {
@@ -177,7 +189,7 @@ pub(crate) fn start(config: &ConsoleConfig, telemetry: Telemetry) -> io::Result<
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            serve(listener, telemetry, token, interval, stop_rx).await;
+            serve(listener, telemetry, token, interval, limits, stop_rx).await;
         });
         // Whatever is left (a stuck client's connection) is dropped with the runtime.
         rt.shutdown_timeout(Duration::from_millis(100));
@@ -200,6 +212,7 @@ async fn serve(
     telemetry: Telemetry,
     token: Option<String>,
     interval: Duration,
+    limits: ConnectionLimits,
     mut stop: watch::Receiver<bool>,
 ) {
     let state = Arc::new(State::new(telemetry, interval));
@@ -216,10 +229,20 @@ async fn serve(
         Err(e) => eprintln!("volt console: gRPC reflection is unavailable: {e}"),
     }
     let mut shutdown = stop.clone();
-    let serving =
-        router.serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async move {
-            let _ = shutdown.wait_for(|s| *s).await;
-        });
+    // Every accepted connection goes through the gate (cap and handshake timeout); one
+    // it refuses is dropped, which closes it. Accept errors (out of file descriptors)
+    // are skipped: the listener stays up.
+    let gate = limits::Gate::new(limits);
+    let incoming = tokio_stream::StreamExt::filter_map(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        move |accepted| match accepted {
+            Ok(tcp) => gate.admit(tcp).map(Ok::<_, io::Error>),
+            Err(_) => None,
+        },
+    );
+    let serving = router.serve_with_incoming_shutdown(incoming, async move {
+        let _ = shutdown.wait_for(|s| *s).await;
+    });
     tokio::pin!(serving);
     tokio::select! {
         r = &mut serving => {
@@ -472,7 +495,6 @@ impl Console for Service {
             .collect();
         Ok(Response::new(proto::TaskDetails { task: Some((&task).into()), recent_events }))
     }
-
 }
 
 /// One client's copy of a published update: its newest `max_events` events (the rest

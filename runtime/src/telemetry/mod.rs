@@ -476,12 +476,7 @@ impl Telemetry {
                 .collect(),
             None => Vec::new(),
         };
-        EventCursor {
-            shared: Arc::clone(&self.shared),
-            rings,
-            buffered: Default::default(),
-            records: 0,
-        }
+        EventCursor { shared: Arc::clone(&self.shared), rings, buffered: Default::default(), records: 0 }
     }
 }
 
