@@ -77,7 +77,7 @@ fn run(args: Args) -> Result<(), String> {
             return Err(format!("{} holds no updates", path.display()));
         }
         let mut app = App::new(format!("replay {}", path.display()));
-        return tui(app_with(&mut app), Source::Replay(player), false).map_err(|e| e.to_string());
+        return tui(app_with(&mut app), Source::Replay(Box::new(player)), false).map_err(|e| e.to_string());
     }
     if args.demo {
         // The demo's console on a free loopback port: nothing to configure, nothing shared.
@@ -172,7 +172,7 @@ impl Player {
 
 enum Source {
     Live { rx: mpsc::Receiver<Msg>, recorder: Option<RecordWriter>, watcher: client::Watcher },
-    Replay(Player),
+    Replay(Box<Player>),
 }
 
 /// Restores the terminal when dropped: on return, on error and on unwinding. (ratatui's
