@@ -241,3 +241,67 @@ impl tonic::transport::server::Connected for Guarded<tokio::net::TcpStream> {
         self.io.connect_info()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    }
+
+    /// The end of the handshake is found across reads; a connection over the cap closes
+    /// the oldest one still in its handshake, and is itself refused once every open
+    /// connection has finished; a closed connection frees its place.
+    #[test]
+    fn the_cap_evicts_the_oldest_unfinished_connection_then_refuses() {
+        rt().block_on(async {
+            let gate = Gate::new(ConnectionLimits { max_connections: 2, handshake_timeout: Duration::from_secs(60) });
+            let (mut c1, s1) = tokio::io::duplex(256);
+            let (_c2, s2) = tokio::io::duplex(256);
+            let mut g1 = gate.admit(s1).expect("room");
+            let mut g2 = gate.admit(s2).expect("room");
+            // The blank line split across two reads still ends the handshake.
+            let mut buf = [0u8; 64];
+            c1.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r").await.unwrap();
+            let _ = g1.read(&mut buf).await.unwrap();
+            assert!(!g1.slot.done.load(SeqCst));
+            c1.write_all(b"\n").await.unwrap();
+            let _ = g1.read(&mut buf).await.unwrap();
+            assert!(g1.slot.done.load(SeqCst), "the handshake is over");
+            // Full: the third evicts the second (still in its handshake), whose read fails.
+            let (_c3, s3) = tokio::io::duplex(256);
+            let g3 = gate.admit(s3).expect("room made by eviction");
+            let err = g2.read(&mut buf).await.unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::ConnectionAborted);
+            assert_eq!(gate.open_connections(), 2);
+            drop(g2);
+            assert_eq!(gate.open_connections(), 2, "an evicted connection is counted once");
+            // Finish the third: now every open connection is done, and a fourth is refused.
+            let (mut c3b, s3b) = tokio::io::duplex(256);
+            drop(g3);
+            let mut g3 = gate.admit(s3b).expect("the dropped one freed its place");
+            c3b.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+            let _ = g3.read(&mut buf).await.unwrap();
+            let (_c4, s4) = tokio::io::duplex(256);
+            assert!(gate.admit(s4).is_none(), "refused: no connection in its handshake to close");
+            drop(g1);
+            let (_c5, s5) = tokio::io::duplex(256);
+            assert!(gate.admit(s5).is_some(), "a closed connection frees its place");
+        });
+    }
+
+    /// A connection that sends nothing fails its read once the handshake timeout passes.
+    #[test]
+    fn a_silent_connection_times_out() {
+        rt().block_on(async {
+            let gate = Gate::new(ConnectionLimits { max_connections: 4, handshake_timeout: Duration::from_millis(50) });
+            let (_c, s) = tokio::io::duplex(64);
+            let mut g = gate.admit(s).unwrap();
+            let mut buf = [0u8; 8];
+            let r = tokio::time::timeout(Duration::from_secs(30), g.read(&mut buf)).await.expect("no hang");
+            assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        });
+    }
+}
