@@ -33,10 +33,21 @@ pub enum SortKey {
 /// Where updates come from, and how that is going.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Status {
-    Connecting { attempt: u32 },
+    Connecting {
+        attempt: u32,
+    },
     Live,
-    Disconnected { reason: String, retry_in_ms: u64 },
-    Replay { position: usize, total: usize, paused: bool },
+    Disconnected {
+        reason: String,
+        retry_in_ms: u64,
+    },
+    /// `skipped`: damaged updates in the recording passed over so far.
+    Replay {
+        position: usize,
+        total: usize,
+        paused: bool,
+        skipped: u64,
+    },
     Ended,
 }
 
@@ -102,7 +113,12 @@ pub struct App {
     pub global_queue_history: VecDeque<u64>,
     pub spawn_rate_history: VecDeque<u64>,
     pub events: VecDeque<proto::Event>,
+    /// Events this console missed (the sum of the next two), since it started.
     pub events_missed: u64,
+    /// Records the event ring overwrote before the server read them.
+    pub events_missed_ring: u64,
+    /// Events the server left out of this console's updates for its per-update cap.
+    pub events_missed_cap: u64,
     pub updates_missed: u64,
     pub updates: u64,
     pub tasks: BTreeMap<u64, TaskRow>,
@@ -122,6 +138,9 @@ pub struct App {
     pub help: bool,
     /// Display frozen (live) or playback paused (replay).
     pub paused: bool,
+    /// What is wrong with the recording being replayed (damaged updates skipped, a
+    /// cut-off end), shown with the warnings.
+    pub replay_problems: Vec<String>,
 }
 
 impl App {
@@ -139,6 +158,8 @@ impl App {
             spawn_rate_history: VecDeque::new(),
             events: VecDeque::new(),
             events_missed: 0,
+            events_missed_ring: 0,
+            events_missed_cap: 0,
             updates_missed: 0,
             updates: 0,
             tasks: BTreeMap::new(),
@@ -153,6 +174,7 @@ impl App {
             history: None,
             help: false,
             paused: false,
+            replay_problems: Vec::new(),
         }
     }
 
@@ -163,6 +185,10 @@ impl App {
             self.info = Some(info);
         }
         self.events_missed += u.events_missed;
+        // A server older than the split reports only the sum: count it as the ring's.
+        let split = u.events_missed_ring + u.events_missed_cap;
+        self.events_missed_ring += if split == 0 { u.events_missed } else { u.events_missed_ring };
+        self.events_missed_cap += u.events_missed_cap;
         self.updates_missed += u.updates_missed;
         self.uptime_ns = u.uptime_ns;
         for e in &u.events {
@@ -242,7 +268,7 @@ impl App {
 
     /// What is worth a look, worst first.
     pub fn warnings(&self) -> Vec<String> {
-        let mut w = Vec::new();
+        let mut w = self.replay_problems.clone();
         if let Some(&(task, ns)) = self.slow_polls.back() {
             let name = self.task_name(task);
             w.push(format!("task {task}{name} polled for {:.1} ms: it blocks a worker", ns as f64 / 1e6));
@@ -264,8 +290,20 @@ impl App {
                 ));
             }
         }
-        if self.events_missed > 0 {
-            w.push(format!("{} events dropped (the ring wrapped before they were read)", self.events_missed));
+        // Only what this console missed: the ring overwriting records that were read
+        // already (`events_overwritten`) is no loss, and is not warned about.
+        if self.events_missed_ring > 0 {
+            w.push(format!(
+                "{} events missed: the ring overwrote them before the server read them (a bigger \
+                 Builder::event_ring or a shorter publish interval keeps them)",
+                self.events_missed_ring
+            ));
+        }
+        if self.events_missed_cap > 0 {
+            w.push(format!(
+                "{} events missed: over the per-update cap (volt-console --max-events raises it)",
+                self.events_missed_cap
+            ));
         }
         if self.updates_missed > 0 {
             w.push(format!("{} updates missed (this console read too slowly)", self.updates_missed));

@@ -71,16 +71,14 @@ pub async fn connect(addr: &str) -> Result<ConsoleClient<Channel>, String> {
     Ok(ConsoleClient::new(channel).max_decoding_message_size(64 << 20))
 }
 
-/// `e` with its sources, for a message a person can act on.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
+/// `e` with its sources, each said once, for a message a person can act on.
+pub use volt::console::error_chain;
+
+/// A gRPC status as one line: its message, its code, and the cause underneath (a
+/// transport failure's status says only "transport error"; the reason is its source).
+pub fn status_text(s: &tonic::Status) -> String {
+    let msg = volt::console::with_causes(s.message().to_string(), std::error::Error::source(s));
+    format!("{msg} ({:?})", s.code())
 }
 
 /// A request carrying the token, if any.
@@ -102,13 +100,44 @@ pub fn fetch_once(addr: &str, token: Option<&str>) -> Result<proto::Update, Stri
         let r = tokio::time::timeout(Duration::from_secs(5), c.get_snapshot(request(proto::SnapshotRequest {}, token)))
             .await
             .map_err(|_| format!("{addr} did not answer within 5 s"))?;
-        r.map(|r| r.into_inner()).map_err(|s| format!("{addr}: {} ({:?})", s.message(), s.code()))
+        r.map(|r| r.into_inner()).map_err(|s| format!("{addr}: {}", status_text(&s)))
     })
 }
 
+/// What a watcher asks the server for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WatchOptions {
+    /// Events per update (0: the server's default, 16,384; at most 1,048,576). A console
+    /// that wants every event asks for more than the server's rings hold.
+    pub max_events_per_update: u32,
+}
+
+/// The events per update `volt-console` asks for unless told otherwise: the most a
+/// server gives, so it sees every event the server read (its slow-poll and self-wake
+/// warnings need them all). An update then carries at most what the runtime's rings
+/// hold, well under the 64 MiB the client decodes.
+pub const DEFAULT_MAX_EVENTS: u32 = 1 << 20;
+
+impl Default for WatchOptions {
+    fn default() -> WatchOptions {
+        WatchOptions { max_events_per_update: DEFAULT_MAX_EVENTS }
+    }
+}
+
 /// Watch `addr` on a thread of its own until `tx`'s receiver is gone, reconnecting with
-/// a backoff that doubles from 100 ms up to 5 s and resets once a stream is up.
+/// a backoff that doubles from 100 ms up to 5 s after every failure (a refused
+/// connection, a call that fails, a stream that ends) and resets once an update arrives.
 pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) -> Watcher {
+    spawn_watcher_with(addr, token, WatchOptions::default(), tx)
+}
+
+/// [`spawn_watcher`] with options.
+pub fn spawn_watcher_with(
+    addr: String,
+    token: Option<String>,
+    options: WatchOptions,
+    tx: mpsc::Sender<Msg>,
+) -> Watcher {
     let (requests, rx) = tokio::sync::mpsc::unbounded_channel();
     let thread = std::thread::Builder::new()
         .name("volt-console-watch".into())
@@ -120,7 +149,7 @@ pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>)
                     return;
                 }
             };
-            rt.block_on(watch_loop(addr, token, tx, rx));
+            rt.block_on(watch_loop(addr, token, options, tx, rx));
         })
         .expect("spawn the watcher thread");
     Watcher { requests, thread }
@@ -144,7 +173,7 @@ fn serve_task_request(
     tokio::spawn(async move {
         let details = match tokio::time::timeout(CALL_TIMEOUT, client.get_task(req)).await {
             Err(_) => Err(format!("{addr} did not answer within {} s", CALL_TIMEOUT.as_secs())),
-            Ok(Err(s)) => Err(format!("{} ({:?})", s.message(), s.code())),
+            Ok(Err(s)) => Err(status_text(&s)),
             Ok(Ok(r)) => Ok(Box::new(r.into_inner())),
         };
         let _ = tx.send(Msg::Task { id, details });
@@ -154,6 +183,7 @@ fn serve_task_request(
 async fn watch_loop(
     addr: String,
     token: Option<String>,
+    options: WatchOptions,
     tx: mpsc::Sender<Msg>,
     mut requests: tokio::sync::mpsc::UnboundedReceiver<u64>,
 ) {
@@ -167,12 +197,16 @@ async fn watch_loop(
         let reason = match connect(&addr).await {
             Err(e) => e,
             Ok(mut client) => {
-                match client.watch_updates(request(proto::WatchRequest::default(), token.as_deref())).await {
-                    Err(s) => format!("{} ({:?})", s.message(), s.code()),
+                match client
+                    .watch_updates(request(
+                        proto::WatchRequest { max_events_per_update: options.max_events_per_update, omit_tasks: false },
+                        token.as_deref(),
+                    ))
+                    .await
+                {
+                    Err(s) => status_text(&s),
                     Ok(stream) => {
                         let mut stream = stream.into_inner();
-                        backoff = BACKOFF_START;
-                        attempt = 0;
                         if tx.send(Msg::Status(Status::Live)).is_err() {
                             return;
                         }
@@ -183,12 +217,17 @@ async fn watch_loop(
                             tokio::select! {
                                 m = stream.message() => match m {
                                     Ok(Some(u)) => {
+                                        // Only an update proves the server works: a port
+                                        // that accepts a call and then fails (not gRPC,
+                                        // a proxy) keeps backing off.
+                                        backoff = BACKOFF_START;
+                                        attempt = 0;
                                         if tx.send(Msg::Update(Box::new(u))).is_err() {
                                             return;
                                         }
                                     }
                                     Ok(None) => break "the server ended the stream".to_string(),
-                                    Err(s) => break format!("{} ({:?})", s.message(), s.code()),
+                                    Err(s) => break status_text(&s),
                                 },
                                 Some(id) = requests.recv() => {
                                     serve_task_request(id, Some(&client), token.as_deref(), &addr, &tx);

@@ -45,6 +45,12 @@ struct Args {
     /// Testing only: panic right after the first frame, to check the terminal is restored.
     #[arg(long, hide = true)]
     panic_after_first_frame: bool,
+    /// Events per update to ask the server for (at most 1048576, the default: every event
+    /// the server read; 0: the server's default, 16384). A lower cap saves bandwidth;
+    /// the events over it are counted as missed "over the per-update cap".
+    #[arg(long, value_name = "N", default_value_t = client::DEFAULT_MAX_EVENTS,
+          value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    max_events: u32,
     /// The console token (default: $VOLT_CONSOLE_TOKEN).
     #[arg(long, env = "VOLT_CONSOLE_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -64,18 +70,14 @@ fn main() -> ExitCode {
 fn run(args: Args) -> Result<(), String> {
     let token = args.token.clone().filter(|t| !t.is_empty());
     if let Some(path) = &args.replay {
-        let rec = record::read(path).map_err(|e| e.to_string())?;
-        if rec.updates.is_empty() {
+        // The header is checked first (a file that is not a recording fails here, having
+        // read 8 bytes), then updates are read one at a time as they are due.
+        let player = Player::open(path).map_err(|e| e.to_string())?;
+        if player.pending.is_none() {
             return Err(format!("{} holds no updates", path.display()));
         }
         let mut app = App::new(format!("replay {}", path.display()));
-        if rec.truncated_bytes > 0 {
-            eprintln!(
-                "volt-console: the recording ends with {} bytes of a cut-off update; replaying the rest",
-                rec.truncated_bytes
-            );
-        }
-        return tui(app_with(&mut app), Source::Replay(Player::new(rec.updates)), false).map_err(|e| e.to_string());
+        return tui(app_with(&mut app), Source::Replay(Box::new(player)), false).map_err(|e| e.to_string());
     }
     if args.demo {
         // The demo's console on a free loopback port: nothing to configure, nothing shared.
@@ -83,7 +85,8 @@ fn run(args: Args) -> Result<(), String> {
         let addr = rt.console_addr().ok_or("the demo runtime has no console")?.to_string();
         let workload = demo::Demo::start(rt.handle());
         let (tx, rx) = mpsc::channel();
-        let watcher = client::spawn_watcher(addr.clone(), None, tx);
+        let options = client::WatchOptions { max_events_per_update: args.max_events };
+        let watcher = client::spawn_watcher_with(addr.clone(), None, options, tx);
         let mut app = App::new(format!("demo {addr}"));
         let r = tui(&mut app, Source::Live { rx, recorder: None, watcher }, args.panic_after_first_frame);
         drop(workload);
@@ -105,47 +108,71 @@ fn run(args: Args) -> Result<(), String> {
         None => None,
     };
     let (tx, rx) = mpsc::channel();
-    let watcher = client::spawn_watcher(args.addr.clone(), token, tx);
+    let options = client::WatchOptions { max_events_per_update: args.max_events };
+    let watcher = client::spawn_watcher_with(args.addr.clone(), token, options, tx);
     let mut app = App::new(args.addr.clone());
     app.recording = args.record.as_ref().map(|p| p.display().to_string());
     tui(&mut app, Source::Live { rx, recorder, watcher }, args.panic_after_first_frame).map_err(|e| e.to_string())
 }
 
 fn app_with(app: &mut App) -> &mut App {
-    app.status = Status::Replay { position: 0, total: 0, paused: false };
+    app.status = Status::Replay { position: 0, total: 0, paused: false, skipped: 0 };
     app
 }
 
-/// Replays updates at the pace they were recorded (gaps over 2 s are cut to 2 s).
+/// Replays updates at the pace they were recorded (gaps over 2 s are cut to 2 s),
+/// reading the file as it goes: it holds the update due next, never the whole recording.
 struct Player {
-    updates: Vec<proto::Update>,
+    reader: record::RecordReader,
+    /// The next update to show (read ahead, to know its time).
+    pending: Option<proto::Update>,
+    /// Updates shown so far.
     next: usize,
+    /// About how many the file holds (from its frame headers).
+    total: usize,
     due: Instant,
+    /// Why reading stopped early, if it did.
+    error: Option<String>,
 }
 
 impl Player {
-    fn new(updates: Vec<proto::Update>) -> Player {
-        Player { updates, next: 0, due: Instant::now() }
+    fn open(path: &std::path::Path) -> std::io::Result<Player> {
+        let total = record::count_updates(path)? as usize;
+        let mut reader = record::RecordReader::open(path)?;
+        let pending = reader.next_update()?;
+        Ok(Player { reader, pending, next: 0, total, due: Instant::now(), error: None })
+    }
+
+    fn ended(&self) -> bool {
+        self.pending.is_none()
     }
 
     /// The next update, if it is due (or `force`d by a step).
     fn poll(&mut self, force: bool) -> Option<proto::Update> {
-        if self.next >= self.updates.len() || (!force && Instant::now() < self.due) {
+        if !force && Instant::now() < self.due {
             return None;
         }
-        let u = self.updates[self.next].clone();
+        let u = self.pending.take()?;
         self.next += 1;
-        if let Some(n) = self.updates.get(self.next) {
+        self.pending = match self.reader.next_update() {
+            Ok(n) => n,
+            Err(e) => {
+                self.error = Some(e.to_string());
+                None
+            }
+        };
+        if let Some(n) = &self.pending {
             let gap = Duration::from_nanos(n.uptime_ns.saturating_sub(u.uptime_ns)).min(Duration::from_secs(2));
             self.due = Instant::now() + gap;
         }
+        self.total = self.total.max(self.next + usize::from(self.pending.is_some()));
         Some(u)
     }
 }
 
 enum Source {
     Live { rx: mpsc::Receiver<Msg>, recorder: Option<RecordWriter>, watcher: client::Watcher },
-    Replay(Player),
+    Replay(Box<Player>),
 }
 
 /// Restores the terminal when dropped: on return, on error and on unwinding. (ratatui's
@@ -157,10 +184,28 @@ impl Drop for TerminalGuard {
     }
 }
 
+/// SIGTERM and SIGHUP (a `kill`, a closed terminal window or SSH session) end the event
+/// loop like `q` does, so the terminal guard restores the screen: without a handler
+/// they kill the process in the alternate screen with the cursor hidden and raw mode on.
+/// The handler only sets a flag; the loop looks at it at least every 100 ms.
+fn exit_signals() -> std::io::Result<std::sync::Arc<std::sync::atomic::AtomicUsize>> {
+    let got = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register_usize(sig, std::sync::Arc::clone(&got), sig as usize)?;
+    }
+    Ok(got)
+}
+
 fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std::io::Result<()> {
+    let signal = exit_signals()?;
     let mut terminal = ratatui::try_init()?;
     let _guard = TerminalGuard;
     loop {
+        let sig = signal.load(std::sync::atomic::Ordering::Relaxed);
+        if sig != 0 {
+            let name = if sig == signal_hook::consts::SIGHUP as usize { "SIGHUP" } else { "SIGTERM" };
+            return Err(std::io::Error::other(format!("stopped by {name}")));
+        }
         let mut step = false;
         match &mut source {
             Source::Live { rx, recorder, .. } => loop {
@@ -191,11 +236,13 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
                         app.apply(u);
                     }
                 }
-                app.status = if p.next >= p.updates.len() && !app.paused {
+                app.status = if p.ended() && !app.paused {
                     Status::Ended
                 } else {
-                    Status::Replay { position: p.next, total: p.updates.len(), paused: app.paused }
+                    Status::Replay { position: p.next, total: p.total, paused: app.paused, skipped: p.reader.skipped }
                 };
+                // What went wrong with the file stays on screen, as a warning.
+                app.replay_problems = replay_problems(p);
             }
         }
         terminal.draw(|f| ui::draw(f, app))?;
@@ -232,6 +279,21 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
             }
         }
     }
+}
+
+/// What the replay found wrong with its file so far, for the header.
+fn replay_problems(p: &Player) -> Vec<String> {
+    let mut v = Vec::new();
+    if p.reader.skipped > 0 {
+        v.push(format!("{} damaged update(s) in the recording skipped (checksum or length wrong)", p.reader.skipped));
+    }
+    if p.reader.truncated_bytes > 0 {
+        v.push(format!("the recording ends with {} bytes of a cut-off update", p.reader.truncated_bytes));
+    }
+    if let Some(e) = &p.error {
+        v.push(format!("reading the recording failed: {e}"));
+    }
+    v
 }
 
 /// The update as JSON, with enum fields as names.

@@ -44,7 +44,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         draw_detail(f, app, centered(f.area(), 80, 70));
     }
     if app.help {
-        draw_help(f, centered(f.area(), 60, 70));
+        draw_help(f, f.area());
     }
 }
 
@@ -59,8 +59,12 @@ fn status_span(app: &App) -> Span<'static> {
             format!("✖ disconnected: {reason}; retrying in {:.1}s", *retry_in_ms as f64 / 1e3),
             Style::new().fg(Color::Red),
         ),
-        Status::Replay { position, total, paused } => Span::styled(
-            format!("{} replay {position}/{total}", if *paused { "❚❚" } else { "▶" }),
+        Status::Replay { position, total, paused, skipped } => Span::styled(
+            format!(
+                "{} replay {position}/{total}{}",
+                if *paused { "❚❚" } else { "▶" },
+                if *skipped > 0 { format!(" ({skipped} skipped)") } else { String::new() }
+            ),
             Style::new().fg(Color::Cyan),
         ),
         Status::Ended => Span::styled("■ end of recording", Style::new().fg(Color::Cyan)),
@@ -74,7 +78,6 @@ fn uptime(ns: u64) -> String {
 
 fn draw_header(f: &mut Frame, app: &App, warnings: &[String], area: Rect) {
     let workers = app.snapshot.as_ref().map_or(0, |s| s.workers.len());
-    let dropped = app.snapshot.as_ref().map_or(0, |s| s.events_dropped);
     let label = Style::new().fg(Color::DarkGray);
     let mut first = vec![
         Span::styled(app.source.clone(), Style::new().add_modifier(Modifier::BOLD)),
@@ -84,39 +87,86 @@ fn draw_header(f: &mut Frame, app: &App, warnings: &[String], area: Rect) {
     if let Some(r) = &app.recording {
         first.push(Span::styled(format!("  ● REC {r}"), Style::new().fg(Color::Red)));
     }
-    first.extend([
-        Span::styled("  uptime ", label),
-        Span::raw(uptime(app.uptime_ns)),
-        Span::styled("  workers ", label),
-        Span::raw(workers.to_string()),
-        Span::styled("  spawn ", label),
-        Span::raw(format!("{}/s", si(app.rates.spawns))),
-        Span::styled("  poll ", label),
-        Span::raw(format!("{}/s", si(app.rates.polls))),
-        Span::styled("  steal ", label),
-        Span::raw(format!("{}/s", si(app.rates.steals))),
-        Span::styled("  park ", label),
-        Span::raw(format!("{}/s", si(app.rates.parks))),
-        Span::styled("  dropped ", label),
-        Span::raw(si(dropped as f64)),
-    ]);
+    // Each figure goes in whole or not at all: on a narrow terminal the last ones are left
+    // out, never cut mid-number.
+    let inner = area.width.saturating_sub(2) as usize;
+    let mut used: usize = first.iter().map(|s| s.width()).sum();
+    let items = [
+        ("  uptime ", uptime(app.uptime_ns)),
+        ("  workers ", workers.to_string()),
+        ("  spawn ", format!("{}/s", si(app.rates.spawns))),
+        ("  poll ", format!("{}/s", si(app.rates.polls))),
+        ("  steal ", format!("{}/s", si(app.rates.steals))),
+        ("  park ", format!("{}/s", si(app.rates.parks))),
+        ("  missed ", si(app.events_missed as f64)),
+    ];
+    for (name, value) in items {
+        let w = name.chars().count() + value.chars().count();
+        if used + w > inner {
+            break;
+        }
+        used += w;
+        first.extend([Span::styled(name, label), Span::raw(value)]);
+    }
     let mut lines = vec![Line::from(first)];
     if warnings.is_empty() {
         lines.push(Line::from(Span::styled("no warnings", label)));
     }
     for w in warnings.iter().take(4) {
-        lines.push(Line::from(Span::styled(format!("⚠ {w}"), Style::new().fg(Color::Yellow))));
+        lines.push(Line::from(Span::styled(fit_words(&format!("⚠ {w}"), inner), Style::new().fg(Color::Yellow))));
     }
     let block = Block::default().borders(Borders::ALL).title(" volt-console ");
     f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// `text` cut at a word boundary to fit `width` columns, with "…" when cut: a warning
+/// never ends halfway through a number.
+pub fn fit_words(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    for word in text.split(' ') {
+        let extra = usize::from(!out.is_empty()) + word.chars().count();
+        if out.chars().count() + extra + 1 > width {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out.push('…');
+    out
+}
+
+/// Which of a table's columns to show in `width` cells: all that fit, dropping whole
+/// columns in `drop_order` (indices, first dropped first) until the rest fit with one
+/// cell between columns. A column is never narrowed, so no value is cut.
+pub fn fit_columns(widths: &[u16], drop_order: &[usize], width: u16) -> Vec<bool> {
+    let mut shown = vec![true; widths.len()];
+    let need = |shown: &[bool]| {
+        let cols: Vec<u16> = widths.iter().zip(shown).filter(|(_, s)| **s).map(|(w, _)| *w).collect();
+        cols.iter().sum::<u16>() + cols.len().saturating_sub(1) as u16
+    };
+    for &i in drop_order {
+        if need(&shown) <= width {
+            break;
+        }
+        shown[i] = false;
+    }
+    shown
 }
 
 fn draw_workers_view(f: &mut Frame, app: &App, area: Rect) {
     let workers = app.snapshot.as_ref().map_or(0, |s| s.workers.len()) as u16;
     let [sched, table, events] =
         Layout::vertical([Constraint::Length(5), Constraint::Length(workers + 3), Constraint::Min(3)]).areas(area);
+    // Below 90 columns the spawn-rate sparkline goes: three boxes would leave each too
+    // narrow for its title.
+    let right_width = if sched.width >= 90 { 1 } else { 0 };
     let [left, mid, right] =
-        Layout::horizontal([Constraint::Length(38), Constraint::Fill(1), Constraint::Fill(1)]).areas(sched);
+        Layout::horizontal([Constraint::Length(38), Constraint::Fill(1), Constraint::Fill(right_width)]).areas(sched);
     draw_scheduler(f, app, left);
     let gq: Vec<u64> = app.global_queue_history.iter().copied().collect();
     let last_gq = gq.last().copied().unwrap_or(0);
@@ -128,13 +178,15 @@ fn draw_workers_view(f: &mut Frame, app: &App, area: Rect) {
         mid,
     );
     let sp: Vec<u64> = app.spawn_rate_history.iter().copied().collect();
-    f.render_widget(
-        Sparkline::default()
-            .block(Block::default().borders(Borders::ALL).title(format!(" spawns/s {} ", si(app.rates.spawns))))
-            .data(&sp[sp.len().saturating_sub(right.width.saturating_sub(2) as usize)..])
-            .style(Style::new().fg(Color::Cyan)),
-        right,
-    );
+    if right.width > 0 {
+        f.render_widget(
+            Sparkline::default()
+                .block(Block::default().borders(Borders::ALL).title(format!(" spawns/s {} ", si(app.rates.spawns))))
+                .data(&sp[sp.len().saturating_sub(right.width.saturating_sub(2) as usize)..])
+                .style(Style::new().fg(Color::Cyan)),
+            right,
+        );
+    }
     draw_worker_table(f, app, table);
     let newest = app.events.len().saturating_sub(1);
     draw_events(f, app, events, newest);
@@ -205,17 +257,37 @@ pub fn queue_bar(depth: u64) -> String {
     format!("{}{} {depth:>4}", "█".repeat(filled), "░".repeat(10 - filled))
 }
 
+/// The worker table's columns: heading and width.
+const WORKER_COLUMNS: [(&str, u16); 9] = [
+    ("#", 3),
+    ("state", 10),
+    ("local queue", 16),
+    ("LIFO", 5),
+    ("polls/s", 9),
+    ("steals/s", 9),
+    ("parks/s", 8),
+    ("EWMA task", 10),
+    ("gq int", 6),
+];
+/// Which worker columns go first when the terminal is narrow: the global-queue interval,
+/// the EWMA, parks, LIFO, steals, then the queue bar; worker, state and polls stay.
+const WORKER_DROP_ORDER: [usize; 6] = [8, 7, 6, 3, 5, 2];
+
 fn draw_worker_table(f: &mut Frame, app: &App, area: Rect) {
-    let header =
-        Row::new(["#", "state", "local queue", "LIFO", "polls/s", "steals/s", "parks/s", "EWMA task", "gq int"])
-            .style(Style::new().add_modifier(Modifier::BOLD));
+    let widths: Vec<u16> = WORKER_COLUMNS.iter().map(|c| c.1).collect();
+    let shown = fit_columns(&widths, &WORKER_DROP_ORDER, area.width.saturating_sub(2));
+    let keep = |cells: Vec<Cell<'static>>| -> Vec<Cell<'static>> {
+        cells.into_iter().zip(&shown).filter(|(_, s)| **s).map(|(c, _)| c).collect()
+    };
+    let header = Row::new(keep(WORKER_COLUMNS.iter().map(|c| Cell::from(c.0)).collect()))
+        .style(Style::new().add_modifier(Modifier::BOLD));
     let rows: Vec<Row> = app
         .snapshot
         .iter()
         .flat_map(|s| s.workers.iter().enumerate())
         .map(|(i, w)| {
             let (polls, steals, parks) = app.rates.workers.get(i).copied().unwrap_or_default();
-            Row::new(vec![
+            Row::new(keep(vec![
                 Cell::from(w.index.to_string()),
                 state_cell(w.state),
                 Cell::from(queue_bar(w.local_queue_depth)),
@@ -225,20 +297,11 @@ fn draw_worker_table(f: &mut Frame, app: &App, area: Rect) {
                 Cell::from(si(parks)),
                 Cell::from(dur(w.ewma_task_ns)),
                 Cell::from(w.global_queue_interval.to_string()),
-            ])
+            ]))
         })
         .collect();
-    let widths = [
-        Constraint::Length(3),
-        Constraint::Length(10),
-        Constraint::Length(16),
-        Constraint::Length(5),
-        Constraint::Length(9),
-        Constraint::Length(9),
-        Constraint::Length(8),
-        Constraint::Length(10),
-        Constraint::Length(6),
-    ];
+    let widths: Vec<Constraint> =
+        widths.iter().zip(&shown).filter(|(_, s)| **s).map(|(w, _)| Constraint::Length(*w)).collect();
     let mut state = TableState::default();
     if app.view == View::Workers {
         state.select(Some(app.selected));
@@ -324,8 +387,15 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
         SortKey::Polls => "polls",
         SortKey::Name => "name",
     };
-    let header = Row::new(["id", "name", "state", "polls", "busy", "scheduled", "idle for"])
-        .style(Style::new().add_modifier(Modifier::BOLD));
+    // Narrow terminals drop whole columns (idle for, scheduled, state), never cut values;
+    // the name column counts as 8 cells for this.
+    let shown = fit_columns(&[8, 8, 10, 8, 10, 10, 10], &[6, 5, 2], area.width.saturating_sub(2));
+    let keep = |cells: Vec<String>| -> Vec<String> {
+        cells.into_iter().zip(&shown).filter(|(_, s)| **s).map(|(c, _)| c).collect()
+    };
+    let header =
+        Row::new(keep(["id", "name", "state", "polls", "busy", "scheduled", "idle for"].map(String::from).to_vec()))
+            .style(Style::new().add_modifier(Modifier::BOLD));
     let rows: Vec<Row> = app
         .sorted_tasks()
         .into_iter()
@@ -338,7 +408,7 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
                 proto::TaskState::Complete => "complete",
             };
             let idle = t.since_last_poll_ns.map(|n| dur(n + app.uptime_ns.saturating_sub(r.seen_at_ns)));
-            Row::new(vec![
+            Row::new(keep(vec![
                 t.id.to_string(),
                 t.name.clone().unwrap_or_default(),
                 state.to_string(),
@@ -346,7 +416,7 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
                 dur(t.busy_ns),
                 dur(t.scheduled_ns),
                 idle.unwrap_or_else(|| "-".into()),
-            ])
+            ]))
         })
         .collect();
     let title = if app.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
@@ -363,6 +433,7 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(10),
         Constraint::Length(10),
     ];
+    let widths: Vec<Constraint> = widths.iter().zip(&shown).filter(|(_, s)| **s).map(|(w, _)| *w).collect();
     let mut state = TableState::default().with_selected(Some(app.selected));
     f.render_stateful_widget(
         Table::new(rows, widths)
@@ -407,24 +478,32 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(Paragraph::new(lines).block(block), area);
 }
 
-fn draw_help(f: &mut Frame, area: Rect) {
-    f.render_widget(Clear, area);
-    let text = "\
+/// The help text: at most 56 columns a line, so the box fits a 60-column terminal.
+const HELP: &str = "\
 q, Ctrl-C     quit
 Tab, S-Tab    next / previous view
 w t e         workers, tasks, events view
 ↑ ↓, j k      move        g G   first / last
-Enter         task details (tasks view)   Esc  close
+Enter         task details (tasks view); Esc closes
 b p n         sort tasks by busy time, polls, name
-space         pause the display (replay: pause playback)
+space         pause this display (replay: playback)
 . or →        replay: step one update while paused
 ?             this help (any key closes it)
 
-Warnings in the header: a poll over 10 ms, a worker parked
-while the global queue has work, dropped events or updates,
-a task that keeps waking itself without completing.";
+Warnings in the header: a poll over 10 ms, a worker
+parked while the global queue has work, events or
+updates this console missed, a task that keeps waking
+itself without completing.";
+
+/// The help box, sized to its text and centred in `screen` (never bigger than it).
+fn draw_help(f: &mut Frame, screen: Rect) {
+    let text_w = HELP.lines().map(|l| l.chars().count()).max().unwrap_or(0) as u16;
+    let (w, h) = ((text_w + 2).min(screen.width), (HELP.lines().count() as u16 + 2).min(screen.height));
+    let area =
+        Rect { x: screen.x + (screen.width - w) / 2, y: screen.y + (screen.height - h) / 2, width: w, height: h };
+    f.render_widget(Clear, area);
     f.render_widget(
-        Paragraph::new(text).wrap(Wrap { trim: false }).block(Block::default().borders(Borders::ALL).title(" help ")),
+        Paragraph::new(HELP).wrap(Wrap { trim: false }).block(Block::default().borders(Borders::ALL).title(" help ")),
         area,
     );
 }
@@ -437,15 +516,25 @@ fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
             Span::raw(s)
         }
     };
+    // "? help" and "q quit" always show; the other hints go, last first, when the line
+    // is too narrow for them.
+    let mut hints = vec!["Tab switch", "j/k move", "Enter details", "space pause"];
+    let kept = ["? help", "q quit"];
+    let tabs = [" w workers ", " t tasks ", " e events "];
+    let width = |hints: &[&str]| {
+        tabs.iter().map(|t| t.chars().count()).sum::<usize>()
+            + hints.iter().chain(kept.iter()).map(|h| h.chars().count() + 2).sum::<usize>()
+    };
+    while !hints.is_empty() && width(&hints) > area.width as usize {
+        hints.pop();
+    }
+    let keys: String = hints.iter().chain(kept.iter()).map(|h| format!("  {h}")).collect();
     f.render_widget(
         Paragraph::new(Line::from(vec![
-            tab(View::Workers, " w workers "),
-            tab(View::Tasks, " t tasks "),
-            tab(View::Events, " e events "),
-            Span::styled(
-                "  Tab switch  j/k move  Enter details  space pause  ? help  q quit",
-                Style::new().fg(Color::DarkGray),
-            ),
+            tab(View::Workers, tabs[0]),
+            tab(View::Tasks, tabs[1]),
+            tab(View::Events, tabs[2]),
+            Span::styled(keys, Style::new().fg(Color::DarkGray)),
         ])),
         area,
     );

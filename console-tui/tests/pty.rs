@@ -190,3 +190,42 @@ fn replay_plays_pauses_steps_and_quits() {
     assert_eq!(std::fs::read_to_string(&exit_file).unwrap().trim(), "EXIT=0");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// SIGTERM and SIGHUP restore the terminal as `q` does: out of the alternate screen, the
+/// cursor shown, raw mode off, the shell's prompt back.
+#[test]
+fn sigterm_and_sighup_restore_the_terminal() {
+    for (sig, name) in [(libc::SIGTERM, "term"), (libc::SIGHUP, "hup")] {
+        let bin = env!("CARGO_BIN_EXE_volt-console");
+        let dir = std::env::temp_dir().join(format!("volt-console-pty-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (pid_file, exit_file, stty_file) = (dir.join("pid"), dir.join("exit"), dir.join("stty"));
+        let tmux = Tmux { socket: format!("volt-console-test-{name}-{}", std::process::id()) };
+        let script = format!(
+            "sh -c 'echo $$ > {pid}; exec {bin} --demo' 2>{err}; echo \"EXIT=$?\" > {exit}; stty -a > {stty}; \
+             echo SHELL-IS-BACK; sleep 30",
+            pid = pid_file.display(),
+            err = dir.join("stderr").display(),
+            exit = exit_file.display(),
+            stty = stty_file.display()
+        );
+        let out = tmux.cmd(&["new-session", "-d", "-s", "console", "-x", "150", "-y", "45", &script]);
+        assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
+        tmux.wait_for("two worker rows", Duration::from_secs(20), |s| worker_rows(s).len() >= 2);
+        let alt = tmux.cmd(&["display-message", "-p", "-t", "console", "#{alternate_on}"]);
+        assert_eq!(String::from_utf8_lossy(&alt.stdout).trim(), "1", "the dashboard uses the alternate screen");
+        let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        // SAFETY: `kill` with a pid this test started and a valid signal number.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+        let after = tmux.wait_for("the shell", Duration::from_secs(20), |s| s.contains("SHELL-IS-BACK"));
+        let flags = tmux.cmd(&["display-message", "-p", "-t", "console", "#{alternate_on} #{cursor_flag}"]);
+        assert_eq!(String::from_utf8_lossy(&flags.stdout).trim(), "0 1", "alternate screen off, cursor shown");
+        assert!(!after.contains("┌ workers"), "the dashboard is still on screen:\n{after}");
+        let stty = std::fs::read_to_string(&stty_file).unwrap();
+        assert!(stty.contains(" icanon") && !stty.contains("-icanon"), "raw mode is still on: {stty}");
+        assert_ne!(std::fs::read_to_string(&exit_file).unwrap().trim(), "EXIT=0", "a signal is a failure exit");
+        let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap();
+        assert!(stderr.contains("stopped by SIG"), "{stderr}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

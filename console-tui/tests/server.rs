@@ -177,7 +177,7 @@ fn malformed_requests_get_error_statuses() {
         let mut c = client(&rt).await;
         // A field out of range.
         let err = c
-            .watch_updates(proto::WatchRequest { max_events_per_update: 1_000_000, omit_tasks: false })
+            .watch_updates(proto::WatchRequest { max_events_per_update: 2_000_000, omit_tasks: false })
             .await
             .expect_err("rejected");
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
@@ -229,25 +229,99 @@ fn get_task_returns_a_live_task_with_its_events() {
     h.join().unwrap();
 }
 
+/// Each client's cap is its own: a client that asks for every event gets every event the
+/// server read, a client with a small cap gets its newest events, and each update says
+/// which losses came from the ring (the same for both) and which from the cap.
 #[test]
-fn pause_stops_updates_and_resume_restarts_them() {
-    let rt = runtime(1, false);
+fn a_client_that_wants_every_event_gets_them_and_losses_say_which_is_which() {
+    let rt = runtime(2, true);
     let t = tokio_rt();
     t.block_on(async {
-        let mut c = client(&rt).await;
-        let mut s = c.watch_updates(proto::WatchRequest::default()).await.unwrap().into_inner();
-        s.message().await.unwrap().unwrap();
-        assert!(c.pause(proto::PauseRequest {}).await.unwrap().into_inner().paused);
-        // Drain what was already queued, then nothing comes.
-        // (A gap of 500 ms: on a loaded machine an update queued before the pause can take
-        // a while to arrive.)
-        while tokio::time::timeout(Duration::from_millis(500), s.message()).await.is_ok() {}
-        assert!(tokio::time::timeout(Duration::from_millis(200), s.message()).await.is_err(), "an update while paused");
-        assert!(c.get_snapshot(proto::SnapshotRequest {}).await.unwrap().into_inner().paused);
-        assert!(!c.resume(proto::ResumeRequest {}).await.unwrap().into_inner().paused);
-        let u = tokio::time::timeout(Duration::from_secs(30), s.message()).await.expect("updates again").unwrap();
-        assert!(u.is_some());
+        let (mut a, mut b) = (client(&rt).await, client(&rt).await);
+        let small = proto::WatchRequest { max_events_per_update: 10, omit_tasks: true };
+        let all = proto::WatchRequest { max_events_per_update: 1 << 20, omit_tasks: true };
+        let mut sa = a.watch_updates(small).await.unwrap().into_inner();
+        let mut sb = b.watch_updates(all).await.unwrap().into_inner();
+        let (mut got_a, mut got_b) = (std::collections::HashMap::new(), std::collections::HashMap::new());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        // Until both saw ten busy updates with the same sequence number.
+        let mut both = 0;
+        while both < 10 {
+            assert!(Instant::now() < deadline, "no ten busy updates in 60 s");
+            spawn_work(&rt, 300);
+            let ua = sa.message().await.unwrap().unwrap();
+            let ub = sb.message().await.unwrap().unwrap();
+            // A stream's first update (runtime info, no events) repeats the last seq.
+            if ua.runtime.is_none() {
+                got_a.insert(ua.seq, ua);
+            }
+            if ub.runtime.is_none() {
+                got_b.insert(ub.seq, ub);
+            }
+            both =
+                got_a.iter().filter(|(seq, u)| u.events_missed_cap > 0 && got_b.contains_key(seq) && **seq > 0).count();
+        }
+        let mut checked = 0;
+        for (seq, ua) in &got_a {
+            let Some(ub) = got_b.get(seq) else { continue };
+            assert_eq!(ub.events_missed_cap, 0, "the uncapped client lost events to a cap");
+            assert_eq!(ua.events_missed_ring, ub.events_missed_ring, "ring losses are the server's, the same for all");
+            assert_eq!(ua.events_missed, ua.events_missed_ring + ua.events_missed_cap);
+            assert!(ua.events.len() <= 10, "{} events over a cap of 10", ua.events.len());
+            assert_eq!(ua.events.len() as u64 + ua.events_missed_cap, ub.events.len() as u64, "seq {seq}");
+            // The capped client got the newest ones.
+            assert_eq!(ua.events[..], ub.events[ub.events.len() - ua.events.len()..]);
+            checked += 1;
+        }
+        assert!(checked >= 10);
+        // Pause is gone: one client can no longer freeze the others.
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", rt.console_addr().unwrap()))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.unwrap();
+        let path = http::uri::PathAndQuery::from_static("/volt.console.v1.Console/Pause");
+        let codec = tonic_prost::ProstCodec::<proto::SnapshotRequest, proto::SnapshotRequest>::default();
+        let err = grpc.unary(tonic::Request::new(proto::SnapshotRequest {}), path, codec).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
+        assert!(tokio::time::timeout(Duration::from_secs(10), sa.message()).await.is_ok(), "updates still flow");
     });
+}
+
+/// The demo, watched from its start the way `volt-console --demo` watches it: the console
+/// misses no event (neither to the ring nor to the cap) although the ring overwrites
+/// millions, so the TUI starts with no warning about lost events.
+#[test]
+fn the_demo_watched_from_its_start_misses_no_events() {
+    let rt = volt_console::demo::runtime(Some("127.0.0.1:0")).unwrap();
+    let demo = volt_console::demo::Demo::start(rt.handle());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = client::spawn_watcher(rt.console_addr().unwrap().to_string(), None, tx);
+    let mut app = volt_console::app::App::new("demo");
+    let start = Instant::now();
+    let mut updates = 0;
+    while start.elapsed() < Duration::from_secs(6) {
+        match rx.recv_timeout(Duration::from_secs(30)).expect("the watcher sends") {
+            client::Msg::Update(u) => {
+                updates += 1;
+                app.apply(*u);
+            }
+            _ => continue,
+        }
+    }
+    drop(rx);
+    drop(demo);
+    let _ = watcher.thread.join();
+    let s = rt.handle().telemetry().snapshot();
+    eprintln!(
+        "{updates} updates, recorded {} overwritten {}; missed ring {} cap {}",
+        s.events_recorded, s.events_overwritten, app.events_missed_ring, app.events_missed_cap
+    );
+    assert!(updates >= 5, "{updates} updates in 6 s");
+    assert_eq!((app.events_missed_ring, app.events_missed_cap), (0, 0), "{:?}", app.warnings());
+    assert!(!app.warnings().iter().any(|w| w.contains("missed")), "{:?}", app.warnings());
 }
 
 #[test]
@@ -559,4 +633,114 @@ fn once_shows_the_tokio_bridge_once_it_runs() {
     let _ = tx.send(());
     tokio_rt().block_on(async { tokio::time::timeout(Duration::from_secs(10), parked).await }).unwrap().unwrap();
     drop(rt);
+}
+
+/// Against a port that answers HTTP but is not gRPC, the watcher backs off (doubling to
+/// 5 s) after every failure instead of retrying every 100 ms, and says the cause once.
+#[test]
+fn the_watcher_backs_off_against_a_port_that_is_not_grpc() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let attempts = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&attempts);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            count.fetch_add(1, SeqCst);
+            let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+            let _ = s.read(&mut [0u8; 1024]);
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = client::spawn_watcher(addr.to_string(), None, tx);
+    let start = Instant::now();
+    let mut reasons = Vec::new();
+    while start.elapsed() < Duration::from_secs(4) {
+        if let Ok(client::Msg::Status(volt_console::app::Status::Disconnected { reason, .. })) =
+            rx.recv_timeout(Duration::from_millis(100))
+        {
+            reasons.push(reason);
+        }
+    }
+    let n = attempts.load(SeqCst);
+    drop(rx);
+    let _ = watcher.thread.join();
+    // 100 ms doubling: about 6 attempts in 4 s; retrying every 100 ms would be about 40.
+    assert!((1..=12).contains(&n), "{n} connection attempts in 4 s: {reasons:?}");
+    assert!(!reasons.is_empty());
+    for r in &reasons {
+        let parts: Vec<&str> = r.split(": ").collect();
+        assert!(parts.windows(2).all(|w| w[0] != w[1]), "a cause said twice: {r}");
+        assert!(r != "transport error (Unknown)", "no cause: {r}");
+    }
+}
+
+/// Open `n` connections to `addr` that never finish their handshake: the odd ones send
+/// nothing, the even ones `partial` and then nothing.
+pub fn half_open(addr: std::net::SocketAddr, n: usize, partial: &[u8]) -> Vec<std::net::TcpStream> {
+    use std::io::Write;
+    (0..n)
+        .map(|i| {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            if i % 2 == 0 {
+                s.write_all(partial).unwrap();
+            }
+            s
+        })
+        .collect()
+}
+
+/// Each of `conns` is closed by the server (end of stream or reset) within `bound`.
+pub fn all_closed_within(conns: Vec<std::net::TcpStream>, bound: Duration) {
+    use std::io::Read;
+    let start = Instant::now();
+    for (i, mut s) in conns.into_iter().enumerate() {
+        let left = bound.saturating_sub(start.elapsed()).max(Duration::from_millis(10));
+        s.set_read_timeout(Some(left)).unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                // The server's own preface (HTTP/2 SETTINGS) may come first.
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                    panic!("half-open connection {i} still open after {:?}", start.elapsed())
+                }
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Connections that never finish their HTTP/2 preface are closed after the handshake
+/// timeout, and while they fill the connection cap a real client still gets in (the
+/// oldest unfinished one makes room), and after they are gone too.
+#[test]
+fn half_open_connections_are_closed_and_a_real_client_still_gets_in() {
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(1)
+        .console_bind("127.0.0.1:0")
+        .console_connection_limits(volt::console::ConnectionLimits {
+            max_connections: 8,
+            handshake_timeout: Duration::from_secs(2),
+        })
+        .build()
+        .unwrap();
+    let addr = rt.console_addr().unwrap();
+    let held = half_open(addr, 20, b"PRI * HTTP/2.0\r\n");
+    let t = tokio_rt();
+    t.block_on(async {
+        // While the cap is full of unfinished connections.
+        let mut c = client(&rt).await;
+        let u = tokio::time::timeout(Duration::from_secs(30), c.get_snapshot(proto::SnapshotRequest {})).await;
+        assert!(u.expect("answered within 30 s").is_ok());
+    });
+    all_closed_within(held, Duration::from_secs(30));
+    t.block_on(async {
+        let mut c = client(&rt).await;
+        assert!(c.get_snapshot(proto::SnapshotRequest {}).await.is_ok(), "a client after the half-open ones");
+    });
 }

@@ -87,7 +87,7 @@ fn header_shows_source_uptime_workers_and_rates() {
     let header = line(&t, 1);
     assert_eq!(
         header.trim_end_matches('│').trim_end(),
-        "│127.0.0.1:6670 ● live  uptime 00:00:02  workers 4  spawn 2000/s  poll 1500/s  steal 150/s  park 15/s  dropped 0"
+        "│127.0.0.1:6670 ● live  uptime 00:00:02  workers 4  spawn 2000/s  poll 1500/s  steal 150/s  park 15/s  missed 0"
     );
     assert!(line(&t, 0).starts_with("┌ volt-console "));
     // Parked workers with a queue that holds tasks: flagged once it has lasted two updates.
@@ -211,11 +211,12 @@ fn warnings_flag_slow_polls_dropped_events_and_self_waking_tasks() {
         u.events.push(ev(20_000_000 + i * 10 + 5, 1, PollEnd, 77, 0));
         u.events.push(ev(20_000_000 + i * 10 + 5, 1, Transition, 77, 2 << 8 | 1));
     }
-    u.events_missed = 12;
+    (u.events_missed, u.events_missed_ring, u.events_missed_cap) = (12, 5, 7);
     app.apply(u);
     let w = app.warnings();
     assert!(w.iter().any(|w| w == "task 42 (hog) polled for 16.0 ms: it blocks a worker"), "{w:?}");
-    assert!(w.iter().any(|w| w.starts_with("12 events dropped")), "{w:?}");
+    assert!(w.iter().any(|w| w.starts_with("5 events missed: the ring overwrote them")), "{w:?}");
+    assert!(w.iter().any(|w| w.starts_with("7 events missed: over the per-update cap")), "{w:?}");
     assert!(w.iter().any(|w| w == "task 77 woke itself 1000 times in a row without completing"), "{w:?}");
     assert!(!w.iter().any(|w| w.contains("parked while")), "{w:?}");
     // Once it waits on something (RUNNING -> IDLE), it is no longer spinning.
@@ -314,4 +315,201 @@ fn the_bridge_row_shows_its_threads_tasks_queue_and_busy_share_or_off() {
     // It fits an 80-column terminal, busy share included.
     let (_, l) = find(&render(&app, 80, 30), "bridge ");
     assert!(l.contains("│bridge    2 thr  13 tasks  q 1  50%"), "{l}");
+}
+
+fn screen(t: &Terminal<TestBackend>) -> String {
+    let h = t.backend().buffer().area.height;
+    (0..h).map(|y| line(t, y)).collect::<Vec<_>>().join("\n")
+}
+
+/// A busy app: big numbers everywhere, a warning, tasks with long names.
+fn busy_app() -> App {
+    let mut app = App::new("127.0.0.1:6670");
+    app.status = volt_console::app::Status::Live;
+    app.apply(update(1, [1_000, 1_000, 1_000, 1_000], 100));
+    let mut u = update(2, [12_345_678, 2_345_678, 345_678, 45_678], 9_876_543);
+    u.tasks = Some(proto::TaskChanges {
+        changed: (1..=30)
+            .map(|i| task(123_450 + i, Some("a-task-with-a-long-name"), i * 1_000, i * 7_777_777))
+            .collect(),
+        removed: vec![],
+        full: true,
+    });
+    app.apply(u);
+    app
+}
+
+/// At 80x24 the key bar keeps "? help" and "q quit" in every view.
+#[test]
+fn at_80x24_the_key_bar_keeps_help_and_quit() {
+    let mut app = busy_app();
+    for view in [View::Workers, View::Tasks, View::Events] {
+        app.view = view;
+        let t = render(&app, 80, 24);
+        let bar = line(&t, 23);
+        assert!(bar.contains("? help") && bar.contains("q quit"), "{view:?}: {bar:?}");
+    }
+}
+
+/// At 60x20 whole columns go, never half a number: every figure on screen is one of
+/// the values the app holds, whole, and the help box is not clipped.
+#[test]
+fn at_60x20_numbers_are_whole_and_the_help_box_fits() {
+    let mut app = busy_app();
+    let t = render(&app, 60, 20);
+    let s = screen(&t);
+    // The worker table: the columns that fit, each heading and each value whole.
+    let (y, head) = find(&t, "polls/s");
+    assert!(head.contains("#") && head.contains("state"), "{head}");
+    for w in 0..4u16 {
+        let row = line(&t, y + 1 + w);
+        let polls = volt_console::app::si(app.rates.workers[w as usize].0);
+        assert!(row.contains(&format!(" {polls}")), "row {w} lacks its whole polls/s {polls}: {row}");
+    }
+    for heading in ["local queue", "LIFO", "steals/s", "parks/s", "EWMA task", "gq int"] {
+        if head.contains(&heading[..2]) {
+            assert!(head.contains(heading), "a heading cut: {head}");
+        }
+    }
+    // The header's figures are whole: each label is followed by a whole value or absent.
+    let header = line(&t, 1);
+    for (label, value) in [("workers ", "4"), ("spawn ", &format!("{}/s", volt_console::app::si(app.rates.spawns)))] {
+        if header.contains(label.trim()) {
+            assert!(header.contains(&format!("{label}{value}")), "{header}");
+        }
+    }
+    assert!(!s.contains("spawns/s "), "the third box is dropped under 90 columns:\n{s}");
+    // The tasks view: ids and busy times whole.
+    app.view = View::Tasks;
+    let t = render(&app, 60, 20);
+    let (y, head) = find(&t, "│id ");
+    assert!(head.contains("busy") && head.contains("polls"), "{head}");
+    let rows: Vec<String> = (y + 1..y + 5).map(|y| line(&t, y)).collect();
+    for r in &rows {
+        let id = r.trim_start_matches('│').split_whitespace().next().unwrap();
+        let id: u64 = id.parse().unwrap_or_else(|_| panic!("an id cut: {r}"));
+        let row = app.tasks.get(&id).unwrap_or_else(|| panic!("no task {id}: {r}"));
+        assert!(r.contains(&volt_console::app::dur(row.task.busy_ns)), "busy time cut: {r}");
+    }
+    // The help box: every line of it whole, inside its borders.
+    app.view = View::Workers;
+    app.help = true;
+    let t = render(&app, 60, 20);
+    let s = screen(&t);
+    for l in ["q, Ctrl-C     quit", ". or →        replay: step one update while paused", "itself without completing."]
+    {
+        assert!(s.contains(l), "help line {l:?} clipped:\n{s}");
+    }
+    let (_, top) = find(&t, " help ");
+    assert!(top.contains('┌') && top.contains('┐'), "{top}");
+}
+
+mod recordings {
+    use super::*;
+    use volt_console::record::{self, RecordWriter};
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("volt-console-rec-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// 40 updates, each with a few events, recorded; returns them and each frame's start.
+    fn recording(path: &std::path::Path) -> (Vec<proto::Update>, Vec<usize>) {
+        let mut w = RecordWriter::create(path).unwrap();
+        let mut starts = Vec::new();
+        let mut at = record::MAGIC.len();
+        let updates: Vec<proto::Update> = (1..=40u64)
+            .map(|i| {
+                let mut u = update(i, [i * 100; 4], i * 10);
+                u.events = (0..20).map(|k| ev(i * 1_000 + k, 0, proto::EventKind::PollStart, i, k)).collect();
+                u
+            })
+            .collect();
+        for u in &updates {
+            starts.push(at);
+            at += record::frame(u).len();
+            w.write(u).unwrap();
+        }
+        (updates, starts)
+    }
+
+    /// One corrupt byte in the middle of a recording costs the one update it hit: the
+    /// rest replays, in order, and the damage is counted. The same for a damaged length
+    /// and a damaged frame marker.
+    #[test]
+    fn a_corrupt_byte_skips_one_update_and_the_rest_replays() {
+        let d = dir("corrupt");
+        let path = d.join("rec");
+        let (updates, starts) = recording(&path);
+        let clean = std::fs::read(&path).unwrap();
+        // (where in frame 20, what it damages): the protobuf, the length, the marker, the checksum.
+        for (offset, what) in [(40, "payload"), (5, "length"), (1, "marker"), (9, "checksum")] {
+            let mut bytes = clean.clone();
+            bytes[starts[20] + offset] ^= 0x5a;
+            std::fs::write(&path, &bytes).unwrap();
+            let back = record::read(&path).unwrap();
+            assert_eq!(back.skipped, 1, "{what}");
+            assert_eq!(back.truncated_bytes, 0, "{what}");
+            let mut want = updates.clone();
+            want.remove(20);
+            assert_eq!(back.updates, want, "{what}: the other 39 updates, whole and in order");
+        }
+        // A length damaged to point past the end of the file: still only that update.
+        let mut bytes = clean.clone();
+        bytes[starts[20] + 4..starts[20] + 8].copy_from_slice(&(1u32 << 27).to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let back = record::read(&path).unwrap();
+        assert_eq!((back.updates.len(), back.skipped), (39, 1));
+        // A cut-off end: every whole update, and the cut counted as such.
+        std::fs::write(&path, &clean[..clean.len() - 7]).unwrap();
+        let back = record::read(&path).unwrap();
+        assert_eq!((back.updates.len(), back.skipped), (39, 0));
+        assert!(back.truncated_bytes > 0);
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    /// The header is checked before anything else is read: `/dev/zero` is refused at once.
+    #[test]
+    fn a_file_that_is_not_a_recording_is_refused_at_once() {
+        let err = record::RecordReader::open(std::path::Path::new("/dev/zero")).err().expect("refused");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("not a volt-console recording"), "{err}");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_volt-console"))
+            .args(["--replay", "/dev/zero"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not a volt-console recording"));
+    }
+
+    /// Recordings of the first format (varint-delimited, `VOLTREC1`) still play.
+    #[test]
+    fn a_first_format_recording_still_reads() {
+        use prost::Message;
+        let d = dir("v1");
+        let path = d.join("rec");
+        let updates: Vec<proto::Update> = (1..=5u64).map(|i| update(i, [i; 4], i)).collect();
+        let mut bytes = record::MAGIC_V1.to_vec();
+        for u in &updates {
+            bytes.extend(u.encode_length_delimited_to_vec());
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let back = record::read(&path).unwrap();
+        assert_eq!(back.updates, updates);
+        assert_eq!(record::count_updates(&path).unwrap(), 5);
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    /// While replaying, the screen says how many damaged updates were skipped.
+    #[test]
+    fn the_replay_shows_skipped_updates_on_screen() {
+        let mut app = App::new("replay x");
+        app.status = volt_console::app::Status::Replay { position: 12, total: 40, paused: false, skipped: 1 };
+        app.replay_problems = vec!["1 damaged update(s) in the recording skipped (checksum or length wrong)".into()];
+        app.apply(update(1, [1; 4], 1));
+        let t = render(&app, 140, 40);
+        find(&t, "▶ replay 12/40 (1 skipped)");
+        find(&t, "1 damaged update(s) in the recording skipped");
+    }
 }

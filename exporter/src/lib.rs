@@ -26,6 +26,13 @@
 //! (`volt_bridge_*`, from `Snapshot::bridge`) are rendered by hand too, from their own
 //! table: they are there exactly while the runtime reports a running bridge, which a
 //! registered series, kept once set, could not follow. HTTP is served by axum.
+//!
+//! # Connections that never finish
+//! The HTTP server takes at most 256 connections at once, and each must send its request
+//! header within 10 s ([`ConnectionLimits`], [`Builder::connection_limits`], the
+//! sidecar's `--max-connections` and `--handshake-timeout`). A connection over the cap
+//! closes the oldest one still sending its header, so half-open connections cannot lock
+//! Prometheus out.
 
 use metrics::{Counter, Gauge, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
@@ -34,6 +41,7 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+pub use volt::console::ConnectionLimits;
 use volt_console_proto as proto;
 
 /// The default sampling interval.
@@ -52,6 +60,7 @@ pub fn install(handle: &volt::runtime::Handle, addr: impl ToSocketAddrs) -> io::
 pub struct Builder {
     listen: Option<SocketAddr>,
     interval: Duration,
+    limits: ConnectionLimits,
 }
 
 impl Default for Builder {
@@ -63,7 +72,7 @@ impl Default for Builder {
 impl Builder {
     /// Listen on `127.0.0.1:9670`, sample every second.
     pub fn new() -> Builder {
-        Builder { listen: None, interval: DEFAULT_INTERVAL }
+        Builder { listen: None, interval: DEFAULT_INTERVAL, limits: ConnectionLimits::default() }
     }
 
     /// The address to serve `/metrics` on (port 0 picks a free port; see
@@ -79,6 +88,13 @@ impl Builder {
         self
     }
 
+    /// The HTTP server's connection cap and header timeout (default: 256 connections,
+    /// 10 s).
+    pub fn connection_limits(mut self, limits: ConnectionLimits) -> Builder {
+        self.limits = limits;
+        self
+    }
+
     /// Bind the listener (a port in use is an error here) and start the exporter's thread.
     /// It stops when the [`Exporter`] is dropped or the runtime shuts down.
     pub fn install(self, handle: &volt::runtime::Handle) -> io::Result<Exporter> {
@@ -91,7 +107,7 @@ impl Builder {
         let metrics = Arc::new(Metrics::new());
         let m = Arc::clone(&metrics);
         let interval = self.interval;
-        start(listener, metrics, "volt-exporter", move |stop| async move {
+        start_limited(listener, self.limits, metrics, "volt-exporter", move |stop| async move {
             let mut ticker = tokio::time::interval(interval);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             let mut stop = stop;
@@ -202,6 +218,51 @@ where
     F: FnOnce(tokio::sync::watch::Receiver<bool>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()>,
 {
+    start_limited(listener, ConnectionLimits::default(), metrics, name, work)
+}
+
+/// An accepting socket whose connections pass a [`volt::console::limits::Gate`].
+struct GatedListener {
+    listener: tokio::net::TcpListener,
+    gate: volt::console::limits::Gate,
+}
+
+impl axum::serve::Listener for GatedListener {
+    type Io = volt::console::limits::Guarded<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, SocketAddr) {
+        loop {
+            match self.listener.accept().await {
+                Ok((tcp, addr)) => {
+                    // Refused (the cap is full of finished connections): dropped, closed.
+                    if let Some(io) = self.gate.admit(tcp) {
+                        return (io, addr);
+                    }
+                }
+                // Out of file descriptors and the like: wait a little rather than spin.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+/// [`start`] with a connection cap and header timeout.
+pub fn start_limited<F, Fut>(
+    listener: std::net::TcpListener,
+    limits: ConnectionLimits,
+    metrics: Arc<Metrics>,
+    name: &str,
+    work: F,
+) -> io::Result<Exporter>
+where
+    F: FnOnce(tokio::sync::watch::Receiver<bool>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     let addr = listener.local_addr()?;
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -219,6 +280,7 @@ where
                 .route("/metrics", axum::routing::get(move || async move { text(m.render()) }))
                 .route("/", axum::routing::get(|| async { "volt-exporter: metrics are at /metrics\n" }));
             let mut stop_serving = stop_rx.clone();
+            let listener = GatedListener { listener, gate: volt::console::limits::Gate::new(limits) };
             let server = axum::serve(listener, app).with_graceful_shutdown(async move {
                 let _ = stop_serving.wait_for(|s| *s).await;
             });
@@ -269,7 +331,12 @@ const GLOBAL: &[Family<proto::Snapshot>] = &[
     total("volt_tasks_completed_total", "Tasks that returned their output.", |s| s.tasks_completed),
     total("volt_tasks_cancelled_total", "Tasks aborted or dropped by shutdown.", |s| s.tasks_cancelled),
     total("volt_tasks_panicked_total", "Tasks that panicked.", |s| s.tasks_panicked),
-    total("volt_events_dropped_total", "Event-ring records overwritten before they were read.", |s| s.events_dropped),
+    total("volt_events_recorded_total", "Records written to the event ring.", |s| s.events_recorded),
+    total(
+        "volt_events_overwritten_total",
+        "Event-ring records overwritten to make room, read or not (the ring's churn, not a loss).",
+        |s| s.events_overwritten,
+    ),
     total("volt_timers_armed_total", "Timers registered with the timing wheel.", |s| s.timers_armed),
     total("volt_timers_fired_total", "Timers that fired.", |s| s.timers_fired),
     total("volt_timers_cancelled_total", "Timers dropped before they fired.", |s| s.timers_cancelled),

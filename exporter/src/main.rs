@@ -6,10 +6,14 @@
 //! curl http://127.0.0.1:9671/metrics
 //! ```
 //!
-//! It reconnects (with a backoff capped at 5 s) when the process restarts, and starts its
-//! counters over for the new process. While the console is unreachable it serves only
-//! `volt_exporter_console_up 0`. Logs go to stderr through `tracing-subscriber`; `RUST_LOG`
-//! selects them (default `info`).
+//! It reconnects (with a backoff that doubles from 100 ms to 5 s after every failure, and
+//! resets once an update arrives) when the process restarts, and starts its counters over
+//! for the new process. It never serves stale figures as live: when the stream stops
+//! delivering (the process hangs, the network drops packets) for [`STALL_INTERVALS`]
+//! publish intervals, and at least [`STALL_MIN`], `volt_exporter_console_up` goes to 0 and it
+//! reconnects. While the console is unreachable it serves `volt_exporter_console_up 0`
+//! next to the last figures it had. Logs go to stderr through `tracing-subscriber`;
+//! `RUST_LOG` selects them (default `info`).
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -18,6 +22,11 @@ use std::time::Duration;
 use volt_console_proto as proto;
 use volt_console_proto::console_client::ConsoleClient;
 use volt_exporter::Metrics;
+
+/// Publish intervals without an update after which the stream counts as stalled.
+const STALL_INTERVALS: u32 = 8;
+/// The shortest stall that counts (a loaded machine delays updates a little).
+const STALL_MIN: Duration = Duration::from_secs(2);
 
 #[derive(Parser, Debug)]
 #[command(name = "volt-exporter", version, about = "Prometheus metrics from a Volt process's console stream")]
@@ -28,6 +37,14 @@ struct Args {
     /// Where to serve /metrics: host:port or http://host:port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9671")]
     listen: String,
+    /// The most HTTP connections open at once; one over it closes the oldest that has not
+    /// sent its request header yet.
+    #[arg(long, value_name = "N", default_value_t = volt::console::limits::DEFAULT_MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_connections: u64,
+    /// Seconds a connection has to send its request header before it is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    handshake_timeout: f64,
     /// The console token (default: $VOLT_CONSOLE_TOKEN).
     #[arg(long, env = "VOLT_CONSOLE_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -63,18 +80,27 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if !(args.handshake_timeout.is_finite() && args.handshake_timeout > 0.0 && args.handshake_timeout <= 3600.0) {
+        eprintln!("volt-exporter: --handshake-timeout must be a number of seconds in (0, 3600]");
+        return ExitCode::from(2);
+    }
+    let limits = volt_exporter::ConnectionLimits {
+        max_connections: args.max_connections as usize,
+        handshake_timeout: Duration::from_secs_f64(args.handshake_timeout),
+    };
     let metrics = Arc::new(Metrics::new());
     metrics.set_console_up(false);
     let m = Arc::clone(&metrics);
     let token = args.token.filter(|t| !t.is_empty());
-    let exporter =
-        match volt_exporter::start(listener, metrics, "volt-exporter", move |stop| follow(console, token, m, stop)) {
-            Ok(e) => e,
-            Err(e) => {
-                eprintln!("volt-exporter: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
+    let exporter = match volt_exporter::start_limited(listener, limits, metrics, "volt-exporter", move |stop| {
+        follow(console, token, m, stop)
+    }) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("volt-exporter: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     tracing::info!("serving http://{}/metrics from the console at {console}", exporter.local_addr());
     exporter.wait();
     ExitCode::SUCCESS
@@ -119,7 +145,7 @@ async fn watch(
     };
     let channel = match endpoint.connect().await {
         Ok(c) => c,
-        Err(e) => return format!("cannot connect: {e}"),
+        Err(e) => return format!("cannot connect: {}", volt::console::error_chain(&e)),
     };
     let mut client = ConsoleClient::new(channel).max_decoding_message_size(64 << 20);
     let mut req = tonic::Request::new(proto::WatchRequest { max_events_per_update: 1, omit_tasks: true });
@@ -130,10 +156,19 @@ async fn watch(
     }
     let mut stream = match client.watch_updates(req).await {
         Ok(s) => s.into_inner(),
-        Err(s) => return format!("{} ({:?})", s.message(), s.code()),
+        Err(s) => return status_text(&s),
     };
+    // Until the first update says the publish interval, allow the longest plausible one.
+    let mut stall = Duration::from_secs(10);
     loop {
-        match stream.message().await {
+        let next = match tokio::time::timeout(stall, stream.message()).await {
+            Ok(m) => m,
+            Err(_) => {
+                metrics.set_console_up(false);
+                return format!("no update for {stall:?}: the stream stalled (the figures served are stale)");
+            }
+        };
+        match next {
             Ok(Some(u)) => {
                 if let Some(info) = &u.runtime {
                     // A stream's first update. Another runtime (a restarted process) starts
@@ -145,6 +180,7 @@ async fn watch(
                     }
                     *seen = Some(id);
                     tracing::info!("console {console}: following pid {} ({} workers)", info.pid, info.workers);
+                    stall = (Duration::from_nanos(info.publish_interval_ns) * STALL_INTERVALS).max(STALL_MIN);
                     *backoff = Duration::from_millis(100);
                     metrics.set_console_up(true);
                 }
@@ -153,7 +189,14 @@ async fn watch(
                 }
             }
             Ok(None) => return "the stream ended".into(),
-            Err(s) => return format!("{} ({:?})", s.message(), s.code()),
+            Err(s) => return status_text(&s),
         }
     }
+}
+
+/// A gRPC status as one line, with the cause underneath a transport failure (whose own
+/// message is only "transport error").
+fn status_text(s: &tonic::Status) -> String {
+    let msg = volt::console::with_causes(s.message().to_string(), std::error::Error::source(s));
+    format!("{msg} ({:?})", s.code())
 }

@@ -61,7 +61,8 @@ const COUNTERS: &[&str] = &[
     "volt_tasks_completed_total",
     "volt_tasks_cancelled_total",
     "volt_tasks_panicked_total",
-    "volt_events_dropped_total",
+    "volt_events_recorded_total",
+    "volt_events_overwritten_total",
     "volt_timers_armed_total",
     "volt_timers_fired_total",
     "volt_io_events_total",
@@ -196,6 +197,8 @@ fn the_sampler_stops_when_the_runtime_is_dropped() {
 struct Sidecar {
     child: Child,
     addr: SocketAddr,
+    /// Its log lines so far.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Drop for Sidecar {
@@ -225,12 +228,15 @@ fn sidecar(console: &str) -> Sidecar {
     };
     // Keep draining its log (into the test's output, shown on failure) so it never blocks
     // on a full pipe.
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = std::sync::Arc::clone(&log);
     std::thread::spawn(move || {
         for line in err.lines().map_while(Result::ok) {
             eprintln!("[volt-exporter] {line}");
+            keep.lock().unwrap().push(line);
         }
     });
-    Sidecar { child, addr }
+    Sidecar { child, addr, log }
 }
 
 #[test]
@@ -416,4 +422,171 @@ fn the_sidecar_serves_the_bridge_families_from_the_console() {
     let _ = tx.send(());
     futures_lite_block_on(parked);
     drop(rt);
+}
+
+/// A port that answers HTTP/1.1 but is not gRPC: it counts the connections made to it.
+pub fn plain_http_listener() -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let c = std::sync::Arc::clone(&count);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+            let _ = s.read(&mut [0u8; 1024]);
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (addr, count)
+}
+
+/// Against a port that answers HTTP but is not gRPC, the sidecar backs off (doubling to
+/// 5 s) instead of retrying at once, and its log says the cause, once.
+#[test]
+fn the_sidecar_backs_off_against_a_port_that_is_not_grpc_and_logs_the_cause() {
+    let (addr, attempts) = plain_http_listener();
+    let side = sidecar(&addr.to_string());
+    let watched = Instant::now();
+    std::thread::sleep(Duration::from_secs(4));
+    let n = attempts.load(std::sync::atomic::Ordering::SeqCst);
+    let elapsed = watched.elapsed();
+    // 100 ms doubling: about 6 attempts in 4 s; retrying every 100 ms would be about 40.
+    assert!((1..=12).contains(&n), "{n} connection attempts in {elapsed:?}");
+    let log = side.log.lock().unwrap().clone();
+    let failure = log.iter().find(|l| l.contains("reconnecting in")).expect("a failure is logged");
+    // The cause, not only "transport error", and no part said twice in a row.
+    assert!(failure.contains("transport error: "), "{failure}");
+    let parts: Vec<&str> = failure.split(": ").collect();
+    assert!(parts.windows(2).all(|w| w[0] != w[1]), "{failure}");
+}
+
+/// A console that sends one update and then nothing while keeping the connection open
+/// (a hung process): the sidecar must not keep serving its figures as live.
+#[test]
+fn the_sidecar_reports_a_stalled_stream_as_down() {
+    use proto_server::*;
+    let (addr, _server) = stalling_console();
+    let side = sidecar(&addr.to_string());
+    wait_until("the sidecar to follow the console", Duration::from_secs(20), || {
+        let s = scrape(side.addr);
+        samples(&s, "volt_exporter_console_up").first().is_some_and(|x| value(x) == 1.0)
+            && samples(&s, "volt_tasks_spawned_total").first().is_some_and(|x| value(x) == 7.0)
+    });
+    wait_until("console_up to go to 0 on the stall", Duration::from_secs(30), || {
+        let s = scrape(side.addr);
+        samples(&s, "volt_exporter_console_up").first().is_some_and(|x| value(x) == 0.0)
+    });
+    let log = side.log.lock().unwrap().clone();
+    assert!(log.iter().any(|l| l.contains("the stream stalled")), "{log:?}");
+}
+
+mod proto_server {
+    use std::net::SocketAddr;
+    use std::pin::Pin;
+    use tonic::codegen::tokio_stream::{self, Stream, StreamExt};
+    use tonic::{Request, Response, Status};
+    use volt::console::proto;
+
+    struct Stalling;
+
+    type Updates = Pin<Box<dyn Stream<Item = Result<proto::Update, Status>> + Send>>;
+
+    #[tonic::async_trait]
+    impl proto::console_server::Console for Stalling {
+        type WatchUpdatesStream = Updates;
+        async fn watch_updates(&self, _: Request<proto::WatchRequest>) -> Result<Response<Updates>, Status> {
+            let first = proto::Update {
+                seq: 1,
+                runtime: Some(proto::RuntimeInfo {
+                    workers: 1,
+                    publish_interval_ns: 20_000_000,
+                    pid: 1,
+                    ..Default::default()
+                }),
+                snapshot: Some(proto::Snapshot {
+                    workers: vec![Default::default()],
+                    tasks_spawned: 7,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            Ok(Response::new(Box::pin(tokio_stream::iter([Ok(first)]).chain(tokio_stream::pending()))))
+        }
+        async fn get_snapshot(&self, _: Request<proto::SnapshotRequest>) -> Result<Response<proto::Update>, Status> {
+            Err(Status::unimplemented("stalled"))
+        }
+        async fn get_task(&self, _: Request<proto::TaskRequest>) -> Result<Response<proto::TaskDetails>, Status> {
+            Err(Status::unimplemented("stalled"))
+        }
+    }
+
+    /// A console server on a thread of its own whose streams stall after one update.
+    pub fn stalling_console() -> (SocketAddr, std::thread::JoinHandle<()>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let l = tokio::net::TcpListener::from_std(l).unwrap();
+                let incoming = tonic::transport::server::TcpIncoming::from(l);
+                let _ = tonic::transport::Server::builder()
+                    .add_service(proto::console_server::ConsoleServer::new(Stalling))
+                    .serve_with_incoming(incoming)
+                    .await;
+            });
+        });
+        (addr, t)
+    }
+}
+
+/// Connections that never finish their request header are closed after the header
+/// timeout, and while they fill the cap a scrape still gets through, and after too.
+#[test]
+fn half_open_connections_are_closed_and_a_scrape_still_gets_through() {
+    use std::io::Read;
+    let rt = volt::runtime::Builder::new().worker_threads(1).build().unwrap();
+    let exporter = volt_exporter::Builder::new()
+        .listen("127.0.0.1:0")
+        .unwrap()
+        .interval(Duration::from_millis(20))
+        .connection_limits(volt_exporter::ConnectionLimits {
+            max_connections: 8,
+            handshake_timeout: Duration::from_secs(2),
+        })
+        .install(rt.handle())
+        .unwrap();
+    let addr = exporter.local_addr();
+    let held: Vec<std::net::TcpStream> = (0..20)
+        .map(|i| {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            if i % 2 == 0 {
+                s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+            }
+            s
+        })
+        .collect();
+    // While the cap is full of unfinished connections.
+    wait_until("a scrape", Duration::from_secs(30), || scrape_text(addr).is_ok_and(|t| t.contains("volt_workers")));
+    let start = Instant::now();
+    for (i, mut s) in held.into_iter().enumerate() {
+        s.set_read_timeout(Some(
+            Duration::from_secs(30).saturating_sub(start.elapsed()).max(Duration::from_millis(10)),
+        ))
+        .unwrap();
+        let mut buf = [0u8; 1024];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => continue,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    panic!("half-open connection {i} still open after {:?}", start.elapsed())
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    assert!(scrape_text(addr).is_ok(), "a scrape after the half-open ones");
 }

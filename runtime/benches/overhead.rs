@@ -126,7 +126,7 @@ fn main() {
             }
             let s = rts[2].handle().telemetry().snapshot();
             recorded += s.events_recorded;
-            dropped += s.events_dropped;
+            dropped += s.events_overwritten;
         }
         let ring = paired_ratio(&times[2], &times[1]);
         let timed = paired_ratio(&times[1], &times[0]);

@@ -16,6 +16,28 @@
 //! it missed (`updates_missed`). So a slow or stuck client costs at most its backlog in
 //! memory and never delays the publisher, other clients, or the runtime.
 //!
+//! # Lost events: the ring, and the per-client cap
+//! The publisher reads the event ring with one cursor of its own. Two things can cost a
+//! client events, and each update says which: `events_missed_ring` counts records the
+//! ring overwrote before the publisher read them (the ring is too small for the event
+//! rate at this publish interval: a bigger `Builder::event_ring` or a shorter publish
+//! interval fixes it), and `events_missed_cap` counts events the publisher read but left
+//! out of this client's update because of its `max_events_per_update` (default
+//! [`MAX_EVENTS_PER_UPDATE`], up to [`MAX_EVENTS_PER_UPDATE_LIMIT`]). Records the ring
+//! overwrote after they were read are no loss (`Snapshot::events_overwritten` counts
+//! those too: it is the ring's churn).
+//!
+//! # Pausing
+//! There is no server-side pause: it froze every client, the sidecar exporter included.
+//! A client that wants a still picture stops applying updates (`volt-console`'s space).
+//!
+//! # Connections that never finish
+//! At most [`limits::DEFAULT_MAX_CONNECTIONS`] connections (256) are open at once, and
+//! each must send its HTTP/2 preface within [`limits::DEFAULT_HANDSHAKE_TIMEOUT`] (10 s);
+//! `Builder::console_connection_limits` changes both. A connection over the cap closes the
+//! oldest one still in its handshake, so half-open connections cannot lock clients out.
+//! See [`limits`].
+//!
 //! # Security
 //! Loopback by default. A non-loopback bind needs a token (`VOLT_CONSOLE_TOKEN` or
 //! `Builder::console_token`); with a token set, every call, reflection included, must
@@ -26,13 +48,15 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
+pub mod limits;
+pub use limits::ConnectionLimits;
 pub use volt_console_proto as proto;
 use volt_console_proto::console_server::{Console, ConsoleServer};
 
@@ -42,8 +66,13 @@ pub const DEFAULT_BIND: &str = "127.0.0.1:6670";
 pub const DEFAULT_PUBLISH_INTERVAL: Duration = Duration::from_millis(250);
 /// Updates queued per client before it starts missing them.
 pub const CLIENT_BACKLOG: usize = 4;
-/// Events per update unless a client asks for fewer (the newest are kept).
+/// Events per update for a client that does not choose (`max_events_per_update` 0); the
+/// newest are kept, and the rest are counted in the update's `events_missed_cap`.
 pub const MAX_EVENTS_PER_UPDATE: usize = 16_384;
+/// The most events per update a client may ask for. The publisher itself keeps every
+/// event it reads in a cycle (at most what the rings hold, a fixed bound), so a client
+/// that asks for at least the rings' capacity gets every event the server read.
+pub const MAX_EVENTS_PER_UPDATE_LIMIT: usize = 1 << 20;
 /// Events kept for `GetTask`'s recent history.
 const HISTORY: usize = 16_384;
 
@@ -55,6 +84,8 @@ pub(crate) struct ConsoleConfig {
     /// Explicit token; `None`: `VOLT_CONSOLE_TOKEN` if set and non-empty.
     pub(crate) token: Option<String>,
     pub(crate) publish_interval: Option<Duration>,
+    /// `None`: [`ConnectionLimits::default`].
+    pub(crate) limits: Option<ConnectionLimits>,
 }
 
 /// A running console server; stopped by [`ConsoleServer::stop`] (the runtime's shutdown).
@@ -77,6 +108,29 @@ impl ServerHandle {
             let _ = t.join();
         }
     }
+}
+
+/// `e` and its sources (`std::error::Error::source`), each said once: a cause whose text
+/// is already in the message (transport layers often repeat their source's text, as in
+/// "tcp connect error: tcp connect error") is left out. For messages a person acts on.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    with_causes(e.to_string(), e.source())
+}
+
+/// `message` followed by `source` and its sources, each said once (see [`error_chain`]).
+/// For an error whose own text is not the message to show (a gRPC status: its message).
+pub fn with_causes(message: String, source: Option<&(dyn std::error::Error + 'static)>) -> String {
+    let mut out = message;
+    let mut cur = source;
+    while let Some(c) = cur {
+        let text = c.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cur = c.source();
+    }
+    out
 }
 
 fn invalid(msg: String) -> io::Error {
@@ -115,6 +169,7 @@ pub(crate) fn start(config: &ConsoleConfig, telemetry: Telemetry) -> io::Result<
     listener.set_nonblocking(true)?;
     let local = listener.local_addr()?;
     let interval = config.publish_interval.unwrap_or(DEFAULT_PUBLISH_INTERVAL).max(Duration::from_millis(1));
+    let limits = config.limits.unwrap_or_default();
     let (stop, stop_rx) = watch::channel(false);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<()>>();
     let thread = std::thread::Builder::new().name("volt-console".into()).spawn(move || {
@@ -134,7 +189,7 @@ pub(crate) fn start(config: &ConsoleConfig, telemetry: Telemetry) -> io::Result<
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            serve(listener, telemetry, token, interval, stop_rx).await;
+            serve(listener, telemetry, token, interval, limits, stop_rx).await;
         });
         // Whatever is left (a stuck client's connection) is dropped with the runtime.
         rt.shutdown_timeout(Duration::from_millis(100));
@@ -157,6 +212,7 @@ async fn serve(
     telemetry: Telemetry,
     token: Option<String>,
     interval: Duration,
+    limits: ConnectionLimits,
     mut stop: watch::Receiver<bool>,
 ) {
     let state = Arc::new(State::new(telemetry, interval));
@@ -173,10 +229,20 @@ async fn serve(
         Err(e) => eprintln!("volt console: gRPC reflection is unavailable: {e}"),
     }
     let mut shutdown = stop.clone();
-    let serving =
-        router.serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async move {
-            let _ = shutdown.wait_for(|s| *s).await;
-        });
+    // Every accepted connection goes through the gate (cap and handshake timeout); one
+    // it refuses is dropped, which closes it. Accept errors (out of file descriptors)
+    // are skipped: the listener stays up.
+    let gate = limits::Gate::new(limits);
+    let incoming = tokio_stream::StreamExt::filter_map(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        move |accepted| match accepted {
+            Ok(tcp) => gate.admit(tcp).map(Ok::<_, io::Error>),
+            Err(_) => None,
+        },
+    );
+    let serving = router.serve_with_incoming_shutdown(incoming, async move {
+        let _ = shutdown.wait_for(|s| *s).await;
+    });
     tokio::pin!(serving);
     tokio::select! {
         r = &mut serving => {
@@ -223,7 +289,6 @@ struct Client {
 struct State {
     telemetry: Telemetry,
     info: proto::RuntimeInfo,
-    paused: AtomicBool,
     seq: AtomicU64,
     clients: Mutex<Vec<Client>>,
     /// The task list as last published (when the ring is on).
@@ -249,7 +314,6 @@ impl State {
         State {
             telemetry,
             info,
-            paused: AtomicBool::new(false),
             seq: AtomicU64::new(0),
             clients: Mutex::new(Vec::new()),
             tasks: Mutex::new(HashMap::new()),
@@ -274,7 +338,6 @@ impl State {
             snapshot: Some((&self.telemetry.snapshot()).into()),
             tasks,
             runtime: Some(self.info.clone()),
-            paused: self.paused.load(Relaxed),
             ..Default::default()
         }
     }
@@ -282,14 +345,11 @@ impl State {
     /// One publish cycle's update.
     fn next_update(&self, cursor: &mut crate::telemetry::EventCursor, dropped_before: &mut u64) -> proto::Update {
         let snapshot = self.telemetry.snapshot();
-        let mut events = cursor.read();
-        let mut missed = cursor.dropped() - *dropped_before;
+        // Every event read goes into the update (at most what the rings hold); each
+        // client's own cap is applied when it is sent (see `for_client`).
+        let events = cursor.read();
+        let missed_ring = cursor.dropped() - *dropped_before;
         *dropped_before = cursor.dropped();
-        if events.len() > MAX_EVENTS_PER_UPDATE {
-            let extra = events.len() - MAX_EVENTS_PER_UPDATE;
-            events.drain(..extra);
-            missed += extra as u64;
-        }
         let events: Vec<proto::Event> = events.iter().map(proto::Event::from).collect();
         {
             let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
@@ -328,11 +388,12 @@ impl State {
             uptime_ns: self.telemetry.uptime().as_nanos() as u64,
             snapshot: Some((&snapshot).into()),
             events,
-            events_missed: missed,
+            events_missed: missed_ring,
+            events_missed_ring: missed_ring,
+            events_missed_cap: 0,
             tasks,
             updates_missed: 0,
             runtime: None,
-            paused: false,
         }
     }
 
@@ -364,9 +425,6 @@ async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) {
             _ = ticker.tick() => {}
             _ = stop.wait_for(|s| *s) => break,
         }
-        if state.paused.load(Relaxed) {
-            continue;
-        }
         let update = state.next_update(&mut cursor, &mut dropped);
         state.broadcast(update);
     }
@@ -386,9 +444,10 @@ impl Console for Service {
 
     async fn watch_updates(&self, request: Request<proto::WatchRequest>) -> Result<Response<UpdateStream>, Status> {
         let req = request.into_inner();
-        if req.max_events_per_update as usize > 65_536 {
+        if req.max_events_per_update as usize > MAX_EVENTS_PER_UPDATE_LIMIT {
             return Err(Status::invalid_argument(format!(
-                "max_events_per_update is {}; the most is 65536 (0 means the server's default)",
+                "max_events_per_update is {}; the most is {MAX_EVENTS_PER_UPDATE_LIMIT} (0 means the server's \
+                 default, {MAX_EVENTS_PER_UPDATE})",
                 req.max_events_per_update
             )));
         }
@@ -403,17 +462,7 @@ impl Console for Service {
         let omit_tasks = req.omit_tasks;
         let stream =
             tokio_stream::StreamExt::map(tokio_stream::wrappers::ReceiverStream::new(rx), move |(u, missed)| {
-                let mut u = proto::Update::clone(&u);
-                u.updates_missed = missed;
-                if u.events.len() > max_events {
-                    let extra = u.events.len() - max_events;
-                    u.events.drain(..extra);
-                    u.events_missed += extra as u64;
-                }
-                if omit_tasks {
-                    u.tasks = None;
-                }
-                Ok(u)
+                Ok(for_client(&u, missed, max_events, omit_tasks))
             });
         Ok(Response::new(Box::pin(stream)))
     }
@@ -446,15 +495,24 @@ impl Console for Service {
             .collect();
         Ok(Response::new(proto::TaskDetails { task: Some((&task).into()), recent_events }))
     }
+}
 
-    async fn pause(&self, _: Request<proto::PauseRequest>) -> Result<Response<proto::PauseState>, Status> {
-        self.state.paused.store(true, Relaxed);
-        Ok(Response::new(proto::PauseState { paused: true }))
-    }
-
-    async fn resume(&self, _: Request<proto::ResumeRequest>) -> Result<Response<proto::PauseState>, Status> {
-        self.state.paused.store(false, Relaxed);
-        Ok(Response::new(proto::PauseState { paused: false }))
+/// One client's copy of a published update: its newest `max_events` events (the rest
+/// counted in `events_missed_cap`), the updates it missed, and the task list unless it
+/// asked to go without. Copies only what the client gets.
+fn for_client(u: &proto::Update, updates_missed: u64, max_events: usize, omit_tasks: bool) -> proto::Update {
+    let cut = u.events.len().saturating_sub(max_events);
+    proto::Update {
+        seq: u.seq,
+        uptime_ns: u.uptime_ns,
+        snapshot: u.snapshot.clone(),
+        events: u.events[cut..].to_vec(),
+        events_missed: u.events_missed + cut as u64,
+        events_missed_ring: u.events_missed_ring,
+        events_missed_cap: u.events_missed_cap + cut as u64,
+        tasks: if omit_tasks { None } else { u.tasks.clone() },
+        updates_missed,
+        runtime: u.runtime.clone(),
     }
 }
 
@@ -517,7 +575,7 @@ impl From<&Snapshot> for proto::Snapshot {
             steal_batch_histogram: histogram(&s.steal_batch_histogram),
             schedule_latency_histogram: histogram(&s.schedule_latency_histogram),
             events_recorded: s.events_recorded,
-            events_dropped: s.events_dropped,
+            events_overwritten: s.events_overwritten,
             blocking_threads: s.blocking_threads,
             blocking_queue_depth: s.blocking_queue_depth,
             bridge: s.bridge.as_ref().map(|b| proto::BridgeSnapshot {

@@ -112,6 +112,14 @@ impl Builder {
         self
     }
 
+    /// The console server's connection cap and handshake timeout (default: 256
+    /// connections, 10 s to send the HTTP/2 preface). See `volt::console::limits`.
+    #[cfg(feature = "console")]
+    pub fn console_connection_limits(&mut self, limits: crate::console::ConnectionLimits) -> &mut Builder {
+        self.console.get_or_insert_with(Default::default).limits = Some(limits);
+        self
+    }
+
     /// How often the console publishes an update to its watchers (default 250 ms).
     #[cfg(feature = "console")]
     pub fn console_publish_interval(&mut self, every: Duration) -> &mut Builder {

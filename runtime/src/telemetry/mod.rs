@@ -252,13 +252,15 @@ pub struct Snapshot {
     pub steal_batch_histogram: Histogram,
     /// Wake-to-poll latency in nanoseconds, all workers (event ring on only).
     pub schedule_latency_histogram: Histogram,
-    /// Records written to the event ring (0 when it is off; see `EventCursor::dropped`).
+    /// Records written to the event ring (0 when it is off).
     pub events_recorded: u64,
-    /// Records overwritten in the event ring (it keeps the newest `capacity` per ring),
-    /// whether or not anyone read them first. A record a writer on the shared remote ring
-    /// gave up (it lapped a writer still storing its own) counts here once a later lap
-    /// passes it; a cursor counts it in its `dropped` at once.
-    pub events_dropped: u64,
+    /// Records the event ring has overwritten to make room (it keeps the newest `capacity`
+    /// per ring), whether or not a reader had read them first. This is the ring's churn,
+    /// not a loss: on a busy runtime nearly every record is overwritten eventually, after
+    /// every reader has read it. What a reader missed is its cursor's
+    /// [`EventCursor::dropped`]. A record a writer on the shared remote ring gave up (it
+    /// lapped a writer still storing its own) counts here once a later lap passes it.
+    pub events_overwritten: u64,
     /// Threads in the blocking pool.
     pub blocking_threads: u64,
     /// `spawn_blocking` calls waiting for a thread.
@@ -384,7 +386,7 @@ impl Telemetry {
             for ring in r.rings.iter() {
                 let written = ring.written();
                 snap.events_recorded += written;
-                snap.events_dropped += written.saturating_sub(ring.capacity());
+                snap.events_overwritten += written.saturating_sub(ring.capacity());
             }
         }
         let finished = snap.tasks_completed + snap.tasks_cancelled + snap.tasks_panicked;
@@ -465,16 +467,20 @@ impl Telemetry {
     }
 
     /// A cursor over the event ring: each [`EventCursor::read`] returns the events since
-    /// the previous one, merged across workers in time order. Without
-    /// `Builder::event_ring` it never yields anything.
+    /// the previous one, merged across workers in time order. Its first read starts at
+    /// the oldest record each ring still holds: records overwritten before the cursor
+    /// existed were never its to miss, so they do not count in [`EventCursor::dropped`].
+    /// Without `Builder::event_ring` it never yields anything.
     pub fn events(&self) -> EventCursor {
-        let rings = self.shared.recorder.as_ref().map_or(0, |r| r.rings.len());
-        EventCursor {
-            shared: Arc::clone(&self.shared),
-            rings: vec![RingCursor::default(); rings],
-            buffered: Default::default(),
-            records: 0,
-        }
+        let rings = match &self.shared.recorder {
+            Some(r) => r
+                .rings
+                .iter()
+                .map(|ring| RingCursor { next: ring.written().saturating_sub(ring.capacity()), dropped: 0 })
+                .collect(),
+            None => Vec::new(),
+        };
+        EventCursor { shared: Arc::clone(&self.shared), rings, buffered: Default::default(), records: 0 }
     }
 }
 
@@ -558,8 +564,10 @@ impl EventCursor {
         out
     }
 
-    /// Records this cursor missed because they were overwritten before it read them (or,
-    /// rarely, given up by a writer on the shared remote ring).
+    /// Records this cursor missed: overwritten after it was created and before it read
+    /// them (or, rarely, given up by a writer on the shared remote ring). Each cursor
+    /// counts its own: a reader that keeps up misses nothing, however many records the
+    /// ring overwrites after it has read them (`Snapshot::events_overwritten`).
     /// (A record is one ring slot; a spawn or a poll's end is one record that reads out as
     /// two or three events, so compare this with [`EventCursor::records_read`] and
     /// `Snapshot::events_recorded`, which count records too.)
