@@ -1053,7 +1053,7 @@ impl HeaderWatch {
                 idle_since
             }
         };
-        let at = from.checked_add(self.timeout).unwrap_or_else(|| deadline_after(FAR_FUTURE));
+        let at = crate::time::deadline_after(from, self.timeout);
         // The connection's future is its task's own (spawned by `run`), so this waker
         // stays the task's for the connection's life; it is set again at each arming.
         *self.alarm.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
