@@ -381,9 +381,10 @@ mod tests {
     #[test]
     fn a_full_local_list_frees_to_the_global_allocator() {
         let cache = CellCache::new();
-        // Two classes share the byte budget.
-        let (small, big) = (0, 7);
-        let n = LOCAL_CAP_BYTES / CLASS_BYTES + 10;
+        // Two classes share the byte budget (512-byte blocks fill it in 512 frees, few
+        // enough for Miri).
+        let (small, big) = (31, 7);
+        let n = LOCAL_CAP_BYTES / class_layout(small).size() + 10;
         let blocks: Vec<_> = (0..n).map(|_| alloc(&cache, small)).collect();
         let bigs: Vec<_> = (0..100).map(|_| alloc(&cache, big)).collect();
         for b in bigs {
@@ -396,7 +397,7 @@ mod tests {
         assert_eq!(cache.cached_bytes(), LOCAL_CAP_BYTES, "the local lists kept more than their budget");
         // Everything kept is handed out again before anything new is allocated.
         let fresh = cache.fresh_allocations();
-        let again: Vec<_> = (0..(LOCAL_CAP_BYTES - 100 * class_layout(big).size()) / CLASS_BYTES)
+        let again: Vec<_> = (0..(LOCAL_CAP_BYTES - 100 * class_layout(big).size()) / class_layout(small).size())
             .map(|_| alloc(&cache, small))
             .collect();
         assert_eq!(cache.fresh_allocations(), fresh);
