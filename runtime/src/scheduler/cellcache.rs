@@ -381,9 +381,10 @@ mod tests {
     #[test]
     fn a_full_local_list_frees_to_the_global_allocator() {
         let cache = CellCache::new();
-        // Two classes share the byte budget.
-        let (small, big) = (0, 7);
-        let n = LOCAL_CAP_BYTES / CLASS_BYTES + 10;
+        // Two classes share the byte budget (512-byte blocks fill it in 512 frees, few
+        // enough for Miri).
+        let (small, big) = (31, 7);
+        let n = LOCAL_CAP_BYTES / class_layout(small).size() + 10;
         let blocks: Vec<_> = (0..n).map(|_| alloc(&cache, small)).collect();
         let bigs: Vec<_> = (0..100).map(|_| alloc(&cache, big)).collect();
         for b in bigs {
@@ -396,7 +397,7 @@ mod tests {
         assert_eq!(cache.cached_bytes(), LOCAL_CAP_BYTES, "the local lists kept more than their budget");
         // Everything kept is handed out again before anything new is allocated.
         let fresh = cache.fresh_allocations();
-        let again: Vec<_> = (0..(LOCAL_CAP_BYTES - 100 * class_layout(big).size()) / CLASS_BYTES)
+        let again: Vec<_> = (0..(LOCAL_CAP_BYTES - 100 * class_layout(big).size()) / class_layout(small).size())
             .map(|_| alloc(&cache, small))
             .collect();
         assert_eq!(cache.fresh_allocations(), fresh);
@@ -415,21 +416,24 @@ mod tests {
         let c = 5;
         let size = class_layout(c).size();
         let n = if cfg!(miri) { 2 * LOCAL_CAP_BYTES.max(REMOTE_CAP_BYTES) / size + 200 } else { 200_000 };
-        let blocks: Vec<_> = (0..n).map(|_| alloc(&cache, c).as_ptr() as usize).collect();
+        let blocks: Vec<_> = (0..n).map(|_| alloc(&cache, c)).collect();
         assert_eq!(cache.fresh_allocations() as usize, n);
         let (home, away) = blocks.split_at(n / 2);
-        let c2 = cache.clone();
-        let away = away.to_vec();
+        struct SendPtrs(Vec<NonNull<u8>>);
+        // SAFETY: the blocks are plain memory handed over to the other thread.
+        unsafe impl Send for SendPtrs {}
+        let (c2, away) = (cache.clone(), SendPtrs(away.to_vec()));
         std::thread::spawn(move || {
-            for p in away {
-                free_remote(&c2, c, NonNull::new(p as *mut u8).unwrap());
+            let away = away;
+            for p in away.0 {
+                free_remote(&c2, c, p);
             }
         })
         .join()
         .unwrap();
         assert!(cache.cached_bytes() <= REMOTE_CAP_BYTES, "remote stacks over budget: {}", cache.cached_bytes());
         for &p in home {
-            free_local(&cache, c, NonNull::new(p as *mut u8).unwrap());
+            free_local(&cache, c, p);
         }
         assert!(cache.cached_bytes() <= LOCAL_CAP_BYTES + REMOTE_CAP_BYTES, "{}", cache.cached_bytes());
         // The owner drains its list, then takes the remote stack: still within budget, and
