@@ -175,7 +175,7 @@ fn malformed_requests_get_error_statuses() {
         let mut c = client(&rt).await;
         // A field out of range.
         let err = c
-            .watch_updates(proto::WatchRequest { max_events_per_update: 1_000_000, omit_tasks: false })
+            .watch_updates(proto::WatchRequest { max_events_per_update: 1_000_000, omit_tasks: false, ..Default::default() })
             .await
             .expect_err("rejected");
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
@@ -202,7 +202,7 @@ fn malformed_requests_get_error_statuses() {
         assert_eq!(err.code(), Code::Internal, "{err:?}");
         assert!(err.message().contains("decode"), "{}", err.message());
         // The server still serves.
-        assert!(c.get_snapshot(proto::SnapshotRequest {}).await.is_ok());
+        assert!(c.get_snapshot(proto::SnapshotRequest::default()).await.is_ok());
     });
 }
 
@@ -239,7 +239,7 @@ fn pause_stops_updates_and_resume_restarts_them() {
         // Drain what was already queued, then nothing comes.
         while tokio::time::timeout(Duration::from_millis(150), s.message()).await.is_ok() {}
         assert!(tokio::time::timeout(Duration::from_millis(200), s.message()).await.is_err(), "an update while paused");
-        assert!(c.get_snapshot(proto::SnapshotRequest {}).await.unwrap().into_inner().paused);
+        assert!(c.get_snapshot(proto::SnapshotRequest::default()).await.unwrap().into_inner().paused);
         assert!(!c.resume(proto::ResumeRequest {}).await.unwrap().into_inner().paused);
         let u = tokio::time::timeout(Duration::from_secs(2), s.message()).await.expect("updates again").unwrap();
         assert!(u.is_some());
@@ -270,12 +270,12 @@ fn non_loopback_needs_a_token_and_a_wrong_token_is_unauthenticated() {
     t.block_on(async {
         let mut c = client::connect(&addr).await.unwrap();
         for token in [None, Some("wrong"), Some("s3cre"), Some("s3crett")] {
-            let err = c.get_snapshot(request(proto::SnapshotRequest {}, token)).await.unwrap_err();
+            let err = c.get_snapshot(request(proto::SnapshotRequest::default(), token)).await.unwrap_err();
             assert_eq!(err.code(), Code::Unauthenticated, "token {token:?}");
             let err = c.watch_updates(request(proto::WatchRequest::default(), token)).await.err().unwrap();
             assert_eq!(err.code(), Code::Unauthenticated, "token {token:?}");
         }
-        let u = c.get_snapshot(request(proto::SnapshotRequest {}, Some("s3cret"))).await.unwrap().into_inner();
+        let u = c.get_snapshot(request(proto::SnapshotRequest::default(), Some("s3cret"))).await.unwrap().into_inner();
         assert_eq!(u.snapshot.unwrap().workers.len(), 1);
     });
 }
