@@ -577,7 +577,8 @@ impl App {
     /// this console's log, each once, oldest first.
     pub fn detail_task(&self) -> Option<(&TaskRow, Vec<&proto::Event>)> {
         let id = self.detail?;
-        let row = self.tasks.get(&id).or(self.detail_row.as_ref().filter(|r| r.task.id == id))?;
+        // The freshest copy: the window's updates and the server's answer both refresh it.
+        let row = self.detail_row.as_ref().filter(|r| r.task.id == id).or(self.tasks.get(&id))?;
         let log = self.events.iter().filter(|e| e.task_id == id);
         let server = match &self.history {
             Some(TaskHistory::Events(h)) if !h.is_empty() => h,

@@ -401,7 +401,7 @@ fn the_watcher_backs_off_then_follows_a_console_that_appears() {
                 }
             }
             client::Msg::Status(_) => {}
-            client::Msg::Update(_) => panic!("an update with no server"),
+            client::Msg::Update(_) | client::Msg::Page(_) => panic!("an update with no server"),
             client::Msg::Task { id, details } => {
                 assert_eq!(id, 42);
                 let err = details.expect_err("no server, no task");
@@ -499,7 +499,7 @@ fn the_watcher_fetches_a_task_history_from_before_it_connected() {
                 assert_eq!(id, u64::MAX);
                 unknown = Some(details.expect_err("no such task"));
             }
-            client::Msg::Status(_) => {}
+            client::Msg::Status(_) | client::Msg::Page(_) => {}
         }
     }
     let unknown = unknown.unwrap();

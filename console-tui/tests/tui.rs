@@ -150,6 +150,7 @@ fn keys_switch_views_move_sort_open_details_and_quit() {
         changed: vec![task(7, Some("b-task"), 10, 500), task(8, Some("a-task"), 30, 100), task(9, None, 20, 900)],
         removed: vec![],
         full: true,
+        ..Default::default()
     });
     app.apply(u);
     assert_eq!(app.view, View::Workers);

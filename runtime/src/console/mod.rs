@@ -209,6 +209,11 @@ async fn serve(
         } => {}
     }
     publisher.abort();
+    // The publisher may have been cut off before its own cleanup: stop the change log
+    // here too, so it holds no task past the server (everything here runs on this one
+    // thread, so no read of the log is in progress).
+    state.index.lock().unwrap_or_else(|e| e.into_inner()).take();
+    state.telemetry.unwatch_tasks();
 }
 
 /// Constant-time comparison of the presented token.

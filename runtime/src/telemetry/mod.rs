@@ -525,9 +525,10 @@ impl Telemetry {
             if let Some(st) = crate::task::raw::stats(t) {
                 tasks::clear_then_read(&st.queued);
             }
-            if let Some((row, name)) = read_task(&rec.clock, now, t) {
-                f(row, name);
-            }
+            let Some((row, name)) = read_task(&rec.clock, now, t) else { return false };
+            f(row, name);
+            // Its poll's end moves it out of RUNNING with no mark: read it again.
+            row.state == TaskState::Running
         })
     }
 

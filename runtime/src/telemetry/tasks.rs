@@ -23,6 +23,12 @@
 //!   So a change either is seen by the read in progress or queues the task again: no
 //!   change is lost (see the loom model `loom_task_change_flag`).
 //!
+//! A poll's figures are stored (and the task marked) just before the poll's end moves the
+//! task out of RUNNING, and nothing marks it after that move (from then on another thread
+//! may free it). So a reader that finds a task RUNNING keeps the entry's reference and
+//! reads the task again at its next drain, until it is no longer running: the reader
+//! learns every poll's end state, at the cost of the tasks it saw running.
+//!
 //! The queued reference keeps a finished task's memory valid until the reader has seen
 //! it finish. References still queued when the reader stops are released by
 //! [`TaskChangeLog::stop`], and a worker releases what is left in its own ring as it
@@ -115,6 +121,8 @@ pub(crate) struct TaskChangeLog {
     watching: AtomicBool,
     rings: Box<[ChangeRing<crate::task::raw::Header>]>,
     remote: Mutex<RemoteList>,
+    /// Reader only: tasks it last saw running, each with a reference, to read again.
+    running: Mutex<RemoteList>,
 }
 
 /// What [`TaskChangeLog::drain`] found.
@@ -131,6 +139,7 @@ impl TaskChangeLog {
             watching: AtomicBool::new(false),
             rings: (0..workers).map(|_| ChangeRing::new(RING_CAPACITY)).collect(),
             remote: Mutex::new(RemoteList { tasks: Vec::new(), overflowed: false }),
+            running: Mutex::new(RemoteList { tasks: Vec::new(), overflowed: false }),
         }
     }
 
@@ -164,6 +173,9 @@ impl TaskChangeLog {
         for ring in self.rings.iter() {
             ring.drain(release);
             ring.take_overflow();
+        }
+        for t in std::mem::take(&mut lock(&self.running).tasks) {
+            release(t);
         }
     }
 
@@ -218,16 +230,26 @@ impl TaskChangeLog {
         }
     }
 
-    /// Consumer only: hand every queued task to `f` (which must clear the task's flag,
-    /// fence, then read it: see [`clear_then_read`]) and release its reference.
-    pub(crate) fn drain(&self, mut f: impl FnMut(NonNull<crate::task::raw::Header>)) -> Drained {
+    /// Consumer only: hand every queued task, and every task it last saw running, to `f`
+    /// (which must clear the task's flag, fence, then read it: see [`clear_then_read`]),
+    /// and release its reference unless `f` says the task is running (true).
+    pub(crate) fn drain(&self, mut f: impl FnMut(NonNull<crate::task::raw::Header>) -> bool) -> Drained {
         let mut resync = false;
+        let mut running = std::mem::take(&mut lock(&self.running).tasks);
+        let mut still = Vec::new();
+        let mut visit = |t| {
+            if f(t) {
+                still.push(t);
+            } else {
+                release(t);
+            }
+        };
+        for t in running.drain(..) {
+            visit(t);
+        }
         for ring in self.rings.iter() {
             resync |= ring.take_overflow();
-            ring.drain(|t| {
-                f(t);
-                release(t);
-            });
+            ring.drain(&mut visit);
         }
         let remote = {
             let mut r = lock(&self.remote);
@@ -235,9 +257,9 @@ impl TaskChangeLog {
             std::mem::replace(&mut r.tasks, Vec::with_capacity(RING_CAPACITY))
         };
         for t in remote {
-            f(t);
-            release(t);
+            visit(t);
         }
+        lock(&self.running).tasks = still;
         if resync {
             Drained::Resync
         } else {
