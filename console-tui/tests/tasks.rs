@@ -253,14 +253,17 @@ fn a_changed_task_is_sent_and_an_unchanged_one_is_not_resent() {
 fn the_server_sorts_and_filters_the_top_n() {
     let rt = runtime(2);
     spawn_sleepers(&rt, 200, |i| Some(format!("idle-{i:03}")));
-    // Five tasks, each busy for a different time in its only poll.
+    // Five tasks, each polled a different number of times (3k + 1), and busy for a while.
     let mut busy = Vec::new();
     for k in 1..=5u64 {
         let h = volt::task::Builder::new().name(format!("busy-{k}")).spawn_on(
             async move {
-                let t = Instant::now();
-                while t.elapsed() < Duration::from_millis(4 * k) {
-                    std::hint::spin_loop();
+                for _ in 0..3 * k {
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_millis(1) {
+                        std::hint::spin_loop();
+                    }
+                    volt::task::yield_now().await;
                 }
                 std::future::pending::<()>().await
             },
@@ -268,10 +271,17 @@ fn the_server_sorts_and_filters_the_top_n() {
         );
         busy.push(h.id());
     }
-    // One task inside a long poll: running.
-    let release = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // One task inside a long poll: running (until this guard goes, even on a failed
+    // assertion, so the runtime's drop does not wait on it forever).
+    struct Release(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let release = Release(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)));
     let running = {
-        let release = release.clone();
+        let release = release.0.clone();
         rt.spawn(async move {
             while !release.load(std::sync::atomic::Ordering::Relaxed) {
                 std::hint::spin_loop();
@@ -279,7 +289,11 @@ fn the_server_sorts_and_filters_the_top_n() {
         })
     };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while rt.handle().telemetry().tasks().iter().filter(|t| t.polls > 0).count() < 206 {
+    let settled = |t: &volt::telemetry::TaskInfo| match busy.iter().position(|&id| id == t.id) {
+        Some(k) => t.polls == 3 * (k as u64 + 1) + 1,
+        None => t.polls > 0,
+    };
+    while rt.handle().telemetry().tasks().iter().filter(|t| settled(t)).count() < 205 {
         assert!(Instant::now() < deadline, "not all tasks were polled");
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -291,13 +305,25 @@ fn the_server_sorts_and_filters_the_top_n() {
         };
         let ids = |p: &proto::TaskPage| p.tasks.iter().map(|t| t.id).collect::<Vec<_>>();
 
+        // Every task, to check the server's top N against.
+        let everything = list(proto::TaskQuery { limit: 1000, ..Default::default() }).await;
+        assert_eq!(everything.tasks.len(), 206);
+        let top_by = |key: fn(&proto::Task) -> u64, n: usize| {
+            let mut v: Vec<&proto::Task> = everything.tasks.iter().collect();
+            v.sort_by_key(|t| (std::cmp::Reverse(key(t)), t.id));
+            v.iter().take(n).map(|t| t.id).collect::<Vec<_>>()
+        };
         let top = list(proto::TaskQuery { sort: proto::TaskSort::Busy as i32, limit: 4, ..Default::default() }).await;
-        // The running task is busy the longest of all once its poll ends; while it runs,
-        // its busy time is 0, so the top three are the busiest sleepers.
-        assert_eq!(ids(&top)[..3], [busy[4], busy[3], busy[2]], "{:?}", top.tasks);
+        assert_eq!(ids(&top), top_by(|t| t.busy_ns, 4), "{:?}", top.tasks);
         assert!(top.more);
         assert_eq!(top.matching, 206);
         assert_eq!(top.counts.as_ref().unwrap().total, 206);
+        let top = list(proto::TaskQuery { sort: proto::TaskSort::Polls as i32, limit: 3, ..Default::default() }).await;
+        assert_eq!(ids(&top), [busy[4], busy[3], busy[2]], "{:?}", top.tasks);
+        assert_eq!(ids(&top), top_by(|t| t.polls, 3));
+        let top =
+            list(proto::TaskQuery { sort: proto::TaskSort::Scheduled as i32, limit: 7, ..Default::default() }).await;
+        assert_eq!(ids(&top), top_by(|t| t.scheduled_ns, 7));
 
         let named = list(proto::TaskQuery {
             sort: proto::TaskSort::Name as i32,
@@ -367,5 +393,5 @@ fn the_server_sorts_and_filters_the_top_n() {
         assert_eq!(t.view, busy);
         assert_eq!(t.matching, 5);
     });
-    release.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(release);
 }

@@ -193,14 +193,8 @@ impl TaskChangeLog {
         if !self.watching.load(Relaxed) {
             return;
         }
-        if queued.load(Relaxed) {
-            // Queued already, unless the reader cleared the flag and read the task just
-            // now: the fence orders our writes to the task before this second look, and
-            // the reader's clear before its reads (module doc).
-            fence(SeqCst);
-            if queued.load(Relaxed) {
-                return;
-            }
+        if !needs_queue(queued) {
+            return;
         }
         // SAFETY: the caller holds a reference, so the task is alive; the entry's own
         // reference is released by the reader (or `stop`, or `release_ring`).
@@ -266,6 +260,20 @@ impl TaskChangeLog {
             Drained::Changes
         }
     }
+}
+
+/// The marker's side of the flag, after it wrote the task's new figures: whether the
+/// task must be queued (its flag is clear).
+#[inline]
+pub(crate) fn needs_queue(queued: &AtomicBool) -> bool {
+    if !queued.load(Relaxed) {
+        return true;
+    }
+    // Queued already, unless the reader cleared the flag and read the task just now: the
+    // fence orders our writes to the task before this second look, and the reader's
+    // clear before its reads (module doc).
+    fence(SeqCst);
+    !queued.load(Relaxed)
 }
 
 /// The reader's side of the flag: clear it, then fence, before reading the task.
