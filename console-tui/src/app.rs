@@ -123,6 +123,9 @@ pub struct App {
     pub task_offset: u64,
     /// The query last asked for (live), to ask again only when it changes.
     last_query: Option<proto::TaskQuery>,
+    /// A query was sent and its page has not come yet (the main loop then looks for it
+    /// often, so a key's effect shows at once).
+    pub awaiting_page: bool,
     /// Show only tasks whose name contains this.
     pub name_filter: String,
     /// Show only tasks in this state.
@@ -171,6 +174,7 @@ impl App {
             task_matching: 0,
             task_offset: 0,
             last_query: None,
+            awaiting_page: false,
             name_filter: String::new(),
             state_filter: None,
             filter_input: None,
@@ -255,6 +259,7 @@ impl App {
 
     /// Take in a page the server sent for a new query (`SetTaskQuery`).
     pub fn apply_page(&mut self, page: proto::TaskPage) {
+        self.awaiting_page = false;
         let counts = page.counts;
         let matching = page.matching;
         let view = page.tasks.iter().map(|t| t.id).collect();
@@ -304,6 +309,7 @@ impl App {
         }
         self.task_offset = q.offset;
         self.last_query = Some(q.clone());
+        self.awaiting_page = true;
         Action::QueryTasks(q)
     }
 

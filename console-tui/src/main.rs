@@ -225,7 +225,9 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
         if panic_after_first_frame {
             panic!("volt-console: the panic --panic-after-first-frame asked for");
         }
-        if event::poll(Duration::from_millis(100))? {
+        // Waiting for a page of tasks: look again soon, so a key's effect shows at once.
+        let wait = if app.awaiting_page { Duration::from_millis(5) } else { Duration::from_millis(100) };
+        if event::poll(wait)? {
             if let TermEvent::Key(k) = event::read()? {
                 if k.kind == KeyEventKind::Press {
                     match app.on_key(k) {
