@@ -395,3 +395,63 @@ fn the_server_sorts_and_filters_the_top_n() {
     });
     drop(release);
 }
+
+/// The TUI keeps the window it asked for and nothing more: with a million matching tasks
+/// it holds at most `TASK_WINDOW` rows, asks for a window around the selection as it
+/// moves, and asks again when the sort or a filter changes.
+#[test]
+fn the_tui_asks_for_its_window_and_holds_only_it() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use volt_console::app::{Action, App, TASK_WINDOW};
+    let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
+    let total = 1_000_000u64;
+    let page = |offset: u64| proto::TaskPage {
+        tasks: (offset..(offset + TASK_WINDOW as u64).min(total))
+            .map(|i| proto::Task { id: i + 1, busy_ns: total - i, ..Default::default() })
+            .collect(),
+        counts: Some(proto::TaskCounts { total, idle: total, ..Default::default() }),
+        matching: total,
+        more: true,
+        next_after_id: 0,
+    };
+    let mut app = App::new("test");
+    let mut u = proto::Update::default();
+    let first = page(0);
+    u.tasks = Some(proto::TaskChanges {
+        view: first.tasks.iter().map(|t| t.id).collect(),
+        changed: first.tasks,
+        full: true,
+        counts: first.counts,
+        matching: total,
+        ..Default::default()
+    });
+    app.apply(u);
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::Char('t'))) else { panic!("the first window is asked for") };
+    assert_eq!((q.offset, q.limit, q.sort), (0, TASK_WINDOW, proto::TaskSort::Busy as i32));
+    app.apply_page(page(0));
+    assert_eq!(app.requery(), Action::None, "nothing changed");
+
+    // To the end of a million rows: one query for the window there, and only it is held.
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::End)) else { panic!("End asks for the last window") };
+    assert_eq!(app.selected as u64, total - 1);
+    assert!(q.offset <= total - 1 && total - 1 < q.offset + TASK_WINDOW as u64, "{q:?}");
+    app.apply_page(page(q.offset));
+    assert!(app.tasks.len() <= TASK_WINDOW as usize);
+    assert_eq!(app.selected_task().map(|r| r.task.id), Some(total), "the selected row is the last task");
+    // A step inside the window asks nothing.
+    assert_eq!(app.on_key(key(KeyCode::Up)), Action::None);
+
+    // A new sort, a state filter and a name filter each ask again, from the top.
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::Char('p'))) else { panic!("sort") };
+    assert_eq!(q.sort, proto::TaskSort::Polls as i32);
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::Char('s'))) else { panic!("state filter") };
+    assert_eq!(q.states, [proto::TaskState::Running as i32]);
+    assert_eq!(q.offset, 0);
+    assert_eq!(app.on_key(key(KeyCode::Char('/'))), Action::None);
+    for c in "web".chars() {
+        assert_eq!(app.on_key(key(KeyCode::Char(c))), Action::None, "typing asks nothing yet");
+    }
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::Enter)) else { panic!("name filter") };
+    assert_eq!(q.name_contains, "web");
+    assert!(app.tasks.len() <= TASK_WINDOW as usize);
+}
