@@ -9,13 +9,10 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().and_then(|s| s.parse().ok()).expect("usage: sleepers N ADDR");
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:6670".into());
-    let rt = volt::runtime::Builder::new()
-        .worker_threads(2)
-        .event_ring(4096)
-        .console_bind(&addr)
-        .build()
-        .expect("runtime");
-    let polled = |rt: &volt::Runtime| rt.handle().telemetry().snapshot().workers.iter().map(|w| w.tasks_polled).sum::<u64>();
+    let rt =
+        volt::runtime::Builder::new().worker_threads(2).event_ring(4096).console_bind(&addr).build().expect("runtime");
+    let polled =
+        |rt: &volt::Runtime| rt.handle().telemetry().snapshot().workers.iter().map(|w| w.tasks_polled).sum::<u64>();
     for i in 0..n {
         let fut = std::future::pending::<()>();
         if i % 1000 == 0 {

@@ -264,14 +264,7 @@ impl App {
         let matching = page.matching;
         let view = page.tasks.iter().map(|t| t.id).collect();
         self.apply_tasks(
-            proto::TaskChanges {
-                changed: page.tasks,
-                full: true,
-                counts,
-                view,
-                matching,
-                ..Default::default()
-            },
+            proto::TaskChanges { changed: page.tasks, full: true, counts, view, matching, ..Default::default() },
             self.uptime_ns,
         );
         self.clamp_selection();
@@ -401,7 +394,12 @@ impl App {
     }
 
     fn task_name(&self, id: u64) -> String {
-        match self.tasks.get(&id).or(self.detail_row.as_ref().filter(|r| r.task.id == id)).and_then(|r| r.task.name.as_deref()) {
+        match self
+            .tasks
+            .get(&id)
+            .or(self.detail_row.as_ref().filter(|r| r.task.id == id))
+            .and_then(|r| r.task.name.as_deref())
+        {
             Some(n) => format!(" ({n})"),
             None => String::new(),
         }

@@ -175,7 +175,11 @@ fn malformed_requests_get_error_statuses() {
         let mut c = client(&rt).await;
         // A field out of range.
         let err = c
-            .watch_updates(proto::WatchRequest { max_events_per_update: 1_000_000, omit_tasks: false, ..Default::default() })
+            .watch_updates(proto::WatchRequest {
+                max_events_per_update: 1_000_000,
+                omit_tasks: false,
+                ..Default::default()
+            })
             .await
             .expect_err("rejected");
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");

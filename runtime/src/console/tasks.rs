@@ -156,7 +156,8 @@ impl TaskIndex {
     /// Take in one changed task.
     pub(crate) fn apply(&mut self, row: &TaskRow, name: Option<&str>) {
         self.generation += 1;
-        let old = if row.state == TaskState::Complete { self.rows.remove(&row.id) } else { self.rows.get(&row.id).cloned() };
+        let old =
+            if row.state == TaskState::Complete { self.rows.remove(&row.id) } else { self.rows.get(&row.id).cloned() };
         if let Some(o) = &old {
             self.by_busy.remove(&(Reverse(o.busy_ns), row.id));
             if let Some(i) = state_slot(o.state) {
@@ -212,7 +213,11 @@ impl TaskIndex {
                 take(&mut range.filter(|(_, e)| q.passes(e)).map(|(id, _)| *id))
             }
             proto::TaskSort::Busy => take(
-                &mut self.by_busy.iter().filter(|(_, id)| self.rows.get(id).is_some_and(|e| q.passes(e))).map(|(_, id)| *id),
+                &mut self
+                    .by_busy
+                    .iter()
+                    .filter(|(_, id)| self.rows.get(id).is_some_and(|e| q.passes(e)))
+                    .map(|(_, id)| *id),
             ),
             other => {
                 // Not indexed: keep the `offset + limit + 1` first in one pass.

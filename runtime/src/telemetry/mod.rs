@@ -426,7 +426,11 @@ pub(crate) struct TaskRow {
 }
 
 /// Read one task. `t` must be kept alive by the caller. `None` if it has no statistics.
-fn read_task<'a>(clock: &Clock, now: u64, t: std::ptr::NonNull<crate::task::raw::Header>) -> Option<(TaskRow, Option<&'a str>)> {
+fn read_task<'a>(
+    clock: &Clock,
+    now: u64,
+    t: std::ptr::NonNull<crate::task::raw::Header>,
+) -> Option<(TaskRow, Option<&'a str>)> {
     let st = crate::task::raw::stats(t)?;
     // SAFETY: the caller keeps the task alive.
     let h = unsafe { t.as_ref() };

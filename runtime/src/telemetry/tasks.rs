@@ -287,3 +287,32 @@ pub(crate) fn clear_then_read(queued: &AtomicBool) {
 fn release(task: NonNull<crate::task::raw::Header>) {
     drop(crate::task::Task::<()>::from_raw(task));
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::ChangeRing;
+    use std::ptr::NonNull;
+
+    /// Entries come out once, in order; a full ring refuses and reports an overflow; the
+    /// slots are reused after a drain.
+    #[test]
+    fn change_ring_keeps_order_and_reports_overflow() {
+        let values: Vec<Box<u64>> = (0..10).map(Box::new).collect();
+        let ring = ChangeRing::<u64>::new(4);
+        let mut out = Vec::new();
+        // SAFETY: the pointers are into `values`, alive for the whole test.
+        let read = |p: NonNull<u64>| unsafe { *p.as_ptr() };
+        for v in &values[..4] {
+            assert!(ring.push(NonNull::from(&**v)));
+        }
+        assert!(!ring.push(NonNull::from(&*values[4])), "full");
+        assert!(ring.take_overflow());
+        assert!(!ring.take_overflow(), "reported once");
+        ring.drain(|p| out.push(read(p)));
+        for v in &values[5..9] {
+            assert!(ring.push(NonNull::from(&**v)));
+        }
+        ring.drain(|p| out.push(read(p)));
+        assert_eq!(out, [0, 1, 2, 3, 5, 6, 7, 8]);
+    }
+}
