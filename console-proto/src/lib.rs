@@ -14,5 +14,8 @@ pub mod v1 {
 
 pub use v1::*;
 
+/// The `prost` these types were generated for (`Message::encoded_len`, for size bounds).
+pub use prost;
+
 /// The encoded `FileDescriptorSet` of the protos, for gRPC reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("volt_console_descriptor");

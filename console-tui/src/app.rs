@@ -13,6 +13,12 @@ pub const EVENT_LOG: usize = 20_000;
 pub const SLOW_POLL_NS: u64 = 10_000_000;
 /// Self-wakes in a row, without completing or waiting on anything, to call a task spinning.
 pub const SELF_WAKE_LIMIT: u64 = 1_000;
+/// Rows of the task list the console asks the server for: a window around the selected
+/// row, larger than any screen, so scrolling asks again only every `TASK_WINDOW / 4`
+/// rows. The console never holds more task rows than this (plus the detail view's).
+pub const TASK_WINDOW: u32 = 200;
+/// Tasks followed for self-wakes; past this, those with none are forgotten.
+const MAX_TRACKS: usize = 65_536;
 
 /// Which screen is up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +58,7 @@ pub enum Status {
 }
 
 /// What the main loop should do after a key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     None,
     Quit,
@@ -60,6 +66,8 @@ pub enum Action {
     Step,
     /// The detail view of this task opened: ask the server for its history (live only).
     FetchTask(u64),
+    /// The task list's window, sort or filter changed: ask the server for it (live only).
+    QueryTasks(proto::TaskQuery),
 }
 
 /// What the server said about the task in the detail view.
@@ -121,7 +129,27 @@ pub struct App {
     pub events_missed_cap: u64,
     pub updates_missed: u64,
     pub updates: u64,
+    /// The rows of the task window the server sent (at most [`TASK_WINDOW`]).
     pub tasks: BTreeMap<u64, TaskRow>,
+    /// All live tasks by state, from the server (`None` from a server without windows).
+    pub task_counts: Option<proto::TaskCounts>,
+    /// Tasks that pass the filters, from the server: the list's length.
+    pub task_matching: u64,
+    /// The window's first row, as a position in the whole sorted list.
+    pub task_offset: u64,
+    /// The query last asked for (live), to ask again only when it changes.
+    last_query: Option<proto::TaskQuery>,
+    /// A query was sent and its page has not come yet (the main loop then looks for it
+    /// often, so a key's effect shows at once).
+    pub awaiting_page: bool,
+    /// Show only tasks whose name contains this.
+    pub name_filter: String,
+    /// Show only tasks in this state.
+    pub state_filter: Option<proto::TaskState>,
+    /// Typing a name filter: the text so far.
+    pub filter_input: Option<String>,
+    /// The detail view's task, as last seen.
+    detail_row: Option<TaskRow>,
     tracks: HashMap<u64, TaskTrack>,
     /// Open polls per worker: (task, start).
     open_polls: HashMap<u32, (u64, u64)>,
@@ -163,6 +191,15 @@ impl App {
             updates_missed: 0,
             updates: 0,
             tasks: BTreeMap::new(),
+            task_counts: None,
+            task_matching: 0,
+            task_offset: 0,
+            last_query: None,
+            awaiting_page: false,
+            name_filter: String::new(),
+            state_filter: None,
+            filter_input: None,
+            detail_row: None,
             tracks: HashMap::new(),
             open_polls: HashMap::new(),
             slow_polls: VecDeque::new(),
@@ -201,16 +238,7 @@ impl App {
             self.events.push_back(e);
         }
         if let Some(t) = u.tasks {
-            if t.full {
-                self.tasks.clear();
-            }
-            for task in t.changed {
-                self.tasks.insert(task.id, TaskRow { task, seen_at_ns: u.uptime_ns });
-            }
-            for id in t.removed {
-                self.tasks.remove(&id);
-                self.tracks.remove(&id);
-            }
+            self.apply_tasks(t, u.uptime_ns);
         }
         if let Some(s) = u.snapshot {
             if let Some((t0, p)) = &self.prev {
@@ -226,6 +254,85 @@ impl App {
             self.prev = Some((u.uptime_ns, s.clone()));
             self.snapshot = Some(s);
         }
+        let n = self.visible_len();
+        if self.selected >= n {
+            self.selected = n.saturating_sub(1);
+        }
+    }
+
+    /// Take in the task window's changes.
+    fn apply_tasks(&mut self, t: proto::TaskChanges, uptime_ns: u64) {
+        if t.full {
+            self.tasks.clear();
+        }
+        for task in t.changed {
+            if self.detail == Some(task.id) {
+                self.detail_row = Some(TaskRow { task: task.clone(), seen_at_ns: uptime_ns });
+            }
+            self.tasks.insert(task.id, TaskRow { task, seen_at_ns: uptime_ns });
+        }
+        for id in t.removed {
+            self.tasks.remove(&id);
+        }
+        if let Some(c) = t.counts {
+            // A server with windows: the rows held are exactly the window.
+            let view: std::collections::HashSet<u64> = t.view.iter().copied().collect();
+            self.tasks.retain(|id, _| view.contains(id));
+            self.task_counts = Some(c);
+            self.task_matching = t.matching;
+        }
+    }
+
+    /// Take in a page the server sent for a new query (`SetTaskQuery`).
+    pub fn apply_page(&mut self, page: proto::TaskPage) {
+        self.awaiting_page = false;
+        let counts = page.counts;
+        let matching = page.matching;
+        let view = page.tasks.iter().map(|t| t.id).collect();
+        self.apply_tasks(
+            proto::TaskChanges { changed: page.tasks, full: true, counts, view, matching, ..Default::default() },
+            self.uptime_ns,
+        );
+        self.clamp_selection();
+    }
+
+    /// The query for what the task list shows now: its sort and filters, and a window
+    /// around the selected row.
+    pub fn task_query(&self) -> proto::TaskQuery {
+        let step = (TASK_WINDOW / 4) as u64;
+        let offset = (self.selected as u64).saturating_sub(TASK_WINDOW as u64 / 2) / step * step;
+        proto::TaskQuery {
+            sort: match self.sort {
+                SortKey::Busy => proto::TaskSort::Busy,
+                SortKey::Polls => proto::TaskSort::Polls,
+                SortKey::Name => proto::TaskSort::Name,
+            } as i32,
+            name_contains: self.name_filter.clone(),
+            states: self.state_filter.map(|s| vec![s as i32]).unwrap_or_default(),
+            offset,
+            limit: TASK_WINDOW,
+            after_id: 0,
+        }
+    }
+
+    /// The query to send, if what the task list shows changed since the last one (after
+    /// a key, or once the first update says the server has windows).
+    pub fn requery(&mut self) -> Action {
+        if self.task_counts.is_none() {
+            // A server without windows (or a replay): everything is here already.
+            return Action::None;
+        }
+        let q = self.task_query();
+        if self.last_query.as_ref() == Some(&q) {
+            return Action::None;
+        }
+        self.task_offset = q.offset;
+        self.last_query = Some(q.clone());
+        self.awaiting_page = true;
+        Action::QueryTasks(q)
+    }
+
+    fn clamp_selection(&mut self) {
         let n = self.visible_len();
         if self.selected >= n {
             self.selected = n.saturating_sub(1);
@@ -251,6 +358,9 @@ impl App {
                 }
             }
             K::Transition => {
+                if self.tracks.len() >= MAX_TRACKS && !self.tracks.contains_key(&e.task_id) {
+                    self.tracks.retain(|_, t| t.self_wakes_in_a_row > 0);
+                }
                 // RUNNING -> SCHEDULED: woken during its own poll (a yield, or a self-wake).
                 let t = self.tracks.entry(e.task_id).or_default();
                 if e.arg == (2 << 8 | 1) {
@@ -322,15 +432,26 @@ impl App {
     }
 
     fn task_name(&self, id: u64) -> String {
-        match self.tasks.get(&id).and_then(|r| r.task.name.as_deref()) {
+        match self
+            .tasks
+            .get(&id)
+            .or(self.detail_row.as_ref().filter(|r| r.task.id == id))
+            .and_then(|r| r.task.name.as_deref())
+        {
             Some(n) => format!(" ({n})"),
             None => String::new(),
         }
     }
 
-    /// The task list in the chosen order.
+    /// The task rows held (the server's window, or everything from a server without
+    /// windows), filtered and in the chosen order.
     pub fn sorted_tasks(&self) -> Vec<&TaskRow> {
-        let mut v: Vec<&TaskRow> = self.tasks.values().collect();
+        let mut v: Vec<&TaskRow> = self
+            .tasks
+            .values()
+            .filter(|r| self.state_filter.is_none_or(|s| r.task.state == s as i32))
+            .filter(|r| r.task.name.as_deref().unwrap_or("").contains(&self.name_filter))
+            .collect();
         match self.sort {
             SortKey::Busy => v.sort_by(|a, b| b.task.busy_ns.cmp(&a.task.busy_ns).then(a.task.id.cmp(&b.task.id))),
             SortKey::Polls => v.sort_by(|a, b| b.task.polls.cmp(&a.task.polls).then(a.task.id.cmp(&b.task.id))),
@@ -349,7 +470,10 @@ impl App {
     fn visible_len(&self) -> usize {
         match self.view {
             View::Workers => self.snapshot.as_ref().map_or(0, |s| s.workers.len()),
-            View::Tasks => self.tasks.len(),
+            View::Tasks => match self.task_counts {
+                Some(_) => self.task_matching as usize,
+                None => self.sorted_tasks().len(),
+            },
             View::Events => self.events.len(),
         }
     }
@@ -358,6 +482,35 @@ impl App {
     pub fn on_key(&mut self, key: KeyEvent) -> Action {
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
             return Action::Quit;
+        }
+        let action = self.on_key_inner(key);
+        if action != Action::None || self.view != View::Tasks {
+            return action;
+        }
+        self.requery()
+    }
+
+    /// The row at position `selected` of the whole sorted list, if it is held.
+    pub fn selected_task(&self) -> Option<&TaskRow> {
+        let offset = if self.task_counts.is_some() { self.task_offset as usize } else { 0 };
+        self.sorted_tasks().get(self.selected.checked_sub(offset)?).copied()
+    }
+
+    fn on_key_inner(&mut self, key: KeyEvent) -> Action {
+        if let Some(input) = &mut self.filter_input {
+            match key.code {
+                KeyCode::Enter => {
+                    self.name_filter = self.filter_input.take().unwrap_or_default();
+                    self.selected = 0;
+                }
+                KeyCode::Esc => self.filter_input = None,
+                KeyCode::Backspace => {
+                    input.pop();
+                }
+                KeyCode::Char(c) => input.push(c),
+                _ => {}
+            }
+            return Action::None;
         }
         if self.help {
             // Any key closes the help; `q` still quits.
@@ -389,14 +542,30 @@ impl App {
             KeyCode::End | KeyCode::Char('G') => self.selected = self.visible_len().saturating_sub(1),
             KeyCode::Enter if self.view == View::Tasks => {
                 self.close_detail();
-                if let Some(id) = self.sorted_tasks().get(self.selected).map(|r| r.task.id) {
-                    self.detail = Some(id);
-                    return Action::FetchTask(id);
+                if let Some(row) = self.selected_task().cloned() {
+                    self.detail = Some(row.task.id);
+                    self.detail_row = Some(row.clone());
+                    return Action::FetchTask(row.task.id);
                 }
             }
+            KeyCode::PageDown => {
+                self.selected = (self.selected + 20).min(self.visible_len().saturating_sub(1));
+            }
+            KeyCode::PageUp => self.selected = self.selected.saturating_sub(20),
             KeyCode::Char('b') => self.sort = SortKey::Busy,
             KeyCode::Char('p') => self.sort = SortKey::Polls,
             KeyCode::Char('n') if self.view == View::Tasks => self.sort = SortKey::Name,
+            KeyCode::Char('/') if self.view == View::Tasks => self.filter_input = Some(self.name_filter.clone()),
+            KeyCode::Char('s') if self.view == View::Tasks => {
+                use proto::TaskState as S;
+                self.state_filter = match self.state_filter {
+                    None => Some(S::Running),
+                    Some(S::Running) => Some(S::Scheduled),
+                    Some(S::Scheduled) => Some(S::Idle),
+                    _ => None,
+                };
+                self.selected = 0;
+            }
             KeyCode::Char(' ') => self.paused = !self.paused,
             KeyCode::Char('.') | KeyCode::Char('n') | KeyCode::Right => return Action::Step,
             _ => {}
@@ -414,6 +583,7 @@ impl App {
 
     fn close_detail(&mut self) {
         self.detail = None;
+        self.detail_row = None;
         self.history = None;
     }
 
@@ -436,7 +606,7 @@ impl App {
         self.history = Some(match details {
             Ok(d) => {
                 if let Some(task) = d.task {
-                    self.tasks.insert(id, TaskRow { task, seen_at_ns: self.uptime_ns });
+                    self.detail_row = Some(TaskRow { task, seen_at_ns: self.uptime_ns });
                 }
                 TaskHistory::Events(d.recent_events)
             }
@@ -449,7 +619,8 @@ impl App {
     /// this console's log, each once, oldest first.
     pub fn detail_task(&self) -> Option<(&TaskRow, Vec<&proto::Event>)> {
         let id = self.detail?;
-        let row = self.tasks.get(&id)?;
+        // The freshest copy: the window's updates and the server's answer both refresh it.
+        let row = self.detail_row.as_ref().filter(|r| r.task.id == id).or(self.tasks.get(&id))?;
         let log = self.events.iter().filter(|e| e.task_id == id);
         let server = match &self.history {
             Some(TaskHistory::Events(h)) if !h.is_empty() => h,

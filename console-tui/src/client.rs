@@ -25,6 +25,15 @@ pub enum Msg {
         id: u64,
         details: Result<Box<proto::TaskDetails>, String>,
     },
+    /// The answer to [`Watcher::query_tasks`]: the new window of the task list.
+    Page(Box<proto::TaskPage>),
+}
+
+/// What the UI asks the watcher thread for.
+#[derive(Debug)]
+enum Request {
+    Task(u64),
+    Query(proto::TaskQuery),
 }
 
 /// How long a one-off call may take before the UI is told it failed.
@@ -32,7 +41,7 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The UI's side of a watcher thread: it stops when the `Msg` receiver is gone.
 pub struct Watcher {
-    requests: tokio::sync::mpsc::UnboundedSender<u64>,
+    requests: tokio::sync::mpsc::UnboundedSender<Request>,
     /// The watcher thread.
     pub thread: std::thread::JoinHandle<()>,
 }
@@ -43,7 +52,14 @@ impl Watcher {
     pub fn fetch_task(&self, id: u64) {
         // The thread outlives every request unless it already ended, and then the UI
         // has been told (the `Msg` channel closed), so a failed send needs no answer.
-        let _ = self.requests.send(id);
+        let _ = self.requests.send(Request::Task(id));
+    }
+
+    /// Ask the server for another window of the task list (`SetTaskQuery`); the page
+    /// comes back as [`Msg::Page`], and the stream's updates follow the new query. The
+    /// query is kept for the next stream after a reconnection.
+    pub fn query_tasks(&self, query: proto::TaskQuery) {
+        let _ = self.requests.send(Request::Query(query));
     }
 }
 
@@ -92,15 +108,67 @@ pub fn request<T>(msg: T, token: Option<&str>) -> tonic::Request<T> {
     req
 }
 
-/// One snapshot (with the runtime info and the full task list), for `--once`.
-pub fn fetch_once(addr: &str, token: Option<&str>) -> Result<proto::Update, String> {
+/// How long one call of `--once` may take: building the server's task index at a
+/// million tasks takes a moment.
+pub const ONCE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One snapshot with up to `max_tasks` tasks in `sort` order, for `--once`. The first
+/// page comes with the snapshot; the rest are paged in with `ListTasks` (by id: keyset
+/// paging, so every task live throughout is listed exactly once) and handed to
+/// `on_page` as they arrive (with the update, its `tasks.changed` emptied), so the
+/// caller need not hold a million tasks at once.
+pub fn fetch_once(
+    addr: &str,
+    token: Option<&str>,
+    max_tasks: u64,
+    sort: proto::TaskSort,
+    mut on_page: impl FnMut(&proto::Update, Vec<proto::Task>) -> Result<(), String>,
+) -> Result<proto::Update, String> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async {
         let mut c = connect(addr).await?;
-        let r = tokio::time::timeout(Duration::from_secs(5), c.get_snapshot(request(proto::SnapshotRequest {}, token)))
+        let limit = |got: u64| (max_tasks - got).min(10_000) as u32;
+        let query = proto::TaskQuery { sort: sort as i32, limit: limit(0).max(1), ..Default::default() };
+        let call = c.get_snapshot(request(proto::SnapshotRequest { task_query: Some(query.clone()) }, token));
+        let mut u = tokio::time::timeout(ONCE_TIMEOUT, call)
             .await
-            .map_err(|_| format!("{addr} did not answer within 5 s"))?;
-        r.map(|r| r.into_inner()).map_err(|s| format!("{addr}: {}", status_text(&s)))
+            .map_err(|_| format!("{addr} did not answer within {} s", ONCE_TIMEOUT.as_secs()))?
+            .map(|r| r.into_inner())
+            .map_err(|s| format!("{addr}: {}", status_text(&s)))?;
+        let Some(tasks) = u.tasks.as_mut() else { return Ok(u) };
+        tasks.view.clear();
+        let mut first = std::mem::take(&mut tasks.changed);
+        first.truncate(max_tasks.min(usize::MAX as u64) as usize);
+        let mut got = first.len() as u64;
+        let mut after = first.last().map_or(0, |t| t.id);
+        let mut more = u.tasks_more;
+        on_page(&u, first)?;
+        while more && got < max_tasks {
+            let mut q = proto::TaskQuery { sort: sort as i32, limit: limit(got), ..Default::default() };
+            if sort == proto::TaskSort::Id {
+                q.after_id = after;
+            } else {
+                q.offset = got;
+            }
+            let page = tokio::time::timeout(ONCE_TIMEOUT, c.list_tasks(request(q, token)))
+                .await
+                .map_err(|_| format!("{addr} did not answer within {} s", ONCE_TIMEOUT.as_secs()))?
+                .map(|r| r.into_inner())
+                .map_err(|s| format!("{addr}: {}", status_text(&s)))?;
+            if page.tasks.is_empty() {
+                break;
+            }
+            got += page.tasks.len() as u64;
+            after = page.next_after_id;
+            more = page.more;
+            if let Some(t) = u.tasks.as_mut() {
+                t.counts = page.counts;
+                t.matching = page.matching;
+            }
+            on_page(&u, page.tasks)?;
+        }
+        u.tasks_more = more;
+        Ok(u)
     })
 }
 
@@ -128,14 +196,15 @@ impl Default for WatchOptions {
 /// a backoff that doubles from 100 ms up to 5 s after every failure (a refused
 /// connection, a call that fails, a stream that ends) and resets once an update arrives.
 pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) -> Watcher {
-    spawn_watcher_with(addr, token, WatchOptions::default(), tx)
+    spawn_watcher_with(addr, token, WatchOptions::default(), None, tx)
 }
 
-/// [`spawn_watcher`] with options.
+/// [`spawn_watcher`] with options, asking for the task window `query` from the start.
 pub fn spawn_watcher_with(
     addr: String,
     token: Option<String>,
     options: WatchOptions,
+    query: Option<proto::TaskQuery>,
     tx: mpsc::Sender<Msg>,
 ) -> Watcher {
     let (requests, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -149,7 +218,7 @@ pub fn spawn_watcher_with(
                     return;
                 }
             };
-            rt.block_on(watch_loop(addr, token, options, tx, rx));
+            rt.block_on(watch_loop(addr, token, options, query, tx, rx));
         })
         .expect("spawn the watcher thread");
     Watcher { requests, thread }
@@ -184,8 +253,9 @@ async fn watch_loop(
     addr: String,
     token: Option<String>,
     options: WatchOptions,
+    mut query: Option<proto::TaskQuery>,
     tx: mpsc::Sender<Msg>,
-    mut requests: tokio::sync::mpsc::UnboundedReceiver<u64>,
+    mut requests: tokio::sync::mpsc::UnboundedReceiver<Request>,
 ) {
     let mut backoff = BACKOFF_START;
     let mut attempt = 0u32;
@@ -197,16 +267,19 @@ async fn watch_loop(
         let reason = match connect(&addr).await {
             Err(e) => e,
             Ok(mut client) => {
-                match client
-                    .watch_updates(request(
-                        proto::WatchRequest { max_events_per_update: options.max_events_per_update, omit_tasks: false },
-                        token.as_deref(),
-                    ))
-                    .await
-                {
+                let watch = proto::WatchRequest {
+                    max_events_per_update: options.max_events_per_update,
+                    task_query: query.clone(),
+                    ..Default::default()
+                };
+                match client.watch_updates(request(watch, token.as_deref())).await {
                     Err(s) => status_text(&s),
                     Ok(stream) => {
                         let mut stream = stream.into_inner();
+                        // This stream's id, and the `SetTaskQuery` calls made on it: an
+                        // update whose task window is for an older query is stale.
+                        let mut watch_id = 0;
+                        let mut generation = 0;
                         if tx.send(Msg::Status(Status::Live)).is_err() {
                             return;
                         }
@@ -216,12 +289,18 @@ async fn watch_loop(
                             // nothing either. So a request never costs an update.
                             tokio::select! {
                                 m = stream.message() => match m {
-                                    Ok(Some(u)) => {
+                                    Ok(Some(mut u)) => {
                                         // Only an update proves the server works: a port
                                         // that accepts a call and then fails (not gRPC,
                                         // a proxy) keeps backing off.
                                         backoff = BACKOFF_START;
                                         attempt = 0;
+                                        if u.watch_id != 0 {
+                                            watch_id = u.watch_id;
+                                        }
+                                        if u.tasks.as_ref().is_some_and(|t| t.query_generation < generation) {
+                                            u.tasks = None;
+                                        }
                                         if tx.send(Msg::Update(Box::new(u))).is_err() {
                                             return;
                                         }
@@ -229,9 +308,33 @@ async fn watch_loop(
                                     Ok(None) => break "the server ended the stream".to_string(),
                                     Err(s) => break status_text(&s),
                                 },
-                                Some(id) = requests.recv() => {
-                                    serve_task_request(id, Some(&client), token.as_deref(), &addr, &tx);
-                                }
+                                Some(r) = requests.recv() => match r {
+                                    Request::Task(id) => {
+                                        serve_task_request(id, Some(&client), token.as_deref(), &addr, &tx)
+                                    }
+                                    Request::Query(q) => {
+                                        query = Some(q.clone());
+                                        if watch_id == 0 {
+                                            // A server without windows: nothing to ask.
+                                            continue;
+                                        }
+                                        generation += 1;
+                                        // Awaited here, not on a task of its own: the stream's
+                                        // updates wait meanwhile, so none for the new query
+                                        // can arrive before this page.
+                                        let set = proto::SetTaskQueryRequest { watch_id, query: Some(q) };
+                                        let call = client.set_task_query(request(set, token.as_deref()));
+                                        match tokio::time::timeout(CALL_TIMEOUT, call).await {
+                                            Ok(Ok(page)) => {
+                                                if tx.send(Msg::Page(Box::new(page.into_inner()))).is_err() {
+                                                    return;
+                                                }
+                                            }
+                                            Ok(Err(s)) => break status_text(&s),
+                                            Err(_) => break format!("{addr} did not answer within {} s", CALL_TIMEOUT.as_secs()),
+                                        }
+                                    }
+                                },
                             }
                         }
                     }
@@ -247,7 +350,10 @@ async fn watch_loop(
         loop {
             tokio::select! {
                 _ = &mut retry => break,
-                Some(id) = requests.recv() => serve_task_request(id, None, None, &addr, &tx),
+                Some(r) = requests.recv() => match r {
+                    Request::Task(id) => serve_task_request(id, None, None, &addr, &tx),
+                    Request::Query(q) => query = Some(q),
+                },
             }
         }
         backoff = (backoff * 2).min(BACKOFF_CAP);

@@ -4,6 +4,7 @@
 //! volt-console [ADDR]                 connect (default 127.0.0.1:6670), reconnecting
 //! volt-console --demo                 run a demo runtime in this process and watch it
 //! volt-console --once --json [ADDR]   print one snapshot as JSON and exit
+//!              [--tasks N|all] [--sort id|busy|polls|name]
 //! volt-console --record FILE [ADDR]   watch and record the stream
 //! volt-console --replay FILE          play a recording back (space pauses, . steps)
 //! ```
@@ -36,6 +37,13 @@ struct Args {
     /// With --once: print JSON.
     #[arg(long, requires = "once")]
     json: bool,
+    /// With --once: how many tasks to list, or `all` (paged from the server, so any
+    /// number works).
+    #[arg(long, requires = "once", value_name = "N|all", default_value = "1000", value_parser = parse_tasks)]
+    tasks: u64,
+    /// With --once: the order of the tasks listed.
+    #[arg(long, requires = "once", value_name = "id|busy|polls|name", default_value = "id", value_parser = parse_sort)]
+    sort: proto::TaskSort,
     /// Record the stream to FILE while watching.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["replay", "once"])]
     record: Option<PathBuf>,
@@ -54,6 +62,23 @@ struct Args {
     /// The console token (default: $VOLT_CONSOLE_TOKEN).
     #[arg(long, env = "VOLT_CONSOLE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+}
+
+fn parse_tasks(s: &str) -> Result<u64, String> {
+    match s {
+        "all" => Ok(u64::MAX),
+        n => n.parse().map_err(|_| format!("{n:?} is neither a number of tasks nor `all`")),
+    }
+}
+
+fn parse_sort(s: &str) -> Result<proto::TaskSort, String> {
+    Ok(match s {
+        "id" => proto::TaskSort::Id,
+        "busy" => proto::TaskSort::Busy,
+        "polls" => proto::TaskSort::Polls,
+        "name" => proto::TaskSort::Name,
+        other => return Err(format!("{other:?} is not an order: use id, busy, polls or name")),
+    })
 }
 
 fn main() -> ExitCode {
@@ -85,9 +110,9 @@ fn run(args: Args) -> Result<(), String> {
         let addr = rt.console_addr().ok_or("the demo runtime has no console")?.to_string();
         let workload = demo::Demo::start(rt.handle());
         let (tx, rx) = mpsc::channel();
-        let options = client::WatchOptions { max_events_per_update: args.max_events };
-        let watcher = client::spawn_watcher_with(addr.clone(), None, options, tx);
         let mut app = App::new(format!("demo {addr}"));
+        let options = client::WatchOptions { max_events_per_update: args.max_events };
+        let watcher = client::spawn_watcher_with(addr.clone(), None, options, Some(app.task_query()), tx);
         let r = tui(&mut app, Source::Live { rx, recorder: None, watcher }, args.panic_after_first_frame);
         drop(workload);
         rt.shutdown_timeout(Duration::from_secs(1));
@@ -95,22 +120,16 @@ fn run(args: Args) -> Result<(), String> {
     }
     client::endpoint_uri(&args.addr)?;
     if args.once {
-        let u = client::fetch_once(&args.addr, token.as_deref())?;
-        if args.json {
-            println!("{}", serde_json::to_string_pretty(&json(&u)).map_err(|e| e.to_string())?);
-        } else {
-            print_text(&u);
-        }
-        return Ok(());
+        return once(&args, token.as_deref());
     }
     let recorder = match &args.record {
         Some(p) => Some(RecordWriter::create(p).map_err(|e| e.to_string())?),
         None => None,
     };
     let (tx, rx) = mpsc::channel();
-    let options = client::WatchOptions { max_events_per_update: args.max_events };
-    let watcher = client::spawn_watcher_with(args.addr.clone(), token, options, tx);
     let mut app = App::new(args.addr.clone());
+    let options = client::WatchOptions { max_events_per_update: args.max_events };
+    let watcher = client::spawn_watcher_with(args.addr.clone(), token, options, Some(app.task_query()), tx);
     app.recording = args.record.as_ref().map(|p| p.display().to_string());
     tui(&mut app, Source::Live { rx, recorder, watcher }, args.panic_after_first_frame).map_err(|e| e.to_string())
 }
@@ -212,6 +231,7 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
                 match rx.try_recv() {
                     Ok(Msg::Status(s)) => app.status = s,
                     Ok(Msg::Task { id, details }) => app.apply_task(id, details.map(|d| *d)),
+                    Ok(Msg::Page(page)) => app.apply_page(*page),
                     Ok(Msg::Update(u)) => {
                         if let Some(r) = recorder {
                             if let Err(e) = r.write(&u) {
@@ -245,11 +265,16 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
                 app.replay_problems = replay_problems(p);
             }
         }
+        if let (Source::Live { watcher, .. }, Action::QueryTasks(q)) = (&source, app.requery()) {
+            watcher.query_tasks(q);
+        }
         terminal.draw(|f| ui::draw(f, app))?;
         if panic_after_first_frame {
             panic!("volt-console: the panic --panic-after-first-frame asked for");
         }
-        if event::poll(Duration::from_millis(100))? {
+        // Waiting for a page of tasks: look again soon, so a key's effect shows at once.
+        let wait = if app.awaiting_page { Duration::from_millis(5) } else { Duration::from_millis(100) };
+        if event::poll(wait)? {
             if let TermEvent::Key(k) = event::read()? {
                 if k.kind == KeyEventKind::Press {
                     match app.on_key(k) {
@@ -265,6 +290,11 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
                                 Err("a replay has no server to ask: these are the recorded events".into()),
                             ),
                         },
+                        Action::QueryTasks(q) => {
+                            if let Source::Live { watcher, .. } = &source {
+                                watcher.query_tasks(q);
+                            }
+                        }
                         Action::None => {}
                     }
                 }
@@ -294,6 +324,99 @@ fn replay_problems(p: &Player) -> Vec<String> {
         v.push(format!("reading the recording failed: {e}"));
     }
     v
+}
+
+/// `--once`: one snapshot and `--tasks` tasks, as text or JSON. The tasks are written
+/// page by page as they arrive, so `--tasks all` on a million tasks holds one page.
+fn once(args: &Args, token: Option<&str>) -> Result<(), String> {
+    use std::io::Write;
+    let err = |e: std::io::Error| e.to_string();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    // JSON: the document up to the task array goes out with the first page, each page
+    // after it, and the rest (counts, `tasks_more`) last. The array sits where a
+    // placeholder string was.
+    const HOLE: &str = "\u{1}tasks\u{1}";
+    let document = |u: &proto::Update| -> Result<(String, String), String> {
+        let mut v = json(u);
+        if let Some(t) = v.pointer_mut("/tasks/changed") {
+            *t = serde_json::Value::String(HOLE.into());
+        }
+        let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+        let hole = serde_json::to_string(HOLE).map_err(|e| e.to_string())?;
+        Ok(match text.split_once(&hole) {
+            Some((head, tail)) => (head.to_string(), tail.to_string()),
+            None => (text, String::new()),
+        })
+    };
+    let mut listed = 0u64;
+    let mut head_written = false;
+    let u = client::fetch_once(&args.addr, token, args.tasks, args.sort, |u, page| {
+        if !head_written {
+            head_written = true;
+            if args.json {
+                let (head, _) = document(u)?;
+                write!(out, "{head}[").map_err(err)?;
+            } else {
+                print_text(u);
+            }
+        }
+        for t in &page {
+            if args.json {
+                let mut tv = serde_json::to_value(t).map_err(|e| e.to_string())?;
+                if let Ok(n) = proto::TaskState::try_from(t.state) {
+                    tv["state"] =
+                        serde_json::Value::String(n.as_str_name().trim_start_matches("TASK_STATE_").to_lowercase());
+                }
+                let sep = if listed == 0 { "\n" } else { ",\n" };
+                write!(out, "{sep}      {}", serde_json::to_string(&tv).map_err(|e| e.to_string())?).map_err(err)?;
+            } else {
+                writeln!(out, "{}", task_line(t)).map_err(err)?;
+            }
+            listed += 1;
+        }
+        Ok(())
+    })?;
+    if args.json {
+        if head_written {
+            let (_, tail) = document(&u)?;
+            writeln!(out, "{}]{tail}", if listed > 0 { "\n    " } else { "" }).map_err(err)?;
+        } else {
+            writeln!(out, "{}", serde_json::to_string_pretty(&json(&u)).map_err(|e| e.to_string())?).map_err(err)?;
+        }
+        return out.flush().map_err(err);
+    }
+    if !head_written {
+        print_text(&u);
+    }
+    if let Some(t) = &u.tasks {
+        let c = t.counts.unwrap_or_default();
+        writeln!(
+            out,
+            "tasks   {} live ({} idle, {} scheduled, {} running), {listed} listed{}",
+            c.total,
+            c.idle,
+            c.scheduled,
+            c.running,
+            if u.tasks_more { " (more: --tasks all)" } else { "" }
+        )
+        .map_err(err)?;
+    }
+    out.flush().map_err(err)
+}
+
+fn task_line(t: &proto::Task) -> String {
+    format!(
+        "task {:>8}  {:<9}  polls {:>8}  busy {:>12} ns  scheduled {:>12} ns  {}",
+        t.id,
+        proto::TaskState::try_from(t.state)
+            .map(|s| s.as_str_name().trim_start_matches("TASK_STATE_").to_lowercase())
+            .unwrap_or_default(),
+        t.polls,
+        t.busy_ns,
+        t.scheduled_ns,
+        t.name.as_deref().unwrap_or("")
+    )
 }
 
 /// The update as JSON, with enum fields as names.

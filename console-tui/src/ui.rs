@@ -422,7 +422,21 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
     let title = if app.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
         " tasks (listed only when the runtime records: Builder::event_ring) ".to_string()
     } else {
-        format!(" tasks: {} live, sorted by {sort} (b busy, p polls, n name; Enter details) ", app.tasks.len())
+        let mut filter = String::new();
+        if let Some(s) = app.state_filter {
+            filter += &format!(", {} only", s.as_str_name().trim_start_matches("TASK_STATE_").to_lowercase());
+        }
+        match &app.filter_input {
+            Some(typed) => filter += &format!(", name contains: {typed}_ (Enter sets, Esc cancels)"),
+            None if !app.name_filter.is_empty() => filter += &format!(", name contains {:?}", app.name_filter),
+            None => {}
+        }
+        let live = match &app.task_counts {
+            Some(c) if filter.is_empty() => format!("{} live", c.total),
+            Some(c) => format!("{} of {} live", app.task_matching, c.total),
+            None => format!("{} live", app.tasks.len()),
+        };
+        format!(" tasks: {live}, sorted by {sort}{filter} (b p n sort, / name, s state; Enter details) ")
     };
     let widths = [
         Constraint::Length(8),
@@ -434,7 +448,9 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(10),
     ];
     let widths: Vec<Constraint> = widths.iter().zip(&shown).filter(|(_, s)| **s).map(|(w, _)| *w).collect();
-    let mut state = TableState::default().with_selected(Some(app.selected));
+    // The rows held are a window of the whole list, starting at `task_offset`.
+    let offset = if app.task_counts.is_some() { app.task_offset as usize } else { 0 };
+    let mut state = TableState::default().with_selected(app.selected.checked_sub(offset));
     f.render_stateful_widget(
         Table::new(rows, widths)
             .header(header)
@@ -486,6 +502,7 @@ w t e         workers, tasks, events view
 ↑ ↓, j k      move        g G   first / last
 Enter         task details (tasks view); Esc closes
 b p n         sort tasks by busy time, polls, name
+/ s           filter tasks by name, by state
 space         pause this display (replay: playback)
 . or →        replay: step one update while paused
 ?             this help (any key closes it)

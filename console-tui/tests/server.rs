@@ -177,7 +177,11 @@ fn malformed_requests_get_error_statuses() {
         let mut c = client(&rt).await;
         // A field out of range.
         let err = c
-            .watch_updates(proto::WatchRequest { max_events_per_update: 2_000_000, omit_tasks: false })
+            .watch_updates(proto::WatchRequest {
+                max_events_per_update: 2_000_000,
+                omit_tasks: false,
+                ..Default::default()
+            })
             .await
             .expect_err("rejected");
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
@@ -204,7 +208,7 @@ fn malformed_requests_get_error_statuses() {
         assert_eq!(err.code(), Code::Internal, "{err:?}");
         assert!(err.message().contains("decode"), "{}", err.message());
         // The server still serves.
-        assert!(c.get_snapshot(proto::SnapshotRequest {}).await.is_ok());
+        assert!(c.get_snapshot(proto::SnapshotRequest::default()).await.is_ok());
     });
 }
 
@@ -238,8 +242,8 @@ fn a_client_that_wants_every_event_gets_them_and_losses_say_which_is_which() {
     let t = tokio_rt();
     t.block_on(async {
         let (mut a, mut b) = (client(&rt).await, client(&rt).await);
-        let small = proto::WatchRequest { max_events_per_update: 10, omit_tasks: true };
-        let all = proto::WatchRequest { max_events_per_update: 1 << 20, omit_tasks: true };
+        let small = proto::WatchRequest { max_events_per_update: 10, omit_tasks: true, ..Default::default() };
+        let all = proto::WatchRequest { max_events_per_update: 1 << 20, omit_tasks: true, ..Default::default() };
         let mut sa = a.watch_updates(small).await.unwrap().into_inner();
         let mut sb = b.watch_updates(all).await.unwrap().into_inner();
         let (mut got_a, mut got_b) = (std::collections::HashMap::new(), std::collections::HashMap::new());
@@ -284,7 +288,7 @@ fn a_client_that_wants_every_event_gets_them_and_losses_say_which_is_which() {
         grpc.ready().await.unwrap();
         let path = http::uri::PathAndQuery::from_static("/volt.console.v1.Console/Pause");
         let codec = tonic_prost::ProstCodec::<proto::SnapshotRequest, proto::SnapshotRequest>::default();
-        let err = grpc.unary(tonic::Request::new(proto::SnapshotRequest {}), path, codec).await.unwrap_err();
+        let err = grpc.unary(tonic::Request::new(proto::SnapshotRequest::default()), path, codec).await.unwrap_err();
         assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
         assert!(tokio::time::timeout(Duration::from_secs(10), sa.message()).await.is_ok(), "updates still flow");
     });
@@ -348,12 +352,12 @@ fn non_loopback_needs_a_token_and_a_wrong_token_is_unauthenticated() {
     t.block_on(async {
         let mut c = client::connect(&addr).await.unwrap();
         for token in [None, Some("wrong"), Some("s3cre"), Some("s3crett")] {
-            let err = c.get_snapshot(request(proto::SnapshotRequest {}, token)).await.unwrap_err();
+            let err = c.get_snapshot(request(proto::SnapshotRequest::default(), token)).await.unwrap_err();
             assert_eq!(err.code(), Code::Unauthenticated, "token {token:?}");
             let err = c.watch_updates(request(proto::WatchRequest::default(), token)).await.err().unwrap();
             assert_eq!(err.code(), Code::Unauthenticated, "token {token:?}");
         }
-        let u = c.get_snapshot(request(proto::SnapshotRequest {}, Some("s3cret"))).await.unwrap().into_inner();
+        let u = c.get_snapshot(request(proto::SnapshotRequest::default(), Some("s3cret"))).await.unwrap().into_inner();
         assert_eq!(u.snapshot.unwrap().workers.len(), 1);
     });
 }
@@ -480,7 +484,7 @@ fn the_watcher_backs_off_then_follows_a_console_that_appears() {
                 }
             }
             client::Msg::Status(_) => {}
-            client::Msg::Update(_) => panic!("an update with no server"),
+            client::Msg::Update(_) | client::Msg::Page(_) => panic!("an update with no server"),
             client::Msg::Task { id, details } => {
                 assert_eq!(id, 42);
                 let err = details.expect_err("no server, no task");
@@ -578,7 +582,7 @@ fn the_watcher_fetches_a_task_history_from_before_it_connected() {
                 assert_eq!(id, u64::MAX);
                 unknown = Some(details.expect_err("no such task"));
             }
-            client::Msg::Status(_) => {}
+            client::Msg::Status(_) | client::Msg::Page(_) => {}
         }
     }
     let unknown = unknown.unwrap();
@@ -735,12 +739,12 @@ fn half_open_connections_are_closed_and_a_real_client_still_gets_in() {
     t.block_on(async {
         // While the cap is full of unfinished connections.
         let mut c = client(&rt).await;
-        let u = tokio::time::timeout(Duration::from_secs(30), c.get_snapshot(proto::SnapshotRequest {})).await;
+        let u = tokio::time::timeout(Duration::from_secs(30), c.get_snapshot(proto::SnapshotRequest::default())).await;
         assert!(u.expect("answered within 30 s").is_ok());
     });
     all_closed_within(held, Duration::from_secs(30));
     t.block_on(async {
         let mut c = client(&rt).await;
-        assert!(c.get_snapshot(proto::SnapshotRequest {}).await.is_ok(), "a client after the half-open ones");
+        assert!(c.get_snapshot(proto::SnapshotRequest::default()).await.is_ok(), "a client after the half-open ones");
     });
 }

@@ -150,6 +150,7 @@ fn keys_switch_views_move_sort_open_details_and_quit() {
         changed: vec![task(7, Some("b-task"), 10, 500), task(8, Some("a-task"), 30, 100), task(9, None, 20, 900)],
         removed: vec![],
         full: true,
+        ..Default::default()
     });
     app.apply(u);
     assert_eq!(app.view, View::Workers);
@@ -186,7 +187,7 @@ fn keys_switch_views_move_sort_open_details_and_quit() {
     assert_eq!(app.view, View::Tasks);
     // A finished task leaves the list.
     let mut u = update(4, [3000, 2000, 1000, 1000], 3000);
-    u.tasks = Some(proto::TaskChanges { changed: vec![], removed: vec![7], full: false });
+    u.tasks = Some(proto::TaskChanges { changed: vec![], removed: vec![7], full: false, ..Default::default() });
     app.apply(u);
     assert_eq!(order(&app), [8, 9]);
     assert_eq!(app.on_key(key(KeyCode::Char('q'))), Action::Quit);
@@ -203,7 +204,12 @@ fn warnings_flag_slow_polls_dropped_events_and_self_waking_tasks() {
     let mut app = App::new("x");
     let mut u = update(1, [0; 4], 0);
     u.snapshot.as_mut().unwrap().num_parked = 0;
-    u.tasks = Some(proto::TaskChanges { changed: vec![task(42, Some("hog"), 1, 0)], removed: vec![], full: true });
+    u.tasks = Some(proto::TaskChanges {
+        changed: vec![task(42, Some("hog"), 1, 0)],
+        removed: vec![],
+        full: true,
+        ..Default::default()
+    });
     u.events = vec![ev(1_000, 0, PollStart, 42, 0), ev(16_001_000, 0, PollEnd, 42, 0)];
     // A task that woke itself during each of 1,000 polls.
     for i in 0..1000u64 {
@@ -232,7 +238,12 @@ fn task_details_join_the_server_history_to_the_log_without_repeats() {
     use proto::EventKind as K;
     let mut app = fixed_app();
     let mut u = update(3, [3000, 2000, 1000, 1000], 3000);
-    u.tasks = Some(proto::TaskChanges { changed: vec![task(5, Some("job"), 3, 900)], removed: vec![], full: true });
+    u.tasks = Some(proto::TaskChanges {
+        changed: vec![task(5, Some("job"), 3, 900)],
+        removed: vec![],
+        full: true,
+        ..Default::default()
+    });
     // This console connected at 100 ns: its log has the task's events from then on.
     // Events of one worker often share a timestamp (those inside a poll carry its start).
     u.events = vec![
@@ -334,6 +345,7 @@ fn busy_app() -> App {
             .collect(),
         removed: vec![],
         full: true,
+        ..Default::default()
     });
     app.apply(u);
     app

@@ -148,7 +148,8 @@ async fn watch(
         Err(e) => return format!("cannot connect: {}", volt::console::error_chain(&e)),
     };
     let mut client = ConsoleClient::new(channel).max_decoding_message_size(64 << 20);
-    let mut req = tonic::Request::new(proto::WatchRequest { max_events_per_update: 1, omit_tasks: true });
+    let mut req =
+        tonic::Request::new(proto::WatchRequest { max_events_per_update: 1, omit_tasks: true, ..Default::default() });
     if let Some(t) = token {
         if let Ok(v) = format!("Bearer {t}").parse() {
             req.metadata_mut().insert("authorization", v);

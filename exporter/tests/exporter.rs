@@ -520,6 +520,15 @@ mod proto_server {
         async fn get_task(&self, _: Request<proto::TaskRequest>) -> Result<Response<proto::TaskDetails>, Status> {
             Err(Status::unimplemented("stalled"))
         }
+        async fn list_tasks(&self, _: Request<proto::TaskQuery>) -> Result<Response<proto::TaskPage>, Status> {
+            Err(Status::unimplemented("stalled"))
+        }
+        async fn set_task_query(
+            &self,
+            _: Request<proto::SetTaskQueryRequest>,
+        ) -> Result<Response<proto::TaskPage>, Status> {
+            Err(Status::unimplemented("stalled"))
+        }
     }
 
     /// A console server on a thread of its own whose streams stall after one update.

@@ -71,6 +71,10 @@ mod loom_tests;
 #[path = "telemetry/events.rs"]
 #[allow(missing_docs, unreachable_pub)]
 pub(crate) mod events_loom;
+// The same for the live-task change log.
+#[cfg(loom)]
+#[path = "telemetry/tasks.rs"]
+pub(crate) mod tasks_loom;
 
 #[cfg(not(loom))]
 pub use runtime::Runtime;

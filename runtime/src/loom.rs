@@ -10,7 +10,7 @@
 pub(crate) use loom::{
     cell::UnsafeCell,
     sync::{
-        atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize},
+        atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize},
         Arc, Condvar, Mutex, MutexGuard,
     },
     thread,
@@ -20,7 +20,7 @@ pub(crate) use loom::{
 #[allow(unused_imports)]
 pub(crate) use std::{
     sync::{
-        atomic::{fence, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize},
+        atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize},
         Arc, Condvar, Mutex, MutexGuard,
     },
     thread,

@@ -9,12 +9,22 @@
 //! cursor), which never blocks a worker.
 //!
 //! # Publishing
-//! Every publish interval (250 ms by default) the publisher takes a snapshot, drains the
-//! event ring and, when the ring is on, diffs the live-task list. The resulting `Update` is
-//! offered to every watching client through a bounded channel of [`CLIENT_BACKLOG`]
-//! updates. A client whose channel is full misses that update; its next one says how many
-//! it missed (`updates_missed`). So a slow or stuck client costs at most its backlog in
-//! memory and never delays the publisher, other clients, or the runtime.
+//! Every publish interval (250 ms by default) the publisher takes a snapshot and drains
+//! the event ring. The resulting `Update` is offered to every watching client through a
+//! bounded channel of [`CLIENT_BACKLOG`] updates. A client whose channel is full misses
+//! that update; its next one says how many it missed (`updates_missed`). So a slow or
+//! stuck client costs at most its backlog in memory and never delays the publisher, other
+//! clients, or the runtime.
+//!
+//! # The task list
+//! A runtime may hold a million live tasks, so no message carries all of them. While some
+//! client wants tasks (a stream without `omit_tasks`, or a `GetSnapshot`/`ListTasks`
+//! in the last [`ONE_OFF_KEEP`]), the server keeps an index of them ([`tasks`]), built by
+//! one walk and then fed by the runtime's change log: a publish costs O(tasks that
+//! changed). Each stream has a `TaskQuery` (sort, filters, a window); its updates carry
+//! only that window's rows that changed, plus counts. With no such client there is no
+//! index, the change log is off, and the server does no work per task at all. Every page
+//! stays under [`tasks::MAX_PAGE_BYTES`].
 //!
 //! # Lost events: the ring, and the per-client cap
 //! The publisher reads the event ring with one cursor of its own. Two things can cost a
@@ -43,14 +53,17 @@
 //! `Builder::console_token`); with a token set, every call, reflection included, must
 //! carry `authorization: Bearer <token>` or gets `UNAUTHENTICATED`.
 
+mod tasks;
+
 use crate::telemetry::{Event, EventKind, Snapshot, TaskInfo, TaskState, Telemetry, WorkerState};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use tasks::{Query, TaskIndex};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
@@ -75,6 +88,10 @@ pub const MAX_EVENTS_PER_UPDATE: usize = 16_384;
 pub const MAX_EVENTS_PER_UPDATE_LIMIT: usize = 1 << 20;
 /// Events kept for `GetTask`'s recent history.
 const HISTORY: usize = 16_384;
+/// How long a `GetSnapshot` or `ListTasks` keeps the task index alive, so that paging
+/// through a big runtime does not rebuild it for every page.
+pub const ONE_OFF_KEEP: Duration = Duration::from_secs(10);
+pub use tasks::{DEFAULT_TASK_LIMIT, MAX_PAGE_BYTES, MAX_TASK_LIMIT};
 
 /// The console settings a `Builder` collects.
 #[derive(Clone, Debug, Default)]
@@ -258,6 +275,11 @@ async fn serve(
         } => {}
     }
     publisher.abort();
+    // The publisher may have been cut off before its own cleanup: stop the change log
+    // here too, so it holds no task past the server (everything here runs on this one
+    // thread, so no read of the log is in progress).
+    state.index.lock().unwrap_or_else(|e| e.into_inner()).take();
+    state.telemetry.unwatch_tasks();
 }
 
 /// Constant-time comparison of the presented token.
@@ -280,19 +302,99 @@ fn check_token(expected: Option<&str>, req: Request<()>) -> Result<Request<()>, 
     }
 }
 
+/// What a stream's channel carries: the shared update, the updates this client missed
+/// before it, and the client's own window of the task list.
+type Item = (Arc<proto::Update>, u64, Option<proto::TaskChanges>);
+
 struct Client {
-    tx: mpsc::Sender<(Arc<proto::Update>, u64)>,
+    tx: mpsc::Sender<Item>,
     /// Updates this client missed since the last one it was sent.
     missed: u64,
+    /// The stream's `watch_id`.
+    id: u64,
+    /// False for a stream with `omit_tasks`.
+    wants_tasks: bool,
+    /// Its window of the task list (see [`ClientView`]).
+    view: ClientView,
+}
+
+/// What one stream asked for from the task list and what it was sent.
+struct ClientView {
+    query: Query,
+    /// `SetTaskQuery` calls so far on this stream.
+    generation: u64,
+    /// The rows the client holds (id -> what it was sent), in window order in `ids`.
+    sent: HashMap<u64, (u8, u64, u64, u64)>,
+    ids: Vec<u64>,
+    matching: u64,
+    /// The next update resends the whole window (first update, new query, missed update).
+    full_next: bool,
+    /// The index generation `ids` was computed at.
+    index_generation: u64,
+}
+
+impl ClientView {
+    fn new(query: Query) -> ClientView {
+        ClientView {
+            query,
+            generation: 0,
+            sent: HashMap::new(),
+            ids: Vec::new(),
+            matching: 0,
+            full_next: true,
+            index_generation: 0,
+        }
+    }
+
+    /// This stream's task changes since its last update: the window's rows that are new
+    /// or changed, the ids that left it, and the counts.
+    fn changes(&mut self, idx: &TaskIndex, now_ns: u64) -> proto::TaskChanges {
+        let full = std::mem::take(&mut self.full_next);
+        let mut out = proto::TaskChanges {
+            full,
+            counts: Some(idx.counts()),
+            query_generation: self.generation,
+            ..Default::default()
+        };
+        if full || self.index_generation != idx.generation {
+            self.index_generation = idx.generation;
+            let w = idx.window(&self.query);
+            self.matching = w.matching;
+            // Keep the window under the size bound: its rows as they would be sent whole.
+            let (rows, _) = idx.rows_within_bound(&w.ids, now_ns);
+            let ids: Vec<u64> = rows.iter().map(|t| t.id).collect();
+            let keep: HashSet<u64> = ids.iter().copied().collect();
+            if !full {
+                out.removed = self.sent.keys().filter(|id| !keep.contains(id)).copied().collect();
+                out.removed.sort_unstable();
+            }
+            let mut sent = HashMap::with_capacity(rows.len());
+            for t in rows {
+                let (id, Some(v)) = (t.id, idx.version(t.id)) else { continue };
+                if full || self.sent.get(&id) != Some(&v) {
+                    out.changed.push(t);
+                }
+                sent.insert(id, v);
+            }
+            self.sent = sent;
+            self.ids = ids;
+        }
+        out.view = self.ids.clone();
+        out.matching = self.matching;
+        out
+    }
 }
 
 struct State {
     telemetry: Telemetry,
     info: proto::RuntimeInfo,
     seq: AtomicU64,
+    next_watch_id: AtomicU64,
     clients: Mutex<Vec<Client>>,
-    /// The task list as last published (when the ring is on).
-    tasks: Mutex<HashMap<u64, proto::Task>>,
+    /// The task index, while some client wants tasks (see "The task list").
+    index: Mutex<Option<TaskIndex>>,
+    /// Until when the last one-off task call keeps the index alive.
+    one_off_until: Mutex<Option<Instant>>,
     /// Recent events, for `GetTask`.
     history: Mutex<VecDeque<proto::Event>>,
 }
@@ -315,8 +417,10 @@ impl State {
             telemetry,
             info,
             seq: AtomicU64::new(0),
+            next_watch_id: AtomicU64::new(1),
             clients: Mutex::new(Vec::new()),
-            tasks: Mutex::new(HashMap::new()),
+            index: Mutex::new(None),
+            one_off_until: Mutex::new(None),
             history: Mutex::new(VecDeque::new()),
         }
     }
@@ -325,13 +429,51 @@ impl State {
         self.info.event_ring_capacity > 0
     }
 
-    /// An update with the snapshot and the full task list, outside the publish cycle.
-    fn full_update(&self) -> proto::Update {
-        let tasks = self.recording().then(|| proto::TaskChanges {
-            changed: self.telemetry.tasks().iter().map(proto::Task::from).collect(),
-            removed: Vec::new(),
-            full: true,
-        });
+    /// The index, brought up to date (built by one walk if there is none yet). Only
+    /// while recording.
+    fn fresh_index<'a>(&self, slot: &'a mut Option<TaskIndex>) -> &'a mut TaskIndex {
+        match slot {
+            Some(idx) => {
+                let drained = self.telemetry.drain_task_changes(|row, name| idx.apply(&row, name));
+                if let crate::telemetry::tasks::Drained::Resync = drained {
+                    *idx = TaskIndex::build(&self.telemetry);
+                }
+            }
+            None => {
+                // Changes from here on are logged; the walk sees everything before.
+                self.telemetry.watch_tasks();
+                *slot = Some(TaskIndex::build(&self.telemetry));
+            }
+        }
+        slot.as_mut().expect("just filled")
+    }
+
+    /// One page for a one-off call, keeping the index alive for [`ONE_OFF_KEEP`].
+    fn one_off_page(&self, q: &Query) -> proto::TaskPage {
+        *self.one_off_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + ONE_OFF_KEEP);
+        let mut slot = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.telemetry.now_ns();
+        self.fresh_index(&mut slot).page(q, now)
+    }
+
+    /// Keep the index while someone wants it; drop it (and stop the change log) once
+    /// nobody does. Called by the publisher.
+    fn maintain_index(&self, slot: &mut Option<TaskIndex>) -> bool {
+        let wanted = self.recording() && {
+            let streams = self.clients.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|c| c.wants_tasks);
+            streams || self.one_off_until.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|t| Instant::now() < t)
+        };
+        if wanted {
+            self.fresh_index(slot);
+        } else if slot.take().is_some() {
+            self.telemetry.unwatch_tasks();
+        }
+        wanted
+    }
+
+    /// An update with the snapshot, outside the publish cycle (a stream's first update,
+    /// `GetSnapshot`), with `tasks` as the task part.
+    fn full_update(&self, tasks: Option<proto::TaskChanges>) -> proto::Update {
         proto::Update {
             seq: self.seq.load(Relaxed),
             uptime_ns: self.telemetry.uptime().as_nanos() as u64,
@@ -342,7 +484,7 @@ impl State {
         }
     }
 
-    /// One publish cycle's update.
+    /// One publish cycle's update (without tasks: each client gets its own window).
     fn next_update(&self, cursor: &mut crate::telemetry::EventCursor, dropped_before: &mut u64) -> proto::Update {
         let snapshot = self.telemetry.snapshot();
         // Every event read goes into the update (at most what the rings hold); each
@@ -360,29 +502,6 @@ impl State {
                 h.push_back(*e);
             }
         }
-        let tasks = self.recording().then(|| {
-            let now: Vec<TaskInfo> = self.telemetry.tasks();
-            let mut prev = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
-            let mut changes = proto::TaskChanges::default();
-            let mut seen = HashMap::with_capacity(now.len());
-            for t in &now {
-                let p = proto::Task::from(t);
-                let same = prev.get(&t.id).is_some_and(|old| {
-                    old.state == p.state
-                        && old.polls == p.polls
-                        && old.busy_ns == p.busy_ns
-                        && old.scheduled_ns == p.scheduled_ns
-                });
-                if !same {
-                    changes.changed.push(p.clone());
-                }
-                seen.insert(t.id, p);
-            }
-            changes.removed = prev.keys().filter(|id| !seen.contains_key(id)).copied().collect();
-            changes.removed.sort_unstable();
-            *prev = seen;
-            changes
-        });
         proto::Update {
             seq: self.seq.fetch_add(1, Relaxed) + 1,
             uptime_ns: self.telemetry.uptime().as_nanos() as u64,
@@ -391,26 +510,37 @@ impl State {
             events_missed: missed_ring,
             events_missed_ring: missed_ring,
             events_missed_cap: 0,
-            tasks,
+            tasks: None,
             updates_missed: 0,
             runtime: None,
+            ..Default::default()
         }
     }
 
-    /// Offer `update` to every client without waiting for any of them.
-    fn broadcast(&self, update: proto::Update) {
+    /// Offer `update` to every client without waiting for any of them, each with its
+    /// window of the task list from `idx`.
+    fn broadcast(&self, update: proto::Update, idx: Option<&TaskIndex>) {
         let update = Arc::new(update);
+        let now = self.telemetry.now_ns();
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        clients.retain_mut(|c| match c.tx.try_send((Arc::clone(&update), c.missed)) {
-            Ok(()) => {
-                c.missed = 0;
-                true
+        clients.retain_mut(|c| {
+            let tasks = match idx {
+                Some(idx) if c.wants_tasks => Some(c.view.changes(idx, now)),
+                _ => None,
+            };
+            match c.tx.try_send((Arc::clone(&update), c.missed, tasks)) {
+                Ok(()) => {
+                    c.missed = 0;
+                    true
+                }
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    c.missed += 1;
+                    // Its task diff is lost with the update: resend the window whole.
+                    c.view.full_next = true;
+                    true
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
             }
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                c.missed += 1;
-                true
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
         });
     }
 }
@@ -426,10 +556,15 @@ async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) {
             _ = stop.wait_for(|s| *s) => break,
         }
         let update = state.next_update(&mut cursor, &mut dropped);
-        state.broadcast(update);
+        let mut slot = state.index.lock().unwrap_or_else(|e| e.into_inner());
+        let wanted = state.maintain_index(&mut slot);
+        state.broadcast(update, if wanted { slot.as_ref() } else { None });
     }
     // Dropping the senders ends every stream.
     state.clients.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    if state.index.lock().unwrap_or_else(|e| e.into_inner()).take().is_some() {
+        state.telemetry.unwatch_tasks();
+    }
 }
 
 struct Service {
@@ -455,20 +590,98 @@ impl Console for Service {
             0 => MAX_EVENTS_PER_UPDATE,
             n => n as usize,
         };
+        let query = Query::new(req.task_query.as_ref(), proto::TaskSort::Busy).map_err(Status::invalid_argument)?;
+        let wants_tasks = !req.omit_tasks && self.state.recording();
+        let id = self.state.next_watch_id.fetch_add(1, Relaxed);
+        let mut view = ClientView::new(query);
         let (tx, rx) = mpsc::channel(CLIENT_BACKLOG);
-        // The first update: runtime info and the whole task list.
-        let _ = tx.try_send((Arc::new(self.state.full_update()), 0));
-        self.state.clients.lock().unwrap_or_else(|e| e.into_inner()).push(Client { tx, missed: 0 });
-        let omit_tasks = req.omit_tasks;
-        let stream =
-            tokio_stream::StreamExt::map(tokio_stream::wrappers::ReceiverStream::new(rx), move |(u, missed)| {
-                Ok(for_client(&u, missed, max_events, omit_tasks))
-            });
+        // The first update: runtime info and the stream's whole window.
+        let tasks = wants_tasks.then(|| {
+            let mut slot = self.state.index.lock().unwrap_or_else(|e| e.into_inner());
+            let now = self.state.telemetry.now_ns();
+            view.changes(self.state.fresh_index(&mut slot), now)
+        });
+        let mut first = self.state.full_update(None);
+        first.watch_id = id;
+        let _ = tx.try_send((Arc::new(first), 0, tasks));
+        self.state.clients.lock().unwrap_or_else(|e| e.into_inner()).push(Client {
+            tx,
+            missed: 0,
+            id,
+            wants_tasks,
+            view,
+        });
+        let stream = tokio_stream::StreamExt::map(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+            move |(u, missed, tasks): Item| {
+                let mut u = for_client(&u, missed, max_events);
+                u.tasks = tasks;
+                Ok(u)
+            },
+        );
         Ok(Response::new(Box::pin(stream)))
     }
 
-    async fn get_snapshot(&self, _: Request<proto::SnapshotRequest>) -> Result<Response<proto::Update>, Status> {
-        Ok(Response::new(self.state.full_update()))
+    async fn get_snapshot(&self, request: Request<proto::SnapshotRequest>) -> Result<Response<proto::Update>, Status> {
+        let req = request.into_inner();
+        let query = Query::new(req.task_query.as_ref(), proto::TaskSort::Id).map_err(Status::invalid_argument)?;
+        if !self.state.recording() {
+            return Ok(Response::new(self.state.full_update(None)));
+        }
+        let page = self.state.one_off_page(&query);
+        let tasks = proto::TaskChanges {
+            view: page.tasks.iter().map(|t| t.id).collect(),
+            changed: page.tasks,
+            removed: Vec::new(),
+            full: true,
+            counts: page.counts,
+            matching: page.matching,
+            query_generation: 0,
+        };
+        let mut u = self.state.full_update(Some(tasks));
+        u.tasks_more = page.more;
+        Ok(Response::new(u))
+    }
+
+    async fn list_tasks(&self, request: Request<proto::TaskQuery>) -> Result<Response<proto::TaskPage>, Status> {
+        let q = request.into_inner();
+        let query = Query::new(Some(&q), proto::TaskSort::Id).map_err(Status::invalid_argument)?;
+        if !self.state.recording() {
+            return Err(Status::failed_precondition(
+                "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
+            ));
+        }
+        Ok(Response::new(self.state.one_off_page(&query)))
+    }
+
+    async fn set_task_query(
+        &self,
+        request: Request<proto::SetTaskQueryRequest>,
+    ) -> Result<Response<proto::TaskPage>, Status> {
+        let req = request.into_inner();
+        let query = Query::new(req.query.as_ref(), proto::TaskSort::Busy).map_err(Status::invalid_argument)?;
+        if !self.state.recording() {
+            return Err(Status::failed_precondition(
+                "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
+            ));
+        }
+        let mut slot = self.state.index.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.state.telemetry.now_ns();
+        let page = self.state.fresh_index(&mut slot).page(&query, now);
+        let mut clients = self.state.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(c) = clients.iter_mut().find(|c| c.id == req.watch_id) else {
+            return Err(Status::not_found(format!(
+                "no open stream with watch_id {}; the id is in the first update of a WatchUpdates stream",
+                req.watch_id
+            )));
+        };
+        if !c.wants_tasks {
+            return Err(Status::failed_precondition("this stream was opened with omit_tasks"));
+        }
+        c.view.query = query;
+        c.view.generation += 1;
+        c.view.full_next = true;
+        Ok(Response::new(page))
     }
 
     async fn get_task(&self, request: Request<proto::TaskRequest>) -> Result<Response<proto::TaskDetails>, Status> {
@@ -481,7 +694,21 @@ impl Console for Service {
                 "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
             ));
         }
-        let Some(task) = self.state.telemetry.tasks().into_iter().find(|t| t.id == id) else {
+        let mut found = None;
+        self.state.telemetry.for_each_task(|row, name| {
+            if row.id == id && row.state != TaskState::Complete {
+                found = Some(TaskInfo {
+                    id,
+                    name: name.map(String::from),
+                    state: row.state,
+                    polls: row.polls,
+                    busy: Duration::from_nanos(row.busy_ns),
+                    scheduled: Duration::from_nanos(row.scheduled_ns),
+                    since_last_poll: row.since_last_poll_ns.map(Duration::from_nanos),
+                });
+            }
+        });
+        let Some(task) = found else {
             return Err(Status::not_found(format!("no live task with id {id}")));
         };
         let recent_events = self
@@ -500,7 +727,7 @@ impl Console for Service {
 /// One client's copy of a published update: its newest `max_events` events (the rest
 /// counted in `events_missed_cap`), the updates it missed, and the task list unless it
 /// asked to go without. Copies only what the client gets.
-fn for_client(u: &proto::Update, updates_missed: u64, max_events: usize, omit_tasks: bool) -> proto::Update {
+fn for_client(u: &proto::Update, updates_missed: u64, max_events: usize) -> proto::Update {
     let cut = u.events.len().saturating_sub(max_events);
     proto::Update {
         seq: u.seq,
@@ -510,9 +737,12 @@ fn for_client(u: &proto::Update, updates_missed: u64, max_events: usize, omit_ta
         events_missed: u.events_missed + cut as u64,
         events_missed_ring: u.events_missed_ring,
         events_missed_cap: u.events_missed_cap + cut as u64,
-        tasks: if omit_tasks { None } else { u.tasks.clone() },
+        // Each stream's task window is added by its sender.
+        tasks: None,
         updates_missed,
         runtime: u.runtime.clone(),
+        watch_id: u.watch_id,
+        tasks_more: u.tasks_more,
     }
 }
 

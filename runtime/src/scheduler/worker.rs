@@ -596,10 +596,24 @@ impl Shared {
             let now = self.ts_cached(r, w);
             if let Some(st) = crate::task::raw::stats(task) {
                 st.scheduled_at.store(now.max(1), Relaxed);
+                if r.changes.watching() {
+                    r.changes.mark(task, &st.queued, w.map(|w| w.index));
+                }
             }
             // SAFETY: the caller holds a reference to the task.
             let id = unsafe { task.as_ref() }.id;
             r.record_at(w.map(|w| w.index), EventKind::Schedule, id, target, now);
+        }
+    }
+
+    /// Note in the live-task change log that `task` changed (only while a reader
+    /// watches: otherwise one relaxed load). The caller holds a reference to the task.
+    #[inline(always)]
+    fn mark_changed(&self, r: &Recorder, task: NonNull<Header>, w: Option<&Worker>) {
+        if r.changes.watching() {
+            if let Some(st) = crate::task::raw::stats(task) {
+                r.changes.mark(task, &st.queued, w.map(|w| w.index));
+            }
         }
     }
 
@@ -702,6 +716,9 @@ impl Shared {
             drop(notified);
             drop(task);
             return join;
+        }
+        if let Some(r) = &this.recorder {
+            this.mark_changed(r, task.raw(), worker);
         }
         // The owned list keeps this reference until the task completes.
         let _ = task.into_raw();
@@ -824,6 +841,11 @@ impl Shared {
             }
         }
         this.drain_local(w);
+        if let Some(r) = &this.recorder {
+            // The console stopped before the workers were told to exit, so no reader
+            // drains this ring any more.
+            r.changes.release_ring(index);
+        }
     }
 
     /// The owner of a worker left its loop on shutdown. The last one to leave finishes a
@@ -1381,6 +1403,10 @@ impl Schedule for Arc<Shared> {
     }
 
     fn release(&self, task: NonNull<Header>) -> bool {
+        if let Some(r) = &self.recorder {
+            // The task is complete: a reader of the task list learns it is gone.
+            self.mark_changed(r, task, self.current_worker());
+        }
         self.owned.remove(task)
     }
 
@@ -1411,6 +1437,10 @@ impl Schedule for Arc<Shared> {
             // SAFETY: `ring` is this worker's ring in the runtime's recorder (see
             // `Core::ring`), alive with `self`; the poller holds the task (RUNNING).
             unsafe { (*ring).set_pending_start(ptr.as_ref().id, now) };
+            if let Some(r) = &self.recorder {
+                // Running now: a reader of the task list sees a long poll as it happens.
+                self.mark_changed(r, ptr, Some(w));
+            }
         }
         let ring = ring.cast();
         PollToken {
@@ -1470,6 +1500,13 @@ impl Schedule for Arc<Shared> {
         // If the poll ends in a requeue, it was queued now; if it ends idle, the wake
         // that queues it again overwrites this (after it, through the state word).
         st.scheduled_at.store(now, Relaxed);
+        if let Some(r) = &self.recorder {
+            if r.changes.watching() {
+                // SAFETY: `token.cx` is the polling worker (`poll_start`).
+                let w = unsafe { &*token.cx.cast::<Worker>() };
+                r.changes.mark(ptr, &st.queued, Some(w.index));
+            }
+        }
     }
 
     #[inline(always)]

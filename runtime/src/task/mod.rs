@@ -173,6 +173,9 @@ pub(crate) struct TaskStats {
     /// When it was last queued, or its last poll's end (0: never).
     pub(crate) scheduled_at: std::sync::atomic::AtomicU64,
     pub(crate) last_poll_end: std::sync::atomic::AtomicU64,
+    /// Set while the task sits in the live-task change log (`telemetry::tasks`), so it is
+    /// queued there once however often it changes between two reads.
+    pub(crate) queued: crate::loom::AtomicBool,
 }
 
 /// A reference-owning pointer to a task.

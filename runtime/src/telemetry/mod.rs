@@ -9,6 +9,7 @@
 
 pub mod events;
 mod histogram;
+pub(crate) mod tasks;
 
 pub use events::{Event, EventKind};
 pub use histogram::Histogram;
@@ -416,6 +417,49 @@ pub struct TaskInfo {
     pub since_last_poll: Option<std::time::Duration>,
 }
 
+/// One live task's figures as the console's task index keeps them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TaskRow {
+    pub(crate) id: u64,
+    pub(crate) state: TaskState,
+    pub(crate) polls: u64,
+    pub(crate) busy_ns: u64,
+    pub(crate) scheduled_ns: u64,
+    /// When its last poll ended, in ns since the runtime started (0: never polled).
+    pub(crate) last_poll_end_ns: u64,
+    /// Time since then, at the reading (`None`: never polled).
+    pub(crate) since_last_poll_ns: Option<u64>,
+}
+
+/// Read one task. `t` must be kept alive by the caller. `None` if it has no statistics.
+fn read_task<'a>(
+    clock: &Clock,
+    now: u64,
+    t: std::ptr::NonNull<crate::task::raw::Header>,
+) -> Option<(TaskRow, Option<&'a str>)> {
+    let st = crate::task::raw::stats(t)?;
+    // SAFETY: the caller keeps the task alive.
+    let h = unsafe { t.as_ref() };
+    use crate::task::state::Lifecycle;
+    let state = match h.state.load().lifecycle() {
+        Lifecycle::Idle => TaskState::Idle,
+        Lifecycle::Scheduled => TaskState::Scheduled,
+        Lifecycle::Running => TaskState::Running,
+        Lifecycle::Complete => TaskState::Complete,
+    };
+    let last = st.last_poll_end.load(Relaxed);
+    let row = TaskRow {
+        id: h.id,
+        state,
+        polls: st.polls.load(Relaxed),
+        busy_ns: clock.ticks_to_ns(st.busy_ticks.load(Relaxed)),
+        scheduled_ns: clock.ticks_to_ns(st.scheduled_ticks.load(Relaxed)),
+        last_poll_end_ns: if last == 0 { 0 } else { clock.since_start_ns(last).max(1) },
+        since_last_poll_ns: (last != 0).then(|| clock.ticks_to_ns(now.saturating_sub(last))),
+    };
+    Some((row, st.name.as_deref()))
+}
+
 /// A task's lifecycle state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TaskState {
@@ -434,36 +478,73 @@ impl Telemetry {
     /// (`Builder::event_ring`). Takes each owned-list shard lock briefly, as spawn and
     /// completion do; no worker waits on it for longer than one shard's walk.
     pub fn tasks(&self) -> Vec<TaskInfo> {
-        let Some(rec) = &self.shared.recorder else { return Vec::new() };
-        let clock = rec.clock();
-        let now = clock.raw();
         let mut out = Vec::new();
-        self.shared.owned.for_each(|t| {
-            // The owned list holds a reference to every linked task while we walk it.
-            let Some(st) = crate::task::raw::stats(t) else { return };
-            // SAFETY: as above.
-            let h = unsafe { t.as_ref() };
-            use crate::task::state::Lifecycle;
-            let state = match h.state.load().lifecycle() {
-                Lifecycle::Idle => TaskState::Idle,
-                Lifecycle::Scheduled => TaskState::Scheduled,
-                Lifecycle::Running => TaskState::Running,
-                Lifecycle::Complete => TaskState::Complete,
-            };
-            let last = st.last_poll_end.load(Relaxed);
+        self.for_each_task(|row, name| {
             out.push(TaskInfo {
-                id: h.id,
-                name: st.name.as_deref().map(String::from),
-                state,
-                polls: st.polls.load(Relaxed),
-                busy: std::time::Duration::from_nanos(clock.ticks_to_ns(st.busy_ticks.load(Relaxed))),
-                scheduled: std::time::Duration::from_nanos(clock.ticks_to_ns(st.scheduled_ticks.load(Relaxed))),
-                since_last_poll: (last != 0)
-                    .then(|| std::time::Duration::from_nanos(clock.ticks_to_ns(now.saturating_sub(last)))),
-            });
+                id: row.id,
+                name: name.map(String::from),
+                state: row.state,
+                polls: row.polls,
+                busy: std::time::Duration::from_nanos(row.busy_ns),
+                scheduled: std::time::Duration::from_nanos(row.scheduled_ns),
+                since_last_poll: row.since_last_poll_ns.map(std::time::Duration::from_nanos),
+            })
         });
         out.sort_by_key(|t| t.id);
         out
+    }
+
+    /// Visit every live task (unordered), with its name. Nothing when the runtime does
+    /// not record events.
+    pub(crate) fn for_each_task(&self, mut f: impl FnMut(TaskRow, Option<&str>)) {
+        let Some(rec) = &self.shared.recorder else { return };
+        let now = rec.clock.raw();
+        self.shared.owned.for_each(|t| {
+            // The owned list holds a reference to every linked task while we walk it.
+            if let Some((row, name)) = read_task(&rec.clock, now, t) {
+                f(row, name);
+            }
+        });
+    }
+
+    /// Start recording which tasks change (the console's task index, while a client wants
+    /// it). Returns false when the runtime does not record tasks. The caller then reads
+    /// the whole list once ([`Telemetry::for_each_task`]) and from then on only the
+    /// changes ([`Telemetry::drain_task_changes`]).
+    pub(crate) fn watch_tasks(&self) -> bool {
+        let Some(rec) = &self.shared.recorder else { return false };
+        rec.changes.start();
+        true
+    }
+
+    /// Stop recording task changes and release what the log holds.
+    pub(crate) fn unwatch_tasks(&self) {
+        if let Some(rec) = &self.shared.recorder {
+            rec.changes.stop();
+        }
+    }
+
+    /// The tasks that changed since the last call (between `watch_tasks` and
+    /// `unwatch_tasks`; one caller at a time). A task that finished comes with state
+    /// `Complete`, once or more. `Resync` means some changes could not be logged: the
+    /// caller walks the whole list again.
+    pub(crate) fn drain_task_changes(&self, mut f: impl FnMut(TaskRow, Option<&str>)) -> tasks::Drained {
+        let Some(rec) = &self.shared.recorder else { return tasks::Drained::Changes };
+        let now = rec.clock.raw();
+        rec.changes.drain(|t| {
+            if let Some(st) = crate::task::raw::stats(t) {
+                tasks::clear_then_read(&st.queued);
+            }
+            let Some((row, name)) = read_task(&rec.clock, now, t) else { return false };
+            f(row, name);
+            // Its poll's end moves it out of RUNNING with no mark: read it again.
+            row.state == TaskState::Running
+        })
+    }
+
+    /// Nanoseconds since the runtime started, by the recorder's clock (0 without it).
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.shared.recorder.as_ref().map_or(0, |r| r.clock.since_start_ns(r.clock.raw()))
     }
 
     /// A cursor over the event ring: each [`EventCursor::read`] returns the events since
@@ -488,6 +569,8 @@ impl Telemetry {
 pub(crate) struct Recorder {
     rings: Box<[EventRing]>,
     clock: Clock,
+    /// Which live tasks changed, while a reader (the console) watches the task list.
+    pub(crate) changes: tasks::TaskChangeLog,
 }
 
 impl Recorder {
@@ -496,7 +579,7 @@ impl Recorder {
     /// without a second `Option` check.
     pub(crate) fn new(workers: usize, capacity: usize, clock: Clock) -> Recorder {
         let rings = (0..=workers).map(|i| EventRing::new(capacity, (i < workers).then_some(i))).collect();
-        Recorder { rings, clock }
+        Recorder { rings, clock, changes: tasks::TaskChangeLog::new(workers) }
     }
 
     /// Slots per ring.

@@ -1,0 +1,458 @@
+//! The task list at scale: the console server's task index, its pages and windows, and
+//! `volt-console --once --tasks` against a runtime with many live tasks.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+use tonic::Code;
+use volt_console::client;
+use volt_console_proto as proto;
+use volt_console_proto::console_client::ConsoleClient;
+use volt_console_proto::prost::Message;
+
+/// gRPC's default limit on a received message, which a stock client keeps.
+const GRPC_DEFAULT_LIMIT: usize = 4 << 20;
+
+fn runtime(workers: usize) -> volt::Runtime {
+    volt::runtime::Builder::new()
+        .worker_threads(workers)
+        .event_ring(1024)
+        .console_bind("127.0.0.1:0")
+        .console_publish_interval(Duration::from_millis(20))
+        .build()
+        .expect("runtime with console")
+}
+
+fn tokio_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// A client with tonic's default message limits, as any gRPC user would have.
+async fn stock_client(rt: &volt::Runtime) -> ConsoleClient<tonic::transport::Channel> {
+    ConsoleClient::connect(format!("http://{}", rt.console_addr().unwrap())).await.expect("connect")
+}
+
+/// Spawn `n` tasks that wait forever (dropped at shutdown) and wait until all of them
+/// have been polled once. Returns their ids.
+fn spawn_sleepers(rt: &volt::Runtime, n: usize, name: impl Fn(usize) -> Option<String>) -> Vec<u64> {
+    let before = rt.handle().telemetry().snapshot();
+    let polled0: u64 = before.workers.iter().map(|w| w.tasks_polled).sum();
+    let ids = (0..n)
+        .map(|i| {
+            let fut = std::future::pending::<()>();
+            match name(i) {
+                Some(n) => volt::task::Builder::new().name(n).spawn_on(fut, rt.handle()).id(),
+                None => rt.spawn(fut).id(),
+            }
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = rt.handle().telemetry().snapshot();
+        let polled: u64 = s.workers.iter().map(|w| w.tasks_polled).sum();
+        if polled >= polled0 + n as u64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the sleepers were not all polled within 60 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    ids
+}
+
+/// The runtime's own count of live tasks.
+fn alive(rt: &volt::Runtime) -> u64 {
+    rt.handle().telemetry().snapshot().tasks_alive
+}
+
+/// With 200k live tasks a stock client gets `GetSnapshot` and a stream's first update,
+/// both under gRPC's 4 MiB limit, and the counts are the runtime's.
+#[test]
+fn get_snapshot_at_200k_tasks_is_bounded_and_counts_every_task() {
+    let rt = runtime(2);
+    let n = 200_000;
+    spawn_sleepers(&rt, n, |_| None);
+    // Long names: one page of them must still stay under the bound.
+    spawn_sleepers(&rt, 10_000, |i| Some(format!("{i:05}-{}", "x".repeat(1_000))));
+    let total = (n + 10_000) as u64;
+    assert_eq!(alive(&rt), total);
+    tokio_rt().block_on(async {
+        let mut c = stock_client(&rt).await;
+        let u = c.get_snapshot(proto::SnapshotRequest::default()).await.expect("a stock client reads it").into_inner();
+        assert!(u.encoded_len() < GRPC_DEFAULT_LIMIT, "{} bytes", u.encoded_len());
+        let t = u.tasks.as_ref().expect("tasks");
+        let counts = t.counts.unwrap();
+        assert_eq!(counts.total, total, "every live task counted");
+        assert_eq!(counts.idle + counts.scheduled + counts.running, total, "{counts:?}");
+        assert_eq!(t.changed.len(), volt::console::DEFAULT_TASK_LIMIT as usize, "the default page");
+        assert!(u.tasks_more);
+        let ids: Vec<u64> = t.changed.iter().map(|t| t.id).collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "by id");
+
+        // The largest page there is, of the longest names: cut under the size bound.
+        let q = proto::TaskQuery {
+            sort: proto::TaskSort::Name as i32,
+            limit: volt::console::MAX_TASK_LIMIT,
+            ..Default::default()
+        };
+        let u = c.get_snapshot(proto::SnapshotRequest { task_query: Some(q.clone()) }).await.unwrap().into_inner();
+        assert!(u.encoded_len() < GRPC_DEFAULT_LIMIT, "{} bytes", u.encoded_len());
+        let t = u.tasks.unwrap();
+        assert!(u.tasks_more && !t.changed.is_empty() && t.changed.len() < 10_000, "{}", t.changed.len());
+        assert!(t.changed.iter().all(|t| t.name.as_ref().is_some_and(|n| n.len() <= 256)));
+        let page = c.list_tasks(q).await.unwrap().into_inner();
+        assert!(page.encoded_len() <= volt::console::MAX_PAGE_BYTES + 1024);
+        assert!(page.more);
+
+        // A stream's first update, from the same stock client.
+        let mut stream = c.watch_updates(proto::WatchRequest::default()).await.unwrap().into_inner();
+        let first = stream.message().await.expect("under the limit").expect("an update");
+        assert!(first.encoded_len() < GRPC_DEFAULT_LIMIT);
+        let t = first.tasks.unwrap();
+        assert_eq!(t.counts.unwrap().total, total);
+        assert_eq!(t.matching, total);
+        assert_eq!(t.view.len(), t.changed.len());
+    });
+}
+
+/// `--once --json --tasks all` lists every live task exactly once, even while other tasks
+/// come and go; `--tasks N` lists N and says there are more.
+#[test]
+fn once_tasks_all_lists_every_task_exactly_once() {
+    let rt = runtime(2);
+    let n = 30_000;
+    let sleepers: HashSet<u64> =
+        spawn_sleepers(&rt, n, |i| (i % 3 == 0).then(|| format!("sleeper-{i}"))).into_iter().collect();
+    // Churn: short tasks spawned and finished throughout.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (stop, handle) = (stop.clone(), rt.handle().clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for _ in 0..100 {
+                    handle.spawn(async { volt::task::yield_now().await });
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let addr = rt.console_addr().unwrap().to_string();
+    let once = |args: &[&str]| {
+        let out = std::process::Command::new(bin).arg("--once").args(args).arg(&addr).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let v: serde_json::Value = serde_json::from_str(&once(&["--json", "--tasks", "all"])).expect("JSON on stdout");
+    let listed = v["tasks"]["changed"].as_array().expect("a task array");
+    let mut seen = HashSet::new();
+    for t in listed {
+        assert!(seen.insert(t["id"].as_u64().unwrap()), "task {} listed twice", t["id"]);
+        assert!(t["state"].is_string(), "{t}");
+    }
+    let missing = sleepers.iter().filter(|id| !seen.contains(id)).count();
+    assert_eq!(missing, 0, "every sleeper listed ({} listed)", listed.len());
+    assert_eq!(v["tasks_more"], serde_json::Value::Bool(false));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().unwrap();
+
+    // Quiet now: the listing is the live set, no more, no less.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while alive(&rt) != n as u64 {
+        assert!(Instant::now() < deadline, "the churn did not finish");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let v: serde_json::Value = serde_json::from_str(&once(&["--json", "--tasks", "all"])).unwrap();
+    let ids: HashSet<u64> =
+        v["tasks"]["changed"].as_array().unwrap().iter().map(|t| t["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids, sleepers);
+    assert_eq!(v["tasks"]["counts"]["total"], n as u64);
+
+    let v: serde_json::Value = serde_json::from_str(&once(&["--json", "--tasks", "5", "--sort", "busy"])).unwrap();
+    assert_eq!(v["tasks"]["changed"].as_array().unwrap().len(), 5);
+    assert_eq!(v["tasks_more"], serde_json::Value::Bool(true));
+    let text = once(&["--tasks", "3"]);
+    assert!(text.contains(&format!("tasks   {n} live")), "{text}");
+    assert!(text.contains("3 listed (more: --tasks all)"), "{text}");
+    let bad = std::process::Command::new(bin).args(["--once", "--tasks", "lots", &addr]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("neither a number of tasks nor `all`"));
+}
+
+/// Read updates until `done` says so (or fail after 30 s).
+async fn read_until(
+    stream: &mut tonic::Streaming<proto::Update>,
+    mut done: impl FnMut(&proto::Update) -> bool,
+) -> Vec<proto::Update> {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let u = tokio::time::timeout_at(deadline, stream.message()).await.expect("within 30 s").unwrap().unwrap();
+        let stop = done(&u);
+        seen.push(u);
+        if stop {
+            return seen;
+        }
+    }
+}
+
+/// A task that changes is in the stream's next updates; one that does not is never sent
+/// again; one that finishes is removed.
+#[test]
+fn a_changed_task_is_sent_and_an_unchanged_one_is_not_resent() {
+    let rt = runtime(2);
+    let still: HashSet<u64> = spawn_sleepers(&rt, 50, |_| None).into_iter().collect();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let changer = volt::task::Builder::new()
+        .name("changer")
+        .spawn_on(async move { while rx.recv().await.is_some() {} }, rt.handle())
+        .id();
+    tokio_rt().block_on(async {
+        let mut c = client::connect(&rt.console_addr().unwrap().to_string()).await.unwrap();
+        let q = proto::TaskQuery { sort: proto::TaskSort::Id as i32, ..Default::default() };
+        let req = proto::WatchRequest { task_query: Some(q), ..Default::default() };
+        let mut stream = c.watch_updates(req).await.unwrap().into_inner();
+        let first = stream.message().await.unwrap().unwrap();
+        let t = first.tasks.unwrap();
+        assert!(t.full);
+        let ids: HashSet<u64> = t.changed.iter().map(|t| t.id).collect();
+        assert!(still.is_subset(&ids) && ids.contains(&changer), "the first update holds the window");
+        let polls_of = |u: &proto::Update| {
+            u.tasks.as_ref().and_then(|t| t.changed.iter().find(|t| t.id == changer)).map(|t| t.polls)
+        };
+        let polls0 = t.changed.iter().find(|t| t.id == changer).unwrap().polls;
+
+        for round in 1..=3u64 {
+            tx.send(()).unwrap();
+            let updates = read_until(&mut stream, |u| polls_of(u).is_some_and(|p| p >= polls0 + round)).await;
+            for u in &updates {
+                let t = u.tasks.as_ref().unwrap();
+                assert!(!t.full);
+                assert!(t.changed.iter().all(|t| !still.contains(&t.id)), "an unchanged task was resent");
+                assert_eq!(t.counts.as_ref().unwrap().total, 51);
+            }
+        }
+        // Quiet: nothing is sent at all, though the counts still come.
+        let quiet = read_until(&mut stream, |_| true).await;
+        let quiet = [quiet, read_until(&mut stream, |_| true).await].concat();
+        let resent: usize = quiet.iter().map(|u| u.tasks.as_ref().unwrap().changed.len()).sum();
+        assert!(resent <= 1, "at most the changer's last poll once more: {resent}");
+
+        drop(tx);
+        let updates = read_until(&mut stream, |u| u.tasks.as_ref().unwrap().removed.contains(&changer)).await;
+        let last = updates.last().unwrap().tasks.as_ref().unwrap();
+        assert_eq!(last.counts.as_ref().unwrap().total, 50);
+        assert!(!last.view.contains(&changer));
+    });
+}
+
+/// The server sorts and filters: the top N by busy time, by name, by state, and a
+/// stream's window follows `SetTaskQuery`.
+#[test]
+fn the_server_sorts_and_filters_the_top_n() {
+    let rt = runtime(2);
+    spawn_sleepers(&rt, 200, |i| Some(format!("idle-{i:03}")));
+    // Five tasks, each polled a different number of times (3k + 1), and busy for a while.
+    let mut busy = Vec::new();
+    for k in 1..=5u64 {
+        let h = volt::task::Builder::new().name(format!("busy-{k}")).spawn_on(
+            async move {
+                for _ in 0..3 * k {
+                    let t = Instant::now();
+                    while t.elapsed() < Duration::from_millis(1) {
+                        std::hint::spin_loop();
+                    }
+                    volt::task::yield_now().await;
+                }
+                std::future::pending::<()>().await
+            },
+            rt.handle(),
+        );
+        busy.push(h.id());
+    }
+    // One task inside a long poll: running (until this guard goes, even on a failed
+    // assertion, so the runtime's drop does not wait on it forever).
+    struct Release(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let release = Release(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)));
+    let running = {
+        let release = release.0.clone();
+        rt.spawn(async move {
+            while !release.load(std::sync::atomic::Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let settled = |t: &volt::telemetry::TaskInfo| match busy.iter().position(|&id| id == t.id) {
+        Some(k) => t.polls == 3 * (k as u64 + 1) + 1,
+        None => t.polls > 0,
+    };
+    while rt.handle().telemetry().tasks().iter().filter(|t| settled(t)).count() < 205 {
+        assert!(Instant::now() < deadline, "not all tasks were polled");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    tokio_rt().block_on(async {
+        let mut c = client::connect(&rt.console_addr().unwrap().to_string()).await.unwrap();
+        let list = |q: proto::TaskQuery| {
+            let mut c = c.clone();
+            async move { c.list_tasks(q).await.unwrap().into_inner() }
+        };
+        let ids = |p: &proto::TaskPage| p.tasks.iter().map(|t| t.id).collect::<Vec<_>>();
+
+        // Every task, to check the server's top N against.
+        let everything = list(proto::TaskQuery { limit: 1000, ..Default::default() }).await;
+        assert_eq!(everything.tasks.len(), 206);
+        let top_by = |key: fn(&proto::Task) -> u64, n: usize| {
+            let mut v: Vec<&proto::Task> = everything.tasks.iter().collect();
+            v.sort_by_key(|t| (std::cmp::Reverse(key(t)), t.id));
+            v.iter().take(n).map(|t| t.id).collect::<Vec<_>>()
+        };
+        let top = list(proto::TaskQuery { sort: proto::TaskSort::Busy as i32, limit: 4, ..Default::default() }).await;
+        assert_eq!(ids(&top), top_by(|t| t.busy_ns, 4), "{:?}", top.tasks);
+        assert!(top.more);
+        assert_eq!(top.matching, 206);
+        assert_eq!(top.counts.as_ref().unwrap().total, 206);
+        let top = list(proto::TaskQuery { sort: proto::TaskSort::Polls as i32, limit: 3, ..Default::default() }).await;
+        assert_eq!(ids(&top), [busy[4], busy[3], busy[2]], "{:?}", top.tasks);
+        assert_eq!(ids(&top), top_by(|t| t.polls, 3));
+        let top =
+            list(proto::TaskQuery { sort: proto::TaskSort::Scheduled as i32, limit: 7, ..Default::default() }).await;
+        assert_eq!(ids(&top), top_by(|t| t.scheduled_ns, 7));
+
+        let named = list(proto::TaskQuery {
+            sort: proto::TaskSort::Name as i32,
+            name_contains: "busy-".into(),
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(ids(&named), busy);
+        assert_eq!(named.matching, 5);
+        assert!(!named.more);
+
+        let run = list(proto::TaskQuery { states: vec![proto::TaskState::Running as i32], ..Default::default() }).await;
+        assert_eq!(ids(&run), [running.id()], "{:?}", run.tasks);
+        assert_eq!(run.counts.as_ref().unwrap().running, 1);
+        let idle = list(proto::TaskQuery {
+            states: vec![proto::TaskState::Idle as i32],
+            name_contains: "idle-1".into(),
+            offset: 10,
+            limit: 5,
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(idle.matching, 100, "idle-100 to idle-199");
+        let names: Vec<_> = idle.tasks.iter().map(|t| t.name.clone().unwrap()).collect();
+        assert_eq!(names.len(), 5);
+        assert!(names.iter().all(|n| n.starts_with("idle-1")));
+
+        // Keyset paging by id: three pages of 70 cover every task once.
+        let mut after = 0;
+        let mut all = Vec::new();
+        loop {
+            let p = list(proto::TaskQuery { after_id: after, limit: 70, ..Default::default() }).await;
+            all.extend(ids(&p));
+            after = p.next_after_id;
+            if !p.more {
+                break;
+            }
+        }
+        assert_eq!(all.len(), 206);
+        assert!(all.windows(2).all(|w| w[0] < w[1]));
+
+        // Bad queries are clear errors.
+        let mut c2 = c.clone();
+        let e = c2.list_tasks(proto::TaskQuery { limit: 1_000_000, ..Default::default() }).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        let e = c2
+            .list_tasks(proto::TaskQuery { sort: proto::TaskSort::Busy as i32, after_id: 5, ..Default::default() })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        let e = c2.list_tasks(proto::TaskQuery { sort: 99, ..Default::default() }).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+        let e = c2.set_task_query(proto::SetTaskQueryRequest { watch_id: 12345, query: None }).await.unwrap_err();
+        assert_eq!(e.code(), Code::NotFound, "{e:?}");
+
+        // A stream's window follows SetTaskQuery.
+        let mut stream = c.watch_updates(proto::WatchRequest::default()).await.unwrap().into_inner();
+        let first = stream.message().await.unwrap().unwrap();
+        assert!(first.watch_id != 0);
+        assert_eq!(first.tasks.as_ref().unwrap().view.len(), 206);
+        let q = proto::TaskQuery {
+            sort: proto::TaskSort::Name as i32,
+            name_contains: "busy-".into(),
+            ..Default::default()
+        };
+        let page = c.set_task_query(proto::SetTaskQueryRequest { watch_id: first.watch_id, query: Some(q) }).await;
+        assert_eq!(ids(&page.unwrap().into_inner()), busy);
+        let updates = read_until(&mut stream, |u| u.tasks.as_ref().unwrap().query_generation == 1).await;
+        let t = updates.last().unwrap().tasks.as_ref().unwrap();
+        assert!(t.full);
+        assert_eq!(t.view, busy);
+        assert_eq!(t.matching, 5);
+    });
+    drop(release);
+}
+
+/// The TUI keeps the window it asked for and nothing more: with a million matching tasks
+/// it holds at most `TASK_WINDOW` rows, asks for a window around the selection as it
+/// moves, and asks again when the sort or a filter changes.
+#[test]
+fn the_tui_asks_for_its_window_and_holds_only_it() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use volt_console::app::{Action, App, TASK_WINDOW};
+    let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
+    let total = 1_000_000u64;
+    let page = |offset: u64| proto::TaskPage {
+        tasks: (offset..(offset + TASK_WINDOW as u64).min(total))
+            .map(|i| proto::Task { id: i + 1, busy_ns: total - i, ..Default::default() })
+            .collect(),
+        counts: Some(proto::TaskCounts { total, idle: total, ..Default::default() }),
+        matching: total,
+        more: true,
+        next_after_id: 0,
+    };
+    let mut app = App::new("test");
+    let mut u = proto::Update::default();
+    let first = page(0);
+    u.tasks = Some(proto::TaskChanges {
+        view: first.tasks.iter().map(|t| t.id).collect(),
+        changed: first.tasks,
+        full: true,
+        counts: first.counts,
+        matching: total,
+        ..Default::default()
+    });
+    app.apply(u);
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::Char('t'))) else { panic!("the first window is asked for") };
+    assert_eq!((q.offset, q.limit, q.sort), (0, TASK_WINDOW, proto::TaskSort::Busy as i32));
+    app.apply_page(page(0));
+    assert_eq!(app.requery(), Action::None, "nothing changed");
+
+    // To the end of a million rows: one query for the window there, and only it is held.
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::End)) else { panic!("End asks for the last window") };
+    assert_eq!(app.selected as u64, total - 1);
+    assert!(q.offset < total && total - 1 < q.offset + TASK_WINDOW as u64, "{q:?}");
+    app.apply_page(page(q.offset));
+    assert!(app.tasks.len() <= TASK_WINDOW as usize);
+    assert_eq!(app.selected_task().map(|r| r.task.id), Some(total), "the selected row is the last task");
+    // A step inside the window asks nothing.
+    assert_eq!(app.on_key(key(KeyCode::Up)), Action::None);
+
+    // A new sort, a state filter and a name filter each ask again, from the top.
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::Char('p'))) else { panic!("sort") };
+    assert_eq!(q.sort, proto::TaskSort::Polls as i32);
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::Char('s'))) else { panic!("state filter") };
+    assert_eq!(q.states, [proto::TaskState::Running as i32]);
+    assert_eq!(q.offset, 0);
+    assert_eq!(app.on_key(key(KeyCode::Char('/'))), Action::None);
+    for c in "web".chars() {
+        assert_eq!(app.on_key(key(KeyCode::Char(c))), Action::None, "typing asks nothing yet");
+    }
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::Enter)) else { panic!("name filter") };
+    assert_eq!(q.name_contains, "web");
+    assert!(app.tasks.len() <= TASK_WINDOW as usize);
+}

@@ -1,0 +1,324 @@
+//! The console's index of the live tasks: kept only while some client wants tasks, and
+//! kept up to date from the runtime's change log, so a publish costs O(tasks that
+//! changed) and a page costs O(page) for the orders it indexes (id, busy time).
+//!
+//! Built by one walk of the task list when the first client asks; dropped (with the
+//! change log stopped) once none does. While it exists it holds one row per live task.
+
+use super::proto;
+use crate::telemetry::{TaskRow, TaskState, Telemetry};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::sync::Arc;
+
+/// Rows a query gets when it asks for 0.
+pub const DEFAULT_TASK_LIMIT: u32 = 1000;
+/// The most rows one page holds.
+pub const MAX_TASK_LIMIT: u32 = 10_000;
+/// The most bytes of tasks one page (or one update) holds, well under gRPC's 4 MiB
+/// default message limit, leaving room for the snapshot and the events beside it.
+pub const MAX_PAGE_BYTES: usize = 1 << 20;
+/// Task names longer than this are cut (at a character boundary) on the wire, so one
+/// task can never push a page past its bound.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// One task as the index keeps it.
+#[derive(Clone, Debug)]
+struct Entry {
+    state: TaskState,
+    polls: u64,
+    busy_ns: u64,
+    scheduled_ns: u64,
+    last_poll_end_ns: u64,
+    name: Option<Arc<str>>,
+}
+
+impl Entry {
+    /// What a client's copy must match to need no resend.
+    fn version(&self) -> (u8, u64, u64, u64) {
+        (self.state as u8, self.polls, self.busy_ns, self.scheduled_ns)
+    }
+}
+
+/// The index (see the module doc).
+pub(crate) struct TaskIndex {
+    rows: BTreeMap<u64, Entry>,
+    by_busy: BTreeSet<(Reverse<u64>, u64)>,
+    /// Live tasks by state: idle, scheduled, running.
+    counts: [u64; 3],
+    /// Bumped by every change, so a client's window is recomputed only after one.
+    pub(crate) generation: u64,
+}
+
+fn state_slot(s: TaskState) -> Option<usize> {
+    match s {
+        TaskState::Idle => Some(0),
+        TaskState::Scheduled => Some(1),
+        TaskState::Running => Some(2),
+        TaskState::Complete => None,
+    }
+}
+
+fn proto_state(s: TaskState) -> proto::TaskState {
+    match s {
+        TaskState::Idle => proto::TaskState::Idle,
+        TaskState::Scheduled => proto::TaskState::Scheduled,
+        TaskState::Running => proto::TaskState::Running,
+        TaskState::Complete => proto::TaskState::Complete,
+    }
+}
+
+/// A query, checked and with defaults filled in.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Query {
+    sort: i32,
+    name_contains: String,
+    /// Bit i: proto state i passes (0: every state passes).
+    states: u8,
+    offset: u64,
+    limit: u32,
+    after_id: u64,
+}
+
+impl Query {
+    /// `q`, or the default window `default_sort` when absent. Bad values are a clear error.
+    pub(crate) fn new(q: Option<&proto::TaskQuery>, default_sort: proto::TaskSort) -> Result<Query, String> {
+        let Some(q) = q else {
+            return Ok(Query { sort: default_sort as i32, limit: DEFAULT_TASK_LIMIT, ..Query::default() });
+        };
+        if proto::TaskSort::try_from(q.sort).is_err() {
+            return Err(format!("task_query.sort {} is not a TaskSort", q.sort));
+        }
+        let mut states = 0u8;
+        for &s in &q.states {
+            if !(0..=3).contains(&s) {
+                return Err(format!("task_query.states holds {s}, which is not a TaskState"));
+            }
+            states |= 1 << s;
+        }
+        if q.limit > MAX_TASK_LIMIT {
+            return Err(format!(
+                "task_query.limit is {}; the most is {MAX_TASK_LIMIT} (page with after_id or offset)",
+                q.limit
+            ));
+        }
+        if q.after_id != 0 && q.sort != proto::TaskSort::Id as i32 {
+            return Err("task_query.after_id pages only TASK_SORT_ID".into());
+        }
+        Ok(Query {
+            sort: q.sort,
+            name_contains: q.name_contains.clone(),
+            states,
+            offset: q.offset,
+            limit: if q.limit == 0 { DEFAULT_TASK_LIMIT } else { q.limit },
+            after_id: q.after_id,
+        })
+    }
+
+    fn has_filter(&self) -> bool {
+        self.states != 0 || !self.name_contains.is_empty()
+    }
+
+    fn passes(&self, e: &Entry) -> bool {
+        (self.states == 0 || self.states & (1 << proto_state(e.state) as i32) != 0)
+            && (self.name_contains.is_empty() || e.name.as_deref().is_some_and(|n| n.contains(&*self.name_contains)))
+    }
+}
+
+/// A window of the index: ids in order, with what the client needs besides.
+pub(crate) struct Window {
+    pub(crate) ids: Vec<u64>,
+    pub(crate) matching: u64,
+    pub(crate) more: bool,
+}
+
+impl TaskIndex {
+    /// Walk the whole task list (the caller started the change log first).
+    pub(crate) fn build(telemetry: &Telemetry) -> TaskIndex {
+        let mut all = Vec::new();
+        telemetry.for_each_task(|row, name| {
+            if row.state != TaskState::Complete {
+                all.push((row.id, entry(&row, name, None)));
+            }
+        });
+        all.sort_unstable_by_key(|(id, _)| *id);
+        let mut busy: Vec<(Reverse<u64>, u64)> = all.iter().map(|(id, e)| (Reverse(e.busy_ns), *id)).collect();
+        busy.sort_unstable();
+        let mut counts = [0; 3];
+        for (_, e) in &all {
+            if let Some(i) = state_slot(e.state) {
+                counts[i] += 1;
+            }
+        }
+        TaskIndex { rows: all.into_iter().collect(), by_busy: busy.into_iter().collect(), counts, generation: 1 }
+    }
+
+    /// Take in one changed task.
+    pub(crate) fn apply(&mut self, row: &TaskRow, name: Option<&str>) {
+        self.generation += 1;
+        let old =
+            if row.state == TaskState::Complete { self.rows.remove(&row.id) } else { self.rows.get(&row.id).cloned() };
+        if let Some(o) = &old {
+            self.by_busy.remove(&(Reverse(o.busy_ns), row.id));
+            if let Some(i) = state_slot(o.state) {
+                self.counts[i] -= 1;
+            }
+        }
+        if row.state == TaskState::Complete {
+            return;
+        }
+        let e = entry(row, name, old.and_then(|o| o.name));
+        self.by_busy.insert((Reverse(e.busy_ns), row.id));
+        if let Some(i) = state_slot(e.state) {
+            self.counts[i] += 1;
+        }
+        self.rows.insert(row.id, e);
+    }
+
+    pub(crate) fn counts(&self) -> proto::TaskCounts {
+        proto::TaskCounts {
+            total: self.rows.len() as u64,
+            idle: self.counts[0],
+            scheduled: self.counts[1],
+            running: self.counts[2],
+        }
+    }
+
+    /// How many tasks pass `q`'s filters (a scan only for a name filter).
+    fn matching(&self, q: &Query) -> u64 {
+        if q.name_contains.is_empty() {
+            if q.states == 0 {
+                return self.rows.len() as u64;
+            }
+            let by = |s: proto::TaskState| if q.states & (1 << s as i32) != 0 { 1 } else { 0 };
+            return by(proto::TaskState::Idle) * self.counts[0]
+                + by(proto::TaskState::Scheduled) * self.counts[1]
+                + by(proto::TaskState::Running) * self.counts[2];
+        }
+        self.rows.values().filter(|e| q.passes(e)).count() as u64
+    }
+
+    /// The ids of `q`'s window, in order.
+    pub(crate) fn window(&self, q: &Query) -> Window {
+        let want = q.offset.saturating_add(q.limit as u64);
+        let take = |it: &mut dyn Iterator<Item = u64>| -> (Vec<u64>, bool) {
+            let mut ids: Vec<u64> = it.skip(q.offset as usize).take(q.limit as usize + 1).collect();
+            let more = ids.len() > q.limit as usize;
+            ids.truncate(q.limit as usize);
+            (ids, more)
+        };
+        let (ids, more) = match proto::TaskSort::try_from(q.sort).unwrap_or(proto::TaskSort::Id) {
+            proto::TaskSort::Id => {
+                let range = self.rows.range(q.after_id.saturating_add(1)..);
+                take(&mut range.filter(|(_, e)| q.passes(e)).map(|(id, _)| *id))
+            }
+            proto::TaskSort::Busy => take(
+                &mut self
+                    .by_busy
+                    .iter()
+                    .filter(|(_, id)| self.rows.get(id).is_some_and(|e| q.passes(e)))
+                    .map(|(_, id)| *id),
+            ),
+            other => {
+                // Not indexed: keep the `offset + limit + 1` first in one pass.
+                type Key = (u64, Option<Arc<str>>, u64);
+                let key = |id: u64, e: &Entry| -> Key {
+                    match other {
+                        proto::TaskSort::Polls => (u64::MAX - e.polls, None, id),
+                        proto::TaskSort::Scheduled => (u64::MAX - e.scheduled_ns, None, id),
+                        // Running first, then scheduled, then idle.
+                        proto::TaskSort::State => (2 - state_slot(e.state).unwrap_or(0) as u64, None, id),
+                        // Named tasks by name, then the unnamed ones.
+                        _ => (e.name.is_none() as u64, e.name.clone(), id),
+                    }
+                };
+                let cap = want.saturating_add(1).min(self.rows.len() as u64) as usize;
+                let mut heap: BinaryHeap<Key> = BinaryHeap::with_capacity(cap + 1);
+                for (&id, e) in self.rows.iter().filter(|(_, e)| q.passes(e)) {
+                    let k = key(id, e);
+                    if heap.len() < cap {
+                        heap.push(k);
+                    } else if heap.peek().is_some_and(|top| k < *top) {
+                        heap.pop();
+                        heap.push(k);
+                    }
+                }
+                let sorted = heap.into_sorted_vec();
+                take(&mut sorted.into_iter().map(|(_, _, id)| id))
+            }
+        };
+        let matching = if q.has_filter() || q.after_id != 0 { self.matching(q) } else { self.rows.len() as u64 };
+        Window { ids, matching, more }
+    }
+
+    /// The task `id` on the wire, if it is live.
+    pub(crate) fn task(&self, id: u64, now_ns: u64) -> Option<proto::Task> {
+        self.rows.get(&id).map(|e| wire(id, e, now_ns))
+    }
+
+    /// `id`'s version, for diffs.
+    pub(crate) fn version(&self, id: u64) -> Option<(u8, u64, u64, u64)> {
+        self.rows.get(&id).map(Entry::version)
+    }
+
+    /// One page for `q` (`ListTasks`, `GetSnapshot`, `SetTaskQuery`), under the size bound.
+    pub(crate) fn page(&self, q: &Query, now_ns: u64) -> proto::TaskPage {
+        let w = self.window(q);
+        let (tasks, cut) = self.rows_within_bound(&w.ids, now_ns);
+        let more = w.more || cut;
+        let next_after_id = tasks.last().map_or(q.after_id, |t| t.id);
+        proto::TaskPage { tasks, counts: Some(self.counts()), matching: w.matching, more, next_after_id }
+    }
+
+    /// The wire rows for `ids`, stopping before the size bound. Returns whether it cut.
+    pub(crate) fn rows_within_bound(&self, ids: &[u64], now_ns: u64) -> (Vec<proto::Task>, bool) {
+        let mut bytes = 0;
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let Some(t) = self.task(id, now_ns) else { continue };
+            // A repeated field costs the message, its length and one tag byte.
+            bytes += proto::prost::Message::encoded_len(&t) + 4;
+            if bytes > MAX_PAGE_BYTES {
+                return (out, true);
+            }
+            out.push(t);
+        }
+        (out, false)
+    }
+}
+
+fn entry(row: &TaskRow, name: Option<&str>, kept: Option<Arc<str>>) -> Entry {
+    Entry {
+        state: row.state,
+        polls: row.polls,
+        busy_ns: row.busy_ns,
+        scheduled_ns: row.scheduled_ns,
+        last_poll_end_ns: row.last_poll_end_ns,
+        // A task's name never changes: keep the one already copied.
+        name: kept.or_else(|| name.map(|n| Arc::from(cut_name(n)))),
+    }
+}
+
+/// `n` cut to at most [`MAX_NAME_BYTES`], at a character boundary.
+fn cut_name(n: &str) -> &str {
+    if n.len() <= MAX_NAME_BYTES {
+        return n;
+    }
+    let mut end = MAX_NAME_BYTES;
+    while !n.is_char_boundary(end) {
+        end -= 1;
+    }
+    &n[..end]
+}
+
+fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
+    proto::Task {
+        id,
+        name: e.name.as_deref().map(String::from),
+        state: proto_state(e.state) as i32,
+        polls: e.polls,
+        busy_ns: e.busy_ns,
+        scheduled_ns: e.scheduled_ns,
+        since_last_poll_ns: (e.last_poll_end_ns != 0).then(|| now_ns.saturating_sub(e.last_poll_end_ns)),
+    }
+}
