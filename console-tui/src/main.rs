@@ -206,12 +206,25 @@ impl Drop for TerminalGuard {
 /// SIGTERM and SIGHUP (a `kill`, a closed terminal window or SSH session) end the event
 /// loop like `q` does, so the terminal guard restores the screen: without a handler
 /// they kill the process in the alternate screen with the cursor hidden and raw mode on.
-/// The handler only sets a flag; the loop looks at it at least every 100 ms.
+/// A thread of its own receives them and sets a flag that the loop looks at at least every
+/// 100 ms. If the loop has not ended half a second later, it is stuck: crossterm's input
+/// read spins forever on a terminal that has gone away (a read that returns 0 bytes is
+/// retried at once), which is exactly when SIGHUP comes. The thread then restores what it
+/// can and ends the process itself, so a closed terminal never leaves a process spinning.
 fn exit_signals() -> std::io::Result<std::sync::Arc<std::sync::atomic::AtomicUsize>> {
+    use signal_hook::consts::{SIGHUP, SIGTERM};
     let got = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
-        signal_hook::flag::register_usize(sig, std::sync::Arc::clone(&got), sig as usize)?;
-    }
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP])?;
+    let flag = std::sync::Arc::clone(&got);
+    std::thread::Builder::new().name("volt-console-signals".into()).spawn(move || {
+        let Some(sig) = signals.forever().next() else { return };
+        flag.store(sig as usize, std::sync::atomic::Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(500));
+        ratatui::restore();
+        let name = if sig == SIGHUP { "SIGHUP" } else { "SIGTERM" };
+        eprintln!("volt-console: stopped by {name}");
+        std::process::exit(1);
+    })?;
     Ok(got)
 }
 

@@ -229,3 +229,33 @@ fn sigterm_and_sighup_restore_the_terminal() {
         std::fs::remove_dir_all(&dir).ok();
     }
 }
+
+/// A terminal that goes away (its tmux server killed, as when a window or SSH session
+/// closes) must end `volt-console`: crossterm's input read would otherwise spin forever
+/// on the hung-up terminal, at a full core. The process exits; it is not left running.
+#[test]
+fn a_terminal_that_goes_away_ends_the_process() {
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let tmux = Tmux { socket: format!("volt-console-test-hangup-{}", std::process::id()) };
+    let pid_file = std::env::temp_dir().join(format!("volt-console-pty-hangup-{}", std::process::id()));
+    // Port 1 on loopback refuses: the console keeps retrying, its screen up.
+    let script = format!("echo $$ > {}; exec {bin} 127.0.0.1:1", pid_file.display());
+    assert!(tmux.cmd(&["new-session", "-d", "-s", "console", "-x", "120", "-y", "40", &script]).status.success());
+    tmux.wait_for("the console's screen", Duration::from_secs(30), |s| s.contains("127.0.0.1:1"));
+    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    std::fs::remove_file(&pid_file).ok();
+    tmux.cmd(&["kill-server"]);
+    let start = Instant::now();
+    // SAFETY: `kill` with signal 0 only asks whether the process exists.
+    while unsafe { libc::kill(pid, 0) } == 0 && !zombie(pid) {
+        assert!(start.elapsed() < Duration::from_secs(30), "volt-console still runs after its terminal went away");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether `pid` has exited and waits only to be reaped.
+fn zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+        .unwrap_or(true)
+}
