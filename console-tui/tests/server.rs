@@ -194,13 +194,7 @@ fn malformed_requests_get_error_statuses() {
             #[prost(string, tag = "1")]
             max_events_per_update: String,
         }
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", rt.console_addr().unwrap()))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut grpc = tonic::client::Grpc::new(channel);
-        grpc.ready().await.unwrap();
+        let mut grpc = raw_grpc(&rt).await;
         let path = http::uri::PathAndQuery::from_static("/volt.console.v1.Console/GetTask");
         let codec = tonic_prost::ProstCodec::<Bogus, proto::TaskDetails>::default();
         let r = grpc.unary(tonic::Request::new(Bogus { max_events_per_update: "lots".into() }), path, codec).await;
@@ -279,13 +273,7 @@ fn a_client_that_wants_every_event_gets_them_and_losses_say_which_is_which() {
         }
         assert!(checked >= 10);
         // Pause is gone: one client can no longer freeze the others.
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", rt.console_addr().unwrap()))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut grpc = tonic::client::Grpc::new(channel);
-        grpc.ready().await.unwrap();
+        let mut grpc = raw_grpc(&rt).await;
         let path = http::uri::PathAndQuery::from_static("/volt.console.v1.Console/Pause");
         let codec = tonic_prost::ProstCodec::<proto::SnapshotRequest, proto::SnapshotRequest>::default();
         let err = grpc.unary(tonic::Request::new(proto::SnapshotRequest::default()), path, codec).await.unwrap_err();
@@ -747,4 +735,17 @@ fn half_open_connections_are_closed_and_a_real_client_still_gets_in() {
         let mut c = client(&rt).await;
         assert!(c.get_snapshot(proto::SnapshotRequest::default()).await.is_ok(), "a client after the half-open ones");
     });
+}
+
+/// A plain gRPC client on the console, for calls the generated client can't make
+/// (undecodable requests, removed methods).
+async fn raw_grpc(rt: &volt::Runtime) -> tonic::client::Grpc<tonic::transport::Channel> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", rt.console_addr().unwrap()))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    grpc
 }
