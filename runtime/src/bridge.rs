@@ -220,7 +220,7 @@ impl Drop for Bridge {
 /// runtime (a worker, `block_on`, the blocking pool) nor inside any Tokio context, where
 /// dropping a Tokio runtime panics.
 fn may_wait_here() -> bool {
-    crate::scheduler::worker::current_handle().is_none() && tokio::runtime::Handle::try_current().is_err()
+    crate::runtime::context::current_handle().is_none() && tokio::runtime::Handle::try_current().is_err()
 }
 
 /// Run `future` on Volt with the current Volt runtime's Tokio bridge entered around each

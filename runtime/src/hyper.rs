@@ -36,8 +36,8 @@
 //! when it closes, and nothing per request.
 
 use crate::net::TcpStream;
+use crate::runtime::handle::Shared;
 use crate::runtime::Handle;
-use crate::scheduler::worker::Shared;
 use std::any::TypeId;
 use std::future::{Future, IntoFuture};
 use std::io;
@@ -76,7 +76,7 @@ where
 }
 
 fn current_shared(what: &str) -> Arc<Shared> {
-    crate::scheduler::worker::current_handle().unwrap_or_else(|| {
+    crate::runtime::context::current_handle().unwrap_or_else(|| {
         panic!("volt::hyper::{what} used outside a Volt runtime: create it inside one, or pass a `Handle`")
     })
 }
@@ -1057,7 +1057,7 @@ impl HeaderWatch {
         // The connection's future is its task's own (spawned by `run`), so this waker
         // stays the task's for the connection's life; it is set again at each arming.
         *self.alarm.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
-        let shared = crate::scheduler::worker::current_handle();
+        let shared = crate::runtime::context::current_handle();
         let Some(shared) = shared else { return Poll::Pending };
         let mut sleep = crate::time::Sleep::new_in(shared, at);
         let waker = Waker::from(Arc::clone(&self.alarm));

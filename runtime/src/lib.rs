@@ -92,7 +92,7 @@ where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    match scheduler::worker::spawn_current(future) {
+    match runtime::handle::spawn_current(future) {
         Some(h) => h,
         None => panic!(
             "volt::spawn called outside a Volt runtime: call it from a task or inside `Runtime::block_on`, \

@@ -21,7 +21,7 @@
 //! `on_thread_stop` hook just before it exits (see [`ThreadHooks`]), outside the pool's
 //! lock; the workers run the same hooks.
 
-use crate::scheduler::worker::Shared;
+use crate::runtime::handle::Shared;
 use crate::task::raw::Header;
 use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule};
 use std::collections::VecDeque;
@@ -188,7 +188,7 @@ impl Pool {
     }
 
     /// Run `run(job)` on a pool thread now, for a worker handed off by a blocking join
-    /// (`scheduler::worker`, "Blocking join"): at the front of the queue, on an idle
+    /// (`scheduler::join`): at the front of the queue, on an idle
     /// thread if one is waiting, else on a new thread even past `max_blocking_threads`,
     /// because a worker must not wait behind blocking calls. Gives `job` back, unrun,
     /// when the pool has shut down or no thread could be started.
@@ -258,7 +258,7 @@ impl Pool {
     /// context and outside the lock).
     fn run(self: Arc<Pool>) {
         let runtime = self.runtime.upgrade();
-        let _enter = runtime.as_ref().map(crate::scheduler::worker::enter);
+        let _enter = runtime.as_ref().map(crate::runtime::context::enter);
         let hooks = self.hooks.clone();
         hooks.run_thread(|| self.run_tasks());
     }

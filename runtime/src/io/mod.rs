@@ -42,7 +42,7 @@
 //! At shutdown every source is marked `SHUTDOWN` and woken: later operations on it fail
 //! with an error instead of waiting forever.
 
-use crate::scheduler::worker::Shared;
+use crate::runtime::handle::Shared;
 use crate::time::TimeDriver;
 use std::io;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
@@ -283,7 +283,7 @@ pub(crate) struct Registration {
 impl Registration {
     /// Register `source` with the current runtime's reactor.
     pub(crate) fn new(source: &mut impl mio::event::Source, interest: mio::Interest) -> io::Result<Registration> {
-        let shared = crate::scheduler::worker::current_handle().ok_or_else(|| {
+        let shared = crate::runtime::context::current_handle().ok_or_else(|| {
             io::Error::other("volt I/O resources must be created inside a Volt runtime (a task or `Runtime::block_on`)")
         })?;
         let driver = &shared.driver;

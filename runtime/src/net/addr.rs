@@ -79,7 +79,7 @@ pub(crate) async fn resolve<A: ToSocketAddrs + ?Sized>(addr: &A) -> io::Result<A
         Lookup::Ready(addrs) => Ok(addrs),
         Lookup::Invalid(why) => Err(io::Error::new(io::ErrorKind::InvalidInput, why)),
         Lookup::Host(host, port) => {
-            let shared = crate::scheduler::worker::current_handle().ok_or_else(|| {
+            let shared = crate::runtime::context::current_handle().ok_or_else(|| {
                 io::Error::other(
                     "volt: host names are resolved on the runtime's blocking pool, so only inside a Volt runtime",
                 )

@@ -32,10 +32,13 @@
 //! Task memory is freed when the last reference goes: the runtime's, or a `JoinHandle`
 //! or waker the program still holds.
 
+pub(crate) mod context;
+pub(crate) mod handle;
+
 use crate::scheduler::idle::MAX_WORKERS;
-use crate::scheduler::worker::{self, Shared};
 use crate::task::JoinHandle;
 use crate::telemetry::Telemetry;
+use handle::Shared;
 use std::future::Future;
 use std::io;
 use std::pin::pin;
@@ -256,7 +259,7 @@ impl Builder {
                 .stack_size(self.thread_stack_size)
                 .spawn(move || {
                     // The hooks run in the runtime's context, outside any scheduler lock.
-                    let _enter = worker::enter(&shared);
+                    let _enter = context::enter(&shared);
                     hooks.run_thread(|| Shared::run_worker(Arc::clone(&shared), index));
                 });
             match spawned {
@@ -320,12 +323,12 @@ impl Runtime {
     /// `JoinHandle::join`, which keeps the worker busy with other tasks.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         assert!(
-            !worker::on_worker_thread(),
+            !context::on_worker_thread(),
             "volt: `Runtime::block_on` called on a runtime worker thread, where it would block the worker; \
              `.await` the future or use `JoinHandle::join` instead"
         );
-        let _enter = worker::enter(&self.handle.shared);
-        let waker = worker::thread_waker();
+        let _enter = context::enter(&self.handle.shared);
+        let waker = context::thread_waker();
         let mut cx = Context::from_waker(&waker);
         let mut future = pin!(future);
         loop {
@@ -357,7 +360,7 @@ impl Runtime {
             shared.unpark_worker(i);
         }
         let n = shared.workers.len();
-        if worker::current_handle().is_some_and(|s| Arc::ptr_eq(&s, shared)) {
+        if context::current_handle().is_some_and(|s| Arc::ptr_eq(&s, shared)) {
             // On one of this runtime's own threads (inside a task, a blocking call, or a
             // task that lost its worker to a blocking join): waiting for the workers would
             // wait on ourselves. Leave the rest to the last worker to exit its loop, or do
@@ -440,7 +443,7 @@ impl Handle {
 
     /// The handle of the runtime this thread is in, if any.
     pub fn try_current() -> Option<Handle> {
-        worker::current_handle().map(|shared| Handle { shared })
+        context::current_handle().map(|shared| Handle { shared })
     }
 
     /// Spawn a task. From a worker of this runtime it goes into that worker's LIFO slot;

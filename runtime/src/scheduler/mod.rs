@@ -1,21 +1,40 @@
 //! The multi-thread work-stealing scheduler. One file per concept; this file only
 //! declares and re-exports.
+//!
+//! The run loop is `worker.rs`; where a task is queued, `schedule.rs`; the worker's driver
+//! pass, `driver.rs`; the EWMA and the
+//! global-queue interval, `stats.rs`; the `Schedule` hooks, `hooks.rs`; the blocking join,
+//! `join.rs`; what each event counts and records, `metrics.rs`. The queues (`queue.rs`,
+//! `inject.rs`, `lifo.rs`), the idle protocol (`idle.rs`), parking (`park.rs`), the exit
+//! count (`exits.rs`) and the PRNG (`rand.rs`) are the leaves, model-checked under loom.
+//! The runtime's state the scheduler works in is `runtime::handle::Shared`.
 
-pub(crate) mod cellcache;
 // Under loom only its model uses it (the worker is not compiled there).
+#[cfg(not(loom))]
+mod driver;
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) mod exits;
+#[cfg(not(loom))]
+mod hooks;
 pub(crate) mod idle;
 pub(crate) mod inject;
+#[cfg(not(loom))]
+pub(crate) mod join;
 pub(crate) mod lifo;
+#[cfg(not(loom))]
+mod metrics;
 pub(crate) mod park;
 pub(crate) mod queue;
 pub(crate) mod rand;
 #[cfg(not(loom))]
+mod schedule;
+#[cfg(not(loom))]
+pub(crate) mod stats;
+#[cfg(not(loom))]
 pub(crate) mod worker;
 
 #[cfg(not(loom))]
-pub(crate) use worker::block_until_complete;
+pub(crate) use join::block_until_complete;
 
 #[cfg(loom)]
 pub(crate) fn block_until_complete(

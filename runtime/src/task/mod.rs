@@ -2,6 +2,7 @@
 //! (`raw`), `JoinHandle`/`JoinError` (`join`), the owned-task list (`list`), and the
 //! user-facing helpers `spawn`, `yield_now` and `shield`.
 
+pub(crate) mod cellcache;
 mod join;
 pub(crate) mod list;
 pub(crate) mod raw;
@@ -41,7 +42,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let shared = crate::scheduler::worker::current_handle().expect(
+    let shared = crate::runtime::context::current_handle().expect(
         "volt::task::spawn_blocking called outside a Volt runtime: call it from a task or inside `Runtime::block_on`",
     );
     shared.blocking.spawn(f)
@@ -313,9 +314,9 @@ impl Builder {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let shared = crate::scheduler::worker::current_handle()
+        let shared = crate::runtime::context::current_handle()
             .expect("volt::task::Builder::spawn called outside a Volt runtime: use `spawn_on` with a `Handle`");
-        crate::scheduler::worker::Shared::spawn_named(&shared, future, self.name)
+        crate::runtime::handle::Shared::spawn_named(&shared, future, self.name)
     }
 
     /// Spawn onto the runtime of `handle`, from any thread.
@@ -324,7 +325,7 @@ impl Builder {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::scheduler::worker::Shared::spawn_named(&handle.shared, future, self.name)
+        crate::runtime::handle::Shared::spawn_named(&handle.shared, future, self.name)
     }
 }
 

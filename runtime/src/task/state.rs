@@ -99,7 +99,7 @@ const HAS_STATS: u64 = 1 << 7;
 
 /// Bits 12..20, set at creation and never changed: which worker's cell cache the task's
 /// memory came from (index + 1), or 0 for the global allocator
-/// (`scheduler/cellcache.rs`).
+/// (`task/cellcache.rs`).
 const OWNER_SHIFT: u32 = 12;
 const OWNER_MASK: u64 = 0xff << OWNER_SHIFT;
 

@@ -15,7 +15,7 @@ pub use events::{Event, EventKind};
 pub use histogram::Histogram;
 use histogram::LogHistogram;
 
-use crate::scheduler::worker::Shared;
+use crate::runtime::handle::Shared;
 use events::{Clock, EventRing, Raw, RingCursor};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};

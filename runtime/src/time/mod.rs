@@ -28,7 +28,7 @@
 
 mod wheel;
 
-use crate::scheduler::worker::Shared;
+use crate::runtime::handle::Shared;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
@@ -179,7 +179,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// # Panics
 /// Outside a Volt runtime.
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    let shared = crate::scheduler::worker::current_handle()
+    let shared = crate::runtime::context::current_handle()
         .expect("volt::time::sleep called outside a Volt runtime: call it from a task or inside `Runtime::block_on`");
     Sleep { deadline, shared, key: None, fired: false }
 }
@@ -213,7 +213,7 @@ impl Sleep {
             let (waker, cancelled) = self.shared.driver.time.lock().remove(key);
             drop(waker);
             if cancelled {
-                self.shared.count_timer_cancelled();
+                self.shared.on_timer_cancelled();
             }
         }
     }
@@ -241,7 +241,7 @@ impl Future for Sleep {
                     return Poll::Ready(());
                 };
                 this.key = Some(key);
-                this.shared.count_timer_armed();
+                this.shared.on_timer_armed();
                 time.next_deadline.fetch_min(tick, SeqCst);
                 if tick < time.reactor_sleep_until.load(SeqCst) {
                     this.shared.driver.wake_reactor();

@@ -1,0 +1,195 @@
+//! The runtime's shared state, one per runtime behind an `Arc` that every task, timer,
+//! socket, pool thread and [`Handle`](super::Handle) holds.
+//!
+//! It holds two kinds of things. The runtime's parts: the driver (reactor and timer
+//! wheel), the blocking pool, the recorder and the clock (telemetry), the counts made off
+//! the workers, the start time, the shutdown flag and the Tokio bridge; the leaf modules
+//! (`task`, `time`, `io`, `blocking`, `net`, `telemetry`) reach only these, through this
+//! type and the thread's [`context`](super::context). And the scheduler's part: the
+//! workers, the global queue, the idle state, the owned-task list and the exit count,
+//! which only `scheduler/` reads and writes, apart from the snapshot's gauges.
+//!
+//! Spawning starts here: allocate the task, count and record it, link it into the owned
+//! list, and hand it to the scheduler (`schedule_local` on a worker of this runtime, the
+//! global queue otherwise). The runtime's shutdown steps that run on its own threads
+//! (`finish_shutdown_here`) are here too; the order of the steps is in `runtime`'s doc.
+
+use super::context;
+use crate::blocking::{Pool, PoolConfig};
+use crate::io::Driver;
+use crate::scheduler::exits::Exits;
+use crate::scheduler::idle::Idle;
+use crate::scheduler::inject::Inject;
+use crate::scheduler::worker::Worker;
+use crate::task::list::OwnedTasks;
+use crate::task::{new_task, next_task_id, JoinHandle, TaskStats};
+use crate::telemetry::events::Clock;
+use crate::telemetry::{Recorder, RemoteCounters};
+use std::future::Future;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// The runtime's state (see the module doc).
+pub(crate) struct Shared {
+    // The runtime's parts.
+    /// The reactor and the timer wheel.
+    pub(crate) driver: Driver,
+    /// The `spawn_blocking` threads.
+    pub(crate) blocking: Arc<Pool>,
+    /// The event ring, when `Builder::event_ring` turned it on.
+    pub(crate) recorder: Option<Recorder>,
+    /// The clock that times polls, when this runtime times them: for the poll-time
+    /// histogram (`Builder::poll_time_histogram`, on by default) or for the event ring,
+    /// whose records need the times anyway (both share the one reading per poll).
+    pub(crate) clock: Option<Clock>,
+    /// Counts made off the workers.
+    pub(crate) remote: RemoteCounters,
+    pub(crate) shutdown: AtomicBool,
+    /// When the runtime was built (`Telemetry::uptime`).
+    pub(crate) started: Instant,
+    /// The Tokio bridge (`volt::bridge`): configured by `Builder::build`, started on
+    /// first use, shut down by `Runtime::shutdown`.
+    #[cfg(feature = "tokio-bridge")]
+    pub(crate) bridge: crate::bridge::Bridge,
+
+    // The scheduler's part.
+    pub(crate) workers: Box<[Worker]>,
+    pub(crate) inject: Inject<Arc<Shared>>,
+    pub(crate) idle: Idle,
+    pub(crate) owned: OwnedTasks,
+    /// How many workers have left their loop for good, and whether the last of them
+    /// finishes the shutdown (see [`Exits`]).
+    pub(crate) exited: Mutex<Exits>,
+    pub(crate) exited_cv: Condvar,
+    /// The workers' stack size, which bounds how deep a blocking join helps
+    /// (`scheduler::join`).
+    pub(crate) stack_size: usize,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        num_workers: usize,
+        blocking: PoolConfig,
+        event_ring: Option<usize>,
+        poll_time_histogram: bool,
+    ) -> std::io::Result<Arc<Shared>> {
+        let driver = Driver::new()?;
+        let clock = (poll_time_histogram || event_ring.is_some()).then(Clock::new);
+        let ns_per_tick_fp = clock.map_or(1 << 32, |c| c.ns_per_tick_fp());
+        let stack_size = blocking.stack_size;
+        Ok(Arc::new_cyclic(|weak| Shared {
+            started: Instant::now(),
+            driver,
+            recorder: event_ring.map(|cap| Recorder::new(num_workers, cap, clock.expect("the ring has a clock"))),
+            clock,
+            blocking: Arc::new(Pool::new(blocking, weak.clone())),
+            workers: (0..num_workers).map(|index| Worker::new(index, ns_per_tick_fp)).collect(),
+            inject: Inject::new(),
+            idle: Idle::new(num_workers),
+            owned: OwnedTasks::new(num_workers * 4),
+            shutdown: AtomicBool::new(false),
+            remote: RemoteCounters::default(),
+            exited: Mutex::new(Exits::default()),
+            exited_cv: Condvar::new(),
+            stack_size,
+            #[cfg(feature = "tokio-bridge")]
+            bridge: Default::default(),
+        }))
+    }
+
+    pub(crate) fn is_shutdown(&self) -> bool {
+        self.shutdown.load(Relaxed)
+    }
+
+    /// Spawn: allocate, link into the owned list, schedule (LIFO slot from a worker of
+    /// this runtime, the global queue otherwise).
+    pub(crate) fn spawn<F>(this: &Arc<Shared>, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        Shared::spawn_named(this, future, None)
+    }
+
+    /// `spawn` with an optional name (kept only when recording events).
+    pub(crate) fn spawn_named<F>(this: &Arc<Shared>, future: F, name: Option<String>) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let worker = this.current_worker();
+        // One clock reading for the record and the queued time (off a worker, each
+        // reading is a fresh one).
+        let now = this.spawn_timestamp(worker);
+        let stats = this.recorder.as_ref().map(|_| TaskStats {
+            name: name.map(Into::into),
+            scheduled_at: AtomicU64::new(now.max(1)),
+            ..Default::default()
+        });
+        let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id(), stats);
+        this.on_spawn(worker, task.header().id, now);
+        if this.is_shutdown() || !this.owned.bind(task.raw()) {
+            // Shut down (or shutting down): the task is cancelled before it ever runs.
+            task.shutdown();
+            drop(notified);
+            drop(task);
+            return join;
+        }
+        this.on_task_changed(task.raw(), worker);
+        // The owned list keeps this reference until the task completes.
+        let _ = task.into_raw();
+        match worker {
+            Some(w) => this.schedule_local(w, notified, false),
+            None => this.schedule_remote(notified),
+        }
+        join
+    }
+
+    /// The owner of a worker left its loop on shutdown. The last one to leave finishes a
+    /// shutdown that was started on one of the runtime's own threads.
+    pub(crate) fn worker_exited(this: &Arc<Shared>) {
+        let finish = this.exited.lock().unwrap_or_else(|e| e.into_inner()).worker_left(this.workers.len());
+        this.exited_cv.notify_all();
+        if finish {
+            Shared::finish_shutdown_here(this);
+        }
+    }
+
+    /// The rest of a shutdown, on a thread of the runtime (which must not wait for
+    /// itself) once every worker has left its loop: cancel what is left, fail pending
+    /// I/O, and stop the blocking pool and the bridge without waiting for their threads,
+    /// which exit on their own.
+    pub(crate) fn finish_shutdown_here(this: &Arc<Shared>) {
+        Shared::close_and_cancel_all(this);
+        this.driver.shutdown();
+        this.blocking.shutdown(Some(Duration::ZERO));
+        #[cfg(feature = "tokio-bridge")]
+        this.bridge.shutdown(None);
+    }
+
+    /// Shutdown, after the workers have left their loops: cancel every task that is left
+    /// and release the global queue's entries.
+    pub(crate) fn close_and_cancel_all(this: &Arc<Shared>) {
+        let _enter = context::enter(this);
+        this.inject.close();
+        this.owned.close_and_pop(|t| {
+            let task = crate::task::Task::<Arc<Shared>>::from_raw(t);
+            task.shutdown();
+        });
+        while let Some(t) = this.inject.pop() {
+            drop(t);
+        }
+    }
+}
+
+/// `volt::spawn`: spawn onto the runtime this thread is in.
+pub(crate) fn spawn_current<F>(future: F) -> Option<JoinHandle<F::Output>>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let shared = context::current_shared()?;
+    Some(Shared::spawn(&shared, future))
+}

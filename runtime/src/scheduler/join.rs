@@ -1,0 +1,249 @@
+//! `JoinHandle::join`, the blocking join, on a worker and off one.
+//!
+//! # On a worker (`join_on_worker`)
+//! A blocking join on a worker runs its target and nothing else (the rule and why:
+//! `task::join`). `take_local` takes the target out of the LIFO slot (only the owner
+//! fills the slot, so a slot seen holding the target holds it or nothing) or out of the
+//! ring (popped whole and pushed back in order, since the ring has no removal from the
+//! middle), and `run_task` polls it inline while the thread's stack has room
+//! (`HELP_STACK`: half the stack, measured from where the worker loop started) and at most
+//! [`MAX_INLINE_POLLS_PER_JOIN`] times.
+//!
+//! # Handing the worker off (`hand_off`)
+//! Otherwise the join gives the worker away: the thread writes its pending poll start out
+//! of the ring, clears its own context's worker (it is now a plain thread of the runtime:
+//! spawns and wakes from it go to the global queue, its task frees to the remote stacks),
+//! and queues `run_worker` for this worker on the blocking pool (`Pool::spawn_now`, which
+//! never waits behind blocking calls). The pool's lock orders the old owner's last touch
+//! of `Core`, the ring and the cell cache before the new owner's first. From then on the
+//! old thread must not touch the worker: `run_tick`, `join_on_worker` and the poll hooks
+//! (`on_poll_end`) check `owns(w)` after every poll and let go (`run_worker` returns
+//! without counting an exit, and a handed-off pool thread goes back to the pool). The old
+//! thread parks until the target completes. If no pool thread can be had at all, the join
+//! keeps the worker and waits without running anything. A worker has exactly one owner at
+//! a time, so `Exits` still counts each worker's exit once.
+//!
+//! # Off a worker
+//! A thread outside the runtime has no queues of its own to help with: it parks until
+//! the target's completion wakes it.
+
+use super::worker::Worker;
+use crate::runtime::context::{self, owns, thread_waker};
+use crate::runtime::handle::Shared;
+use crate::task::raw::{self, Header};
+use crate::task::Notified;
+use std::cell::Cell;
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::Duration;
+
+/// How many times one blocking join runs its target inline before it hands the worker
+/// off instead: a target that keeps yielding must not hold the worker's other tasks.
+pub(crate) const MAX_INLINE_POLLS_PER_JOIN: u32 = 16;
+/// How often a join that could not hand its worker off (no thread could be started)
+/// looks at the shutdown flag while it waits.
+const HAND_OFF_FAILED_RECHECK: Duration = Duration::from_millis(10);
+
+thread_local! {
+    /// How far from its start this thread's stack may grow while a blocking join runs
+    /// its target inline: half the stack, the other half being left for the target's
+    /// own frames and the rest of the poll. 0: no helping here.
+    static HELP_STACK: Cell<HelpStack> = const { Cell::new(HelpStack { base: 0, budget: 0 }) };
+}
+
+#[derive(Clone, Copy)]
+struct HelpStack {
+    /// An address near the bottom of the worker's frames.
+    base: usize,
+    budget: usize,
+}
+
+/// The address of a local: where this thread's stack is now, near enough.
+#[inline(always)]
+fn stack_position() -> usize {
+    let marker = 0u8;
+    std::hint::black_box(&marker) as *const u8 as usize
+}
+
+/// Sets this thread's help budget for the life of a worker loop, and restores it after.
+pub(crate) struct HelpStackGuard(HelpStack);
+
+impl HelpStackGuard {
+    pub(crate) fn start(stack_size: usize) -> HelpStackGuard {
+        let new = HelpStack { base: stack_position(), budget: stack_size / 2 };
+        HelpStackGuard(HELP_STACK.with(|h| h.replace(new)))
+    }
+}
+
+impl Drop for HelpStackGuard {
+    fn drop(&mut self) {
+        HELP_STACK.with(|h| h.set(self.0));
+    }
+}
+
+/// Whether a blocking join may still run its target on this thread's stack.
+fn help_has_stack_room() -> bool {
+    let h = HELP_STACK.with(|h| h.get());
+    // `abs_diff`: right whichever way the stack grows.
+    h.budget > 0 && stack_position().abs_diff(h.base) < h.budget
+}
+
+/// `JoinHandle::join`'s wait: help on a worker, park the thread elsewhere. `poll_join(waker)`
+/// registers `waker` as the join waker and returns true once the output is ready. Returns
+/// whether the target completed.
+pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn FnMut(&Waker) -> bool) -> bool {
+    let worker = context::current_worker_ptr();
+    if !worker.is_null() {
+        let shared = context::current_shared().expect("worker context");
+        // SAFETY: a worker's context points at that worker of `shared`, which is alive.
+        let w = unsafe { &*worker };
+        Shared::join_on_worker(&shared, w, target, poll_join);
+        return raw::is_complete(target);
+    }
+    block_off_worker(poll_join, &thread_waker());
+    true
+}
+
+/// Park this thread (not a worker, or no longer one) until the join's output is ready;
+/// `waker` unparks this thread.
+fn block_off_worker(poll_join: &mut dyn FnMut(&Waker) -> bool, waker: &Waker) {
+    while !poll_join(waker) {
+        std::thread::park();
+    }
+}
+
+impl Shared {
+    /// `JoinHandle::join` on worker `w`'s own thread: help with the target itself while it
+    /// waits in this worker's queues and the stack has room, else hand the worker to
+    /// another thread and block. Returns early (with the target maybe not complete) only
+    /// on shutdown.
+    fn join_on_worker(
+        this: &Arc<Shared>,
+        w: &Worker,
+        target: NonNull<Header>,
+        poll_join: &mut dyn FnMut(&Waker) -> bool,
+    ) {
+        let mut inline_polls = 0;
+        loop {
+            if raw::is_complete(target) || this.is_shutdown() {
+                return;
+            }
+            if inline_polls == MAX_INLINE_POLLS_PER_JOIN || !help_has_stack_room() {
+                break;
+            }
+            let Some(task) = this.take_local(w, target) else { break };
+            inline_polls += 1;
+            this.run_task(w, task);
+            if !owns(w) {
+                // The target blocked in a join of its own and handed this worker off.
+                return block_off_worker(poll_join, &thread_waker());
+            }
+        }
+        let waker = thread_waker();
+        if poll_join(&waker) {
+            return;
+        }
+        match Shared::hand_off(this, w) {
+            Ok(()) => block_off_worker(poll_join, &waker),
+            Err(()) => {
+                // No thread could take the worker: keep it and wait without running
+                // anything (the ring stays open to thieves, the LIFO slot to the rescue of
+                // a stuck worker's slot), looking at the shutdown flag now and then.
+                while !poll_join(&waker) && !this.is_shutdown() {
+                    std::thread::park_timeout(HAND_OFF_FAILED_RECHECK);
+                }
+            }
+        }
+    }
+
+    /// Take `target` out of this worker's LIFO slot or ring, if it is there; the other
+    /// tasks keep their order.
+    fn take_local(&self, w: &Worker, target: NonNull<Header>) -> Option<Notified<Arc<Shared>>> {
+        if !raw::is_scheduled(target) {
+            return None;
+        }
+        if w.lifo.peek() == Some(target) {
+            // Only thieves touch a full slot, and they only empty it: this is `target`
+            // or nothing.
+            // SAFETY: the slot held a queue reference, now ours.
+            return w.lifo.pop().map(|t| unsafe { Notified::from_raw(t) });
+        }
+        let n = w.queue.len() as usize;
+        if n == 0 {
+            return None;
+        }
+        // The ring has no removal from the middle: take it all and put back the rest, in
+        // order (at most 256 entries, only on a join). Thieves see fewer tasks meanwhile.
+        let mut rest = Vec::with_capacity(n);
+        let mut found = None;
+        while let Some(t) = w.queue.pop() {
+            if found.is_none() && ptr::eq(t.header(), target.as_ptr()) {
+                found = Some(t);
+            } else {
+                rest.push(t);
+            }
+        }
+        for t in rest {
+            self.push_local_ring(w, t);
+        }
+        found
+    }
+
+    /// Give worker `w` to a thread of the blocking pool (`Pool::spawn_now`), which runs
+    /// its loop from where this thread left it, and make this thread a plain thread of
+    /// the runtime. `Err` (and the worker kept) when no thread could be had.
+    fn hand_off(this: &Arc<Shared>, w: &Worker) -> Result<(), ()> {
+        // Still the owner: send the joining poll's start out now, so the new owner's
+        // records follow it in the ring.
+        this.on_hand_off(w);
+        w.core.lifo_watch.set(None);
+        let plain = context::hand_off_worker(this);
+        let handoff = HandedOff { shared: Some(Arc::clone(this)), index: w.index };
+        // The pool's lock orders everything this thread did to the worker before the new
+        // owner's first look at it.
+        match this.blocking.spawn_now(handoff, HandedOff::run) {
+            Ok(()) => {
+                // This thread stays a plain one until it leaves the worker loop, whose
+                // own guard restores the context then.
+                std::mem::forget(plain);
+                Ok(())
+            }
+            Err(handoff) => {
+                handoff.forget();
+                drop(plain);
+                Err(())
+            }
+        }
+    }
+}
+
+/// A worker handed off by a blocking join, on its way to its new thread.
+struct HandedOff {
+    shared: Option<Arc<Shared>>,
+    index: usize,
+}
+
+impl HandedOff {
+    fn run(mut self) {
+        let shared = self.shared.take().expect("a hand-off runs once");
+        Shared::run_worker(shared, self.index);
+    }
+
+    /// The hand-off did not happen: the closure is dropped unrun, and the worker stays.
+    fn forget(mut self) {
+        self.shared = None;
+    }
+}
+
+impl Drop for HandedOff {
+    fn drop(&mut self) {
+        // Queued but never run: the pool shut down first (a `shutdown_timeout` that gave
+        // up on it). Nobody owns the worker, so release its queue entries here and count
+        // its exit.
+        if let Some(shared) = self.shared.take() {
+            shared.drain_local(&shared.workers[self.index]);
+            Shared::worker_exited(&shared);
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! The scheduler's side of telemetry: one method per event, each writing everything the
+//! event feeds (the counters, the histograms, the event ring, the live-task change log and
+//! the `tracing` event) in one place. Nothing else in the scheduler touches those.
+//!
+//! # Counters
+//! On a worker, an event counts in that worker's own counters (`WorkerCounters`): one
+//! writer, so a relaxed load and store, no read-modify-write. Off the workers (a spawn
+//! from `block_on`, a task cancelled by shutdown, a timer armed from a pool thread) it
+//! counts in the runtime's `RemoteCounters` with `fetch_add`. [`Shared::count`] makes
+//! that choice, for every counter an event can bump from either side.
+//!
+//! # Timestamps
+//! When the runtime times polls, each worker keeps its last clock reading (`Core::last_ts`).
+//! A poll starts where the last reading left off, and records made inside a poll carry it
+//! too (their order is their position in the ring): one clock read per poll, not two.
+//! Events between polls (a steal, a park, an unpark, a driver pass, a global batch whose
+//! tasks other threads queued) take a fresh reading, so the time between polls is not
+//! counted in the next one. Off the workers every record reads the clock.
+//!
+//! # The poll hooks
+//! `on_poll_start`, `on_poll_end` and `on_poll_outcome` keep clock-dependent stores away
+//! from the state transition that follows a poll. That transition is a locked
+//! instruction, which on x86 waits until every earlier store has reached the cache; a
+//! store whose value comes from the clock (through `rdtsc`'s latency, and for a histogram
+//! through a multiply and a bit scan to its bucket's address) would hold it up for dozens
+//! of cycles on every poll. So `on_poll_end` writes only what must be written while this
+//! thread still owns the task (its stats), and the worker-owned parts (histograms, the
+//! cached clock reading, the record) wait for `on_poll_outcome`, after the transition.
+//!
+//! The methods on the hot paths are `#[inline(always)]`: the seam adds no call and no
+//! load to the paths it sits on.
+
+use super::worker::Worker;
+use crate::io::Dispatched;
+use crate::runtime::context;
+use crate::runtime::handle::Shared;
+use crate::task::raw::Header;
+use crate::task::{Outcome, PollOutcome, PollToken};
+use crate::telemetry::events::{self, Clock, EventKind, EventRing, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
+use crate::telemetry::{Counter, Recorder, RemoteCounters, WorkerCounters, WorkerState};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+impl Shared {
+    // ---- Clock and ring helpers --------------------------------------------------------
+
+    /// A fresh clock reading; on a worker it also becomes the worker's cached one.
+    #[inline(always)]
+    fn ts_fresh(&self, clock: &Clock, w: Option<&Worker>) -> u64 {
+        let t = clock.raw();
+        if let Some(w) = w {
+            w.core.last_ts.set(t);
+        }
+        t
+    }
+
+    /// The worker's cached reading, or a fresh one off the workers.
+    #[inline(always)]
+    fn ts_cached(&self, rec: &Recorder, w: Option<&Worker>) -> u64 {
+        match w {
+            Some(w) => w.core.last_ts.get(),
+            None => rec.clock().raw(),
+        }
+    }
+
+    /// Record an event (cached timestamp on a worker; `None`: not a worker) if the ring is on.
+    #[inline(always)]
+    fn record_on(&self, w: Option<&Worker>, kind: EventKind, task_id: u64, arg: u64) {
+        if let Some(r) = &self.recorder {
+            r.record_at(w.map(|w| w.index), kind, task_id, arg, self.ts_cached(r, w));
+        }
+    }
+
+    /// Record an event between polls on worker `w` with a fresh timestamp. With polls
+    /// timed but no ring, just take the fresh reading.
+    #[inline(always)]
+    fn record_fresh(&self, w: &Worker, kind: EventKind, task_id: u64, arg: u64) {
+        let Some(clock) = &self.clock else { return };
+        let t = self.ts_fresh(clock, Some(w));
+        if let Some(r) = &self.recorder {
+            r.record_at(Some(w.index), kind, task_id, arg, t);
+        }
+    }
+
+    /// Note in the live-task change log that `task` changed (only while a reader
+    /// watches: otherwise one relaxed load). The caller holds a reference to the task.
+    #[inline(always)]
+    fn mark_changed(&self, r: &Recorder, task: NonNull<Header>, w: Option<&Worker>) {
+        if r.changes.watching() {
+            if let Some(st) = crate::task::raw::stats(task) {
+                r.changes.mark(task, &st.queued, w.map(|w| w.index));
+            }
+        }
+    }
+
+    /// Where a spawn or wake from `w` queues the task, as the ring records it.
+    #[inline(always)]
+    fn schedule_target(w: Option<&Worker>) -> u64 {
+        match w {
+            Some(w) if !w.transitioning_to_park.load(Relaxed) => SCHEDULE_LIFO,
+            _ => SCHEDULE_GLOBAL,
+        }
+    }
+
+    /// Count one event in `w`'s counter, or in the runtime's remote one off the workers.
+    #[inline(always)]
+    fn count(
+        &self,
+        w: Option<&Worker>,
+        local: fn(&WorkerCounters) -> &Counter,
+        remote: fn(&RemoteCounters) -> &AtomicU64,
+    ) {
+        match w {
+            Some(w) => local(&w.counters).inc(),
+            None => {
+                remote(&self.remote).fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Take a fresh clock reading on `w` (when polls are timed): what happened since the
+    /// last poll (a driver pass, the start of the loop) is not part of the next one.
+    #[inline(always)]
+    pub(crate) fn refresh_clock(&self, w: &Worker) {
+        if let Some(c) = &self.clock {
+            self.ts_fresh(c, Some(w));
+        }
+    }
+
+    // ---- Tasks -------------------------------------------------------------------------
+
+    /// The timestamp a spawn records and queues its task with (0 with the ring off).
+    #[inline(always)]
+    pub(crate) fn spawn_timestamp(&self, w: Option<&Worker>) -> u64 {
+        self.recorder.as_ref().map_or(0, |r| self.ts_cached(r, w))
+    }
+
+    /// A task was spawned (`now`: `spawn_timestamp`).
+    #[inline(always)]
+    pub(crate) fn on_spawn(&self, w: Option<&Worker>, id: u64, now: u64) {
+        if let Some(r) = &self.recorder {
+            // One record for the spawn and where it is queued (the reader expands it).
+            let arg = w.is_none() as u64 | (Self::schedule_target(w) << 1);
+            r.record_at(w.map(|w| w.index), EventKind::Spawn, id, arg, now);
+        }
+        #[cfg(feature = "tracing")]
+        tracing::trace_span!(target: "volt::task", "spawn", task.id = id, remote = w.is_none())
+            .in_scope(|| tracing::trace!(target: "volt::task", "spawned"));
+        self.count(w, |c| &c.tasks_spawned, |c| &c.tasks_spawned);
+    }
+
+    /// `task` changed in a way a reader of the task list should see (bound, released).
+    #[inline(always)]
+    pub(crate) fn on_task_changed(&self, task: NonNull<Header>, w: Option<&Worker>) {
+        if let Some(r) = &self.recorder {
+            self.mark_changed(r, task, w);
+        }
+    }
+
+    /// A complete task leaves the owned list: a reader of the task list learns it is gone.
+    #[inline(always)]
+    pub(crate) fn on_release(&self, task: NonNull<Header>) {
+        if let Some(r) = &self.recorder {
+            self.mark_changed(r, task, self.current_worker());
+        }
+    }
+
+    /// A woken task starts waiting in a queue: note when (schedule latency, the task's
+    /// scheduled time) and record where.
+    #[inline(always)]
+    pub(crate) fn on_schedule(&self, w: Option<&Worker>, task: NonNull<Header>) {
+        if let Some(r) = &self.recorder {
+            let target = Self::schedule_target(w);
+            let now = self.ts_cached(r, w);
+            if let Some(st) = crate::task::raw::stats(task) {
+                st.scheduled_at.store(now.max(1), Relaxed);
+                if r.changes.watching() {
+                    r.changes.mark(task, &st.queued, w.map(|w| w.index));
+                }
+            }
+            // SAFETY: the caller holds a reference to the task.
+            let id = unsafe { task.as_ref() }.id;
+            r.record_at(w.map(|w| w.index), EventKind::Schedule, id, target, now);
+        }
+    }
+
+    /// A task finished (on this thread's worker, if any).
+    #[inline(always)]
+    pub(crate) fn on_complete(&self, id: u64, outcome: Outcome) {
+        let w = self.current_worker();
+        match outcome {
+            // Only a poll completes a task, and its `PollEnd` record (outcome ready)
+            // stands for the `Complete` too: the reader expands it.
+            Outcome::Completed => self.count(w, |c| &c.tasks_completed, |c| &c.tasks_completed),
+            Outcome::Cancelled => {
+                self.record_on(w, EventKind::Cancel, id, 0);
+                self.count(w, |c| &c.tasks_cancelled, |c| &c.tasks_cancelled);
+            }
+            Outcome::Panicked => {
+                self.record_on(w, EventKind::Panic, id, 0);
+                self.count(w, |c| &c.tasks_panicked, |c| &c.tasks_panicked);
+            }
+        }
+    }
+
+    // ---- Timers and I/O ----------------------------------------------------------------
+
+    /// A timer was armed.
+    pub(crate) fn on_timer_armed(&self) {
+        self.count(self.current_worker(), |c| &c.timers_armed, |c| &c.timers_armed);
+    }
+
+    /// A timer was dropped before it fired.
+    pub(crate) fn on_timer_cancelled(&self) {
+        self.count(self.current_worker(), |c| &c.timers_cancelled, |c| &c.timers_cancelled);
+    }
+
+    /// A driver pass on `w` delivered I/O events and fired timers.
+    #[inline(always)]
+    pub(crate) fn on_dispatched(&self, w: &Worker, d: Dispatched) {
+        if d.io_events > 0 {
+            w.counters.io_events.add(d.io_events);
+        }
+        if d.timers_fired > 0 {
+            w.counters.timers_fired.add(d.timers_fired);
+        }
+    }
+
+    // ---- The run loop ------------------------------------------------------------------
+
+    /// Worker `w` starts its loop on this thread.
+    pub(crate) fn on_worker_start(&self, w: &Worker) {
+        w.counters.set_state(WorkerState::Running);
+        w.core.ring.set(self.recorder.as_ref().map_or(ptr::null(), |r| r.ring(w.index)));
+        self.refresh_clock(w);
+    }
+
+    /// Worker `w` left its loop for good.
+    pub(crate) fn on_worker_exit(&self, w: &Worker) {
+        if let Some(r) = &self.recorder {
+            // The console stopped before the workers were told to exit, so no reader
+            // drains this ring any more.
+            r.changes.release_ring(w.index);
+        }
+    }
+
+    /// Worker `w`'s state changed (running, searching, parked).
+    #[inline(always)]
+    pub(crate) fn on_state(&self, w: &Worker, s: WorkerState) {
+        w.counters.set_state(s);
+    }
+
+    /// `w` is about to poll a task. `tasks_polled` is counted in every build: other
+    /// workers read it to tell a worker stuck in one poll.
+    #[inline(always)]
+    pub(crate) fn on_poll(&self, w: &Worker) {
+        w.counters.tasks_polled.inc_always();
+    }
+
+    /// `w` took a task from its LIFO slot.
+    #[inline(always)]
+    pub(crate) fn on_lifo_hit(&self, w: &Worker) {
+        w.counters.lifo_hits.inc();
+    }
+
+    /// A budget tick used its whole budget.
+    #[inline(always)]
+    pub(crate) fn on_budget_yield(&self, w: &Worker) {
+        w.counters.budget_yields.inc();
+    }
+
+    /// `w`'s ring overflowed: `moved` tasks went to the global queue.
+    #[inline(always)]
+    pub(crate) fn on_overflow(&self, w: &Worker, moved: u64) {
+        #[cfg(feature = "tracing")]
+        tracing::debug!(target: "volt::scheduler", worker = w.index, moved, "overflow");
+        w.counters.overflows.inc();
+        self.record_on(Some(w), EventKind::Overflow, 0, moved);
+    }
+
+    /// `w` fetched a non-empty batch from the global queue.
+    #[inline(always)]
+    pub(crate) fn on_global_batch(&self, w: &Worker) {
+        w.counters.global_batch_fetches.inc();
+        // These tasks were queued by other threads, maybe after this worker's last clock
+        // reading, which its next poll's start would carry: read the clock now, so that
+        // start never comes before the spawn or wake that queued the task.
+        if let Some(r) = &self.recorder {
+            self.ts_fresh(r.clock(), Some(w));
+        }
+    }
+
+    /// `w` stole `count` tasks from `victim` (`task`: the one it runs first).
+    pub(crate) fn on_steal(&self, w: &Worker, victim: usize, count: u64, task: u64) {
+        w.counters.steal_operations.inc();
+        w.counters.tasks_stolen.add(count);
+        w.counters.histograms.steal_batch.record(count);
+        self.record_fresh(w, EventKind::Steal, task, (victim as u64) << 32 | count);
+        #[cfg(feature = "tracing")]
+        tracing::trace!(target: "volt::scheduler", worker = w.index, victim, count, "steal");
+    }
+
+    /// `w` goes to sleep (`in_reactor`: blocking in the reactor; `watching`: with the
+    /// watcher's timeout).
+    pub(crate) fn on_park(&self, w: &Worker, in_reactor: bool, watching: bool) {
+        self.record_fresh(w, EventKind::Park, 0, in_reactor as u64);
+        #[cfg(feature = "tracing")]
+        tracing::trace!(target: "volt::scheduler", worker = w.index, in_reactor, watching, "park");
+        #[cfg(not(feature = "tracing"))]
+        let _ = watching;
+    }
+
+    /// `w` woke (`notified`: by another thread, not a timeout or I/O) from a sleep that
+    /// began at `since`.
+    pub(crate) fn on_unpark(&self, w: &Worker, notified: bool, since: Instant) {
+        self.record_fresh(w, EventKind::Unpark, 0, notified as u64);
+        #[cfg(feature = "tracing")]
+        tracing::trace!(target: "volt::scheduler", worker = w.index, notified, "unpark");
+        let parked_ns = since.elapsed().as_nanos() as u64;
+        w.counters.times_parked.inc();
+        w.counters.parked_ns.add(parked_ns);
+        w.counters.histograms.park_duration.record(parked_ns);
+    }
+
+    /// Publish `w`'s EWMA and global-queue interval (the scheduler's own values, see
+    /// `stats`) to its gauges.
+    #[inline(always)]
+    pub(crate) fn on_interval_changed(&self, w: &Worker) {
+        w.counters.ewma_task_ns.store(w.core.stats.ewma_task_ns(), Relaxed);
+        w.counters.global_queue_interval.store(w.core.stats.interval(), Relaxed);
+    }
+
+    /// A blocking join on `w`'s thread gives the worker away: the joining poll's start
+    /// goes out now, so the new owner's records follow it in the ring.
+    pub(crate) fn on_hand_off(&self, w: &Worker) {
+        let ring = w.core.ring.get();
+        if !ring.is_null() {
+            // SAFETY: this worker's ring (see `Core::ring`); we are its owner.
+            unsafe { (*ring).flush_pending_start() };
+        }
+    }
+
+    // ---- Reads ---------------------------------------------------------------------------
+
+    /// `w`'s polls so far (other workers read it to tell a worker stuck in one
+    /// poll: see "Stealing from the LIFO slot" in `worker`).
+    #[inline(always)]
+    pub(crate) fn polls_of(w: &Worker) -> u64 {
+        w.counters.tasks_polled.get()
+    }
+
+    // ---- The poll hooks ----------------------------------------------------------------
+
+    /// `Schedule::poll_start`: see "The poll hooks".
+    #[inline(always)]
+    pub(crate) fn on_poll_start(&self, ptr: NonNull<Header>, cx: *const ()) -> PollToken {
+        if self.clock.is_none() || cx.is_null() {
+            return PollToken::NONE;
+        }
+        // SAFETY: only `run_task` passes a context: the polling worker, one of
+        // `self.workers` (a worker's queues hold only its own runtime's tasks), on that
+        // worker's own thread, alive while `self` is.
+        let w = unsafe { &*cx.cast::<Worker>() };
+        let now = w.core.last_ts.get();
+        let ring = w.core.ring.get();
+        if !ring.is_null() {
+            // Written lazily: see "Lazy poll starts" in `telemetry::events`.
+            // SAFETY: `ring` is this worker's ring in the runtime's recorder (see
+            // `Core::ring`), alive with `self`; the poller holds the task (RUNNING).
+            unsafe { (*ring).set_pending_start(ptr.as_ref().id, now) };
+            if let Some(r) = &self.recorder {
+                // Running now: a reader of the task list sees a long poll as it happens.
+                self.mark_changed(r, ptr, Some(w));
+            }
+        }
+        let ring = ring.cast();
+        PollToken {
+            cx: (w as *const Worker).cast(),
+            ring,
+            start: now,
+            end: now,
+            extra: 0,
+            waited: PollToken::NOT_QUEUED,
+        }
+    }
+
+    /// `Schedule::poll_end`: see "The poll hooks".
+    #[inline(always)]
+    pub(crate) fn on_poll_end(&self, ptr: NonNull<Header>, token: &mut PollToken) {
+        let Some(clock) = &self.clock else { return };
+        if token.cx.is_null() {
+            return;
+        }
+        if !ptr::eq(context::current_worker_ptr(), token.cx.cast()) {
+            // A blocking join in this poll handed the worker to another thread, which owns
+            // its ring and clock cell now: record nothing of this poll there.
+            token.cx = ptr::null();
+            token.ring = ptr::null();
+            return;
+        }
+        let now = clock.raw();
+        token.end = now;
+        if token.ring.is_null() {
+            // Timed for the poll-time histogram only: no ring, no task stats.
+            return;
+        }
+        // SAFETY: `on_poll_start` set it from the recorder, alive with `self`.
+        let ring = unsafe { &*token.ring.cast::<EventRing>() };
+        let busy = now.saturating_sub(token.start);
+        if ring.take_pending_start() {
+            token.extra = events::POLL_IMPLICIT_START | (busy << events::POLL_BUSY_SHIFT);
+        }
+        // The task's statistics, all at once (one lookup, one cache line). Only the
+        // thread running the task writes them (RUNNING is exclusive, and nothing queues a
+        // RUNNING task: a wake during the poll only sets NOTIFIED), so plain loads and
+        // stores suffice, and `scheduled_at` still holds what it held at the poll's start.
+        // SAFETY: the poller holds the task (RUNNING), and with the ring on every
+        // task of this runtime has statistics (`spawn_named` gives them to each one
+        // while `self.recorder` is set, which it is for the runtime's whole life).
+        let st = unsafe { crate::task::raw::stats_unchecked(ptr) };
+        // Every way into a queue sets `scheduled_at` first (spawn, a wake, or the
+        // store below for a requeue), so it is never stale here.
+        let queued_at = st.scheduled_at.load(Relaxed);
+        if queued_at != 0 {
+            let waited = token.start.saturating_sub(queued_at);
+            token.waited = waited;
+            st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
+        }
+        st.polls.store(st.polls.load(Relaxed) + 1, Relaxed);
+        st.busy_ticks.store(st.busy_ticks.load(Relaxed) + busy, Relaxed);
+        st.last_poll_end.store(now, Relaxed);
+        // If the poll ends in a requeue, it was queued now; if it ends idle, the wake
+        // that queues it again overwrites this (after it, through the state word).
+        st.scheduled_at.store(now, Relaxed);
+        if let Some(r) = &self.recorder {
+            if r.changes.watching() {
+                // SAFETY: `token.cx` is the polling worker (`on_poll_start`).
+                let w = unsafe { &*token.cx.cast::<Worker>() };
+                r.changes.mark(ptr, &st.queued, Some(w.index));
+            }
+        }
+    }
+
+    /// `Schedule::poll_outcome`: see "The poll hooks".
+    #[inline(always)]
+    pub(crate) fn on_poll_outcome(token: &PollToken, id: u64, outcome: PollOutcome) {
+        if token.cx.is_null() {
+            return;
+        }
+        // SAFETY: `on_poll_start` took this from the runtime's workers on a worker thread
+        // (the only threads that poll its tasks), and the worker thread holds an `Arc` to
+        // the runtime for its whole life, so it is alive here even if the task is not.
+        // This is that worker's thread, so its `core` is ours.
+        let w = unsafe { &*token.cx.cast::<Worker>() };
+        w.core.last_ts.set(token.end);
+        let h = &w.counters.histograms;
+        let fp = w.core.ns_per_tick_fp;
+        if !token.ring.is_null() {
+            // SAFETY: as above: that worker's ring in the runtime's recorder.
+            let ring = unsafe { &*token.ring.cast::<EventRing>() };
+            // `on_poll_end` took the poll's start (or a record inside the poll wrote it),
+            // and nothing records between `on_poll_end` and here.
+            ring.write_event_no_pending(EventKind::PollEnd, id, outcome as u64 | token.extra, token.end);
+            if token.waited != PollToken::NOT_QUEUED {
+                h.schedule_latency.record(events::scale_ticks(token.waited, fp));
+            }
+        }
+        h.poll_time.record(events::scale_ticks(token.end.saturating_sub(token.start), fp));
+    }
+}

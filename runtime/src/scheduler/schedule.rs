@@ -1,0 +1,100 @@
+//! Where a task goes when it is spawned or woken, and whom that wakes.
+//!
+//! # Scheduling from a worker (`schedule_local`)
+//! A task spawned or woken on a worker goes into that worker's LIFO slot; the task it
+//! evicts goes to the back of the ring. A task woken during its own poll (`yield_now`)
+//! goes to the back of the ring instead, so a task that wakes itself forever takes turns
+//! with everything else. While the worker is transitioning to park it refuses local
+//! scheduling (the task goes to the global queue), so nothing lands in a slot nobody will
+//! look at. Whenever the ring gets work (a yield, an evicted task) and this worker is not
+//! searching, it calls `notify_parked` so an idle worker can come and steal.
+//!
+//! A push that only fills the empty LIFO slot wakes nobody, as in Tokio: the owner runs
+//! that task next. Notifying on every local push would, in a chain of spawn-and-await,
+//! wake another worker at nearly every step, each wake a futex syscall on the busy
+//! worker's path, only for the woken worker to find nothing it could take. The exception
+//! is a slot-only push while no parked worker watches the slots (see "Stealing from the
+//! LIFO slot" in `worker`): it wakes one, which then parks as the watcher.
+//!
+//! While a worker delivers the driver's wakes (`dispatching`), it decides whom to wake
+//! once for the batch instead (see "Waking others after a dispatch" in `worker`).
+//!
+//! # Scheduling from elsewhere (`schedule_remote`)
+//! Any other thread (a pool thread, `block_on`, another runtime's worker) pushes to the
+//! global queue and wakes a parked worker through the idle protocol (`idle`).
+
+use super::queue::Pushed;
+use super::worker::Worker;
+use crate::runtime::handle::Shared;
+use crate::task::Notified;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+impl Shared {
+    /// A wake (`is_yield`: a requeue of the task that was just polled).
+    pub(crate) fn schedule_task(&self, task: Notified<Arc<Shared>>, is_yield: bool) {
+        let worker = self.current_worker();
+        // A requeue after a poll (`is_yield`) is that poll's to record: its `PollEnd`
+        // says so, and `poll_end` noted the time. A wake is recorded here.
+        if !is_yield {
+            self.on_schedule(worker, task.0.raw());
+        }
+        match worker {
+            Some(w) => self.schedule_local(w, task, is_yield),
+            None => self.schedule_remote(task),
+        }
+    }
+
+    /// Queue a task on the owning worker's thread: the LIFO slot, or the ring for a yield.
+    pub(crate) fn schedule_local(&self, w: &Worker, task: Notified<Arc<Shared>>, is_yield: bool) {
+        if w.transitioning_to_park.load(Relaxed) {
+            return self.schedule_remote(task);
+        }
+        if is_yield {
+            w.core.yielded.set(true);
+            self.push_local_ring(w, task);
+        } else {
+            let Some(prev) = w.lifo.push(task.into_raw()) else {
+                // Only the slot changed: no worker is woken for it, unless nobody
+                // watches the slots.
+                if self.idle.watch_missing() && !w.core.dispatching.get() {
+                    self.notify_parked();
+                }
+                return;
+            };
+            // SAFETY: the slot held a queue reference, now ours.
+            self.push_local_ring(w, unsafe { Notified::from_raw(prev) });
+        }
+        if !w.core.is_searching.get() && !w.core.dispatching.get() {
+            self.notify_parked();
+        }
+    }
+
+    /// The back of `w`'s ring; half of it to the global queue when full.
+    pub(crate) fn push_local_ring(&self, w: &Worker, task: Notified<Arc<Shared>>) {
+        match w.queue.push_back_or_overflow(task, &self.inject) {
+            Pushed::Local => {}
+            Pushed::Overflowed => self.on_overflow(w, super::queue::HALF as u64 + 1),
+            Pushed::ToGlobal => self.on_overflow(w, 1),
+        }
+    }
+
+    /// The global queue, and a parked worker woken for it.
+    pub(crate) fn schedule_remote(&self, task: Notified<Arc<Shared>>) {
+        if let Err(rejected) = self.inject.push(task) {
+            // Shutting down: the owned-task list cancels the task; drop the entry.
+            drop(rejected);
+            return;
+        }
+        self.notify_parked();
+    }
+
+    pub(crate) fn notify_parked(&self) {
+        self.idle.notify_parked(|i| self.unpark_worker(i));
+    }
+
+    /// Wake worker `i` whether it sleeps on its futex or in the reactor.
+    pub(crate) fn unpark_worker(&self, i: usize) {
+        self.workers[i].park.unpark(|| self.driver.wake_reactor());
+    }
+}
