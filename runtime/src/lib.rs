@@ -17,12 +17,19 @@
 //! ```
 //!
 //! Where things are (one module per scheduler concept):
+//! * `runtime/`: `Runtime`, `Builder` and `Handle` (`mod.rs`); the runtime's shared state,
+//!   which owns the driver, the blocking pool, the recorder and the clock, and spawns
+//!   (`handle.rs`); the thread-local context: the current runtime and worker (`context.rs`);
 //! * `task/`: the 64-bit packed state word (`state.rs`), the one-allocation cell and vtable
-//!   (`raw.rs`), `JoinHandle`/`JoinError` (`join.rs`), the owned-task list (`list.rs`),
-//!   shields and `yield_now` (`mod.rs`);
+//!   (`raw.rs`), the per-worker cell cache it allocates from (`cellcache.rs`),
+//!   `JoinHandle`/`JoinError` (`join.rs`), the owned-task list (`list.rs`), shields and
+//!   `yield_now` (`mod.rs`);
 //! * `scheduler/`: the local ring `WorkStealQueue` (`queue.rs`), the global injection queue
 //!   (`inject.rs`), the idle state with the parked bitmap and "last searcher must notify"
-//!   (`idle.rs`), futex parking (`park.rs`), the run loop (`worker.rs`), the PRNG (`rand.rs`);
+//!   (`idle.rs`), futex parking (`park.rs`), the run loop (`worker.rs`), where a task is
+//!   queued (`schedule.rs`), the worker's driver pass (`driver.rs`), the EWMA and the
+//!   global-queue interval (`stats.rs`), the `Schedule` hooks (`hooks.rs`), the blocking
+//!   join (`join.rs`), one method per telemetry event (`metrics.rs`), the PRNG (`rand.rs`);
 //! * `time/`: the timing wheel and `sleep`/`timeout`/`interval`; `io/`: the mio reactor
 //!   and the driver protocol; `net/`: `TcpListener`, `TcpStream`, `UdpSocket`;
 //!   `blocking/`: the `spawn_blocking` pool;

@@ -22,13 +22,13 @@ type Entry = Notified<Arc<MockScheduler>>;
 
 /// `loom::model`, plus a check that loom explored more than one execution: a model whose
 /// threads never interleave on shared state checks nothing, and would still pass.
-fn model(f: impl Fn() + Sync + Send + 'static) {
+pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
     check_model(None, f)
 }
 
 /// `model` with at most `bound` preemptions per execution, for a model too large to
 /// explore whole in CI's time.
-fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
+pub(crate) fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     check_model(Some(bound), f)
 }
 
@@ -573,50 +573,6 @@ fn loom_remote_event_ring_writers_against_reader() {
     });
 }
 
-/// Task-cell recycling: two threads give blocks back (the remote stack's CAS push, under
-/// a remote budget of one block, so one of them may have to free its block to the
-/// allocator) while the owner allocates (its swap of the whole stack). No block is handed
-/// out twice, none is lost: each is in use, on a list, or counted as released, and the
-/// byte counts match the lists.
-#[test]
-fn loom_cell_cache_remote_frees_against_owner() {
-    use crate::scheduler::cellcache::CellCache;
-    use std::ptr::NonNull;
-    model(|| {
-        let cache = Arc::new(CellCache::new());
-        // SAFETY: (for the whole model) the model's main thread is the owner; every block
-        // is of class 0 from this cache, and each is given back once.
-        let (a, b) = unsafe { (cache.alloc(0), cache.alloc(0)) };
-        let give_back = |p: NonNull<u8>| {
-            let (cache, p) = (cache.clone(), p.as_ptr() as usize);
-            thread::spawn(move || {
-                // SAFETY: as above.
-                unsafe { cache.free_remote(0, NonNull::new(p as *mut u8).unwrap()) }
-            })
-        };
-        let (ta, tb) = (give_back(a), give_back(b));
-        // SAFETY: owner.
-        let x = unsafe { cache.alloc(0) };
-        ta.join().unwrap();
-        tb.join().unwrap();
-        // SAFETY: owner.
-        let (y, z) = unsafe { (cache.alloc(0), cache.alloc(0)) };
-        assert!(x != y && y != z && x != z, "a block was handed out twice");
-        let got = [x, y, z];
-        // `a` and `b` each came back once: handed out again, still kept (on the local list
-        // or the remote stack), or released because the remote budget was full. Counted,
-        // not compared by address: a released block's address may come back fresh.
-        let from_cache = 3 - (cache.fresh_allocations() - 2);
-        let kept = (cache.cached_bytes() / crate::scheduler::cellcache::CLASS_BYTES) as u32;
-        assert_eq!(from_cache + kept + cache.released(), 2, "a returned block was lost or doubled");
-        for p in got {
-            // SAFETY: owner; unused blocks of class 0.
-            unsafe { cache.free_local(0, p) };
-        }
-        assert!(cache.cached_bytes() <= 3 * crate::scheduler::cellcache::CLASS_BYTES);
-    });
-}
-
 /// The LIFO slot: the owner pushes two tasks (the second displaces the first) and pops,
 /// while another worker steals whatever it sees there, twice. Every task ends up with
 /// exactly one of them (or is still in the slot), and a thief sees what the owner wrote
@@ -739,86 +695,6 @@ fn loom_dispatch_batch_wakes_a_parking_worker() {
 #[test]
 fn loom_dispatch_batch_wakes_the_last_searcher_as_it_parks() {
     model(|| dispatch_batch_against_a_parking_worker(true));
-}
-
-/// A worker's queue and owner-only state, handed from a thread blocked in a join to a
-/// blocking-pool thread (`Shared::hand_off` and `Pool::spawn_now`, reduced to their
-/// synchronization).
-struct HandOffModel {
-    /// Stands for `Core`: loom reports any access not ordered after the last owner's.
-    core: crate::loom::UnsafeCell<u64>,
-    ring: WorkStealQueue<Arc<MockScheduler>>,
-    inject: Inject<Arc<MockScheduler>>,
-    /// The pool's queue (a handed-off worker's index) and its idle threads' condvar.
-    pool: Mutex<Option<usize>>,
-    work: crate::loom::Condvar,
-}
-
-struct UnparkWaker(thread::Thread);
-
-impl Wake for UnparkWaker {
-    fn wake(self: std::sync::Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-#[test]
-fn loom_join_hands_the_worker_off_and_the_target_wakes_the_joiner() {
-    model(|| {
-        let sched = MockScheduler::new();
-        let m = Arc::new(HandOffModel {
-            core: crate::loom::UnsafeCell::new(0),
-            ring: WorkStealQueue::new(),
-            inject: Inject::new(),
-            pool: Mutex::new(None),
-            work: crate::loom::Condvar::new(),
-        });
-        // The worker's ring holds another task and the join's target, which is not in
-        // this worker's LIFO slot: the join hands off.
-        let other = counted_task(&sched);
-        let _ = m.ring.push_back_or_overflow(other, &m.inject);
-        let mut h = spawn(&sched, async { 5 });
-        let target = sched.pop().expect("spawn queued it");
-        let _ = m.ring.push_back_or_overflow(target, &m.inject);
-        // An idle pool thread: takes the worker and runs its loop (here: its ring).
-        let pool_thread = {
-            let m = m.clone();
-            thread::spawn(move || {
-                let mut job = lock(&m.pool);
-                while job.is_none() {
-                    job = m.work.wait(job).unwrap();
-                }
-                assert_eq!(job.take(), Some(0));
-                drop(job);
-                // SAFETY: the new owner; the pool's lock ordered the old owner's accesses
-                // before this one (loom checks it).
-                m.core.with_mut(|c| unsafe { *c += 1 });
-                let mut ran = 0;
-                while let Some(t) = m.ring.pop() {
-                    t.run();
-                    ran += 1;
-                }
-                ran
-            })
-        };
-        // The joining thread: last use of the worker, then the hand-off, then it parks
-        // until the target's completion wakes it.
-        // SAFETY: still the owner.
-        m.core.with_mut(|c| unsafe { *c += 1 });
-        *lock(&m.pool) = Some(0);
-        m.work.notify_one();
-        let waker = Waker::from(std::sync::Arc::new(UnparkWaker(thread::current())));
-        let out = loop {
-            if let Poll::Ready(v) = Pin::new(&mut h).poll(&mut Context::from_waker(&waker)) {
-                break v;
-            }
-            thread::park();
-        };
-        assert_eq!(out.unwrap(), 5);
-        assert_eq!(pool_thread.join().unwrap(), 2, "the new owner ran the worker's queue");
-        // SAFETY: the pool thread is joined.
-        assert_eq!(m.core.with(|c| unsafe { *c }), 2);
-    });
 }
 
 /// The shutdown hand-off: worker 0 drops the runtime from one of its tasks (so it can't

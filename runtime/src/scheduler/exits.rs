@@ -6,8 +6,8 @@
 //! worker has left already (the caller is a blocking-pool thread, or a thread whose
 //! worker a blocking join handed off), the caller finishes it at once. Both sides decide
 //! under the runtime's `exited` lock, so exactly one thread finishes, and only after
-//! every worker has left. Each worker has one owner at a time (see "Blocking join" in
-//! `worker.rs`), so each worker's exit is counted once.
+//! every worker has left. Each worker has one owner at a time (see "Handing the worker off" in
+//! `join.rs`), so each worker's exit is counted once.
 
 /// Workers that have left their loop for good (on shutdown), under the runtime's `exited` lock,
 /// and who finishes a shutdown begun on one of the runtime's own threads ("the shutdown

@@ -20,6 +20,8 @@ pub(crate) mod idle;
 pub(crate) mod inject;
 #[cfg(not(loom))]
 pub(crate) mod join;
+#[cfg(all(loom, test))]
+mod join_loom;
 pub(crate) mod lifo;
 #[cfg(not(loom))]
 mod metrics;

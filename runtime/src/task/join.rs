@@ -7,8 +7,7 @@
 //! # The blocking join
 //! [`JoinHandle::join`] blocks the calling thread until the task finishes. Off the
 //! workers it parks the thread until the completion wakes it (`block_until_complete` in
-//! `scheduler/worker.rs`). On a
-//! worker it follows one rule: **the join runs the target and nothing else.**
+//! `scheduler/join.rs`). On a worker it follows one rule: **the join runs the target and nothing else.**
 //! 1. *Help with the target.* If the target waits in this worker's LIFO slot or ring, the
 //!    join takes it out and polls it right here, on the joining thread's stack, and
 //!    looks again (at most 16 times per join, so a target that keeps yielding can't hold
