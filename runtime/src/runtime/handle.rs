@@ -3,11 +3,12 @@
 //!
 //! It holds two kinds of things. The runtime's parts: the driver (reactor and timer
 //! wheel), the blocking pool, the recorder and the clock (telemetry), the counts made off
-//! the workers, the start time, the shutdown flag and the Tokio bridge; the leaf modules
-//! (`task`, `time`, `io`, `blocking`, `net`, `telemetry`) reach only these, through this
-//! type and the thread's [`context`](super::context). And the scheduler's part: the
-//! workers, the global queue, the idle state, the owned-task list and the exit count,
-//! which only `scheduler/` reads and writes, apart from the snapshot's gauges.
+//! the workers, the start time, the shutdown flag and the Tokio bridge. And the
+//! scheduler's part: the workers, the global queue, the idle state, the owned-task list
+//! and the exit count, which `scheduler/` reads and writes and telemetry only reads. The
+//! leaf modules (`task`, `time`, `io`, `blocking`, `net`, `telemetry`) reach the runtime
+//! through this type and the thread's [`context`](super::context), never through the
+//! worker's file.
 //!
 //! Spawning starts here: allocate the task, count and record it, link it into the owned
 //! list, and hand it to the scheduler (`schedule_local` on a worker of this runtime, the
