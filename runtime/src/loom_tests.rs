@@ -22,13 +22,13 @@ type Entry = Notified<Arc<MockScheduler>>;
 
 /// `loom::model`, plus a check that loom explored more than one execution: a model whose
 /// threads never interleave on shared state checks nothing, and would still pass.
-fn model(f: impl Fn() + Sync + Send + 'static) {
+pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
     check_model(None, f)
 }
 
 /// `model` with at most `bound` preemptions per execution, for a model too large to
 /// explore whole in CI's time.
-fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
+pub(crate) fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     check_model(Some(bound), f)
 }
 
@@ -505,74 +505,6 @@ fn loom_park_in_reactor_against_unpark() {
     });
 }
 
-#[test]
-fn loom_event_ring_writer_against_reader() {
-    use crate::events_loom::{meta, EventKind, EventRing, Raw, RingCursor};
-    // A ring of 2 slots, 3 records: the third overwrites the first while the reader may
-    // be reading it. Whatever the reader returns must be whole (no torn record), in order,
-    // and what it returns plus what it counts as dropped must cover every record.
-    model(|| {
-        let ring = Arc::new(EventRing::new(2, Some(0)));
-        let r2 = ring.clone();
-        let reader = thread::spawn(move || {
-            let mut cur = RingCursor::default();
-            let mut got = Vec::new();
-            cur.drain(&r2, &mut got);
-            (cur, got)
-        });
-        for i in 1..=3u64 {
-            ring.write(Raw { ts: i, task: i, arg: i * 10, meta: meta(EventKind::PollStart, Some(0)) });
-        }
-        let (mut cur, mut got) = reader.join().unwrap();
-        cur.drain(&ring, &mut got);
-        for (r, pos) in &got {
-            assert_eq!(r.task, pos + 1, "record at the wrong position");
-            assert_eq!(r.arg, r.task * 10, "torn record");
-            assert_eq!(r.ts, r.task, "torn record");
-        }
-        assert!(got.windows(2).all(|w| w[0].1 < w[1].1), "out of order");
-        assert_eq!(got.len() as u64 + cur.dropped, 3, "a record was neither read nor counted dropped");
-        assert!(got.iter().any(|(r, _)| r.task == 3), "the newest record is still there");
-    });
-}
-
-/// The remote ring (many writers, per-slot sequence words): a second thread writes two
-/// records while this one writes one and then reads. A ring of 2 slots and 3 records, so
-/// one slot is written twice, maybe while it is read. What the reader returns is whole
-/// and at its right position, nothing is read twice, and read plus dropped covers every
-/// record once the writers are done. Bounded to 6 preemptions (the whole model takes
-/// six minutes); the lost position the first design had needs 2.
-#[test]
-fn loom_remote_event_ring_writers_against_reader() {
-    use crate::events_loom::{meta, EventKind, EventRing, Raw, RingCursor};
-    model_bounded(6, || {
-        let ring = Arc::new(EventRing::new(2, None));
-        let rec = |i: u64| Raw { ts: i, task: i, arg: i * 10, meta: meta(EventKind::Spawn, None) };
-        let r2 = ring.clone();
-        let writer = thread::spawn(move || {
-            r2.write(rec(7));
-            r2.write(rec(9));
-        });
-        ring.write(rec(8));
-        let mut cur = RingCursor::default();
-        let mut got = Vec::new();
-        cur.drain(&ring, &mut got);
-        writer.join().unwrap();
-        cur.drain(&ring, &mut got);
-        for (r, _) in &got {
-            assert!([7, 8, 9].contains(&r.task), "a record from nowhere");
-            assert_eq!((r.arg, r.ts), (r.task * 10, r.task), "torn record");
-        }
-        assert!(got.windows(2).all(|w| w[0].1 < w[1].1), "a position read twice or out of order");
-        let sevens = got.iter().position(|(r, _)| r.task == 7);
-        let nines = got.iter().position(|(r, _)| r.task == 9);
-        if let (Some(a), Some(b)) = (sevens, nines) {
-            assert!(a < b, "one writer's records out of order");
-        }
-        assert_eq!(got.len() as u64 + cur.dropped, 3, "a record was neither read nor counted dropped");
-    });
-}
-
 /// Task-cell recycling: two threads give blocks back (the remote stack's CAS push, under
 /// a remote budget of one block, so one of them may have to free its block to the
 /// allocator) while the owner allocates (its swap of the whole stack). No block is handed
@@ -1007,76 +939,5 @@ fn loom_watch_a_lifo_push_after_every_worker_parked_wakes_a_worker() {
         let t = slot.pop().expect("nobody took the task");
         // SAFETY: the leaked box from above, taken back once.
         drop(unsafe { Box::from_raw(t.as_ptr()) });
-    });
-}
-
-/// The live-task change ring: what the producer pushed arrives once, in order, and a push
-/// into a full ring is refused and reported as an overflow, never lost silently.
-#[test]
-fn loom_task_change_ring() {
-    use crate::tasks_loom::ChangeRing;
-    use std::ptr::NonNull;
-    model(|| {
-        let ring = Arc::new(ChangeRing::<u64>::new(2));
-        let values: Arc<Vec<u64>> = Arc::new(vec![1, 2, 3]);
-        let producer = {
-            let (ring, values) = (ring.clone(), values.clone());
-            thread::spawn(move || {
-                let mut pushed = Vec::new();
-                for v in values.iter() {
-                    if ring.push(NonNull::from(v)) {
-                        pushed.push(*v);
-                    }
-                }
-                pushed
-            })
-        };
-        let mut got = Vec::new();
-        ring.drain(|p| got.push(unsafe_read(p)));
-        let pushed = producer.join().unwrap();
-        ring.drain(|p| got.push(unsafe_read(p)));
-        assert_eq!(got, pushed, "each pushed entry once, in order");
-        assert_eq!(ring.take_overflow(), pushed.len() < 3, "a refused push is an overflow");
-    });
-
-    fn unsafe_read(p: NonNull<u64>) -> u64 {
-        // SAFETY: the pointers are into `values`, alive for the whole model.
-        unsafe { *p.as_ptr() }
-    }
-}
-
-/// The queued flag: a change made while the task is queued is either seen by the read in
-/// progress or queues the task again; the reader never ends with a stale figure.
-#[test]
-fn loom_task_change_flag() {
-    use crate::loom::{AtomicBool, AtomicU64};
-    use crate::tasks_loom::{clear_then_read, needs_queue, ChangeRing};
-    use std::ptr::NonNull;
-    model(|| {
-        static TASK: u64 = 0;
-        let figure = Arc::new(AtomicU64::new(0));
-        let queued = Arc::new(AtomicBool::new(true));
-        let ring = Arc::new(ChangeRing::<u64>::new(2));
-        // The task is queued with figure 0.
-        assert!(ring.push(NonNull::from(&TASK)));
-        let marker = {
-            let (figure, queued, ring) = (figure.clone(), queued.clone(), ring.clone());
-            thread::spawn(move || {
-                figure.store(1, std::sync::atomic::Ordering::Relaxed);
-                if needs_queue(&queued) {
-                    queued.store(true, std::sync::atomic::Ordering::Relaxed);
-                    assert!(ring.push(NonNull::from(&TASK)));
-                }
-            })
-        };
-        let mut seen = None;
-        let mut read = |_| {
-            clear_then_read(&queued);
-            seen = Some(figure.load(std::sync::atomic::Ordering::Relaxed));
-        };
-        ring.drain(&mut read);
-        marker.join().unwrap();
-        ring.drain(&mut read);
-        assert_eq!(seen, Some(1), "the last read saw the last change");
     });
 }

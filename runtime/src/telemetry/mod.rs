@@ -7,16 +7,18 @@
 //! disagree a little while the runtime is busy (a "torn" snapshot), and agree when it is
 //! idle.
 
+pub(crate) mod clock;
 pub mod events;
 mod histogram;
 pub(crate) mod tasks;
 
-pub use events::{Event, EventKind};
+pub use events::{Event, EventCursor, EventDetail, EventKind, ScheduleTarget};
 pub use histogram::Histogram;
 use histogram::LogHistogram;
 
 use crate::scheduler::worker::Shared;
-use events::{Clock, EventRing, Raw, RingCursor};
+use clock::Clock;
+use events::{EventRing, Raw};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 use std::sync::Arc;
@@ -553,21 +555,13 @@ impl Telemetry {
     /// existed were never its to miss, so they do not count in [`EventCursor::dropped`].
     /// Without `Builder::event_ring` it never yields anything.
     pub fn events(&self) -> EventCursor {
-        let rings = match &self.shared.recorder {
-            Some(r) => r
-                .rings
-                .iter()
-                .map(|ring| RingCursor { next: ring.written().saturating_sub(ring.capacity()), dropped: 0 })
-                .collect(),
-            None => Vec::new(),
-        };
-        EventCursor { shared: Arc::clone(&self.shared), rings, buffered: Default::default(), records: 0 }
+        EventCursor::new(Arc::clone(&self.shared))
     }
 }
 
 /// The event ring's writers: one ring per worker plus a shared one for other threads.
 pub(crate) struct Recorder {
-    rings: Box<[EventRing]>,
+    pub(crate) rings: Box<[EventRing]>,
     clock: Clock,
     /// Which live tasks changed, while a reader (the console) watches the task list.
     pub(crate) changes: tasks::TaskChangeLog,
@@ -609,76 +603,6 @@ impl Recorder {
     #[inline]
     pub(crate) fn clock(&self) -> &Clock {
         &self.clock
-    }
-}
-
-/// A reader of the event ring; see [`Telemetry::events`].
-pub struct EventCursor {
-    shared: Arc<Shared>,
-    rings: Vec<RingCursor>,
-    buffered: std::collections::VecDeque<Event>,
-    records: u64,
-}
-
-impl EventCursor {
-    /// The events recorded since the previous call (on the first call: everything the
-    /// rings still hold), in timestamp order. Events from one worker keep their order.
-    pub fn read(&mut self) -> Vec<Event> {
-        let mut out: Vec<Event> = self.buffered.drain(..).collect();
-        let Some(rec) = &self.shared.recorder else { return out };
-        let mut raw = Vec::new();
-        let mut tagged = Vec::new();
-        for (i, (cur, ring)) in self.rings.iter_mut().zip(rec.rings.iter()).enumerate() {
-            raw.clear();
-            cur.drain(ring, &mut raw);
-            self.records += raw.len() as u64;
-            for &(r, pos) in raw.iter() {
-                // A poll start folded into a record sorts just before that record.
-                if let Some(start) = events::implicit_poll_start(&r) {
-                    tagged.push((start.ts, i, pos, 0, start));
-                }
-                tagged.push((r.ts, i, pos, 1, r));
-            }
-        }
-        tagged.sort_unstable_by_key(|&(ts, ring, pos, sub, _)| (ts, ring, pos, sub));
-        for (_, _, _, _, r) in tagged {
-            events::decode(r, rec.clock.since_start_ns(r.ts), &mut out);
-        }
-        out
-    }
-
-    /// Records this cursor missed: overwritten after it was created and before it read
-    /// them (or, rarely, given up by a writer on the shared remote ring). Each cursor
-    /// counts its own: a reader that keeps up misses nothing, however many records the
-    /// ring overwrites after it has read them (`Snapshot::events_overwritten`).
-    /// (A record is one ring slot; a spawn or a poll's end is one record that reads out as
-    /// two or three events, so compare this with [`EventCursor::records_read`] and
-    /// `Snapshot::events_recorded`, which count records too.)
-    pub fn dropped(&self) -> u64 {
-        self.rings.iter().map(|r| r.dropped).sum()
-    }
-
-    /// Records this cursor has read so far.
-    pub fn records_read(&self) -> u64 {
-        self.records
-    }
-}
-
-/// Yields the events available now; after `None`, more may come later.
-impl Iterator for EventCursor {
-    type Item = Event;
-    fn next(&mut self) -> Option<Event> {
-        if self.buffered.is_empty() {
-            let batch = self.read();
-            self.buffered.extend(batch);
-        }
-        self.buffered.pop_front()
-    }
-}
-
-impl std::fmt::Debug for EventCursor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventCursor").field("dropped", &self.dropped()).finish()
     }
 }
 
