@@ -2,7 +2,55 @@
 //! `volt-console-proto`).
 
 use super::proto;
+use crate::telemetry::for_each_worker_counter;
 use crate::telemetry::{Event, EventKind, Snapshot, TaskInfo, TaskState, WorkerState};
+
+/// A `telemetry::WorkerSnapshot` as the wire's, from the counter list (see
+/// `telemetry/counters.rs`): the counters field for field by name.
+macro_rules! worker_to_proto {
+    (
+        [$w:ident]
+        per_worker { $( $(#[doc = $doc:literal])* $name:ident [$($family:tt)*]; )* }
+        totals { $( $total:ident; )* }
+    ) => {
+        proto::WorkerSnapshot {
+            index: $w.index as u32,
+            state: proto::WorkerState::from($w.state) as i32,
+            local_queue_depth: $w.local_queue_depth,
+            lifo_occupied: $w.lifo_occupied,
+            $( $name: $w.$name, )*
+            ewma_task_ns: $w.ewma_task_ns,
+            global_queue_interval: $w.global_queue_interval,
+            poll_time_histogram: histogram(&$w.poll_time_histogram),
+        }
+    };
+}
+
+/// A Prometheus counter family of one worker counter: its name, its help text, and how
+/// to read it off a wire snapshot.
+pub type WorkerCounterFamily = (&'static str, &'static str, fn(&proto::WorkerSnapshot) -> u64);
+
+/// The `volt_worker_*_total` families `volt-exporter` publishes, one per worker counter
+/// the list (`telemetry/counters.rs`) gives a family, in the list's order.
+pub const WORKER_COUNTER_FAMILIES: &[WorkerCounterFamily] = for_each_worker_counter!(worker_families);
+
+/// Builds [`WORKER_COUNTER_FAMILIES`]: one entry per counter with a family (a muncher,
+/// since entries without one add nothing).
+macro_rules! worker_families {
+    (@acc [$($out:tt)*]) => { &[$($out)*] };
+    (@acc [$($out:tt)*] $name:ident [$family:literal, $help:literal]; $($rest:tt)*) => {
+        worker_families!(@acc [$($out)* ($family, $help, |w: &proto::WorkerSnapshot| w.$name),] $($rest)*)
+    };
+    (@acc [$($out:tt)*] $name:ident []; $($rest:tt)*) => { worker_families!(@acc [$($out)*] $($rest)*) };
+    (
+        []
+        per_worker { $( $(#[doc = $doc:literal])* $name:ident [$($family:tt)*]; )* }
+        totals { $( $total:ident; )* }
+    ) => {
+        worker_families!(@acc [] $( $name [$($family)*]; )*)
+    };
+}
+use worker_families;
 
 pub(super) fn histogram(h: &crate::telemetry::Histogram) -> Option<proto::Histogram> {
     Some(proto::Histogram { buckets: h.buckets.clone(), sum: h.sum })
@@ -21,28 +69,7 @@ impl From<WorkerState> for proto::WorkerState {
 impl From<&Snapshot> for proto::Snapshot {
     fn from(s: &Snapshot) -> proto::Snapshot {
         proto::Snapshot {
-            workers: s
-                .workers
-                .iter()
-                .map(|w| proto::WorkerSnapshot {
-                    index: w.index as u32,
-                    state: proto::WorkerState::from(w.state) as i32,
-                    local_queue_depth: w.local_queue_depth,
-                    lifo_occupied: w.lifo_occupied,
-                    tasks_polled: w.tasks_polled,
-                    tasks_stolen: w.tasks_stolen,
-                    steal_operations: w.steal_operations,
-                    times_parked: w.times_parked,
-                    parked_ns: w.parked_ns,
-                    lifo_hits: w.lifo_hits,
-                    global_batch_fetches: w.global_batch_fetches,
-                    overflows: w.overflows,
-                    budget_yields: w.budget_yields,
-                    ewma_task_ns: w.ewma_task_ns,
-                    global_queue_interval: w.global_queue_interval,
-                    poll_time_histogram: histogram(&w.poll_time_histogram),
-                })
-                .collect(),
+            workers: s.workers.iter().map(|w| crate::telemetry::for_each_worker_counter!(worker_to_proto, w)).collect(),
             global_queue_depth: s.global_queue_depth,
             num_searching: s.num_searching,
             num_parked: s.num_parked,

@@ -68,6 +68,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tonic::Request;
 
+pub use convert::{WorkerCounterFamily, WORKER_COUNTER_FAMILIES};
 pub use limits::ConnectionLimits;
 pub use volt_console_proto as proto;
 use volt_console_proto::console_server::ConsoleServer;
