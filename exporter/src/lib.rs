@@ -308,6 +308,14 @@ enum Figure<T> {
     Level(fn(&T) -> f64),
 }
 
+impl<T> Clone for Figure<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Figure<T> {}
+
 /// One metric family the `metrics` side publishes: declared once here, and described,
 /// registered and set from this table.
 struct Family<T> {
@@ -351,22 +359,17 @@ const GLOBAL: &[Family<proto::Snapshot>] = &[
     level("volt_blocking_queue_depth", "spawn_blocking calls waiting for a thread.", |s| s.blocking_queue_depth as f64),
 ];
 
-/// The per-worker families (label `worker`).
-const WORKER: &[Family<proto::WorkerSnapshot>] = &[
-    total("volt_worker_polls_total", "Task polls the worker made.", |w| w.tasks_polled),
-    total("volt_worker_steals_total", "Tasks the worker stole from other workers.", |w| w.tasks_stolen),
-    total("volt_worker_steal_operations_total", "Successful steal operations (each takes about half a queue).", |w| {
-        w.steal_operations
-    }),
-    total("volt_worker_parks_total", "Times the worker parked.", |w| w.times_parked),
-    total("volt_worker_lifo_hits_total", "Polls served from the worker's LIFO slot.", |w| w.lifo_hits),
-    total("volt_worker_overflows_total", "Times the worker's local queue overflowed to the global queue.", |w| {
-        w.overflows
-    }),
-    total("volt_worker_budget_yields_total", "Budget ticks that used the full 128 polls.", |w| w.budget_yields),
-    total("volt_worker_global_batch_fetches_total", "Batches the worker took from the global queue.", |w| {
-        w.global_batch_fetches
-    }),
+/// The per-worker families (label `worker`): the counters from the runtime's one list of
+/// them ([`volt::console::WORKER_COUNTER_FAMILIES`]), then the gauges.
+static WORKER: std::sync::LazyLock<Vec<Family<proto::WorkerSnapshot>>> = std::sync::LazyLock::new(|| {
+    let counters = volt::console::WORKER_COUNTER_FAMILIES.iter().map(|&(name, help, read)| total(name, help, read));
+    counters
+        .chain(WORKER_GAUGES.iter().map(|f| Family { name: f.name, help: f.help, unit: f.unit, figure: f.figure }))
+        .collect()
+});
+
+/// The per-worker gauges.
+const WORKER_GAUGES: &[Family<proto::WorkerSnapshot>] = &[
     level("volt_worker_local_queue_depth", "Tasks in the worker's local queue.", |w| w.local_queue_depth as f64),
     level("volt_worker_global_queue_interval", "Polls between the worker's global-queue checks (EWMA-tuned).", |w| {
         w.global_queue_interval as f64
@@ -479,7 +482,7 @@ impl Registry {
         let recorder = PrometheusBuilder::new().build_recorder();
         let global = metrics::with_local_recorder(&recorder, || {
             describe(GLOBAL);
-            describe(WORKER);
+            describe(&WORKER);
             register(GLOBAL, &[])
         });
         Registry { recorder, global, workers: Vec::new(), last: None }
@@ -488,7 +491,7 @@ impl Registry {
     fn worker(&mut self, i: usize) -> &[Handle<proto::WorkerSnapshot>] {
         while self.workers.len() <= i {
             let labels = [("worker", self.workers.len().to_string())];
-            let w = metrics::with_local_recorder(&self.recorder, || register(WORKER, &labels));
+            let w = metrics::with_local_recorder(&self.recorder, || register(&WORKER, &labels));
             self.workers.push(w);
         }
         &self.workers[i]

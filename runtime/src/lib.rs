@@ -75,7 +75,7 @@ pub mod time;
 mod loom_tests;
 // Under loom the telemetry module is not built, but its event ring is model-checked.
 #[cfg(loom)]
-#[path = "telemetry/events.rs"]
+#[path = "telemetry/events/mod.rs"]
 #[allow(missing_docs, unreachable_pub)]
 pub(crate) mod events_loom;
 // The same for the live-task change log.

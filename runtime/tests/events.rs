@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use std::time::Duration;
-use volt::telemetry::{Event, EventKind};
+use volt::telemetry::{Event, EventDetail, EventKind, ScheduleTarget};
 
 fn rt_with_ring(workers: usize, capacity: usize) -> volt::Runtime {
     volt::runtime::Builder::new().worker_threads(workers).event_ring(capacity).build().unwrap()
@@ -83,9 +83,10 @@ fn spawn_poll_complete_share_the_task_id() {
         [EventKind::Spawn, EventKind::Schedule, EventKind::PollStart, EventKind::PollEnd, EventKind::Complete],
         "{mine:?}"
     );
-    assert_eq!(mine[0].arg, 1, "spawned from block_on: remote");
+    assert_eq!(mine[0].detail(), EventDetail::Spawn { remote: true }, "spawned from block_on: remote");
     assert_eq!(mine[0].worker, None);
-    assert_eq!(mine[3].arg, 1, "the poll was ready");
+    assert_eq!(mine[1].detail(), EventDetail::Schedule { target: ScheduleTarget::Global });
+    assert_eq!(mine[3].detail(), EventDetail::PollEnd { ready: true }, "the poll was ready");
     let panicked = rt.spawn(async { panic!("x") });
     let pid = panicked.id();
     assert!(panicked.join().unwrap_err().is_panic());
@@ -182,7 +183,7 @@ fn a_steal_appears_with_its_victim_and_count() {
     let snap = rt.handle().telemetry().snapshot();
     assert_eq!(steals.len() as u64, snap.workers.iter().map(|w| w.steal_operations).sum::<u64>());
     for s in &steals {
-        let (victim, count) = ((s.arg >> 32) as usize, s.arg & 0xffff_ffff);
+        let EventDetail::Steal { from: victim, count } = s.detail() else { panic!("{s:?}") };
         let thief = s.worker.expect("steals happen on workers");
         assert_ne!(victim, thief);
         assert!(victim < 2 && (1..=128).contains(&count), "{s:?}");
@@ -191,7 +192,13 @@ fn a_steal_appears_with_its_victim_and_count() {
             .iter()
             .any(|e| e.task_id == s.task_id && e.kind == EventKind::PollStart && e.worker == Some(thief)));
     }
-    let stolen: u64 = steals.iter().map(|s| s.arg & 0xffff_ffff).sum();
+    let stolen: u64 = steals
+        .iter()
+        .map(|s| match s.detail() {
+            EventDetail::Steal { count, .. } => count,
+            _ => unreachable!(),
+        })
+        .sum();
     assert_eq!(stolen, snap.workers.iter().map(|w| w.tasks_stolen).sum::<u64>());
 }
 

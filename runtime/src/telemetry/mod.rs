@@ -7,143 +7,23 @@
 //! disagree a little while the runtime is busy (a "torn" snapshot), and agree when it is
 //! idle.
 
+pub(crate) mod clock;
+mod counters;
 pub mod events;
 mod histogram;
 pub(crate) mod tasks;
 
-pub use events::{Event, EventKind};
+pub use counters::WorkerSnapshot;
+pub(crate) use counters::{for_each_worker_counter, Counter, WorkerCounters};
+pub use events::{Event, EventCursor, EventDetail, EventKind, ScheduleTarget};
 pub use histogram::Histogram;
-use histogram::LogHistogram;
 
 use crate::runtime::handle::Shared;
-use events::{Clock, EventRing, Raw, RingCursor};
+use clock::Clock;
+use events::{EventRing, Raw};
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 use std::sync::Arc;
-
-/// A counter with a single writer (its worker). Readers on other threads see whole values.
-#[derive(Default)]
-pub(crate) struct Counter(AtomicU64);
-
-impl Counter {
-    /// Owner only: add one.
-    #[inline(always)]
-    pub(crate) fn inc(&self) {
-        self.add(1);
-    }
-
-    /// Owner only: add `n` (a load and a store: there is no other writer).
-    ///
-    /// Under `--cfg volt_no_counters` this does nothing. That build exists only to measure
-    /// what the always-on counters cost (`runtime/benches/counters.sh`); its telemetry
-    /// reads zeros.
-    #[inline(always)]
-    pub(crate) fn add(&self, n: u64) {
-        #[cfg(not(volt_no_counters))]
-        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
-        #[cfg(volt_no_counters)]
-        let _ = n;
-    }
-
-    /// Owner only: add one, in every build. For the one counter the scheduler itself
-    /// reads (`tasks_polled`: other workers watch it to tell a worker stuck in one poll,
-    /// see "Stealing from the LIFO slot" in `scheduler/worker.rs`), which therefore stays
-    /// under `--cfg volt_no_counters`.
-    #[inline(always)]
-    pub(crate) fn inc_always(&self) {
-        self.0.store(self.0.load(Relaxed).wrapping_add(1), Relaxed);
-    }
-
-    pub(crate) fn get(&self) -> u64 {
-        self.0.load(Relaxed)
-    }
-}
-
-/// One worker's counters and gauges.
-pub(crate) struct WorkerCounters {
-    pub(crate) tasks_polled: Counter,
-    pub(crate) tasks_stolen: Counter,
-    pub(crate) steal_operations: Counter,
-    pub(crate) times_parked: Counter,
-    pub(crate) parked_ns: Counter,
-    pub(crate) lifo_hits: Counter,
-    pub(crate) global_batch_fetches: Counter,
-    pub(crate) overflows: Counter,
-    pub(crate) budget_yields: Counter,
-    pub(crate) tasks_spawned: Counter,
-    pub(crate) tasks_completed: Counter,
-    pub(crate) tasks_cancelled: Counter,
-    pub(crate) tasks_panicked: Counter,
-    pub(crate) timers_armed: Counter,
-    pub(crate) timers_fired: Counter,
-    pub(crate) timers_cancelled: Counter,
-    pub(crate) io_events: Counter,
-    /// The histograms (1 KiB), in their own allocation so the counters the hot paths
-    /// touch stay packed together.
-    pub(crate) histograms: Box<WorkerHistograms>,
-    /// Gauges, owner-written.
-    pub(crate) ewma_task_ns: AtomicU64,
-    pub(crate) global_queue_interval: AtomicU32,
-    state: AtomicU8,
-}
-
-impl WorkerCounters {
-    pub(crate) fn new(interval: u32, ewma: u64) -> WorkerCounters {
-        WorkerCounters {
-            tasks_polled: Counter::default(),
-            tasks_stolen: Counter::default(),
-            steal_operations: Counter::default(),
-            times_parked: Counter::default(),
-            parked_ns: Counter::default(),
-            lifo_hits: Counter::default(),
-            global_batch_fetches: Counter::default(),
-            overflows: Counter::default(),
-            budget_yields: Counter::default(),
-            tasks_spawned: Counter::default(),
-            tasks_completed: Counter::default(),
-            tasks_cancelled: Counter::default(),
-            tasks_panicked: Counter::default(),
-            timers_armed: Counter::default(),
-            timers_fired: Counter::default(),
-            timers_cancelled: Counter::default(),
-            io_events: Counter::default(),
-            histograms: Box::default(),
-            ewma_task_ns: AtomicU64::new(ewma),
-            global_queue_interval: AtomicU32::new(interval),
-            state: AtomicU8::new(WorkerState::Running as u8),
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn set_state(&self, s: WorkerState) {
-        #[cfg(not(volt_no_counters))]
-        self.state.store(s as u8, Relaxed);
-        #[cfg(volt_no_counters)]
-        let _ = s;
-    }
-
-    fn state(&self) -> WorkerState {
-        match self.state.load(Relaxed) {
-            1 => WorkerState::Searching,
-            2 => WorkerState::Parked,
-            _ => WorkerState::Running,
-        }
-    }
-}
-
-/// One worker's histograms (owner-written).
-#[derive(Default)]
-pub(crate) struct WorkerHistograms {
-    /// Poll durations in ns (recorded while the runtime times polls: see
-    /// `Builder::poll_time_histogram`).
-    pub(crate) poll_time: LogHistogram,
-    /// Wake-to-poll latency in ns (recorded when the event ring is on).
-    pub(crate) schedule_latency: LogHistogram,
-    /// How long each park lasted, in ns.
-    pub(crate) park_duration: LogHistogram,
-    /// Tasks taken per successful steal.
-    pub(crate) steal_batch: LogHistogram,
-}
 
 /// Counts made off the workers (spawns from other threads, tasks finished by shutdown).
 /// Several threads write these, so they use `fetch_add`; none of them is on a hot path.
@@ -167,50 +47,6 @@ pub enum WorkerState {
     Searching = 1,
     /// Asleep on its futex.
     Parked = 2,
-}
-
-/// One worker, as read by [`Telemetry::snapshot`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct WorkerSnapshot {
-    /// The worker's index (its bit in `parked_bitmap`).
-    pub index: usize,
-    /// Running, searching or parked.
-    pub state: WorkerState,
-    /// Tasks in its local ring.
-    pub local_queue_depth: u64,
-    /// Whether its LIFO slot holds a task.
-    pub lifo_occupied: bool,
-    /// Polls it made.
-    pub tasks_polled: u64,
-    /// Tasks it took from other workers.
-    pub tasks_stolen: u64,
-    /// Successful steals (each takes about half a victim's ring).
-    pub steal_operations: u64,
-    /// Times it slept (on its futex or in the reactor). A sleep is counted as it ends,
-    /// together with its time, so this always matches the park-duration histogram.
-    pub times_parked: u64,
-    /// Nanoseconds it spent asleep.
-    pub parked_ns: u64,
-    /// Polls served from the LIFO slot.
-    pub lifo_hits: u64,
-    /// Batches fetched from the global queue.
-    pub global_batch_fetches: u64,
-    /// Times its ring overflowed to the global queue.
-    pub overflows: u64,
-    /// Budget ticks that used the full 128 polls.
-    pub budget_yields: u64,
-    /// EWMA of the time per task, in nanoseconds.
-    pub ewma_task_ns: u64,
-    /// Polls between global-queue checks, from the EWMA (8..=255).
-    pub global_queue_interval: u32,
-    /// Bytes of freed task cells its cell cache keeps for reuse (local lists and what
-    /// other threads gave back), at most 512 KiB: the rest goes back to the allocator.
-    pub cell_cache_bytes: u64,
-    /// Poll durations in nanoseconds: one count per poll, by default. Empty when the
-    /// runtime was built with `Builder::poll_time_histogram(false)` and no event ring
-    /// (timing a poll costs one clock read).
-    pub poll_time_histogram: Histogram,
 }
 
 /// The whole runtime, as read by [`Telemetry::snapshot`].
@@ -348,37 +184,13 @@ impl Telemetry {
         };
         for w in s.workers.iter() {
             let c = &w.counters;
-            snap.tasks_spawned += c.tasks_spawned.get();
-            snap.tasks_completed += c.tasks_completed.get();
-            snap.tasks_cancelled += c.tasks_cancelled.get();
-            snap.tasks_panicked += c.tasks_panicked.get();
-            snap.timers_armed += c.timers_armed.get();
-            snap.timers_fired += c.timers_fired.get();
-            snap.timers_cancelled += c.timers_cancelled.get();
-            snap.io_events += c.io_events.get();
-            snap.workers.push(WorkerSnapshot {
-                index: w.index,
-                state: c.state(),
-                local_queue_depth: w.queue.len() as u64,
-                lifo_occupied: w.lifo.peek().is_some(),
-                tasks_polled: c.tasks_polled.get(),
-                tasks_stolen: c.tasks_stolen.get(),
-                steal_operations: c.steal_operations.get(),
-                times_parked: c.times_parked.get(),
-                parked_ns: c.parked_ns.get(),
-                lifo_hits: c.lifo_hits.get(),
-                global_batch_fetches: c.global_batch_fetches.get(),
-                overflows: c.overflows.get(),
-                budget_yields: c.budget_yields.get(),
-                ewma_task_ns: c.ewma_task_ns.load(Relaxed),
-                global_queue_interval: c.global_queue_interval.load(Relaxed),
-                cell_cache_bytes: w.cache.cached_bytes() as u64,
-                poll_time_histogram: {
-                    let mut h = Histogram::default();
-                    c.histograms.poll_time.add_to(&mut h);
-                    h
-                },
-            });
+            c.add_totals(&mut snap);
+            snap.workers.push(c.snapshot(
+                w.index,
+                w.queue.len() as u64,
+                w.lifo.peek().is_some(),
+                w.cache.cached_bytes() as u64,
+            ));
             c.histograms.park_duration.add_to(&mut snap.park_duration_histogram);
             c.histograms.steal_batch.add_to(&mut snap.steal_batch_histogram);
             c.histograms.schedule_latency.add_to(&mut snap.schedule_latency_histogram);
@@ -553,21 +365,13 @@ impl Telemetry {
     /// existed were never its to miss, so they do not count in [`EventCursor::dropped`].
     /// Without `Builder::event_ring` it never yields anything.
     pub fn events(&self) -> EventCursor {
-        let rings = match &self.shared.recorder {
-            Some(r) => r
-                .rings
-                .iter()
-                .map(|ring| RingCursor { next: ring.written().saturating_sub(ring.capacity()), dropped: 0 })
-                .collect(),
-            None => Vec::new(),
-        };
-        EventCursor { shared: Arc::clone(&self.shared), rings, buffered: Default::default(), records: 0 }
+        EventCursor::new(Arc::clone(&self.shared))
     }
 }
 
 /// The event ring's writers: one ring per worker plus a shared one for other threads.
 pub(crate) struct Recorder {
-    rings: Box<[EventRing]>,
+    pub(crate) rings: Box<[EventRing]>,
     clock: Clock,
     /// Which live tasks changed, while a reader (the console) watches the task list.
     pub(crate) changes: tasks::TaskChangeLog,
@@ -609,76 +413,6 @@ impl Recorder {
     #[inline]
     pub(crate) fn clock(&self) -> &Clock {
         &self.clock
-    }
-}
-
-/// A reader of the event ring; see [`Telemetry::events`].
-pub struct EventCursor {
-    shared: Arc<Shared>,
-    rings: Vec<RingCursor>,
-    buffered: std::collections::VecDeque<Event>,
-    records: u64,
-}
-
-impl EventCursor {
-    /// The events recorded since the previous call (on the first call: everything the
-    /// rings still hold), in timestamp order. Events from one worker keep their order.
-    pub fn read(&mut self) -> Vec<Event> {
-        let mut out: Vec<Event> = self.buffered.drain(..).collect();
-        let Some(rec) = &self.shared.recorder else { return out };
-        let mut raw = Vec::new();
-        let mut tagged = Vec::new();
-        for (i, (cur, ring)) in self.rings.iter_mut().zip(rec.rings.iter()).enumerate() {
-            raw.clear();
-            cur.drain(ring, &mut raw);
-            self.records += raw.len() as u64;
-            for &(r, pos) in raw.iter() {
-                // A poll start folded into a record sorts just before that record.
-                if let Some(start) = events::implicit_poll_start(&r) {
-                    tagged.push((start.ts, i, pos, 0, start));
-                }
-                tagged.push((r.ts, i, pos, 1, r));
-            }
-        }
-        tagged.sort_unstable_by_key(|&(ts, ring, pos, sub, _)| (ts, ring, pos, sub));
-        for (_, _, _, _, r) in tagged {
-            events::decode(r, rec.clock.since_start_ns(r.ts), &mut out);
-        }
-        out
-    }
-
-    /// Records this cursor missed: overwritten after it was created and before it read
-    /// them (or, rarely, given up by a writer on the shared remote ring). Each cursor
-    /// counts its own: a reader that keeps up misses nothing, however many records the
-    /// ring overwrites after it has read them (`Snapshot::events_overwritten`).
-    /// (A record is one ring slot; a spawn or a poll's end is one record that reads out as
-    /// two or three events, so compare this with [`EventCursor::records_read`] and
-    /// `Snapshot::events_recorded`, which count records too.)
-    pub fn dropped(&self) -> u64 {
-        self.rings.iter().map(|r| r.dropped).sum()
-    }
-
-    /// Records this cursor has read so far.
-    pub fn records_read(&self) -> u64 {
-        self.records
-    }
-}
-
-/// Yields the events available now; after `None`, more may come later.
-impl Iterator for EventCursor {
-    type Item = Event;
-    fn next(&mut self) -> Option<Event> {
-        if self.buffered.is_empty() {
-            let batch = self.read();
-            self.buffered.extend(batch);
-        }
-        self.buffered.pop_front()
-    }
-}
-
-impl std::fmt::Debug for EventCursor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventCursor").field("dropped", &self.dropped()).finish()
     }
 }
 

@@ -316,3 +316,82 @@ mod tests {
         assert_eq!(out, [0, 1, 2, 3, 5, 6, 7, 8]);
     }
 }
+
+/// The change log's protocols under loom (`--cfg loom`; `lib.rs` builds this module alone
+/// then).
+#[cfg(all(loom, test))]
+mod loom_tests {
+    use crate::loom::{thread, Arc};
+    use crate::loom_tests::model;
+
+    /// The live-task change ring: what the producer pushed arrives once, in order, and a push
+    /// into a full ring is refused and reported as an overflow, never lost silently.
+    #[test]
+    fn loom_task_change_ring() {
+        use super::ChangeRing;
+        use std::ptr::NonNull;
+        model(|| {
+            let ring = Arc::new(ChangeRing::<u64>::new(2));
+            let values: Arc<Vec<u64>> = Arc::new(vec![1, 2, 3]);
+            let producer = {
+                let (ring, values) = (ring.clone(), values.clone());
+                thread::spawn(move || {
+                    let mut pushed = Vec::new();
+                    for v in values.iter() {
+                        if ring.push(NonNull::from(v)) {
+                            pushed.push(*v);
+                        }
+                    }
+                    pushed
+                })
+            };
+            let mut got = Vec::new();
+            ring.drain(|p| got.push(unsafe_read(p)));
+            let pushed = producer.join().unwrap();
+            ring.drain(|p| got.push(unsafe_read(p)));
+            assert_eq!(got, pushed, "each pushed entry once, in order");
+            assert_eq!(ring.take_overflow(), pushed.len() < 3, "a refused push is an overflow");
+        });
+
+        fn unsafe_read(p: NonNull<u64>) -> u64 {
+            // SAFETY: the pointers are into `values`, alive for the whole model.
+            unsafe { *p.as_ptr() }
+        }
+    }
+
+    /// The queued flag: a change made while the task is queued is either seen by the read in
+    /// progress or queues the task again; the reader never ends with a stale figure.
+    #[test]
+    fn loom_task_change_flag() {
+        use super::{clear_then_read, needs_queue, ChangeRing};
+        use crate::loom::{AtomicBool, AtomicU64};
+        use std::ptr::NonNull;
+        model(|| {
+            static TASK: u64 = 0;
+            let figure = Arc::new(AtomicU64::new(0));
+            let queued = Arc::new(AtomicBool::new(true));
+            let ring = Arc::new(ChangeRing::<u64>::new(2));
+            // The task is queued with figure 0.
+            assert!(ring.push(NonNull::from(&TASK)));
+            let marker = {
+                let (figure, queued, ring) = (figure.clone(), queued.clone(), ring.clone());
+                thread::spawn(move || {
+                    figure.store(1, std::sync::atomic::Ordering::Relaxed);
+                    if needs_queue(&queued) {
+                        queued.store(true, std::sync::atomic::Ordering::Relaxed);
+                        assert!(ring.push(NonNull::from(&TASK)));
+                    }
+                })
+            };
+            let mut seen = None;
+            let mut read = |_| {
+                clear_then_read(&queued);
+                seen = Some(figure.load(std::sync::atomic::Ordering::Relaxed));
+            };
+            ring.drain(&mut read);
+            marker.join().unwrap();
+            ring.drain(&mut read);
+            assert_eq!(seen, Some(1), "the last read saw the last change");
+        });
+    }
+}

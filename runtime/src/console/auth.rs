@@ -1,0 +1,43 @@
+//! Who may call: the token a non-loopback bind needs, and the check every call passes
+//! (reflection included) when a token is set. See "Security" in the module doc.
+
+use std::io;
+use std::net::SocketAddr;
+use tonic::{Request, Status};
+
+/// The token to require: `configured` (`Builder::console_token`), else
+/// `VOLT_CONSOLE_TOKEN` if set and non-empty. Serving beyond loopback without one is
+/// refused, so telemetry never leaves the machine unauthenticated by accident.
+pub(super) fn token_for(configured: Option<String>, addr: SocketAddr) -> io::Result<Option<String>> {
+    let token = configured.or_else(|| std::env::var("VOLT_CONSOLE_TOKEN").ok()).filter(|t| !t.is_empty());
+    if !addr.ip().is_loopback() && token.is_none() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "volt console: {addr} is not a loopback address, and serving telemetry beyond this machine needs \
+                 a token: set VOLT_CONSOLE_TOKEN (or Builder::console_token), or bind 127.0.0.1"
+            ),
+        ));
+    }
+    Ok(token)
+}
+
+/// Constant-time comparison of the presented token.
+pub(super) fn check_token(expected: Option<&str>, req: Request<()>) -> Result<Request<()>, Status> {
+    let Some(expected) = expected else { return Ok(req) };
+    let presented = req
+        .metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let (a, b) = (presented.as_bytes(), expected.as_bytes());
+    let diff = a.iter().zip(b.iter()).fold(a.len() ^ b.len(), |d, (x, y)| d | (*x ^ *y) as usize);
+    if diff == 0 {
+        Ok(req)
+    } else {
+        Err(Status::unauthenticated(
+            "volt console: missing or wrong token; send the metadata `authorization: Bearer <VOLT_CONSOLE_TOKEN>`",
+        ))
+    }
+}

@@ -1,0 +1,153 @@
+//! Conversions to the wire types, field for field (see `proto/volt/console/v1` in
+//! `volt-console-proto`).
+
+use super::proto;
+use crate::telemetry::for_each_worker_counter;
+use crate::telemetry::{Event, EventKind, Snapshot, TaskInfo, TaskState, WorkerState};
+
+/// A `telemetry::WorkerSnapshot` as the wire's, from the counter list (see
+/// `telemetry/counters.rs`): the counters field for field by name.
+macro_rules! worker_to_proto {
+    (
+        [$w:ident]
+        per_worker { $( $(#[doc = $doc:literal])* $name:ident [$($family:tt)*]; )* }
+        totals { $( $total:ident; )* }
+    ) => {
+        proto::WorkerSnapshot {
+            index: $w.index as u32,
+            state: proto::WorkerState::from($w.state) as i32,
+            local_queue_depth: $w.local_queue_depth,
+            lifo_occupied: $w.lifo_occupied,
+            $( $name: $w.$name, )*
+            ewma_task_ns: $w.ewma_task_ns,
+            global_queue_interval: $w.global_queue_interval,
+            poll_time_histogram: histogram(&$w.poll_time_histogram),
+        }
+    };
+}
+
+/// A Prometheus counter family of one worker counter: its name, its help text, and how
+/// to read it off a wire snapshot.
+pub type WorkerCounterFamily = (&'static str, &'static str, fn(&proto::WorkerSnapshot) -> u64);
+
+/// The `volt_worker_*_total` families `volt-exporter` publishes, one per worker counter
+/// the list (`telemetry/counters.rs`) gives a family, in the list's order.
+pub const WORKER_COUNTER_FAMILIES: &[WorkerCounterFamily] = for_each_worker_counter!(worker_families);
+
+/// Builds [`WORKER_COUNTER_FAMILIES`]: one entry per counter with a family (a muncher,
+/// since entries without one add nothing).
+macro_rules! worker_families {
+    (@acc [$($out:tt)*]) => { &[$($out)*] };
+    (@acc [$($out:tt)*] $name:ident [$family:literal, $help:literal]; $($rest:tt)*) => {
+        worker_families!(@acc [$($out)* ($family, $help, |w: &proto::WorkerSnapshot| w.$name),] $($rest)*)
+    };
+    (@acc [$($out:tt)*] $name:ident []; $($rest:tt)*) => { worker_families!(@acc [$($out)*] $($rest)*) };
+    (
+        []
+        per_worker { $( $(#[doc = $doc:literal])* $name:ident [$($family:tt)*]; )* }
+        totals { $( $total:ident; )* }
+    ) => {
+        worker_families!(@acc [] $( $name [$($family)*]; )*)
+    };
+}
+use worker_families;
+
+pub(super) fn histogram(h: &crate::telemetry::Histogram) -> Option<proto::Histogram> {
+    Some(proto::Histogram { buckets: h.buckets.clone(), sum: h.sum })
+}
+
+impl From<WorkerState> for proto::WorkerState {
+    fn from(s: WorkerState) -> proto::WorkerState {
+        match s {
+            WorkerState::Running => proto::WorkerState::Running,
+            WorkerState::Searching => proto::WorkerState::Searching,
+            WorkerState::Parked => proto::WorkerState::Parked,
+        }
+    }
+}
+
+impl From<&Snapshot> for proto::Snapshot {
+    fn from(s: &Snapshot) -> proto::Snapshot {
+        proto::Snapshot {
+            workers: s.workers.iter().map(|w| crate::telemetry::for_each_worker_counter!(worker_to_proto, w)).collect(),
+            global_queue_depth: s.global_queue_depth,
+            num_searching: s.num_searching,
+            num_parked: s.num_parked,
+            parked_bitmap: s.parked_bitmap,
+            tasks_spawned: s.tasks_spawned,
+            tasks_alive: s.tasks_alive,
+            tasks_completed: s.tasks_completed,
+            tasks_cancelled: s.tasks_cancelled,
+            tasks_panicked: s.tasks_panicked,
+            timers_armed: s.timers_armed,
+            timers_fired: s.timers_fired,
+            timers_cancelled: s.timers_cancelled,
+            timers_pending: s.timers_pending,
+            io_events: s.io_events,
+            park_duration_histogram: histogram(&s.park_duration_histogram),
+            steal_batch_histogram: histogram(&s.steal_batch_histogram),
+            schedule_latency_histogram: histogram(&s.schedule_latency_histogram),
+            events_recorded: s.events_recorded,
+            events_overwritten: s.events_overwritten,
+            blocking_threads: s.blocking_threads,
+            blocking_queue_depth: s.blocking_queue_depth,
+            bridge: s.bridge.as_ref().map(|b| proto::BridgeSnapshot {
+                workers: b.workers,
+                alive_tasks: b.alive_tasks,
+                global_queue_depth: b.global_queue_depth,
+                busy_ns: b.busy.as_nanos() as u64,
+            }),
+        }
+    }
+}
+
+impl From<EventKind> for proto::EventKind {
+    fn from(k: EventKind) -> proto::EventKind {
+        use proto::EventKind as P;
+        match k {
+            EventKind::Spawn => P::Spawn,
+            EventKind::Schedule => P::Schedule,
+            EventKind::PollStart => P::PollStart,
+            EventKind::PollEnd => P::PollEnd,
+            EventKind::Transition => P::Transition,
+            EventKind::Steal => P::Steal,
+            EventKind::Overflow => P::Overflow,
+            EventKind::Park => P::Park,
+            EventKind::Unpark => P::Unpark,
+            EventKind::Complete => P::Complete,
+            EventKind::Cancel => P::Cancel,
+            EventKind::Panic => P::Panic,
+        }
+    }
+}
+
+impl From<&Event> for proto::Event {
+    fn from(e: &Event) -> proto::Event {
+        proto::Event {
+            timestamp_ns: e.timestamp_ns,
+            worker: e.worker.map(|w| w as u32),
+            kind: proto::EventKind::from(e.kind) as i32,
+            task_id: e.task_id,
+            arg: e.arg,
+        }
+    }
+}
+
+impl From<&TaskInfo> for proto::Task {
+    fn from(t: &TaskInfo) -> proto::Task {
+        proto::Task {
+            id: t.id,
+            name: t.name.clone(),
+            state: match t.state {
+                TaskState::Idle => proto::TaskState::Idle,
+                TaskState::Scheduled => proto::TaskState::Scheduled,
+                TaskState::Running => proto::TaskState::Running,
+                TaskState::Complete => proto::TaskState::Complete,
+            } as i32,
+            polls: t.polls,
+            busy_ns: t.busy.as_nanos() as u64,
+            scheduled_ns: t.scheduled.as_nanos() as u64,
+            since_last_poll_ns: t.since_last_poll.map(|d| d.as_nanos() as u64),
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! The publisher: every publish interval, one snapshot and one drain of the event ring
+//! become one `Update`, offered to every watching client through its bounded channel
+//! (see "Publishing", "The task list" and "Lost events" in the module doc).
+
+use super::tasks::{Query, TaskIndex};
+use super::{proto, HISTORY, ONE_OFF_KEEP};
+use crate::telemetry::Telemetry;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+
+/// What a stream's channel carries: the shared update, the updates this client missed
+/// before it, and the client's own window of the task list.
+pub(super) type Item = (Arc<proto::Update>, u64, Option<proto::TaskChanges>);
+
+pub(super) struct Client {
+    pub(super) tx: mpsc::Sender<Item>,
+    /// Updates this client missed since the last one it was sent.
+    pub(super) missed: u64,
+    /// The stream's `watch_id`.
+    pub(super) id: u64,
+    /// False for a stream with `omit_tasks`.
+    pub(super) wants_tasks: bool,
+    /// Its window of the task list (see [`ClientView`]).
+    pub(super) view: ClientView,
+}
+
+/// What one stream asked for from the task list and what it was sent.
+pub(super) struct ClientView {
+    pub(super) query: Query,
+    /// `SetTaskQuery` calls so far on this stream.
+    pub(super) generation: u64,
+    /// The rows the client holds (id -> what it was sent), in window order in `ids`.
+    pub(super) sent: HashMap<u64, (u8, u64, u64, u64)>,
+    pub(super) ids: Vec<u64>,
+    pub(super) matching: u64,
+    /// The next update resends the whole window (first update, new query, missed update).
+    pub(super) full_next: bool,
+    /// The index generation `ids` was computed at.
+    pub(super) index_generation: u64,
+}
+
+impl ClientView {
+    pub(super) fn new(query: Query) -> ClientView {
+        ClientView {
+            query,
+            generation: 0,
+            sent: HashMap::new(),
+            ids: Vec::new(),
+            matching: 0,
+            full_next: true,
+            index_generation: 0,
+        }
+    }
+
+    /// This stream's task changes since its last update: the window's rows that are new
+    /// or changed, the ids that left it, and the counts.
+    pub(super) fn changes(&mut self, idx: &TaskIndex, now_ns: u64) -> proto::TaskChanges {
+        let full = std::mem::take(&mut self.full_next);
+        let mut out = proto::TaskChanges {
+            full,
+            counts: Some(idx.counts()),
+            query_generation: self.generation,
+            ..Default::default()
+        };
+        if full || self.index_generation != idx.generation {
+            self.index_generation = idx.generation;
+            let w = idx.window(&self.query);
+            self.matching = w.matching;
+            // Keep the window under the size bound: its rows as they would be sent whole.
+            let (rows, _) = idx.rows_within_bound(&w.ids, now_ns);
+            let ids: Vec<u64> = rows.iter().map(|t| t.id).collect();
+            let keep: HashSet<u64> = ids.iter().copied().collect();
+            if !full {
+                out.removed = self.sent.keys().filter(|id| !keep.contains(id)).copied().collect();
+                out.removed.sort_unstable();
+            }
+            let mut sent = HashMap::with_capacity(rows.len());
+            for t in rows {
+                let (id, Some(v)) = (t.id, idx.version(t.id)) else { continue };
+                if full || self.sent.get(&id) != Some(&v) {
+                    out.changed.push(t);
+                }
+                sent.insert(id, v);
+            }
+            self.sent = sent;
+            self.ids = ids;
+        }
+        out.view = self.ids.clone();
+        out.matching = self.matching;
+        out
+    }
+}
+
+pub(super) struct State {
+    pub(super) telemetry: Telemetry,
+    pub(super) info: proto::RuntimeInfo,
+    pub(super) seq: AtomicU64,
+    pub(super) next_watch_id: AtomicU64,
+    pub(super) clients: Mutex<Vec<Client>>,
+    /// The task index, while some client wants tasks (see "The task list").
+    pub(super) index: Mutex<Option<TaskIndex>>,
+    /// Until when the last one-off task call keeps the index alive.
+    pub(super) one_off_until: Mutex<Option<Instant>>,
+    /// Recent events, for `GetTask`.
+    pub(super) history: Mutex<VecDeque<proto::Event>>,
+}
+
+impl State {
+    pub(super) fn new(telemetry: Telemetry, interval: Duration) -> State {
+        let info = proto::RuntimeInfo {
+            workers: telemetry.num_workers() as u32,
+            max_searching: telemetry.max_searching() as u32,
+            event_ring_capacity: telemetry.event_ring_capacity() as u64,
+            publish_interval_ns: interval.as_nanos() as u64,
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            started_unix_ns: std::time::SystemTime::now()
+                .checked_sub(telemetry.uptime())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos() as u64),
+        };
+        State {
+            telemetry,
+            info,
+            seq: AtomicU64::new(0),
+            next_watch_id: AtomicU64::new(1),
+            clients: Mutex::new(Vec::new()),
+            index: Mutex::new(None),
+            one_off_until: Mutex::new(None),
+            history: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    pub(super) fn recording(&self) -> bool {
+        self.info.event_ring_capacity > 0
+    }
+
+    /// The index, brought up to date (built by one walk if there is none yet). Only
+    /// while recording.
+    pub(super) fn fresh_index<'a>(&self, slot: &'a mut Option<TaskIndex>) -> &'a mut TaskIndex {
+        match slot {
+            Some(idx) => {
+                let drained = self.telemetry.drain_task_changes(|row, name| idx.apply(&row, name));
+                if let crate::telemetry::tasks::Drained::Resync = drained {
+                    *idx = TaskIndex::build(&self.telemetry);
+                }
+            }
+            None => {
+                // Changes from here on are logged; the walk sees everything before.
+                self.telemetry.watch_tasks();
+                *slot = Some(TaskIndex::build(&self.telemetry));
+            }
+        }
+        slot.as_mut().expect("just filled")
+    }
+
+    /// One page for a one-off call, keeping the index alive for [`ONE_OFF_KEEP`].
+    pub(super) fn one_off_page(&self, q: &Query) -> proto::TaskPage {
+        *self.one_off_until.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + ONE_OFF_KEEP);
+        let mut slot = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.telemetry.now_ns();
+        self.fresh_index(&mut slot).page(q, now)
+    }
+
+    /// Keep the index while someone wants it; drop it (and stop the change log) once
+    /// nobody does. Called by the publisher.
+    pub(super) fn maintain_index(&self, slot: &mut Option<TaskIndex>) -> bool {
+        let wanted = self.recording() && {
+            let streams = self.clients.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|c| c.wants_tasks);
+            streams || self.one_off_until.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|t| Instant::now() < t)
+        };
+        if wanted {
+            self.fresh_index(slot);
+        } else if slot.take().is_some() {
+            self.telemetry.unwatch_tasks();
+        }
+        wanted
+    }
+
+    /// An update with the snapshot, outside the publish cycle (a stream's first update,
+    /// `GetSnapshot`), with `tasks` as the task part.
+    pub(super) fn full_update(&self, tasks: Option<proto::TaskChanges>) -> proto::Update {
+        proto::Update {
+            seq: self.seq.load(Relaxed),
+            uptime_ns: self.telemetry.uptime().as_nanos() as u64,
+            snapshot: Some((&self.telemetry.snapshot()).into()),
+            tasks,
+            runtime: Some(self.info.clone()),
+            ..Default::default()
+        }
+    }
+
+    /// One publish cycle's update (without tasks: each client gets its own window).
+    pub(super) fn next_update(
+        &self,
+        cursor: &mut crate::telemetry::EventCursor,
+        dropped_before: &mut u64,
+    ) -> proto::Update {
+        let snapshot = self.telemetry.snapshot();
+        // Every event read goes into the update (at most what the rings hold); each
+        // client's own cap is applied when it is sent (see `for_client`).
+        let events = cursor.read();
+        let missed_ring = cursor.dropped() - *dropped_before;
+        *dropped_before = cursor.dropped();
+        let events: Vec<proto::Event> = events.iter().map(proto::Event::from).collect();
+        {
+            let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+            for e in events.iter().rev().take(HISTORY).rev() {
+                if h.len() == HISTORY {
+                    h.pop_front();
+                }
+                h.push_back(*e);
+            }
+        }
+        proto::Update {
+            seq: self.seq.fetch_add(1, Relaxed) + 1,
+            uptime_ns: self.telemetry.uptime().as_nanos() as u64,
+            snapshot: Some((&snapshot).into()),
+            events,
+            events_missed: missed_ring,
+            events_missed_ring: missed_ring,
+            events_missed_cap: 0,
+            tasks: None,
+            updates_missed: 0,
+            runtime: None,
+            ..Default::default()
+        }
+    }
+
+    /// Offer `update` to every client without waiting for any of them, each with its
+    /// window of the task list from `idx`.
+    pub(super) fn broadcast(&self, update: proto::Update, idx: Option<&TaskIndex>) {
+        let update = Arc::new(update);
+        let now = self.telemetry.now_ns();
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.retain_mut(|c| {
+            let tasks = match idx {
+                Some(idx) if c.wants_tasks => Some(c.view.changes(idx, now)),
+                _ => None,
+            };
+            match c.tx.try_send((Arc::clone(&update), c.missed, tasks)) {
+                Ok(()) => {
+                    c.missed = 0;
+                    true
+                }
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    c.missed += 1;
+                    // Its task diff is lost with the update: resend the window whole.
+                    c.view.full_next = true;
+                    true
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        });
+    }
+}
+
+pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) {
+    let mut cursor = state.telemetry.events();
+    let mut dropped = 0;
+    let mut ticker = tokio::time::interval(Duration::from_nanos(state.info.publish_interval_ns));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        let update = state.next_update(&mut cursor, &mut dropped);
+        let mut slot = state.index.lock().unwrap_or_else(|e| e.into_inner());
+        let wanted = state.maintain_index(&mut slot);
+        state.broadcast(update, if wanted { slot.as_ref() } else { None });
+    }
+    // Dropping the senders ends every stream.
+    state.clients.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    if state.index.lock().unwrap_or_else(|e| e.into_inner()).take().is_some() {
+        state.telemetry.unwatch_tasks();
+    }
+}
+
+/// One client's copy of a published update: its newest `max_events` events (the rest
+/// counted in `events_missed_cap`), the updates it missed, and the task list unless it
+/// asked to go without. Copies only what the client gets.
+pub(super) fn for_client(u: &proto::Update, updates_missed: u64, max_events: usize) -> proto::Update {
+    let cut = u.events.len().saturating_sub(max_events);
+    proto::Update {
+        seq: u.seq,
+        uptime_ns: u.uptime_ns,
+        snapshot: u.snapshot.clone(),
+        events: u.events[cut..].to_vec(),
+        events_missed: u.events_missed + cut as u64,
+        events_missed_ring: u.events_missed_ring,
+        events_missed_cap: u.events_missed_cap + cut as u64,
+        // Each stream's task window is added by its sender.
+        tasks: None,
+        updates_missed,
+        runtime: u.runtime.clone(),
+        watch_id: u.watch_id,
+        tasks_more: u.tasks_more,
+    }
+}

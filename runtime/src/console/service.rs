@@ -1,0 +1,172 @@
+//! The gRPC service: `volt.console.v1.Console`'s calls, answered from the publisher's
+//! state (streams get the published updates; one-off calls read the telemetry).
+
+use super::publisher::{for_client, Client, ClientView, Item, State};
+use super::tasks::Query;
+use super::{proto, CLIENT_BACKLOG, MAX_EVENTS_PER_UPDATE, MAX_EVENTS_PER_UPDATE_LIMIT};
+use crate::telemetry::{TaskInfo, TaskState};
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+use volt_console_proto::console_server::Console;
+
+pub(super) struct Service {
+    pub(super) state: Arc<State>,
+}
+
+pub(super) type UpdateStream = Pin<Box<dyn Stream<Item = Result<proto::Update, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Console for Service {
+    type WatchUpdatesStream = UpdateStream;
+
+    async fn watch_updates(&self, request: Request<proto::WatchRequest>) -> Result<Response<UpdateStream>, Status> {
+        let req = request.into_inner();
+        if req.max_events_per_update as usize > MAX_EVENTS_PER_UPDATE_LIMIT {
+            return Err(Status::invalid_argument(format!(
+                "max_events_per_update is {}; the most is {MAX_EVENTS_PER_UPDATE_LIMIT} (0 means the server's \
+                 default, {MAX_EVENTS_PER_UPDATE})",
+                req.max_events_per_update
+            )));
+        }
+        let max_events = match req.max_events_per_update {
+            0 => MAX_EVENTS_PER_UPDATE,
+            n => n as usize,
+        };
+        let query = Query::new(req.task_query.as_ref(), proto::TaskSort::Busy).map_err(Status::invalid_argument)?;
+        let wants_tasks = !req.omit_tasks && self.state.recording();
+        let id = self.state.next_watch_id.fetch_add(1, Relaxed);
+        let mut view = ClientView::new(query);
+        let (tx, rx) = mpsc::channel(CLIENT_BACKLOG);
+        // The first update: runtime info and the stream's whole window.
+        let tasks = wants_tasks.then(|| {
+            let mut slot = self.state.index.lock().unwrap_or_else(|e| e.into_inner());
+            let now = self.state.telemetry.now_ns();
+            view.changes(self.state.fresh_index(&mut slot), now)
+        });
+        let mut first = self.state.full_update(None);
+        first.watch_id = id;
+        let _ = tx.try_send((Arc::new(first), 0, tasks));
+        self.state.clients.lock().unwrap_or_else(|e| e.into_inner()).push(Client {
+            tx,
+            missed: 0,
+            id,
+            wants_tasks,
+            view,
+        });
+        let stream = tokio_stream::StreamExt::map(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+            move |(u, missed, tasks): Item| {
+                let mut u = for_client(&u, missed, max_events);
+                u.tasks = tasks;
+                Ok(u)
+            },
+        );
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn get_snapshot(&self, request: Request<proto::SnapshotRequest>) -> Result<Response<proto::Update>, Status> {
+        let req = request.into_inner();
+        let query = Query::new(req.task_query.as_ref(), proto::TaskSort::Id).map_err(Status::invalid_argument)?;
+        if !self.state.recording() {
+            return Ok(Response::new(self.state.full_update(None)));
+        }
+        let page = self.state.one_off_page(&query);
+        let tasks = proto::TaskChanges {
+            view: page.tasks.iter().map(|t| t.id).collect(),
+            changed: page.tasks,
+            removed: Vec::new(),
+            full: true,
+            counts: page.counts,
+            matching: page.matching,
+            query_generation: 0,
+        };
+        let mut u = self.state.full_update(Some(tasks));
+        u.tasks_more = page.more;
+        Ok(Response::new(u))
+    }
+
+    async fn list_tasks(&self, request: Request<proto::TaskQuery>) -> Result<Response<proto::TaskPage>, Status> {
+        let q = request.into_inner();
+        let query = Query::new(Some(&q), proto::TaskSort::Id).map_err(Status::invalid_argument)?;
+        if !self.state.recording() {
+            return Err(Status::failed_precondition(
+                "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
+            ));
+        }
+        Ok(Response::new(self.state.one_off_page(&query)))
+    }
+
+    async fn set_task_query(
+        &self,
+        request: Request<proto::SetTaskQueryRequest>,
+    ) -> Result<Response<proto::TaskPage>, Status> {
+        let req = request.into_inner();
+        let query = Query::new(req.query.as_ref(), proto::TaskSort::Busy).map_err(Status::invalid_argument)?;
+        if !self.state.recording() {
+            return Err(Status::failed_precondition(
+                "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
+            ));
+        }
+        let mut slot = self.state.index.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.state.telemetry.now_ns();
+        let page = self.state.fresh_index(&mut slot).page(&query, now);
+        let mut clients = self.state.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(c) = clients.iter_mut().find(|c| c.id == req.watch_id) else {
+            return Err(Status::not_found(format!(
+                "no open stream with watch_id {}; the id is in the first update of a WatchUpdates stream",
+                req.watch_id
+            )));
+        };
+        if !c.wants_tasks {
+            return Err(Status::failed_precondition("this stream was opened with omit_tasks"));
+        }
+        c.view.query = query;
+        c.view.generation += 1;
+        c.view.full_next = true;
+        Ok(Response::new(page))
+    }
+
+    async fn get_task(&self, request: Request<proto::TaskRequest>) -> Result<Response<proto::TaskDetails>, Status> {
+        let id = request.into_inner().id;
+        if id == 0 {
+            return Err(Status::invalid_argument("task id 0 is never assigned; ids start at 1"));
+        }
+        if !self.state.recording() {
+            return Err(Status::failed_precondition(
+                "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
+            ));
+        }
+        let mut found = None;
+        self.state.telemetry.for_each_task(|row, name| {
+            if row.id == id && row.state != TaskState::Complete {
+                found = Some(TaskInfo {
+                    id,
+                    name: name.map(String::from),
+                    state: row.state,
+                    polls: row.polls,
+                    busy: Duration::from_nanos(row.busy_ns),
+                    scheduled: Duration::from_nanos(row.scheduled_ns),
+                    since_last_poll: row.since_last_poll_ns.map(Duration::from_nanos),
+                });
+            }
+        });
+        let Some(task) = found else {
+            return Err(Status::not_found(format!("no live task with id {id}")));
+        };
+        let recent_events = self
+            .state
+            .history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|e| e.task_id == id)
+            .copied()
+            .collect();
+        Ok(Response::new(proto::TaskDetails { task: Some((&task).into()), recent_events }))
+    }
+}

@@ -1,0 +1,246 @@
+//! The worker counters, declared once.
+//!
+//! [`for_each_worker_counter!`] is the one list of them. Each entry gives the counter's
+//! name (the field of [`WorkerCounters`] the scheduler writes, `w.counters.tasks_stolen`),
+//! its doc, and for the counters a worker reports on its own, the Prometheus family the
+//! exporter publishes it as. From that list come:
+//! * the [`WorkerCounters`] fields and their `new` (the counters first and packed
+//!   together, as the list orders them; the histograms boxed behind them);
+//! * the [`WorkerSnapshot`] counter fields, with their docs, and the read that fills them
+//!   ([`WorkerCounters::snapshot`]);
+//! * the runtime-wide totals the snapshot sums over the workers ([`WorkerCounters::add_totals`]);
+//! * the console's conversion to the wire's `WorkerSnapshot` (`console/convert.rs`) and the
+//!   exporter's `volt_worker_*_total` families (`volt::console::WORKER_COUNTER_FAMILIES`).
+//!
+//! Adding a per-worker counter: one line in the list, and one field of the same name in
+//! `WorkerSnapshot` of `console-proto/proto/volt/console/v1/telemetry.proto` (prost
+//! generates the wire type from that file, so its line cannot come from here). A
+//! runtime-wide total also needs its `Snapshot` field (and `RemoteCounters`' if other
+//! threads count it too).
+
+use super::histogram::LogHistogram;
+use super::{Histogram, Snapshot, WorkerState};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
+
+/// The worker counters: calls `$callback! { [extra tokens] per_worker { ... } totals { ... } }`.
+///
+/// `per_worker`: counters each worker reports as its own ([`WorkerSnapshot`] and the wire
+/// carry them per worker): `doc name [Prometheus family, help];` (`[]`: no family from the
+/// list; the exporter renders `parked_ns` by hand, in seconds). `totals`: counters summed
+/// over the workers into [`Snapshot`]'s field of the same name.
+macro_rules! for_each_worker_counter {
+    ($callback:ident $(, $($extra:tt)*)?) => {
+        $callback! {
+            [$($($extra)*)?]
+            per_worker {
+                /// Polls it made.
+                tasks_polled ["volt_worker_polls_total", "Task polls the worker made."];
+                /// Tasks it took from other workers.
+                tasks_stolen ["volt_worker_steals_total", "Tasks the worker stole from other workers."];
+                /// Successful steals (each takes about half a victim's ring).
+                steal_operations [
+                    "volt_worker_steal_operations_total",
+                    "Successful steal operations (each takes about half a queue)."
+                ];
+                /// Times it slept (on its futex or in the reactor). A sleep is counted as it ends,
+                /// together with its time, so this always matches the park-duration histogram.
+                times_parked ["volt_worker_parks_total", "Times the worker parked."];
+                /// Nanoseconds it spent asleep.
+                parked_ns [];
+                /// Polls served from the LIFO slot.
+                lifo_hits ["volt_worker_lifo_hits_total", "Polls served from the worker's LIFO slot."];
+                /// Batches fetched from the global queue.
+                global_batch_fetches [
+                    "volt_worker_global_batch_fetches_total",
+                    "Batches the worker took from the global queue."
+                ];
+                /// Times its ring overflowed to the global queue.
+                overflows [
+                    "volt_worker_overflows_total",
+                    "Times the worker's local queue overflowed to the global queue."
+                ];
+                /// Budget ticks that used the full 128 polls.
+                budget_yields ["volt_worker_budget_yields_total", "Budget ticks that used the full 128 polls."];
+            }
+            totals {
+                tasks_spawned;
+                tasks_completed;
+                tasks_cancelled;
+                tasks_panicked;
+                timers_armed;
+                timers_fired;
+                timers_cancelled;
+                io_events;
+            }
+        }
+    };
+}
+pub(crate) use for_each_worker_counter;
+
+/// A counter with a single writer (its worker). Readers on other threads see whole values.
+#[derive(Default)]
+pub(crate) struct Counter(AtomicU64);
+
+impl Counter {
+    /// Owner only: add one.
+    #[inline(always)]
+    pub(crate) fn inc(&self) {
+        self.add(1);
+    }
+
+    /// Owner only: add `n` (a load and a store: there is no other writer).
+    ///
+    /// Under `--cfg volt_no_counters` this does nothing. That build exists only to measure
+    /// what the always-on counters cost (`runtime/benches/counters.sh`); its telemetry
+    /// reads zeros.
+    #[inline(always)]
+    pub(crate) fn add(&self, n: u64) {
+        #[cfg(not(volt_no_counters))]
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+        #[cfg(volt_no_counters)]
+        let _ = n;
+    }
+
+    /// Owner only: add one, in every build. For the one counter the scheduler itself
+    /// reads (`tasks_polled`: other workers watch it to tell a worker stuck in one poll,
+    /// see "Stealing from the LIFO slot" in `scheduler/worker.rs`), which therefore stays
+    /// under `--cfg volt_no_counters`.
+    #[inline(always)]
+    pub(crate) fn inc_always(&self) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// The declarations the list produces in this module.
+macro_rules! declare_worker_counters {
+    (
+        []
+        per_worker { $( $(#[doc = $doc:literal])* $name:ident [$($family:tt)*]; )* }
+        totals { $( $total:ident; )* }
+    ) => {
+        /// One worker's counters and gauges.
+        pub(crate) struct WorkerCounters {
+            $( $(#[doc = $doc])* pub(crate) $name: Counter, )*
+            $(
+                #[doc = concat!("Summed into `Snapshot::", stringify!($total), "`.")]
+                pub(crate) $total: Counter,
+            )*
+            /// The histograms (1 KiB), in their own allocation so the counters the hot paths
+            /// touch stay packed together.
+            pub(crate) histograms: Box<WorkerHistograms>,
+            /// Gauges, owner-written.
+            pub(crate) ewma_task_ns: AtomicU64,
+            pub(crate) global_queue_interval: AtomicU32,
+            state: AtomicU8,
+        }
+
+        impl WorkerCounters {
+            pub(crate) fn new(interval: u32, ewma: u64) -> WorkerCounters {
+                WorkerCounters {
+                    $( $name: Counter::default(), )*
+                    $( $total: Counter::default(), )*
+                    histograms: Box::default(),
+                    ewma_task_ns: AtomicU64::new(ewma),
+                    global_queue_interval: AtomicU32::new(interval),
+                    state: AtomicU8::new(WorkerState::Running as u8),
+                }
+            }
+
+            /// This worker as [`Telemetry::snapshot`](super::Telemetry::snapshot) reads it;
+            /// the queue and cache figures come from the worker's other parts.
+            pub(crate) fn snapshot(
+                &self,
+                index: usize,
+                local_queue_depth: u64,
+                lifo_occupied: bool,
+                cell_cache_bytes: u64,
+            ) -> WorkerSnapshot {
+                WorkerSnapshot {
+                    index,
+                    state: self.state(),
+                    local_queue_depth,
+                    lifo_occupied,
+                    $( $name: self.$name.get(), )*
+                    ewma_task_ns: self.ewma_task_ns.load(Relaxed),
+                    global_queue_interval: self.global_queue_interval.load(Relaxed),
+                    cell_cache_bytes,
+                    poll_time_histogram: {
+                        let mut h = Histogram::default();
+                        self.histograms.poll_time.add_to(&mut h);
+                        h
+                    },
+                }
+            }
+
+            /// Add this worker's share of the runtime-wide totals to `snap`.
+            pub(crate) fn add_totals(&self, snap: &mut Snapshot) {
+                $( snap.$total += self.$total.get(); )*
+            }
+        }
+
+        /// One worker, as read by [`Telemetry::snapshot`](super::Telemetry::snapshot).
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub struct WorkerSnapshot {
+            /// The worker's index (its bit in `parked_bitmap`).
+            pub index: usize,
+            /// Running, searching or parked.
+            pub state: WorkerState,
+            /// Tasks in its local ring.
+            pub local_queue_depth: u64,
+            /// Whether its LIFO slot holds a task.
+            pub lifo_occupied: bool,
+            $( $(#[doc = $doc])* pub $name: u64, )*
+            /// EWMA of the time per task, in nanoseconds.
+            pub ewma_task_ns: u64,
+            /// Polls between global-queue checks, from the EWMA (8..=255).
+            pub global_queue_interval: u32,
+            /// Bytes of freed task cells its cell cache keeps for reuse (local lists and what
+            /// other threads gave back), at most 512 KiB: the rest goes back to the allocator.
+            pub cell_cache_bytes: u64,
+            /// Poll durations in nanoseconds: one count per poll, by default. Empty when the
+            /// runtime was built with `Builder::poll_time_histogram(false)` and no event ring
+            /// (timing a poll costs one clock read).
+            pub poll_time_histogram: Histogram,
+        }
+    };
+}
+
+for_each_worker_counter!(declare_worker_counters);
+
+impl WorkerCounters {
+    #[inline(always)]
+    pub(crate) fn set_state(&self, s: WorkerState) {
+        #[cfg(not(volt_no_counters))]
+        self.state.store(s as u8, Relaxed);
+        #[cfg(volt_no_counters)]
+        let _ = s;
+    }
+
+    fn state(&self) -> WorkerState {
+        match self.state.load(Relaxed) {
+            1 => WorkerState::Searching,
+            2 => WorkerState::Parked,
+            _ => WorkerState::Running,
+        }
+    }
+}
+
+/// One worker's histograms (owner-written).
+#[derive(Default)]
+pub(crate) struct WorkerHistograms {
+    /// Poll durations in ns (recorded while the runtime times polls: see
+    /// `Builder::poll_time_histogram`).
+    pub(crate) poll_time: LogHistogram,
+    /// Wake-to-poll latency in ns (recorded when the event ring is on).
+    pub(crate) schedule_latency: LogHistogram,
+    /// How long each park lasted, in ns.
+    pub(crate) park_duration: LogHistogram,
+    /// Tasks taken per successful steal.
+    pub(crate) steal_batch: LogHistogram,
+}
