@@ -36,26 +36,8 @@ pub enum SortKey {
     Name,
 }
 
-/// Where updates come from, and how that is going.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Status {
-    Connecting {
-        attempt: u32,
-    },
-    Live,
-    Disconnected {
-        reason: String,
-        retry_in_ms: u64,
-    },
-    /// `skipped`: damaged updates in the recording passed over so far.
-    Replay {
-        position: usize,
-        total: usize,
-        paused: bool,
-        skipped: u64,
-    },
-    Ended,
-}
+/// Where updates come from, and how that is going (the connection reports it).
+pub use volt_console_client::Status;
 
 /// What the main loop should do after a key.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -93,7 +93,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), String> {
-    let token = args.token.clone().filter(|t| !t.is_empty());
+    let token = client::token_from(args.token.clone());
     if let Some(path) = &args.replay {
         // The header is checked first (a file that is not a recording fails here, having
         // read 8 bytes), then updates are read one at a time as they are due.
