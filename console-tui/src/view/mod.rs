@@ -16,7 +16,10 @@
 //! ┌ events ─────────────────────────────────────────────────────────────────────┐
 //! ```
 
-use crate::app::{dur, si, App, SortKey, Status, TaskHistory, View};
+pub mod format;
+
+use crate::app::{App, SortKey, Status, TaskHistory, View};
+use format::{dur, si};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
