@@ -14,11 +14,11 @@ use crossterm::event::{self, Event as TermEvent, KeyEventKind};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use volt_console::app::{Action, App, Status};
-use volt_console::client::{self, Msg};
+use volt_console::client;
 use volt_console::record::{self, RecordWriter};
-use volt_console::{demo, ui};
+use volt_console::{conn, demo, ui};
 use volt_console_proto as proto;
 
 #[derive(Parser, Debug)]
@@ -93,12 +93,12 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), String> {
-    let token = args.token.clone().filter(|t| !t.is_empty());
+    let token = client::token_from(args.token.clone());
     if let Some(path) = &args.replay {
         // The header is checked first (a file that is not a recording fails here, having
         // read 8 bytes), then updates are read one at a time as they are due.
-        let player = Player::open(path).map_err(|e| e.to_string())?;
-        if player.pending.is_none() {
+        let player = record::Player::open(path).map_err(|e| e.to_string())?;
+        if player.ended() {
             return Err(format!("{} holds no updates", path.display()));
         }
         let mut app = App::new(format!("replay {}", path.display()));
@@ -113,7 +113,7 @@ fn run(args: Args) -> Result<(), String> {
         let mut app = App::new(format!("demo {addr}"));
         let options = client::WatchOptions { max_events_per_update: args.max_events };
         let watcher = client::spawn_watcher_with(addr.clone(), None, options, Some(app.task_query()), tx);
-        let r = tui(&mut app, Source::Live { rx, recorder: None, watcher }, args.panic_after_first_frame);
+        let r = tui(&mut app, Source::Live(conn::Conn::new(rx, None, watcher)), args.panic_after_first_frame);
         drop(workload);
         rt.shutdown_timeout(Duration::from_secs(1));
         return r.map_err(|e| e.to_string());
@@ -131,7 +131,8 @@ fn run(args: Args) -> Result<(), String> {
     let options = client::WatchOptions { max_events_per_update: args.max_events };
     let watcher = client::spawn_watcher_with(args.addr.clone(), token, options, Some(app.task_query()), tx);
     app.recording = args.record.as_ref().map(|p| p.display().to_string());
-    tui(&mut app, Source::Live { rx, recorder, watcher }, args.panic_after_first_frame).map_err(|e| e.to_string())
+    tui(&mut app, Source::Live(conn::Conn::new(rx, recorder, watcher)), args.panic_after_first_frame)
+        .map_err(|e| e.to_string())
 }
 
 fn app_with(app: &mut App) -> &mut App {
@@ -139,59 +140,9 @@ fn app_with(app: &mut App) -> &mut App {
     app
 }
 
-/// Replays updates at the pace they were recorded (gaps over 2 s are cut to 2 s),
-/// reading the file as it goes: it holds the update due next, never the whole recording.
-struct Player {
-    reader: record::RecordReader,
-    /// The next update to show (read ahead, to know its time).
-    pending: Option<proto::Update>,
-    /// Updates shown so far.
-    next: usize,
-    /// About how many the file holds (from its frame headers).
-    total: usize,
-    due: Instant,
-    /// Why reading stopped early, if it did.
-    error: Option<String>,
-}
-
-impl Player {
-    fn open(path: &std::path::Path) -> std::io::Result<Player> {
-        let total = record::count_updates(path)? as usize;
-        let mut reader = record::RecordReader::open(path)?;
-        let pending = reader.next_update()?;
-        Ok(Player { reader, pending, next: 0, total, due: Instant::now(), error: None })
-    }
-
-    fn ended(&self) -> bool {
-        self.pending.is_none()
-    }
-
-    /// The next update, if it is due (or `force`d by a step).
-    fn poll(&mut self, force: bool) -> Option<proto::Update> {
-        if !force && Instant::now() < self.due {
-            return None;
-        }
-        let u = self.pending.take()?;
-        self.next += 1;
-        self.pending = match self.reader.next_update() {
-            Ok(n) => n,
-            Err(e) => {
-                self.error = Some(e.to_string());
-                None
-            }
-        };
-        if let Some(n) = &self.pending {
-            let gap = Duration::from_nanos(n.uptime_ns.saturating_sub(u.uptime_ns)).min(Duration::from_secs(2));
-            self.due = Instant::now() + gap;
-        }
-        self.total = self.total.max(self.next + usize::from(self.pending.is_some()));
-        Some(u)
-    }
-}
-
 enum Source {
-    Live { rx: mpsc::Receiver<Msg>, recorder: Option<RecordWriter>, watcher: client::Watcher },
-    Replay(Box<Player>),
+    Live(conn::Conn),
+    Replay(Box<record::Player>),
 }
 
 /// Restores the terminal when dropped: on return, on error and on unwinding. (ratatui's
@@ -240,46 +191,11 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
         }
         let mut step = false;
         match &mut source {
-            Source::Live { rx, recorder, .. } => loop {
-                match rx.try_recv() {
-                    Ok(Msg::Status(s)) => app.status = s,
-                    Ok(Msg::Task { id, details }) => app.apply_task(id, details.map(|d| *d)),
-                    Ok(Msg::Page(page)) => app.apply_page(*page),
-                    Ok(Msg::Update(u)) => {
-                        if let Some(r) = recorder {
-                            if let Err(e) = r.write(&u) {
-                                app.recording = Some(format!("stopped: {e}"));
-                                *recorder = None;
-                            }
-                        }
-                        if !app.paused {
-                            app.apply(*u);
-                        }
-                    }
-                    Err(mpsc::TryRecvError::Empty) => break,
-                    Err(mpsc::TryRecvError::Disconnected) => {
-                        app.status = Status::Disconnected { reason: "the watcher stopped".into(), retry_in_ms: 0 };
-                        break;
-                    }
-                }
-            },
-            Source::Replay(p) => {
-                if !app.paused {
-                    while let Some(u) = p.poll(false) {
-                        app.apply(u);
-                    }
-                }
-                app.status = if p.ended() && !app.paused {
-                    Status::Ended
-                } else {
-                    Status::Replay { position: p.next, total: p.total, paused: app.paused, skipped: p.reader.skipped }
-                };
-                // What went wrong with the file stays on screen, as a warning.
-                app.replay_problems = replay_problems(p);
-            }
+            Source::Live(c) => c.drain(app),
+            Source::Replay(p) => p.advance(app),
         }
-        if let (Source::Live { watcher, .. }, Action::QueryTasks(q)) = (&source, app.requery()) {
-            watcher.query_tasks(q);
+        if let (Source::Live(c), Action::QueryTasks(q)) = (&source, app.requery()) {
+            c.query_tasks(q);
         }
         terminal.draw(|f| ui::draw(f, app))?;
         if panic_after_first_frame {
@@ -294,8 +210,8 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
                         Action::Quit => return Ok(()),
                         Action::Step => step = true,
                         Action::FetchTask(id) => match &source {
-                            Source::Live { watcher, .. } => {
-                                watcher.fetch_task(id);
+                            Source::Live(c) => {
+                                c.fetch_task(id);
                                 app.history_requested(id, Ok(()));
                             }
                             Source::Replay(_) => app.history_requested(
@@ -304,8 +220,8 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
                             ),
                         },
                         Action::QueryTasks(q) => {
-                            if let Source::Live { watcher, .. } = &source {
-                                watcher.query_tasks(q);
+                            if let Source::Live(c) = &source {
+                                c.query_tasks(q);
                             }
                         }
                         Action::None => {}
@@ -315,28 +231,10 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
         }
         if step {
             if let Source::Replay(p) = &mut source {
-                app.paused = true;
-                if let Some(u) = p.poll(true) {
-                    app.apply(u);
-                }
+                p.step(app);
             }
         }
     }
-}
-
-/// What the replay found wrong with its file so far, for the header.
-fn replay_problems(p: &Player) -> Vec<String> {
-    let mut v = Vec::new();
-    if p.reader.skipped > 0 {
-        v.push(format!("{} damaged update(s) in the recording skipped (checksum or length wrong)", p.reader.skipped));
-    }
-    if p.reader.truncated_bytes > 0 {
-        v.push(format!("the recording ends with {} bytes of a cut-off update", p.reader.truncated_bytes));
-    }
-    if let Some(e) = &p.error {
-        v.push(format!("reading the recording failed: {e}"));
-    }
-    v
 }
 
 /// `--once`: one snapshot and `--tasks` tasks, as text or JSON. The tasks are written

@@ -32,7 +32,7 @@ fn main() {
             }
         }
     }
-    let rt = match volt_console::demo::runtime(None) {
+    let rt = match volt_demo::runtime(None) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("demo: {e}");
@@ -52,7 +52,7 @@ fn main() {
         }
     };
     println!("prometheus metrics: http://{}/metrics", exporter.local_addr());
-    let workload = volt_console::demo::Demo::start(rt.handle());
+    let workload = volt_demo::Demo::start(rt.handle());
     let start = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(200));

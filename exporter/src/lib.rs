@@ -190,12 +190,10 @@ pub fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the address resolves to nothing"))
 }
 
-/// Parse a user-given `host:port` or `http://host:port`, with a clear error.
+/// Parse a user-given `host:port` or `http://host:port` to one socket address, with a
+/// clear error (the console client library's address parser).
 pub fn parse_addr(s: &str) -> io::Result<SocketAddr> {
-    let bare = s.strip_prefix("http://").unwrap_or(s).trim_end_matches('/');
-    resolve(bare).map_err(|e| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("{s:?} is not a usable address (want host:port): {e}"))
-    })
+    Ok(volt_console_client::resolve_addr(s)?)
 }
 
 /// Bind the metrics listener, with an error that says which address.

@@ -19,8 +19,8 @@ use clap::Parser;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use volt_console_client::{self as client, Backoff};
 use volt_console_proto as proto;
-use volt_console_proto::console_client::ConsoleClient;
 use volt_exporter::Metrics;
 
 /// Publish intervals without an update after which the stream counts as stalled.
@@ -91,7 +91,7 @@ fn main() -> ExitCode {
     let metrics = Arc::new(Metrics::new());
     metrics.set_console_up(false);
     let m = Arc::clone(&metrics);
-    let token = args.token.filter(|t| !t.is_empty());
+    let token = client::token_from(args.token);
     let exporter = match volt_exporter::start_limited(listener, limits, metrics, "volt-exporter", move |stop| {
         follow(console, token, m, stop)
     }) {
@@ -106,14 +106,15 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Follow the console stream forever, reconnecting with a capped backoff.
+/// Follow the console stream forever, reconnecting on the client library's capped
+/// backoff schedule.
 async fn follow(
     console: std::net::SocketAddr,
     token: Option<String>,
     metrics: Arc<Metrics>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = Backoff::new();
     let mut seen = None;
     loop {
         let run = watch(console, token.as_deref(), &metrics, &mut seen, &mut backoff);
@@ -122,12 +123,12 @@ async fn follow(
             _ = stop.wait_for(|s| *s) => return,
         };
         metrics.set_console_up(false);
-        tracing::warn!("console {console}: {reason}; reconnecting in {backoff:?}");
+        let wait = backoff.fail();
+        tracing::warn!("console {console}: {reason}; reconnecting in {wait:?}");
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }
 
@@ -137,27 +138,20 @@ async fn watch(
     token: Option<&str>,
     metrics: &Metrics,
     seen: &mut Option<(u32, u64)>, // (pid, started_unix_ns)
-    backoff: &mut Duration,
+    backoff: &mut Backoff,
 ) -> String {
-    let endpoint = match tonic::transport::Endpoint::from_shared(format!("http://{console}")) {
-        Ok(e) => e.connect_timeout(Duration::from_secs(3)),
-        Err(e) => return e.to_string(),
+    let endpoint = match client::endpoint(format!("http://{console}")) {
+        Ok(e) => e,
+        Err(e) => return e,
     };
-    let channel = match endpoint.connect().await {
+    let mut c = match client::open(endpoint).await {
         Ok(c) => c,
-        Err(e) => return format!("cannot connect: {}", volt::console::error_chain(&e)),
+        Err(e) => return format!("cannot connect: {e}"),
     };
-    let mut client = ConsoleClient::new(channel).max_decoding_message_size(64 << 20);
-    let mut req =
-        tonic::Request::new(proto::WatchRequest { max_events_per_update: 1, omit_tasks: true, ..Default::default() });
-    if let Some(t) = token {
-        if let Ok(v) = format!("Bearer {t}").parse() {
-            req.metadata_mut().insert("authorization", v);
-        }
-    }
-    let mut stream = match client.watch_updates(req).await {
-        Ok(s) => s.into_inner(),
-        Err(s) => return status_text(&s),
+    let request = proto::WatchRequest { max_events_per_update: 1, omit_tasks: true, ..Default::default() };
+    let mut stream = match client::subscribe(&mut c, request, token).await {
+        Ok(s) => s,
+        Err(e) => return e,
     };
     // Until the first update says the publish interval, allow the longest plausible one.
     let mut stall = Duration::from_secs(10);
@@ -182,7 +176,7 @@ async fn watch(
                     *seen = Some(id);
                     tracing::info!("console {console}: following pid {} ({} workers)", info.pid, info.workers);
                     stall = (Duration::from_nanos(info.publish_interval_ns) * STALL_INTERVALS).max(STALL_MIN);
-                    *backoff = Duration::from_millis(100);
+                    backoff.reset();
                     metrics.set_console_up(true);
                 }
                 if let Some(s) = &u.snapshot {
@@ -190,14 +184,7 @@ async fn watch(
                 }
             }
             Ok(None) => return "the stream ended".into(),
-            Err(s) => return status_text(&s),
+            Err(s) => return client::status_text(&s),
         }
     }
-}
-
-/// A gRPC status as one line, with the cause underneath a transport failure (whose own
-/// message is only "transport error").
-fn status_text(s: &tonic::Status) -> String {
-    let msg = volt::console::with_causes(s.message().to_string(), std::error::Error::source(s));
-    format!("{msg} ({:?})", s.code())
 }

@@ -1,6 +1,8 @@
 //! The demo workload: a long-lived mix of what a real service does, so the console has
-//! something to show. `volt-console --demo` runs it in-process; `examples/demo.rs` runs it
-//! in a process of its own.
+//! something to show. `volt-console --demo` runs it in-process; the `demo` example of
+//! `volt-examples` runs it in a process of its own. It is a crate of its own, with only
+//! `volt` and `futures` beneath it, so the dashboard can run it without building the
+//! examples' web stack.
 //!
 //! Every round (about 100 ms) it does some of:
 //! * a burst of 500 to 2,000 tiny spawns, some of which yield;

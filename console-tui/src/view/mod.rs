@@ -16,7 +16,10 @@
 //! ┌ events ─────────────────────────────────────────────────────────────────────┐
 //! ```
 
-use crate::app::{dur, si, App, SortKey, Status, TaskHistory, View};
+pub mod format;
+
+use crate::app::{App, SortKey, Status, TaskHistory, View};
+use format::{dur, si};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -316,42 +319,8 @@ fn draw_worker_table(f: &mut Frame, app: &App, area: Rect) {
     );
 }
 
-/// One event as a log line.
-pub fn event_line(e: &proto::Event) -> String {
-    use proto::EventKind as K;
-    let who = match e.worker {
-        Some(w) => format!("w{w:<2}"),
-        None => "ext".into(),
-    };
-    let kind = K::try_from(e.kind).unwrap_or(K::Unspecified);
-    let what = match kind {
-        K::Spawn => format!("spawn     task {} ({})", e.task_id, if e.arg == 1 { "remote" } else { "local" }),
-        K::Schedule => format!(
-            "schedule  task {} -> {}",
-            e.task_id,
-            match e.arg {
-                0 => "LIFO",
-                1 => "local",
-                _ => "global",
-            }
-        ),
-        K::PollStart => format!("poll      task {}", e.task_id),
-        K::PollEnd => format!("poll end  task {} {}", e.task_id, if e.arg & 0xff == 1 { "ready" } else { "pending" }),
-        K::Transition => {
-            let name = |s: u64| ["idle", "scheduled", "running", "complete"].get(s as usize).copied().unwrap_or("?");
-            format!("state     task {} {} -> {}", e.task_id, name(e.arg >> 8 & 0xff), name(e.arg & 0xff))
-        }
-        K::Steal => format!("steal     {} tasks from worker {}", e.arg & 0xffff_ffff, e.arg >> 32),
-        K::Overflow => format!("overflow  {} tasks to the global queue", e.arg),
-        K::Park => format!("park      ({})", if e.arg == 1 { "in the reactor" } else { "futex" }),
-        K::Unpark => format!("unpark    ({})", if e.arg == 1 { "notified" } else { "timeout/io" }),
-        K::Complete => format!("complete  task {}", e.task_id),
-        K::Cancel => format!("cancel    task {}", e.task_id),
-        K::Panic => format!("PANIC     task {}", e.task_id),
-        K::Unspecified => format!("? kind {} task {}", e.kind, e.task_id),
-    };
-    format!("{:>12}  {who} {what}", format!("{:.6}s", e.timestamp_ns as f64 / 1e9))
-}
+/// One event as a log line (the client library's formatter).
+pub use volt_console_client::event_line;
 
 /// The event log, scrolled so that event `focus` is in view (the newest at the bottom).
 fn draw_events(f: &mut Frame, app: &App, area: Rect, focus: usize) {

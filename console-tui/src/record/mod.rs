@@ -19,6 +19,10 @@
 //! checksum) still play, streamed the same way; having no frame markers, they stop at
 //! the first update that does not decode.
 
+mod player;
+
+pub use player::Player;
+
 use prost::Message;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};

@@ -1,0 +1,219 @@
+//! The data model: what the update stream says about the runtime, kept for the screen.
+//! An update brings the runtime's info (first on a stream), a snapshot of every worker's
+//! counters, the events read since the last update and the changes to the task window;
+//! [`App::apply`] folds it in: the snapshot and its rates, the sparkline histories, the
+//! event log (bounded), the task rows, and what the warnings follow (open polls, slow
+//! polls, self-wakes in a row, parked workers with queued work).
+
+mod rates;
+
+pub use rates::Rates;
+use rates::{push, rates};
+
+use crate::app::App;
+use crate::warnings::SLOW_POLL_NS;
+use volt_console_proto as proto;
+
+/// Samples kept for the sparklines.
+pub const HISTORY: usize = 120;
+
+/// Events kept for the event pane and the task detail view.
+pub const EVENT_LOG: usize = 20_000;
+
+/// Rows of the task list the console asks the server for: a window around the selected
+/// row, larger than any screen, so scrolling asks again only every `TASK_WINDOW / 4`
+/// rows. The console never holds more task rows than this (plus the detail view's).
+pub const TASK_WINDOW: u32 = 200;
+
+/// Tasks followed for self-wakes; past this, those with none are forgotten.
+const MAX_TRACKS: usize = 65_536;
+
+/// What the server said about the task in the detail view.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaskHistory {
+    /// Asked, no answer yet.
+    Pending,
+    /// Its events from the server's history, oldest first.
+    Events(Vec<proto::Event>),
+    /// Why there is none (the task ended, no connection, a replay).
+    Unavailable(String),
+}
+
+/// What we know about one task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskRow {
+    pub task: proto::Task,
+    /// Uptime when this row was last refreshed (to age `since_last_poll_ns`).
+    pub seen_at_ns: u64,
+}
+
+#[derive(Default, Clone, Debug)]
+pub(crate) struct TaskTrack {
+    pub(crate) self_wakes_in_a_row: u64,
+}
+
+impl App {
+    /// Take in one update from the stream (or a recording).
+    pub fn apply(&mut self, u: proto::Update) {
+        self.updates += 1;
+        if let Some(info) = u.runtime {
+            self.info = Some(info);
+        }
+        self.events_missed += u.events_missed;
+        // A server older than the split reports only the sum: count it as the ring's.
+        let split = u.events_missed_ring + u.events_missed_cap;
+        self.events_missed_ring += if split == 0 { u.events_missed } else { u.events_missed_ring };
+        self.events_missed_cap += u.events_missed_cap;
+        self.updates_missed += u.updates_missed;
+        self.uptime_ns = u.uptime_ns;
+        for e in &u.events {
+            self.track_event(e);
+        }
+        for e in u.events {
+            if self.events.len() == EVENT_LOG {
+                self.events.pop_front();
+            }
+            self.events.push_back(e);
+        }
+        if let Some(t) = u.tasks {
+            self.apply_tasks(t, u.uptime_ns);
+        }
+        if let Some(s) = u.snapshot {
+            if let Some((t0, p)) = &self.prev {
+                let dt = (u.uptime_ns.saturating_sub(*t0)) as f64 / 1e9;
+                if dt > 0.0 {
+                    self.rates = rates(p, &s, dt);
+                }
+            }
+            push(&mut self.global_queue_history, s.global_queue_depth);
+            push(&mut self.spawn_rate_history, self.rates.spawns.round() as u64);
+            let parked_with_work = s.num_parked > 0 && s.global_queue_depth > 0;
+            self.parked_with_work = if parked_with_work { self.parked_with_work + 1 } else { 0 };
+            self.prev = Some((u.uptime_ns, s.clone()));
+            self.snapshot = Some(s);
+        }
+        let n = self.visible_len();
+        if self.selected >= n {
+            self.selected = n.saturating_sub(1);
+        }
+    }
+
+    /// Take in the task window's changes.
+    fn apply_tasks(&mut self, t: proto::TaskChanges, uptime_ns: u64) {
+        if t.full {
+            self.tasks.clear();
+        }
+        for task in t.changed {
+            if self.detail == Some(task.id) {
+                self.detail_row = Some(TaskRow { task: task.clone(), seen_at_ns: uptime_ns });
+            }
+            self.tasks.insert(task.id, TaskRow { task, seen_at_ns: uptime_ns });
+        }
+        for id in t.removed {
+            self.tasks.remove(&id);
+        }
+        if let Some(c) = t.counts {
+            // A server with windows: the rows held are exactly the window.
+            let view: std::collections::HashSet<u64> = t.view.iter().copied().collect();
+            self.tasks.retain(|id, _| view.contains(id));
+            self.task_counts = Some(c);
+            self.task_matching = t.matching;
+        }
+    }
+
+    /// Take in a page the server sent for a new query (`SetTaskQuery`).
+    pub fn apply_page(&mut self, page: proto::TaskPage) {
+        self.awaiting_page = false;
+        let counts = page.counts;
+        let matching = page.matching;
+        let view = page.tasks.iter().map(|t| t.id).collect();
+        self.apply_tasks(
+            proto::TaskChanges { changed: page.tasks, full: true, counts, view, matching, ..Default::default() },
+            self.uptime_ns,
+        );
+        self.clamp_selection();
+    }
+
+    fn track_event(&mut self, e: &proto::Event) {
+        use proto::EventKind as K;
+        let worker = e.worker.unwrap_or(u32::MAX);
+        match K::try_from(e.kind).unwrap_or(K::Unspecified) {
+            K::PollStart => {
+                self.open_polls.insert(worker, (e.task_id, e.timestamp_ns));
+            }
+            K::PollEnd => {
+                if let Some((task, start)) = self.open_polls.remove(&worker) {
+                    let took = e.timestamp_ns.saturating_sub(start);
+                    if task == e.task_id && took > SLOW_POLL_NS {
+                        if self.slow_polls.len() == 16 {
+                            self.slow_polls.pop_front();
+                        }
+                        self.slow_polls.push_back((task, took));
+                    }
+                }
+            }
+            K::Transition => {
+                if self.tracks.len() >= MAX_TRACKS && !self.tracks.contains_key(&e.task_id) {
+                    self.tracks.retain(|_, t| t.self_wakes_in_a_row > 0);
+                }
+                // RUNNING -> SCHEDULED: woken during its own poll (a yield, or a self-wake).
+                let t = self.tracks.entry(e.task_id).or_default();
+                if e.arg == (2 << 8 | 1) {
+                    t.self_wakes_in_a_row += 1;
+                } else if e.arg == (2 << 8) {
+                    t.self_wakes_in_a_row = 0;
+                }
+            }
+            K::Complete | K::Cancel | K::Panic => {
+                self.tracks.remove(&e.task_id);
+            }
+            _ => {}
+        }
+    }
+
+    /// Take in the server's answer about task `id` (ignored once its view is closed).
+    pub fn apply_task(&mut self, id: u64, details: Result<proto::TaskDetails, String>) {
+        if self.detail != Some(id) {
+            return;
+        }
+        self.history = Some(match details {
+            Ok(d) => {
+                if let Some(task) = d.task {
+                    self.detail_row = Some(TaskRow { task, seen_at_ns: self.uptime_ns });
+                }
+                TaskHistory::Events(d.recent_events)
+            }
+            Err(why) => TaskHistory::Unavailable(why),
+        });
+    }
+}
+
+/// One task's events from the server's history (`server`, oldest first) and from this
+/// console's log (`log`, oldest first), each event once: the log's events before the
+/// history starts, the history, then the log's events after it. Both lists are cuts of
+/// one ordered stream, so at the history's last timestamp the log's first events there
+/// are the ones the history already holds (events of one worker often share a timestamp).
+pub(crate) fn merge_history<'a>(
+    server: &'a [proto::Event],
+    log: impl Iterator<Item = &'a proto::Event>,
+) -> Vec<&'a proto::Event> {
+    let (first, last) = (server[0].timestamp_ns, server[server.len() - 1].timestamp_ns);
+    let mut at_last = server.iter().rev().take_while(|e| e.timestamp_ns == last).count();
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    for e in log {
+        if e.timestamp_ns < first {
+            before.push(e);
+        } else if e.timestamp_ns > last {
+            after.push(e);
+        } else if e.timestamp_ns == last {
+            if at_last > 0 {
+                at_last -= 1;
+            } else {
+                after.push(e);
+            }
+        }
+    }
+    before.extend(server);
+    before.append(&mut after);
+    before
+}

@@ -1,0 +1,70 @@
+//! What is worth a look, worst first: a slow poll, a poll still running, workers parked
+//! while the global queue holds work, events or updates this console missed, tasks that
+//! keep waking themselves. Computed from the data model on every frame; the header shows
+//! them.
+
+use crate::app::App;
+use crate::state::TaskTrack;
+
+/// A poll longer than this blocks a worker: flagged in the header.
+pub const SLOW_POLL_NS: u64 = 10_000_000;
+
+/// Self-wakes in a row, without completing or waiting on anything, to call a task spinning.
+pub const SELF_WAKE_LIMIT: u64 = 1_000;
+
+impl App {
+    /// What is worth a look, worst first.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = self.replay_problems.clone();
+        if let Some(&(task, ns)) = self.slow_polls.back() {
+            let name = self.task_name(task);
+            w.push(format!("task {task}{name} polled for {:.1} ms: it blocks a worker", ns as f64 / 1e6));
+        }
+        // A poll still running for too long.
+        if let Some(last) = self.events.back() {
+            for (worker, (task, start)) in &self.open_polls {
+                let running = last.timestamp_ns.saturating_sub(*start);
+                if running > SLOW_POLL_NS && *worker != u32::MAX {
+                    w.push(format!("worker {worker} has been polling task {task} for {:.1} ms", running as f64 / 1e6));
+                }
+            }
+        }
+        if self.parked_with_work >= 2 {
+            if let Some(s) = &self.snapshot {
+                w.push(format!(
+                    "{} worker(s) parked while the global queue holds {} task(s)",
+                    s.num_parked, s.global_queue_depth
+                ));
+            }
+        }
+        // Only what this console missed: the ring overwriting records that were read
+        // already (`events_overwritten`) is no loss, and is not warned about.
+        if self.events_missed_ring > 0 {
+            w.push(format!(
+                "{} events missed: the ring overwrote them before the server read them (a bigger \
+                 Builder::event_ring or a shorter publish interval keeps them)",
+                self.events_missed_ring
+            ));
+        }
+        if self.events_missed_cap > 0 {
+            w.push(format!(
+                "{} events missed: over the per-update cap (volt-console --max-events raises it)",
+                self.events_missed_cap
+            ));
+        }
+        if self.updates_missed > 0 {
+            w.push(format!("{} updates missed (this console read too slowly)", self.updates_missed));
+        }
+        let mut spinning: Vec<(&u64, &TaskTrack)> =
+            self.tracks.iter().filter(|(_, t)| t.self_wakes_in_a_row >= SELF_WAKE_LIMIT).collect();
+        spinning.sort_by_key(|(id, _)| **id);
+        for (id, t) in spinning.into_iter().take(3) {
+            w.push(format!(
+                "task {id}{} woke itself {} times in a row without completing",
+                self.task_name(*id),
+                t.self_wakes_in_a_row
+            ));
+        }
+        w
+    }
+}
