@@ -65,7 +65,7 @@ mod tests {
     use super::*;
 
     fn ev(kind: proto::EventKind, worker: Option<u32>, task_id: u64, arg: u64) -> proto::Event {
-        proto::Event { kind: kind as i32, worker, task_id, arg, timestamp_ns: 1_500_000_000, ..Default::default() }
+        proto::Event { kind: kind as i32, worker, task_id, arg, timestamp_ns: 1_500_000_000 }
     }
 
     #[test]
