@@ -99,7 +99,7 @@ use super::queue::WorkStealQueue;
 use super::rand::FastRand;
 use super::stats::Stats;
 use crate::runtime::context::{self, owns};
-pub(crate) use crate::runtime::handle::Shared;
+use crate::runtime::handle::Shared;
 use crate::task::cellcache::CellCache;
 use crate::task::raw::Header;
 use crate::task::Notified;

@@ -13,8 +13,10 @@ pub mod events;
 mod histogram;
 pub(crate) mod tasks;
 
+#[cfg(feature = "console")]
+pub(crate) use counters::for_each_worker_counter;
 pub use counters::WorkerSnapshot;
-pub(crate) use counters::{for_each_worker_counter, Counter, WorkerCounters};
+pub(crate) use counters::{Counter, WorkerCounters};
 pub use events::{Event, EventCursor, EventDetail, EventKind, ScheduleTarget};
 pub use histogram::Histogram;
 
