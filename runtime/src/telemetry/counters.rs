@@ -76,6 +76,7 @@ macro_rules! for_each_worker_counter {
         }
     };
 }
+#[cfg(feature = "console")]
 pub(crate) use for_each_worker_counter;
 
 /// A counter with a single writer (its worker). Readers on other threads see whole values.

@@ -11,6 +11,8 @@ pub(crate) mod clock;
 mod counters;
 pub mod events;
 mod histogram;
+// The live-task change log serves the console's task stream only.
+#[cfg_attr(not(feature = "console"), allow(dead_code))]
 pub(crate) mod tasks;
 
 #[cfg(feature = "console")]
@@ -287,6 +289,8 @@ pub enum TaskState {
     Complete,
 }
 
+// The task stream and the clock reading serve the console only.
+#[cfg_attr(not(feature = "console"), allow(dead_code))]
 impl Telemetry {
     /// The live tasks, with their statistics; empty unless the runtime records events
     /// (`Builder::event_ring`). Takes each owned-list shard lock briefly, as spawn and
