@@ -1,0 +1,229 @@
+//! The console's client side against a real server: the watcher's backoff and follow,
+//! `--once` snapshots, and task histories from before it connected.
+
+mod common;
+
+use common::*;
+use std::time::{Duration, Instant};
+use volt_console::client;
+use volt_console_proto as proto;
+
+#[test]
+fn the_watcher_backs_off_then_follows_a_console_that_appears() {
+    // A free port with nothing on it yet.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = client::spawn_watcher(addr.to_string(), None, tx);
+    let mut waits = Vec::new();
+    let mut answered = false;
+    while waits.len() < 3 || !answered {
+        match rx.recv_timeout(Duration::from_secs(10)).expect("status messages") {
+            client::Msg::Status(volt_console::app::Status::Disconnected { retry_in_ms, reason }) => {
+                assert!(reason.contains("cannot connect"), "{reason}");
+                waits.push(retry_in_ms);
+                if waits.len() == 1 {
+                    // Asked while waiting to retry: told at once that there is no server.
+                    watcher.fetch_task(42);
+                }
+            }
+            client::Msg::Status(_) => {}
+            client::Msg::Update(_) | client::Msg::Page(_) => panic!("an update with no server"),
+            client::Msg::Task { id, details } => {
+                assert_eq!(id, 42);
+                let err = details.expect_err("no server, no task");
+                assert!(err.contains("not connected"), "{err}");
+                answered = true;
+            }
+        }
+    }
+    assert_eq!(waits, [100, 200, 400], "the backoff doubles from 100 ms");
+    // The process comes up: the watcher connects on its next attempt and streams.
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(2)
+        .console_bind(addr)
+        .console_publish_interval(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut live = false;
+    loop {
+        match rx.recv_timeout(Duration::from_secs(10)).expect("messages") {
+            client::Msg::Status(volt_console::app::Status::Live) => live = true,
+            client::Msg::Update(u) if live => {
+                assert_eq!(u.snapshot.unwrap().workers.len(), 2);
+                break;
+            }
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "never went live");
+    }
+    drop(rt);
+}
+
+#[test]
+fn once_json_prints_a_snapshot_and_fails_clearly_without_a_server() {
+    let rt = runtime(2, true);
+    spawn_work(&rt, 100);
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let out = std::process::Command::new(bin)
+        .args(["--once", "--json", &rt.console_addr().unwrap().to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let workers = v["snapshot"]["workers"].as_array().expect("workers");
+    assert_eq!(workers.len(), 2);
+    for w in workers {
+        let state = w["state"].as_str().expect("state as a name");
+        assert!(["running", "searching", "parked"].contains(&state), "{state}");
+    }
+    assert!(v["snapshot"]["tasks_spawned"].as_u64().unwrap() >= 100);
+    assert_eq!(v["runtime"]["workers"], 2);
+    // Nothing listening: exit 1 with the address in the message.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+    let out = std::process::Command::new(bin).args(["--once", "--json", &closed]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("cannot connect to {closed}")));
+    // Not an address: exit 1 and say what is expected.
+    let out = std::process::Command::new(bin).args(["--once", "not-an-address"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected host:port"));
+}
+
+#[test]
+fn the_watcher_fetches_a_task_history_from_before_it_connected() {
+    let rt = runtime(2, true);
+    let (h, stop) = spawn_waiter(&rt, "early");
+    // The publisher takes the spawn into the server's history before anyone watches.
+    std::thread::sleep(Duration::from_millis(200));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = client::spawn_watcher(rt.console_addr().unwrap().to_string(), None, tx);
+    let mut app = volt_console::app::App::new("test");
+    let (mut asked, mut answer) = (false, None);
+    let mut unknown = None;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while answer.is_none() || unknown.is_none() {
+        assert!(Instant::now() < deadline, "no answer");
+        match rx.recv_timeout(Duration::from_secs(10)).expect("messages") {
+            client::Msg::Update(u) => {
+                app.apply(*u);
+                // Once this console's log holds some of the task's polls (which the
+                // server's history holds too), open its details as Enter does.
+                let logged = app.events.iter().filter(|e| e.task_id == h.id()).count();
+                if !asked && app.tasks.contains_key(&h.id()) && logged >= 4 {
+                    app.detail = Some(h.id());
+                    watcher.fetch_task(h.id());
+                    watcher.fetch_task(u64::MAX);
+                    asked = true;
+                }
+            }
+            client::Msg::Task { id, details } if id == h.id() => answer = Some(details.expect("the task is live")),
+            client::Msg::Task { id, details } => {
+                assert_eq!(id, u64::MAX);
+                unknown = Some(details.expect_err("no such task"));
+            }
+            client::Msg::Status(_) | client::Msg::Page(_) => {}
+        }
+    }
+    let unknown = unknown.unwrap();
+    assert!(unknown.contains("no live task") && unknown.contains("NotFound"), "{unknown}");
+    let d = answer.unwrap();
+    assert_eq!(d.task.as_ref().unwrap().name.as_deref(), Some("early"));
+    let spawn = |e: &&proto::Event| e.kind == proto::EventKind::Spawn as i32 && e.task_id == h.id();
+    assert!(d.recent_events.iter().any(|e| spawn(&e)), "the history holds the spawn: {:?}", d.recent_events);
+    assert!(!app.events.iter().any(|e| spawn(&e)), "the stream began after the spawn");
+    app.apply_task(h.id(), Ok(*d));
+    let (_, events) = app.detail_task().unwrap();
+    assert!(events.iter().any(spawn), "the detail view shows the spawn");
+    let mut seen = std::collections::HashSet::new();
+    let polls = events.iter().filter(|e| e.kind == proto::EventKind::PollStart as i32);
+    assert!(polls.clone().count() >= 4, "{events:?}");
+    assert!(polls.map(|e| (e.timestamp_ns, e.worker)).all(|k| seen.insert(k)), "no poll start twice: {events:?}");
+    stop.send(()).unwrap();
+    h.join().unwrap();
+}
+
+#[test]
+fn once_shows_the_tokio_bridge_once_it_runs() {
+    let rt = runtime(2, false);
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let addr = rt.console_addr().unwrap().to_string();
+    let once = |json: bool| {
+        let mut cmd = std::process::Command::new(bin);
+        cmd.arg("--once");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.arg(&addr).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // Never used: absent from the snapshot.
+    let v: serde_json::Value = serde_json::from_str(&once(true)).expect("JSON on stdout");
+    assert!(v["snapshot"].is_object() && v["snapshot"]["bridge"].is_null(), "{}", v["snapshot"]["bridge"]);
+    assert!(once(false).contains("bridge  off"));
+
+    // One task parked on the bridge.
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let parked = rt.handle().tokio_bridge().spawn(async move {
+        let _ = rx.await;
+    });
+    let v: serde_json::Value = serde_json::from_str(&once(true)).expect("JSON on stdout");
+    let bridge = &v["snapshot"]["bridge"];
+    assert_eq!(bridge["workers"], 1, "{bridge}");
+    assert_eq!(bridge["alive_tasks"], 1, "{bridge}");
+    assert!(bridge["busy_ns"].is_u64(), "{bridge}");
+    assert!(once(false).contains("bridge  workers 1  alive tasks 1  global queue 0"));
+    let _ = tx.send(());
+    tokio_rt().block_on(async { tokio::time::timeout(Duration::from_secs(10), parked).await }).unwrap().unwrap();
+    drop(rt);
+}
+
+/// Against a port that answers HTTP but is not gRPC, the watcher backs off (doubling to
+/// 5 s) after every failure instead of retrying every 100 ms, and says the cause once.
+#[test]
+fn the_watcher_backs_off_against_a_port_that_is_not_grpc() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let attempts = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&attempts);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            count.fetch_add(1, SeqCst);
+            let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+            let _ = s.read(&mut [0u8; 1024]);
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = client::spawn_watcher(addr.to_string(), None, tx);
+    let start = Instant::now();
+    let mut reasons = Vec::new();
+    while start.elapsed() < Duration::from_secs(4) {
+        if let Ok(client::Msg::Status(volt_console::app::Status::Disconnected { reason, .. })) =
+            rx.recv_timeout(Duration::from_millis(100))
+        {
+            reasons.push(reason);
+        }
+    }
+    let n = attempts.load(SeqCst);
+    drop(rx);
+    let _ = watcher.thread.join();
+    // 100 ms doubling: about 6 attempts in 4 s; retrying every 100 ms would be about 40.
+    assert!((1..=12).contains(&n), "{n} connection attempts in 4 s: {reasons:?}");
+    assert!(!reasons.is_empty());
+    for r in &reasons {
+        let parts: Vec<&str> = r.split(": ").collect();
+        assert!(parts.windows(2).all(|w| w[0] != w[1]), "a cause said twice: {r}");
+        assert!(r != "transport error (Unknown)", "no cause: {r}");
+    }
+}

@@ -1,0 +1,138 @@
+//! [`Io`]: a stream as hyper's `Read` and `Write`.
+
+use super::serve::PREFACE;
+use crate::net::TcpStream;
+use std::any::TypeId;
+use std::io;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// A stream as hyper's [`Read`](hyper::rt::Read) and [`Write`](hyper::rt::Write).
+///
+/// Any `futures_io::AsyncRead + AsyncWrite` stream works. For a Volt [`TcpStream`] reads
+/// skip zeroing hyper's buffer and writes are vectored; other streams get a zeroed buffer
+/// (futures-io reads need an initialized one) and one buffer per write.
+#[derive(Debug)]
+pub struct Io<T> {
+    inner: T,
+    /// Bytes read ahead (the protocol sniff), handed out before the stream's own.
+    prefix: Option<Prefix>,
+}
+
+#[derive(Debug)]
+struct Prefix {
+    buf: [u8; PREFACE.len()],
+    pos: usize,
+    len: usize,
+}
+
+impl<T> Io<T> {
+    /// Wrap `inner`.
+    pub fn new(inner: T) -> Io<T> {
+        Io { inner, prefix: None }
+    }
+
+    /// The wrapped stream.
+    pub fn inner(&self) -> &T {
+        &self.inner
+    }
+
+    /// The wrapped stream, mutably.
+    pub fn inner_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
+
+    /// Unwrap. Bytes read ahead by [`serve`]'s protocol sniff and not yet handed to hyper
+    /// are lost; an `Io` made with [`Io::new`] has none.
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+
+    pub(super) fn with_prefix(inner: T, buf: [u8; PREFACE.len()], len: usize) -> Io<T> {
+        Io { inner, prefix: (len > 0).then_some(Prefix { buf, pos: 0, len }) }
+    }
+}
+
+fn is_tcp<T: 'static>() -> bool {
+    TypeId::of::<T>() == TypeId::of::<TcpStream>()
+}
+
+impl<T> hyper::rt::Read for Io<T>
+where
+    T: futures_io::AsyncRead + Unpin + 'static,
+{
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(p) = &mut this.prefix {
+            let n = (p.len - p.pos).min(buf.remaining());
+            buf.put_slice(&p.buf[p.pos..p.pos + n]);
+            p.pos += n;
+            if p.pos == p.len {
+                this.prefix = None;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(tcp) = (&this.inner as &dyn std::any::Any).downcast_ref::<TcpStream>() {
+            // SAFETY: the slice is only written (by `read(2)`), never read, and only the
+            // `n` bytes the kernel reports written are marked filled below.
+            let dst = unsafe { buf.as_mut() };
+            let n = std::task::ready!(tcp.poll_read_uninit(cx, dst))?;
+            // SAFETY: `read(2)` initialized the first `n` bytes of the unfilled part.
+            unsafe { buf.advance(n) };
+            return Poll::Ready(Ok(()));
+        }
+        // SAFETY: the slice is zeroed before anything reads it, and only the bytes the
+        // reader reports are marked filled.
+        let dst = unsafe { buf.as_mut() };
+        for b in dst.iter_mut() {
+            *b = MaybeUninit::new(0);
+        }
+        // SAFETY: every byte of `dst` was initialized just above; `MaybeUninit<u8>` and
+        // `u8` have the same layout.
+        let init = unsafe { &mut *(dst as *mut [MaybeUninit<u8>] as *mut [u8]) };
+        let n = std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, init))?;
+        // SAFETY: the first `n` bytes were initialized (all were, above).
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T> hyper::rt::Write for Io<T>
+where
+    T: futures_io::AsyncWrite + Unpin + 'static,
+{
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_close(cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        is_tcp::<T>()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+}
+
+impl hyper_util::client::legacy::connect::Connection for Io<TcpStream> {
+    fn connected(&self) -> hyper_util::client::legacy::connect::Connected {
+        hyper_util::client::legacy::connect::Connected::new()
+    }
+}

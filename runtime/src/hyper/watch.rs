@@ -1,0 +1,217 @@
+//! What a connection's requests tell its task (the request counts that graceful shutdown
+//! and the header-read timeout read) and the header-read watch itself.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// hyper's view of a connection's service: it counts the requests it is handed and
+/// marks each one finished when its response body is dropped (sent in full, or the
+/// connection gone).
+pub(super) struct Counted<S> {
+    pub(super) inner: S,
+    pub(super) activity: Arc<Activity>,
+}
+
+impl<S, R, B> hyper::service::Service<R> for Counted<S>
+where
+    S: hyper::service::Service<R, Response = http::Response<B>>,
+{
+    type Response = http::Response<Tracked<B>>;
+    type Error = S::Error;
+    type Future = Track<S::Future>;
+
+    fn call(&self, req: R) -> Track<S::Future> {
+        self.activity.started.fetch_add(1, Relaxed);
+        Track { future: self.inner.call(req), finish: Finish(Some(Arc::clone(&self.activity))) }
+    }
+}
+
+/// What a connection's requests tell its task: how many started and finished, and when
+/// the last one finished. An HTTP/2 stream's response may finish on another task, so the
+/// counts are atomic; on HTTP/1 one task does all of it.
+pub(super) struct Activity {
+    pub(super) started: AtomicU64,
+    finished: AtomicU64,
+    /// When the last response finished, in nanoseconds after `base`.
+    last_finished_ns: AtomicU64,
+    base: Instant,
+}
+
+impl Activity {
+    pub(super) fn new() -> Activity {
+        Activity {
+            started: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            last_finished_ns: AtomicU64::new(0),
+            base: Instant::now(),
+        }
+    }
+
+    fn finish(&self) {
+        let at = self.base.elapsed().as_nanos() as u64;
+        self.last_finished_ns.store(at, Relaxed);
+        // Release: whoever sees the new count also sees the time stored before it.
+        self.finished.fetch_add(1, Release);
+    }
+
+    /// When the connection last went idle: the last response's end, or the start.
+    fn idle_since(&self) -> Instant {
+        self.base + Duration::from_nanos(self.last_finished_ns.load(Relaxed))
+    }
+
+    fn in_flight(&self) -> bool {
+        let finished = self.finished.load(Acquire);
+        self.started.load(Relaxed) > finished
+    }
+}
+
+/// Marks a request finished when dropped, unless it was handed on.
+struct Finish(Option<Arc<Activity>>);
+
+impl Drop for Finish {
+    fn drop(&mut self) {
+        if let Some(activity) = self.0.take() {
+            activity.finish();
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A service's response future, which hands back the response with its body tracked.
+    /// Dropped before it answers (the connection closed), or failing, its request ends.
+    pub(super) struct Track<F> {
+        #[pin]
+        future: F,
+        finish: Finish,
+    }
+}
+
+impl<F, B, E> Future for Track<F>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+{
+    type Output = Result<http::Response<Tracked<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = std::task::ready!(this.future.poll(cx))?;
+        let finish = Finish(this.finish.0.take());
+        Poll::Ready(Ok(response.map(|body| Tracked { body, _finish: finish })))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that marks its request finished when hyper drops it.
+    pub(super) struct Tracked<B> {
+        #[pin]
+        body: B,
+        _finish: Finish,
+    }
+}
+
+impl<B: hyper::body::Body> hyper::body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The header-read timeout of an HTTP/1 connection: the connection must deliver a whole
+/// request head within `timeout` of going idle (its start, or its last response's end).
+///
+/// hyper's own timer for this arms a timer per request. Here one timer stays armed per
+/// timeout period: when it rings, the connection is cut if it has been idle for the whole
+/// timeout; otherwise the timer is set again for one timeout after the last response
+/// (or from now, if a request is being answered). A busy connection thus costs one timer
+/// every `timeout`, and each request only two counter updates and a clock read.
+pub(super) struct HeaderWatch {
+    timeout: Duration,
+    activity: Arc<Activity>,
+    alarm: Arc<Alarm>,
+    sleep: Option<crate::time::Sleep>,
+}
+
+/// The waker the watch's sleep holds: it notes that the timer rang, then wakes the
+/// connection's task, so the task learns it with one load instead of polling the timer
+/// (a lock on the wheel) or reading the clock every time it runs.
+struct Alarm {
+    rang: std::sync::atomic::AtomicBool,
+    task: Mutex<Option<Waker>>,
+}
+
+impl std::task::Wake for Alarm {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.rang.store(true, Release);
+        let task = self.task.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(waker) = task.as_ref() {
+            waker.wake_by_ref();
+        }
+    }
+}
+
+impl HeaderWatch {
+    pub(super) fn new(timeout: Duration, activity: Arc<Activity>) -> HeaderWatch {
+        let alarm = Arc::new(Alarm { rang: Default::default(), task: Mutex::new(None) });
+        HeaderWatch { timeout, activity, alarm, sleep: None }
+    }
+
+    /// `Ready` when the connection has waited longer than the timeout for a request head.
+    pub(super) fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.sleep.is_some() && !self.alarm.rang.load(Acquire) {
+            return Poll::Pending;
+        }
+        let from = if self.sleep.is_none() {
+            self.activity.idle_since()
+        } else {
+            self.alarm.rang.store(false, Relaxed);
+            let now = Instant::now();
+            if self.activity.in_flight() {
+                // A request is being answered: no head is awaited until it is done.
+                now
+            } else {
+                let idle_since = self.activity.idle_since();
+                if now.saturating_duration_since(idle_since) >= self.timeout {
+                    return Poll::Ready(());
+                }
+                idle_since
+            }
+        };
+        let at = crate::time::deadline_after(from, self.timeout);
+        // The connection's future is its task's own (spawned by `run`), so this waker
+        // stays the task's for the connection's life; it is set again at each arming.
+        *self.alarm.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        let shared = crate::runtime::context::current_handle();
+        let Some(shared) = shared else { return Poll::Pending };
+        let mut sleep = crate::time::Sleep::new_in(shared, at);
+        let waker = Waker::from(Arc::clone(&self.alarm));
+        if Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker)).is_ready() {
+            // Already due: look again on the next poll.
+            self.alarm.rang.store(true, Release);
+            cx.waker().wake_by_ref();
+        }
+        self.sleep = Some(sleep);
+        Poll::Pending
+    }
+}
