@@ -52,6 +52,13 @@ impl Shared {
         }
         if is_yield {
             w.core.yielded.set(true);
+            // A task that yields asked to wait. If the ring is full, it waits in the
+            // global queue: overflowing would move the ring's oldest half there instead,
+            // behind whatever floods the global queue, and those tasks (a task that yields
+            // in a loop among them) could wait behind that flood for good.
+            if w.queue.len() >= super::queue::CAPACITY {
+                return self.schedule_remote(task);
+            }
             self.push_local_ring(w, task);
         } else {
             let Some(prev) = w.lifo.push(task.into_raw()) else {

@@ -366,10 +366,12 @@ impl Shared {
             }
             return None;
         }
-        // At most what the ring has room for, besides the task run now: the periodic check
-        // can find the ring part full, and an overflow would send half of it straight back
-        // to the global queue. (Stealers only take from the ring, so the room only grows.)
-        let room = (crate::scheduler::queue::CAPACITY - w.queue.len()) as usize + 1;
+        // At most what the ring has room for, keeping one slot for the task run now should
+        // it yield: the periodic check can find the ring part full, and an overflow would
+        // send half of it straight back to the global queue. At least one task even when
+        // the ring is full, so the global queue is served. (Stealers only take from the
+        // ring, so the room only grows.)
+        let room = ((crate::scheduler::queue::CAPACITY - w.queue.len()) as usize).max(1);
         let n = (len / self.workers.len()).clamp(MIN_GLOBAL_BATCH, MAX_GLOBAL_BATCH).min(len).min(room);
         if w.core.stats.global_fetch(n, self.workers.len(), len - n) {
             self.on_interval_changed(w);
