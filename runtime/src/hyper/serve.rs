@@ -237,19 +237,24 @@ impl Registry {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn register(&self, waker: &Waker) -> usize {
+    /// Count a connection as open from its accept on, before its task first runs: a
+    /// shutdown that begins in between must still wait for it (or force it). Its waker
+    /// comes with that first poll ([`Registry::set_waker`]); until then the task needs no
+    /// wake, as its first poll looks at the state.
+    fn reserve(&self) -> usize {
         let mut g = self.lock();
         self.open.fetch_add(1, Release);
         match g.free.pop() {
-            Some(i) => {
-                g.conns[i] = Some(waker.clone());
-                i
-            }
+            Some(i) => i,
             None => {
-                g.conns.push(Some(waker.clone()));
+                g.conns.push(None);
                 g.conns.len() - 1
             }
         }
+    }
+
+    fn set_waker(&self, slot: usize, waker: &Waker) {
+        self.lock().conns[slot] = Some(waker.clone());
     }
 
     fn deregister(&self, slot: usize) {
@@ -326,7 +331,8 @@ where
         match accepted {
             None => break,
             Some(Ok((stream, _peer))) => {
-                let conn = serve_connection(stream, service.clone(), Arc::clone(&builders), Arc::clone(&registry));
+                let conn =
+                    serve_connection(stream, service.clone(), Arc::clone(&builders), ConnGuard::reserve(&registry));
                 drop(spawn_named(&shared, CONNECTION_TASK_NAME, conn));
             }
             Some(Err(e)) if is_connection_error(&e) => continue,
@@ -396,12 +402,13 @@ async fn sniff(stream: &TcpStream, buf: &mut [u8; PREFACE.len()], len: &mut usiz
 
 /// Serve one connection, from its first byte to its close, watching the server's
 /// shutdown state.
-async fn serve_connection<S, B>(stream: TcpStream, service: S, builders: Arc<Builders>, registry: Arc<Registry>)
+async fn serve_connection<S, B>(stream: TcpStream, service: S, builders: Arc<Builders>, guard: ConnGuard)
 where
     S: ServeService<B>,
     B: ServeBody,
 {
-    let guard = ConnGuard::new(&registry).await;
+    guard.register_task().await;
+    let registry = Arc::clone(&guard.registry);
     if builders.config.nodelay {
         let _ = stream.set_nodelay(true);
     }
@@ -535,22 +542,47 @@ where
     .await
 }
 
-/// A connection's place in the registry: taken on the task's first poll (so the waker
-/// stored is the task's own), given back on drop, including when the task is cancelled.
-struct ConnGuard<'a> {
-    registry: &'a Registry,
+/// A connection's place in the registry: reserved at its accept, its waker stored on the
+/// task's first poll (so it is the task's own), given back on drop, including when the
+/// task is cancelled or dropped before it ever ran.
+struct ConnGuard {
+    registry: Arc<Registry>,
     slot: usize,
 }
 
-impl<'a> ConnGuard<'a> {
-    async fn new(registry: &'a Registry) -> ConnGuard<'a> {
-        let slot = std::future::poll_fn(|cx| Poll::Ready(registry.register(cx.waker()))).await;
-        ConnGuard { registry, slot }
+impl ConnGuard {
+    fn reserve(registry: &Arc<Registry>) -> ConnGuard {
+        ConnGuard { registry: Arc::clone(registry), slot: registry.reserve() }
+    }
+
+    async fn register_task(&self) {
+        std::future::poll_fn(|cx| Poll::Ready(self.registry.set_waker(self.slot, cx.waker()))).await
     }
 }
 
-impl Drop for ConnGuard<'_> {
+impl Drop for ConnGuard {
     fn drop(&mut self) {
         self.registry.deregister(self.slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection accepted but not yet polled when the shutdown begins still counts:
+    /// the server waits for it (or forces it at the deadline) instead of returning while
+    /// it goes on to serve a request nobody will cut.
+    #[test]
+    fn a_connection_not_yet_polled_keeps_the_server_draining() {
+        let registry =
+            Arc::new(Registry { state: AtomicU8::new(RUNNING), open: AtomicUsize::new(0), inner: Default::default() });
+        let guard = ConnGuard::reserve(&registry);
+        registry.signal(GRACEFUL);
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert!(registry.poll_drained(&mut cx).is_pending(), "an accepted connection is open before its first poll");
+        drop(guard);
+        assert!(registry.poll_drained(&mut cx).is_ready(), "dropping it, even unpolled, drains the server");
     }
 }
