@@ -556,7 +556,11 @@ impl ConnGuard {
     }
 
     async fn register_task(&self) {
-        std::future::poll_fn(|cx| Poll::Ready(self.registry.set_waker(self.slot, cx.waker()))).await
+        std::future::poll_fn(|cx| {
+            self.registry.set_waker(self.slot, cx.waker());
+            Poll::Ready(())
+        })
+        .await
     }
 }
 
