@@ -165,8 +165,7 @@ fn idle_blocking_threads_exit_after_the_keep_alive() {
     assert_eq!(rt.block_on(async { volt::task::spawn_blocking(|| 4).await }).unwrap(), 4);
 }
 
-/// `fcntl(F_GETFL)` of `fd`: `Some(flags)` if it is an open descriptor.
-
+/// Counts the threads a hook ran on whose name contains `-blocking`: the blocking pool's.
 fn count_blocking_thread_starts(b: &mut volt::runtime::Builder) -> Arc<AtomicUsize> {
     let started = Arc::new(AtomicUsize::new(0));
     let s = started.clone();

@@ -245,6 +245,7 @@ fn a_stream_used_after_its_runtime_shut_down_returns_an_error() {
     assert!(t.elapsed() < Duration::from_secs(30));
 }
 
+/// `fcntl(F_GETFL)` of `fd`: `Some(flags)` if it is an open descriptor.
 fn fd_flags(fd: std::os::fd::RawFd) -> Option<libc::c_int> {
     // SAFETY: `F_GETFL` only reads the descriptor's flags; an invalid fd is an error, not UB.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
