@@ -14,19 +14,29 @@
 mod driver;
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) mod exits;
+#[cfg(all(loom, test))]
+mod exits_loom;
 #[cfg(not(loom))]
 mod hooks;
 pub(crate) mod idle;
+#[cfg(all(loom, test))]
+mod idle_loom;
 pub(crate) mod inject;
 #[cfg(not(loom))]
 pub(crate) mod join;
 #[cfg(all(loom, test))]
 mod join_loom;
 pub(crate) mod lifo;
+#[cfg(all(loom, test))]
+mod lifo_loom;
 #[cfg(not(loom))]
 mod metrics;
 pub(crate) mod park;
+#[cfg(all(loom, test))]
+mod park_loom;
 pub(crate) mod queue;
+#[cfg(all(loom, test))]
+mod queue_loom;
 pub(crate) mod rand;
 #[cfg(not(loom))]
 mod schedule;

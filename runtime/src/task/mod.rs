@@ -7,6 +7,8 @@ mod join;
 pub(crate) mod list;
 pub(crate) mod raw;
 pub(crate) mod state;
+#[cfg(all(loom, test))]
+mod state_loom;
 #[cfg(test)]
 pub(crate) mod test_util;
 
