@@ -280,9 +280,9 @@ fn task_details_join_the_server_history_to_the_log_without_repeats() {
     let mut fresher = task(5, Some("job"), 4, 1_000);
     fresher.state = proto::TaskState::Idle as i32;
     // An answer for a task whose view is closed changes nothing.
-    app.apply_task(9, Ok(proto::TaskDetails { task: None, recent_events: vec![] }));
+    app.apply_task(9, Ok(proto::TaskDetails { task: None, recent_events: vec![], ..Default::default() }));
     assert_eq!(app.history, Some(TaskHistory::Pending));
-    app.apply_task(5, Ok(proto::TaskDetails { task: Some(fresher), recent_events: history }));
+    app.apply_task(5, Ok(proto::TaskDetails { task: Some(fresher), recent_events: history, ..Default::default() }));
     let (s, p, e, st) = (K::Spawn as i32, K::PollStart as i32, K::PollEnd as i32, K::Schedule as i32);
     assert_eq!(
         ids(&app),

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use std::time::Duration;
-use volt::telemetry::{Event, EventDetail, EventKind, ScheduleTarget};
+use volt::telemetry::{Event, EventDetail, EventKind, ScheduleTarget, WakeSource};
 
 fn rt_with_ring(workers: usize, capacity: usize) -> volt::Runtime {
     volt::runtime::Builder::new().worker_threads(workers).event_ring(capacity).build().unwrap()
@@ -85,7 +85,7 @@ fn spawn_poll_complete_share_the_task_id() {
     );
     assert_eq!(mine[0].detail(), EventDetail::Spawn { remote: true }, "spawned from block_on: remote");
     assert_eq!(mine[0].worker, None);
-    assert_eq!(mine[1].detail(), EventDetail::Schedule { target: ScheduleTarget::Global });
+    assert_eq!(mine[1].detail(), EventDetail::Schedule { target: ScheduleTarget::Global, source: WakeSource::Outside });
     assert_eq!(mine[3].detail(), EventDetail::PollEnd { ready: true }, "the poll was ready");
     let panicked = rt.spawn(async { panic!("x") });
     let pid = panicked.id();

@@ -260,6 +260,8 @@ impl Pool {
         let runtime = self.runtime.upgrade();
         let _enter = runtime.as_ref().map(crate::runtime::context::enter);
         let hooks = self.hooks.clone();
+        // Wakes from this thread (a blocking task's completion) name the pool.
+        crate::task::wait::mark_thread(crate::task::wait::SRC_BLOCKING);
         hooks.run_thread(|| self.run_tasks());
     }
 
@@ -320,6 +322,7 @@ impl Pool {
 }
 
 impl Schedule for Arc<Pool> {
+    const BLOCKING: bool = true;
     fn schedule(&self, task: Notified<Self>) {
         self.push(task);
     }

@@ -148,6 +148,12 @@ impl From<&TaskInfo> for proto::Task {
             busy_ns: t.busy.as_nanos() as u64,
             scheduled_ns: t.scheduled.as_nanos() as u64,
             since_last_poll_ns: t.since_last_poll.map(|d| d.as_nanos() as u64),
+            waiting_on: t.waiting_on.as_ref().map(|w| w.to_string()),
+            waiting_kind: t.waiting_on.as_ref().map(|w| w.kind().to_string()),
+            waiting_since_ns: t.waiting_since.map(|d| d.as_nanos() as u64),
+            lost_waker: t.lost_waker,
+            last_woken_by: t.last_woken_by.map(|s| s.to_string()),
+            last_woken_ns: t.last_woken.map(|d| d.as_nanos() as u64),
         }
     }
 }

@@ -4,11 +4,9 @@
 use super::publisher::{for_client, Client, ClientView, Item, State};
 use super::tasks::Query;
 use super::{proto, CLIENT_BACKLOG, MAX_EVENTS_PER_UPDATE, MAX_EVENTS_PER_UPDATE_LIMIT};
-use crate::telemetry::{TaskInfo, TaskState};
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
@@ -141,20 +139,7 @@ impl Console for Service {
                 "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
             ));
         }
-        let mut found = None;
-        self.state.telemetry.for_each_task(|row, name| {
-            if row.id == id && row.state != TaskState::Complete {
-                found = Some(TaskInfo {
-                    id,
-                    name: name.map(String::from),
-                    state: row.state,
-                    polls: row.polls,
-                    busy: Duration::from_nanos(row.busy_ns),
-                    scheduled: Duration::from_nanos(row.scheduled_ns),
-                    since_last_poll: row.since_last_poll_ns.map(Duration::from_nanos),
-                });
-            }
-        });
+        let found = self.state.telemetry.task(id);
         let Some(task) = found else {
             return Err(Status::not_found(format!("no live task with id {id}")));
         };
@@ -167,6 +152,11 @@ impl Console for Service {
             .filter(|e| e.task_id == id)
             .copied()
             .collect();
-        Ok(Response::new(proto::TaskDetails { task: Some((&task).into()), recent_events }))
+        Ok(Response::new(proto::TaskDetails {
+            task: Some((&task).into()),
+            recent_events,
+            poll_histogram: super::convert::histogram(&task.poll_histogram),
+            schedule_histogram: super::convert::histogram(&task.schedule_histogram),
+        }))
     }
 }

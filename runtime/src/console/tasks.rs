@@ -6,7 +6,7 @@
 //! change log stopped) once none does. While it exists it holds one row per live task.
 
 use super::proto;
-use crate::telemetry::{TaskRow, TaskState, Telemetry};
+use crate::telemetry::{TaskRow, TaskState, Telemetry, WaitReason, WakeSource};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
@@ -31,12 +31,17 @@ struct Entry {
     scheduled_ns: u64,
     last_poll_end_ns: u64,
     name: Option<Arc<str>>,
+    /// The wait record as read, decoded when sent (its deadlines are relative).
+    wait: crate::task::wait::WaitWords,
+    lost_waker: bool,
+    woken_by: u64,
+    woken_at_ns: u64,
 }
 
 impl Entry {
     /// What a client's copy must match to need no resend.
     fn version(&self) -> (u8, u64, u64, u64) {
-        (self.state as u8, self.polls, self.busy_ns, self.scheduled_ns)
+        (self.state as u8 | (self.lost_waker as u8) << 4, self.polls, self.busy_ns, self.scheduled_ns)
     }
 }
 
@@ -294,6 +299,10 @@ fn entry(row: &TaskRow, name: Option<&str>, kept: Option<Arc<str>>) -> Entry {
         busy_ns: row.busy_ns,
         scheduled_ns: row.scheduled_ns,
         last_poll_end_ns: row.last_poll_end_ns,
+        wait: row.wait,
+        lost_waker: row.lost_waker,
+        woken_by: row.woken_by,
+        woken_at_ns: row.woken_at_ns,
         // A task's name never changes: keep the one already copied.
         name: kept.or_else(|| name.map(|n| Arc::from(cut_name(n)))),
     }
@@ -312,6 +321,8 @@ fn cut_name(n: &str) -> &str {
 }
 
 fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
+    let idle = e.state == TaskState::Idle;
+    let waiting = if idle { e.wait.decode(std::time::Instant::now()).map(WaitReason::from_wait) } else { None };
     proto::Task {
         id,
         name: e.name.as_deref().map(String::from),
@@ -320,5 +331,11 @@ fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
         busy_ns: e.busy_ns,
         scheduled_ns: e.scheduled_ns,
         since_last_poll_ns: (e.last_poll_end_ns != 0).then(|| now_ns.saturating_sub(e.last_poll_end_ns)),
+        waiting_on: waiting.as_ref().map(|w| w.to_string()),
+        waiting_kind: waiting.as_ref().map(|w| w.kind().to_string()),
+        waiting_since_ns: (idle && e.last_poll_end_ns != 0).then(|| now_ns.saturating_sub(e.last_poll_end_ns)),
+        lost_waker: e.lost_waker,
+        last_woken_by: (e.woken_by != 0).then(|| WakeSource::from_packed(e.woken_by - 1).to_string()),
+        last_woken_ns: (e.woken_at_ns != 0).then(|| now_ns.saturating_sub(e.woken_at_ns)),
     }
 }

@@ -43,6 +43,7 @@
 //! with an error instead of waiting forever.
 
 use crate::runtime::handle::Shared;
+use crate::task::wait;
 use crate::time::TimeDriver;
 use std::io;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
@@ -246,12 +247,22 @@ impl Driver {
             }
         }
         events.clear();
+        let io_wakes = wake.len();
         if self.time.is_due(now) {
             out.timers_fired = self.time.process(now, wake) as u64;
         }
         count(out);
-        for w in wake.drain(..) {
-            w.wake();
+        if io_wakes > 0 {
+            let _source = wait::SourceGuard::new(wait::SRC_IO);
+            for w in wake.drain(..io_wakes) {
+                w.wake();
+            }
+        }
+        if !wake.is_empty() {
+            let _source = wait::SourceGuard::new(wait::SRC_TIMER);
+            for w in wake.drain(..) {
+                w.wake();
+            }
         }
     }
 
@@ -278,6 +289,18 @@ pub(crate) struct Registration {
     shared: Arc<Shared>,
     io: Arc<ScheduledIo>,
     token: usize,
+    /// What a task waiting on this source waits on (`task::wait`), set by the socket.
+    wait: WaitAs,
+}
+
+/// How a wait on a source is named: the kinds of its read and write waits, and the
+/// address shown with them (the peer of a stream, the local address of a listener or a
+/// datagram socket).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WaitAs {
+    pub(crate) read: u8,
+    pub(crate) write: u8,
+    pub(crate) addr: Option<std::net::SocketAddr>,
 }
 
 impl Registration {
@@ -312,7 +335,13 @@ impl Registration {
             return Err(e);
         }
         driver.io.registered.fetch_add(1, Relaxed);
-        Ok(Registration { shared, io, token })
+        let wait = WaitAs { read: wait::W_READ, write: wait::W_WRITE, addr: None };
+        Ok(Registration { shared, io, token, wait })
+    }
+
+    /// Name the waits on this source (see [`WaitAs`]).
+    pub(crate) fn set_wait(&mut self, wait: WaitAs) {
+        self.wait = wait;
     }
 
     /// Wait until the source may be ready in `dir` (or has failed, or the runtime shut down).
@@ -340,7 +369,14 @@ impl Registration {
         // An event may have landed before the waker was stored.
         match check(self.io.readiness.load(Acquire)) {
             Some(r) => Poll::Ready(r),
-            None => Poll::Pending,
+            None => {
+                let kind = match dir {
+                    Direction::Read => self.wait.read,
+                    Direction::Write => self.wait.write,
+                };
+                wait::record_addr(kind, self.wait.addr);
+                Poll::Pending
+            }
         }
     }
 

@@ -2,7 +2,8 @@
 
 use super::split::{self, OwnedReadHalf, OwnedWriteHalf, ReadHalf, WriteHalf};
 use super::ToSocketAddrs;
-use crate::io::{Direction, Registration};
+use crate::io::{Direction, Registration, WaitAs};
+use crate::task::wait;
 use futures_io::{AsyncRead, AsyncWrite};
 use std::future::poll_fn;
 use std::io::{self, Read, Write};
@@ -30,7 +31,8 @@ impl TcpListener {
     pub fn from_std(listener: std::net::TcpListener) -> io::Result<TcpListener> {
         listener.set_nonblocking(true)?;
         let mut io = mio::net::TcpListener::from_std(listener);
-        let reg = Registration::new(&mut io, mio::Interest::READABLE)?;
+        let mut reg = Registration::new(&mut io, mio::Interest::READABLE)?;
+        reg.set_wait(WaitAs { read: wait::W_ACCEPT, write: wait::W_WRITE, addr: io.local_addr().ok() });
         Ok(TcpListener { io, reg })
     }
 
@@ -43,7 +45,7 @@ impl TcpListener {
     /// one may be. Only the waker of the last call is kept (one accepting task at a time).
     pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
         let (stream, addr) = ready!(self.reg.poll_io(cx, Direction::Read, || self.io.accept()))?;
-        Poll::Ready(Ok((TcpStream::from_mio(stream)?, addr)))
+        Poll::Ready(Ok((TcpStream::from_mio(stream, Some(addr))?, addr)))
     }
 
     /// The address it listens on.
@@ -105,7 +107,7 @@ impl TcpStream {
     /// blocking pool). A closed port gives `ConnectionRefused`.
     pub async fn connect<A: ToSocketAddrs>(addr: A) -> io::Result<TcpStream> {
         super::each_addr(addr, |a| async move {
-            let stream = TcpStream::from_mio(mio::net::TcpStream::connect(a)?)?;
+            let stream = TcpStream::from_mio(mio::net::TcpStream::connect(a)?, Some(a))?;
             // The connect finishes (or fails) when the socket becomes writable.
             poll_fn(|cx| stream.reg.poll_ready(cx, Direction::Write)).await?;
             if let Some(e) = stream.io.take_error()? {
@@ -117,15 +119,18 @@ impl TcpStream {
         .await
     }
 
-    fn from_mio(mut io: mio::net::TcpStream) -> io::Result<TcpStream> {
-        let reg = Registration::new(&mut io, mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+    /// `peer`: the address a wait on the stream shows.
+    fn from_mio(mut io: mio::net::TcpStream, peer: Option<SocketAddr>) -> io::Result<TcpStream> {
+        let mut reg = Registration::new(&mut io, mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+        reg.set_wait(WaitAs { read: wait::W_READ, write: wait::W_WRITE, addr: peer });
         Ok(TcpStream { io, reg })
     }
 
     /// Adopt a connected std stream (it is switched to non-blocking).
     pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
         stream.set_nonblocking(true)?;
-        TcpStream::from_mio(mio::net::TcpStream::from_std(stream))
+        let peer = stream.peer_addr().ok();
+        TcpStream::from_mio(mio::net::TcpStream::from_std(stream), peer)
     }
 
     /// Take the socket out of the runtime as a std stream. It stays in non-blocking mode

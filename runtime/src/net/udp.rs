@@ -1,7 +1,8 @@
 //! `UdpSocket`.
 
 use super::ToSocketAddrs;
-use crate::io::{Direction, Registration};
+use crate::io::{Direction, Registration, WaitAs};
+use crate::task::wait;
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
@@ -30,7 +31,8 @@ impl UdpSocket {
     pub fn from_std(socket: std::net::UdpSocket) -> io::Result<UdpSocket> {
         socket.set_nonblocking(true)?;
         let mut io = mio::net::UdpSocket::from_std(socket);
-        let reg = Registration::new(&mut io, mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+        let mut reg = Registration::new(&mut io, mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+        reg.set_wait(WaitAs { read: wait::W_RECV, write: wait::W_SEND, addr: io.local_addr().ok() });
         Ok(UdpSocket { io, reg })
     }
 

@@ -174,15 +174,19 @@ impl Shared {
         if let Some(r) = &self.recorder {
             let target = Self::schedule_target(w);
             let now = self.ts_cached(r, w);
+            let source = crate::task::wait::wake_source();
             if let Some(st) = crate::task::raw::stats(task) {
                 st.scheduled_at.store(now.max(1), Relaxed);
+                st.woken_by.store(source + 1, Relaxed);
+                st.woken_at.store(now.max(1), Relaxed);
                 if r.changes.watching() {
                     r.changes.mark(task, &st.queued, w.map(|w| w.index));
                 }
             }
             // SAFETY: the caller holds a reference to the task.
             let id = unsafe { task.as_ref() }.id;
-            r.record_at(w.map(|w| w.index), EventKind::Schedule, id, target, now);
+            let arg = target | source << events::SCHEDULE_SOURCE_SHIFT;
+            r.record_at(w.map(|w| w.index), EventKind::Schedule, id, arg, now);
         }
     }
 
@@ -370,6 +374,10 @@ impl Shared {
             // SAFETY: `ring` is this worker's ring in the runtime's recorder (see
             // `Core::ring`), alive with `self`; the poller holds the task (RUNNING).
             unsafe { (*ring).set_pending_start(ptr.as_ref().id, now) };
+            // A new poll: the wait the last one named is over (a leaf names the next).
+            // SAFETY: the poller holds the task, and with the ring on it has statistics
+            // (see `on_poll_end`).
+            unsafe { crate::task::raw::stats_unchecked(ptr) }.wait.clear();
             if let Some(r) = &self.recorder {
                 // Running now: a reader of the task list sees a long poll as it happens.
                 self.mark_changed(r, ptr, Some(w));
@@ -423,11 +431,14 @@ impl Shared {
         // Every way into a queue sets `scheduled_at` first (spawn, a wake, or the
         // store below for a requeue), so it is never stale here.
         let queued_at = st.scheduled_at.load(Relaxed);
+        let fp = clock.ns_per_tick_fp();
         if queued_at != 0 {
             let waited = token.start.saturating_sub(queued_at);
             token.waited = waited;
             st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
+            st.schedule_hist.record(events::scale_ticks(waited, fp));
         }
+        st.poll_hist.record(events::scale_ticks(busy, fp));
         st.polls.store(st.polls.load(Relaxed) + 1, Relaxed);
         st.busy_ticks.store(st.busy_ticks.load(Relaxed) + busy, Relaxed);
         st.last_poll_end.store(now, Relaxed);

@@ -136,6 +136,11 @@ impl<T> Future for JoinHandle<T> {
         // SAFETY: `out` has the type the vtable writes; the handle's reference keeps the
         // task alive.
         unsafe { (self.header().vtable.try_read_output)(self.raw, &mut out as *mut _ as *mut (), cx.waker()) };
+        if out.is_pending() {
+            let h = self.header();
+            let kind = if h.vtable.blocking { super::wait::W_BLOCKING } else { super::wait::W_JOIN };
+            super::wait::record_task(kind, h.id);
+        }
         out
     }
 }

@@ -11,6 +11,7 @@ pub(crate) mod state;
 mod state_loom;
 #[cfg(test)]
 pub(crate) mod test_util;
+pub(crate) mod wait;
 
 pub use join::{JoinError, JoinHandle};
 
@@ -121,6 +122,8 @@ pub(crate) fn alloc_global(layout: std::alloc::Layout) -> NonNull<u8> {
 
 /// What a task needs from the thing that runs it.
 pub(crate) trait Schedule: Send + Sync + Sized + 'static {
+    /// Whether this is the blocking pool (see `Vtable::blocking`).
+    const BLOCKING: bool = false;
     /// A waker (or an abort) moved the task to SCHEDULED: queue it.
     fn schedule(&self, task: Notified<Self>);
     /// The task was woken during its own poll (`yield_now` is one case): queue it behind
@@ -179,6 +182,44 @@ pub(crate) struct TaskStats {
     /// Set while the task sits in the live-task change log (`telemetry::tasks`), so it is
     /// queued there once however often it changes between two reads.
     pub(crate) queued: crate::loom::AtomicBool,
+    /// What it waits on (written by the leaf futures during its polls; see `wait`).
+    pub(crate) wait: wait::WaitRecord,
+    /// Who woke it last (`wait::wake_source` + 1; 0: never woken) and when (raw ticks).
+    pub(crate) woken_by: std::sync::atomic::AtomicU64,
+    pub(crate) woken_at: std::sync::atomic::AtomicU64,
+    /// Log2 histograms of its poll times and of its waits in a queue (see
+    /// `TaskHistogram`); only its poller writes them.
+    pub(crate) poll_hist: TaskHistogram,
+    pub(crate) schedule_hist: TaskHistogram,
+}
+
+/// Buckets of a per-task histogram: the log2 buckets of `telemetry::Histogram` from
+/// 2^10 ns (about 1 µs; shorter times count there) to 2^29 ns (about 0.5 s; longer
+/// times count there), 20 in all, so a task's two histograms take 160 bytes.
+pub(crate) const TASK_HIST_BUCKETS: usize = 20;
+/// The `telemetry::Histogram` bucket of this one's first.
+pub(crate) const TASK_HIST_FIRST: usize = 10;
+
+/// A per-task log2 histogram of durations, written by one thread (the task's poller)
+/// with plain load-and-store, read by any.
+#[derive(Default)]
+pub(crate) struct TaskHistogram(pub(crate) [std::sync::atomic::AtomicU32; TASK_HIST_BUCKETS]);
+
+impl TaskHistogram {
+    /// Count one duration of `ns` nanoseconds (the single writer only).
+    #[inline]
+    pub(crate) fn record(&self, ns: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let log2 = (63 - (ns | 1).leading_zeros()) as usize;
+        let i = log2.clamp(TASK_HIST_FIRST, TASK_HIST_FIRST + TASK_HIST_BUCKETS - 1) - TASK_HIST_FIRST;
+        let b = &self.0[i];
+        b.store(b.load(Relaxed).saturating_add(1), Relaxed);
+    }
+
+    /// The counts.
+    pub(crate) fn read(&self) -> [u32; TASK_HIST_BUCKETS] {
+        std::array::from_fn(|i| self.0[i].load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 /// A reference-owning pointer to a task.
@@ -344,6 +385,12 @@ thread_local! {
     static CURRENT_TASK: Cell<Option<NonNull<Header>>> = const { Cell::new(None) };
 }
 
+/// The task being polled on this thread, if any.
+#[inline(always)]
+pub(crate) fn current_task() -> Option<NonNull<Header>> {
+    CURRENT_TASK.with(|c| c.get())
+}
+
 /// Marks a task as current for the duration of a poll.
 pub(crate) struct CurrentTaskGuard(Option<NonNull<Header>>);
 
@@ -361,6 +408,34 @@ impl Drop for CurrentTaskGuard {
     }
 }
 
+/// Name what the current task waits on, for the telemetry (`TaskInfo::waiting_on`, the
+/// console's "waiting on" column): call it in a leaf future (a channel, a lock, a pool)
+/// just before it returns `Pending`. The label stays until the task's next poll, unless
+/// a later `Pending` leaf in the same poll names another wait.
+///
+/// It costs one thread-local load and a branch when the runtime does not record tasks
+/// (no `Builder::event_ring`), and a few stores into the task's own statistics when it
+/// does; outside a task it does nothing.
+///
+/// ```no_run
+/// use std::future::Future;
+/// use std::pin::Pin;
+/// use std::task::{Context, Poll};
+///
+/// struct Permit;
+/// impl Future for Permit {
+///     type Output = ();
+///     fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+///         // ... store the waker where the pool will find it ...
+///         volt::task::waiting_on("db pool permit");
+///         Poll::Pending
+///     }
+/// }
+/// ```
+pub fn waiting_on(label: &'static str) {
+    wait::record_label(label);
+}
+
 /// Yield to the scheduler once: the task goes to the back of its worker's queue.
 pub async fn yield_now() {
     struct YieldNow(bool);
@@ -372,6 +447,7 @@ pub async fn yield_now() {
             }
             self.0 = true;
             cx.waker().wake_by_ref();
+            wait::record(wait::W_YIELD);
             Poll::Pending
         }
     }

@@ -114,6 +114,8 @@ pub(crate) struct Vtable {
     pub(crate) shutdown: unsafe fn(NonNull<Header>),
     /// Where a `TaskStats` tail starts, for tasks that have one.
     pub(crate) stats_offset: usize,
+    /// A blocking-pool task (`spawn_blocking`): its joiner waits on "blocking".
+    pub(crate) blocking: bool,
 }
 
 /// Where the future is in its life.
@@ -148,6 +150,7 @@ where
         drop_join_handle: drop_join_handle::<F, S>,
         shutdown: shutdown::<F, S>,
         stats_offset: Self::STATS_OFFSET,
+        blocking: S::BLOCKING,
     };
 
     /// The cell's size rounded up to `TaskStats`'s alignment.
@@ -382,6 +385,8 @@ where
         // SAFETY: no `JoinHandle` exists; nothing else touches a COMPLETE stage.
         let _ = unsafe { drop_future_or_output(cell) };
     } else if prev.is_join_waker_set() {
+        // The joiner's wake names this task as its source (the telemetry's wake source).
+        let _current = super::CurrentTaskGuard::enter(ptr);
         // SAFETY: JOIN_WAKER was set at completion, so the handle no longer writes the slot.
         cell.join_waker.with(|w| {
             // SAFETY: see above; a shared read of the slot.

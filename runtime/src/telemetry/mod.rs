@@ -14,6 +14,7 @@ mod histogram;
 // The live-task change log serves the console's task stream only.
 #[cfg_attr(not(feature = "console"), allow(dead_code))]
 pub(crate) mod tasks;
+mod wait;
 
 #[cfg(feature = "console")]
 pub(crate) use counters::for_each_worker_counter;
@@ -21,6 +22,7 @@ pub use counters::WorkerSnapshot;
 pub(crate) use counters::{Counter, WorkerCounters};
 pub use events::{Event, EventCursor, EventDetail, EventKind, ScheduleTarget};
 pub use histogram::Histogram;
+pub use wait::{WaitReason, WakeSource};
 
 use crate::runtime::handle::Shared;
 use clock::Clock;
@@ -231,6 +233,24 @@ pub struct TaskInfo {
     pub scheduled: std::time::Duration,
     /// Time since its last poll ended (`None` if it was never polled).
     pub since_last_poll: Option<std::time::Duration>,
+    /// What it waits on, while idle: the last of Volt's leaf futures (or a user's
+    /// [`waiting_on`](crate::task::waiting_on) label) that returned `Pending` in its
+    /// latest poll. `None` when it is not idle, or its wait is on something that does
+    /// not say (a future of another library with no label).
+    pub waiting_on: Option<WaitReason>,
+    /// How long it has waited, while idle: the time since its last poll ended.
+    pub waiting_since: Option<std::time::Duration>,
+    /// It is idle and nothing but its owner and its `JoinHandle` holds a reference to
+    /// it: every waker was dropped, so nothing can ever wake it again.
+    pub lost_waker: bool,
+    /// Who woke it last (`None`: never woken since its spawn).
+    pub last_woken_by: Option<WakeSource>,
+    /// How long ago that wake was.
+    pub last_woken: Option<std::time::Duration>,
+    /// Its poll times (log2 buckets of nanoseconds, as the runtime's histograms).
+    pub poll_histogram: Histogram,
+    /// Its waits in a run queue, from a wake to the poll that followed.
+    pub schedule_histogram: Histogram,
 }
 
 /// One live task's figures as the console's task index keeps them.
@@ -245,25 +265,72 @@ pub(crate) struct TaskRow {
     pub(crate) last_poll_end_ns: u64,
     /// Time since then, at the reading (`None`: never polled).
     pub(crate) since_last_poll_ns: Option<u64>,
+    /// Its wait record as read (all zero: none, or not idle).
+    pub(crate) wait: crate::task::wait::WaitWords,
+    pub(crate) lost_waker: bool,
+    /// Who woke it last (`wait::wake_source` + 1; 0: never) and when, in ns since the
+    /// runtime started.
+    pub(crate) woken_by: u64,
+    pub(crate) woken_at_ns: u64,
 }
 
-/// Read one task. `t` must be kept alive by the caller. `None` if it has no statistics.
+impl TaskRow {
+    /// The wait, decoded with deadlines measured from now.
+    pub(crate) fn waiting_on(&self) -> Option<WaitReason> {
+        self.wait.decode(std::time::Instant::now()).map(WaitReason::from_wait)
+    }
+
+    pub(crate) fn last_woken_by(&self) -> Option<WakeSource> {
+        (self.woken_by != 0).then(|| WakeSource::from_packed(self.woken_by - 1))
+    }
+}
+
+/// A task's histograms as [`Histogram`]s: their buckets put where the runtime-wide
+/// histograms keep the same ranges, their sums the task's busy and queued time.
+fn task_histograms(st: &crate::task::TaskStats, row: &TaskRow) -> (Histogram, Histogram) {
+    use crate::task::TASK_HIST_FIRST;
+    let widen = |counts: [u32; crate::task::TASK_HIST_BUCKETS], sum: u64| {
+        let mut h = Histogram::default();
+        for (i, c) in counts.into_iter().enumerate() {
+            h.buckets[TASK_HIST_FIRST + i] = c as u64;
+        }
+        h.sum = sum;
+        h
+    };
+    (widen(st.poll_hist.read(), row.busy_ns), widen(st.schedule_hist.read(), row.scheduled_ns))
+}
+
+/// Read one task. `t` must be kept alive by the caller, and `extra_refs` is how many
+/// references the caller's own holding accounts for beyond the owned list's (the change
+/// log's, while it hands the task over). `None` if it has no statistics.
 fn read_task<'a>(
     clock: &Clock,
     now: u64,
     t: std::ptr::NonNull<crate::task::raw::Header>,
+    extra_refs: u64,
 ) -> Option<(TaskRow, Option<&'a str>)> {
     let st = crate::task::raw::stats(t)?;
     // SAFETY: the caller keeps the task alive.
     let h = unsafe { t.as_ref() };
     use crate::task::state::Lifecycle;
-    let state = match h.state.load().lifecycle() {
+    let word = h.state.load();
+    let state = match word.lifecycle() {
         Lifecycle::Idle => TaskState::Idle,
         Lifecycle::Scheduled => TaskState::Scheduled,
         Lifecycle::Running => TaskState::Running,
         Lifecycle::Complete => TaskState::Complete,
     };
+    let idle = state == TaskState::Idle;
+    // Nothing but the owned list and the join handle holds it: no waker is left. Every
+    // holder this count can't see (the change log's reference, taken or given back
+    // meanwhile) only adds references, so a race can hide a lost waker, never invent
+    // one; a task the log holds is left for the next reading.
+    let lost_waker = idle && {
+        let expected = 1 + word.is_join_interested() as u64 + extra_refs;
+        word.ref_count() <= expected && (extra_refs > 0 || !st.queued.load(Relaxed))
+    };
     let last = st.last_poll_end.load(Relaxed);
+    let woken_at = st.woken_at.load(Relaxed);
     let row = TaskRow {
         id: h.id,
         state,
@@ -272,8 +339,35 @@ fn read_task<'a>(
         scheduled_ns: clock.ticks_to_ns(st.scheduled_ticks.load(Relaxed)),
         last_poll_end_ns: if last == 0 { 0 } else { clock.since_start_ns(last).max(1) },
         since_last_poll_ns: (last != 0).then(|| clock.ticks_to_ns(now.saturating_sub(last))),
+        wait: if idle { st.wait.read().unwrap_or_default() } else { Default::default() },
+        lost_waker,
+        woken_by: st.woken_by.load(Relaxed),
+        woken_at_ns: if woken_at == 0 { 0 } else { clock.since_start_ns(woken_at).max(1) },
     };
     Some((row, st.name.as_deref()))
+}
+
+/// A [`TaskInfo`] from a reading.
+fn task_info(row: &TaskRow, name: Option<&str>, st: &crate::task::TaskStats, now_ns: u64) -> TaskInfo {
+    use std::time::Duration;
+    let idle = row.state == TaskState::Idle;
+    let (poll_histogram, schedule_histogram) = task_histograms(st, row);
+    TaskInfo {
+        id: row.id,
+        name: name.map(String::from),
+        state: row.state,
+        polls: row.polls,
+        busy: Duration::from_nanos(row.busy_ns),
+        scheduled: Duration::from_nanos(row.scheduled_ns),
+        since_last_poll: row.since_last_poll_ns.map(Duration::from_nanos),
+        waiting_on: if idle { row.waiting_on() } else { None },
+        waiting_since: if idle { row.since_last_poll_ns.map(Duration::from_nanos) } else { None },
+        lost_waker: row.lost_waker,
+        last_woken_by: row.last_woken_by(),
+        last_woken: (row.woken_at_ns != 0).then(|| Duration::from_nanos(now_ns.saturating_sub(row.woken_at_ns))),
+        poll_histogram,
+        schedule_histogram,
+    }
 }
 
 /// A task's lifecycle state.
@@ -297,30 +391,39 @@ impl Telemetry {
     /// completion do; no worker waits on it for longer than one shard's walk.
     pub fn tasks(&self) -> Vec<TaskInfo> {
         let mut out = Vec::new();
-        self.for_each_task(|row, name| {
-            out.push(TaskInfo {
-                id: row.id,
-                name: name.map(String::from),
-                state: row.state,
-                polls: row.polls,
-                busy: std::time::Duration::from_nanos(row.busy_ns),
-                scheduled: std::time::Duration::from_nanos(row.scheduled_ns),
-                since_last_poll: row.since_last_poll_ns.map(std::time::Duration::from_nanos),
-            })
-        });
+        let now_ns = self.now_ns();
+        self.for_each_task_stats(|row, name, st| out.push(task_info(&row, name, st, now_ns)));
         out.sort_by_key(|t| t.id);
         out
+    }
+
+    /// One live task, by id (`None`: no such live task, or tasks are not recorded).
+    pub(crate) fn task(&self, id: u64) -> Option<TaskInfo> {
+        let mut found = None;
+        let now_ns = self.now_ns();
+        self.for_each_task_stats(|row, name, st| {
+            if row.id == id && row.state != TaskState::Complete {
+                found = Some(task_info(&row, name, st, now_ns));
+            }
+        });
+        found
     }
 
     /// Visit every live task (unordered), with its name. Nothing when the runtime does
     /// not record events.
     pub(crate) fn for_each_task(&self, mut f: impl FnMut(TaskRow, Option<&str>)) {
+        self.for_each_task_stats(|row, name, _| f(row, name))
+    }
+
+    fn for_each_task_stats(&self, mut f: impl FnMut(TaskRow, Option<&str>, &crate::task::TaskStats)) {
         let Some(rec) = &self.shared.recorder else { return };
         let now = rec.clock.raw();
         self.shared.owned.for_each(|t| {
             // The owned list holds a reference to every linked task while we walk it.
-            if let Some((row, name)) = read_task(&rec.clock, now, t) {
-                f(row, name);
+            if let Some((row, name)) = read_task(&rec.clock, now, t, 0) {
+                if let Some(st) = crate::task::raw::stats(t) {
+                    f(row, name, st);
+                }
             }
         });
     }
@@ -353,7 +456,8 @@ impl Telemetry {
             if let Some(st) = crate::task::raw::stats(t) {
                 tasks::clear_then_read(&st.queued);
             }
-            let Some((row, name)) = read_task(&rec.clock, now, t) else { return false };
+            // The log holds one reference while it hands the task over.
+            let Some((row, name)) = read_task(&rec.clock, now, t, 1) else { return false };
             f(row, name);
             // Its poll's end moves it out of RUNNING with no mark: read it again.
             row.state == TaskState::Running

@@ -29,6 +29,7 @@
 mod wheel;
 
 use crate::runtime::handle::Shared;
+use crate::task::wait;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
@@ -163,6 +164,9 @@ pub struct Sleep {
     shared: Arc<Shared>,
     key: Option<TimerKey>,
     fired: bool,
+    /// What a pending poll records as the task's wait (`task::wait`): a sleep, or the
+    /// timer of a timeout or an interval.
+    kind: u8,
 }
 
 /// Wait until `duration` has passed. A duration too large for `Instant` (such as
@@ -181,14 +185,14 @@ pub fn sleep(duration: Duration) -> Sleep {
 pub fn sleep_until(deadline: Instant) -> Sleep {
     let shared = crate::runtime::context::current_handle()
         .expect("volt::time::sleep called outside a Volt runtime: call it from a task or inside `Runtime::block_on`");
-    Sleep { deadline, shared, key: None, fired: false }
+    Sleep { deadline, shared, key: None, fired: false, kind: wait::W_SLEEP }
 }
 
 impl Sleep {
     /// A sleep on `shared`'s timers, from any thread.
     #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
     pub(crate) fn new_in(shared: Arc<Shared>, deadline: Instant) -> Sleep {
-        Sleep { deadline, shared, key: None, fired: false }
+        Sleep { deadline, shared, key: None, fired: false, kind: wait::W_SLEEP }
     }
 
     /// When this sleep completes.
@@ -223,7 +227,18 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
+        let r = self.poll_timer(cx);
+        if r.is_pending() {
+            wait::record_deadline(self.kind, self.deadline);
+        }
+        r
+    }
+}
+
+impl Sleep {
+    /// Poll the timer without recording the task's wait.
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self;
         if this.fired {
             return Poll::Ready(());
         }
@@ -300,10 +315,13 @@ impl<F: Future> Future for Timeout<F> {
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: see above.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
+        // The timeout is the task's wait unless the future names a closer one (a read,
+        // a join): it records after this, and the last record of a poll wins.
+        wait::record_deadline(wait::W_TIMEOUT, this.sleep.deadline);
         if let Poll::Ready(v) = future.poll(cx) {
             return Poll::Ready(Ok(v));
         }
-        match Pin::new(&mut this.sleep).poll(cx) {
+        match this.sleep.poll_timer(cx) {
             Poll::Ready(()) => Poll::Ready(Err(error::Elapsed(()))),
             Poll::Pending => Poll::Pending,
         }
@@ -318,7 +336,9 @@ impl<F: Future> Future for Timeout<F> {
 /// If `period` is zero, or outside a Volt runtime.
 pub fn interval(period: Duration) -> Interval {
     assert!(period > Duration::ZERO, "volt::time::interval: the period must be non-zero");
-    Interval { sleep: sleep_until(Instant::now()), period }
+    let mut sleep = sleep_until(Instant::now());
+    sleep.kind = wait::W_INTERVAL;
+    Interval { sleep, period }
 }
 
 /// See [`interval`].

@@ -75,7 +75,9 @@ pub(crate) fn decode(raw: Raw, ns: u64, out: &mut Vec<Event>) {
             2 => {
                 out.push(ev(EventKind::PollEnd, 0));
                 out.push(ev(EventKind::Transition, RUNNING_TO | 1));
-                out.push(ev(EventKind::Schedule, SCHEDULE_LOCAL));
+                // Woken during its own poll: the task itself is the source.
+                let own = crate::task::wait::SRC_TASK as u64 | raw.task << crate::task::wait::SRC_BITS;
+                out.push(ev(EventKind::Schedule, SCHEDULE_LOCAL | own << super::SCHEDULE_SOURCE_SHIFT));
             }
             _ => out.push(ev(EventKind::PollEnd, 0)),
         },

@@ -129,6 +129,8 @@ pub struct Event {
 pub(crate) const SCHEDULE_LIFO: u64 = 0;
 pub(crate) const SCHEDULE_LOCAL: u64 = 1;
 pub(crate) const SCHEDULE_GLOBAL: u64 = 2;
+/// A `Schedule`'s wake source (`WakeSource`, packed) sits above its target.
+pub(crate) const SCHEDULE_SOURCE_SHIFT: u32 = 8;
 
 /// Where a `Schedule` event queued its task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -156,6 +158,9 @@ pub enum EventDetail {
     Schedule {
         /// Where it went.
         target: ScheduleTarget,
+        /// Who woke it. A spawn's first `Schedule` says `Outside` (the spawn record does
+        /// not keep the spawner); a requeue at a poll's end names the task itself.
+        source: super::WakeSource,
     },
     /// A poll began.
     PollStart,
@@ -220,11 +225,12 @@ impl Event {
         match self.kind {
             EventKind::Spawn => EventDetail::Spawn { remote: a != 0 },
             EventKind::Schedule => EventDetail::Schedule {
-                target: match a {
+                target: match a & 0xff {
                     SCHEDULE_LIFO => ScheduleTarget::Lifo,
                     SCHEDULE_LOCAL => ScheduleTarget::Local,
                     _ => ScheduleTarget::Global,
                 },
+                source: super::WakeSource::from_packed(a >> SCHEDULE_SOURCE_SHIFT),
             },
             EventKind::PollStart => EventDetail::PollStart,
             EventKind::PollEnd => EventDetail::PollEnd { ready: a == 1 },
@@ -260,9 +266,9 @@ impl std::fmt::Display for Event {
             EventDetail::Spawn { remote } => {
                 write!(f, "spawn      task {task} ({})", if remote { "remote" } else { "local" })
             }
-            EventDetail::Schedule { target } => write!(
+            EventDetail::Schedule { target, source } => write!(
                 f,
-                "schedule   task {task} -> {}",
+                "schedule   task {task} -> {} (woken by {source})",
                 match target {
                     ScheduleTarget::Lifo => "LIFO slot",
                     ScheduleTarget::Local => "local queue",

@@ -1,0 +1,236 @@
+//! What an idle task waits on ([`WaitReason`]) and who woke a task ([`WakeSource`]), as
+//! [`Telemetry::tasks`](super::Telemetry::tasks) and the event ring report them. The leaf
+//! futures and the wake path record them (`task::wait`).
+
+use crate::task::wait::{self as w, Wait};
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// What an idle task waits on: the last of Volt's leaf futures (or a user's label, see
+/// [`volt::task::waiting_on`](crate::task::waiting_on)) that returned `Pending` in its
+/// latest poll.
+///
+/// Its `Display` begins with the kind's word (`sleep`, `timeout`, `interval`, `accept`,
+/// `read`, `write`, `recv`, `send`, `join`, `blocking`, `yield`) or is the user's label:
+/// `sleep until +1.2 s`, `read 127.0.0.1:5000`, `join task 42`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WaitReason {
+    /// `volt::time::sleep`; the time left at the reading (`None`: no deadline).
+    Sleep {
+        /// Time left until the deadline.
+        remaining: Option<Duration>,
+    },
+    /// `volt::time::timeout` around a future that named no wait of its own.
+    Timeout {
+        /// Time left until the timeout.
+        remaining: Option<Duration>,
+    },
+    /// `volt::time::Interval::tick`.
+    Interval {
+        /// Time left until the next tick.
+        remaining: Option<Duration>,
+    },
+    /// `TcpListener::accept`, with the listener's address.
+    Accept {
+        /// The local address.
+        addr: Option<SocketAddr>,
+    },
+    /// A read on a TCP stream (directly, through a split half, or through an adapter
+    /// such as `volt::hyper::Io`), with the peer's address.
+    Read {
+        /// The peer address.
+        addr: Option<SocketAddr>,
+    },
+    /// A write on a TCP stream (or its connect), with the peer's address.
+    Write {
+        /// The peer address.
+        addr: Option<SocketAddr>,
+    },
+    /// A UDP receive, with the socket's local address.
+    Recv {
+        /// The local address.
+        addr: Option<SocketAddr>,
+    },
+    /// A UDP send, with the socket's local address.
+    Send {
+        /// The local address.
+        addr: Option<SocketAddr>,
+    },
+    /// Awaiting another task's `JoinHandle`.
+    Join {
+        /// The joined task's id.
+        task_id: u64,
+    },
+    /// Awaiting a `spawn_blocking` closure's result.
+    Blocking {
+        /// The blocking task's id.
+        task_id: u64,
+    },
+    /// `volt::task::yield_now` (the task is queued again at once).
+    Yield,
+    /// A label set by the user's leaf future with `volt::task::waiting_on`.
+    Label(&'static str),
+}
+
+impl WaitReason {
+    pub(crate) fn from_wait(wait: Wait) -> WaitReason {
+        match wait {
+            Wait::Sleep(remaining) => WaitReason::Sleep { remaining },
+            Wait::Timeout(remaining) => WaitReason::Timeout { remaining },
+            Wait::Interval(remaining) => WaitReason::Interval { remaining },
+            Wait::Accept(addr) => WaitReason::Accept { addr },
+            Wait::Read(addr) => WaitReason::Read { addr },
+            Wait::Write(addr) => WaitReason::Write { addr },
+            Wait::Recv(addr) => WaitReason::Recv { addr },
+            Wait::Send(addr) => WaitReason::Send { addr },
+            Wait::Join(task_id) => WaitReason::Join { task_id },
+            Wait::Blocking(task_id) => WaitReason::Blocking { task_id },
+            Wait::Yield => WaitReason::Yield,
+            Wait::Label(l) => WaitReason::Label(l),
+        }
+    }
+
+    /// The kind's word (`sleep`, `read`, ...), or the label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WaitReason::Sleep { .. } => "sleep",
+            WaitReason::Timeout { .. } => "timeout",
+            WaitReason::Interval { .. } => "interval",
+            WaitReason::Accept { .. } => "accept",
+            WaitReason::Read { .. } => "read",
+            WaitReason::Write { .. } => "write",
+            WaitReason::Recv { .. } => "recv",
+            WaitReason::Send { .. } => "send",
+            WaitReason::Join { .. } => "join",
+            WaitReason::Blocking { .. } => "blocking",
+            WaitReason::Yield => "yield",
+            WaitReason::Label(l) => l,
+        }
+    }
+}
+
+/// `+1.2 s`, `+350 ms`, `+12 µs`: a short time to come.
+fn fmt_left(f: &mut fmt::Formatter<'_>, d: Duration) -> fmt::Result {
+    let ns = d.as_nanos();
+    if ns >= 1_000_000_000 {
+        write!(f, "+{:.1} s", d.as_secs_f64())
+    } else if ns >= 1_000_000 {
+        write!(f, "+{} ms", ns / 1_000_000)
+    } else {
+        write!(f, "+{} µs", ns / 1_000)
+    }
+}
+
+impl fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let until = |f: &mut fmt::Formatter<'_>, word: &str, left: &Option<Duration>| match left {
+            Some(d) => {
+                write!(f, "{word} until ")?;
+                fmt_left(f, *d)
+            }
+            None => write!(f, "{word} (no deadline)"),
+        };
+        let at = |f: &mut fmt::Formatter<'_>, word: &str, addr: &Option<SocketAddr>| match addr {
+            Some(a) => write!(f, "{word} {a}"),
+            None => f.write_str(word),
+        };
+        match self {
+            WaitReason::Sleep { remaining } => until(f, "sleep", remaining),
+            WaitReason::Timeout { remaining } => until(f, "timeout", remaining),
+            WaitReason::Interval { remaining } => until(f, "interval", remaining),
+            WaitReason::Accept { addr } => at(f, "accept", addr),
+            WaitReason::Read { addr } => at(f, "read", addr),
+            WaitReason::Write { addr } => at(f, "write", addr),
+            WaitReason::Recv { addr } => at(f, "recv", addr),
+            WaitReason::Send { addr } => at(f, "send", addr),
+            WaitReason::Join { task_id } => write!(f, "join task {task_id}"),
+            WaitReason::Blocking { task_id } => write!(f, "blocking task {task_id}"),
+            WaitReason::Yield => f.write_str("yield"),
+            WaitReason::Label(l) => f.write_str(l),
+        }
+    }
+}
+
+/// Who woke a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WakeSource {
+    /// The timer wheel (a sleep, timeout or interval fired).
+    Timer,
+    /// The I/O driver (a socket became ready).
+    Io,
+    /// Another task (or the task itself, as `yield_now` does), by its id.
+    Task(u64),
+    /// The blocking pool (a `spawn_blocking` closure finished).
+    Blocking,
+    /// A thread outside the runtime's workers and pool (`block_on`'s thread, a plain
+    /// thread, a foreign runtime's thread).
+    Outside,
+}
+
+impl WakeSource {
+    /// Unpack the recorded form (`task::wait::wake_source`).
+    pub(crate) fn from_packed(v: u64) -> WakeSource {
+        match (v & ((1 << w::SRC_BITS) - 1)) as u8 {
+            w::SRC_TIMER => WakeSource::Timer,
+            w::SRC_IO => WakeSource::Io,
+            w::SRC_TASK => WakeSource::Task(v >> w::SRC_BITS),
+            w::SRC_BLOCKING => WakeSource::Blocking,
+            _ => WakeSource::Outside,
+        }
+    }
+
+    /// The packed form (the event ring's and the console wire's).
+    #[cfg(test)]
+    pub(crate) fn to_packed(self) -> u64 {
+        match self {
+            WakeSource::Timer => w::SRC_TIMER as u64,
+            WakeSource::Io => w::SRC_IO as u64,
+            WakeSource::Task(id) => w::SRC_TASK as u64 | id << w::SRC_BITS,
+            WakeSource::Blocking => w::SRC_BLOCKING as u64,
+            WakeSource::Outside => w::SRC_OUTSIDE as u64,
+        }
+    }
+}
+
+impl fmt::Display for WakeSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WakeSource::Timer => f.write_str("the timer wheel"),
+            WakeSource::Io => f.write_str("the I/O driver"),
+            WakeSource::Task(id) => write!(f, "task {id}"),
+            WakeSource::Blocking => f.write_str("the blocking pool"),
+            WakeSource::Outside => f.write_str("a thread outside the runtime"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_begins_with_the_kind() {
+        let a: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let cases = [
+            (WaitReason::Sleep { remaining: Some(Duration::from_millis(1200)) }, "sleep until +1.2 s"),
+            (WaitReason::Read { addr: Some(a) }, "read 127.0.0.1:5000"),
+            (WaitReason::Join { task_id: 42 }, "join task 42"),
+            (WaitReason::Timeout { remaining: None }, "timeout (no deadline)"),
+            (WaitReason::Label("db pool"), "db pool"),
+        ];
+        for (r, want) in cases {
+            assert_eq!(r.to_string(), want);
+            assert!(want.starts_with(r.kind()));
+        }
+    }
+
+    #[test]
+    fn wake_sources_pack_and_unpack() {
+        for s in [WakeSource::Timer, WakeSource::Io, WakeSource::Task(77), WakeSource::Blocking, WakeSource::Outside] {
+            assert_eq!(WakeSource::from_packed(s.to_packed()), s);
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Where each task is stuck: wait reasons, lost wakers and wake sources, as
+//! `Telemetry::tasks` reports them. Every wait here is on something that never comes,
+//! so the figures are read while the tasks sit idle; the loops below wait for a state
+//! with a bound, and assert nothing about how long anything took.
+
+use futures::{AsyncReadExt, AsyncWriteExt};
+use std::future::Future;
+use std::io::Write;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+use volt::telemetry::{TaskInfo, TaskState, WaitReason, WakeSource};
+
+fn runtime() -> volt::Runtime {
+    volt::runtime::Builder::new().worker_threads(2).event_ring(4096).build().unwrap()
+}
+
+/// Read the task list until `pred` holds for it, for at most 10 s.
+fn wait_for(rt: &volt::Runtime, what: &str, pred: impl Fn(&[TaskInfo]) -> bool) -> Vec<TaskInfo> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let tasks = rt.handle().telemetry().tasks();
+        if pred(&tasks) {
+            return tasks;
+        }
+        assert!(Instant::now() < deadline, "{what}: {tasks:#?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn named<'a>(tasks: &'a [TaskInfo], name: &str) -> Option<&'a TaskInfo> {
+    tasks.iter().find(|t| t.name.as_deref() == Some(name))
+}
+
+fn spawn_named<F>(rt: &volt::Runtime, name: &str, f: F) -> volt::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    volt::task::Builder::new().name(name).spawn_on(f, rt.handle())
+}
+
+/// Pending forever, keeping its waker in `slot`, under a user's label.
+struct Labelled {
+    slot: Arc<Mutex<Option<Waker>>>,
+    label: &'static str,
+}
+
+impl Future for Labelled {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        *self.slot.lock().unwrap() = Some(cx.waker().clone());
+        volt::task::waiting_on(self.label);
+        Poll::Pending
+    }
+}
+
+/// Pending under `label` until woken once, then done.
+struct Gate {
+    slot: Arc<Mutex<Option<Waker>>>,
+    label: &'static str,
+    polled: bool,
+}
+
+fn gate(slot: &Arc<Mutex<Option<Waker>>>, label: &'static str) -> Gate {
+    Gate { slot: slot.clone(), label, polled: false }
+}
+
+impl Future for Gate {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.polled {
+            return Poll::Ready(());
+        }
+        self.polled = true;
+        *self.slot.lock().unwrap() = Some(cx.waker().clone());
+        volt::task::waiting_on(self.label);
+        Poll::Pending
+    }
+}
+
+/// Pending forever with its waker dropped: nothing can wake the task again.
+struct DropsItsWaker;
+
+impl Future for DropsItsWaker {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        drop(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+#[test]
+fn each_kind_of_leaf_future_names_its_wait() {
+    let rt = runtime();
+    let (addrs_tx, addrs) = std::sync::mpsc::channel();
+    // Sockets: an accept, a read whose peer never writes, a write whose peer never
+    // reads, and a UDP receive.
+    let a = addrs_tx.clone();
+    spawn_named(&rt, "acceptor", async move {
+        let l = volt::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        a.send(("acceptor", l.local_addr().unwrap())).unwrap();
+        let _ = l.accept().await;
+    });
+    let a = addrs_tx.clone();
+    spawn_named(&rt, "reader", async move {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut s = volt::net::TcpStream::connect(addr).await.unwrap();
+        let (peer, _) = l.accept().unwrap();
+        a.send(("reader", addr)).unwrap();
+        let mut buf = [0u8; 16];
+        let _ = s.read(&mut buf).await;
+        drop(peer);
+    });
+    let a = addrs_tx.clone();
+    spawn_named(&rt, "writer", async move {
+        let l = volt::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let peer = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, from) = l.accept().await.unwrap();
+        a.send(("writer", from)).unwrap();
+        let chunk = vec![7u8; 1 << 20];
+        loop {
+            // The peer never reads: the socket buffers fill and the write waits.
+            if s.write(&chunk).await.is_err() {
+                break;
+            }
+        }
+        drop(peer);
+    });
+    let a = addrs_tx.clone();
+    spawn_named(&rt, "receiver", async move {
+        let u = volt::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        a.send(("receiver", u.local_addr().unwrap())).unwrap();
+        let mut buf = [0u8; 16];
+        let _ = u.recv_from(&mut buf).await;
+    });
+    // Time: a sleep, a timeout around a future that says nothing, an interval.
+    spawn_named(&rt, "sleeper", async { volt::time::sleep(Duration::from_secs(3600)).await });
+    spawn_named(&rt, "forever", async { volt::time::sleep(Duration::MAX).await });
+    spawn_named(&rt, "timeout", async {
+        let _ = volt::time::timeout(Duration::from_secs(3600), std::future::pending::<()>()).await;
+    });
+    spawn_named(&rt, "interval", async {
+        let mut i = volt::time::interval(Duration::from_secs(3600));
+        i.tick().await;
+        i.tick().await;
+    });
+    // Tasks: a join, a blocking closure, a user's label, a lost waker.
+    let target = spawn_named(&rt, "target", async { volt::time::sleep(Duration::from_secs(3600)).await });
+    let target_id = target.id();
+    spawn_named(&rt, "joiner", async move {
+        let _ = target.await;
+    });
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let blocking_id = Arc::new(Mutex::new(0));
+    let b = blocking_id.clone();
+    spawn_named(&rt, "blocker", async move {
+        let h = volt::task::spawn_blocking(move || {
+            let _ = release_rx.recv();
+        });
+        *b.lock().unwrap() = h.id();
+        let _ = h.await;
+    });
+    let slot = Arc::new(Mutex::new(None));
+    spawn_named(&rt, "labelled", Labelled { slot: slot.clone(), label: "db pool permit" });
+    spawn_named(&rt, "lost", DropsItsWaker);
+    let mut addr_of = std::collections::HashMap::new();
+    for _ in 0..4 {
+        let (name, addr) = addrs.recv_timeout(Duration::from_secs(10)).expect("socket tasks started");
+        addr_of.insert(name, addr);
+    }
+    let names = [
+        "acceptor", "reader", "writer", "receiver", "sleeper", "forever", "timeout", "interval", "joiner", "blocker",
+        "labelled", "lost",
+    ];
+    let tasks = wait_for(&rt, "every task idle with its wait", |ts| {
+        names.iter().all(|n| {
+            named(ts, n).is_some_and(|t| t.state == TaskState::Idle && (t.waiting_on.is_some() || *n == "lost"))
+        }) && *blocking_id.lock().unwrap() != 0
+    });
+    let wait = |n: &str| named(&tasks, n).unwrap().waiting_on.clone().unwrap();
+    assert_eq!(wait("acceptor"), WaitReason::Accept { addr: Some(addr_of["acceptor"]) });
+    assert_eq!(wait("reader"), WaitReason::Read { addr: Some(addr_of["reader"]) });
+    assert_eq!(wait("writer"), WaitReason::Write { addr: Some(addr_of["writer"]) });
+    assert_eq!(wait("receiver"), WaitReason::Recv { addr: Some(addr_of["receiver"]) });
+    match wait("sleeper") {
+        WaitReason::Sleep { remaining: Some(d) } => assert!(d <= Duration::from_secs(3600), "{d:?}"),
+        other => panic!("sleeper: {other:?}"),
+    }
+    assert_eq!(wait("forever"), WaitReason::Sleep { remaining: None }, "Duration::MAX has no deadline");
+    assert!(matches!(wait("timeout"), WaitReason::Timeout { remaining: Some(_) }), "{:?}", wait("timeout"));
+    assert!(matches!(wait("interval"), WaitReason::Interval { remaining: Some(_) }), "{:?}", wait("interval"));
+    assert_eq!(wait("joiner"), WaitReason::Join { task_id: target_id });
+    assert_eq!(wait("blocker"), WaitReason::Blocking { task_id: *blocking_id.lock().unwrap() });
+    assert_eq!(wait("labelled"), WaitReason::Label("db pool permit"));
+    assert_eq!(wait("labelled").to_string(), "db pool permit");
+    assert_eq!(wait("joiner").to_string(), format!("join task {target_id}"));
+    assert_eq!(wait("reader").to_string(), format!("read {}", addr_of["reader"]));
+    assert!(wait("sleeper").to_string().starts_with("sleep until +"), "{}", wait("sleeper"));
+    for n in names {
+        let t = named(&tasks, n).unwrap();
+        assert!(t.waiting_since.is_some(), "{n}: idle, so it has waited some time");
+        assert_eq!(t.lost_waker, n == "lost", "{n}: {t:?}");
+        assert!(t.poll_histogram.count() >= 1, "{n}: its polls are counted");
+        assert_eq!(t.poll_histogram.count(), t.polls, "{n}: one bucket count per poll");
+    }
+    // A user's future that still holds its waker is not lost; wake it and it runs.
+    drop(slot);
+    release_tx.send(()).unwrap();
+}
+
+/// Pending once under a label, then done when woken: a task parked here after some
+/// earlier wait shows who woke it from that earlier wait.
+fn park_labelled(slot: Arc<Mutex<Option<Waker>>>) -> Labelled {
+    Labelled { slot, label: "parked" }
+}
+
+#[test]
+fn wake_sources_name_the_timer_the_reactor_a_task_and_an_outside_thread() {
+    let rt = runtime();
+    // Timer: a short sleep, then parked.
+    let s1 = Arc::new(Mutex::new(None));
+    let s = s1.clone();
+    spawn_named(&rt, "timer", async move {
+        volt::time::sleep(Duration::from_millis(1)).await;
+        park_labelled(s).await;
+    });
+    // Socket: a read that a byte from this thread completes, then parked.
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let s2 = Arc::new(Mutex::new(None));
+    let s = s2.clone();
+    spawn_named(&rt, "socket", async move {
+        let l = volt::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addr_tx.send(l.local_addr().unwrap()).unwrap();
+        let (mut c, _) = l.accept().await.unwrap();
+        let mut b = [0u8; 1];
+        let _ = c.read(&mut b).await;
+        park_labelled(s).await;
+    });
+    let mut peer = std::net::TcpStream::connect(addr_rx.recv_timeout(Duration::from_secs(10)).unwrap()).unwrap();
+    // Task: joins a task that finishes when this thread opens its gate, then parked.
+    let s3 = Arc::new(Mutex::new(None));
+    let s = s3.clone();
+    let (id_tx, id_rx) = std::sync::mpsc::channel();
+    let gate_slot = Arc::new(Mutex::new(None::<Waker>));
+    let g = gate_slot.clone();
+    spawn_named(&rt, "joiner", async move {
+        let h = volt::spawn(async move {
+            // Wait until the joiner is parked in its join, then finish.
+            gate(&g, "gate").await;
+        });
+        id_tx.send(h.id()).unwrap();
+        let _ = h.await;
+        park_labelled(s).await;
+    });
+    let joined_id = id_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    wait_for(&rt, "the tasks wait", |ts| {
+        named(ts, "joiner").is_some_and(|t| matches!(t.waiting_on, Some(WaitReason::Join { .. })))
+            && named(ts, "socket").is_some_and(|t| matches!(t.waiting_on, Some(WaitReason::Read { .. })))
+    });
+    peer.write_all(b"x").unwrap();
+    gate_slot.lock().unwrap().take().expect("the joined task parked").wake();
+    let tasks = wait_for(&rt, "woken, then parked", |ts| {
+        ["timer", "socket", "joiner"]
+            .iter()
+            .all(|n| named(ts, n).is_some_and(|t| t.waiting_on == Some(WaitReason::Label("parked"))))
+    });
+    let by = |n: &str| named(&tasks, n).unwrap().last_woken_by;
+    assert_eq!(by("timer"), Some(WakeSource::Timer));
+    assert_eq!(by("socket"), Some(WakeSource::Io));
+    assert_eq!(by("joiner"), Some(WakeSource::Task(joined_id)));
+    for n in ["timer", "socket", "joiner"] {
+        assert!(named(&tasks, n).unwrap().last_woken.is_some(), "{n}");
+    }
+    drop((s1, s2, s3));
+}
+
+#[test]
+fn a_wake_from_an_outside_thread_says_so() {
+    let rt = runtime();
+    let first = Arc::new(Mutex::new(None));
+    let parked = Arc::new(Mutex::new(None));
+    let (f, p) = (first.clone(), parked.clone());
+    spawn_named(&rt, "woken", async move {
+        gate(&f, "first").await;
+        park_labelled(p).await;
+    });
+    wait_for(&rt, "parked", |ts| named(ts, "woken").is_some_and(|t| t.waiting_on == Some(WaitReason::Label("first"))));
+    std::thread::spawn(move || first.lock().unwrap().take().unwrap().wake()).join().unwrap();
+    let tasks = wait_for(&rt, "woken from outside", |ts| {
+        named(ts, "woken").is_some_and(|t| t.waiting_on == Some(WaitReason::Label("parked")))
+    });
+    assert_eq!(named(&tasks, "woken").unwrap().last_woken_by, Some(WakeSource::Outside));
+    drop(parked);
+}
