@@ -31,6 +31,8 @@ pub enum SortKey {
     Busy,
     Polls,
     Name,
+    /// Idle tasks by how long they have waited, longest first.
+    Wait,
 }
 
 /// The whole dashboard state.
@@ -88,6 +90,8 @@ pub struct App {
     pub detail: Option<u64>,
     /// The server's history of the task in the detail view, once asked for.
     pub history: Option<TaskHistory>,
+    /// That task's poll-time and schedule-latency histograms, from the same answer.
+    pub detail_histograms: Option<(proto::Histogram, proto::Histogram)>,
     pub help: bool,
     /// Display frozen (live) or playback paused (replay).
     pub paused: bool,
@@ -134,6 +138,7 @@ impl App {
             sort: SortKey::Busy,
             detail: None,
             history: None,
+            detail_histograms: None,
             help: false,
             paused: false,
             replay_problems: Vec::new(),
@@ -150,6 +155,7 @@ impl App {
                 SortKey::Busy => proto::TaskSort::Busy,
                 SortKey::Polls => proto::TaskSort::Polls,
                 SortKey::Name => proto::TaskSort::Name,
+                SortKey::Wait => proto::TaskSort::Wait,
             } as i32,
             name_contains: self.name_filter.clone(),
             states: self.state_filter.map(|s| vec![s as i32]).unwrap_or_default(),
@@ -215,6 +221,11 @@ impl App {
                     .cmp(b.task.name.as_deref().unwrap_or("\u{10ffff}"))
                     .then(a.task.id.cmp(&b.task.id))
             }),
+            SortKey::Wait => {
+                // When each wait began, on this console's clock; no wait sorts last.
+                let began = |r: &TaskRow| r.task.waiting_since_ns.map_or(u64::MAX, |w| r.seen_at_ns.saturating_sub(w));
+                v.sort_by(|a, b| began(a).cmp(&began(b)).then(a.task.id.cmp(&b.task.id)))
+            }
         }
         v
     }

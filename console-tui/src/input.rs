@@ -92,6 +92,7 @@ impl App {
             KeyCode::Char('b') => self.sort = SortKey::Busy,
             KeyCode::Char('p') => self.sort = SortKey::Polls,
             KeyCode::Char('n') if self.view == View::Tasks => self.sort = SortKey::Name,
+            KeyCode::Char('l') if self.view == View::Tasks => self.sort = SortKey::Wait,
             KeyCode::Char('/') if self.view == View::Tasks => self.filter_input = Some(self.name_filter.clone()),
             KeyCode::Char('s') if self.view == View::Tasks => {
                 use proto::TaskState as S;
@@ -122,5 +123,6 @@ impl App {
         self.detail = None;
         self.detail_row = None;
         self.history = None;
+        self.detail_histograms = None;
     }
 }

@@ -301,7 +301,7 @@ fn once(args: &Args, token: Option<&str>) -> Result<(), String> {
         print_text(&u);
     }
     if let Some(t) = &u.tasks {
-        let c = t.counts.unwrap_or_default();
+        let c = t.counts.clone().unwrap_or_default();
         writeln!(
             out,
             "tasks   {} live ({} idle, {} scheduled, {} running), {listed} listed{}",

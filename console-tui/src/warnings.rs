@@ -1,6 +1,6 @@
 //! What is worth a look, worst first: a slow poll, a poll still running, workers parked
 //! while the global queue holds work, events or updates this console missed, tasks that
-//! keep waking themselves. Computed from the data model on every frame; the header shows
+//! can never be woken (every waker dropped), tasks that keep waking themselves. Computed from the data model on every frame; the header shows
 //! them.
 
 use crate::app::App;
@@ -54,6 +54,15 @@ impl App {
         }
         if self.updates_missed > 0 {
             w.push(format!("{} updates missed (this console read too slowly)", self.updates_missed));
+        }
+        if let Some(c) = &self.task_counts {
+            for &id in &c.lost_waker_ids {
+                w.push(format!("task {id}{} can never be woken: every waker was dropped", self.task_name(id)));
+            }
+            let more = c.lost_waker.saturating_sub(c.lost_waker_ids.len() as u64);
+            if more > 0 {
+                w.push(format!("{more} more task(s) can never be woken (sort by longest wait: l)"));
+            }
         }
         let mut spinning: Vec<(&u64, &TaskTrack)> =
             self.tracks.iter().filter(|(_, t)| t.self_wakes_in_a_row >= SELF_WAKE_LIMIT).collect();

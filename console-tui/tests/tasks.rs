@@ -79,7 +79,7 @@ fn get_snapshot_at_200k_tasks_is_bounded_and_counts_every_task() {
         let u = c.get_snapshot(proto::SnapshotRequest::default()).await.expect("a stock client reads it").into_inner();
         assert!(u.encoded_len() < GRPC_DEFAULT_LIMIT, "{} bytes", u.encoded_len());
         let t = u.tasks.as_ref().expect("tasks");
-        let counts = t.counts.unwrap();
+        let counts = t.counts.clone().unwrap();
         assert_eq!(counts.total, total, "every live task counted");
         assert_eq!(counts.idle + counts.scheduled + counts.running, total, "{counts:?}");
         assert_eq!(t.changed.len(), volt::console::DEFAULT_TASK_LIMIT as usize, "the default page");

@@ -120,7 +120,8 @@ impl Builder {
                 if telemetry.is_shut_down() {
                     return;
                 }
-                let snap = proto::Snapshot::from(&telemetry.snapshot());
+                let mut snap = proto::Snapshot::from(&telemetry.snapshot());
+                snap.tasks_lost_waker = Some(telemetry.lost_wakers());
                 m.publish(&snap);
             }
         })
@@ -352,6 +353,11 @@ const GLOBAL: &[Family<proto::Snapshot>] = &[
     level("volt_workers_parked", "Workers parked.", |s| s.num_parked as f64),
     level("volt_workers", "Worker threads.", |s| s.workers.len() as f64),
     level("volt_tasks_alive", "Tasks spawned and not yet finished.", |s| s.tasks_alive as f64),
+    level(
+        "volt_tasks_lost_waker",
+        "Idle tasks with every waker dropped: nothing can wake them again (0 without an event ring).",
+        |s| s.tasks_lost_waker.unwrap_or(0) as f64,
+    ),
     level("volt_timers_pending", "Timers armed that neither fired nor were dropped.", |s| s.timers_pending as f64),
     level("volt_blocking_threads", "Threads in the blocking pool.", |s| s.blocking_threads as f64),
     level("volt_blocking_queue_depth", "spawn_blocking calls waiting for a thread.", |s| s.blocking_queue_depth as f64),

@@ -178,6 +178,8 @@ impl App {
         }
         self.history = Some(match details {
             Ok(d) => {
+                self.detail_histograms =
+                    Some((d.poll_histogram.unwrap_or_default(), d.schedule_histogram.unwrap_or_default()));
                 if let Some(task) = d.task {
                     self.detail_row = Some(TaskRow { task, seen_at_ns: self.uptime_ns });
                 }

@@ -355,16 +355,18 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
         SortKey::Busy => "busy",
         SortKey::Polls => "polls",
         SortKey::Name => "name",
+        SortKey::Wait => "longest wait",
     };
-    // Narrow terminals drop whole columns (idle for, scheduled, state), never cut values;
-    // the name column counts as 8 cells for this.
-    let shown = fit_columns(&[8, 8, 10, 8, 10, 10, 10], &[6, 5, 2], area.width.saturating_sub(2));
+    // Narrow terminals drop whole columns (scheduled, busy, state, for), never cut
+    // values; the name and "waiting on" columns count as 8 and 16 cells for this.
+    let shown = fit_columns(&[8, 8, 10, 8, 10, 10, 16, 10], &[5, 4, 2, 7], area.width.saturating_sub(2));
     let keep = |cells: Vec<String>| -> Vec<String> {
         cells.into_iter().zip(&shown).filter(|(_, s)| **s).map(|(c, _)| c).collect()
     };
-    let header =
-        Row::new(keep(["id", "name", "state", "polls", "busy", "scheduled", "idle for"].map(String::from).to_vec()))
-            .style(Style::new().add_modifier(Modifier::BOLD));
+    let header = Row::new(keep(
+        ["id", "name", "state", "polls", "busy", "scheduled", "waiting on", "for"].map(String::from).to_vec(),
+    ))
+    .style(Style::new().add_modifier(Modifier::BOLD));
     let rows: Vec<Row> = app
         .sorted_tasks()
         .into_iter()
@@ -376,7 +378,13 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
                 proto::TaskState::Running => "running",
                 proto::TaskState::Complete => "complete",
             };
-            let idle = t.since_last_poll_ns.map(|n| dur(n + app.uptime_ns.saturating_sub(r.seen_at_ns)));
+            let waited = t.waiting_since_ns.map(|n| dur(n + app.uptime_ns.saturating_sub(r.seen_at_ns)));
+            let waiting = match (&t.waiting_on, t.lost_waker) {
+                (_, true) => "nothing (waker lost)".to_string(),
+                (Some(w), false) => w.clone(),
+                (None, false) if t.state == proto::TaskState::Idle as i32 => "?".to_string(),
+                (None, false) => "-".to_string(),
+            };
             Row::new(keep(vec![
                 t.id.to_string(),
                 t.name.clone().unwrap_or_default(),
@@ -384,7 +392,8 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
                 si(t.polls as f64),
                 dur(t.busy_ns),
                 dur(t.scheduled_ns),
-                idle.unwrap_or_else(|| "-".into()),
+                waiting,
+                waited.unwrap_or_else(|| "-".into()),
             ]))
         })
         .collect();
@@ -405,7 +414,7 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
             Some(c) => format!("{} of {} live", app.task_matching, c.total),
             None => format!("{} live", app.tasks.len()),
         };
-        format!(" tasks: {live}, sorted by {sort}{filter} (b p n sort, / name, s state; Enter details) ")
+        format!(" tasks: {live}, sorted by {sort}{filter} (b p n l sort, / name, s state; Enter details) ")
     };
     let widths = [
         Constraint::Length(8),
@@ -414,6 +423,7 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(8),
         Constraint::Length(10),
         Constraint::Length(10),
+        Constraint::Fill(1),
         Constraint::Length(10),
     ];
     let widths: Vec<Constraint> = widths.iter().zip(&shown).filter(|(_, s)| **s).map(|(w, _)| *w).collect();
@@ -428,6 +438,39 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
         area,
         &mut state,
     );
+}
+
+/// A log2 histogram on one line: its populated range as bars, `1µs ▁▃█▂ 1ms`, and
+/// the p50 and p99 bounds.
+fn histogram_line(h: &proto::Histogram) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let total: u64 = h.buckets.iter().sum();
+    let (Some(lo), Some(hi)) = (h.buckets.iter().position(|&c| c > 0), h.buckets.iter().rposition(|&c| c > 0)) else {
+        return "-".into();
+    };
+    let max = h.buckets[lo..=hi].iter().copied().max().unwrap_or(1).max(1);
+    let bars: String = h.buckets[lo..=hi]
+        .iter()
+        .map(|&c| if c == 0 { ' ' } else { BARS[((c * 7).div_ceil(max) as usize).min(7)] })
+        .collect();
+    let quantile = |q: f64| {
+        let want = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, c) in h.buckets.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return dur(1u64 << (i + 1).min(63));
+            }
+        }
+        "-".into()
+    };
+    format!(
+        "{} {bars} {}  p50 < {}, p99 < {} ({total})",
+        dur(1u64 << lo),
+        dur(1u64 << (hi + 1).min(63)),
+        quantile(0.5),
+        quantile(0.99)
+    )
 }
 
 fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
@@ -445,6 +488,24 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
         Line::from(format!("busy        {}", dur(t.busy_ns))),
         Line::from(format!("scheduled   {}", dur(t.scheduled_ns))),
         Line::from(format!("mean poll   {}", t.busy_ns.checked_div(t.polls).map_or("-".into(), dur))),
+    ];
+    let aged = |ns: u64| dur(ns + app.uptime_ns.saturating_sub(row.seen_at_ns));
+    if t.lost_waker {
+        lines.push(Line::styled(
+            "waiting on  nothing can wake it: every waker was dropped",
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        ));
+    } else if let Some(w) = &t.waiting_on {
+        lines.push(Line::from(format!("waiting on  {w}, for {}", t.waiting_since_ns.map_or("-".into(), aged))));
+    }
+    if let Some(by) = &t.last_woken_by {
+        lines.push(Line::from(format!("woken by    {by}, {} ago", t.last_woken_ns.map_or("-".into(), aged))));
+    }
+    if let Some((polls, sched)) = &app.detail_histograms {
+        lines.push(Line::from(format!("poll times  {}", histogram_line(polls))));
+        lines.push(Line::from(format!("queued      {}", histogram_line(sched))));
+    }
+    lines.extend([
         Line::from(""),
         Line::from(vec![
             Span::styled("recent events", Style::new().add_modifier(Modifier::BOLD)),
@@ -457,7 +518,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
                 Some(TaskHistory::Unavailable(why)) => format!("  (this console's only: {why})"),
             }),
         ]),
-    ];
+    ]);
     let room = area.height.saturating_sub(lines.len() as u16 + 2) as usize;
     lines.extend(events.iter().rev().take(room).rev().map(|e| Line::from(event_line(e))));
     f.render_widget(Paragraph::new(lines).block(block), area);
@@ -470,7 +531,7 @@ Tab, S-Tab    next / previous view
 w t e         workers, tasks, events view
 ↑ ↓, j k      move        g G   first / last
 Enter         task details (tasks view); Esc closes
-b p n         sort tasks by busy time, polls, name
+b p n l       sort tasks by busy, polls, name, longest wait
 / s           filter tasks by name, by state
 space         pause this display (replay: playback)
 . or →        replay: step one update while paused

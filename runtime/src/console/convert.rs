@@ -91,6 +91,7 @@ impl From<&Snapshot> for proto::Snapshot {
             events_overwritten: s.events_overwritten,
             blocking_threads: s.blocking_threads,
             blocking_queue_depth: s.blocking_queue_depth,
+            tasks_lost_waker: None,
             bridge: s.bridge.as_ref().map(|b| proto::BridgeSnapshot {
                 workers: b.workers,
                 alive_tasks: b.alive_tasks,

@@ -263,12 +263,22 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
     let mut dropped = 0;
     let mut ticker = tokio::time::interval(Duration::from_nanos(state.info.publish_interval_ns));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // The lost-waker count walks every task: at most once a second, while someone listens.
+    let mut lost: Option<(Instant, u64)> = None;
+    let recording = state.info.event_ring_capacity > 0;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = stop.wait_for(|s| *s) => break,
         }
-        let update = state.next_update(&mut cursor, &mut dropped);
+        let mut update = state.next_update(&mut cursor, &mut dropped);
+        let listened = !state.clients.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+        if recording && listened && lost.is_none_or(|(at, _)| at.elapsed() >= Duration::from_secs(1)) {
+            lost = Some((Instant::now(), state.telemetry.lost_wakers()));
+        }
+        if let (Some(s), Some((_, n))) = (update.snapshot.as_mut(), lost) {
+            s.tasks_lost_waker = Some(n);
+        }
         let mut slot = state.index.lock().unwrap_or_else(|e| e.into_inner());
         let wanted = state.maintain_index(&mut slot);
         state.broadcast(update, if wanted { slot.as_ref() } else { None });

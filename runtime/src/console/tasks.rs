@@ -51,6 +51,8 @@ pub(crate) struct TaskIndex {
     by_busy: BTreeSet<(Reverse<u64>, u64)>,
     /// Live tasks by state: idle, scheduled, running.
     counts: [u64; 3],
+    /// The tasks whose last reading found every waker dropped.
+    lost: BTreeSet<u64>,
     /// Bumped by every change, so a client's window is recomputed only after one.
     pub(crate) generation: u64,
 }
@@ -155,7 +157,8 @@ impl TaskIndex {
                 counts[i] += 1;
             }
         }
-        TaskIndex { rows: all.into_iter().collect(), by_busy: busy.into_iter().collect(), counts, generation: 1 }
+        let lost = all.iter().filter(|(_, e)| e.lost_waker).map(|(id, _)| *id).collect();
+        TaskIndex { rows: all.into_iter().collect(), by_busy: busy.into_iter().collect(), counts, lost, generation: 1 }
     }
 
     /// Take in one changed task.
@@ -168,6 +171,11 @@ impl TaskIndex {
             if let Some(i) = state_slot(o.state) {
                 self.counts[i] -= 1;
             }
+        }
+        if row.lost_waker {
+            self.lost.insert(row.id);
+        } else {
+            self.lost.remove(&row.id);
         }
         if row.state == TaskState::Complete {
             return;
@@ -186,6 +194,8 @@ impl TaskIndex {
             idle: self.counts[0],
             scheduled: self.counts[1],
             running: self.counts[2],
+            lost_waker: self.lost.len() as u64,
+            lost_waker_ids: self.lost.iter().take(3).copied().collect(),
         }
     }
 
@@ -231,6 +241,9 @@ impl TaskIndex {
                     match other {
                         proto::TaskSort::Polls => (u64::MAX - e.polls, None, id),
                         proto::TaskSort::Scheduled => (u64::MAX - e.scheduled_ns, None, id),
+                        // The earliest end of a last poll is the longest wait.
+                        proto::TaskSort::Wait if e.state == TaskState::Idle => (e.last_poll_end_ns, None, id),
+                        proto::TaskSort::Wait => (u64::MAX, None, id),
                         // Running first, then scheduled, then idle.
                         proto::TaskSort::State => (2 - state_slot(e.state).unwrap_or(0) as u64, None, id),
                         // Named tasks by name, then the unnamed ones.

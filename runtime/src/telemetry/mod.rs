@@ -397,6 +397,15 @@ impl Telemetry {
         out
     }
 
+    /// How many live tasks can never be woken again ([`TaskInfo::lost_waker`]): a walk
+    /// of the task list reading each task's state word, so a few milliseconds at a
+    /// million tasks. 0 when the runtime keeps no task statistics.
+    pub fn lost_wakers(&self) -> u64 {
+        let mut n = 0;
+        self.for_each_task(|row, _| n += row.lost_waker as u64);
+        n
+    }
+
     /// One live task, by id (`None`: no such live task, or tasks are not recorded).
     pub(crate) fn task(&self, id: u64) -> Option<TaskInfo> {
         let mut found = None;
