@@ -127,6 +127,8 @@ pub fn fetch_once(
                 .map(|r| r.into_inner())
                 .map_err(|s| format!("{addr}: {}", status_text(&s)))?;
             if page.tasks.is_empty() {
+                // The tasks past the last page finished meanwhile: the list ends here.
+                more = page.more;
                 break;
             }
             got += page.tasks.len() as u64;

@@ -456,3 +456,43 @@ fn the_tui_asks_for_its_window_and_holds_only_it() {
     assert_eq!(q.name_contains, "web");
     assert!(app.tasks.len() <= TASK_WINDOW as usize);
 }
+
+/// What each task waits on, who woke it and whether it can ever be woken, over gRPC:
+/// `GetTask` and the task list carry the wait, the lost waker shows in the counts, and
+/// the sort by longest wait puts the oldest wait first.
+#[test]
+fn get_task_and_the_task_list_say_what_a_task_waits_on() {
+    let rt = runtime(2);
+    // A sleeper (a wait with a deadline), and a task that can never be woken.
+    let sleeper = volt::task::Builder::new()
+        .name("sleeper")
+        .spawn_on(async { volt::time::sleep(Duration::from_secs(3600)).await }, rt.handle());
+    let lost = spawn_sleepers(&rt, 1, |_| Some("lost".into()))[0];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !rt.handle().telemetry().tasks().iter().any(|t| t.id == sleeper.id() && t.waiting_on.is_some()) {
+        assert!(Instant::now() < deadline, "the sleeper never waited");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    tokio_rt().block_on(async {
+        let mut c = stock_client(&rt).await;
+        let d = c.get_task(proto::TaskRequest { id: sleeper.id() }).await.unwrap().into_inner();
+        let t = d.task.unwrap();
+        assert!(t.waiting_on.as_deref().is_some_and(|w| w.starts_with("sleep until +")), "{t:?}");
+        assert_eq!(t.waiting_kind.as_deref(), Some("sleep"));
+        assert!(t.waiting_since_ns.is_some() && !t.lost_waker, "{t:?}");
+        let polls = d.poll_histogram.expect("a poll-time histogram");
+        assert_eq!(polls.buckets.iter().sum::<u64>(), t.polls, "one count per poll");
+        let d = c.get_task(proto::TaskRequest { id: lost }).await.unwrap().into_inner();
+        assert!(d.task.unwrap().lost_waker, "its waker was dropped");
+        // The index counts it, and the longest wait sorts first among idle tasks.
+        let q = proto::TaskQuery { sort: proto::TaskSort::Wait as i32, limit: 10, ..Default::default() };
+        let page = c.list_tasks(q).await.unwrap().into_inner();
+        let counts = page.counts.unwrap();
+        assert_eq!(counts.lost_waker, 1, "{counts:?}");
+        assert_eq!(counts.lost_waker_ids, vec![lost]);
+        let waits: Vec<u64> = page.tasks.iter().filter_map(|t| t.waiting_since_ns).collect();
+        assert!(waits.windows(2).all(|w| w[0] >= w[1]), "longest wait first: {waits:?}");
+        let row = page.tasks.iter().find(|t| t.id == sleeper.id()).expect("listed");
+        assert!(row.waiting_on.as_deref().is_some_and(|w| w.starts_with("sleep")), "{row:?}");
+    });
+}
