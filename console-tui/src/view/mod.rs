@@ -357,9 +357,9 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
         SortKey::Name => "name",
         SortKey::Wait => "longest wait",
     };
-    // Narrow terminals drop whole columns (scheduled, busy, state, for), never cut
+    // Narrow terminals drop whole columns (scheduled, waiting on, for, state), never cut
     // values; the name and "waiting on" columns count as 8 and 16 cells for this.
-    let shown = fit_columns(&[8, 8, 10, 8, 10, 10, 16, 10], &[5, 4, 2, 7], area.width.saturating_sub(2));
+    let shown = fit_columns(&[8, 8, 10, 8, 10, 10, 16, 10], &[5, 6, 7, 2], area.width.saturating_sub(2));
     let keep = |cells: Vec<String>| -> Vec<String> {
         cells.into_iter().zip(&shown).filter(|(_, s)| **s).map(|(c, _)| c).collect()
     };
@@ -531,7 +531,7 @@ Tab, S-Tab    next / previous view
 w t e         workers, tasks, events view
 ↑ ↓, j k      move        g G   first / last
 Enter         task details (tasks view); Esc closes
-b p n l       sort tasks by busy, polls, name, longest wait
+b p n l       sort by busy, polls, name, longest wait
 / s           filter tasks by name, by state
 space         pause this display (replay: playback)
 . or →        replay: step one update while paused

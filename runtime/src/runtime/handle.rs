@@ -67,6 +67,8 @@ pub(crate) struct Shared {
     /// The workers' stack size, which bounds how deep a blocking join helps
     /// (`scheduler::join`).
     pub(crate) stack_size: usize,
+    /// Sampled wakes waiting for their poll (see `scheduler::metrics`).
+    pub(crate) schedule_samples: crate::scheduler::metrics::ScheduleSamples,
 }
 
 impl Shared {
@@ -95,6 +97,7 @@ impl Shared {
             exited: Mutex::new(Exits::default()),
             exited_cv: Condvar::new(),
             stack_size,
+            schedule_samples: crate::scheduler::metrics::ScheduleSamples::new(),
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))

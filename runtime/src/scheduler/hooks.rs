@@ -31,8 +31,8 @@ impl Schedule for Arc<Shared> {
     }
 
     #[inline(always)]
-    fn poll_start(&self, ptr: NonNull<Header>, cx: *const ()) -> PollToken {
-        self.on_poll_start(ptr, cx)
+    fn poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool) -> PollToken {
+        self.on_poll_start(ptr, cx, sampled)
     }
 
     #[inline(always)]

@@ -29,6 +29,17 @@
 //!
 //! The methods on the hot paths are `#[inline(always)]`: the seam adds no call and no
 //! load to the paths it sits on.
+//!
+//! # Sampled schedule latency
+//! With the event ring on, every task's wake time is in its statistics, and every poll
+//! feeds the schedule-latency histogram. Without it there is nowhere per task to keep a
+//! wake time (a header field would cost every task), so one wake in
+//! [`SCHEDULE_SAMPLE_EVERY`] (counted per thread) is sampled: the waker stores the task's
+//! id and the time in a small table ([`ScheduleSamples`], slot `id % 64`), and marks the
+//! task's state word (`State::set_sampled`) before it queues the task. The poll that
+//! follows sees the mark in the transition to RUNNING it does anyway, so an unsampled
+//! poll pays nothing; a sampled one looks its slot up and records the wait unless another
+//! sampled wake took the slot meanwhile (that sample is dropped).
 
 use super::worker::Worker;
 use crate::io::Dispatched;
@@ -42,6 +53,56 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
+
+/// One wake in this many is sampled for the schedule-latency histogram when the event
+/// ring is off (as Go's runtime samples one in eight).
+pub(crate) const SCHEDULE_SAMPLE_EVERY: u32 = 8;
+
+/// The sampled wakes waiting for their poll (see "Sampled schedule latency").
+pub(crate) struct ScheduleSamples {
+    slots: Box<[SampleSlot]>,
+}
+
+/// One sampled wake: a task id (0: none, or being rewritten) and its wake time. The id
+/// brackets the time as a sequence lock: a writer clears it, writes the time, then sets
+/// it; a reader keeps the time only if it saw the same id before and after.
+#[derive(Default)]
+struct SampleSlot {
+    id: AtomicU64,
+    ts: AtomicU64,
+}
+
+impl ScheduleSamples {
+    const SLOTS: usize = 64;
+
+    pub(crate) fn new() -> ScheduleSamples {
+        ScheduleSamples { slots: (0..Self::SLOTS).map(|_| SampleSlot::default()).collect() }
+    }
+
+    fn put(&self, id: u64, ts: u64) {
+        let s = &self.slots[id as usize % Self::SLOTS];
+        s.id.store(0, Relaxed);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        s.ts.store(ts, Relaxed);
+        s.id.store(id, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The wake time stored for `id`, if its slot still holds it.
+    fn take(&self, id: u64) -> Option<u64> {
+        let s = &self.slots[id as usize % Self::SLOTS];
+        if s.id.load(std::sync::atomic::Ordering::Acquire) != id {
+            return None;
+        }
+        let ts = s.ts.load(Relaxed);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        (s.id.load(Relaxed) == id).then_some(ts)
+    }
+}
+
+thread_local! {
+    /// Wakes made on this thread, for sampling one in [`SCHEDULE_SAMPLE_EVERY`].
+    static WAKES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
 
 impl Shared {
     // ---- Clock and ring helpers --------------------------------------------------------
@@ -171,6 +232,23 @@ impl Shared {
     /// scheduled time) and record where.
     #[inline(always)]
     pub(crate) fn on_schedule(&self, w: Option<&Worker>, task: NonNull<Header>) {
+        if self.recorder.is_none() {
+            if let Some(clock) = &self.clock {
+                let n = WAKES.with(|c| {
+                    let n = c.get().wrapping_add(1);
+                    c.set(n);
+                    n
+                });
+                if n % SCHEDULE_SAMPLE_EVERY == 0 {
+                    // SAFETY: the caller holds a reference to the task.
+                    let h = unsafe { task.as_ref() };
+                    // A fresh reading: the waker may be far from its last poll.
+                    self.schedule_samples.put(h.id, clock.raw());
+                    h.state.set_sampled();
+                }
+            }
+            return;
+        }
         if let Some(r) = &self.recorder {
             let target = Self::schedule_target(w);
             let now = self.ts_cached(r, w);
@@ -359,7 +437,7 @@ impl Shared {
 
     /// `Schedule::poll_start`: see "The poll hooks".
     #[inline(always)]
-    pub(crate) fn on_poll_start(&self, ptr: NonNull<Header>, cx: *const ()) -> PollToken {
+    pub(crate) fn on_poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool) -> PollToken {
         if self.clock.is_none() || cx.is_null() {
             return PollToken::NONE;
         }
@@ -384,14 +462,15 @@ impl Shared {
             }
         }
         let ring = ring.cast();
-        PollToken {
-            cx: (w as *const Worker).cast(),
-            ring,
-            start: now,
-            end: now,
-            extra: 0,
-            waited: PollToken::NOT_QUEUED,
+        let mut waited = PollToken::NOT_QUEUED;
+        if sampled {
+            // SAFETY: the poller holds the task (RUNNING).
+            let id = unsafe { ptr.as_ref() }.id;
+            if let (Some(at), Some(clock)) = (self.schedule_samples.take(id), &self.clock) {
+                waited = clock.raw().saturating_sub(at);
+            }
         }
+        PollToken { cx: (w as *const Worker).cast(), ring, start: now, end: now, extra: 0, waited }
     }
 
     /// `Schedule::poll_end`: see "The poll hooks".
@@ -474,9 +553,10 @@ impl Shared {
             // `on_poll_end` took the poll's start (or a record inside the poll wrote it),
             // and nothing records between `on_poll_end` and here.
             ring.write_event_no_pending(EventKind::PollEnd, id, outcome as u64 | token.extra, token.end);
-            if token.waited != PollToken::NOT_QUEUED {
-                h.schedule_latency.record(events::scale_ticks(token.waited, fp));
-            }
+        }
+        // Every poll's wait with the ring on; a sampled wake's without it.
+        if token.waited != PollToken::NOT_QUEUED {
+            h.schedule_latency.record(events::scale_ticks(token.waited, fp));
         }
         h.poll_time.record(events::scale_ticks(token.end.saturating_sub(token.start), fp));
     }

@@ -30,7 +30,7 @@ pub(crate) mod lifo;
 #[cfg(all(loom, test))]
 mod lifo_loom;
 #[cfg(not(loom))]
-mod metrics;
+pub(crate) mod metrics;
 pub(crate) mod park;
 #[cfg(all(loom, test))]
 mod park_loom;

@@ -134,9 +134,10 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     fn release(&self, task: NonNull<Header>) -> bool;
     /// Count a finished task.
     fn on_complete(&self, id: u64, outcome: Outcome);
-    /// A poll begins (a no-op unless the scheduler records events).
+    /// A poll begins (a no-op unless the scheduler records events). `sampled`: a
+    /// sampled wake queued the task (see `State::set_sampled`).
     #[inline(always)]
-    fn poll_start(&self, _task: NonNull<Header>, _cx: *const ()) -> PollToken {
+    fn poll_start(&self, _task: NonNull<Header>, _cx: *const (), _sampled: bool) -> PollToken {
         PollToken::NONE
     }
     /// A poll returned: account it while the caller still owns the task.

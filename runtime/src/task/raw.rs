@@ -225,8 +225,8 @@ where
 {
     // SAFETY: the queue reference we hold keeps the cell alive.
     let cell = unsafe { cell::<F, S>(ptr) };
-    match cell.header.state.transition_to_running() {
-        TransitionToRunning::Poll => {}
+    let sampled = match cell.header.state.transition_to_running() {
+        TransitionToRunning::Poll { sampled } => sampled,
         TransitionToRunning::Cancel => {
             // SAFETY: we own the task in RUNNING.
             unsafe { cancel_and_complete::<F, S>(ptr) };
@@ -240,12 +240,12 @@ where
             }
             return;
         }
-    }
+    };
 
     let header = &cell.header;
     #[cfg(feature = "tracing")]
     let _span = tracing::trace_span!(target: "volt::task", "poll", task.id = header.id).entered();
-    let mut token = cell.scheduler.poll_start(ptr, cx);
+    let mut token = cell.scheduler.poll_start(ptr, cx, sampled);
     // SAFETY: RUNNING gives this thread exclusive access to the stage.
     let polled = unsafe { poll_future::<F, S>(cell, ptr) };
     // Accounted while we still own the task; recorded below without touching it.

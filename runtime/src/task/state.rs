@@ -95,7 +95,10 @@ const JOIN_WAKER: u64 = 1 << 6;
 /// Set at creation, never changed: the task's allocation carries a `TaskStats` tail
 /// (its runtime records events).
 const HAS_STATS: u64 = 1 << 7;
-// Bits 8..12 are free for future flags.
+/// Set by a wake the scheduler samples for its schedule-latency histogram, cleared by
+/// the poll that follows (`transition_to_running` reports it).
+const SAMPLED: u64 = 1 << 8;
+// Bits 9..12 are free for future flags.
 
 /// Bits 12..20, set at creation and never changed: which worker's cell cache the task's
 /// memory came from (index + 1), or 0 for the global allocator
@@ -125,8 +128,8 @@ const INITIAL: u64 = ((Lifecycle::Scheduled as u64) << LIFECYCLE_SHIFT) | JOIN_I
 #[must_use]
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum TransitionToRunning {
-    /// Poll it.
-    Poll,
+    /// Poll it; `sampled`: a sampled wake queued it (see [`State::set_sampled`]).
+    Poll { sampled: bool },
     /// It was aborted and no shield is up: drop the future and complete it as cancelled.
     Cancel,
     /// It is no longer SCHEDULED (completed by shutdown meanwhile): drop the queue's ref.
@@ -278,9 +281,12 @@ impl State {
             }
             let mut next = curr;
             next.set_lifecycle(Lifecycle::Running);
-            next.0 &= !NOTIFIED;
-            let action =
-                if curr.is_cancellation_effective() { TransitionToRunning::Cancel } else { TransitionToRunning::Poll };
+            next.0 &= !(NOTIFIED | SAMPLED);
+            let action = if curr.is_cancellation_effective() {
+                TransitionToRunning::Cancel
+            } else {
+                TransitionToRunning::Poll { sampled: curr.0 & SAMPLED != 0 }
+            };
             (Some(next), action)
         })
     }
@@ -414,6 +420,14 @@ impl State {
         })
     }
 
+    /// Mark a SCHEDULED task's wake as sampled: its next `transition_to_running` says so
+    /// and clears the mark. Called by the waker before it queues the task, so the poller
+    /// sees the mark through the queue's hand-off.
+    #[inline]
+    pub(crate) fn set_sampled(&self) {
+        self.word.fetch_or(SAMPLED, Relaxed);
+    }
+
     /// The handle has written the join waker slot: publish it. Fails (returning the
     /// current word) if the task completed first.
     pub(crate) fn set_join_waker(&self) -> Result<Snapshot, Snapshot> {
@@ -515,7 +529,7 @@ mod tests {
     #[test]
     fn wake_during_poll_is_returned_by_transition_to_idle() {
         let s = State::new();
-        assert_eq!(s.transition_to_running(), TransitionToRunning::Poll);
+        assert_eq!(s.transition_to_running(), TransitionToRunning::Poll { sampled: false });
         assert_eq!(s.transition_to_scheduled_by_ref(), TransitionToScheduled::DoNothing);
         let t = s.transition_to_idle();
         assert!(t.prev.is_notified());
@@ -545,7 +559,7 @@ mod tests {
         // Shielded: the poll ends normally and the task goes idle.
         assert_eq!(s.transition_to_idle().action, IdleAction::Idle);
         assert_eq!(s.transition_to_scheduled_by_ref(), TransitionToScheduled::Submit);
-        assert_eq!(s.transition_to_running(), TransitionToRunning::Poll);
+        assert_eq!(s.transition_to_running(), TransitionToRunning::Poll { sampled: false });
         assert_eq!(s.remove_shield(), TransitionToScheduled::DoNothing);
         assert!(s.load().is_cancellation_effective());
         assert_eq!(s.transition_to_idle().action, IdleAction::Cancel);

@@ -93,7 +93,9 @@ pub struct Snapshot {
     pub park_duration_histogram: Histogram,
     /// Tasks per successful steal, all workers.
     pub steal_batch_histogram: Histogram,
-    /// Wake-to-poll latency in nanoseconds, all workers (event ring on only).
+    /// Wake-to-poll latency in nanoseconds, all workers: every wake with the event ring
+    /// on; without it one wake in eight, sampled (none if polls are not timed either:
+    /// `poll_time_histogram(false)`).
     pub schedule_latency_histogram: Histogram,
     /// Records written to the event ring (0 when it is off).
     pub events_recorded: u64,
