@@ -259,3 +259,29 @@ fn zombie(pid: i32) -> bool {
         .map(|s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
         .unwrap_or(true)
 }
+
+/// The task list in a real terminal says what each idle task waits on: the demo's tasks
+/// wait on sleeps, an accept and socket reads, and sorting by the longest wait (`l`)
+/// keeps showing them.
+#[test]
+fn the_task_list_shows_what_each_task_waits_on() {
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let tmux = Tmux { socket: format!("volt-console-test-wait-{}", std::process::id()) };
+    let script = format!("{bin} --demo; sleep 30");
+    let out = tmux.cmd(&["new-session", "-d", "-s", "console", "-x", "150", "-y", "45", &script]);
+    assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
+    tmux.wait_for("two worker rows", Duration::from_secs(30), |s| worker_rows(s).len() >= 2);
+    assert!(tmux.cmd(&["send-keys", "-t", "console", "t"]).status.success());
+    let waits =
+        |s: &str| s.contains("sleep until +") || s.contains("accept 127.0.0.1:") || s.contains("read 127.0.0.1:");
+    let s = tmux.wait_for("the waiting-on column with a wait in it", Duration::from_secs(30), |s| {
+        s.contains("waiting on") && waits(s)
+    });
+    assert!(s.contains("│id "), "the task table is shown:\n{s}");
+    assert!(tmux.cmd(&["send-keys", "-t", "console", "l"]).status.success());
+    let s = tmux.wait_for("the sort by longest wait", Duration::from_secs(30), |s| {
+        s.contains("sorted by longest wait") && waits(s)
+    });
+    assert!(s.contains("waiting on"), "{s}");
+    tmux.cmd(&["send-keys", "-t", "console", "q"]);
+}

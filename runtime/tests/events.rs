@@ -85,7 +85,7 @@ fn spawn_poll_complete_share_the_task_id() {
     );
     assert_eq!(mine[0].detail(), EventDetail::Spawn { remote: true }, "spawned from block_on: remote");
     assert_eq!(mine[0].worker, None);
-    assert_eq!(mine[1].detail(), EventDetail::Schedule { target: ScheduleTarget::Global, source: WakeSource::Outside });
+    assert_eq!(mine[1].detail(), EventDetail::Schedule { target: ScheduleTarget::Global, source: WakeSource::Spawn });
     assert_eq!(mine[3].detail(), EventDetail::PollEnd { ready: true }, "the poll was ready");
     let panicked = rt.spawn(async { panic!("x") });
     let pid = panicked.id();

@@ -295,3 +295,57 @@ fn a_wake_from_an_outside_thread_says_so() {
     assert_eq!(named(&tasks, "woken").unwrap().last_woken_by, Some(WakeSource::Outside));
     drop(parked);
 }
+
+/// The event ring's `Schedule` records carry the wake source: a spawn, the timer that
+/// ended a sleep, a task's own requeue, and the task whose completion woke its joiner.
+#[test]
+fn schedule_events_name_their_wake_source() {
+    use volt::telemetry::EventDetail;
+    let rt = runtime();
+    let mut cursor = rt.handle().telemetry().events();
+    let sleeper = rt.block_on(async {
+        let sleeper = volt::spawn(async { volt::time::sleep(Duration::from_millis(2)).await });
+        let id = sleeper.id();
+        sleeper.await.unwrap();
+        id
+    });
+    // A child that finishes when this thread opens its gate, after its parent is seen
+    // waiting in the join: so the completion must wake the parent.
+    let slot = Arc::new(Mutex::new(None));
+    let g = slot.clone();
+    let (id_tx, id_rx) = std::sync::mpsc::channel();
+    let parent = spawn_named(&rt, "parent", async move {
+        let c = volt::spawn(async move {
+            volt::task::yield_now().await;
+            gate(&g, "gate").await;
+        });
+        id_tx.send(c.id()).unwrap();
+        c.await.unwrap();
+    });
+    let child = id_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    wait_for(&rt, "the parent waits on its child, the child on its gate", |ts| {
+        named(ts, "parent").is_some_and(|t| t.waiting_on == Some(WaitReason::Join { task_id: child }))
+            && ts.iter().any(|t| t.id == child && t.waiting_on == Some(WaitReason::Label("gate")))
+    });
+    slot.lock().unwrap().take().unwrap().wake();
+    parent.join().unwrap();
+    let events = cursor.read();
+    let sources = |task: u64| -> Vec<WakeSource> {
+        events
+            .iter()
+            .filter(|e| e.task_id == task)
+            .filter_map(|e| match e.detail() {
+                EventDetail::Schedule { source, .. } => Some(source),
+                _ => None,
+            })
+            .collect()
+    };
+    let s = sources(sleeper);
+    assert_eq!(s.first(), Some(&WakeSource::Spawn), "{s:?}");
+    assert!(s.contains(&WakeSource::Timer), "the sleep's end: {s:?}");
+    let s = sources(child);
+    assert!(s.contains(&WakeSource::Task(child)), "its yield requeued it: {s:?}");
+    assert!(s.contains(&WakeSource::Outside), "this thread opened its gate: {s:?}");
+    let parent_id = events.iter().find(|e| e.task_id != child && sources(e.task_id).contains(&WakeSource::Task(child)));
+    assert!(parent_id.is_some(), "the child's completion woke its parent");
+}

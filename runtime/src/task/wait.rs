@@ -262,6 +262,8 @@ pub(crate) const SRC_TIMER: u8 = 1;
 pub(crate) const SRC_IO: u8 = 2;
 pub(crate) const SRC_TASK: u8 = 3;
 pub(crate) const SRC_BLOCKING: u8 = 4;
+/// Not a wake: a spawn's first queueing (the event ring's `Schedule` after a `Spawn`).
+pub(crate) const SRC_SPAWN: u8 = 5;
 /// Bits of a packed source below the waking task's id.
 pub(crate) const SRC_BITS: u32 = 3;
 

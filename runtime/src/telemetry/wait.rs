@@ -168,6 +168,8 @@ pub enum WakeSource {
     /// A thread outside the runtime's workers and pool (`block_on`'s thread, a plain
     /// thread, a foreign runtime's thread).
     Outside,
+    /// Not a wake: the task's spawn queued it (the first `Schedule` event of a task).
+    Spawn,
 }
 
 impl WakeSource {
@@ -178,6 +180,7 @@ impl WakeSource {
             w::SRC_IO => WakeSource::Io,
             w::SRC_TASK => WakeSource::Task(v >> w::SRC_BITS),
             w::SRC_BLOCKING => WakeSource::Blocking,
+            w::SRC_SPAWN => WakeSource::Spawn,
             _ => WakeSource::Outside,
         }
     }
@@ -191,6 +194,7 @@ impl WakeSource {
             WakeSource::Task(id) => w::SRC_TASK as u64 | id << w::SRC_BITS,
             WakeSource::Blocking => w::SRC_BLOCKING as u64,
             WakeSource::Outside => w::SRC_OUTSIDE as u64,
+            WakeSource::Spawn => w::SRC_SPAWN as u64,
         }
     }
 }
@@ -203,6 +207,7 @@ impl fmt::Display for WakeSource {
             WakeSource::Task(id) => write!(f, "task {id}"),
             WakeSource::Blocking => f.write_str("the blocking pool"),
             WakeSource::Outside => f.write_str("a thread outside the runtime"),
+            WakeSource::Spawn => f.write_str("its spawn"),
         }
     }
 }
@@ -229,7 +234,14 @@ mod tests {
 
     #[test]
     fn wake_sources_pack_and_unpack() {
-        for s in [WakeSource::Timer, WakeSource::Io, WakeSource::Task(77), WakeSource::Blocking, WakeSource::Outside] {
+        for s in [
+            WakeSource::Timer,
+            WakeSource::Io,
+            WakeSource::Task(77),
+            WakeSource::Blocking,
+            WakeSource::Outside,
+            WakeSource::Spawn,
+        ] {
             assert_eq!(WakeSource::from_packed(s.to_packed()), s);
         }
     }

@@ -59,7 +59,8 @@ pub(crate) fn decode(raw: Raw, ns: u64, out: &mut Vec<Event>) {
     match kind {
         EventKind::Spawn => {
             out.push(ev(EventKind::Spawn, raw.arg & 1));
-            out.push(ev(EventKind::Schedule, raw.arg >> 1));
+            let spawn = (crate::task::wait::SRC_SPAWN as u64) << super::SCHEDULE_SOURCE_SHIFT;
+            out.push(ev(EventKind::Schedule, raw.arg >> 1 | spawn));
         }
         EventKind::PollEnd => match raw.arg & POLL_OUTCOME_MASK {
             1 => {

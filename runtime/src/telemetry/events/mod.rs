@@ -158,8 +158,8 @@ pub enum EventDetail {
     Schedule {
         /// Where it went.
         target: ScheduleTarget,
-        /// Who woke it. A spawn's first `Schedule` says `Outside` (the spawn record does
-        /// not keep the spawner); a requeue at a poll's end names the task itself.
+        /// Who woke it: `Spawn` for a task's first queueing, the task itself for a
+        /// requeue at a poll's end.
         source: super::WakeSource,
     },
     /// A poll began.
