@@ -61,6 +61,21 @@ impl fmt::Display for EventLine<'_> {
     }
 }
 
+/// A `Schedule`'s wake source as the wire packs it (above the target's byte): the kind
+/// in the low 3 bits (0 outside, 1 timer, 2 I/O, 3 a task, 4 the blocking pool, 5 its
+/// spawn) and, for
+/// a task, its id above them.
+fn wake_source(packed: u64) -> String {
+    match packed & 7 {
+        1 => "by the timer".into(),
+        2 => "by I/O".into(),
+        3 => format!("by task {}", packed >> 3),
+        4 => "by the blocking pool".into(),
+        5 => "spawned".into(),
+        _ => "from outside".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,20 +97,5 @@ mod tests {
             "   1.500000s  ext state     task 9 scheduled -> running"
         );
         assert_eq!(event_line(&ev(K::Park, Some(1), 0, 1)), "   1.500000s  w1  park      (in the reactor)");
-    }
-}
-
-/// A `Schedule`'s wake source as the wire packs it (above the target's byte): the kind
-/// in the low 3 bits (0 outside, 1 timer, 2 I/O, 3 a task, 4 the blocking pool, 5 its
-/// spawn) and, for
-/// a task, its id above them.
-fn wake_source(packed: u64) -> String {
-    match packed & 7 {
-        1 => "by the timer".into(),
-        2 => "by I/O".into(),
-        3 => format!("by task {}", packed >> 3),
-        4 => "by the blocking pool".into(),
-        5 => "spawned".into(),
-        _ => "from outside".into(),
     }
 }
