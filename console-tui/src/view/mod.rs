@@ -423,7 +423,8 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(8),
         Constraint::Length(10),
         Constraint::Length(10),
-        Constraint::Fill(1),
+        // Addresses are long: the wait gets two shares of the room to the name's one.
+        Constraint::Fill(2),
         Constraint::Length(10),
     ];
     let widths: Vec<Constraint> = widths.iter().zip(&shown).filter(|(_, s)| **s).map(|(w, _)| *w).collect();
