@@ -19,7 +19,8 @@
 //! same even sequence before and after. Every word is an atomic, so a torn read is never
 //! undefined, only discarded. A label is a `&'static str` kept as pointer and length:
 //! it is rebuilt only from a pair that passed the sequence check, so it is always a
-//! string some writer stored.
+//! string some writer stored. The pointer stays a pointer (`AtomicPtr`), never an
+//! integer, so it keeps its provenance.
 //!
 //! # Wake sources
 //! The wake path asks [`wake_source`]: the reactor and the timer wheel mark their wake
@@ -30,7 +31,7 @@ use super::TaskStats;
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{fence, AtomicU64};
+use std::sync::atomic::{fence, AtomicPtr, AtomicU64};
 use std::time::{Duration, Instant};
 
 thread_local! {
@@ -59,13 +60,27 @@ const F_DEADLINE: u64 = 1 << 10;
 const PORT_SHIFT: u32 = 16;
 
 /// A task's wait record (see the module doc).
-#[derive(Default)]
 pub(crate) struct WaitRecord {
     seq: AtomicU64,
     /// Kind (low byte), flags, and a port (bits 16..32) or a label's length (bits 32..).
     head: AtomicU64,
     a: AtomicU64,
     b: AtomicU64,
+    /// A label's pointer (its length is in `head`), kept as a pointer so it keeps its
+    /// provenance.
+    label: AtomicPtr<u8>,
+}
+
+impl Default for WaitRecord {
+    fn default() -> WaitRecord {
+        WaitRecord {
+            seq: AtomicU64::new(0),
+            head: AtomicU64::new(0),
+            a: AtomicU64::new(0),
+            b: AtomicU64::new(0),
+            label: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
 }
 
 /// A record as read: the raw words, decoded by `telemetry::wait`.
@@ -74,19 +89,33 @@ pub(crate) struct WaitWords {
     pub(crate) head: u64,
     pub(crate) a: u64,
     pub(crate) b: u64,
+    /// The label, rebuilt from a consistent read.
+    pub(crate) label: Option<&'static str>,
 }
 
 impl WaitRecord {
     /// Store a record (the polling thread only).
     #[inline]
     fn write(&self, head: u64, a: u64, b: u64) {
+        self.write_with(head, a, b, std::ptr::null_mut());
+    }
+
+    #[inline]
+    fn write_with(&self, head: u64, a: u64, b: u64, label: *mut u8) {
         let s = self.seq.load(Relaxed);
         self.seq.store(s.wrapping_add(1), Relaxed);
         fence(Release);
         self.head.store(head, Relaxed);
         self.a.store(a, Relaxed);
         self.b.store(b, Relaxed);
+        self.label.store(label, Relaxed);
         self.seq.store(s.wrapping_add(2), Release);
+    }
+
+    /// Store a label (the polling thread only).
+    #[inline]
+    fn write_label(&self, label: &'static str) {
+        self.write_with(W_LABEL as u64 | (label.len() as u64) << 32, 0, 0, label.as_ptr().cast_mut());
     }
 
     /// Forget the wait (a poll began).
@@ -112,9 +141,22 @@ impl WaitRecord {
                 std::hint::spin_loop();
                 continue;
             }
-            let w = WaitWords { head: self.head.load(Relaxed), a: self.a.load(Relaxed), b: self.b.load(Relaxed) };
+            let mut w = WaitWords {
+                head: self.head.load(Relaxed),
+                a: self.a.load(Relaxed),
+                b: self.b.load(Relaxed),
+                label: None,
+            };
+            let label = self.label.load(Relaxed);
             fence(Acquire);
             if self.seq.load(Relaxed) == s1 {
+                if w.head as u8 == W_LABEL && !label.is_null() {
+                    let len = (w.head >> 32) as usize;
+                    // SAFETY: the sequence did not move, so the pointer and the length
+                    // are the ones one `write_label` stored together, from a
+                    // `&'static str`.
+                    w.label = Some(unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(label, len)) });
+                }
                 return Some(w);
             }
         }
@@ -179,7 +221,7 @@ pub(crate) fn record_addr(kind: u8, addr: Option<SocketAddr>) {
 #[inline]
 pub(crate) fn record_label(label: &'static str) {
     if let Some(st) = current_stats() {
-        st.wait.write(W_LABEL as u64 | (label.len() as u64) << 32, label.as_ptr() as u64, 0);
+        st.wait.write_label(label);
     }
 }
 
@@ -242,14 +284,7 @@ impl WaitWords {
             W_JOIN => Wait::Join(self.a),
             W_BLOCKING => Wait::Blocking(self.a),
             W_YIELD => Wait::Yield,
-            W_LABEL => {
-                let len = (self.head >> 32) as usize;
-                let ptr = self.a as usize as *const u8;
-                // SAFETY: a consistent read (`WaitRecord::read`) returns the pointer and
-                // length of one `&'static str` that `record_label` stored.
-                let s = unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(ptr, len)) };
-                Wait::Label(s)
-            }
+            W_LABEL => Wait::Label(self.label?),
             _ => return None,
         })
     }
@@ -341,8 +376,7 @@ mod tests {
         let (h, a, b) = addr_words(W_ACCEPT, v4);
         r.write(h, a, b);
         assert_eq!(r.read().unwrap().decode(now), Some(Wait::Accept(Some(v4))));
-        let label: &'static str = "a channel";
-        r.write(W_LABEL as u64 | (label.len() as u64) << 32, label.as_ptr() as u64, 0);
+        r.write_label("a channel");
         assert_eq!(r.read().unwrap().decode(now), Some(Wait::Label("a channel")));
         let at = (now + Duration::from_secs(3)).duration_since(base()).as_nanos() as u64;
         r.write(W_SLEEP as u64 | F_DEADLINE, at, 0);
