@@ -349,3 +349,25 @@ fn schedule_events_name_their_wake_source() {
     let parent_id = events.iter().find(|e| e.task_id != child && sources(e.task_id).contains(&WakeSource::Task(child)));
     assert!(parent_id.is_some(), "the child's completion woke its parent");
 }
+
+/// A task queued again by its own poll (`yield_now`) reads as waiting on its yield while
+/// it sits in the queue; nothing is recorded on the yield itself.
+#[test]
+fn a_yielding_task_reads_as_waiting_on_its_yield() {
+    let rt = runtime();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = stop.clone();
+    let h = spawn_named(&rt, "yielder", async move {
+        while !s.load(std::sync::atomic::Ordering::Relaxed) {
+            volt::task::yield_now().await;
+        }
+    });
+    let tasks = wait_for(&rt, "the yielder seen queued after a yield", |ts| {
+        named(ts, "yielder").is_some_and(|t| t.state == TaskState::Scheduled && t.waiting_on == Some(WaitReason::Yield))
+    });
+    let t = named(&tasks, "yielder").unwrap();
+    assert_eq!(t.waiting_on.as_ref().unwrap().to_string(), "yield");
+    assert!(!t.lost_waker);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    h.join().unwrap();
+}

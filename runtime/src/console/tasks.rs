@@ -335,7 +335,8 @@ fn cut_name(n: &str) -> &str {
 
 fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
     let idle = e.state == TaskState::Idle;
-    let waiting = if idle { e.wait.decode(std::time::Instant::now()).map(WaitReason::from_wait) } else { None };
+    // The reading kept a wait only for an idle task, or a yield for a queued one.
+    let waiting = e.wait.decode(std::time::Instant::now()).map(WaitReason::from_wait);
     proto::Task {
         id,
         name: e.name.as_deref().map(String::from),

@@ -452,10 +452,6 @@ impl Shared {
             // SAFETY: `ring` is this worker's ring in the runtime's recorder (see
             // `Core::ring`), alive with `self`; the poller holds the task (RUNNING).
             unsafe { (*ring).set_pending_start(ptr.as_ref().id, now) };
-            // A new poll: the wait the last one named is over (a leaf names the next).
-            // SAFETY: the poller holds the task, and with the ring on it has statistics
-            // (see `on_poll_end`).
-            unsafe { crate::task::raw::stats_unchecked(ptr) }.wait.clear();
             if let Some(r) = &self.recorder {
                 // Running now: a reader of the task list sees a long poll as it happens.
                 self.mark_changed(r, ptr, Some(w));

@@ -195,16 +195,18 @@ pub(crate) struct TaskStats {
 }
 
 /// Buckets of a per-task histogram: the log2 buckets of `telemetry::Histogram` from
-/// 2^10 ns (about 1 µs; shorter times count there) to 2^29 ns (about 0.5 s; longer
-/// times count there), 20 in all, so a task's two histograms take 160 bytes.
-pub(crate) const TASK_HIST_BUCKETS: usize = 20;
+/// 2^10 ns (about 1 µs; shorter times count there) to 2^25 ns (about 34 ms; longer times
+/// count there), 16 in all. Counts are 16 bits: a task's two histograms share one cache
+/// line (64 bytes), which with a million tasks is 64 MB rather than several times that.
+pub(crate) const TASK_HIST_BUCKETS: usize = 16;
 /// The `telemetry::Histogram` bucket of this one's first.
 pub(crate) const TASK_HIST_FIRST: usize = 10;
 
 /// A per-task log2 histogram of durations, written by one thread (the task's poller)
-/// with plain load-and-store, read by any.
+/// with plain load-and-store, read by any. When a bucket would pass `u16::MAX`, every
+/// bucket is halved: the shape stays, and the counts become relative.
 #[derive(Default)]
-pub(crate) struct TaskHistogram(pub(crate) [std::sync::atomic::AtomicU32; TASK_HIST_BUCKETS]);
+pub(crate) struct TaskHistogram(pub(crate) [std::sync::atomic::AtomicU16; TASK_HIST_BUCKETS]);
 
 impl TaskHistogram {
     /// Count one duration of `ns` nanoseconds (the single writer only).
@@ -214,12 +216,39 @@ impl TaskHistogram {
         let log2 = (63 - (ns | 1).leading_zeros()) as usize;
         let i = log2.clamp(TASK_HIST_FIRST, TASK_HIST_FIRST + TASK_HIST_BUCKETS - 1) - TASK_HIST_FIRST;
         let b = &self.0[i];
-        b.store(b.load(Relaxed).saturating_add(1), Relaxed);
+        let v = b.load(Relaxed);
+        if v == u16::MAX {
+            for b in &self.0 {
+                b.store(b.load(Relaxed) / 2, Relaxed);
+            }
+        }
+        b.store(b.load(Relaxed) + 1, Relaxed);
     }
 
     /// The counts.
-    pub(crate) fn read(&self) -> [u32; TASK_HIST_BUCKETS] {
+    pub(crate) fn read(&self) -> [u16; TASK_HIST_BUCKETS] {
         std::array::from_fn(|i| self.0[i].load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod histogram_tests {
+    use super::*;
+
+    #[test]
+    fn task_histograms_bucket_by_log2_and_halve_when_full() {
+        let h = TaskHistogram::default();
+        h.record(0); // under 1 µs: the first bucket
+        h.record(1_500); // 2^10..2^11 ns
+        h.record(3_000_000_000); // 3 s: the last bucket
+        let c = h.read();
+        assert_eq!((c[0], c[TASK_HIST_BUCKETS - 1]), (2, 1), "{c:?}");
+        for _ in 0..70_000 {
+            h.record(5_000); // 2^12..2^13 ns: bucket 2
+        }
+        let c = h.read();
+        assert!(c[2] > 30_000 && c[2] < u16::MAX, "halved once it was full: {c:?}");
+        assert_eq!(c[TASK_HIST_BUCKETS - 1], 0, "the others halved with it: {c:?}");
     }
 }
 
@@ -447,8 +476,10 @@ pub async fn yield_now() {
                 return Poll::Ready(());
             }
             self.0 = true;
+            // No wait is recorded: the task is queued again at once and never idles here.
+            // A reader tells a yield from the task's statistics instead (its poll's end
+            // queued it, and nothing woke it since: `telemetry::read_task`).
             cx.waker().wake_by_ref();
-            wait::record(wait::W_YIELD);
             Poll::Pending
         }
     }

@@ -8,8 +8,10 @@
 //! thread-local the poll sets anyway (for shields), and write only if the task keeps
 //! statistics (the runtime records events); otherwise recording is a thread-local load,
 //! a load of the task's state word (in cache: the poll just wrote it) and a branch, and
-//! only on `Pending`. The poll's start clears the record, so a wait left
-//! by an earlier poll never outlives the poll that stopped waiting on it; the last leaf
+//! only on `Pending`. Each record is stamped with the number of the poll that wrote it
+//! (the task's poll count, which the poll's end advances), and a reader takes it only if
+//! it comes from the task's latest poll: a wait left by an earlier poll never outlives
+//! the poll that stopped waiting on it, and no poll has to clear anything. The last leaf
 //! to return `Pending` in a poll names the wait.
 //!
 //! # The record: a sequence lock with one writer
@@ -39,7 +41,7 @@ thread_local! {
 }
 
 // Wait kinds, as stored in the low byte of the record's first word.
-pub(crate) const W_NONE: u8 = 0;
+// 0: no wait recorded.
 pub(crate) const W_SLEEP: u8 = 1;
 pub(crate) const W_TIMEOUT: u8 = 2;
 pub(crate) const W_INTERVAL: u8 = 3;
@@ -58,15 +60,18 @@ const F_ADDR_V4: u64 = 1 << 8;
 const F_ADDR_V6: u64 = 1 << 9;
 const F_DEADLINE: u64 = 1 << 10;
 const PORT_SHIFT: u32 = 16;
+/// The writing poll's number (its low 16 bits), at bits 32..48.
+const STAMP_SHIFT: u32 = 32;
+const STAMP_MASK: u64 = 0xffff;
 
 /// A task's wait record (see the module doc).
 pub(crate) struct WaitRecord {
     seq: AtomicU64,
-    /// Kind (low byte), flags, and a port (bits 16..32) or a label's length (bits 32..).
+    /// Kind (low byte), flags, a port (bits 16..32) and the stamp (bits 32..48).
     head: AtomicU64,
     a: AtomicU64,
     b: AtomicU64,
-    /// A label's pointer (its length is in `head`), kept as a pointer so it keeps its
+    /// A label's pointer (its length is in `b`), kept as a pointer so it keeps its
     /// provenance.
     label: AtomicPtr<u8>,
 }
@@ -94,43 +99,36 @@ pub(crate) struct WaitWords {
 }
 
 impl WaitRecord {
-    /// Store a record (the polling thread only).
-    #[inline]
-    fn write(&self, head: u64, a: u64, b: u64) {
-        self.write_with(head, a, b, std::ptr::null_mut());
-    }
-
-    #[inline]
-    fn write_with(&self, head: u64, a: u64, b: u64, label: *mut u8) {
+    /// Store a record (the polling thread only). Only the words `head`'s kind uses are
+    /// written: a reader never looks at the others (`decode`), so a wait with no payload
+    /// (a yield) costs three stores.
+    #[inline(always)]
+    fn write_parts(&self, head: u64, a: Option<u64>, b: Option<u64>, label: Option<*mut u8>) {
         let s = self.seq.load(Relaxed);
         self.seq.store(s.wrapping_add(1), Relaxed);
         fence(Release);
         self.head.store(head, Relaxed);
-        self.a.store(a, Relaxed);
-        self.b.store(b, Relaxed);
-        self.label.store(label, Relaxed);
+        if let Some(a) = a {
+            self.a.store(a, Relaxed);
+        }
+        if let Some(b) = b {
+            self.b.store(b, Relaxed);
+        }
+        if let Some(l) = label {
+            self.label.store(l, Relaxed);
+        }
         self.seq.store(s.wrapping_add(2), Release);
+    }
+
+    #[cfg(test)]
+    fn write(&self, head: u64, a: u64, b: u64) {
+        self.write_parts(head, Some(a), Some(b), None);
     }
 
     /// Store a label (the polling thread only).
     #[inline]
-    fn write_label(&self, label: &'static str) {
-        self.write_with(W_LABEL as u64 | (label.len() as u64) << 32, 0, 0, label.as_ptr().cast_mut());
-    }
-
-    /// Forget the wait (a poll began).
-    #[inline]
-    pub(crate) fn clear(&self) {
-        // The kind alone says "none"; the other words are never read then. One store,
-        // but inside the sequence, so a reader never pairs it with an older payload.
-        let s = self.seq.load(Relaxed);
-        if self.head.load(Relaxed) as u8 == W_NONE {
-            return;
-        }
-        self.seq.store(s.wrapping_add(1), Relaxed);
-        fence(Release);
-        self.head.store(0, Relaxed);
-        self.seq.store(s.wrapping_add(2), Release);
+    fn write_label(&self, head: u64, label: &'static str) {
+        self.write_parts(head, None, Some(label.len() as u64), Some(label.as_ptr().cast_mut()));
     }
 
     /// A consistent copy, or `None` if every try raced with the writer.
@@ -151,7 +149,7 @@ impl WaitRecord {
             fence(Acquire);
             if self.seq.load(Relaxed) == s1 {
                 if w.head as u8 == W_LABEL && !label.is_null() {
-                    let len = (w.head >> 32) as usize;
+                    let len = w.b as usize;
                     // SAFETY: the sequence did not move, so the pointer and the length
                     // are the ones one `write_label` stored together, from a
                     // `&'static str`.
@@ -172,19 +170,18 @@ fn current_stats<'a>() -> Option<&'a TaskStats> {
     super::current_task().and_then(super::raw::stats)
 }
 
-/// Record a wait with no payload.
-#[inline]
-pub(crate) fn record(kind: u8) {
-    if let Some(st) = current_stats() {
-        st.wait.write(kind as u64, 0, 0);
-    }
+/// `head` stamped with the number of the poll running now: the poll count after it.
+#[inline(always)]
+fn stamped(st: &TaskStats, head: u64) -> u64 {
+    let n = st.polls.load(Relaxed).wrapping_add(1);
+    head | (n & STAMP_MASK) << STAMP_SHIFT
 }
 
 /// Record a wait on another task (a join).
 #[inline]
 pub(crate) fn record_task(kind: u8, id: u64) {
     if let Some(st) = current_stats() {
-        st.wait.write(kind as u64, id, 0);
+        st.wait.write_parts(stamped(st, kind as u64), Some(id), None, None);
     }
 }
 
@@ -193,9 +190,11 @@ pub(crate) fn record_task(kind: u8, id: u64) {
 pub(crate) fn record_deadline(kind: u8, deadline: Instant) {
     if let Some(st) = current_stats() {
         // A deadline years away is how "never" is written (`Duration::MAX`): no deadline.
-        match deadline.checked_duration_since(base()).filter(|_| deadline < Instant::now() + NEVER) {
-            Some(d) => st.wait.write(kind as u64 | F_DEADLINE, d.as_nanos().min(u64::MAX as u128) as u64, 0),
-            None => st.wait.write(kind as u64, 0, 0),
+        match deadline.checked_duration_since(base()).filter(|d| *d < NEVER) {
+            Some(d) => {
+                st.wait.write_parts(stamped(st, kind as u64 | F_DEADLINE), Some(d.as_nanos() as u64), None, None)
+            }
+            None => st.wait.write_parts(stamped(st, kind as u64), None, None, None),
         }
     }
 }
@@ -214,18 +213,19 @@ pub(crate) fn record_addr(kind: u8, addr: Option<SocketAddr>) {
             (kind as u64 | F_ADDR_V6 | (v6.port() as u64) << PORT_SHIFT, (ip >> 64) as u64, ip as u64)
         }
     };
-    st.wait.write(head, a, b);
+    st.wait.write_parts(stamped(st, head), Some(a), Some(b), None);
 }
 
 /// Record a user's label.
 #[inline]
 pub(crate) fn record_label(label: &'static str) {
     if let Some(st) = current_stats() {
-        st.wait.write_label(label);
+        st.wait.write_label(stamped(st, W_LABEL as u64), label);
     }
 }
 
-/// Deadlines further than this are shown as none.
+/// Deadlines further than this from the first use in the process are shown as none
+/// (the far deadline `Duration::MAX` saturates to is decades away).
 const NEVER: Duration = Duration::from_secs(10 * 365 * 86_400);
 
 /// The instant deadlines are stored against (the first use in the process).
@@ -252,6 +252,16 @@ pub(crate) enum Wait {
 }
 
 impl WaitWords {
+    /// A yield, as a reader infers it (nothing records it: see `yield_now`).
+    pub(crate) fn yielded() -> WaitWords {
+        WaitWords { head: W_YIELD as u64, ..WaitWords::default() }
+    }
+
+    /// Whether the record comes from the poll that left the task with `polls` polls.
+    pub(crate) fn is_current(&self, polls: u64) -> bool {
+        (self.head >> STAMP_SHIFT) & STAMP_MASK == polls & STAMP_MASK
+    }
+
     /// Decode, with time left until a deadline measured at `now`.
     pub(crate) fn decode(self, now: Instant) -> Option<Wait> {
         let kind = self.head as u8;
@@ -376,21 +386,23 @@ mod tests {
         let (h, a, b) = addr_words(W_ACCEPT, v4);
         r.write(h, a, b);
         assert_eq!(r.read().unwrap().decode(now), Some(Wait::Accept(Some(v4))));
-        r.write_label("a channel");
+        r.write_label(W_LABEL as u64, "a channel");
         assert_eq!(r.read().unwrap().decode(now), Some(Wait::Label("a channel")));
         let at = (now + Duration::from_secs(3)).duration_since(base()).as_nanos() as u64;
         r.write(W_SLEEP as u64 | F_DEADLINE, at, 0);
         assert_eq!(r.read().unwrap().decode(now), Some(Wait::Sleep(Some(Duration::from_secs(3)))));
         r.write(W_TIMEOUT as u64, 0, 0);
         assert_eq!(r.read().unwrap().decode(now), Some(Wait::Timeout(None)), "no deadline: never");
-        r.clear();
-        assert_eq!(r.read().unwrap().decode(now), None);
+        // Stamps: a record is current only for the poll count it was stamped with.
+        r.write(W_YIELD as u64 | 7 << STAMP_SHIFT, 0, 0);
+        let w = r.read().unwrap();
+        assert!(w.is_current(7) && w.is_current(7 + 65_536) && !w.is_current(8));
     }
 
     #[test]
     fn outside_a_poll_nothing_is_recorded_and_the_source_is_outside() {
-        record(W_YIELD);
         record_label("x");
+        record_task(W_JOIN, 3);
         assert_eq!(wake_source(), SRC_OUTSIDE as u64);
         {
             let _g = SourceGuard::new(SRC_TIMER);

@@ -237,8 +237,9 @@ pub struct TaskInfo {
     pub since_last_poll: Option<std::time::Duration>,
     /// What it waits on, while idle: the last of Volt's leaf futures (or a user's
     /// [`waiting_on`](crate::task::waiting_on) label) that returned `Pending` in its
-    /// latest poll. `None` when it is not idle, or its wait is on something that does
-    /// not say (a future of another library with no label).
+    /// latest poll; for a task queued again by its own poll (`yield_now`), `Yield`.
+    /// `None` when it runs or was woken, or its wait is on something that does not say
+    /// (a future of another library with no label).
     pub waiting_on: Option<WaitReason>,
     /// How long it has waited, while idle: the time since its last poll ended.
     pub waiting_since: Option<std::time::Duration>,
@@ -249,7 +250,10 @@ pub struct TaskInfo {
     pub last_woken_by: Option<WakeSource>,
     /// How long ago that wake was.
     pub last_woken: Option<std::time::Duration>,
-    /// Its poll times (log2 buckets of nanoseconds, as the runtime's histograms).
+    /// Its poll times (log2 buckets of nanoseconds, as the runtime's histograms; only
+    /// the buckets from 1 µs to 34 ms are used, the outer two holding everything below
+    /// and above). Counts are exact up to 65,535 in a bucket; past that all buckets were
+    /// halved, so the shape holds and `sum` is the task's busy time.
     pub poll_histogram: Histogram,
     /// Its waits in a run queue, from a wake to the poll that followed.
     pub schedule_histogram: Histogram,
@@ -291,7 +295,7 @@ impl TaskRow {
 /// histograms keep the same ranges, their sums the task's busy and queued time.
 fn task_histograms(st: &crate::task::TaskStats, row: &TaskRow) -> (Histogram, Histogram) {
     use crate::task::TASK_HIST_FIRST;
-    let widen = |counts: [u32; crate::task::TASK_HIST_BUCKETS], sum: u64| {
+    let widen = |counts: [u16; crate::task::TASK_HIST_BUCKETS], sum: u64| {
         let mut h = Histogram::default();
         for (i, c) in counts.into_iter().enumerate() {
             h.buckets[TASK_HIST_FIRST + i] = c as u64;
@@ -333,15 +337,31 @@ fn read_task<'a>(
     };
     let last = st.last_poll_end.load(Relaxed);
     let woken_at = st.woken_at.load(Relaxed);
+    let polls = st.polls.load(Relaxed);
+    // Only a wait its latest poll named (see `task::wait`). A queued task that its own
+    // poll queued again (`yield_now`, or a wake during the poll), with no wake since,
+    // waits on its yield: the poll's end stamped `scheduled_at` and `last_poll_end`
+    // with the same reading, and a later wake would have moved `woken_at` past it.
+    let yielded = state == TaskState::Scheduled
+        && last != 0
+        && st.scheduled_at.load(Relaxed) == last
+        && st.woken_at.load(Relaxed) <= last;
+    let wait = if idle {
+        st.wait.read().filter(|w| w.is_current(polls))
+    } else if yielded {
+        Some(crate::task::wait::WaitWords::yielded())
+    } else {
+        None
+    };
     let row = TaskRow {
         id: h.id,
         state,
-        polls: st.polls.load(Relaxed),
+        polls,
         busy_ns: clock.ticks_to_ns(st.busy_ticks.load(Relaxed)),
         scheduled_ns: clock.ticks_to_ns(st.scheduled_ticks.load(Relaxed)),
         last_poll_end_ns: if last == 0 { 0 } else { clock.since_start_ns(last).max(1) },
         since_last_poll_ns: (last != 0).then(|| clock.ticks_to_ns(now.saturating_sub(last))),
-        wait: if idle { st.wait.read().unwrap_or_default() } else { Default::default() },
+        wait: wait.unwrap_or_default(),
         lost_waker,
         woken_by: st.woken_by.load(Relaxed),
         woken_at_ns: if woken_at == 0 { 0 } else { clock.since_start_ns(woken_at).max(1) },
@@ -362,7 +382,7 @@ fn task_info(row: &TaskRow, name: Option<&str>, st: &crate::task::TaskStats, now
         busy: Duration::from_nanos(row.busy_ns),
         scheduled: Duration::from_nanos(row.scheduled_ns),
         since_last_poll: row.since_last_poll_ns.map(Duration::from_nanos),
-        waiting_on: if idle { row.waiting_on() } else { None },
+        waiting_on: row.waiting_on(),
         waiting_since: if idle { row.since_last_poll_ns.map(Duration::from_nanos) } else { None },
         lost_waker: row.lost_waker,
         last_woken_by: row.last_woken_by(),
