@@ -55,6 +55,12 @@ impl fmt::Display for EventLine<'_> {
             K::Complete => format!("complete  task {}", e.task_id),
             K::Cancel => format!("cancel    task {}", e.task_id),
             K::Panic => format!("PANIC     task {}", e.task_id),
+            K::Stall => format!(
+                "STALL     task {} held worker {} for {:.1} ms",
+                e.task_id,
+                e.arg >> 48,
+                (e.arg & ((1 << 48) - 1)) as f64 / 1e3
+            ),
             K::Unspecified => format!("? kind {} task {}", e.kind, e.task_id),
         };
         write!(f, "{:>12}  {who} {what}", format!("{:.6}s", e.timestamp_ns as f64 / 1e9))

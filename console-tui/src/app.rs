@@ -23,6 +23,8 @@ pub enum View {
     Workers,
     Tasks,
     Events,
+    /// The newest stall's stack, and the stalls before it.
+    Stalls,
 }
 
 /// The task list's order.
@@ -238,6 +240,7 @@ impl App {
                 None => self.sorted_tasks().len(),
             },
             View::Events => self.events.len(),
+            View::Stalls => self.snapshot.as_ref().map_or(0, |s| s.recent_stalls.len()),
         }
     }
 

@@ -61,16 +61,21 @@ impl App {
             KeyCode::Tab => self.switch(match self.view {
                 View::Workers => View::Tasks,
                 View::Tasks => View::Events,
-                View::Events => View::Workers,
+                View::Events => View::Stalls,
+                View::Stalls => View::Workers,
             }),
             KeyCode::BackTab => self.switch(match self.view {
-                View::Workers => View::Events,
+                View::Workers => View::Stalls,
                 View::Tasks => View::Workers,
                 View::Events => View::Tasks,
+                View::Stalls => View::Events,
             }),
             KeyCode::Char('w') => self.switch(View::Workers),
             KeyCode::Char('t') => self.switch(View::Tasks),
             KeyCode::Char('e') => self.switch(View::Events),
+            // In the task list `s` filters by state; `S` opens the stalls from anywhere.
+            KeyCode::Char('s') if self.view != View::Tasks => self.switch(View::Stalls),
+            KeyCode::Char('S') => self.switch(View::Stalls),
             KeyCode::Down | KeyCode::Char('j') => {
                 self.selected = (self.selected + 1).min(self.visible_len().saturating_sub(1))
             }

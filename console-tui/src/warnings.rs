@@ -29,6 +29,15 @@ impl App {
                 }
             }
         }
+        if let Some(st) = self.snapshot.as_ref().and_then(|s| s.recent_stalls.last()) {
+            let name = st.task_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            w.push(format!(
+                "stall: task {}{name} held worker {} for {:.1} ms (S shows its stack)",
+                st.task_id,
+                st.worker,
+                st.duration_ns as f64 / 1e6
+            ));
+        }
         if self.parked_with_work >= 2 {
             if let Some(s) = &self.snapshot {
                 w.push(format!(

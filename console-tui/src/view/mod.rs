@@ -41,6 +41,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Workers => draw_workers_view(f, app, body),
         View::Tasks => draw_tasks(f, app, body),
         View::Events => draw_events(f, app, body, app.selected),
+        View::Stalls => draw_stalls(f, app, body),
     }
     draw_footer(f, app, footer);
     if app.detail.is_some() {
@@ -474,6 +475,47 @@ fn histogram_line(h: &proto::Histogram) -> String {
     )
 }
 
+/// The stalls view: the selected stall's stack (the newest by default), under a list of
+/// the recent ones.
+fn draw_stalls(f: &mut Frame, app: &App, area: Rect) {
+    let stalls = app.snapshot.as_ref().map(|s| s.recent_stalls.as_slice()).unwrap_or(&[]);
+    let total = app.snapshot.as_ref().map_or(0, |s| s.stalls_total);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(format!(" stalls: {total} (polls past the threshold; j/k pick one, newest first) "));
+    if stalls.is_empty() {
+        let text = "no stall yet: a poll that runs past Builder::stall_threshold (10 ms by default) shows here, with its stack";
+        f.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }).block(block), area);
+        return;
+    }
+    // Newest first; `selected` picks one.
+    let pick = stalls.len() - 1 - app.selected.min(stalls.len() - 1);
+    let mut lines: Vec<Line> = stalls
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, s)| {
+            let text = format!(
+                "{} worker {}  task {}{}  {:.1} ms",
+                if i == pick { "▶" } else { " " },
+                s.worker,
+                s.task_id,
+                s.task_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default(),
+                s.duration_ns as f64 / 1e6
+            );
+            Line::from(text)
+        })
+        .collect();
+    lines.push(Line::from(""));
+    let s = &stalls[pick];
+    lines.push(Line::styled("stack, innermost first", Style::new().add_modifier(Modifier::BOLD)));
+    if s.frames.is_empty() {
+        lines.push(Line::from("  (no stack: not taken on this platform, or the thread did not answer in time)"));
+    }
+    lines.extend(s.frames.iter().map(|fr| Line::from(format!("  {fr}"))));
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
 fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(Clear, area);
     let block = Block::default().borders(Borders::ALL).title(" task (Esc closes) ");
@@ -529,7 +571,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
 const HELP: &str = "\
 q, Ctrl-C     quit
 Tab, S-Tab    next / previous view
-w t e         workers, tasks, events view
+w t e S       workers, tasks, events, stalls view
 ↑ ↓, j k      move        g G   first / last
 Enter         task details (tasks view); Esc closes
 b p n l       sort by busy, polls, name, longest wait
@@ -568,7 +610,7 @@ fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
     // is too narrow for them.
     let mut hints = vec!["Tab switch", "j/k move", "Enter details", "space pause"];
     let kept = ["? help", "q quit"];
-    let tabs = [" w workers ", " t tasks ", " e events "];
+    let tabs = [" w workers ", " t tasks ", " e events ", " S stalls "];
     let width = |hints: &[&str]| {
         tabs.iter().map(|t| t.chars().count()).sum::<usize>()
             + hints.iter().chain(kept.iter()).map(|h| h.chars().count() + 2).sum::<usize>()
@@ -582,6 +624,7 @@ fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
             tab(View::Workers, tabs[0]),
             tab(View::Tasks, tabs[1]),
             tab(View::Events, tabs[2]),
+            tab(View::Stalls, tabs[3]),
             Span::styled(keys, Style::new().fg(Color::DarkGray)),
         ])),
         area,

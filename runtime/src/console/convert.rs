@@ -92,6 +92,8 @@ impl From<&Snapshot> for proto::Snapshot {
             blocking_threads: s.blocking_threads,
             blocking_queue_depth: s.blocking_queue_depth,
             tasks_lost_waker: None,
+            stalls_total: s.stalls_total,
+            recent_stalls: Vec::new(),
             bridge: s.bridge.as_ref().map(|b| proto::BridgeSnapshot {
                 workers: b.workers,
                 alive_tasks: b.alive_tasks,
@@ -118,6 +120,7 @@ impl From<EventKind> for proto::EventKind {
             EventKind::Complete => P::Complete,
             EventKind::Cancel => P::Cancel,
             EventKind::Panic => P::Panic,
+            EventKind::Stall => P::Stall,
         }
     }
 }
@@ -155,6 +158,18 @@ impl From<&TaskInfo> for proto::Task {
             lost_waker: t.lost_waker,
             last_woken_by: t.last_woken_by.map(|s| s.to_string()),
             last_woken_ns: t.last_woken.map(|d| d.as_nanos() as u64),
+        }
+    }
+}
+
+impl From<&crate::telemetry::Stall> for proto::Stall {
+    fn from(s: &crate::telemetry::Stall) -> proto::Stall {
+        proto::Stall {
+            worker: s.worker as u32,
+            task_id: s.task_id,
+            task_name: s.task_name.clone(),
+            duration_ns: s.duration.as_nanos() as u64,
+            frames: s.frames.clone(),
         }
     }
 }

@@ -258,6 +258,9 @@ impl State {
     }
 }
 
+/// The newest stalls each update carries (their stacks make them large).
+const MAX_STALLS_PER_UPDATE: usize = 8;
+
 pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) {
     let mut cursor = state.telemetry.events();
     let mut dropped = 0;
@@ -278,6 +281,13 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
         }
         if let (Some(s), Some((_, n))) = (update.snapshot.as_mut(), lost) {
             s.tasks_lost_waker = Some(n);
+        }
+        if let Some(s) = update.snapshot.as_mut() {
+            if s.stalls_total > 0 {
+                let stalls = state.telemetry.stalls();
+                let from = stalls.len().saturating_sub(MAX_STALLS_PER_UPDATE);
+                s.recent_stalls = stalls[from..].iter().map(proto::Stall::from).collect();
+            }
         }
         let mut slot = state.index.lock().unwrap_or_else(|e| e.into_inner());
         let wanted = state.maintain_index(&mut slot);

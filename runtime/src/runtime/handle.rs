@@ -69,6 +69,8 @@ pub(crate) struct Shared {
     pub(crate) stack_size: usize,
     /// Sampled wakes waiting for their poll (see `scheduler::metrics`).
     pub(crate) schedule_samples: crate::scheduler::metrics::ScheduleSamples,
+    /// The stall monitor's view of each worker and its reports.
+    pub(crate) stall: crate::telemetry::stall::StallMonitor,
 }
 
 impl Shared {
@@ -77,6 +79,7 @@ impl Shared {
         blocking: PoolConfig,
         event_ring: Option<usize>,
         poll_time_histogram: bool,
+        stall_threshold: Option<Duration>,
     ) -> std::io::Result<Arc<Shared>> {
         let driver = Driver::new()?;
         let clock = (poll_time_histogram || event_ring.is_some()).then(Clock::new);
@@ -98,6 +101,7 @@ impl Shared {
             exited_cv: Condvar::new(),
             stack_size,
             schedule_samples: crate::scheduler::metrics::ScheduleSamples::new(),
+            stall: crate::telemetry::stall::StallMonitor::new(num_workers, stall_threshold),
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))

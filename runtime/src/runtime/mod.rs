@@ -46,6 +46,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+/// [`Builder::stall_threshold`]'s default.
+pub const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_millis(10);
+
 /// Configures and builds a [`Runtime`].
 #[derive(Debug, Clone)]
 pub struct Builder {
@@ -56,6 +59,7 @@ pub struct Builder {
     thread_keep_alive: Duration,
     event_ring: Option<usize>,
     poll_time_histogram: bool,
+    stall_threshold: Option<Duration>,
     thread_hooks: crate::blocking::ThreadHooks,
     #[cfg(feature = "console")]
     console: Option<crate::console::ConsoleConfig>,
@@ -81,6 +85,7 @@ impl Builder {
             thread_keep_alive: Duration::from_secs(10),
             event_ring: None,
             poll_time_histogram: true,
+            stall_threshold: Some(DEFAULT_STALL_THRESHOLD),
             thread_hooks: Default::default(),
             #[cfg(feature = "console")]
             console: None,
@@ -147,6 +152,20 @@ impl Builder {
     /// histogram is kept either way.
     pub fn poll_time_histogram(&mut self, enabled: bool) -> &mut Builder {
         self.poll_time_histogram = enabled;
+        self
+    }
+
+    /// A poll that runs longer than this is a stall (default 10 ms; `None` turns the
+    /// monitor off). A monitor thread of its own (never a worker) notices a worker stuck
+    /// in one poll past the threshold, takes that thread's stack while it is still stuck
+    /// (on Linux, by sending it `SIGURG`), and keeps the report: `Telemetry::stalls`,
+    /// `Snapshot::stalls_total`, the console and `volt_worker_stalls_total`. It costs the
+    /// workers one store per poll; it samples every half threshold while some worker is
+    /// awake, and sleeps while all are parked. Stacks name functions from the binary's
+    /// symbols; file:line needs debug info (`debug = "line-tables-only"` in the release
+    /// profile is enough).
+    pub fn stall_threshold(&mut self, threshold: Option<Duration>) -> &mut Builder {
+        self.stall_threshold = threshold;
         self
     }
 
@@ -237,6 +256,7 @@ impl Builder {
             },
             self.event_ring,
             self.poll_time_histogram,
+            self.stall_threshold,
         )?;
         #[cfg(feature = "tokio-bridge")]
         shared.bridge.configure(
@@ -246,7 +266,7 @@ impl Builder {
         );
         let mut rt = Runtime {
             handle: Handle { shared: Arc::clone(&shared) },
-            threads: Vec::with_capacity(n),
+            threads: Vec::with_capacity(n + 1),
             shut_down: false,
             #[cfg(feature = "console")]
             console: None,
@@ -271,9 +291,12 @@ impl Builder {
                 }
             }
         }
+        // Dropping `rt` on error shuts the workers down again.
+        if let Some(t) = crate::telemetry::stall::start(&shared, format!("{}-stall-monitor", self.thread_name))? {
+            rt.threads.push(t);
+        }
         #[cfg(feature = "console")]
         if let Some(config) = &self.console {
-            // Dropping `rt` on error shuts the workers down again.
             rt.console = Some(crate::console::start(config, rt.handle.telemetry())?);
         }
         Ok(rt)
@@ -359,6 +382,8 @@ impl Runtime {
         for i in 0..shared.workers.len() {
             shared.unpark_worker(i);
         }
+        // The stall monitor sees the flag when it wakes, and leaves.
+        shared.stall.unpark();
         let n = shared.workers.len();
         if context::current_handle().is_some_and(|s| Arc::ptr_eq(&s, shared)) {
             // On one of this runtime's own threads (inside a task, a blocking call, or a

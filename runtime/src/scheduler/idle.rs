@@ -220,6 +220,11 @@ impl Idle {
         self.num_parked.load(Relaxed)
     }
 
+    /// Whether worker `index` is marked parked.
+    pub(crate) fn is_parked(&self, index: usize) -> bool {
+        self.parked_bitmap.load(SeqCst) & (1u64 << index) != 0
+    }
+
     pub(crate) fn parked_bitmap(&self) -> u64 {
         self.parked_bitmap.load(Relaxed)
     }

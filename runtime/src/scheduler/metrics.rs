@@ -52,7 +52,7 @@ use crate::telemetry::{Counter, Recorder, RemoteCounters, WorkerCounters, Worker
 use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One wake in this many is sampled for the schedule-latency histogram when the event
 /// ring is off (as Go's runtime samples one in eight).
@@ -337,8 +337,19 @@ impl Shared {
     /// `w` is about to poll a task. `tasks_polled` is counted in every build: other
     /// workers read it to tell a worker stuck in one poll.
     #[inline(always)]
-    pub(crate) fn on_poll(&self, w: &Worker) {
+    pub(crate) fn on_poll(&self, w: &Worker, id: u64) {
         w.counters.tasks_polled.inc_always();
+        // For the stall monitor: which task a stuck poll is.
+        self.stall.polling(w.index, id);
+    }
+
+    /// The stall monitor caught worker `worker` in one poll of task `task_id` for
+    /// `stuck_for` (recorded from the monitor's thread, in the shared ring).
+    pub(crate) fn on_stall(&self, task_id: u64, worker: usize, stuck_for: Duration) {
+        let us = (stuck_for.as_micros() as u64).min(events::STALL_US_MASK);
+        self.record_on(None, EventKind::Stall, task_id, (worker as u64) << events::STALL_WORKER_SHIFT | us);
+        #[cfg(feature = "tracing")]
+        tracing::warn!(target: "volt::scheduler", worker, task.id = task_id, ?stuck_for, "stall");
     }
 
     /// `w` took a task from its LIFO slot.

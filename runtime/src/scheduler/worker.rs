@@ -264,6 +264,7 @@ impl Shared {
         let mut exit = Exit { shared: &this, owner: true };
         let w = &this.workers[index];
         let _ctx = context::enter_worker(&this, w);
+        this.stall.register_thread(index);
         let _help = HelpStackGuard::start(this.stack_size);
         this.on_worker_start(w);
         while !this.is_shutdown() {
@@ -433,7 +434,7 @@ impl Shared {
             }
         }
         core.tick.set(core.tick.get().wrapping_add(1));
-        self.on_poll(w);
+        self.on_poll(w, task.header().id);
         // The poll hooks get the worker from here (`on_poll_start`), not from the thread-local.
         task.run_on((w as *const Worker).cast());
     }
@@ -540,6 +541,10 @@ impl Shared {
             core.is_searching.set(true);
             self.on_state(w, WorkerState::Searching);
         }
+        // Out of the parked bitmap: a stall monitor asleep because every worker was parked
+        // must watch again (see "Sleeping while every worker sleeps" in
+        // `telemetry::stall`).
+        self.stall.worker_woke();
         if let Some(mut d) = driver {
             // Out of the parked state: the wakes land in our own queues.
             self.dispatch_driver(w, &mut d, Instant::now());

@@ -62,6 +62,9 @@ macro_rules! for_each_worker_counter {
                 ];
                 /// Budget ticks that used the full 128 polls.
                 budget_yields ["volt_worker_budget_yields_total", "Budget ticks that used the full 128 polls."];
+                /// Polls the stall monitor caught running past `Builder::stall_threshold`
+                /// (its one writer is the monitor's thread, not the worker).
+                stalls ["volt_worker_stalls_total", "Polls that ran past the stall threshold."];
             }
             totals {
                 tasks_spawned;

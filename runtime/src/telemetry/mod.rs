@@ -13,6 +13,7 @@ pub mod events;
 mod histogram;
 // The live-task change log serves the console's task stream only.
 #[cfg_attr(not(feature = "console"), allow(dead_code))]
+pub(crate) mod stall;
 pub(crate) mod tasks;
 mod wait;
 
@@ -22,6 +23,7 @@ pub use counters::WorkerSnapshot;
 pub(crate) use counters::{Counter, WorkerCounters};
 pub use events::{Event, EventCursor, EventDetail, EventKind, ScheduleTarget};
 pub use histogram::Histogram;
+pub use stall::{Stall, STALL_HISTORY};
 pub use wait::{WaitReason, WakeSource};
 
 use crate::runtime::handle::Shared;
@@ -97,6 +99,9 @@ pub struct Snapshot {
     /// on; without it one wake in eight, sampled (none if polls are not timed either:
     /// `poll_time_histogram(false)`).
     pub schedule_latency_histogram: Histogram,
+    /// Polls the stall monitor caught running past `Builder::stall_threshold`, all
+    /// workers (each worker's own count is `WorkerSnapshot::stalls`).
+    pub stalls_total: u64,
     /// Records written to the event ring (0 when it is off).
     pub events_recorded: u64,
     /// Records the event ring has overwritten to make room (it keeps the newest `capacity`
@@ -170,6 +175,12 @@ impl Telemetry {
         self.shared.shutdown.load(Relaxed)
     }
 
+    /// The most recent stalls (at most [`STALL_HISTORY`]), oldest first: polls that ran
+    /// past `Builder::stall_threshold`, with the stuck thread's stack (see [`Stall`]).
+    pub fn stalls(&self) -> Vec<Stall> {
+        self.shared.stall.history()
+    }
+
     /// Read every counter and gauge. Lock-free; never blocks a worker.
     pub fn snapshot(&self) -> Snapshot {
         let s = &self.shared;
@@ -212,6 +223,7 @@ impl Telemetry {
         }
         let finished = snap.tasks_completed + snap.tasks_cancelled + snap.tasks_panicked;
         snap.tasks_alive = snap.tasks_spawned.saturating_sub(finished);
+        snap.stalls_total = snap.workers.iter().map(|w| w.stalls).sum();
         snap.timers_pending = snap.timers_armed.saturating_sub(snap.timers_fired + snap.timers_cancelled);
         snap
     }

@@ -86,6 +86,9 @@ pub enum EventKind {
     Cancel = 11,
     /// A task panicked.
     Panic = 12,
+    /// The stall monitor caught a worker in one poll of the task past the stall
+    /// threshold; `arg` = `worker << 48 | microseconds`.
+    Stall = 13,
 }
 
 impl EventKind {
@@ -104,6 +107,7 @@ impl EventKind {
             10 => Complete,
             11 => Cancel,
             12 => Panic,
+            13 => Stall,
             _ => return None,
         })
     }
@@ -131,6 +135,9 @@ pub(crate) const SCHEDULE_LOCAL: u64 = 1;
 pub(crate) const SCHEDULE_GLOBAL: u64 = 2;
 /// A `Schedule`'s wake source (`WakeSource`, packed) sits above its target.
 pub(crate) const SCHEDULE_SOURCE_SHIFT: u32 = 8;
+/// A `Stall`'s worker sits above its duration in microseconds.
+pub(crate) const STALL_WORKER_SHIFT: u32 = 48;
+pub(crate) const STALL_US_MASK: u64 = (1 << STALL_WORKER_SHIFT) - 1;
 
 /// Where a `Schedule` event queued its task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -204,6 +211,13 @@ pub enum EventDetail {
     Cancel,
     /// The task panicked.
     Panic,
+    /// The stall monitor caught a worker stuck in one poll of the task.
+    Stall {
+        /// The stuck worker.
+        worker: usize,
+        /// How long the poll had run by then.
+        duration: std::time::Duration,
+    },
 }
 
 /// A lifecycle state as packed in a `Transition`'s argument.
@@ -242,6 +256,10 @@ impl Event {
             EventKind::Complete => EventDetail::Complete,
             EventKind::Cancel => EventDetail::Cancel,
             EventKind::Panic => EventDetail::Panic,
+            EventKind::Stall => EventDetail::Stall {
+                worker: (a >> STALL_WORKER_SHIFT) as usize,
+                duration: std::time::Duration::from_micros(a & STALL_US_MASK),
+            },
         }
     }
 }
@@ -295,6 +313,9 @@ impl std::fmt::Display for Event {
             EventDetail::Complete => write!(f, "complete   task {task}"),
             EventDetail::Cancel => write!(f, "cancel     task {task}"),
             EventDetail::Panic => write!(f, "panic      task {task}"),
+            EventDetail::Stall { worker, duration } => {
+                write!(f, "STALL      task {task} held worker {worker} for {:.1} ms", duration.as_secs_f64() * 1e3)
+            }
         }
     }
 }
