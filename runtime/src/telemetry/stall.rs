@@ -103,9 +103,9 @@ impl StallMonitor {
     /// A worker is about to poll task `id`.
     #[inline(always)]
     pub(crate) fn polling(&self, worker: usize, id: u64) {
-        // SAFETY: `worker` is a worker index of this runtime, and there is a slot per
-        // worker (hot path: no bounds check beyond this debug assertion).
         debug_assert!(worker < self.slots.len());
+        // SAFETY: `worker` is a worker index of this runtime, and there is a slot per
+        // worker (hot path: no bounds check beyond the debug assertion above).
         unsafe { self.slots.get_unchecked(worker) }.task.store(id, Relaxed);
     }
 
@@ -116,6 +116,7 @@ impl StallMonitor {
             let s = &self.slots[index];
             // SAFETY: plain calls with no preconditions.
             let (pt, tid) = unsafe { (libc::pthread_self(), libc::gettid()) };
+            #[allow(clippy::unnecessary_cast)] // `pthread_t` is not `u64` on every target
             s.pthread.store(pt as u64, Relaxed);
             s.tid.store(tid, Relaxed);
         }
@@ -293,6 +294,7 @@ mod capture {
         // SAFETY: reading and restoring errno is what a handler must do; `gettid` is
         // async-signal-safe.
         let errno = unsafe { *libc::__errno_location() };
+        // SAFETY: as above.
         let me = unsafe { libc::gettid() };
         let ours = CAPTURE.tid.load(SeqCst) == me
             && CAPTURE.state.compare_exchange(REQUESTED, WRITING, SeqCst, SeqCst).is_ok();
