@@ -150,6 +150,10 @@ impl StallMonitor {
 /// reference, and leaves when the runtime is gone or shutting down.
 pub(crate) fn start(shared: &Arc<Shared>, name: String) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
     let Some(threshold) = shared.stall.threshold else { return Ok(None) };
+    // Miri runs no signal handlers or foreign calls: no monitor there.
+    if cfg!(miri) {
+        return Ok(None);
+    }
     #[cfg(target_os = "linux")]
     capture::install();
     let weak = Arc::downgrade(shared);
