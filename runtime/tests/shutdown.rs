@@ -246,8 +246,9 @@ fn dropping_a_runtime_joins_its_threads() {
     // Its own thread name: another test leaves a deliberately stuck worker behind.
     let rt = volt::runtime::Builder::new().worker_threads(3).thread_name("joincheck").build().unwrap();
     rt.block_on(async { volt::spawn(async {}).await.unwrap() });
-    // A thread takes its name once it starts running; under load that can lag.
-    assert!(wait_until(Duration::from_secs(30), || threads_named("joincheck") == 3));
+    // Three workers and the stall monitor (`joincheck-stall-monitor`). A thread takes its
+    // name once it starts running; under load that can lag.
+    assert!(wait_until(Duration::from_secs(30), || threads_named("joincheck") == 4));
     drop(rt);
     // `join` returns when the kernel clears the thread id, a moment before the thread's
     // /proc entry goes; a thread that was not joined would stay.
