@@ -11,9 +11,9 @@ use volt_console_proto as proto;
 
 pub use crate::input::Action;
 pub(crate) use crate::state::{merge_history, TaskTrack};
-pub use crate::state::{Rates, TaskHistory, TaskRow, EVENT_LOG, HISTORY, TASK_WINDOW};
+pub use crate::state::{Rates, TaskHistory, TaskRow, EVENT_LOG, HISTORY, STALL_LOG, TASK_WINDOW};
 pub use crate::view::format::{dur, si};
-pub use crate::warnings::{SELF_WAKE_LIMIT, SLOW_POLL_NS};
+pub use crate::warnings::{SELF_WAKE_LIMIT, SLOW_POLL_NS, STALL_WARNING_NS};
 /// Where updates come from, and how that is going (the connection reports it).
 pub use volt_console_client::Status;
 
@@ -50,6 +50,11 @@ pub struct App {
     pub global_queue_history: VecDeque<u64>,
     pub spawn_rate_history: VecDeque<u64>,
     pub events: VecDeque<proto::Event>,
+    /// The stalls the server sent, oldest first (at most [`STALL_LOG`]).
+    pub stalls: VecDeque<proto::Stall>,
+    /// The runtime's uptime when the newest of them arrived: the header warns about it
+    /// for [`STALL_WARNING_NS`] after.
+    pub stall_arrived_ns: Option<u64>,
     /// Events this console missed (the sum of the next two), since it started.
     pub events_missed: u64,
     /// Records the event ring overwrote before the server read them.
@@ -116,6 +121,8 @@ impl App {
             global_queue_history: VecDeque::new(),
             spawn_rate_history: VecDeque::new(),
             events: VecDeque::new(),
+            stalls: VecDeque::new(),
+            stall_arrived_ns: None,
             events_missed: 0,
             events_missed_ring: 0,
             events_missed_cap: 0,
@@ -240,7 +247,7 @@ impl App {
                 None => self.sorted_tasks().len(),
             },
             View::Events => self.events.len(),
-            View::Stalls => self.snapshot.as_ref().map_or(0, |s| s.recent_stalls.len()),
+            View::Stalls => self.stalls.len(),
         }
     }
 

@@ -73,9 +73,7 @@ impl App {
             KeyCode::Char('w') => self.switch(View::Workers),
             KeyCode::Char('t') => self.switch(View::Tasks),
             KeyCode::Char('e') => self.switch(View::Events),
-            // In the task list `s` filters by state; `S` opens the stalls from anywhere.
-            KeyCode::Char('s') if self.view != View::Tasks => self.switch(View::Stalls),
-            KeyCode::Char('S') => self.switch(View::Stalls),
+            KeyCode::Char('s') | KeyCode::Char('S') => self.switch(View::Stalls),
             KeyCode::Down | KeyCode::Char('j') => {
                 self.selected = (self.selected + 1).min(self.visible_len().saturating_sub(1))
             }
@@ -99,7 +97,7 @@ impl App {
             KeyCode::Char('n') if self.view == View::Tasks => self.sort = SortKey::Name,
             KeyCode::Char('l') if self.view == View::Tasks => self.sort = SortKey::Wait,
             KeyCode::Char('/') if self.view == View::Tasks => self.filter_input = Some(self.name_filter.clone()),
-            KeyCode::Char('s') if self.view == View::Tasks => {
+            KeyCode::Char('f') if self.view == View::Tasks => {
                 use proto::TaskState as S;
                 self.state_filter = match self.state_filter {
                     None => Some(S::Running),

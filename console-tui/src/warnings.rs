@@ -1,13 +1,17 @@
-//! What is worth a look, worst first: a slow poll, a poll still running, workers parked
-//! while the global queue holds work, events or updates this console missed, tasks that
-//! can never be woken (every waker dropped), tasks that keep waking themselves. Computed from the data model on every frame; the header shows
-//! them.
+//! What is worth a look, worst first: a slow poll, a poll still running, a recent stall,
+//! workers parked while the global queue holds work, events or updates this console
+//! missed, tasks that can never be woken (every waker dropped), tasks that keep waking
+//! themselves. Computed from the data model on every frame; the header shows them.
 
 use crate::app::App;
 use crate::state::TaskTrack;
 
 /// A poll longer than this blocks a worker: flagged in the header.
 pub const SLOW_POLL_NS: u64 = 10_000_000;
+
+/// How long after the newest stall arrives the header still shows it (the stalls view
+/// keeps them all).
+pub const STALL_WARNING_NS: u64 = 30_000_000_000;
 
 /// Self-wakes in a row, without completing or waiting on anything, to call a task spinning.
 pub const SELF_WAKE_LIMIT: u64 = 1_000;
@@ -29,10 +33,12 @@ impl App {
                 }
             }
         }
-        if let Some(st) = self.snapshot.as_ref().and_then(|s| s.recent_stalls.last()) {
+        let stall_is_recent =
+            self.stall_arrived_ns.is_some_and(|at| self.uptime_ns.saturating_sub(at) < STALL_WARNING_NS);
+        if let Some(st) = self.stalls.back().filter(|_| stall_is_recent) {
             let name = st.task_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
             w.push(format!(
-                "stall: task {}{name} held worker {} for {:.1} ms (S shows its stack)",
+                "stall: task {}{name} held worker {} for {:.1} ms (s shows its stack)",
                 st.task_id,
                 st.worker,
                 st.duration_ns as f64 / 1e6

@@ -285,3 +285,25 @@ fn the_task_list_shows_what_each_task_waits_on() {
     assert!(s.contains("waiting on"), "{s}");
     tmux.cmd(&["send-keys", "-t", "console", "q"]);
 }
+
+/// The demo's slow task stalls its worker: the header warns, and the stalls view (`s`)
+/// shows the stack the monitor took while the poll was stuck, with the function that
+/// held the worker (`slow_checksum`) in it.
+#[test]
+fn the_stalls_view_shows_the_demo_slow_task_and_its_stack() {
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let tmux = Tmux { socket: format!("volt-console-test-stall-{}", std::process::id()) };
+    let script = format!("{bin} --demo; sleep 30");
+    let out = tmux.cmd(&["new-session", "-d", "-s", "console", "-x", "150", "-y", "45", &script]);
+    assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
+    tmux.wait_for("two worker rows", Duration::from_secs(30), |s| worker_rows(s).len() >= 2);
+    assert!(tmux.cmd(&["send-keys", "-t", "console", "s"]).status.success());
+    tmux.wait_for("the stalls view", Duration::from_secs(30), |s| s.contains("stalls:"));
+    // The demo starts a slow task every 5 s; each is one stall.
+    let s = tmux.wait_for("a stall of the slow task with its stack", Duration::from_secs(90), |s| {
+        s.contains("(slow-task)") && s.contains("slow_checksum")
+    });
+    assert!(s.contains("stack, innermost first"), "{s}");
+    assert!(s.contains("stall: task"), "the header warns about the stall:\n{s}");
+    tmux.cmd(&["send-keys", "-t", "console", "q"]);
+}

@@ -445,7 +445,7 @@ fn the_tui_asks_for_its_window_and_holds_only_it() {
     // A new sort, a state filter and a name filter each ask again, from the top.
     let Action::QueryTasks(q) = app.on_key(key(KeyCode::Char('p'))) else { panic!("sort") };
     assert_eq!(q.sort, proto::TaskSort::Polls as i32);
-    let Action::QueryTasks(q) = app.on_key(key(KeyCode::Char('s'))) else { panic!("state filter") };
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::Char('f'))) else { panic!("state filter") };
     assert_eq!(q.states, [proto::TaskState::Running as i32]);
     assert_eq!(q.offset, 0);
     assert_eq!(app.on_key(key(KeyCode::Char('/'))), Action::None);
@@ -495,4 +495,160 @@ fn get_task_and_the_task_list_say_what_a_task_waits_on() {
         let row = page.tasks.iter().find(|t| t.id == sleeper.id()).expect("listed");
         assert!(row.waiting_on.as_deref().is_some_and(|w| w.starts_with("sleep")), "{row:?}");
     });
+}
+
+/// Pending forever under a label, keeping its latest waker in `slot`.
+struct Labelled {
+    slot: std::sync::Arc<std::sync::Mutex<Option<std::task::Waker>>>,
+}
+
+impl std::future::Future for Labelled {
+    type Output = ();
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        *self.slot.lock().unwrap() = Some(cx.waker().clone());
+        volt::task::waiting_on("db pool permit");
+        std::task::Poll::Pending
+    }
+}
+
+/// `GetTask` says what every kind of wait is, word for word as `Telemetry::tasks` does,
+/// and names the task that woke a task last.
+#[test]
+fn get_task_carries_every_kind_of_wait_and_the_waking_task() {
+    use futures::{AsyncReadExt, AsyncWriteExt};
+    let rt = runtime(2);
+    fn spawn<F: std::future::Future<Output = ()> + Send + 'static>(rt: &volt::Runtime, name: &str, f: F) -> u64 {
+        volt::task::Builder::new().name(name).spawn_on(f, rt.handle()).id()
+    }
+    let mut ids: Vec<(&str, u64)> = Vec::new();
+    ids.push((
+        "accept",
+        spawn(&rt, "acceptor", async {
+            let l = volt::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let _ = l.accept().await;
+        }),
+    ));
+    let peers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let p = peers.clone();
+    ids.push((
+        "read",
+        spawn(&rt, "reader", async move {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut s = volt::net::TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+            p.lock().unwrap().push(l.accept().unwrap().0);
+            let _ = s.read(&mut [0u8; 16]).await;
+        }),
+    ));
+    let p = peers.clone();
+    ids.push((
+        "write",
+        spawn(&rt, "writer", async move {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut s = volt::net::TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+            p.lock().unwrap().push(l.accept().unwrap().0);
+            // The peer never reads: the buffers fill and the write waits.
+            let chunk = vec![7u8; 1 << 20];
+            while s.write(&chunk).await.is_ok() {}
+        }),
+    ));
+    ids.push((
+        "recv",
+        spawn(&rt, "receiver", async {
+            let u = volt::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let _ = u.recv_from(&mut [0u8; 16]).await;
+        }),
+    ));
+    ids.push(("sleep", spawn(&rt, "sleeper", async { volt::time::sleep(Duration::from_secs(3600)).await })));
+    ids.push((
+        "timeout",
+        spawn(&rt, "timeout", async {
+            let _ = volt::time::timeout(Duration::from_secs(3600), std::future::pending::<()>()).await;
+        }),
+    ));
+    ids.push((
+        "interval",
+        spawn(&rt, "interval", async {
+            let mut i = volt::time::interval(Duration::from_secs(3600));
+            i.tick().await;
+            i.tick().await;
+        }),
+    ));
+    let target = volt::task::Builder::new()
+        .name("target")
+        .spawn_on(async { volt::time::sleep(Duration::from_secs(3600)).await }, rt.handle());
+    ids.push((
+        "join",
+        spawn(&rt, "joiner", async move {
+            let _ = target.await;
+        }),
+    ));
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    ids.push((
+        "blocking",
+        spawn(&rt, "blocker", async move {
+            let _ = volt::task::spawn_blocking(move || released.recv()).await;
+        }),
+    ));
+    let slot = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let parked = spawn(&rt, "labelled", Labelled { slot: slot.clone() });
+    ids.push(("db pool permit", parked));
+
+    let idle = |rt: &volt::Runtime| {
+        let tasks = rt.handle().telemetry().tasks();
+        ids.iter().all(|(_, id)| {
+            tasks.iter().any(|t| t.id == *id && t.state == volt::telemetry::TaskState::Idle && t.waiting_on.is_some())
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !idle(&rt) {
+        assert!(
+            Instant::now() < deadline,
+            "not every task settled on its wait: {:#?}",
+            rt.handle().telemetry().tasks()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Wake the labelled task from another task: it polls, waits on its label again, and
+    // was last woken by that task.
+    let waker_task = volt::task::Builder::new()
+        .name("waker")
+        .spawn_on(
+            {
+                let slot = slot.clone();
+                async move {
+                    if let Some(w) = slot.lock().unwrap().take() {
+                        w.wake();
+                    }
+                }
+            },
+            rt.handle(),
+        )
+        .id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !rt.handle().telemetry().tasks().iter().any(|t| {
+        t.id == parked && t.polls >= 2 && t.last_woken_by == Some(volt::telemetry::WakeSource::Task(waker_task))
+    }) {
+        assert!(Instant::now() < deadline, "the labelled task was not woken by the waker task");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let local: Vec<volt::telemetry::TaskInfo> = rt.handle().telemetry().tasks();
+    tokio_rt().block_on(async {
+        let mut c = stock_client(&rt).await;
+        for (kind, id) in &ids {
+            let t = c.get_task(proto::TaskRequest { id: *id }).await.unwrap().into_inner().task.unwrap();
+            assert_eq!(t.waiting_kind.as_deref(), Some(*kind), "{t:?}");
+            let here = local.iter().find(|l| l.id == *id).unwrap().waiting_on.clone().unwrap();
+            let there = t.waiting_on.clone().unwrap();
+            assert!(there.starts_with(kind), "{kind}: {there}");
+            if !matches!(*kind, "sleep" | "timeout" | "interval") {
+                // No time left to count down: the same words on both sides.
+                assert_eq!(there, here.to_string(), "{kind}");
+            }
+        }
+        let t = c.get_task(proto::TaskRequest { id: parked }).await.unwrap().into_inner().task.unwrap();
+        assert_eq!(t.last_woken_by_task, Some(waker_task), "{t:?}");
+        assert_eq!(t.last_woken_by.as_deref(), Some(format!("task {waker_task}").as_str()));
+    });
+    release.send(()).unwrap();
+    drop(peers);
 }

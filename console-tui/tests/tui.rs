@@ -408,7 +408,8 @@ fn at_60x20_numbers_are_whole_and_the_help_box_fits() {
     app.help = true;
     let t = render(&app, 60, 20);
     let s = screen(&t);
-    for l in ["q, Ctrl-C     quit", ". or →        replay: step one update while paused", "itself without completing."]
+    for l in
+        ["q, Ctrl-C     quit", ". or →        replay: step one update while paused", "task that can never be woken."]
     {
         assert!(s.contains(l), "help line {l:?} clipped:\n{s}");
     }

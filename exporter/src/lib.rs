@@ -111,6 +111,10 @@ impl Builder {
             let mut ticker = tokio::time::interval(interval);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             let mut stop = stop;
+            // The lost-waker count walks every task: only while someone scrapes (within
+            // the last minute), and its last value stands in between.
+            let mut last_scrape: Option<std::time::Instant> = None;
+            let mut lost = None;
             loop {
                 tokio::select! {
                     _ = ticker.tick() => {}
@@ -120,8 +124,14 @@ impl Builder {
                 if telemetry.is_shut_down() {
                     return;
                 }
+                if m.take_scraped() {
+                    last_scrape = Some(std::time::Instant::now());
+                }
+                if last_scrape.is_some_and(|t| t.elapsed() < SCRAPER_GONE) {
+                    lost = Some(telemetry.lost_wakers());
+                }
                 let mut snap = proto::Snapshot::from(&telemetry.snapshot());
-                snap.tasks_lost_waker = Some(telemetry.lost_wakers());
+                snap.tasks_lost_waker = lost;
                 m.publish(&snap);
             }
         })
@@ -577,6 +587,8 @@ pub struct Metrics {
     inner: Mutex<Registry>,
     /// Sidecar only: 0 = not reported, 1 = console down, 2 = console up.
     console_up: std::sync::atomic::AtomicU8,
+    /// Set by every render: someone scrapes, so the sampler's per-task figures are wanted.
+    scraped: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Metrics {
@@ -585,10 +597,14 @@ impl Default for Metrics {
     }
 }
 
+/// How long after the last scrape the in-process exporter keeps computing the figures
+/// that walk every task.
+const SCRAPER_GONE: Duration = Duration::from_secs(60);
+
 impl Metrics {
     /// An empty registry.
     pub fn new() -> Metrics {
-        Metrics { inner: Mutex::new(Registry::new()), console_up: Default::default() }
+        Metrics { inner: Mutex::new(Registry::new()), console_up: Default::default(), scraped: Default::default() }
     }
 
     /// Set every metric from `s`.
@@ -606,8 +622,14 @@ impl Metrics {
         self.console_up.store(if up { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Whether anything was rendered (scraped) since the last call.
+    fn take_scraped(&self) -> bool {
+        self.scraped.swap(false, std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The Prometheus text exposition of the last published snapshot.
     pub fn render(&self) -> String {
+        self.scraped.store(true, std::sync::atomic::Ordering::Relaxed);
         let mut out = self.inner.lock().unwrap_or_else(|e| e.into_inner()).render();
         let up = self.console_up.load(std::sync::atomic::Ordering::Relaxed);
         if up != 0 {

@@ -53,6 +53,7 @@ const WORKER_COUNTERS: &[&str] = &[
     "volt_worker_lifo_hits_total",
     "volt_worker_overflows_total",
     "volt_worker_budget_yields_total",
+    "volt_worker_stalls_total",
 ];
 const WORKER_GAUGES: &[&str] =
     &["volt_worker_local_queue_depth", "volt_worker_global_queue_interval", "volt_worker_mean_poll_seconds"];
@@ -72,11 +73,13 @@ const GAUGES: &[&str] = &[
     "volt_workers_searching",
     "volt_workers_parked",
     "volt_tasks_alive",
+    "volt_tasks_lost_waker",
     "volt_timers_pending",
     "volt_blocking_threads",
     "volt_blocking_queue_depth",
 ];
-const HISTOGRAMS: &[&str] = &["volt_task_poll_duration_seconds", "volt_worker_park_duration_seconds"];
+const HISTOGRAMS: &[&str] =
+    &["volt_task_poll_duration_seconds", "volt_task_schedule_latency_seconds", "volt_worker_park_duration_seconds"];
 
 /// Every family is there with its type, help text and labels.
 fn check_families(s: &Scrape, workers: usize) {

@@ -20,6 +20,8 @@
 //!   runs therefore lands on the bridge: its Tokio sockets on the bridge's reactor, its
 //!   Tokio timers on the bridge's timer wheel, and anything it `tokio::spawn`s (hyper's
 //!   connection tasks inside reqwest, tonic's channel worker) on the bridge's threads.
+//!   While it waits on those, the task's `TaskInfo::waiting_on` is the label
+//!   [`BRIDGE_WAIT`] ("tokio (bridge)"), unless a Volt future inside named its own wait.
 //! * [`spawn`] runs a whole future on the bridge's threads, as `tokio::spawn` would; its
 //!   `tokio::task::JoinHandle` can be awaited from a Volt task.
 //! * [`Handle::tokio_bridge`](crate::runtime::Handle::tokio_bridge) hands out the bridge's
@@ -73,6 +75,10 @@ use std::time::Instant;
 /// Worker threads of the bridge's Tokio runtime unless
 /// `Builder::tokio_bridge_threads` says otherwise.
 pub(crate) const DEFAULT_THREADS: usize = 1;
+
+/// The wait a task shows while a bridged future is pending on Tokio's sockets, timers or
+/// tasks (which record no wait of their own), as `TaskInfo::waiting_on`.
+pub const BRIDGE_WAIT: &str = "tokio (bridge)";
 
 const SHUT_DOWN: &str = "volt::bridge: the Volt runtime has shut down, and its Tokio bridge with it";
 
@@ -315,10 +321,14 @@ impl<F: Future> Future for WithTokio<F> {
             panic!("{SHUT_DOWN}; a `WithTokio` future was polled after that");
         }
         let _enter = this.tokio.as_ref().map(|h| h.enter());
+        let mark = crate::task::wait::Mark::now();
         let out = this.future.as_mut().as_pin_mut().expect("`WithTokio` polled after it completed").poll(cx);
         if out.is_ready() {
             // Drop the finished future while the context is still entered.
             this.future.set(None);
+        } else if mark.unchanged() {
+            // Tokio's leaf futures name no wait: what the task waits on sits on the bridge.
+            crate::task::wait::record_label(BRIDGE_WAIT);
         }
         out
     }

@@ -538,3 +538,31 @@ fn thread_hooks_run_on_the_bridge_threads_too() {
     assert_eq!(starts.load(Ordering::SeqCst), 2, "each bridge worker ran the start hook");
     assert_eq!(stops.load(Ordering::SeqCst), 2, "and the stop hook at shutdown");
 }
+
+#[test]
+fn a_task_waiting_on_tokio_shows_the_bridge_and_a_volt_wait_inside_wins() {
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(2)
+        .thread_name("bwait")
+        .event_ring(1024)
+        .build()
+        .expect("build runtime");
+    let on_tokio = volt::task::Builder::new().name("on-tokio").spawn_on(
+        WithTokio::new_in(async { tokio::time::sleep(Duration::from_secs(3600)).await }, rt.handle()),
+        rt.handle(),
+    );
+    let on_volt = volt::task::Builder::new().name("on-volt").spawn_on(
+        WithTokio::new_in(async { volt::time::sleep(Duration::from_secs(3600)).await }, rt.handle()),
+        rt.handle(),
+    );
+    let waits = |name: &str| {
+        rt.handle().telemetry().tasks().into_iter().find(|t| t.name.as_deref() == Some(name)).and_then(|t| t.waiting_on)
+    };
+    wait_until("the bridged tasks' waits", || {
+        waits("on-tokio") == Some(volt::telemetry::WaitReason::Label(volt::bridge::BRIDGE_WAIT))
+            && matches!(waits("on-volt"), Some(volt::telemetry::WaitReason::Sleep { remaining: Some(_) }))
+    });
+    assert_eq!(volt::bridge::BRIDGE_WAIT.to_string(), "tokio (bridge)");
+    on_tokio.abort();
+    on_volt.abort();
+}

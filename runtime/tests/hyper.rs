@@ -448,6 +448,26 @@ fn connection_tasks_are_named_for_the_console() {
     wait_until("a task named `hyper connection`", || {
         rt.handle().telemetry().tasks().iter().any(|t| t.name.as_deref() == Some(volt::hyper::CONNECTION_TASK_NAME))
     });
+    // What each connection waits on, through `volt::hyper::Io` and the handler: the one
+    // in `/sleep` on its sleep, a silent one on a read from its peer, the server on accept.
+    let silent = std::net::TcpStream::connect(addr).unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let mut waits = Vec::new();
+    wait_until("the connections' waits", || {
+        let tasks = rt.handle().telemetry().tasks();
+        waits = tasks
+            .iter()
+            .filter(|t| t.name.as_deref() == Some(volt::hyper::CONNECTION_TASK_NAME))
+            .filter_map(|t| t.waiting_on.clone())
+            .collect();
+        let accepting = tasks
+            .iter()
+            .any(|t| matches!(t.waiting_on, Some(volt::telemetry::WaitReason::Accept { addr: Some(a) }) if a == addr));
+        accepting
+            && waits.iter().any(|w| matches!(w, volt::telemetry::WaitReason::Sleep { .. }))
+            && waits.contains(&volt::telemetry::WaitReason::Read { addr: Some(silent_addr) })
+    });
+    drop(silent);
     drop(s);
     stop.send(()).unwrap();
     rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();

@@ -371,3 +371,49 @@ fn a_yielding_task_reads_as_waiting_on_its_yield() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     h.join().unwrap();
 }
+
+/// Pending forever, keeping its waker, naming no wait: what a third-party future does.
+struct Unnamed(Arc<Mutex<Option<Waker>>>);
+
+impl Future for Unnamed {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        *self.0.lock().unwrap() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// A wrapper (a timeout) names the wait only when the future inside named none, and a
+/// timeout that completed leaves nothing behind for the next, unnamed wait.
+#[test]
+fn a_timeout_names_the_wait_only_when_its_future_names_none() {
+    let rt = runtime();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    spawn_named(&rt, "timed-read", async move {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut s = volt::net::TcpStream::connect(addr).await.unwrap();
+        let (peer, _) = l.accept().unwrap();
+        addr_tx.send(addr).unwrap();
+        let mut buf = [0u8; 8];
+        let _ = volt::time::timeout(Duration::from_secs(3600), s.read(&mut buf)).await;
+        drop(peer);
+    });
+    let slot = Arc::new(Mutex::new(None));
+    let s2 = slot.clone();
+    spawn_named(&rt, "after-timeout", async move {
+        // Completes in its first poll; then the task waits on something that names nothing.
+        let _ = volt::time::timeout(Duration::from_secs(3600), async {}).await;
+        Unnamed(s2).await;
+    });
+    let addr = addr_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let tasks = wait_for(&rt, "both tasks idle", |ts| {
+        named(ts, "timed-read").is_some_and(|t| t.state == TaskState::Idle && t.waiting_on.is_some())
+            && named(ts, "after-timeout").is_some_and(|t| t.state == TaskState::Idle)
+            && slot.lock().unwrap().is_some()
+    });
+    assert_eq!(named(&tasks, "timed-read").unwrap().waiting_on, Some(WaitReason::Read { addr: Some(addr) }));
+    let after = named(&tasks, "after-timeout").unwrap();
+    assert_eq!(after.waiting_on, None, "no timeout is pending any more: {after:?}");
+    assert!(!after.lost_waker, "the unnamed future holds its waker");
+}

@@ -19,6 +19,8 @@ pub const HISTORY: usize = 120;
 
 /// Events kept for the event pane and the task detail view.
 pub const EVENT_LOG: usize = 20_000;
+/// Stalls kept for the stalls view, as many as the server's history.
+pub const STALL_LOG: usize = 64;
 
 /// Rows of the task list the console asks the server for: a window around the selected
 /// row, larger than any screen, so scrolling asks again only every `TASK_WINDOW / 4`
@@ -56,6 +58,9 @@ impl App {
     /// Take in one update from the stream (or a recording).
     pub fn apply(&mut self, u: proto::Update) {
         self.updates += 1;
+        // A full update (a stream's first, a snapshot) carries the newest stalls; later
+        // ones carry those reported since.
+        let full = u.runtime.is_some();
         if let Some(info) = u.runtime {
             self.info = Some(info);
         }
@@ -78,7 +83,19 @@ impl App {
         if let Some(t) = u.tasks {
             self.apply_tasks(t, u.uptime_ns);
         }
-        if let Some(s) = u.snapshot {
+        if let Some(mut s) = u.snapshot {
+            if full {
+                self.stalls.clear();
+            }
+            if !s.recent_stalls.is_empty() {
+                self.stall_arrived_ns = Some(u.uptime_ns);
+            }
+            for st in std::mem::take(&mut s.recent_stalls) {
+                if self.stalls.len() == STALL_LOG {
+                    self.stalls.pop_front();
+                }
+                self.stalls.push_back(st);
+            }
             if let Some((t0, p)) = &self.prev {
                 let dt = (u.uptime_ns.saturating_sub(*t0)) as f64 / 1e9;
                 if dt > 0.0 {

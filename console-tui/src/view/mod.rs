@@ -415,7 +415,7 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
             Some(c) => format!("{} of {} live", app.task_matching, c.total),
             None => format!("{} live", app.tasks.len()),
         };
-        format!(" tasks: {live}, sorted by {sort}{filter} (b p n l sort, / name, s state; Enter details) ")
+        format!(" tasks: {live}, sorted by {sort}{filter} (b p n l sort, / name, f state; Enter details) ")
     };
     let widths = [
         Constraint::Length(8),
@@ -478,7 +478,7 @@ fn histogram_line(h: &proto::Histogram) -> String {
 /// The stalls view: the selected stall's stack (the newest by default), under a list of
 /// the recent ones.
 fn draw_stalls(f: &mut Frame, app: &App, area: Rect) {
-    let stalls = app.snapshot.as_ref().map(|s| s.recent_stalls.as_slice()).unwrap_or(&[]);
+    let stalls = &app.stalls;
     let total = app.snapshot.as_ref().map_or(0, |s| s.stalls_total);
     let block = Block::default()
         .borders(Borders::ALL)
@@ -542,7 +542,8 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
         lines.push(Line::from(format!("waiting on  {w}, for {}", t.waiting_since_ns.map_or("-".into(), aged))));
     }
     if let Some(by) = &t.last_woken_by {
-        lines.push(Line::from(format!("woken by    {by}, {} ago", t.last_woken_ns.map_or("-".into(), aged))));
+        let name = t.last_woken_by_task.map(|id| app.task_name(id)).unwrap_or_default();
+        lines.push(Line::from(format!("last woken by {by}{name}, {} ago", t.last_woken_ns.map_or("-".into(), aged))));
     }
     if let Some((polls, sched)) = &app.detail_histograms {
         lines.push(Line::from(format!("poll times  {}", histogram_line(polls))));
@@ -571,11 +572,11 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
 const HELP: &str = "\
 q, Ctrl-C     quit
 Tab, S-Tab    next / previous view
-w t e S       workers, tasks, events, stalls view
+w t e s       workers, tasks, events, stalls view
 ↑ ↓, j k      move        g G   first / last
 Enter         task details (tasks view); Esc closes
 b p n l       sort by busy, polls, name, longest wait
-/ s           filter tasks by name, by state
+/ f           filter tasks by name, by state
 space         pause this display (replay: playback)
 . or →        replay: step one update while paused
 ?             this help (any key closes it)
@@ -583,7 +584,8 @@ space         pause this display (replay: playback)
 Warnings in the header: a poll over 10 ms, a worker
 parked while the global queue has work, events or
 updates this console missed, a task that keeps waking
-itself without completing.";
+itself without completing, a stall (s: its stack), a
+task that can never be woken.";
 
 /// The help box, sized to its text and centred in `screen` (never bigger than it).
 fn draw_help(f: &mut Frame, screen: Rect) {
@@ -610,7 +612,7 @@ fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
     // is too narrow for them.
     let mut hints = vec!["Tab switch", "j/k move", "Enter details", "space pause"];
     let kept = ["? help", "q quit"];
-    let tabs = [" w workers ", " t tasks ", " e events ", " S stalls "];
+    let tabs = [" w workers ", " t tasks ", " e events ", " s stalls "];
     let width = |hints: &[&str]| {
         tabs.iter().map(|t| t.chars().count()).sum::<usize>()
             + hints.iter().chain(kept.iter()).map(|h| h.chars().count() + 2).sum::<usize>()

@@ -10,7 +10,8 @@
 //! * 100 timers of 1 to 50 ms;
 //! * TCP echo traffic: 4 named client tasks against a named echo server on loopback;
 //! * a blocking call of 20 ms on the blocking pool;
-//! * every 5 s, one slow task that holds its worker for 15 ms (the console flags it).
+//! * every 5 s, one slow task that holds its worker for 40 ms in `slow_checksum` (the
+//!   console flags it, and its stalls view shows that function in the stuck stack).
 
 use futures::{AsyncReadExt, AsyncWriteExt};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -67,6 +68,13 @@ fn spin(d: Duration) -> u64 {
     x
 }
 
+/// CPU work that should have gone to `spawn_blocking`: the demo's stall. Not inlined, so
+/// it keeps its own frame (and name) in the stack the stall monitor takes.
+#[inline(never)]
+pub fn slow_checksum() -> u64 {
+    std::hint::black_box(spin(Duration::from_millis(40)))
+}
+
 async fn drive(stop: Arc<AtomicBool>) {
     let echo = match TcpListener::bind("127.0.0.1:0").await {
         Ok(l) => {
@@ -115,11 +123,12 @@ async fn drive(stop: Arc<AtomicBool>) {
         if round % 3 == 0 {
             volt::task::spawn_blocking(|| std::thread::sleep(Duration::from_millis(20)));
         }
-        // An occasional slow task: it holds its worker for 15 ms.
+        // An occasional slow task: it holds its worker for 40 ms, a stall the monitor
+        // catches with its stack (`slow_checksum` in the console's stalls view).
         if last_slow.elapsed() >= Duration::from_secs(5) {
             last_slow = Instant::now();
             TaskBuilder::new().name("slow-task").spawn(async {
-                spin(Duration::from_millis(15));
+                slow_checksum();
             });
         }
         volt::time::sleep(Duration::from_millis(100)).await;

@@ -158,6 +158,10 @@ impl From<&TaskInfo> for proto::Task {
             lost_waker: t.lost_waker,
             last_woken_by: t.last_woken_by.map(|s| s.to_string()),
             last_woken_ns: t.last_woken.map(|d| d.as_nanos() as u64),
+            last_woken_by_task: match t.last_woken_by {
+                Some(crate::telemetry::WakeSource::Task(id)) => Some(id),
+                _ => None,
+            },
         }
     }
 }

@@ -182,11 +182,17 @@ impl State {
 
     /// An update with the snapshot, outside the publish cycle (a stream's first update,
     /// `GetSnapshot`), with `tasks` as the task part.
+    /// It carries the newest stalls; the publish cycle's updates carry only new ones.
     pub(super) fn full_update(&self, tasks: Option<proto::TaskChanges>) -> proto::Update {
+        let mut snapshot: proto::Snapshot = (&self.telemetry.snapshot()).into();
+        if snapshot.stalls_total > 0 {
+            let (stalls, _) = self.telemetry.stalls_since(0, MAX_STALLS_PER_UPDATE);
+            snapshot.recent_stalls = stalls.iter().map(proto::Stall::from).collect();
+        }
         proto::Update {
             seq: self.seq.load(Relaxed),
             uptime_ns: self.telemetry.uptime().as_nanos() as u64,
-            snapshot: Some((&self.telemetry.snapshot()).into()),
+            snapshot: Some(snapshot),
             tasks,
             runtime: Some(self.info.clone()),
             ..Default::default()
@@ -258,7 +264,9 @@ impl State {
     }
 }
 
-/// The newest stalls each update carries (their stacks make them large).
+/// The most stalls one update carries (their stacks make them large). A stream's first
+/// update and `GetSnapshot` carry the newest; each later update only those reported
+/// since the one before, so a stall crosses the wire once per client.
 const MAX_STALLS_PER_UPDATE: usize = 8;
 
 pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) {
@@ -269,6 +277,7 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
     // The lost-waker count walks every task: at most once a second, while someone listens.
     let mut lost: Option<(Instant, u64)> = None;
     let recording = state.info.event_ring_capacity > 0;
+    let mut stalls_seen = 0;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -283,10 +292,10 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
             s.tasks_lost_waker = Some(n);
         }
         if let Some(s) = update.snapshot.as_mut() {
-            if s.stalls_total > 0 {
-                let stalls = state.telemetry.stalls();
-                let from = stalls.len().saturating_sub(MAX_STALLS_PER_UPDATE);
-                s.recent_stalls = stalls[from..].iter().map(proto::Stall::from).collect();
+            if s.stalls_total > stalls_seen {
+                let (stalls, total) = state.telemetry.stalls_since(stalls_seen, MAX_STALLS_PER_UPDATE);
+                stalls_seen = total;
+                s.recent_stalls = stalls.iter().map(proto::Stall::from).collect();
             }
         }
         let mut slot = state.index.lock().unwrap_or_else(|e| e.into_inner());

@@ -337,6 +337,7 @@ fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
     let idle = e.state == TaskState::Idle;
     // The reading kept a wait only for an idle task, or a yield for a queued one.
     let waiting = e.wait.decode(std::time::Instant::now()).map(WaitReason::from_wait);
+    let woken_by = (e.woken_by != 0).then(|| WakeSource::from_packed(e.woken_by - 1));
     proto::Task {
         id,
         name: e.name.as_deref().map(String::from),
@@ -349,7 +350,11 @@ fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
         waiting_kind: waiting.as_ref().map(|w| w.kind().to_string()),
         waiting_since_ns: (idle && e.last_poll_end_ns != 0).then(|| now_ns.saturating_sub(e.last_poll_end_ns)),
         lost_waker: e.lost_waker,
-        last_woken_by: (e.woken_by != 0).then(|| WakeSource::from_packed(e.woken_by - 1).to_string()),
+        last_woken_by: woken_by.map(|w| w.to_string()),
         last_woken_ns: (e.woken_at_ns != 0).then(|| now_ns.saturating_sub(e.woken_at_ns)),
+        last_woken_by_task: match woken_by {
+            Some(WakeSource::Task(id)) => Some(id),
+            _ => None,
+        },
     }
 }

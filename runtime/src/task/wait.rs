@@ -224,6 +224,28 @@ pub(crate) fn record_label(label: &'static str) {
     }
 }
 
+/// Where the current task's record stands, taken before a wrapper (a timeout, the Tokio
+/// bridge) polls the future it wraps: with [`Mark::unchanged`] after that poll, the
+/// wrapper names the wait only when the inner future named none of its own. Recording
+/// only after a `Pending`, like every leaf, never leaves a wrapper's wait behind after
+/// a poll where the wrapper completed.
+#[derive(Clone, Copy)]
+pub(crate) struct Mark(Option<u64>);
+
+impl Mark {
+    #[inline]
+    pub(crate) fn now() -> Mark {
+        Mark(current_stats().map(|st| st.wait.seq.load(Relaxed)))
+    }
+
+    /// Whether the task records waits and nothing recorded one since `self`.
+    #[inline]
+    pub(crate) fn unchanged(self) -> bool {
+        // The polling thread is the record's only writer, so its own load is exact.
+        self.0.is_some_and(|seq| current_stats().is_some_and(|st| st.wait.seq.load(Relaxed) == seq))
+    }
+}
+
 /// Deadlines further than this from the first use in the process are shown as none
 /// (the far deadline `Duration::MAX` saturates to is decades away).
 const NEVER: Duration = Duration::from_secs(10 * 365 * 86_400);

@@ -181,6 +181,13 @@ impl Telemetry {
         self.shared.stall.history()
     }
 
+    /// The stalls reported after the first `seen`, at most the newest `max`, and the
+    /// count reported in all (for the console, which sends each stall once).
+    #[cfg(feature = "console")]
+    pub(crate) fn stalls_since(&self, seen: u64, max: usize) -> (Vec<Stall>, u64) {
+        self.shared.stall.since(seen, max)
+    }
+
     /// Read every counter and gauge. Lock-free; never blocks a worker.
     pub fn snapshot(&self) -> Snapshot {
         let s = &self.shared;

@@ -86,7 +86,8 @@ pub(crate) struct StallMonitor {
     pub(crate) slots: Box<[WorkerSlot]>,
     sleeping: AtomicBool,
     thread: Mutex<Option<std::thread::Thread>>,
-    history: Mutex<VecDeque<Stall>>,
+    /// The newest stalls, and how many were ever reported.
+    history: Mutex<(VecDeque<Stall>, u64)>,
 }
 
 impl StallMonitor {
@@ -96,7 +97,7 @@ impl StallMonitor {
             slots: (0..workers).map(|_| WorkerSlot::default()).collect(),
             sleeping: AtomicBool::new(false),
             thread: Mutex::new(None),
-            history: Mutex::new(VecDeque::new()),
+            history: Mutex::new((VecDeque::new(), 0)),
         }
     }
 
@@ -142,7 +143,16 @@ impl StallMonitor {
 
     /// The newest stalls, oldest first.
     pub(crate) fn history(&self) -> Vec<Stall> {
-        self.history.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+        self.history.lock().unwrap_or_else(|e| e.into_inner()).0.iter().cloned().collect()
+    }
+
+    /// The stalls reported after the first `seen` (at most the newest `max` of them),
+    /// oldest first, and how many were reported in all: a reader that keeps the count
+    /// copies each stall once.
+    pub(crate) fn since(&self, seen: u64, max: usize) -> (Vec<Stall>, u64) {
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let new = (h.1.saturating_sub(seen) as usize).min(max).min(h.0.len());
+        (h.0.iter().skip(h.0.len() - new).cloned().collect(), h.1)
     }
 }
 
@@ -233,10 +243,11 @@ fn report(shared: &Arc<Shared>, i: usize, stuck_for: Duration) {
     shared.workers[i].counters.stalls.inc_always();
     shared.on_stall(task_id, i, stuck_for);
     let mut h = m.history.lock().unwrap_or_else(|e| e.into_inner());
-    if h.len() == STALL_HISTORY {
-        h.pop_front();
+    if h.0.len() == STALL_HISTORY {
+        h.0.pop_front();
     }
-    h.push_back(Stall { worker: i, task_id, task_name, duration: stuck_for, frames });
+    h.0.push_back(Stall { worker: i, task_id, task_name, duration: stuck_for, frames });
+    h.1 += 1;
 }
 
 #[cfg(target_os = "linux")]

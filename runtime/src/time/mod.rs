@@ -315,15 +315,20 @@ impl<F: Future> Future for Timeout<F> {
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: see above.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
-        // The timeout is the task's wait unless the future names a closer one (a read,
-        // a join): it records after this, and the last record of a poll wins.
-        wait::record_deadline(wait::W_TIMEOUT, this.sleep.deadline);
+        // The timeout is the task's wait unless the future named a closer one (a read,
+        // a join) in this poll.
+        let mark = wait::Mark::now();
         if let Poll::Ready(v) = future.poll(cx) {
             return Poll::Ready(Ok(v));
         }
         match this.sleep.poll_timer(cx) {
             Poll::Ready(()) => Poll::Ready(Err(error::Elapsed(()))),
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                if mark.unchanged() {
+                    wait::record_deadline(wait::W_TIMEOUT, this.sleep.deadline);
+                }
+                Poll::Pending
+            }
         }
     }
 }
