@@ -9,7 +9,9 @@
 # of `--once --json` (default 1000 tasks) and of `--once --json --tasks all`, the TUI's
 # RSS (VmRSS), and the time from a key (tmux send-keys) until the screen shows its
 # effect (polling `tmux capture-pane` every 5 ms, so each figure includes up to 5 ms of
-# polling and tmux's own latency; `n` and the first `s` wait for the server's page).
+# polling and tmux's own latency; `n` and the first `f` wait for the server's page),
+# and the same key's time inside the TUI, from reading the key to drawing the frame that
+# shows its effect (VOLT_CONSOLE_KEY_TIMES).
 # The machine is shared: the CPU figures are counts of ticks (10 ms each), the times
 # are wall-clock and noisy; run it twice and compare.
 set -euo pipefail
@@ -59,8 +61,8 @@ key_ms() { # key, text the screen shows once the key took effect
     echo "timeout"
 }
 
-printf '| tasks | console thread, no client | with one TUI | --once --json | --once --json --tasks all | TUI RSS | key to redraw (n, s, s, b) |\n'
-printf '|---:|---:|---:|---:|---:|---:|---|\n'
+printf '| tasks | console thread, no client | with one TUI | --once --json | --once --json --tasks all | TUI RSS | key to screen, tmux (n, f, f, b) | key to frame, in the TUI (n, f, f, b) |\n'
+printf '|---:|---:|---:|---:|---:|---:|---|---|\n'
 for N in "${SIZES[@]}"; do
     fifo=$(mktemp -u); mkfifo "$fifo"
     "$SLEEPERS" "$N" "$ADDR" < "$fifo" > /tmp/vbench-sleepers.out &
@@ -75,7 +77,8 @@ for N in "${SIZES[@]}"; do
     # Let the index of the one-off calls expire (10 s), so the TUI's figure is its own.
     sleep 11
     tmux kill-session -t vbench 2>/dev/null || true
-    tmux new-session -d -s vbench -x 160 -y 45 "$BIN $ADDR"
+    keylog=$(mktemp)
+    tmux new-session -d -s vbench -x 160 -y 45 "VOLT_CONSOLE_KEY_TIMES=$keylog $BIN $ADDR"
     sleep 1
     tmux send-keys -t vbench t
     for i in $(seq 1 600); do
@@ -87,15 +90,18 @@ for N in "${SIZES[@]}"; do
     tpid=$(tmux list-panes -t vbench -F '#{pane_pid}')
     # n: sort by name (a scan of every task on the server): the first row is sleeper-0.
     # s: running tasks only: the count comes from the server. b: back to busy time.
-    k1=$(key_ms n "sleeper-0 "); k2=$(key_ms s "[0-9] of $N live")
-    k3=$(key_ms s "scheduled only"); k4=$(key_ms b "sorted by busy")
+    : > "$keylog"   # the `t` above is not one of the measured keys
+    k1=$(key_ms n "sleeper-0 "); k2=$(key_ms f "[0-9] of $N live")
+    k3=$(key_ms f "scheduled only"); k4=$(key_ms b "sorted by busy")
+    sleep 0.5
+    inner=$(awk '{printf "%s%.1f", (NR>1?", ":""), $1/1000}' "$keylog")
     rss=$(awk '/VmRSS/{printf "%.0f MB", $2/1024}' /proc/"$tpid"/status)
-    printf '| %s | %s%% | %s%% | %s ms | %s ms (%s tasks) | %s | %s, %s, %s, %s ms |\n' \
-        "$N" "$idle" "$withtui" "$once" "$all" "$listed" "$rss" "$k1" "$k2" "$k3" "$k4"
+    printf '| %s | %s%% | %s%% | %s ms | %s ms (%s tasks) | %s | %s, %s, %s, %s ms | %s ms |\n' \
+        "$N" "$idle" "$withtui" "$once" "$all" "$listed" "$rss" "$k1" "$k2" "$k3" "$k4" "$inner"
     tmux send-keys -t vbench q
     sleep 0.5
     tmux kill-session -t vbench 2>/dev/null || true
     exec 9>&-
     wait "$spid" || true
-    rm -f "$fifo"
+    rm -f "$fifo" "$keylog"
 done

@@ -183,6 +183,12 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
     let signal = exit_signals()?;
     let mut terminal = ratatui::try_init()?;
     let _guard = TerminalGuard;
+    // For the benchmarks: with VOLT_CONSOLE_KEY_TIMES=path, each key's time from being read
+    // to the first frame drawn with its effect (after the server's page, when the key
+    // asked for one), appended to `path` in microseconds, one line per key.
+    let mut key_times = std::env::var_os("VOLT_CONSOLE_KEY_TIMES")
+        .and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
+    let mut key_read_at: Option<std::time::Instant> = None;
     loop {
         let sig = signal.load(std::sync::atomic::Ordering::Relaxed);
         if sig != 0 {
@@ -198,6 +204,11 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
             c.query_tasks(q);
         }
         terminal.draw(|f| ui::draw(f, app))?;
+        if let (Some(out), Some(at)) = (key_times.as_mut(), key_read_at.filter(|_| !app.awaiting_page)) {
+            use std::io::Write;
+            let _ = writeln!(out, "{}", at.elapsed().as_micros());
+            key_read_at = None;
+        }
         if panic_after_first_frame {
             panic!("volt-console: the panic --panic-after-first-frame asked for");
         }
@@ -206,6 +217,9 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
         if event::poll(wait)? {
             if let TermEvent::Key(k) = event::read()? {
                 if k.kind == KeyEventKind::Press {
+                    if key_times.is_some() {
+                        key_read_at = Some(std::time::Instant::now());
+                    }
                     match app.on_key(k) {
                         Action::Quit => return Ok(()),
                         Action::Step => step = true,

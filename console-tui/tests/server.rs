@@ -228,7 +228,7 @@ fn a_client_that_wants_every_event_gets_them_and_losses_say_which_is_which() {
             checked += 1;
         }
         assert!(checked >= 10);
-        // Pause is gone: one client can no longer freeze the others.
+        // There is no Pause RPC: no client can freeze the others.
         let mut grpc = raw_grpc(&rt).await;
         let path = http::uri::PathAndQuery::from_static("/volt.console.v1.Console/Pause");
         let codec = tonic_prost::ProstCodec::<proto::SnapshotRequest, proto::SnapshotRequest>::default();

@@ -49,6 +49,10 @@ struct Args {
     /// `axum::serve` on Tokio has none), to see what the timer costs per request.
     #[arg(long)]
     no_header_timeout: bool,
+    /// Volt only: no stall monitor (`Builder::stall_threshold(None)`), to see what its
+    /// sampling thread costs.
+    #[arg(long)]
+    no_stall_monitor: bool,
     /// Serve a minimal hand-written HTTP/1.1 responder instead of axum.
     #[arg(long)]
     raw: bool,
@@ -62,8 +66,10 @@ fn router() -> Router {
 
 fn main() -> std::io::Result<()> {
     let args = Args::parse();
-    if args.runtime == Rt::Tokio && (args.event_ring.is_some() || args.console || args.no_header_timeout) {
-        eprintln!("--event-ring, --console and --no-header-timeout are Volt options");
+    if args.runtime == Rt::Tokio
+        && (args.event_ring.is_some() || args.console || args.no_header_timeout || args.no_stall_monitor)
+    {
+        eprintln!("--event-ring, --console, --no-header-timeout and --no-stall-monitor are Volt options");
         std::process::exit(2);
     }
     match args.runtime {
@@ -75,6 +81,9 @@ fn main() -> std::io::Result<()> {
 fn run_volt(args: &Args) -> std::io::Result<()> {
     let mut b = volt::runtime::Builder::new();
     b.worker_threads(args.workers);
+    if args.no_stall_monitor {
+        b.stall_threshold(None);
+    }
     if let Some(n) = args.event_ring {
         b.event_ring(n);
     }

@@ -365,7 +365,7 @@ const GLOBAL: &[Family<proto::Snapshot>] = &[
     level("volt_tasks_alive", "Tasks spawned and not yet finished.", |s| s.tasks_alive as f64),
     level(
         "volt_tasks_lost_waker",
-        "Idle tasks with every waker dropped: nothing can wake them again (0 without an event ring).",
+        "Idle tasks with every waker dropped: nothing can wake them again (0 without an event ring; counted once a second while scraped).",
         |s| s.tasks_lost_waker.unwrap_or(0) as f64,
     ),
     level("volt_timers_pending", "Timers armed that neither fired nor were dropped.", |s| s.timers_pending as f64),

@@ -12,9 +12,10 @@
 #   tokio    Tokio's multi-thread runtime, `axum::serve`
 #   watched  Volt with the event ring on (`--event-ring 4096`) and the console server
 #            streaming to a `volt-console` that stays connected (in a detached tmux)
-# and, when VARIANTS names it, a fourth:
+# and, when VARIANTS names them:
 #   volt-nht Volt without `volt::hyper::serve`'s header-read timeout (`axum::serve` on
 #            Tokio has none), so both servers do the same work per request
+#   volt-nsm Volt without the stall monitor (`stall_threshold(None)`)
 #
 # Server and wrk share the machine's cores unpinned: on a 2-core machine there is no core
 # to give either one alone, so both runtimes are measured competing with the load
@@ -86,6 +87,7 @@ run() {
   case $variant in
     volt) args=(--runtime volt) ;;
     volt-nht) args=(--runtime volt --no-header-timeout) ;;
+    volt-nsm) args=(--runtime volt --no-stall-monitor) ;;
     tokio) args=(--runtime tokio) ;;
     watched)
       console_port=$(free_port)

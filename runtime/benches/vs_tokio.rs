@@ -147,7 +147,8 @@ fn main() {
     }
 }
 
-/// Latency figures from the timers-and-I/O issue, both runtimes, medians of a few runs.
+/// Latencies of a timer firing, a remote wake and a TCP round trip, both runtimes,
+/// medians of a few runs.
 fn latency_table(volt_rt: &volt::Runtime, tokio_rt: &tokio::runtime::Runtime, quick: bool) {
     let runs = if quick { 3 } else { 21 };
     let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);

@@ -1,8 +1,8 @@
 //! # Volt: an async runtime you can watch while it runs
 //!
-//! A multi-thread work-stealing scheduler built after the design of Tokio's (and of the
-//! Zig runtimes Volt and blitz-io that follow it), whose workers count what they do in
-//! lock-free counters that any thread can read while it runs.
+//! A multi-thread work-stealing scheduler built after the design of Tokio's, whose workers
+//! count what they do in lock-free counters that any thread can read while it runs, and
+//! which can say what every task waits on and which poll holds a worker.
 //!
 //! ```
 //! let rt = volt::runtime::Builder::new().worker_threads(2).build().unwrap();
@@ -33,12 +33,14 @@
 //! * `time/`: the timing wheel and `sleep`/`timeout`/`interval`; `io/`: the mio reactor
 //!   and the driver protocol; `net/`: `TcpListener`, `TcpStream`, `UdpSocket`;
 //!   `blocking/`: the `spawn_blocking` pool;
-//! * `telemetry/`: counters, gauges and `Snapshot`, the event ring, histograms;
+//! * `telemetry/`: counters, gauges and `Snapshot`, the event ring, histograms, wait
+//!   reasons and wake sources (`wait.rs`, with the records in `task/wait.rs`), the stall
+//!   monitor (`stall.rs`), the live-task change log (`tasks.rs`);
 //! * `console/` (feature `console`): the gRPC console server;
 //! * `bridge.rs` (feature `tokio-bridge`): a small Tokio runtime the Volt runtime owns and
 //!   shuts down, entered around the polls of `bridge::with_tokio` futures, for Tokio-only
 //!   crates;
-//! * `hyper.rs` (feature `hyper`): hyper's runtime traits, `serve` for tower services
+//! * `hyper/` (feature `hyper`): hyper's runtime traits, `serve` for tower services
 //!   (axum, tonic), and a client connector;
 //! * `loom.rs`: the shim that model-checks the concurrency code under `--cfg loom`.
 

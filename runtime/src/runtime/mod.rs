@@ -146,8 +146,8 @@ impl Builder {
     /// Whether every worker times its polls for its poll-time histogram
     /// (`WorkerSnapshot::poll_time_histogram`; on by default). Timing costs one read of
     /// the CPU's time-stamp counter per poll, shared with the event ring when that is on:
-    /// about 10 ns, which shows on workloads of tiny tasks (see the README's "What
-    /// recording costs"). With `false` and no event ring, polls are not timed and the
+    /// about 10 ns, which shows on workloads of tiny tasks (the `overhead` benchmark,
+    /// `runtime/benches/README.md`). With `false` and no event ring, polls are not timed and the
     /// histogram stays empty. The event ring times every poll anyway, so with it on the
     /// histogram is kept either way.
     pub fn poll_time_histogram(&mut self, enabled: bool) -> &mut Builder {

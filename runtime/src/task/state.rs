@@ -11,9 +11,9 @@
 //! The lifecycle has four values, so it takes two bits. The flags (`notified`,
 //! `cancelled`, `join_interest`, `detached`, `join_waker`, `has_stats`) sit right above it
 //! with four bits to spare, then the cell cache owner tag and the shield depth, and the
-//! reference count takes all the rest: 36 bits, 68.7 billion references. (The first layout
-//! gave the lifecycle a whole byte and the count only 24 bits, so 16.8 million live clones
-//! of one task's waker, a few hundred MB of wakers, aborted the process.) Holding 2^35
+//! reference count takes all the rest: 36 bits, 68.7 billion references. A count of 24
+//! bits would be reached by 16.8 million live clones of one task's waker, a few hundred MB
+//! of wakers, which a program can hold. Holding 2^35
 //! wakers would take 512 GiB of `Waker`s, so the limit is out of reach in practice; still,
 //! [`State::ref_inc`] checks it and panics in the cloning thread (undoing its increment)
 //! rather than letting the count run into the shield bits.
@@ -572,8 +572,8 @@ mod tests {
         s
     }
 
-    /// 17 million references, past the first layout's 24-bit limit, leave every other
-    /// field intact and count back down to the last one.
+    /// 17 million references, past what 24 bits would hold, leave every other field
+    /// intact and count back down to the last one.
     #[test]
     #[cfg_attr(miri, ignore = "17 million atomic operations")]
     fn seventeen_million_references_fit() {

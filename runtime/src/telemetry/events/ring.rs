@@ -15,9 +15,9 @@
 //! `2p + 2` with Release. The remote ring has many writers, which claim positions with
 //! `fetch_add`, so each of its slots has a sequence word: `2p + 1` (being written), a
 //! Release fence, the fields, then `2p + 2` with Release (see "The remote ring's slots").
-//! A full ring overwrites its oldest records: writers never wait for readers. (A sequence
-//! word per slot on the worker rings too, as at first, cost one more store per record and
-//! made a slot 40 bytes, so records straddled cache lines.)
+//! A full ring overwrites its oldest records: writers never wait for readers. The worker
+//! rings have no per-slot sequence word: it would cost one more store per record and make
+//! a slot 40 bytes, so records would straddle cache lines.
 //!
 //! # The remote ring's slots
 //! Between a remote writer's `fetch_add` and its stores, other writers can claim a whole
