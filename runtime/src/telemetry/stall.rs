@@ -21,6 +21,14 @@
 //! load comes after the monitor's store in the single order of sequentially consistent
 //! operations and sees `sleeping`: a worker can't start a poll the monitor sleeps through.
 //!
+//! # Staying out of the way
+//! While workers run, the monitor wakes every half threshold. Woken as an ordinary
+//! thread, the kernel lets it preempt whatever runs on its CPU, a worker or a client of
+//! the server, and under an HTTP load those preemptions showed in the tail latency. On
+//! Linux it runs under `SCHED_IDLE`, so its wakes never preempt anyone: it runs at the
+//! next scheduling point instead (within a scheduler tick), which is soon enough for a
+//! threshold of milliseconds, and a stuck worker holds its CPU either way.
+//!
 //! # Taking the stack (Linux)
 //! The monitor sends `SIGURG` to the stuck worker's thread (ignored by default, and not
 //! used by Rust's runtime; the Go runtime uses it for the same purpose). The handler,
@@ -181,6 +189,8 @@ struct Seen {
 }
 
 fn monitor(weak: Weak<Shared>, threshold: Duration) {
+    #[cfg(target_os = "linux")]
+    lowest_priority();
     let period = threshold / 2;
     let mut seen: Vec<Option<Seen>> = Vec::new();
     loop {
@@ -222,6 +232,15 @@ fn monitor(weak: Weak<Shared>, threshold: Duration) {
         drop(shared);
         std::thread::park_timeout(period);
     }
+}
+
+/// Run this thread under `SCHED_IDLE` (see "Staying out of the way"). Lowering one's own
+/// policy needs no privilege; if it fails anyway, the monitor runs as it is.
+#[cfg(target_os = "linux")]
+fn lowest_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid `sched_param` for the call; pid 0 is the calling thread.
+    let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
 }
 
 /// Take worker `i`'s stack and keep the report.
