@@ -260,17 +260,23 @@ fn zombie(pid: i32) -> bool {
         .unwrap_or(true)
 }
 
+/// `volt-console --demo` in a 150x45 tmux session of its own, showing its workers.
+fn demo_in_tmux(tag: &str) -> Tmux {
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let tmux = Tmux { socket: format!("volt-console-test-{tag}-{}", std::process::id()) };
+    let script = format!("{bin} --demo; sleep 30");
+    let out = tmux.cmd(&["new-session", "-d", "-s", "console", "-x", "150", "-y", "45", &script]);
+    assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
+    tmux.wait_for("two worker rows", Duration::from_secs(30), |s| worker_rows(s).len() >= 2);
+    tmux
+}
+
 /// The task list in a real terminal says what each idle task waits on: the demo's tasks
 /// wait on sleeps, an accept and socket reads, and sorting by the longest wait (`l`)
 /// keeps showing them.
 #[test]
 fn the_task_list_shows_what_each_task_waits_on() {
-    let bin = env!("CARGO_BIN_EXE_volt-console");
-    let tmux = Tmux { socket: format!("volt-console-test-wait-{}", std::process::id()) };
-    let script = format!("{bin} --demo; sleep 30");
-    let out = tmux.cmd(&["new-session", "-d", "-s", "console", "-x", "150", "-y", "45", &script]);
-    assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
-    tmux.wait_for("two worker rows", Duration::from_secs(30), |s| worker_rows(s).len() >= 2);
+    let tmux = demo_in_tmux("wait");
     assert!(tmux.cmd(&["send-keys", "-t", "console", "t"]).status.success());
     let waits =
         |s: &str| s.contains("sleep until +") || s.contains("accept 127.0.0.1:") || s.contains("read 127.0.0.1:");
@@ -291,12 +297,7 @@ fn the_task_list_shows_what_each_task_waits_on() {
 /// held the worker (`slow_checksum`) in it.
 #[test]
 fn the_stalls_view_shows_the_demo_slow_task_and_its_stack() {
-    let bin = env!("CARGO_BIN_EXE_volt-console");
-    let tmux = Tmux { socket: format!("volt-console-test-stall-{}", std::process::id()) };
-    let script = format!("{bin} --demo; sleep 30");
-    let out = tmux.cmd(&["new-session", "-d", "-s", "console", "-x", "150", "-y", "45", &script]);
-    assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
-    tmux.wait_for("two worker rows", Duration::from_secs(30), |s| worker_rows(s).len() >= 2);
+    let tmux = demo_in_tmux("stall");
     assert!(tmux.cmd(&["send-keys", "-t", "console", "s"]).status.success());
     tmux.wait_for("the stalls view", Duration::from_secs(30), |s| s.contains("stalls:"));
     // The demo starts a slow task every 5 s; each is one stall.

@@ -511,6 +511,15 @@ impl std::future::Future for Labelled {
     }
 }
 
+/// A Volt stream connected to a plain listener whose end, kept in `peers`, never reads
+/// or writes.
+async fn connected(peers: &std::sync::Mutex<Vec<std::net::TcpStream>>) -> volt::net::TcpStream {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let s = volt::net::TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+    peers.lock().unwrap().push(l.accept().unwrap().0);
+    s
+}
+
 /// `GetTask` says what every kind of wait is, word for word as `Telemetry::tasks` does,
 /// and names the task that woke a task last.
 #[test]
@@ -533,9 +542,7 @@ fn get_task_carries_every_kind_of_wait_and_the_waking_task() {
     ids.push((
         "read",
         spawn(&rt, "reader", async move {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let mut s = volt::net::TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-            p.lock().unwrap().push(l.accept().unwrap().0);
+            let mut s = connected(&p).await;
             let _ = s.read(&mut [0u8; 16]).await;
         }),
     ));
@@ -543,9 +550,7 @@ fn get_task_carries_every_kind_of_wait_and_the_waking_task() {
     ids.push((
         "write",
         spawn(&rt, "writer", async move {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let mut s = volt::net::TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-            p.lock().unwrap().push(l.accept().unwrap().0);
+            let mut s = connected(&p).await;
             // The peer never reads: the buffers fill and the write waits.
             let chunk = vec![7u8; 1 << 20];
             while s.write(&chunk).await.is_ok() {}

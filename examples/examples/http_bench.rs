@@ -53,6 +53,9 @@ struct Args {
     /// sampling thread costs.
     #[arg(long)]
     no_stall_monitor: bool,
+    /// Volt only: the stall threshold in milliseconds (the monitor samples every half).
+    #[arg(long, value_name = "MS")]
+    stall_threshold_ms: Option<u64>,
     /// Serve a minimal hand-written HTTP/1.1 responder instead of axum.
     #[arg(long)]
     raw: bool,
@@ -67,7 +70,11 @@ fn router() -> Router {
 fn main() -> std::io::Result<()> {
     let args = Args::parse();
     if args.runtime == Rt::Tokio
-        && (args.event_ring.is_some() || args.console || args.no_header_timeout || args.no_stall_monitor)
+        && (args.event_ring.is_some()
+            || args.console
+            || args.no_header_timeout
+            || args.no_stall_monitor
+            || args.stall_threshold_ms.is_some())
     {
         eprintln!("--event-ring, --console, --no-header-timeout and --no-stall-monitor are Volt options");
         std::process::exit(2);
@@ -83,6 +90,8 @@ fn run_volt(args: &Args) -> std::io::Result<()> {
     b.worker_threads(args.workers);
     if args.no_stall_monitor {
         b.stall_threshold(None);
+    } else if let Some(ms) = args.stall_threshold_ms {
+        b.stall_threshold(Some(std::time::Duration::from_millis(ms)));
     }
     if let Some(n) = args.event_ring {
         b.event_ring(n);

@@ -16,6 +16,7 @@
 #   volt-nht Volt without `volt::hyper::serve`'s header-read timeout (`axum::serve` on
 #            Tokio has none), so both servers do the same work per request
 #   volt-nsm Volt without the stall monitor (`stall_threshold(None)`)
+#   volt-sm200 Volt with a 200 ms stall threshold (the monitor samples every 100 ms)
 #
 # Server and wrk share the machine's cores unpinned: on a 2-core machine there is no core
 # to give either one alone, so both runtimes are measured competing with the load
@@ -88,6 +89,7 @@ run() {
     volt) args=(--runtime volt) ;;
     volt-nht) args=(--runtime volt --no-header-timeout) ;;
     volt-nsm) args=(--runtime volt --no-stall-monitor) ;;
+    volt-sm200) args=(--runtime volt --stall-threshold-ms 200) ;;
     tokio) args=(--runtime tokio) ;;
     watched)
       console_port=$(free_port)
