@@ -48,12 +48,18 @@ cpu_pct() { # pid comm seconds -> percent of one core
 ms_since() { awk -v a="$1" -v b="$(date +%s%N)" 'BEGIN{printf "%.0f", (b-a)/1e6}'; }
 
 key_ms() { # key, text the screen shows once the key took effect
-    local t0 i
+    local t0 i shown= lines
+    lines=$(wc -l < "$keylog")
     t0=$(date +%s%N)
     tmux send-keys -t vbench "$1"
     for i in $(seq 1 4000); do
-        if tmux capture-pane -p -t vbench | grep -q -- "$2"; then
-            ms_since "$t0"
+        if [ -z "$shown" ] && tmux capture-pane -p -t vbench | grep -q -- "$2"; then
+            shown=$(ms_since "$t0")
+        fi
+        # The next key waits until the TUI has drawn this one's effect (its own log line),
+        # so that no key is sent while the one before still waits for its page.
+        if [ -n "$shown" ] && [ "$(wc -l < "$keylog")" -gt "$lines" ]; then
+            echo "$shown"
             return
         fi
         sleep 0.005
@@ -93,7 +99,7 @@ for N in "${SIZES[@]}"; do
     : > "$keylog"   # the `t` above is not one of the measured keys
     k1=$(key_ms n "sleeper-0 "); k2=$(key_ms f "[0-9] of $N live")
     k3=$(key_ms f "scheduled only"); k4=$(key_ms b "sorted by busy")
-    sleep 0.5
+    sleep 2   # the last key's page, if it asked for one
     inner=$(awk '{printf "%s%.1f", (NR>1?", ":""), $1/1000}' "$keylog")
     rss=$(awk '/VmRSS/{printf "%.0f MB", $2/1024}' /proc/"$tpid"/status)
     printf '| %s | %s%% | %s%% | %s ms | %s ms (%s tasks) | %s | %s, %s, %s, %s ms | %s ms |\n' \

@@ -216,6 +216,10 @@ impl TaskIndex {
     /// The ids of `q`'s window, in order.
     pub(crate) fn window(&self, q: &Query) -> Window {
         let want = q.offset.saturating_add(q.limit as u64);
+        // Without a name filter the counts say how many tasks pass: a scan stops once it
+        // has met them all (at once when none does: no running task among a million).
+        let known = q.name_contains.is_empty().then(|| self.matching(q));
+        let all = known.map_or(usize::MAX, |n| n as usize);
         let take = |it: &mut dyn Iterator<Item = u64>| -> (Vec<u64>, bool) {
             let mut ids: Vec<u64> = it.skip(q.offset as usize).take(q.limit as usize + 1).collect();
             let more = ids.len() > q.limit as usize;
@@ -225,13 +229,14 @@ impl TaskIndex {
         let (ids, more) = match proto::TaskSort::try_from(q.sort).unwrap_or(proto::TaskSort::Id) {
             proto::TaskSort::Id => {
                 let range = self.rows.range(q.after_id.saturating_add(1)..);
-                take(&mut range.filter(|(_, e)| q.passes(e)).map(|(id, _)| *id))
+                take(&mut range.filter(|(_, e)| q.passes(e)).take(all).map(|(id, _)| *id))
             }
             proto::TaskSort::Busy => take(
                 &mut self
                     .by_busy
                     .iter()
                     .filter(|(_, id)| self.rows.get(id).is_some_and(|e| q.passes(e)))
+                    .take(all)
                     .map(|(_, id)| *id),
             ),
             other => {
@@ -252,7 +257,7 @@ impl TaskIndex {
                 };
                 let cap = want.saturating_add(1).min(self.rows.len() as u64) as usize;
                 let mut heap: BinaryHeap<Key> = BinaryHeap::with_capacity(cap + 1);
-                for (&id, e) in self.rows.iter().filter(|(_, e)| q.passes(e)) {
+                for (&id, e) in self.rows.iter().filter(|(_, e)| q.passes(e)).take(all) {
                     let k = key(id, e);
                     if heap.len() < cap {
                         heap.push(k);
@@ -265,7 +270,11 @@ impl TaskIndex {
                 take(&mut sorted.into_iter().map(|(_, _, id)| id))
             }
         };
-        let matching = if q.has_filter() || q.after_id != 0 { self.matching(q) } else { self.rows.len() as u64 };
+        let matching = match known {
+            Some(n) => n,
+            None if q.has_filter() || q.after_id != 0 => self.matching(q),
+            None => self.rows.len() as u64,
+        };
         Window { ids, matching, more }
     }
 
