@@ -288,6 +288,7 @@ impl Shared {
         let core = &w.core;
         let start = Instant::now();
         self.maintain_driver(w, start);
+        self.stall.maybe_sample(self, w.index, start);
         core.lifo_polls.set(0);
         let mut ran = 0;
         while ran < BUDGET_PER_TICK && !self.is_shutdown() {
@@ -530,6 +531,9 @@ impl Shared {
                 // Claimed again at the next park if a worker is still out; meanwhile
                 // this worker looks at every LIFO slot before it parks.
                 self.idle.release_watch(w.index);
+                // A worker still out may be stuck in a poll (see "Who samples" in
+                // `telemetry::stall`).
+                self.stall.maybe_sample(self, w.index, Instant::now());
             }
             self.on_unpark(w, woke == Unparked::Notified, t0);
         }

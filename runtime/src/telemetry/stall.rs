@@ -4,35 +4,43 @@
 //!
 //! # Noticing a stall
 //! Each worker counts its polls (`tasks_polled`) and, just before each poll, stores the
-//! task's id in its slot here: one relaxed store. The monitor samples every worker every
-//! half threshold. A worker that is not parked and whose poll count has not moved since
-//! the monitor first saw it at least a threshold ago is stuck in one poll (a worker
-//! between polls finds work, runs the driver or parks within microseconds). Each stuck
-//! poll is reported once, keyed by the worker and its poll count. Its duration is the time
-//! since the monitor first saw that count: a lower bound, within one sampling period.
+//! task's id in its slot here: one relaxed store. A sample looks at every worker: one that
+//! is not parked and whose poll count (and park count) has not moved since a sample first
+//! saw it at least a threshold ago is stuck in one poll (a worker between polls finds
+//! work, runs the driver or parks within microseconds). Each stuck poll is reported once.
+//! Its duration is the time since a sample first saw that count: a lower bound, within a
+//! sampling period.
+//!
+//! # Who samples
+//! A thread that wakes on a timer to sample disturbs what it watches: under an HTTP load
+//! on two cores, a monitor waking every 5 ms put the server's p99 5% above the same
+//! server's without it, at any priority the kernel gives an ordinary thread. So the
+//! workers sample, at points they pass anyway: each budget tick's start (every 128 polls
+//! at most), and the watcher's timed wake (a parked worker that keeps a 10 ms timeout
+//! while another is out, see `scheduler::idle`). A tick pays one load and a compare;
+//! once half a threshold has passed, the worker that wins a compare-and-swap on the due
+//! time takes the sample (never waiting for the lock: if the monitor's thread holds it,
+//! the sample is skipped). Only a stuck poll found wakes the monitor's thread, which
+//! takes the stack and keeps the report. While a worker is stuck, either another worker
+//! runs (and ticks) or one is parked as the watcher, so a stall is seen within a
+//! threshold and a half, plus the watcher's 10 ms.
+//!
+//! The monitor's thread also samples on its own every [`NET_PERIOD`] while some worker
+//! is out of its park: the net for a runtime of one worker, or one whose every worker is
+//! stuck. It runs at nice 19 on Linux (not `SCHED_IDLE`, which a machine whose every core
+//! is busy starves for seconds).
 //!
 //! # Sleeping while every worker sleeps
-//! An idle runtime must cost nothing, so the monitor does not sample while every worker is
-//! parked. It goes to sleep only after [`SAMPLES_BEFORE_SLEEP`] samples in a row found
-//! every worker parked (50 ms at the default threshold): under a network load the workers
-//! are often all parked for a moment between two bursts, and a monitor that slept at
-//! once had the next worker to wake pay a futex wake for it, on the path of the request
-//! that woke it (measured: 13% on an HTTP server's p99). Before sleeping with no
-//! timeout it stores `sleeping = true` and then reads the
-//! parked bitmap again (both sequentially consistent); it sleeps only if every worker is
-//! still parked. A worker that leaves its park (whoever cleared its bit: itself, or a
-//! producer that claimed it) loads `sleeping` afterwards and, if set, takes it and wakes
-//! the monitor. Either the monitor's re-read sees the worker's bit cleared, or the worker's
-//! load comes after the monitor's store in the single order of sequentially consistent
-//! operations and sees `sleeping`: a worker can't start a poll the monitor sleeps through.
-//!
-//! # Staying out of the way
-//! While workers run, the monitor wakes every half threshold. At the default priority
-//! the kernel lets each wake preempt whatever runs on its CPU, a worker or a client of
-//! the server. On Linux the monitor lowers its own nice value to 19, so a wake of it does
-//! not preempt ordinary threads and it runs at the next scheduling point instead, soon
-//! enough for a threshold of milliseconds. It is not `SCHED_IDLE`, which a machine whose
-//! every core is busy starves for seconds: a stall must still be caught there.
+//! An idle runtime must cost nothing, so the monitor's thread does not sample while every
+//! worker is parked. Before sleeping with no timeout it stores `sleeping = true` and then
+//! reads the parked bitmap again (both sequentially consistent); it sleeps only if every
+//! worker is still parked. A worker that leaves its park (whoever cleared its bit: itself,
+//! or a producer that claimed it) loads `sleeping` afterwards and, if set, takes it and
+//! wakes the monitor. Either the monitor's re-read sees the worker's bit cleared, or the
+//! worker's load comes after the monitor's store in the single order of sequentially
+//! consistent operations and sees `sleeping`: a worker can't start a poll the monitor
+//! sleeps through. It samples at most every [`NET_PERIOD`], so a worker pays that wake
+//! at most a few times a second.
 //!
 //! # Taking the stack (Linux)
 //! The monitor sends `SIGURG` to the stuck worker's thread (ignored by default, and not
@@ -59,9 +67,9 @@ use std::time::{Duration, Instant};
 pub const STALL_HISTORY: usize = 64;
 /// The most frames a stack keeps.
 pub(crate) const MAX_FRAMES: usize = 64;
-/// Samples in a row that must find every worker parked before the monitor sleeps with
-/// no timeout (see "Sleeping while every worker sleeps").
-const SAMPLES_BEFORE_SLEEP: u32 = 10;
+/// How often the monitor's thread samples on its own, while some worker is out of its
+/// park: the net under the workers' samples (see "Who samples").
+const NET_PERIOD: Duration = Duration::from_millis(250);
 /// How long the monitor waits for a stuck thread's stack.
 const CAPTURE_WAIT: Duration = Duration::from_millis(100);
 
@@ -101,9 +109,58 @@ pub(crate) struct StallMonitor {
     threshold: Option<Duration>,
     pub(crate) slots: Box<[WorkerSlot]>,
     sleeping: AtomicBool,
-    thread: Mutex<Option<std::thread::Thread>>,
+    thread: std::sync::OnceLock<std::thread::Thread>,
+    /// The instant `next_sample` counts from.
+    epoch: Instant,
+    /// When the workers' next sample is due, in nanoseconds since `epoch` (`u64::MAX`
+    /// until the monitor's thread runs, and for good without a threshold).
+    next_sample: AtomicU64,
+    /// What the samples saw; a worker only ever tries its lock.
+    sampler: Mutex<Sampler>,
     /// The newest stalls, and how many were ever reported.
     history: Mutex<(VecDeque<Stall>, u64)>,
+}
+
+/// What the samples saw of each worker, and the stuck polls found for the monitor's
+/// thread to report.
+#[derive(Default)]
+struct Sampler {
+    seen: Vec<Option<Seen>>,
+    /// (worker, its poll count when found, how long it had been stuck).
+    found: Vec<(usize, u64, Duration)>,
+}
+
+impl Sampler {
+    /// Look at every worker but `me` (the sampling worker, which is not in a poll); true
+    /// if a stuck poll was found. A worker that is parked, or whose poll count or park
+    /// count moved since the last sample, is not in the poll it was in then.
+    fn sample(&mut self, shared: &Shared, me: Option<usize>, now: Instant, threshold: Duration) -> bool {
+        let mut found = false;
+        self.seen.resize(shared.workers.len(), None);
+        for (i, w) in shared.workers.iter().enumerate() {
+            if Some(i) == me {
+                continue;
+            }
+            let polls = w.counters.tasks_polled.get();
+            let parks = w.counters.times_parked.get();
+            let parked = shared.idle.is_parked(i);
+            let s = match self.seen[i] {
+                Some(s) if !parked && s.polls == polls && s.parks == parks => s,
+                _ => {
+                    self.seen[i] = (!parked).then_some(Seen { polls, parks, since: now, reported: false });
+                    continue;
+                }
+            };
+            let stuck_for = now.saturating_duration_since(s.since);
+            if s.reported || stuck_for < threshold {
+                continue;
+            }
+            self.seen[i] = Some(Seen { reported: true, ..s });
+            self.found.push((i, polls, stuck_for));
+            found = true;
+        }
+        found
+    }
 }
 
 impl StallMonitor {
@@ -112,7 +169,10 @@ impl StallMonitor {
             threshold: threshold.filter(|t| !t.is_zero()),
             slots: (0..workers).map(|_| WorkerSlot::default()).collect(),
             sleeping: AtomicBool::new(false),
-            thread: Mutex::new(None),
+            thread: std::sync::OnceLock::new(),
+            epoch: Instant::now(),
+            next_sample: AtomicU64::new(u64::MAX),
+            sampler: Mutex::new(Sampler::default()),
             history: Mutex::new((VecDeque::new(), 0)),
         }
     }
@@ -150,10 +210,41 @@ impl StallMonitor {
         }
     }
 
-    /// Wake the monitor (a worker woke, or the runtime shuts down).
+    /// Wake the monitor (a worker woke, a sample found a stuck poll, or the runtime shuts
+    /// down).
     pub(crate) fn unpark(&self) {
-        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(t) = self.thread.get() {
             t.unpark();
+        }
+    }
+
+    /// Worker `me` samples the others if a sample is due (see "Who samples"): one load
+    /// and a compare when it is not. `now` is any recent reading (a tick's start).
+    #[inline]
+    pub(crate) fn maybe_sample(&self, shared: &Shared, me: usize, now: Instant) {
+        let due = self.next_sample.load(Relaxed);
+        if due == u64::MAX {
+            return;
+        }
+        let t = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+        if t >= due {
+            self.sample_now(shared, me, now, t, due);
+        }
+    }
+
+    #[cold]
+    fn sample_now(&self, shared: &Shared, me: usize, now: Instant, t: u64, due: u64) {
+        let Some(threshold) = self.threshold else { return };
+        let next = t + (threshold / 2).as_nanos() as u64;
+        // One sampler per period: whoever moves the due time on samples.
+        if self.next_sample.compare_exchange(due, next, Relaxed, Relaxed).is_err() {
+            return;
+        }
+        // Never wait: the monitor's thread may hold it for a moment.
+        let Ok(mut sampler) = self.sampler.try_lock() else { return };
+        if sampler.sample(shared, Some(me), now, threshold) {
+            drop(sampler);
+            self.unpark();
         }
     }
 
@@ -184,73 +275,60 @@ pub(crate) fn start(shared: &Arc<Shared>, name: String) -> std::io::Result<Optio
     capture::install();
     let weak = Arc::downgrade(shared);
     let t = std::thread::Builder::new().name(name).spawn(move || monitor(weak, threshold))?;
-    *shared.stall.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(t.thread().clone());
+    let _ = shared.stall.thread.set(t.thread().clone());
+    // The workers sample from now on: a stall they find has a thread to report it.
+    shared.stall.next_sample.store(0, Relaxed);
     Ok(Some(t))
 }
 
-/// What the monitor last saw of one worker.
+/// What the samples last saw of one worker.
 #[derive(Clone, Copy)]
 struct Seen {
     polls: u64,
+    parks: u64,
     since: Instant,
     reported: bool,
 }
 
 fn monitor(weak: Weak<Shared>, threshold: Duration) {
-    let period = threshold / 2;
     #[cfg(target_os = "linux")]
     lowest_priority();
-    let mut seen: Vec<Option<Seen>> = Vec::new();
-    // Samples in a row that found every worker parked.
-    let mut all_parked = 0;
+    let net = NET_PERIOD.max(threshold);
     loop {
         let Some(shared) = weak.upgrade() else { return };
         if shared.is_shutdown() {
             return;
         }
         let m = &shared.stall;
-        if shared.idle.all_parked() {
-            all_parked += 1;
-        } else {
-            all_parked = 0;
+        // Its own sample (the net), then whatever any sample found.
+        let found = {
+            let mut sampler = m.sampler.lock().unwrap_or_else(|e| e.into_inner());
+            sampler.sample(&shared, None, Instant::now(), threshold);
+            std::mem::take(&mut sampler.found)
+        };
+        for (i, polls, stuck_for) in found {
+            // Still in that poll: its stack is the stall's. (One that ended meanwhile is
+            // still counted, without a stack.)
+            let still = shared.workers[i].counters.tasks_polled.get() == polls;
+            report(&shared, i, stuck_for, still);
         }
-        if all_parked >= SAMPLES_BEFORE_SLEEP {
+        if shared.idle.all_parked() {
             // See "Sleeping while every worker sleeps".
             m.sleeping.store(true, SeqCst);
             if shared.idle.all_parked() {
-                seen.clear();
-                all_parked = 0;
+                m.sampler.lock().unwrap_or_else(|e| e.into_inner()).seen.clear();
                 drop(shared);
                 std::thread::park();
                 continue;
             }
             m.sleeping.store(false, SeqCst);
         }
-        let now = Instant::now();
-        seen.resize(shared.workers.len(), None);
-        for (i, w) in shared.workers.iter().enumerate() {
-            let polls = w.counters.tasks_polled.get();
-            let parked = shared.idle.is_parked(i);
-            let s = match seen[i] {
-                Some(s) if !parked && s.polls == polls => s,
-                _ => {
-                    seen[i] = (!parked).then_some(Seen { polls, since: now, reported: false });
-                    continue;
-                }
-            };
-            let stuck_for = now.saturating_duration_since(s.since);
-            if s.reported || stuck_for < threshold {
-                continue;
-            }
-            seen[i] = Some(Seen { reported: true, ..s });
-            report(&shared, i, stuck_for);
-        }
         drop(shared);
-        std::thread::park_timeout(period);
+        std::thread::park_timeout(net);
     }
 }
 
-/// Give this thread the lowest nice value, 19 (see "Staying out of the way"). Lowering
+/// Give this thread the lowest nice value, 19 (see "Who samples"). Lowering
 /// one's own priority needs no privilege; if it fails anyway, the monitor runs as it is.
 #[cfg(target_os = "linux")]
 fn lowest_priority() {
@@ -259,15 +337,18 @@ fn lowest_priority() {
     let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS as _, libc::gettid() as libc::id_t, 19) };
 }
 
-/// Take worker `i`'s stack and keep the report.
-fn report(shared: &Arc<Shared>, i: usize, stuck_for: Duration) {
+/// Take worker `i`'s stack (if it is `still` in the stuck poll) and keep the report.
+fn report(shared: &Arc<Shared>, i: usize, stuck_for: Duration, still: bool) {
     let m = &shared.stall;
     let slot = &m.slots[i];
     let task_id = slot.task.load(Relaxed);
     #[cfg(target_os = "linux")]
-    let frames = capture::stack_of(slot.pthread.load(Relaxed), slot.tid.load(Relaxed));
+    let frames = if still { capture::stack_of(slot.pthread.load(Relaxed), slot.tid.load(Relaxed)) } else { Vec::new() };
     #[cfg(not(target_os = "linux"))]
-    let frames = Vec::new();
+    let frames = {
+        let _ = still;
+        Vec::new()
+    };
     let mut task_name = None;
     crate::telemetry::Telemetry::new(Arc::clone(shared)).for_each_task(|row, name| {
         if row.id == task_id {
