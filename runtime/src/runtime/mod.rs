@@ -156,12 +156,14 @@ impl Builder {
     }
 
     /// A poll that runs longer than this is a stall (default 10 ms; `None` turns the
-    /// monitor off). A monitor thread of its own (never a worker) notices a worker stuck
-    /// in one poll past the threshold, takes that thread's stack while it is still stuck
-    /// (on Linux, by sending it `SIGURG`), and keeps the report: `Telemetry::stalls`,
+    /// monitor off). The other workers notice a worker stuck in one poll past the
+    /// threshold (they sample every half threshold, at points they pass anyway), and a
+    /// monitor thread of its own takes that thread's stack while it is still stuck (on
+    /// Linux, by sending it `SIGURG`) and keeps the report: `Telemetry::stalls`,
     /// `Snapshot::stalls_total`, the console and `volt_worker_stalls_total`. It costs the
-    /// workers one store per poll; it samples every half threshold while some worker is
-    /// awake, and sleeps while all are parked. Stacks name functions from the binary's
+    /// workers one store per poll and a compare per budget tick; the monitor's thread wakes
+    /// for a stall found, and on its own every 250 ms while some worker is out of its
+    /// park, and sleeps while all are parked. Stacks name functions from the binary's
     /// symbols; file:line needs debug info (`debug = "line-tables-only"` in the release
     /// profile is enough).
     pub fn stall_threshold(&mut self, threshold: Option<Duration>) -> &mut Builder {

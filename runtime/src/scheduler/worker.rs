@@ -120,6 +120,11 @@ pub(crate) const MAX_LIFO_POLLS_PER_TICK: u32 = 3;
 /// Bounds of a global-queue batch: `clamp(len / workers, MIN, MAX)`.
 pub(crate) const MIN_GLOBAL_BATCH: usize = 4;
 pub(crate) const MAX_GLOBAL_BATCH: usize = 64;
+/// Polls between two of a worker's offers to sample for stalls (see "Who samples" in
+/// `telemetry::stall`): a busy worker makes one every few hundred microseconds, far more
+/// often than a sample is due.
+const STALL_CHECK_POLLS: u32 = 64;
+
 /// The longest the watcher (the one parked worker that keeps a timeout while another
 /// worker is out; see "Parking") sleeps before looking again.
 pub(crate) const PARK_TIMEOUT: Duration = Duration::from_millis(10);
@@ -186,6 +191,8 @@ pub(crate) struct Core {
     pub(crate) lifo_watch: Cell<Option<LifoWatch>>,
     /// `tick` when this worker last polled the reactor (see `maintain_driver`).
     pub(crate) last_io_poll: Cell<u32>,
+    /// `tick` when this worker last offered to sample for stalls (see `run_tick`).
+    last_stall_check: Cell<u32>,
     /// Set while this worker delivers the driver's wakes: `schedule_local` then leaves
     /// waking other workers to `dispatch_driver`, which decides once for the whole batch.
     pub(crate) dispatching: Cell<bool>,
@@ -217,6 +224,7 @@ impl Core {
             ring: Cell::new(ptr::null()),
             lifo_watch: Cell::new(None),
             last_io_poll: Cell::new(0),
+            last_stall_check: Cell::new(0),
             dispatching: Cell::new(false),
             yielded: Cell::new(false),
         }
@@ -288,7 +296,12 @@ impl Shared {
         let core = &w.core;
         let start = Instant::now();
         self.maintain_driver(w, start);
-        self.stall.maybe_sample(self, w.index, start);
+        // At most once every `STALL_CHECK_POLLS` polls: a tick can be a poll or two long,
+        // and even the check's clock arithmetic showed on such workloads.
+        if core.tick.get().wrapping_sub(core.last_stall_check.get()) >= STALL_CHECK_POLLS {
+            core.last_stall_check.set(core.tick.get());
+            self.stall.maybe_sample(self, w.index, start);
+        }
         core.lifo_polls.set(0);
         let mut ran = 0;
         while ran < BUDGET_PER_TICK && !self.is_shutdown() {

@@ -15,12 +15,13 @@
 //! A thread that wakes on a timer to sample disturbs what it watches: under an HTTP load
 //! on two cores, a monitor waking every 5 ms put the server's p99 5% above the same
 //! server's without it, at any priority the kernel gives an ordinary thread. So the
-//! workers sample, at points they pass anyway: each budget tick's start (every 128 polls
-//! at most), and the watcher's timed wake (a parked worker that keeps a 10 ms timeout
-//! while another is out, see `scheduler::idle`). A tick pays one load and a compare;
-//! once half a threshold has passed, the worker that wins a compare-and-swap on the due
-//! time takes the sample (never waiting for the lock: if the monitor's thread holds it,
-//! the sample is skipped). Only a stuck poll found wakes the monitor's thread, which
+//! workers sample, at points they pass anyway: a budget tick's start once 64 polls have
+//! run since their last offer, and the watcher's timed wake (a parked worker that keeps a
+//! 10 ms timeout while another is out, see `scheduler::idle`). A tick pays a compare of
+//! its poll counts; an offer, a load and a compare of the time; once half a threshold
+//! has passed, the worker that wins a compare-and-swap on the due time takes the sample
+//! (never waiting for the lock: if the monitor's thread holds it, the sample is
+//! skipped). Only a stuck poll found wakes the monitor's thread, which
 //! takes the stack and keeps the report. While a worker is stuck, either another worker
 //! runs (and ticks) or one is parked as the watcher, so a stall is seen within a
 //! threshold and a half, plus the watcher's 10 ms.
@@ -83,8 +84,9 @@ pub struct Stall {
     pub task_id: u64,
     /// That task's name, when the runtime records tasks and it has one.
     pub task_name: Option<String>,
-    /// How long the poll had run when its stack was taken (a lower bound, within half a
-    /// threshold).
+    /// How long the poll had run when it was found stuck: a lower bound, short by up to
+    /// half a threshold while another worker runs or watches, by up to the monitor's own
+    /// 250 ms period when none does (a runtime of one worker).
     pub duration: Duration,
     /// The stuck thread's stack, innermost first: function names, with ` at file:line`
     /// where the binary's debug info says. Empty where stacks are not taken (not Linux),
