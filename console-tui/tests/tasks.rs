@@ -657,3 +657,52 @@ fn get_task_carries_every_kind_of_wait_and_the_waking_task() {
     release.send(()).unwrap();
     drop(peers);
 }
+
+/// Blocks its worker (200 ms at a time) until the runtime has reported a stall.
+#[inline(never)]
+fn holds_the_worker_until_reported(t: &volt::telemetry::Telemetry) {
+    let start = Instant::now();
+    while t.snapshot().stalls_total == 0 && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A stall reaches `GetSnapshot`, a stream opened after it (in its first update), and a
+/// stream open while it happened (in exactly one update).
+#[test]
+fn a_stall_reaches_get_snapshot_and_each_stream_once() {
+    let rt = runtime(2);
+    tokio_rt().block_on(async {
+        let mut c = stock_client(&rt).await;
+        let mut before = c.watch_updates(proto::WatchRequest::default()).await.unwrap().into_inner();
+        let first = before.message().await.unwrap().unwrap();
+        assert!(first.snapshot.unwrap().recent_stalls.is_empty(), "no stall yet");
+        let t = rt.handle().telemetry();
+        let blocker = volt::task::Builder::new()
+            .name("blocker")
+            .spawn_on(async move { holds_the_worker_until_reported(&t) }, rt.handle());
+        // The stream open during the stall gets it once.
+        let mut got = 0;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while got == 0 {
+            assert!(Instant::now() < deadline, "the open stream never got the stall");
+            let u = before.message().await.unwrap().unwrap();
+            got += u.snapshot.unwrap().recent_stalls.len();
+        }
+        assert_eq!(got, 1);
+        let snap = c.get_snapshot(proto::SnapshotRequest::default()).await.unwrap().into_inner().snapshot.unwrap();
+        assert_eq!(snap.recent_stalls.len(), 1, "GetSnapshot carries the stall");
+        assert_eq!(snap.recent_stalls[0].task_name.as_deref(), Some("blocker"));
+        let mut after = c.watch_updates(proto::WatchRequest::default()).await.unwrap().into_inner();
+        let first = after.message().await.unwrap().unwrap();
+        assert_eq!(first.snapshot.unwrap().recent_stalls.len(), 1, "a new stream's first update carries it");
+        // Neither stream gets it again.
+        for _ in 0..5 {
+            for s in [&mut before, &mut after] {
+                let u = s.message().await.unwrap().unwrap();
+                assert!(u.snapshot.unwrap().recent_stalls.is_empty(), "a stall is sent once per stream");
+            }
+        }
+        blocker.await.unwrap();
+    });
+}

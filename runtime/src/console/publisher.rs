@@ -13,7 +13,8 @@ use tokio::sync::{mpsc, watch};
 
 /// What a stream's channel carries: the shared update, the updates this client missed
 /// before it, and the client's own window of the task list.
-pub(super) type Item = (Arc<proto::Update>, u64, Option<proto::TaskChanges>);
+/// The stalls new to this client ride along (see `broadcast`).
+pub(super) type Item = (Arc<proto::Update>, u64, Option<proto::TaskChanges>, Vec<proto::Stall>);
 
 pub(super) struct Client {
     pub(super) tx: mpsc::Sender<Item>,
@@ -25,6 +26,9 @@ pub(super) struct Client {
     pub(super) wants_tasks: bool,
     /// Its window of the task list (see [`ClientView`]).
     pub(super) view: ClientView,
+    /// Stalls reported before this client's last update that carried them: each stall
+    /// reaches each client once, even one that missed updates.
+    pub(super) stalls_seen: u64,
 }
 
 /// What one stream asked for from the task list and what it was sent.
@@ -182,21 +186,21 @@ impl State {
 
     /// An update with the snapshot, outside the publish cycle (a stream's first update,
     /// `GetSnapshot`), with `tasks` as the task part.
-    /// It carries the newest stalls; the publish cycle's updates carry only new ones.
-    pub(super) fn full_update(&self, tasks: Option<proto::TaskChanges>) -> proto::Update {
+    /// It carries the newest stalls, and says how many were reported before them: a
+    /// stream's later updates carry only those after (see `broadcast`).
+    pub(super) fn full_update(&self, tasks: Option<proto::TaskChanges>) -> (proto::Update, u64) {
         let mut snapshot: proto::Snapshot = (&self.telemetry.snapshot()).into();
-        if snapshot.stalls_total > 0 {
-            let (stalls, _) = self.telemetry.stalls_since(0, MAX_STALLS_PER_UPDATE);
-            snapshot.recent_stalls = stalls.iter().map(proto::Stall::from).collect();
-        }
-        proto::Update {
+        let (stalls, stalls_seen) = self.telemetry.stalls_since(0, MAX_STALLS_PER_UPDATE);
+        snapshot.recent_stalls = stalls.iter().map(proto::Stall::from).collect();
+        let update = proto::Update {
             seq: self.seq.load(Relaxed),
             uptime_ns: self.telemetry.uptime().as_nanos() as u64,
             snapshot: Some(snapshot),
             tasks,
             runtime: Some(self.info.clone()),
             ..Default::default()
-        }
+        };
+        (update, stalls_seen)
     }
 
     /// One publish cycle's update (without tasks: each client gets its own window).
@@ -237,8 +241,10 @@ impl State {
     }
 
     /// Offer `update` to every client without waiting for any of them, each with its
-    /// window of the task list from `idx`.
+    /// window of the task list from `idx`, and the stalls it has not been sent (at most
+    /// [`MAX_STALLS_PER_UPDATE`], the newest; nothing is read while there are none).
     pub(super) fn broadcast(&self, update: proto::Update, idx: Option<&TaskIndex>) {
+        let stalls_total = update.snapshot.as_ref().map_or(0, |s| s.stalls_total);
         let update = Arc::new(update);
         let now = self.telemetry.now_ns();
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
@@ -247,9 +253,18 @@ impl State {
                 Some(idx) if c.wants_tasks => Some(c.view.changes(idx, now)),
                 _ => None,
             };
-            match c.tx.try_send((Arc::clone(&update), c.missed, tasks)) {
+            // The counter is bumped before the history takes the stall: a stall counted
+            // and not yet kept comes with a later update.
+            let (stalls, seen) = if stalls_total > c.stalls_seen {
+                let (s, seen) = self.telemetry.stalls_since(c.stalls_seen, MAX_STALLS_PER_UPDATE);
+                (s.iter().map(proto::Stall::from).collect(), seen)
+            } else {
+                (Vec::new(), c.stalls_seen)
+            };
+            match c.tx.try_send((Arc::clone(&update), c.missed, tasks, stalls)) {
                 Ok(()) => {
                     c.missed = 0;
+                    c.stalls_seen = seen;
                     true
                 }
                 Err(mpsc::error::TrySendError::Full(_)) => {
@@ -265,8 +280,8 @@ impl State {
 }
 
 /// The most stalls one update carries (their stacks make them large). A stream's first
-/// update and `GetSnapshot` carry the newest; each later update only those reported
-/// since the one before, so a stall crosses the wire once per client.
+/// update and `GetSnapshot` carry the newest; each later update only those the client
+/// was not yet sent, so a stall crosses the wire once per client.
 const MAX_STALLS_PER_UPDATE: usize = 8;
 
 pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) {
@@ -277,7 +292,6 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
     // The lost-waker count walks every task: at most once a second, while someone listens.
     let mut lost: Option<(Instant, u64)> = None;
     let recording = state.info.event_ring_capacity > 0;
-    let mut stalls_seen = 0;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -290,13 +304,6 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
         }
         if let (Some(s), Some((_, n))) = (update.snapshot.as_mut(), lost) {
             s.tasks_lost_waker = Some(n);
-        }
-        if let Some(s) = update.snapshot.as_mut() {
-            if s.stalls_total > stalls_seen {
-                let (stalls, total) = state.telemetry.stalls_since(stalls_seen, MAX_STALLS_PER_UPDATE);
-                stalls_seen = total;
-                s.recent_stalls = stalls.iter().map(proto::Stall::from).collect();
-            }
         }
         let mut slot = state.index.lock().unwrap_or_else(|e| e.into_inner());
         let wanted = state.maintain_index(&mut slot);

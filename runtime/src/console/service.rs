@@ -46,21 +46,25 @@ impl Console for Service {
             let now = self.state.telemetry.now_ns();
             view.changes(self.state.fresh_index(&mut slot), now)
         });
-        let mut first = self.state.full_update(None);
+        let (mut first, stalls_seen) = self.state.full_update(None);
         first.watch_id = id;
-        let _ = tx.try_send((Arc::new(first), 0, tasks));
+        let _ = tx.try_send((Arc::new(first), 0, tasks, Vec::new()));
         self.state.clients.lock().unwrap_or_else(|e| e.into_inner()).push(Client {
             tx,
             missed: 0,
             id,
             wants_tasks,
             view,
+            stalls_seen,
         });
         let stream = tokio_stream::StreamExt::map(
             tokio_stream::wrappers::ReceiverStream::new(rx),
-            move |(u, missed, tasks): Item| {
+            move |(u, missed, tasks, stalls): Item| {
                 let mut u = for_client(&u, missed, max_events);
                 u.tasks = tasks;
+                if let Some(s) = u.snapshot.as_mut().filter(|_| !stalls.is_empty()) {
+                    s.recent_stalls = stalls;
+                }
                 Ok(u)
             },
         );
@@ -71,7 +75,7 @@ impl Console for Service {
         let req = request.into_inner();
         let query = Query::new(req.task_query.as_ref(), proto::TaskSort::Id).map_err(Status::invalid_argument)?;
         if !self.state.recording() {
-            return Ok(Response::new(self.state.full_update(None)));
+            return Ok(Response::new(self.state.full_update(None).0));
         }
         let page = self.state.one_off_page(&query);
         let tasks = proto::TaskChanges {
@@ -83,7 +87,7 @@ impl Console for Service {
             matching: page.matching,
             query_generation: 0,
         };
-        let mut u = self.state.full_update(Some(tasks));
+        let (mut u, _) = self.state.full_update(Some(tasks));
         u.tasks_more = page.more;
         Ok(Response::new(u))
     }

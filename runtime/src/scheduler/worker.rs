@@ -506,6 +506,8 @@ impl Shared {
             LifoCheck::Nothing => None,
         };
         w.transitioning_to_park.store(true, Relaxed);
+        // Before the parked bit: a sample that sees this worker out again sees a new park.
+        self.stall.parking(w.index);
         let was_searching = core.is_searching.replace(false);
         let last_searcher = self.idle.transition_worker_to_parked(w.index, was_searching);
         self.on_state(w, WorkerState::Parked);

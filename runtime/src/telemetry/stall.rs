@@ -21,15 +21,14 @@
 //! its poll counts; an offer, a load and a compare of the time; once half a threshold
 //! has passed, the worker that wins a compare-and-swap on the due time takes the sample
 //! (never waiting for the lock: if the monitor's thread holds it, the sample is
-//! skipped). Only a stuck poll found wakes the monitor's thread, which
-//! takes the stack and keeps the report. While a worker is stuck, either another worker
-//! runs (and ticks) or one is parked as the watcher, so a stall is seen within a
-//! threshold and a half, plus the watcher's 10 ms.
+//! skipped). Only a stuck poll found wakes the monitor's thread, which takes the stack
+//! and keeps the report.
 //!
-//! The monitor's thread also samples on its own every [`NET_PERIOD`] while some worker
-//! is out of its park: the net for a runtime of one worker, or one whose every worker is
-//! stuck. It runs at nice 19 on Linux (not `SCHED_IDLE`, which a machine whose every core
-//! is busy starves for seconds).
+//! The monitor's thread also samples on its own: every [`NET_PERIOD`] while the workers
+//! sample, and every half threshold while they do not (a runtime of one worker, every
+//! worker stuck, or the others parked with nobody watching, as when the worker that held
+//! the reactor wakes to run a task while the rest sleep). It runs at nice 19 on Linux
+//! (not `SCHED_IDLE`, which a machine whose every core is busy starves for seconds).
 //!
 //! # Sleeping while every worker sleeps
 //! An idle runtime must cost nothing, so the monitor's thread does not sample while every
@@ -40,8 +39,10 @@
 //! wakes the monitor. Either the monitor's re-read sees the worker's bit cleared, or the
 //! worker's load comes after the monitor's store in the single order of sequentially
 //! consistent operations and sees `sleeping`: a worker can't start a poll the monitor
-//! sleeps through. It samples at most every [`NET_PERIOD`], so a worker pays that wake
-//! at most a few times a second.
+//! sleeps through. It sleeps that way at most once every [`NET_PERIOD`] (until then, with
+//! every worker parked, it waits on a timer without sampling), so under a load whose
+//! workers are often all parked for a moment, the worker that wakes it pays that wake at
+//! most a few times a second.
 //!
 //! # Taking the stack (Linux)
 //! The monitor sends `SIGURG` to the stuck worker's thread (ignored by default, and not
@@ -59,7 +60,7 @@
 
 use crate::runtime::handle::Shared;
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -100,6 +101,9 @@ pub struct Stall {
 pub(crate) struct WorkerSlot {
     /// The task the worker is polling (or last polled).
     pub(crate) task: AtomicU64,
+    /// Times the worker went to park, counted as it goes (so a worker woken but not yet
+    /// running is never taken for one stuck in the poll it was in before).
+    parks: AtomicU64,
     /// The worker's thread (`pthread_self`) and its kernel id, set by each thread that
     /// runs the worker's loop.
     pthread: AtomicU64,
@@ -124,42 +128,73 @@ pub(crate) struct StallMonitor {
 }
 
 /// What the samples saw of each worker, and the stuck polls found for the monitor's
-/// thread to report.
-#[derive(Default)]
+/// thread to report. Both vectors are sized for every worker up front and never grow,
+/// so a worker that samples never allocates.
 struct Sampler {
     seen: Vec<Option<Seen>>,
-    /// (worker, its poll count when found, how long it had been stuck).
-    found: Vec<(usize, u64, Duration)>,
+    found: Vec<Found>,
+    /// When a worker last took a sample (the monitor's thread samples faster while the
+    /// workers do not: see "Who samples").
+    worker_sampled: Option<Instant>,
+}
+
+/// A stuck poll: the worker, its poll count and task then, and how long it had been stuck.
+#[derive(Clone, Copy)]
+struct Found {
+    worker: usize,
+    polls: u64,
+    task: u64,
+    stuck_for: Duration,
 }
 
 impl Sampler {
+    fn new(workers: usize) -> Sampler {
+        Sampler { seen: vec![None; workers], found: Vec::with_capacity(workers), worker_sampled: None }
+    }
+
     /// Look at every worker but `me` (the sampling worker, which is not in a poll); true
     /// if a stuck poll was found. A worker that is parked, or whose poll count or park
-    /// count moved since the last sample, is not in the poll it was in then.
-    fn sample(&mut self, shared: &Shared, me: Option<usize>, now: Instant, threshold: Duration) -> bool {
+    /// count moved since the last sample, is not in the poll it was in then. A stuck
+    /// poll's time counts from a reading taken after the sample that first saw its
+    /// count, up to one taken before the sample that finds it: a lower bound.
+    fn sample(&mut self, shared: &Shared, me: Option<usize>, threshold: Duration) -> bool {
+        let before = Instant::now();
         let mut found = false;
-        self.seen.resize(shared.workers.len(), None);
+        let mut fresh = false;
         for (i, w) in shared.workers.iter().enumerate() {
             if Some(i) == me {
                 continue;
             }
+            let slot = &shared.stall.slots[i];
             let polls = w.counters.tasks_polled.get();
-            let parks = w.counters.times_parked.get();
+            let parks = slot.parks.load(Relaxed);
             let parked = shared.idle.is_parked(i);
             let s = match self.seen[i] {
                 Some(s) if !parked && s.polls == polls && s.parks == parks => s,
                 _ => {
-                    self.seen[i] = (!parked).then_some(Seen { polls, parks, since: now, reported: false });
+                    // `since` is set below, after every load of this sample.
+                    self.seen[i] = (!parked).then_some(Seen { polls, parks, since: None, reported: false });
+                    fresh |= !parked;
                     continue;
                 }
             };
-            let stuck_for = now.saturating_duration_since(s.since);
+            let Some(since) = s.since else { continue };
+            let stuck_for = before.saturating_duration_since(since);
             if s.reported || stuck_for < threshold {
                 continue;
             }
             self.seen[i] = Some(Seen { reported: true, ..s });
-            self.found.push((i, polls, stuck_for));
-            found = true;
+            if self.found.len() < self.found.capacity() {
+                let task = slot.task.load(Relaxed);
+                self.found.push(Found { worker: i, polls, task, stuck_for });
+                found = true;
+            }
+        }
+        if fresh {
+            let after = Instant::now();
+            for s in self.seen.iter_mut().flatten().filter(|s| s.since.is_none()) {
+                s.since = Some(after);
+            }
         }
         found
     }
@@ -174,7 +209,7 @@ impl StallMonitor {
             thread: std::sync::OnceLock::new(),
             epoch: Instant::now(),
             next_sample: AtomicU64::new(u64::MAX),
-            sampler: Mutex::new(Sampler::default()),
+            sampler: Mutex::new(Sampler::new(workers)),
             history: Mutex::new((VecDeque::new(), 0)),
         }
     }
@@ -224,7 +259,7 @@ impl StallMonitor {
     /// and a compare when it is not. `now` is any recent reading (a tick's start).
     #[inline]
     pub(crate) fn maybe_sample(&self, shared: &Shared, me: usize, now: Instant) {
-        let due = self.next_sample.load(Relaxed);
+        let due = self.next_sample.load(Acquire);
         if due == u64::MAX {
             return;
         }
@@ -237,17 +272,30 @@ impl StallMonitor {
     #[cold]
     fn sample_now(&self, shared: &Shared, me: usize, now: Instant, t: u64, due: u64) {
         let Some(threshold) = self.threshold else { return };
-        let next = t + (threshold / 2).as_nanos() as u64;
+        let half = u64::try_from((threshold / 2).as_nanos()).unwrap_or(u64::MAX);
+        let next = t.saturating_add(half).min(u64::MAX - 1);
         // One sampler per period: whoever moves the due time on samples.
         if self.next_sample.compare_exchange(due, next, Relaxed, Relaxed).is_err() {
             return;
         }
         // Never wait: the monitor's thread may hold it for a moment.
-        let Ok(mut sampler) = self.sampler.try_lock() else { return };
-        if sampler.sample(shared, Some(me), now, threshold) {
+        let mut sampler = match self.sampler.try_lock() {
+            Ok(s) => s,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        sampler.worker_sampled = Some(now);
+        if sampler.sample(shared, Some(me), threshold) {
             drop(sampler);
             self.unpark();
         }
+    }
+
+    /// Worker `index` is about to park (see `WorkerSlot::parks`).
+    #[inline]
+    pub(crate) fn parking(&self, index: usize) {
+        let p = &self.slots[index].parks;
+        p.store(p.load(Relaxed).wrapping_add(1), Relaxed);
     }
 
     /// The newest stalls, oldest first.
@@ -279,7 +327,7 @@ pub(crate) fn start(shared: &Arc<Shared>, name: String) -> std::io::Result<Optio
     let t = std::thread::Builder::new().name(name).spawn(move || monitor(weak, threshold))?;
     let _ = shared.stall.thread.set(t.thread().clone());
     // The workers sample from now on: a stall they find has a thread to report it.
-    shared.stall.next_sample.store(0, Relaxed);
+    shared.stall.next_sample.store(0, Release);
     Ok(Some(t))
 }
 
@@ -288,45 +336,65 @@ pub(crate) fn start(shared: &Arc<Shared>, name: String) -> std::io::Result<Optio
 struct Seen {
     polls: u64,
     parks: u64,
-    since: Instant,
+    /// When its poll was first seen (set at the end of that sample).
+    since: Option<Instant>,
     reported: bool,
 }
 
 fn monitor(weak: Weak<Shared>, threshold: Duration) {
     #[cfg(target_os = "linux")]
     lowest_priority();
+    let fast = threshold / 2;
     let net = NET_PERIOD.max(threshold);
+    let mut found = Vec::new();
+    let mut first = true;
+    // When it last woke from sleeping with no timeout (see "Sleeping while every worker
+    // sleeps"): it sleeps that way at most once a net period.
+    let mut woke_from_sleep: Option<Instant> = None;
     loop {
         let Some(shared) = weak.upgrade() else { return };
         if shared.is_shutdown() {
             return;
         }
         let m = &shared.stall;
-        // Its own sample (the net), then whatever any sample found.
-        let found = {
-            let mut sampler = m.sampler.lock().unwrap_or_else(|e| e.into_inner());
-            sampler.sample(&shared, None, Instant::now(), threshold);
-            std::mem::take(&mut sampler.found)
-        };
-        for (i, polls, stuck_for) in found {
-            // Still in that poll: its stack is the stall's. (One that ended meanwhile is
-            // still counted, without a stack.)
-            let still = shared.workers[i].counters.tasks_polled.get() == polls;
-            report(&shared, i, stuck_for, still);
+        if std::mem::take(&mut first) {
+            // Before any sleep below: a worker that wakes it must find its handle.
+            let _ = m.thread.get_or_init(std::thread::current);
         }
-        if shared.idle.all_parked() {
+        // Its own sample, then whatever any sample found.
+        let workers_sampling = {
+            let mut sampler = m.sampler.lock().unwrap_or_else(|e| e.into_inner());
+            sampler.sample(&shared, None, threshold);
+            // `append` keeps the sampler's capacity: a worker that finds a stall never allocates.
+            found.append(&mut sampler.found);
+            sampler.worker_sampled.is_some_and(|t| t.elapsed() < threshold)
+        };
+        for f in found.drain(..) {
+            report(&shared, f);
+        }
+        let all_parked = shared.idle.all_parked();
+        if all_parked && woke_from_sleep.is_none_or(|t| t.elapsed() >= net) {
             // See "Sleeping while every worker sleeps".
             m.sleeping.store(true, SeqCst);
             if shared.idle.all_parked() {
-                m.sampler.lock().unwrap_or_else(|e| e.into_inner()).seen.clear();
+                m.sampler.lock().unwrap_or_else(|e| e.into_inner()).seen.fill(None);
                 drop(shared);
                 std::thread::park();
+                woke_from_sleep = Some(Instant::now());
                 continue;
             }
             m.sleeping.store(false, SeqCst);
         }
+        // While the workers sample, this is only the net; while none does (one worker,
+        // or the others parked with nobody watching), it samples every half threshold.
+        // Every worker parked: nothing to sample until it may sleep again.
+        let period = match woke_from_sleep {
+            Some(t) if all_parked => net.saturating_sub(t.elapsed()).max(fast),
+            _ if workers_sampling => net,
+            _ => fast,
+        };
         drop(shared);
-        std::thread::park_timeout(net);
+        std::thread::park_timeout(period);
     }
 }
 
@@ -339,18 +407,31 @@ fn lowest_priority() {
     let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS as _, libc::gettid() as libc::id_t, 19) };
 }
 
-/// Take worker `i`'s stack (if it is `still` in the stuck poll) and keep the report.
-fn report(shared: &Arc<Shared>, i: usize, stuck_for: Duration, still: bool) {
+/// Take the stuck worker's stack, if it is still in that poll, and keep the report.
+fn report(shared: &Arc<Shared>, f: Found) {
     let m = &shared.stall;
+    let i = f.worker;
     let slot = &m.slots[i];
-    let task_id = slot.task.load(Relaxed);
+    let task_id = f.task;
+    let in_poll = || shared.workers[i].counters.tasks_polled.get() == f.polls;
     #[cfg(target_os = "linux")]
-    let frames = if still { capture::stack_of(slot.pthread.load(Relaxed), slot.tid.load(Relaxed)) } else { Vec::new() };
-    #[cfg(not(target_os = "linux"))]
-    let frames = {
-        let _ = still;
+    let frames = if in_poll() {
+        let frames = capture::stack_of(slot.pthread.load(Relaxed), slot.tid.load(Relaxed));
+        // A poll that ended while the stack was taken: the stack may be a later one's.
+        if in_poll() {
+            frames
+        } else {
+            Vec::new()
+        }
+    } else {
         Vec::new()
     };
+    #[cfg(not(target_os = "linux"))]
+    let frames = {
+        let _ = (slot, in_poll);
+        Vec::new()
+    };
+    let stuck_for = f.stuck_for;
     let mut task_name = None;
     crate::telemetry::Telemetry::new(Arc::clone(shared)).for_each_task(|row, name| {
         if row.id == task_id {
