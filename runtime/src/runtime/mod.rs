@@ -162,8 +162,8 @@ impl Builder {
     /// Linux, by sending it `SIGURG`) and keeps the report: `Telemetry::stalls`,
     /// `Snapshot::stalls_total`, the console and `volt_worker_stalls_total`. It costs the
     /// workers one store per poll and a compare per budget tick; the monitor's thread wakes
-    /// for a stall found, and on its own every 250 ms while some worker is out of its
-    /// park, and sleeps while all are parked. Stacks name functions from the binary's
+    /// for a stall found, and on its own every 250 ms while the workers sample (every
+    /// half threshold while none does), and sleeps while all are parked. Stacks name functions from the binary's
     /// symbols; file:line needs debug info (`debug = "line-tables-only"` in the release
     /// profile is enough).
     pub fn stall_threshold(&mut self, threshold: Option<Duration>) -> &mut Builder {
