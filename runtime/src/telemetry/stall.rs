@@ -69,8 +69,8 @@ use std::time::{Duration, Instant};
 pub const STALL_HISTORY: usize = 64;
 /// The most frames a stack keeps.
 pub(crate) const MAX_FRAMES: usize = 64;
-/// How often the monitor's thread samples on its own, while some worker is out of its
-/// park: the net under the workers' samples (see "Who samples").
+/// How often the monitor's thread samples on its own while the workers sample: the net
+/// under their samples (see "Who samples").
 const NET_PERIOD: Duration = Duration::from_millis(250);
 /// How long the monitor waits for a stuck thread's stack.
 const CAPTURE_WAIT: Duration = Duration::from_millis(100);
@@ -85,9 +85,9 @@ pub struct Stall {
     pub task_id: u64,
     /// That task's name, when the runtime records tasks and it has one.
     pub task_name: Option<String>,
-    /// How long the poll had run when it was found stuck: a lower bound, short by up to
-    /// half a threshold while another worker runs or watches, by up to the monitor's own
-    /// 250 ms period when none does (a runtime of one worker).
+    /// How long the poll had run when it was found stuck: a lower bound, short by about
+    /// half a threshold (a sampling period), more when the sampling thread was itself
+    /// kept off a CPU.
     pub duration: Duration,
     /// The stuck thread's stack, innermost first: function names, with ` at file:line`
     /// where the binary's debug info says. Empty where stacks are not taken (not Linux),
