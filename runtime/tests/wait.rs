@@ -417,3 +417,49 @@ fn a_timeout_names_the_wait_only_when_its_future_names_none() {
     assert_eq!(after.waiting_on, None, "no timeout is pending any more: {after:?}");
     assert!(!after.lost_waker, "the unnamed future holds its waker");
 }
+
+/// A task's histograms count every poll and every wait in a queue, whether it was polled
+/// once (its poller has not written them yet: they come from its totals), twice (the
+/// second poll adds the first's times) or many times; and a single poll lands in the
+/// bucket that holds its busy time.
+#[test]
+fn per_task_histograms_count_every_poll_however_many_there_were() {
+    let rt = runtime();
+    let spin = |d: Duration| {
+        let t = Instant::now();
+        while t.elapsed() < d {
+            std::hint::spin_loop();
+        }
+    };
+    spawn_named(&rt, "once", async move {
+        spin(Duration::from_millis(3));
+        volt::time::sleep(Duration::MAX).await;
+    });
+    for (name, yields) in [("twice", 1), ("many", 9)] {
+        spawn_named(&rt, name, async move {
+            for _ in 0..yields {
+                volt::task::yield_now().await;
+            }
+            volt::time::sleep(Duration::MAX).await;
+        });
+    }
+    let expected = [("once", 1), ("twice", 2), ("many", 10)];
+    let tasks = wait_for(&rt, "every task asleep", |ts| {
+        expected.iter().all(|(n, polls)| named(ts, n).is_some_and(|t| t.state == TaskState::Idle && t.polls == *polls))
+    });
+    for (n, polls) in expected {
+        let t = named(&tasks, n).unwrap();
+        assert_eq!(t.poll_histogram.count(), polls, "{n}: {t:?}");
+        assert_eq!(t.schedule_histogram.count(), polls, "{n}: a wait in a queue before each poll: {t:?}");
+        assert_eq!(t.poll_histogram.sum, t.busy.as_nanos() as u64, "{n}");
+        assert_eq!(t.schedule_histogram.sum, t.scheduled.as_nanos() as u64, "{n}");
+    }
+    let once = named(&tasks, "once").unwrap();
+    let busy = once.busy.as_nanos() as u64;
+    assert!(busy >= 3_000_000, "{once:?}");
+    // The log2 bucket of its busy time, where the per-task range (2^10 to 2^25 ns, the
+    // outer buckets holding what lies beyond) puts it: a preempted spin may run long.
+    let bucket = ((63 - busy.leading_zeros()) as usize).clamp(10, 25);
+    assert_eq!(once.poll_histogram.buckets[bucket], 1, "{busy} ns: {once:?}");
+    assert!(volt::telemetry::Histogram::bucket_range(bucket).contains(&busy) || bucket == 25, "{busy} ns");
+}

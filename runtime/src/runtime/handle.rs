@@ -23,12 +23,12 @@ use crate::scheduler::idle::Idle;
 use crate::scheduler::inject::Inject;
 use crate::scheduler::worker::Worker;
 use crate::task::list::OwnedTasks;
-use crate::task::{new_task, next_task_id, JoinHandle, TaskStats};
+use crate::task::{new_task, next_task_id, JoinHandle};
 use crate::telemetry::events::Clock;
 use crate::telemetry::{Recorder, RemoteCounters};
 use std::future::Future;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -131,11 +131,7 @@ impl Shared {
         // One clock reading for the record and the queued time (off a worker, each
         // reading is a fresh one).
         let now = this.spawn_timestamp(worker);
-        let stats = this.recorder.as_ref().map(|_| TaskStats {
-            name: name.map(Into::into),
-            scheduled_at: AtomicU64::new(now.max(1)),
-            ..Default::default()
-        });
+        let stats = this.recorder.as_ref().map(|_| (name.map(Into::into), now.max(1)));
         let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id(), stats);
         this.on_spawn(worker, task.header().id, now);
         if this.is_shutdown() || !this.owned.bind(task.raw()) {

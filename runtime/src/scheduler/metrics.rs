@@ -517,16 +517,32 @@ impl Shared {
         // Every way into a queue sets `scheduled_at` first (spawn, a wake, or the
         // store below for a requeue), so it is never stale here.
         let queued_at = st.scheduled_at.load(Relaxed);
-        let fp = clock.ns_per_tick_fp();
-        if queued_at != 0 {
-            let waited = token.start.saturating_sub(queued_at);
-            token.waited = waited;
-            st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
-            st.schedule_hist.record(events::scale_ticks(waited, fp));
+        let polls = st.polls.load(Relaxed);
+        let busy_before = st.busy_ticks.load(Relaxed);
+        let scheduled_before = st.scheduled_ticks.load(Relaxed);
+        let waited = (queued_at != 0).then(|| token.start.saturating_sub(queued_at));
+        if polls != 0 {
+            // The histograms start at the second poll: until then the totals hold the
+            // first poll's times (see `TaskStats::first_poll_histograms`), so a task
+            // polled once, most of a spawn-heavy program's, never writes them.
+            let fp = clock.ns_per_tick_fp();
+            // SAFETY: the poller holds the task (RUNNING).
+            let hists = unsafe { st.poller() };
+            if polls == 1 {
+                hists.poll_hist.record(events::scale_ticks(busy_before, fp));
+                hists.schedule_hist.record(events::scale_ticks(scheduled_before, fp));
+            }
+            if let Some(waited) = waited {
+                hists.schedule_hist.record(events::scale_ticks(waited, fp));
+            }
+            hists.poll_hist.record(events::scale_ticks(busy, fp));
         }
-        st.poll_hist.record(events::scale_ticks(busy, fp));
-        st.polls.store(st.polls.load(Relaxed) + 1, Relaxed);
-        st.busy_ticks.store(st.busy_ticks.load(Relaxed) + busy, Relaxed);
+        if let Some(waited) = waited {
+            token.waited = waited;
+            st.scheduled_ticks.store(scheduled_before + waited, Relaxed);
+        }
+        st.polls.store(polls + 1, Relaxed);
+        st.busy_ticks.store(busy_before + busy, Relaxed);
         st.last_poll_end.store(now, Relaxed);
         // If the poll ends in a requeue, it was queued now; if it ends idle, the wake
         // that queues it again overwrites this (after it, through the state word).

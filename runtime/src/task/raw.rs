@@ -174,16 +174,21 @@ where
     /// Allocate a new task (one allocation, stats included). It starts SCHEDULED with
     /// three references (owned list, join handle, queue entry), which the caller turns
     /// into those three things.
-    pub(crate) fn allocate(future: F, scheduler: S, id: u64, stats: Option<super::TaskStats>) -> NonNull<Header> {
+    pub(crate) fn allocate(
+        future: F,
+        scheduler: S,
+        id: u64,
+        stats: Option<(Option<Box<str>>, u64)>,
+    ) -> NonNull<Header> {
         let (layout, stats_offset) = Self::layout(stats.is_some());
         // The scheduler's cell cache, or the global allocator.
         let (mem, owner) = scheduler.alloc_cell(layout);
         let mem = mem.as_ptr();
         let has_stats = stats.is_some();
-        if let Some(st) = stats {
+        if let Some((name, scheduled_at)) = stats {
             // SAFETY: `stats_offset` lies inside the allocation and is aligned for
             // `TaskStats` (from `Layout::extend`); the memory is fresh.
-            unsafe { mem.add(stats_offset).cast::<super::TaskStats>().write(st) };
+            unsafe { super::TaskStats::write_new(mem.add(stats_offset).cast(), name, scheduled_at) };
         }
         let cell = Cell {
             header: Header {

@@ -170,6 +170,13 @@ fn current_stats<'a>() -> Option<&'a TaskStats> {
     super::current_task().and_then(super::raw::stats)
 }
 
+/// The wait record of the task this thread polls, if it keeps statistics.
+#[inline(always)]
+fn current_wait<'a>() -> Option<(&'a TaskStats, &'a WaitRecord)> {
+    // SAFETY: this thread polls the task (see `current_stats`).
+    current_stats().map(|st| (st, unsafe { &st.poller().wait }))
+}
+
 /// `head` stamped with the number of the poll running now: the poll count after it.
 #[inline(always)]
 fn stamped(st: &TaskStats, head: u64) -> u64 {
@@ -180,21 +187,19 @@ fn stamped(st: &TaskStats, head: u64) -> u64 {
 /// Record a wait on another task (a join).
 #[inline]
 pub(crate) fn record_task(kind: u8, id: u64) {
-    if let Some(st) = current_stats() {
-        st.wait.write_parts(stamped(st, kind as u64), Some(id), None, None);
+    if let Some((st, wait)) = current_wait() {
+        wait.write_parts(stamped(st, kind as u64), Some(id), None, None);
     }
 }
 
 /// Record a wait until `deadline` (a sleep, a timeout, an interval's next tick).
 #[inline]
 pub(crate) fn record_deadline(kind: u8, deadline: Instant) {
-    if let Some(st) = current_stats() {
+    if let Some((st, wait)) = current_wait() {
         // A deadline years away is how "never" is written (`Duration::MAX`): no deadline.
         match deadline.checked_duration_since(base()).filter(|d| *d < NEVER) {
-            Some(d) => {
-                st.wait.write_parts(stamped(st, kind as u64 | F_DEADLINE), Some(d.as_nanos() as u64), None, None)
-            }
-            None => st.wait.write_parts(stamped(st, kind as u64), None, None, None),
+            Some(d) => wait.write_parts(stamped(st, kind as u64 | F_DEADLINE), Some(d.as_nanos() as u64), None, None),
+            None => wait.write_parts(stamped(st, kind as u64), None, None, None),
         }
     }
 }
@@ -202,7 +207,7 @@ pub(crate) fn record_deadline(kind: u8, deadline: Instant) {
 /// Record a wait on a socket, with its address if known.
 #[inline]
 pub(crate) fn record_addr(kind: u8, addr: Option<SocketAddr>) {
-    let Some(st) = current_stats() else { return };
+    let Some((st, wait)) = current_wait() else { return };
     let (head, a, b) = match addr {
         None => (kind as u64, 0, 0),
         Some(SocketAddr::V4(v4)) => {
@@ -213,14 +218,14 @@ pub(crate) fn record_addr(kind: u8, addr: Option<SocketAddr>) {
             (kind as u64 | F_ADDR_V6 | (v6.port() as u64) << PORT_SHIFT, (ip >> 64) as u64, ip as u64)
         }
     };
-    st.wait.write_parts(stamped(st, head), Some(a), Some(b), None);
+    wait.write_parts(stamped(st, head), Some(a), Some(b), None);
 }
 
 /// Record a user's label.
 #[inline]
 pub(crate) fn record_label(label: &'static str) {
-    if let Some(st) = current_stats() {
-        st.wait.write_label(stamped(st, W_LABEL as u64), label);
+    if let Some((st, wait)) = current_wait() {
+        wait.write_label(stamped(st, W_LABEL as u64), label);
     }
 }
 
@@ -235,14 +240,14 @@ pub(crate) struct Mark(Option<u64>);
 impl Mark {
     #[inline]
     pub(crate) fn now() -> Mark {
-        Mark(current_stats().map(|st| st.wait.seq.load(Relaxed)))
+        Mark(current_wait().map(|(_, w)| w.seq.load(Relaxed)))
     }
 
     /// Whether the task records waits and nothing recorded one since `self`.
     #[inline]
     pub(crate) fn unchanged(self) -> bool {
         // The polling thread is the record's only writer, so its own load is exact.
-        self.0.is_some_and(|seq| current_stats().is_some_and(|st| st.wait.seq.load(Relaxed) == seq))
+        self.0.is_some_and(|seq| current_wait().is_some_and(|(_, w)| w.seq.load(Relaxed) == seq))
     }
 }
 

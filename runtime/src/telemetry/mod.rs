@@ -322,7 +322,12 @@ fn task_histograms(st: &crate::task::TaskStats, row: &TaskRow) -> (Histogram, Hi
         h.sum = sum;
         h
     };
-    (widen(st.poll_hist.read(), row.busy_ns), widen(st.schedule_hist.read(), row.scheduled_ns))
+    let (poll, schedule) = match (row.polls, st.polled()) {
+        (1, _) => crate::task::TaskStats::first_poll_histograms(row.busy_ns, row.scheduled_ns),
+        (2.., Some(p)) => (p.poll_hist.read(), p.schedule_hist.read()),
+        _ => Default::default(),
+    };
+    (widen(poll, row.busy_ns), widen(schedule, row.scheduled_ns))
 }
 
 /// Read one task. `t` must be kept alive by the caller, and `extra_refs` is how many
@@ -366,7 +371,7 @@ fn read_task<'a>(
         && st.scheduled_at.load(Relaxed) == last
         && st.woken_at.load(Relaxed) <= last;
     let wait = if idle {
-        st.wait.read().filter(|w| w.is_current(polls))
+        st.polled().and_then(|p| p.wait.read()).filter(|w| w.is_current(polls))
     } else if yielded {
         Some(crate::task::wait::WaitWords::yielded())
     } else {
