@@ -27,7 +27,9 @@
 # measured wrk run, divided by the requests wrk completed. Each run is a fresh server
 # process warmed by a 1 s wrk run first. The table gives the median of the runs; the
 # Volt/Tokio ratios compare medians (for p99 and CPU, below 1 means Volt is better), and
-# the watching cost is watched/volt.
+# the watching cost is watched/volt. The "paired" ratios are the median of the ratios of
+# runs made back to back (run r of each variant), which the machine's slow and fast
+# spells move less.
 #
 # The machine may be shared. Each run also measures the CPU time that went to neither the
 # server, wrk nor the console client (from /proc/stat); a run where that exceeds
@@ -183,6 +185,21 @@ if "tokio" in variants:
                 continue
             m = meds[c][v]
             print(f"| {c} | {v} | {m[0]/t[0]:.2f} | {m[2]/t[2]:.2f} | {m[3]/t[3]:.2f} |")
+if "tokio" in variants:
+    # Runs r of two variants ran back to back, so the machine's state (which swings
+    # between a fast and a slow mode for seconds at a time, whatever runs) is mostly
+    # the same for both: the median of these per-run ratios is less moved by how many
+    # runs of each variant fell in each mode than the ratio of the medians above.
+    print("\n| conns | variant | paired /Tokio requests/s | paired /Tokio p99 | paired /Tokio CPU/request |")
+    print("|---:|---|---:|---:|---:|")
+    for c in conns:
+        t = load("tokio", c)[1]
+        for v in variants:
+            if v in ("tokio", "watched"):
+                continue
+            m = load(v, c)[1]
+            r = [statistics.median(a[i] / b[i] for a, b in zip(m, t)) for i in (0, 2, 3)]
+            print(f"| {c} | {v} | {r[0]:.2f} | {r[1]:.2f} | {r[2]:.2f} |")
 if "volt" in variants and "watched" in variants:
     print("\n| conns | watching cost (watched/volt CPU/request) | watched/volt requests/s |")
     print("|---:|---:|---:|")
