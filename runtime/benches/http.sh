@@ -29,7 +29,7 @@
 # Volt/Tokio ratios compare medians (for p99 and CPU, below 1 means Volt is better), and
 # the watching cost is watched/volt. The "paired" ratios are the median of the ratios of
 # runs made back to back (run r of each variant), which the machine's slow and fast
-# spells move less.
+# spells move less, each with a 90% interval from resampling the pairs.
 #
 # The machine may be shared. Each run also measures the CPU time that went to neither the
 # server, wrk nor the console client (from /proc/stat); a run where that exceeds
@@ -190,6 +190,14 @@ if "tokio" in variants:
     # between a fast and a slow mode for seconds at a time, whatever runs) is mostly
     # the same for both: the median of these per-run ratios is less moved by how many
     # runs of each variant fell in each mode than the ratio of the medians above.
+    # Each paired ratio comes with a 90% interval from resampling the pairs (2,000
+    # bootstrap draws of the median of the per-run ratios): an interval that holds 1.00
+    # says these runs cannot tell the two runtimes apart on that figure.
+    import random
+    rng = random.Random(1)
+    def median_and_interval(ratios):
+        draws = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+        return statistics.median(ratios), draws[100], draws[1899]
     print("\n| conns | variant | paired /Tokio requests/s | paired /Tokio p99 | paired /Tokio CPU/request |")
     print("|---:|---|---:|---:|---:|")
     for c in conns:
@@ -198,8 +206,11 @@ if "tokio" in variants:
             if v in ("tokio", "watched"):
                 continue
             m = load(v, c)[1]
-            r = [statistics.median(a[i] / b[i] for a, b in zip(m, t)) for i in (0, 2, 3)]
-            print(f"| {c} | {v} | {r[0]:.2f} | {r[1]:.2f} | {r[2]:.2f} |")
+            cells = []
+            for i in (0, 2, 3):
+                med, lo, hi = median_and_interval([a[i] / b[i] for a, b in zip(m, t)])
+                cells.append(f"{med:.2f} ({lo:.2f}-{hi:.2f})")
+            print(f"| {c} | {v} | " + " | ".join(cells) + " |")
 if "volt" in variants and "watched" in variants:
     print("\n| conns | watching cost (watched/volt CPU/request) | watched/volt requests/s |")
     print("|---:|---:|---:|")
