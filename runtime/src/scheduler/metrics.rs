@@ -474,10 +474,18 @@ impl Shared {
             // SAFETY: the poller holds the task (RUNNING).
             let id = unsafe { ptr.as_ref() }.id;
             if let (Some(at), Some(clock)) = (self.schedule_samples.take(id), &self.clock) {
-                waited = clock.raw().saturating_sub(at);
+                waited = events::scale_ticks(clock.raw().saturating_sub(at), w.core.ns_per_tick_fp);
             }
         }
-        PollToken { cx: (w as *const Worker).cast(), ring, start: now, end: now, extra: 0, waited }
+        PollToken {
+            cx: (w as *const Worker).cast(),
+            ring,
+            start: now,
+            end: now,
+            extra: 0,
+            waited,
+            busy_ns: PollToken::NOT_QUEUED,
+        }
     }
 
     /// `Schedule::poll_end`: see "The poll hooks".
@@ -521,25 +529,30 @@ impl Shared {
         let busy_before = st.busy_ticks.load(Relaxed);
         let scheduled_before = st.scheduled_ticks.load(Relaxed);
         let waited = (queued_at != 0).then(|| token.start.saturating_sub(queued_at));
+        // Each duration is scaled to nanoseconds once, here, for the task's histograms
+        // and the worker's (`on_poll_outcome`).
+        let fp = clock.ns_per_tick_fp();
+        let busy_ns = events::scale_ticks(busy, fp);
+        token.busy_ns = busy_ns;
+        let waited_ns = waited.map(|w| events::scale_ticks(w, fp));
+        if let (Some(waited), Some(ns)) = (waited, waited_ns) {
+            token.waited = ns;
+            st.scheduled_ticks.store(scheduled_before + waited, Relaxed);
+        }
         if polls != 0 {
             // The histograms start at the second poll: until then the totals hold the
             // first poll's times (see `TaskStats::first_poll_histograms`), so a task
             // polled once, most of a spawn-heavy program's, never writes them.
-            let fp = clock.ns_per_tick_fp();
             // SAFETY: the poller holds the task (RUNNING).
             let hists = unsafe { st.poller() };
             if polls == 1 {
                 hists.poll_hist.record(events::scale_ticks(busy_before, fp));
                 hists.schedule_hist.record(events::scale_ticks(scheduled_before, fp));
             }
-            if let Some(waited) = waited {
-                hists.schedule_hist.record(events::scale_ticks(waited, fp));
+            if let Some(ns) = waited_ns {
+                hists.schedule_hist.record(ns);
             }
-            hists.poll_hist.record(events::scale_ticks(busy, fp));
-        }
-        if let Some(waited) = waited {
-            token.waited = waited;
-            st.scheduled_ticks.store(scheduled_before + waited, Relaxed);
+            hists.poll_hist.record(busy_ns);
         }
         st.polls.store(polls + 1, Relaxed);
         st.busy_ticks.store(busy_before + busy, Relaxed);
@@ -570,17 +583,21 @@ impl Shared {
         w.core.last_ts.set(token.end);
         let h = &w.counters.histograms;
         let fp = w.core.ns_per_tick_fp;
-        if !token.ring.is_null() {
+        let busy_ns = if !token.ring.is_null() {
             // SAFETY: as above: that worker's ring in the runtime's recorder.
             let ring = unsafe { &*token.ring.cast::<EventRing>() };
             // `on_poll_end` took the poll's start (or a record inside the poll wrote it),
             // and nothing records between `on_poll_end` and here.
             ring.write_event_no_pending(EventKind::PollEnd, id, outcome as u64 | token.extra, token.end);
-        }
+            // With the ring, `on_poll_end` scaled it for the task's histogram.
+            token.busy_ns
+        } else {
+            events::scale_ticks(token.end.saturating_sub(token.start), fp)
+        };
         // Every poll's wait with the ring on; a sampled wake's without it.
         if token.waited != PollToken::NOT_QUEUED {
-            h.schedule_latency.record(events::scale_ticks(token.waited, fp));
+            h.schedule_latency.record(token.waited);
         }
-        h.poll_time.record(events::scale_ticks(token.end.saturating_sub(token.start), fp));
+        h.poll_time.record(busy_ns);
     }
 }

@@ -90,9 +90,13 @@ pub(crate) struct PollToken {
     pub(crate) end: u64,
     /// Scheduler-defined bits recorded with the outcome.
     pub(crate) extra: u64,
-    /// How long the task waited in a queue before this poll, in clock ticks
+    /// How long the task waited in a queue before this poll, in nanoseconds
     /// ([`PollToken::NOT_QUEUED`] if it is not known).
     pub(crate) waited: u64,
+    /// The poll's length in nanoseconds, once the poll's end has scaled it for the task's
+    /// histogram (the worker scheduler does so whenever it records into a ring);
+    /// [`PollToken::NOT_QUEUED`] before.
+    pub(crate) busy_ns: u64,
 }
 
 impl PollToken {
@@ -104,8 +108,9 @@ impl PollToken {
         end: 0,
         extra: 0,
         waited: Self::NOT_QUEUED,
+        busy_ns: Self::NOT_QUEUED,
     };
-    /// `waited` when the poll's queued time is not known.
+    /// `waited` (or `busy_ns`) when the value is not known.
     pub(crate) const NOT_QUEUED: u64 = u64::MAX;
 }
 
@@ -305,7 +310,7 @@ pub(crate) struct TaskHistogram(pub(crate) [std::sync::atomic::AtomicU16; TASK_H
 
 impl TaskHistogram {
     /// Count one duration of `ns` nanoseconds (the single writer only).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn record(&self, ns: u64) {
         use std::sync::atomic::Ordering::Relaxed;
         let log2 = (63 - (ns | 1).leading_zeros()) as usize;
@@ -313,11 +318,19 @@ impl TaskHistogram {
         let b = &self.0[i];
         let v = b.load(Relaxed);
         if v == u16::MAX {
-            for b in &self.0 {
-                b.store(b.load(Relaxed) / 2, Relaxed);
-            }
+            self.halve();
         }
         b.store(b.load(Relaxed) + 1, Relaxed);
+    }
+
+    /// Halve every bucket: one is full (rare, so kept off the recording path).
+    #[cold]
+    #[inline(never)]
+    fn halve(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        for b in &self.0 {
+            b.store(b.load(Relaxed) / 2, Relaxed);
+        }
     }
 
     /// The counts.
