@@ -534,9 +534,11 @@ impl Shared {
         let fp = clock.ns_per_tick_fp();
         let busy_ns = events::scale_ticks(busy, fp);
         token.busy_ns = busy_ns;
-        let waited_ns = waited.map(|w| events::scale_ticks(w, fp));
-        if let (Some(waited), Some(ns)) = (waited, waited_ns) {
+        let mut waited_ns = None;
+        if let Some(waited) = waited {
+            let ns = events::scale_ticks(waited, fp);
             token.waited = ns;
+            waited_ns = Some(ns);
             st.scheduled_ticks.store(scheduled_before + waited, Relaxed);
         }
         if polls != 0 {
