@@ -5,7 +5,8 @@
 //! medians, the ratios per workload (the median of the back-to-back samples' ratios), and
 //! their geometric means. `VOLT_BENCH_SAMPLES` sets the samples (default 64);
 //! `VOLT_BENCH_ONLY=name` runs the workloads whose name contains `name`. A sample repeats
-//! its workload to last about 5 ms and reports the time per run.
+//! its workload to last about 5 ms and reports the time per run. In a `_busy` row, spinning
+//! tasks keep the workers of the runtime being timed busy, and only that runtime's.
 
 mod workloads;
 use workloads::*;
@@ -22,6 +23,42 @@ const SAMPLE_TIME: Duration = Duration::from_millis(5);
 /// `spawn_many_remote_idle` (1.15 to 1.54 in six runs of one build); eight halve the
 /// weight of any one triple's rhythm, for a run of about a minute.
 const PAIRS: usize = 8;
+
+/// Tasks that keep a runtime's workers busy (yielding, each poll spinning for `STALL`),
+/// for the `_busy` rows.
+struct Spinners {
+    flag: Arc<AtomicBool>,
+    tasks: Vec<volt::task::JoinHandle<()>>,
+}
+
+impl Spinners {
+    fn start(rt: &volt::Runtime) -> Spinners {
+        let flag = Arc::new(AtomicBool::new(true));
+        let tasks = (0..2 * WORKERS)
+            .map(|_| {
+                let flag = flag.clone();
+                rt.spawn(async move {
+                    while flag.load(Relaxed) {
+                        volt::task::yield_now().await;
+                        stall();
+                    }
+                })
+            })
+            .collect();
+        Spinners { flag, tasks }
+    }
+
+    /// Stop them and wait until every one has finished, so none runs into the next
+    /// runtime's sample.
+    fn stop(self, rt: &volt::Runtime) {
+        self.flag.store(false, Relaxed);
+        rt.block_on(async move {
+            for t in self.tasks {
+                t.await.expect("spinner");
+            }
+        });
+    }
+}
 
 #[derive(Clone, Copy, PartialEq)]
 enum Config {
@@ -97,10 +134,13 @@ fn main() {
                     }
                 })
                 .collect();
-            let flags: Vec<_> = if *busy { rts.iter().map(on_volt::make_busy).collect() } else { vec![] };
             for _ in 0..2 {
                 for (rt, &addr) in rts.iter().zip(&addrs) {
+                    let spinners = busy.then(|| Spinners::start(rt));
                     run(rt, addr);
+                    if let Some(s) = spinners {
+                        s.stop(rt);
+                    }
                 }
             }
             // Each sample runs the workload enough times to last about 5 ms: the short
@@ -114,15 +154,19 @@ fn main() {
                 // Rotate which runtime goes first, so none always follows the same one.
                 for k in 0..3 {
                     let c = (i + k) % 3;
+                    // Only the runtime being timed is kept busy: with all three busy at
+                    // once, six busy workers share the two cores, and the row measures
+                    // how the OS shares them out rather than the runtime.
+                    let spinners = busy.then(|| Spinners::start(&rts[c]));
                     let t = Instant::now();
                     for _ in 0..reps {
                         run(&rts[c], addrs[c]);
                     }
                     times[c].push(t.elapsed() / reps);
+                    if let Some(s) = spinners {
+                        s.stop(&rts[c]);
+                    }
                 }
-            }
-            for f in flags {
-                f.store(false, Relaxed);
             }
             let s = rts[2].handle().telemetry().snapshot();
             recorded += s.events_recorded;

@@ -64,6 +64,8 @@ macro_rules! suite {
             }
 
             /// Keeps every worker busy with yielding, stalling tasks; returns the stop flag.
+            /// (The overhead bench keeps its own, which it waits for.)
+            #[allow(dead_code)]
             pub fn make_busy(rt: &$Rt) -> Arc<AtomicBool> {
                 let flag = Arc::new(AtomicBool::new(true));
                 for _ in 0..2 * WORKERS {
