@@ -48,6 +48,12 @@ async fn app(req: http::Request<Incoming>) -> Result<http::Response<Full<Bytes>>
             let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
             String::from_utf8_lossy(&bytes).into_owned()
         }
+        "/slow-echo" => {
+            // Reads the body only after a while, so it waits unread in the socket.
+            volt::time::sleep(Duration::from_millis(500)).await;
+            let bytes = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
         _ => {
             return Ok(http::Response::builder().status(404).body(Full::new(Bytes::from_static(b"not found"))).unwrap())
         }
@@ -295,6 +301,47 @@ fn graceful_shutdown_drops_connections_still_open_at_the_deadline() {
     wait_until("the connection task gone", || tasks_alive(&rt) < baseline);
 }
 
+/// A graceful shutdown that begins while the body of the request being answered still
+/// waits unread in the socket (its handler reads it only later): the request is answered
+/// in full, and the connection closes long before the deadline (none here: an hour, and
+/// no header-read timeout to cut it either).
+#[test]
+fn graceful_shutdown_closes_a_connection_once_its_unread_bytes_are_read() {
+    let rt = volt_rt(2);
+    let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let server = rt.spawn(async move {
+        let listener = volt::net::TcpListener::bind("127.0.0.1:0").await?;
+        addr_tx.send(listener.local_addr()?).unwrap();
+        volt::hyper::serve(listener, service())
+            .header_read_timeout(None)
+            .with_graceful_shutdown(async move {
+                let _ = rx.await;
+            })
+            .shutdown_deadline(Duration::from_secs(3600))
+            .await
+    });
+    let addr: SocketAddr = addr_rx.recv_timeout(BOUND).unwrap();
+    let baseline = tasks_alive(&rt);
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(BOUND)).unwrap();
+    s.write_all(b"POST /slow-echo HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n\r\n").unwrap();
+    wait_until("the connection's task", || tasks_alive(&rt) > baseline);
+    // Most likely after hyper read the head: the body then waits in the socket, unread.
+    std::thread::sleep(Duration::from_millis(100));
+    s.write_all(b"hello").unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    tx.send(()).unwrap();
+    rt.block_on(async { volt::time::timeout(BOUND, server).await })
+        .expect("serve returns long before its hour-long deadline")
+        .unwrap()
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 200") && out.ends_with("hello"), "the request was answered: {out:?}");
+}
+
 #[test]
 fn disconnects_and_garbage_leave_no_task_behind() {
     let rt = volt_rt(2);
@@ -384,11 +431,35 @@ fn header_read_timeout_cuts_tricklers_and_silent_clients() {
         let n = s.read(&mut buf).unwrap_or(0);
         assert_eq!(n, 0, "a silent client is closed, not answered");
     }
+    // A client that sends the whole HTTP/2 preface and then no request: the server
+    // answers with its settings, and must still give up on it.
+    let mut preface_only = std::net::TcpStream::connect(addr).unwrap();
+    preface_only.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    assert!(closed_by_server(&mut preface_only), "an HTTP/2 client that never sends a request is closed");
     let (cut, _after) = trickler.join().unwrap();
     assert!(cut, "the trickling client was cut before it finished its head");
     wait_until("no connection task left", || tasks_alive(&rt) == 1);
     stop.send(()).unwrap();
     rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+}
+
+/// Read and discard until the server closes the connection (true), or `BOUND` passes
+/// with the connection still open (false).
+fn closed_by_server(s: &mut std::net::TcpStream) -> bool {
+    let start = Instant::now();
+    let mut buf = [0u8; 1024];
+    while start.elapsed() < BOUND {
+        s.set_read_timeout(Some(BOUND.saturating_sub(start.elapsed()).max(Duration::from_millis(1)))).unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return false
+            }
+            Err(_) => return true,
+        }
+    }
+    false
 }
 
 /// Read one HTTP/1.1 response with a `content-length` body from a raw socket; bytes past
@@ -591,6 +662,31 @@ fn timer_sleeps_resets_and_treats_duration_max_as_never() {
     let timer = volt::hyper::Timer::with_handle(rt.handle().clone());
     let s = timer.sleep(Duration::from_millis(5));
     rt.block_on(s);
+}
+
+/// A listening socket that can no longer accept (shut down under the server: `accept`
+/// then fails with `EINVAL`) ends `serve` with that error instead of a retry loop.
+#[cfg(target_os = "linux")]
+#[test]
+fn serve_returns_the_error_of_a_listener_that_cannot_accept() {
+    use std::os::fd::AsRawFd;
+    let rt = volt_rt(2);
+    let (fd_tx, fd_rx) = std::sync::mpsc::channel();
+    let server = rt.spawn(async move {
+        let listener = volt::net::TcpListener::bind("127.0.0.1:0").await?;
+        fd_tx.send(listener.as_raw_fd()).unwrap();
+        volt::hyper::serve(listener, service()).await
+    });
+    let fd = fd_rx.recv_timeout(BOUND).unwrap();
+    // SAFETY: `fd` is the listener's, open until `serve` returns and drops it; shutting
+    // it down only stops it accepting.
+    assert_eq!(unsafe { libc::shutdown(fd, libc::SHUT_RDWR) }, 0);
+    let result = rt
+        .block_on(async { volt::time::timeout(BOUND, server).await })
+        .expect("serve returns instead of retrying forever")
+        .unwrap();
+    let err = result.expect_err("the listener's error");
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
 }
 
 #[test]

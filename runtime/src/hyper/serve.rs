@@ -113,8 +113,9 @@ impl<S> std::fmt::Debug for Serve<S> {
 
 impl<S> Serve<S> {
     /// How long a connection may take to show its protocol, and an HTTP/1 request to
-    /// deliver its head (also the idle limit between kept-alive requests). Default 30 s;
-    /// `None` waits forever.
+    /// deliver its head (also the idle limit between kept-alive requests), counted from
+    /// the connection's start or its last response's end; an HTTP/2 connection must start
+    /// its first request within it. Default 30 s; `None` waits forever.
     pub fn header_read_timeout(mut self, timeout: Option<Duration>) -> Serve<S> {
         self.config.header_read_timeout = timeout;
         self
@@ -336,6 +337,7 @@ where
                 drop(spawn_named(&shared, CONNECTION_TASK_NAME, conn));
             }
             Some(Err(e)) if is_connection_error(&e) => continue,
+            Some(Err(e)) if is_listener_broken(&e) => return Err(e),
             Some(Err(e)) => {
                 // Out of file descriptors or memory: back off instead of spinning, as
                 // the connections open now may close and free some. (After the runtime
@@ -365,7 +367,38 @@ fn is_connection_error(e: &io::Error) -> bool {
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::Interrupted
+    ) || is_pending_network_error(e)
+}
+
+/// The network errors a pending connection may report through `accept` on Linux, which
+/// accept(2) says to treat like `EAGAIN` and retry (`EPERM`: a firewall refused it).
+#[cfg(target_os = "linux")]
+fn is_pending_network_error(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ENETDOWN
+                | libc::EPROTO
+                | libc::ENOPROTOOPT
+                | libc::EHOSTDOWN
+                | libc::ENONET
+                | libc::EHOSTUNREACH
+                | libc::EOPNOTSUPP
+                | libc::ENETUNREACH
+                | libc::EPERM
+        )
     )
+}
+
+#[cfg(not(target_os = "linux"))]
+fn is_pending_network_error(_: &io::Error) -> bool {
+    false
+}
+
+/// Errors that say the listening socket itself is unusable: retrying can never succeed,
+/// so `serve` returns them.
+fn is_listener_broken(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EFAULT))
 }
 
 struct Builders {
@@ -413,6 +446,9 @@ where
         let _ = stream.set_nodelay(true);
     }
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    // Made before the first byte is read: the header-read timeout counts from here, the
+    // connection's start, through the protocol sniff and the first request's head.
+    let activity = Arc::new(Activity::new());
     let mut buf = [0u8; PREFACE.len()];
     let mut len = 0;
     let sniffed = {
@@ -425,29 +461,34 @@ where
             None => sniff.await,
         }
     };
-    let activity = Arc::new(Activity::new());
     let service =
         Counted { inner: hyper_util::service::TowerToHyperService::new(service), activity: Arc::clone(&activity) };
-    let watch = builders.config.header_read_timeout.map(|t| HeaderWatch::new(t, Arc::clone(&activity)));
-    let http1_drain = Http1Drain { fd, activity, watch };
+    let timeout = builders.config.header_read_timeout;
+    // HTTP/1: every request head must arrive within the timeout of the connection going
+    // idle. HTTP/2: the first request must start within the timeout of the connection's
+    // start (a client that sends the preface and then nothing holds no socket for long);
+    // after that an idle HTTP/2 connection is a normal thing for a client to keep.
+    let http1_watch = || timeout.map(|t| HeaderWatch::new(t, Arc::clone(&activity)));
+    let http2_watch = || timeout.map(|t| HeaderWatch::first_request(t, Arc::clone(&activity)));
+    let http1_drain = Http1Drain { fd, activity: Arc::clone(&activity) };
     let io = Io::with_prefix(stream, buf, len);
     match sniffed {
         Some(Sniffed::Http1) if builders.config.http1 => {
             let conn = builders.http1.serve_connection(io, service).with_upgrades();
-            drive(&registry, conn, Some(http1_drain), |c| c.graceful_shutdown()).await;
+            drive(&registry, conn, Some(http1_drain), http1_watch(), |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Http2) if builders.config.http2 => {
             let conn = builders.http2.serve_connection(io, service);
-            drive(&registry, conn, None, |c| c.graceful_shutdown()).await;
+            drive(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Http2) => {
             // An HTTP/1-only server answers a preface like any malformed request.
             let conn = builders.http1.serve_connection(io, service);
-            drive(&registry, conn, Some(http1_drain), |c| c.graceful_shutdown()).await;
+            drive(&registry, conn, Some(http1_drain), http1_watch(), |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Http1) => {
             let conn = builders.http2.serve_connection(io, service);
-            drive(&registry, conn, None, |c| c.graceful_shutdown()).await;
+            drive(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Gone) | None => {}
     }
@@ -481,12 +522,10 @@ async fn unless_shutdown<F: Future>(registry: &Registry, fut: F, give_up: impl F
 }
 
 /// What an HTTP/1 connection needs to drain without dropping a request that has already
-/// arrived (its socket, and how many requests it has started), and its header-read
-/// timeout.
+/// arrived: its socket, and how many requests it has started.
 struct Http1Drain {
     fd: std::os::fd::RawFd,
     activity: Arc<Activity>,
-    watch: Option<HeaderWatch>,
 }
 
 /// Poll a hyper connection to its end: start its graceful shutdown when the server asks,
@@ -496,9 +535,14 @@ struct Http1Drain {
 /// next request's bytes are already in its socket, unread. So when such bytes wait, the
 /// request is let in first: the connection is asked once it has started one more
 /// request (hyper then finishes that one and closes). A client that sends half a request
-/// is cut by the header-read timeout, or at the deadline.
-async fn drive<C, E>(registry: &Registry, conn: C, mut http1: Option<Http1Drain>, graceful: impl Fn(Pin<&mut C>))
-where
+/// is cut by the header-read timeout (`watch`), or at the deadline.
+async fn drive<C, E>(
+    registry: &Registry,
+    conn: C,
+    http1: Option<Http1Drain>,
+    mut watch: Option<HeaderWatch>,
+    graceful: impl Fn(Pin<&mut C>),
+) where
     C: Future<Output = Result<(), E>>,
 {
     let mut conn = std::pin::pin!(conn);
@@ -526,7 +570,7 @@ where
             return Poll::Ready(());
         }
         // Idle past the header-read timeout: drop the connection, as hyper does.
-        if let Some(watch) = http1.as_mut().and_then(|h| h.watch.as_mut()) {
+        if let Some(watch) = watch.as_mut() {
             if watch.poll_expired(cx).is_ready() {
                 return Poll::Ready(());
             }

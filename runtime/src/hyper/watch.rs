@@ -144,6 +144,8 @@ impl<B: hyper::body::Body> hyper::body::Body for Tracked<B> {
 /// every `timeout`, and each request only two counter updates and a clock read.
 pub(super) struct HeaderWatch {
     timeout: Duration,
+    /// Watch only until the first request starts (HTTP/2).
+    first_only: bool,
     activity: Arc<Activity>,
     alarm: Arc<Alarm>,
     sleep: Option<crate::time::Sleep>,
@@ -174,11 +176,22 @@ impl std::task::Wake for Alarm {
 impl HeaderWatch {
     pub(super) fn new(timeout: Duration, activity: Arc<Activity>) -> HeaderWatch {
         let alarm = Arc::new(Alarm { rang: Default::default(), task: Mutex::new(None) });
-        HeaderWatch { timeout, activity, alarm, sleep: None }
+        HeaderWatch { timeout, first_only: false, activity, alarm, sleep: None }
+    }
+
+    /// A watch that cuts the connection if its first request has not started within
+    /// `timeout` of the connection's start, and ends there (an HTTP/2 connection's).
+    pub(super) fn first_request(timeout: Duration, activity: Arc<Activity>) -> HeaderWatch {
+        HeaderWatch { first_only: true, ..HeaderWatch::new(timeout, activity) }
     }
 
     /// `Ready` when the connection has waited longer than the timeout for a request head.
     pub(super) fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.first_only && self.activity.started.load(Relaxed) > 0 {
+            // Its work is done: the timer goes with the sleep.
+            self.sleep = None;
+            return Poll::Pending;
+        }
         if self.sleep.is_some() && !self.alarm.rang.load(Acquire) {
             return Poll::Pending;
         }
