@@ -664,6 +664,58 @@ fn timer_sleeps_resets_and_treats_duration_max_as_never() {
     rt.block_on(s);
 }
 
+/// A burst of connections already waiting in the listener's backlog does not hold the
+/// worker for the whole burst: on a runtime of one worker, a task that yields in a loop
+/// gets polled while the accept loop is part way through the burst (without the accept
+/// loop's yields it sees none accepted, then all of them).
+#[test]
+fn an_accept_burst_lets_the_workers_other_tasks_run() {
+    // Under the listen backlog (128 for a std listener), so every handshake completes.
+    const BURST: u64 = 100;
+    let rt = volt_rt(1);
+    let listener = rt.block_on(async { volt::net::TcpListener::bind("127.0.0.1:0").await }).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Every connection's handshake completes in the kernel before `serve` accepts any.
+    let clients: Vec<_> = (0..BURST).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+    let baseline = tasks_alive(&rt);
+    let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    let handle = rt.handle().clone();
+    // The probe: note how many connection tasks are alive each time it runs.
+    let probe = rt.spawn(async move {
+        let mut seen = Vec::new();
+        loop {
+            let alive = handle.telemetry().snapshot().tasks_alive.saturating_sub(baseline + 2);
+            seen.push(alive);
+            if alive >= BURST {
+                return seen;
+            }
+            volt::task::yield_now().await;
+        }
+    });
+    let server = rt.spawn(async move {
+        volt::hyper::serve(listener, service())
+            .with_graceful_shutdown(async move {
+                let _ = rx.await;
+            })
+            .shutdown_deadline(Duration::from_millis(100))
+            .await
+    });
+    let seen =
+        rt.block_on(async { volt::time::timeout(BOUND, probe).await }).expect("every connection accepted").unwrap();
+    assert!(seen.iter().any(|&n| n > 0 && n < BURST), "the probe ran only before or after the whole burst: {seen:?}");
+    stop_and_wait(&rt, tx, server);
+    drop(clients);
+}
+
+fn stop_and_wait(
+    rt: &volt::Runtime,
+    stop: futures::channel::oneshot::Sender<()>,
+    server: volt::JoinHandle<std::io::Result<()>>,
+) {
+    stop.send(()).unwrap();
+    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+}
+
 /// A listening socket that can no longer accept (shut down under the server: `accept`
 /// then fails with `EINVAL`) ends `serve` with that error instead of a retry loop.
 #[cfg(target_os = "linux")]

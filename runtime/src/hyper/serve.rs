@@ -298,6 +298,9 @@ impl Registry {
     }
 }
 
+/// Accepts in a row before the accept loop yields to its worker's other tasks.
+const ACCEPTS_PER_YIELD: u32 = 64;
+
 /// The accept loop: accept until the signal, then drain.
 async fn run<S, B, F>(serve: Serve<S>, signal: F, deadline: Option<Duration>) -> io::Result<()>
 where
@@ -321,7 +324,15 @@ where
     let builders = Arc::new(Builders { http1, http2, config });
 
     let mut signal = std::pin::pin!(signal);
+    let mut accepted_since_yield = 0u32;
     loop {
+        // While connections keep arriving, `poll_accept` keeps answering at once and this
+        // loop would never give its worker back: let the worker's other tasks run (the
+        // connections just accepted among them) every `ACCEPTS_PER_YIELD` accepts.
+        if accepted_since_yield >= ACCEPTS_PER_YIELD {
+            accepted_since_yield = 0;
+            crate::task::yield_now().await;
+        }
         let accepted = std::future::poll_fn(|cx| {
             if signal.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(None);
@@ -332,6 +343,7 @@ where
         match accepted {
             None => break,
             Some(Ok((stream, _peer))) => {
+                accepted_since_yield += 1;
                 let conn =
                     serve_connection(stream, service.clone(), Arc::clone(&builders), ConnGuard::reserve(&registry));
                 drop(spawn_named(&shared, CONNECTION_TASK_NAME, conn));
