@@ -77,6 +77,15 @@ fn start_server(
     rt: &volt::Runtime,
     header_timeout: Option<Duration>,
 ) -> (SocketAddr, futures::channel::oneshot::Sender<()>, volt::JoinHandle<std::io::Result<()>>) {
+    start_server_with_deadline(rt, header_timeout, Duration::from_secs(20))
+}
+
+/// `start_server` with the shutdown deadline given.
+fn start_server_with_deadline(
+    rt: &volt::Runtime,
+    header_timeout: Option<Duration>,
+    deadline: Duration,
+) -> (SocketAddr, futures::channel::oneshot::Sender<()>, volt::JoinHandle<std::io::Result<()>>) {
     let (tx, rx) = futures::channel::oneshot::channel::<()>();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let server = rt.spawn(async move {
@@ -87,7 +96,7 @@ fn start_server(
             .with_graceful_shutdown(async move {
                 let _ = rx.await;
             })
-            .shutdown_deadline(Duration::from_secs(20))
+            .shutdown_deadline(deadline)
             .await
     });
     let addr = addr_rx.recv_timeout(BOUND).expect("the server binds");
@@ -308,20 +317,7 @@ fn graceful_shutdown_drops_connections_still_open_at_the_deadline() {
 #[test]
 fn graceful_shutdown_closes_a_connection_once_its_unread_bytes_are_read() {
     let rt = volt_rt(2);
-    let (tx, rx) = futures::channel::oneshot::channel::<()>();
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let server = rt.spawn(async move {
-        let listener = volt::net::TcpListener::bind("127.0.0.1:0").await?;
-        addr_tx.send(listener.local_addr()?).unwrap();
-        volt::hyper::serve(listener, service())
-            .header_read_timeout(None)
-            .with_graceful_shutdown(async move {
-                let _ = rx.await;
-            })
-            .shutdown_deadline(Duration::from_secs(3600))
-            .await
-    });
-    let addr: SocketAddr = addr_rx.recv_timeout(BOUND).unwrap();
+    let (addr, tx, server) = start_server_with_deadline(&rt, None, Duration::from_secs(3600));
     let baseline = tasks_alive(&rt);
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(BOUND)).unwrap();
