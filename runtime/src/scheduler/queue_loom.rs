@@ -3,7 +3,7 @@
 //! stealer or the global queue.
 
 use crate::loom::{thread, Arc};
-use crate::loom_tests::{assert_each_once, model};
+use crate::loom_tests::{assert_each_once, model, model_bounded};
 use crate::scheduler::inject::Inject;
 use crate::scheduler::queue::WorkStealQueue;
 use crate::task::test_util::{counted_task, MockScheduler};
@@ -99,7 +99,10 @@ fn loom_queue_overflow_against_a_stealer() {
 
 #[test]
 fn loom_queue_two_stealers_and_the_owner() {
-    model(|| {
+    // Three threads on one queue: the whole space took 100 s or more; at most five
+    // preemptions per execution (still more than the two or three that ordering bugs
+    // need to show) take seconds.
+    model_bounded(5, || {
         let sched = MockScheduler::new();
         let (q, _inject, ids) = filled_queue(&sched, 4);
         let stealers: Vec<_> = (0..2).map(|_| spawn_stealer(&q)).collect();
