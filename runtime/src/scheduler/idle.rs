@@ -163,12 +163,27 @@ impl Idle {
     }
 
     /// Rule 1: wake one parked worker if nobody is searching. `unpark(i)` wakes worker i.
+    ///
+    /// Every spawn and wake on a worker comes here, and nearly always a worker searches
+    /// already or none is parked: that check is inlined into the caller, the rest is not.
+    #[inline(always)]
     pub(crate) fn notify_parked(&self, unpark: impl Fn(usize)) {
         fence(SeqCst);
+        if self.nobody_to_notify() {
+            return;
+        }
+        self.notify_parked_slow(unpark);
+    }
+
+    #[inline(always)]
+    fn nobody_to_notify(&self) -> bool {
+        self.num_searching.load(SeqCst) != 0 || self.parked_bitmap.load(SeqCst) == 0
+    }
+
+    /// `notify_parked` once its first check found a parked worker and no searcher.
+    #[inline(never)]
+    fn notify_parked_slow(&self, unpark: impl Fn(usize)) {
         loop {
-            if self.num_searching.load(SeqCst) != 0 || self.parked_bitmap.load(SeqCst) == 0 {
-                return;
-            }
             // Claim the searcher slot for the worker we are about to wake.
             if self.num_searching.compare_exchange(0, 1, SeqCst, SeqCst).is_err() {
                 return;
@@ -194,6 +209,9 @@ impl Idle {
                 return;
             }
             fence(SeqCst);
+            if self.nobody_to_notify() {
+                return;
+            }
         }
     }
 

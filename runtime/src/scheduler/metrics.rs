@@ -545,12 +545,17 @@ impl Shared {
             // The histograms start at the second poll: until then the totals hold the
             // first poll's times (see `TaskStats::first_poll_histograms`), so a task
             // polled once, most of a spawn-heavy program's, never writes them.
-            // SAFETY: the poller holds the task (RUNNING).
-            let hists = unsafe { st.poller() };
-            if polls == 1 {
+            let hists = if polls == 1 {
+                // SAFETY: the poller holds the task (RUNNING).
+                let hists = unsafe { st.poller() };
                 hists.poll_hist.record(events::scale_ticks(busy_before, fp));
                 hists.schedule_hist.record(events::scale_ticks(scheduled_before, fp));
-            }
+                hists
+            } else {
+                // SAFETY: the poller holds the task (RUNNING), and the end of its second
+                // poll (the branch above) called `poller`.
+                unsafe { st.poller_written() }
+            };
             if let Some(ns) = waited_ns {
                 hists.schedule_hist.record(ns);
             }

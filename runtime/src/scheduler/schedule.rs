@@ -96,6 +96,7 @@ impl Shared {
         self.notify_parked();
     }
 
+    #[inline]
     pub(crate) fn notify_parked(&self) {
         self.idle.notify_parked(|i| self.unpark_worker(i));
     }

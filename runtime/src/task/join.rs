@@ -137,12 +137,20 @@ impl<T> Future for JoinHandle<T> {
         // task alive.
         unsafe { (self.header().vtable.try_read_output)(self.raw, &mut out as *mut _ as *mut (), cx.waker()) };
         if out.is_pending() {
-            let h = self.header();
-            let kind = if h.vtable.blocking { super::wait::W_BLOCKING } else { super::wait::W_JOIN };
-            super::wait::record_task(kind, h.id);
+            record_join_wait(self.header());
         }
         out
     }
+}
+
+/// Name the current task's wait: the joined task (or the blocking pool's job). Kept out
+/// of `JoinHandle::poll`, which is then small enough to inline into the awaiting task's
+/// poll, as it was before waits were recorded (measured: inlined, a join costs about 25
+/// instructions less).
+#[inline(never)]
+fn record_join_wait(h: &super::raw::Header) {
+    let kind = if h.vtable.blocking { super::wait::W_BLOCKING } else { super::wait::W_JOIN };
+    super::wait::record_task(kind, h.id);
 }
 
 impl<T> Drop for JoinHandle<T> {

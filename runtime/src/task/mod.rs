@@ -292,6 +292,18 @@ impl TaskStats {
         // SAFETY: written, by this thread or an earlier poller (see above).
         unsafe { (*self.poll.get()).assume_init_ref() }
     }
+
+    /// [`TaskStats::poller`] for a task whose poller part is surely written (the end of
+    /// its second poll writes it): no check.
+    ///
+    /// # Safety
+    /// The caller polls the task now (holds RUNNING), and `poller` was called before.
+    #[inline(always)]
+    pub(crate) unsafe fn poller_written(&self) -> &PollStats {
+        debug_assert!(self.poll_ready.load(std::sync::atomic::Ordering::Relaxed));
+        // SAFETY: the caller's contract: an earlier `poller` wrote it.
+        unsafe { (*self.poll.get()).assume_init_ref() }
+    }
 }
 
 /// Buckets of a per-task histogram: the log2 buckets of `telemetry::Histogram` from
@@ -313,24 +325,28 @@ impl TaskHistogram {
     #[inline(always)]
     pub(crate) fn record(&self, ns: u64) {
         use std::sync::atomic::Ordering::Relaxed;
-        let log2 = (63 - (ns | 1).leading_zeros()) as usize;
-        let i = log2.clamp(TASK_HIST_FIRST, TASK_HIST_FIRST + TASK_HIST_BUCKETS - 1) - TASK_HIST_FIRST;
+        // log2 of `ns / 2^10` is the bucket (0 for anything under 2^11 ns), capped at the
+        // last: a shift, a leading-zero count and one compare.
+        let i = ((63 - ((ns >> TASK_HIST_FIRST) | 1).leading_zeros()) as usize).min(TASK_HIST_BUCKETS - 1);
         let b = &self.0[i];
-        let v = b.load(Relaxed);
-        if v == u16::MAX {
-            self.halve();
+        let v = b.load(Relaxed).wrapping_add(1);
+        if v == 0 {
+            self.halve_and_count(i);
+        } else {
+            b.store(v, Relaxed);
         }
-        b.store(b.load(Relaxed) + 1, Relaxed);
     }
 
-    /// Halve every bucket: one is full (rare, so kept off the recording path).
+    /// Bucket `i` was full: halve every bucket, then count the one duration in `i`
+    /// (rare, so kept off the recording path).
     #[cold]
     #[inline(never)]
-    fn halve(&self) {
+    fn halve_and_count(&self, i: usize) {
         use std::sync::atomic::Ordering::Relaxed;
         for b in &self.0 {
             b.store(b.load(Relaxed) / 2, Relaxed);
         }
+        self.0[i].store(self.0[i].load(Relaxed) + 1, Relaxed);
     }
 
     /// The counts.
