@@ -527,19 +527,16 @@ impl Shared {
         let queued_at = st.scheduled_at.load(Relaxed);
         let polls = st.polls.load(Relaxed);
         let busy_before = st.busy_ticks.load(Relaxed);
-        let scheduled_before = st.scheduled_ticks.load(Relaxed);
-        let waited = (queued_at != 0).then(|| token.start.saturating_sub(queued_at));
         // Each duration is scaled to nanoseconds once, here, for the task's histograms
         // and the worker's (`on_poll_outcome`).
         let fp = clock.ns_per_tick_fp();
         let busy_ns = events::scale_ticks(busy, fp);
         token.busy_ns = busy_ns;
-        let mut waited_ns = None;
-        if let Some(waited) = waited {
-            let ns = events::scale_ticks(waited, fp);
-            token.waited = ns;
-            waited_ns = Some(ns);
-            st.scheduled_ticks.store(scheduled_before + waited, Relaxed);
+        let mut waited = 0;
+        if queued_at != 0 {
+            waited = token.start.saturating_sub(queued_at);
+            token.waited = events::scale_ticks(waited, fp);
+            st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
         }
         if polls != 0 {
             // The histograms start at the second poll: until then the totals hold the
@@ -547,17 +544,14 @@ impl Shared {
             // polled once, most of a spawn-heavy program's, never writes them.
             let hists = if polls == 1 {
                 // SAFETY: the poller holds the task (RUNNING).
-                let hists = unsafe { st.poller() };
-                hists.poll_hist.record(events::scale_ticks(busy_before, fp));
-                hists.schedule_hist.record(events::scale_ticks(scheduled_before, fp));
-                hists
+                unsafe { Self::first_histograms(st, busy_before, waited, fp) }
             } else {
                 // SAFETY: the poller holds the task (RUNNING), and the end of its second
-                // poll (the branch above) called `poller`.
+                // poll (`first_histograms`) wrote its poller part.
                 unsafe { st.poller_written() }
             };
-            if let Some(ns) = waited_ns {
-                hists.schedule_hist.record(ns);
+            if token.waited != PollToken::NOT_QUEUED {
+                hists.schedule_hist.record(token.waited);
             }
             hists.poll_hist.record(busy_ns);
         }
@@ -574,6 +568,30 @@ impl Shared {
                 r.changes.mark(ptr, &st.queued, Some(w.index));
             }
         }
+    }
+
+    /// The end of a task's second poll: its histograms start, with the first poll's
+    /// times, which the totals held until now. Once per task, so kept out of the poll
+    /// path.
+    ///
+    /// # Safety
+    /// The caller polls the task (holds RUNNING).
+    #[cold]
+    #[inline(never)]
+    unsafe fn first_histograms(
+        st: &crate::task::TaskStats,
+        busy_before: u64,
+        waited_now: u64,
+        fp: u64,
+    ) -> &crate::task::PollStats {
+        // SAFETY: the caller's contract.
+        let hists = unsafe { st.poller() };
+        // The caller added this poll's wait (`waited_now`) to `scheduled_ticks` already:
+        // the first poll's is what it held before.
+        let first_wait = st.scheduled_ticks.load(Relaxed) - waited_now;
+        hists.poll_hist.record(events::scale_ticks(busy_before, fp));
+        hists.schedule_hist.record(events::scale_ticks(first_wait, fp));
+        hists
     }
 
     /// `Schedule::poll_outcome`: see "The poll hooks".
