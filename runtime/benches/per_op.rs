@@ -1,0 +1,73 @@
+//! A fixed amount of scheduler work on a runtime of one worker, for an instruction counter
+//! rather than a clock: callgrind counts the same instructions for the same binary every
+//! run, whatever else the machine is doing, so a change of a few instructions per poll
+//! shows. It prints nothing; the count is the result.
+//!
+//! ```text
+//! cargo bench -p volt --bench per_op --no-run        # prints the executable's path
+//! valgrind --tool=callgrind --toggle-collect='*run_worker*' EXE yield default
+//! ```
+//!
+//! Workloads (first argument):
+//! * `yield`: 100 tasks that yield 2,000 times each, 200,000 polls;
+//! * `spawn`: one task that spawns 500 empty children and awaits each in turn, 200 times:
+//!   100,200 tasks, each spawned, polled once and joined;
+//!
+//! Runtimes (second argument): `untimed` (`poll_time_histogram(false)`), `default`, or
+//! `ring` (`event_ring(4096)`). The stall monitor is off in all three: its thread would
+//! otherwise add a varying count. `--toggle-collect='*run_worker*'` counts only the
+//! worker's loop (not the runtime's start or the main thread); divide by the polls or
+//! tasks above for a per-operation figure. To count an older build, copy this file into
+//! its tree (drop the `stall_threshold` line if that build predates it).
+
+use std::sync::mpsc;
+
+fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let what = args.next().unwrap_or_else(|| "yield".into());
+    let mode = args.next().unwrap_or_else(|| "default".into());
+    let mut b = volt::runtime::Builder::new();
+    b.worker_threads(1);
+    b.stall_threshold(None);
+    match mode.as_str() {
+        "untimed" => {
+            b.poll_time_histogram(false);
+        }
+        "ring" => {
+            b.event_ring(4096);
+        }
+        "default" => {}
+        other => panic!("unknown runtime {other:?}: untimed, default or ring"),
+    }
+    let rt = b.build().expect("a runtime");
+    let (tx, rx) = mpsc::sync_channel(100);
+    match what.as_str() {
+        "yield" => {
+            for _ in 0..100 {
+                let tx = tx.clone();
+                rt.spawn(async move {
+                    for _ in 0..2000 {
+                        volt::task::yield_now().await;
+                    }
+                    tx.send(()).unwrap();
+                });
+            }
+            for _ in 0..100 {
+                rx.recv().unwrap();
+            }
+        }
+        "spawn" => {
+            rt.spawn(async move {
+                for _ in 0..200 {
+                    let handles: Vec<_> = (0..500u64).map(|i| volt::spawn(async move { i })).collect();
+                    for (i, h) in handles.into_iter().enumerate() {
+                        assert_eq!(h.await.unwrap(), i as u64);
+                    }
+                }
+                tx.send(()).unwrap();
+            });
+            rx.recv().unwrap();
+        }
+        other => panic!("unknown workload {other:?}: yield or spawn"),
+    }
+}
