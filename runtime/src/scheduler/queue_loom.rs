@@ -117,3 +117,29 @@ fn loom_queue_two_stealers_and_the_owner() {
         assert_each_once(got, ids);
     });
 }
+
+#[test]
+fn loom_queue_two_stealers_against_the_owners_pushes() {
+    // The owner pushes while two stealers run: a push may reuse a slot only once no steal
+    // is copying it, so a second stealer must leave the queue alone while a first one
+    // copies. The other models push nothing during steals, so they pass with that check
+    // taken out of `steal_into2`; this one then fails at once. At most four preemptions
+    // per execution: 6 s.
+    model_bounded(4, || {
+        let sched = MockScheduler::new();
+        let (q, inject, mut ids) = filled_queue(&sched, 4);
+        let more: Vec<Entry> = (0..2).map(|_| counted_task(&sched)).collect();
+        ids.extend(more.iter().map(|t| t.header().id));
+        let stealers: Vec<_> = (0..2).map(|_| spawn_stealer(&q)).collect();
+        for t in more {
+            let _ = q.push_back_or_overflow(t, &inject);
+        }
+        let mut got = vec![];
+        for s in stealers {
+            got.extend(s.join().unwrap());
+        }
+        drain_ids(&q, &mut got);
+        drain_inject(&inject, &mut got);
+        assert_each_once(got, ids);
+    });
+}
