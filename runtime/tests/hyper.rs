@@ -163,8 +163,7 @@ fn http1_200_keepalive_connections_from_hyper_on_tokio() {
         tokio::time::timeout(BOUND, all).await.expect("all requests answered");
     });
     assert_eq!(ok.load(Ordering::Relaxed), CONNS * PER_CONN);
-    stop.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+    stop_and_wait(&rt, stop, server, "server stops");
 }
 
 #[test]
@@ -204,8 +203,7 @@ fn http2_prior_knowledge_from_hyper_on_tokio() {
         .await
         .expect("every stream answered");
     });
-    stop.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+    stop_and_wait(&rt, stop, server, "server stops");
 }
 
 fn curl(args: &[&str]) -> (bool, String) {
@@ -234,8 +232,7 @@ fn curl_http1_and_http2_prior_knowledge() {
     let (ok, code) = curl(&["-o", "/dev/null", "-w", "%{http_code}", &format!("http://{addr}/nope")]);
     assert!(ok);
     assert_eq!(code, "404");
-    stop.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+    stop_and_wait(&rt, stop, server, "server stops");
 }
 
 #[test]
@@ -298,11 +295,7 @@ fn graceful_shutdown_drops_connections_still_open_at_the_deadline() {
     // This response would take 10 minutes.
     s.write_all(b"GET /sleep?ms=600000 HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
     wait_until("the request in flight", || tasks_alive(&rt) > baseline);
-    tx.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await })
-        .expect("serve returns after the deadline")
-        .unwrap()
-        .unwrap();
+    stop_and_wait(&rt, tx, server, "serve returns after the deadline");
     // The connection was dropped: the client reads the close, no response.
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
@@ -327,11 +320,7 @@ fn graceful_shutdown_closes_a_connection_once_its_unread_bytes_are_read() {
     std::thread::sleep(Duration::from_millis(100));
     s.write_all(b"hello").unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    tx.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await })
-        .expect("serve returns long before its hour-long deadline")
-        .unwrap()
-        .unwrap();
+    stop_and_wait(&rt, tx, server, "serve returns long before its hour-long deadline");
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
     let out = String::from_utf8_lossy(&out);
@@ -382,8 +371,7 @@ fn disconnects_and_garbage_leave_no_task_behind() {
     assert_eq!(curl(&[&format!("http://{addr}/")]).1, "Hello, world!");
     let s = rt.handle().telemetry().snapshot();
     assert_eq!(s.tasks_panicked, 0);
-    stop.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+    stop_and_wait(&rt, stop, server, "server stops");
 }
 
 #[test]
@@ -435,8 +423,7 @@ fn header_read_timeout_cuts_tricklers_and_silent_clients() {
     let (cut, _after) = trickler.join().unwrap();
     assert!(cut, "the trickling client was cut before it finished its head");
     wait_until("no connection task left", || tasks_alive(&rt) == 1);
-    stop.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+    stop_and_wait(&rt, stop, server, "server stops");
 }
 
 /// Read and discard until the server closes the connection (true), or `BOUND` passes
@@ -502,8 +489,7 @@ fn header_read_timeout_spares_requests_being_answered_and_closes_idle_keepalives
     let mut buf = [0u8; 64];
     assert_eq!(s.read(&mut buf).unwrap_or(0), 0, "an idle kept-alive connection is closed, not answered");
     wait_until("no connection task left", || tasks_alive(&rt) == 1);
-    stop.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+    stop_and_wait(&rt, stop, server, "server stops");
 }
 
 #[test]
@@ -536,8 +522,7 @@ fn connection_tasks_are_named_for_the_console() {
     });
     drop(silent);
     drop(s);
-    stop.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+    stop_and_wait(&rt, stop, server, "server stops");
 }
 
 #[test]
@@ -570,8 +555,7 @@ fn hyper_util_client_on_volt_through_the_connector() {
     for (i, b) in bodies.iter().enumerate() {
         assert_eq!(b, &format!("request {i}"));
     }
-    stop.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+    stop_and_wait(&rt, stop, server, "server stops");
 }
 
 /// A futures-io stream that is not a Volt `TcpStream`: `Io` takes its generic path.
@@ -633,8 +617,7 @@ fn io_over_any_futures_io_stream_with_hyper_conn_on_volt() {
         body_string(sender.send_request(req).await.unwrap().into_body()).await
     });
     assert_eq!(body, "Hello, world!");
-    stop.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+    stop_and_wait(&rt, stop, server, "server stops");
 }
 
 #[test]
@@ -699,7 +682,7 @@ fn an_accept_burst_lets_the_workers_other_tasks_run() {
     let seen =
         rt.block_on(async { volt::time::timeout(BOUND, probe).await }).expect("every connection accepted").unwrap();
     assert!(seen.iter().any(|&n| n > 0 && n < BURST), "the probe ran only before or after the whole burst: {seen:?}");
-    stop_and_wait(&rt, tx, server);
+    stop_and_wait(&rt, tx, server, "server stops");
     drop(clients);
 }
 
@@ -707,9 +690,10 @@ fn stop_and_wait(
     rt: &volt::Runtime,
     stop: futures::channel::oneshot::Sender<()>,
     server: volt::JoinHandle<std::io::Result<()>>,
+    what: &str,
 ) {
     stop.send(()).unwrap();
-    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect("server stops").unwrap().unwrap();
+    rt.block_on(async { volt::time::timeout(BOUND, server).await }).expect(what).unwrap().unwrap();
 }
 
 /// A listening socket that can no longer accept (shut down under the server: `accept`
