@@ -4,21 +4,23 @@
 //! them and expanding compound records (see the `events` module doc).
 //!
 //! # Merging, not sorting
-//! The console's publisher reads every ring four times a second, up to a full ring per
-//! worker each time. A worker writes its ring in its own clock order, so each ring's
-//! records come out already sorted, and the reader merges the rings (a heap of one head
-//! per ring) instead of sorting everything: linear in the records, where sorting them
-//! was most of the publisher's time under load. A ring whose records are not in order
-//! (the shared ring, which several threads write, or a worker's ring after a blocking
-//! join handed it to another thread) is sorted on its own first. The scratch vectors
-//! stay with the cursor, so a reader that keeps up allocates nothing but its output.
+//! The console's publisher reads every ring at each publish (four times a second by
+//! default), up to a full ring per worker each time. A worker writes its ring in its own
+//! clock order, so each ring's records come out already sorted, and the reader merges
+//! the rings (a heap of one head per ring: n log k for n records in k rings, and the
+//! heap is touched only where the rings take turns) instead of sorting everything,
+//! which was most of the publisher's time under load. A ring whose records are not in
+//! order (the shared ring, which several threads write, or a worker's ring after a
+//! blocking join handed it to another thread) is sorted on its own first. The scratch
+//! vectors stay with the cursor (at most two entries per slot of its ring each), so a
+//! steady reader's allocations are its output and a heap of one entry per ring.
 
 use super::{Event, Raw, RingCursor};
 use crate::runtime::handle::Shared;
 #[cfg(doc)]
 use crate::telemetry::Telemetry;
 use std::cmp::Reverse;
-use std::collections::binary_heap::{BinaryHeap, PeekMut};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 /// A reader of the event ring; see [`Telemetry::events`].
@@ -113,9 +115,8 @@ impl EventCursor {
 /// Calls `emit` for every record of `runs` in the order of one sort of them all by
 /// (timestamp, ring, position, start first), where a ring is its index in `runs`. A run
 /// out of its own order is sorted first; the rest are merged (see "Merging, not
-/// sorting"). The heap holds each unfinished run's next key; the run on top gives
-/// records until its next one would come after the runner-up (one of the top's children
-/// in the heap), then takes its new place in the heap with one sift.
+/// sorting"). The heap holds each unfinished run's next key; the run taken from the top
+/// gives records until its next one would come after the new top, then goes back in.
 fn merge_runs(runs: &mut [Vec<Tagged>], mut emit: impl FnMut(&Tagged)) {
     for run in runs.iter_mut() {
         if !run.is_sorted_by_key(Tagged::key) {
@@ -126,26 +127,17 @@ fn merge_runs(runs: &mut [Vec<Tagged>], mut emit: impl FnMut(&Tagged)) {
     let mut next = vec![0usize; runs.len()];
     let mut heap: BinaryHeap<_> =
         runs.iter().enumerate().filter_map(|(i, r)| r.first().map(|t| Reverse(key(i, t)))).collect();
-    while let Some(&Reverse((_, i, _, _))) = heap.peek() {
-        let heads = heap.as_slice();
-        let limit = heads[1..heads.len().min(3)].iter().map(|r| r.0).min();
+    while let Some(Reverse((_, i, _, _))) = heap.pop() {
+        let limit = heap.peek().map(|r| r.0);
         let run = &runs[i];
-        let new_key = loop {
+        loop {
             emit(&run[next[i]]);
             next[i] += 1;
-            match run.get(next[i]) {
-                None => break None,
-                Some(n) if limit.is_some_and(|l| l < key(i, n)) => break Some(key(i, n)),
-                Some(_) => {}
+            let Some(n) = run.get(next[i]) else { break };
+            if limit.is_some_and(|l| l < key(i, n)) {
+                heap.push(Reverse(key(i, n)));
+                break;
             }
-        };
-        let mut top = heap.peek_mut().expect("the heap holds this run");
-        match new_key {
-            None => {
-                PeekMut::pop(top);
-            }
-            // Dropping `top` sifts the new key down.
-            Some(k) => top.0 = k,
         }
     }
 }
