@@ -163,17 +163,15 @@ impl std::fmt::Debug for EventCursor {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::scheduler::rand::FastRand;
     use crate::telemetry::events::meta;
     use crate::telemetry::EventKind;
 
-    /// A small xorshift, so the cases repeat.
-    struct Rng(u64);
+    /// The scheduler's seeded generator, so the cases repeat.
+    struct Rng(FastRand);
     impl Rng {
         fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
+            u64::from(self.0.fastrand_n(n as u32))
         }
     }
 
@@ -208,7 +206,7 @@ mod tests {
     /// heap of three levels), empty runs, ties, and runs out of order (the shared ring).
     #[test]
     fn the_merge_gives_the_order_of_one_sort() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng(FastRand::new(0x9e37_79b9_7f4a_7c15));
         let cases: &[(usize, u64, u64, u64)] =
             &[(1, 50, 100, 0), (2, 200, 10, 0), (3, 300, 1_000, 3), (5, 40, 4, 2), (9, 80, 50, 0), (70, 20, 30, 5)];
         for &(rings, len, spread, shuffled) in cases {
