@@ -390,3 +390,49 @@ fn tcp_socket_options_round_trip() {
         assert_eq!(&buf, b"from std");
     });
 }
+
+/// A connected UDP socket whose peer is gone gets an ICMP "port unreachable", which the
+/// reactor reports as an error on the socket. `recv` returns `ConnectionRefused` once;
+/// after that the socket must wait for datagrams like any other. (The error bit used to
+/// stay set after a read that found nothing, so the next `recv` looped on `WouldBlock`
+/// inside one poll and held its worker for good.)
+#[test]
+fn a_udp_error_is_reported_once_and_the_socket_waits_again() {
+    let rt = rt(1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.spawn(async move {
+        let gone = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        sock.connect(gone).await.unwrap();
+        let mut buf = [0u8; 16];
+        // Loopback answers at once; a few tries in case the first send's ICMP is late.
+        let mut refused = false;
+        for _ in 0..50 {
+            sock.send(b"anyone?").await.unwrap();
+            match volt::time::timeout(Duration::from_millis(100), sock.recv(&mut buf)).await {
+                Ok(Err(e)) if e.kind() == ErrorKind::ConnectionRefused => {
+                    refused = true;
+                    break;
+                }
+                Ok(r) => panic!("nothing listens there, yet recv gave {r:?}"),
+                Err(_) => {}
+            }
+        }
+        // With nothing sent, the next recv waits (and so the timeout fires).
+        let waited = volt::time::timeout(Duration::from_millis(50), sock.recv(&mut buf)).await.is_err();
+        // And a datagram from a live peer still arrives.
+        let live = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        sock.connect(live.local_addr().unwrap()).await.unwrap();
+        live.send_to(b"hello", sock.local_addr().unwrap()).await.unwrap();
+        let n = volt::time::timeout(Duration::from_secs(10), sock.recv(&mut buf)).await;
+        let _ = tx.send((refused, waited, n.map(|r| r.map(|n| buf[..n].to_vec()).ok())));
+    });
+    let Ok((refused, waited, got)) = rx.recv_timeout(Duration::from_secs(30)) else {
+        // The worker is stuck in a poll: dropping the runtime would wait for it forever.
+        std::mem::forget(rt);
+        panic!("the socket's task never finished: its worker is stuck in one poll");
+    };
+    assert!(refused, "the peer's ICMP error never surfaced as ConnectionRefused");
+    assert!(waited, "a recv with nothing sent returned instead of waiting");
+    assert_eq!(got, Ok(Some(b"hello".to_vec())), "the live peer's datagram was not received");
+}

@@ -115,11 +115,67 @@ impl ScheduledIo {
     }
 }
 
-/// A slab of registered sources; token `i + 1` is slot `i` (token 0 is the waker).
+/// A slab of registered sources. A source's token holds its slot `i` as `i + 1` in the
+/// low [`INDEX_BITS`] (token 0 is the waker) and the slot's generation above them.
+///
+/// The generation is what keeps an event from reaching the wrong source. Events wait in
+/// the driver between the reactor's poll and their dispatch, and meanwhile another worker
+/// may drop their source and register a new one in the freed slot (an accept loop under
+/// connection churn does exactly that). A stale "peer closed" delivered to the newcomer
+/// would say its first read may proceed when it may not, and fail a fresh `connect`.
+/// Each free bumps the slot's generation, so the old token no longer matches.
 #[derive(Default)]
 struct Sources {
     slots: Vec<Option<Arc<ScheduledIo>>>,
+    /// Each slot's generation (wrapping within the token's high bits).
+    gens: Vec<usize>,
     free: Vec<usize>,
+}
+
+/// Token bits that hold the slot (the rest hold its generation).
+const INDEX_BITS: u32 = if usize::BITS >= 64 { 32 } else { 24 };
+const INDEX_MASK: usize = (1 << INDEX_BITS) - 1;
+
+impl Sources {
+    /// Put `io` in a free slot; its token.
+    fn insert(&mut self, io: Arc<ScheduledIo>) -> io::Result<usize> {
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(io);
+                i
+            }
+            None => {
+                if self.slots.len() >= INDEX_MASK {
+                    return Err(io::Error::other("too many I/O sources registered with this runtime"));
+                }
+                self.slots.push(Some(io));
+                self.gens.push(0);
+                self.slots.len() - 1
+            }
+        };
+        Ok((idx + 1) | (self.gens[idx] << INDEX_BITS))
+    }
+
+    /// The source `token` was given to, if it is still registered.
+    fn get(&self, token: usize) -> Option<&Arc<ScheduledIo>> {
+        let idx = (token & INDEX_MASK).checked_sub(1)?;
+        if self.gens.get(idx) != Some(&(token >> INDEX_BITS)) {
+            return None;
+        }
+        self.slots.get(idx)?.as_ref()
+    }
+
+    /// Free `token`'s slot if it still holds `io`; whether it did.
+    fn remove(&mut self, token: usize, io: &Arc<ScheduledIo>) -> bool {
+        if !self.get(token).is_some_and(|x| Arc::ptr_eq(x, io)) {
+            return false;
+        }
+        let idx = (token & INDEX_MASK) - 1;
+        self.slots[idx] = None;
+        self.gens[idx] = self.gens[idx].wrapping_add(1) & (usize::MAX >> INDEX_BITS);
+        self.free.push(idx);
+        true
+    }
 }
 
 /// The I/O half shared with registrations (no driver lock needed).
@@ -224,8 +280,9 @@ impl Driver {
                 if ev.token() == WAKER_TOKEN {
                     continue;
                 }
-                let idx = ev.token().0 - 1;
-                let Some(Some(io)) = sources.slots.get(idx) else { continue };
+                // An event for a source dropped since the poll finds nothing (or, for a
+                // slot used again, a newer generation): see `Sources`.
+                let Some(io) = sources.get(ev.token().0) else { continue };
                 let mut bits = 0;
                 if ev.is_readable() {
                     bits |= READABLE;
@@ -310,28 +367,18 @@ impl Registration {
             io::Error::other("volt I/O resources must be created inside a Volt runtime (a task or `Runtime::block_on`)")
         })?;
         let driver = &shared.driver;
-        if driver.io.shutdown.load(Relaxed) {
-            return Err(shutdown_error());
-        }
         let io = Arc::new(ScheduledIo::new());
-        let idx = {
-            let mut s = lock(&driver.io.sources);
-            match s.free.pop() {
-                Some(i) => {
-                    s.slots[i] = Some(Arc::clone(&io));
-                    i
-                }
-                None => {
-                    s.slots.push(Some(Arc::clone(&io)));
-                    s.slots.len() - 1
-                }
+        let token = {
+            let mut sources = lock(&driver.io.sources);
+            // Checked under the lock `Driver::shutdown` takes after setting the flag: a
+            // source is either in its walk (and marked) or sees the flag here.
+            if driver.io.shutdown.load(Relaxed) {
+                return Err(shutdown_error());
             }
+            sources.insert(Arc::clone(&io))?
         };
-        let token = idx + 1;
         if let Err(e) = driver.io.registry.register(source, mio::Token(token), interest) {
-            let mut s = lock(&driver.io.sources);
-            s.slots[idx] = None;
-            s.free.push(idx);
+            lock(&driver.io.sources).remove(token, &io);
             return Err(e);
         }
         driver.io.registered.fetch_add(1, Relaxed);
@@ -381,8 +428,15 @@ impl Registration {
     }
 
     /// After `WouldBlock`: clear the readiness `ev` saw, unless a newer event arrived.
+    ///
+    /// Every bit it saw goes, the closed and error bits too. An operation that answers
+    /// `WouldBlock` has shown that none of them holds any more: a closed half answers
+    /// end-of-stream or an error, never `WouldBlock`, and a socket error is reported by
+    /// the one call that consumes it (a connected UDP socket's `ConnectionRefused`, say).
+    /// A bit left set would make the next wait return at once, and the operation loop
+    /// in [`poll_io`](Self::poll_io) would spin inside one poll for good.
     pub(crate) fn clear_readiness(&self, ev: ReadyEvent) {
-        let clear = ev.ready & (READABLE | WRITABLE);
+        let clear = ev.ready;
         let _ = self
             .io
             .readiness
@@ -465,12 +519,33 @@ impl Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         let io = &self.shared.driver.io;
-        let mut s = lock(&io.sources);
-        let idx = self.token - 1;
-        if s.slots.get(idx).is_some_and(|slot| slot.as_ref().is_some_and(|x| Arc::ptr_eq(x, &self.io))) {
-            s.slots[idx] = None;
-            s.free.push(idx);
+        if lock(&io.sources).remove(self.token, &self.io) {
             io.registered.fetch_sub(1, Relaxed);
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A slot used again answers only to its new token: an event still carrying the old
+    /// one (polled before the old source was dropped) finds nothing.
+    #[test]
+    fn a_freed_slots_old_token_finds_nothing() {
+        let mut s = Sources::default();
+        let (a, b) = (Arc::new(ScheduledIo::new()), Arc::new(ScheduledIo::new()));
+        let old = s.insert(Arc::clone(&a)).unwrap();
+        assert!(s.get(old).is_some_and(|x| Arc::ptr_eq(x, &a)));
+        assert!(s.remove(old, &a));
+        assert!(!s.remove(old, &a), "freed twice");
+        let new = s.insert(Arc::clone(&b)).unwrap();
+        assert_eq!(new & INDEX_MASK, old & INDEX_MASK, "the freed slot is used again");
+        assert_ne!(new, old);
+        assert!(s.get(old).is_none(), "the old token reached the slot's new source");
+        assert!(s.get(new).is_some_and(|x| Arc::ptr_eq(x, &b)));
+        assert!(!s.remove(old, &a), "the old registration freed the new one's slot");
+        assert!(s.get(new).is_some(), "the new source is still there");
+        assert!(s.get(0).is_none() && s.get(12345).is_none(), "tokens never given find nothing");
     }
 }
