@@ -386,6 +386,24 @@ fn the_server_sorts_and_filters_the_top_n() {
             name_contains: "busy-".into(),
             ..Default::default()
         };
+        // Another client, which knows its own stream's id, cannot find this one's by
+        // guessing: ids are not handed out in order.
+        let mut other = c2.watch_updates(proto::WatchRequest::default()).await.unwrap().into_inner();
+        let other_id = other.message().await.unwrap().unwrap().watch_id;
+        assert!(other_id != 0 && other_id != first.watch_id);
+        let guesses = (1..=1000).chain((1..=100).flat_map(|d| [other_id.wrapping_add(d), other_id.wrapping_sub(d)]));
+        for guess in guesses {
+            if guess == first.watch_id {
+                panic!("stream ids are guessable: {guess} is one of the first thousand or next to {other_id}");
+            }
+        }
+        let hostile = proto::TaskQuery { name_contains: "no such task".into(), ..Default::default() };
+        let e = c2
+            .set_task_query(proto::SetTaskQueryRequest { watch_id: other_id.wrapping_add(1), query: Some(hostile) })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::NotFound, "{e:?}");
+        drop(other);
         let page = c.set_task_query(proto::SetTaskQueryRequest { watch_id: first.watch_id, query: Some(q) }).await;
         assert_eq!(ids(&page.unwrap().into_inner()), busy);
         let updates = read_until(&mut stream, |u| u.tasks.as_ref().unwrap().query_generation == 1).await;

@@ -102,7 +102,9 @@ pub(super) struct State {
     pub(super) telemetry: Telemetry,
     pub(super) info: proto::RuntimeInfo,
     pub(super) seq: AtomicU64,
+    /// Counts streams; a stream's id is this count hashed with `watch_id_key`.
     pub(super) next_watch_id: AtomicU64,
+    watch_id_key: std::collections::hash_map::RandomState,
     pub(super) clients: Mutex<Vec<Client>>,
     /// The task index, while some client wants tasks (see "The task list").
     pub(super) index: Mutex<Option<TaskIndex>>,
@@ -113,6 +115,18 @@ pub(super) struct State {
 }
 
 impl State {
+    /// A new stream's id. `SetTaskQuery` changes the stream whose id it names, and every
+    /// client holds the same token (or none, on loopback), so the id is what keeps one
+    /// client from changing another's task list: it is the stream number keyed with a
+    /// secret hash (SipHash, keyed from the OS's random source), which another client
+    /// cannot guess from its own ids.
+    pub(super) fn new_watch_id(&self) -> u64 {
+        use std::hash::BuildHasher;
+        let n = self.next_watch_id.fetch_add(1, Relaxed);
+        // 0 means "no id" in the protocol.
+        self.watch_id_key.hash_one(n).max(1)
+    }
+
     pub(super) fn new(telemetry: Telemetry, interval: Duration) -> State {
         let info = proto::RuntimeInfo {
             workers: telemetry.num_workers() as u32,
@@ -131,6 +145,7 @@ impl State {
             info,
             seq: AtomicU64::new(0),
             next_watch_id: AtomicU64::new(1),
+            watch_id_key: std::collections::hash_map::RandomState::new(),
             clients: Mutex::new(Vec::new()),
             index: Mutex::new(None),
             one_off_until: Mutex::new(None),
@@ -149,7 +164,7 @@ impl State {
             Some(idx) => {
                 let drained = self.telemetry.drain_task_changes(|row, name| idx.apply(&row, name));
                 if let crate::telemetry::tasks::Drained::Resync = drained {
-                    *idx = TaskIndex::build(&self.telemetry);
+                    idx.rebuild(&self.telemetry);
                 }
             }
             None => {

@@ -5,7 +5,6 @@ use super::publisher::{for_client, Client, ClientView, Item, State};
 use super::tasks::Query;
 use super::{proto, CLIENT_BACKLOG, MAX_EVENTS_PER_UPDATE, MAX_EVENTS_PER_UPDATE_LIMIT};
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
@@ -37,7 +36,7 @@ impl Console for Service {
         };
         let query = Query::new(req.task_query.as_ref(), proto::TaskSort::Busy).map_err(Status::invalid_argument)?;
         let wants_tasks = !req.omit_tasks && self.state.recording();
-        let id = self.state.next_watch_id.fetch_add(1, Relaxed);
+        let id = self.state.new_watch_id();
         let mut view = ClientView::new(query);
         let (tx, rx) = mpsc::channel(CLIENT_BACKLOG);
         // The first update: runtime info and the stream's whole window.

@@ -161,6 +161,18 @@ impl TaskIndex {
         TaskIndex { rows: all.into_iter().collect(), by_busy: busy.into_iter().collect(), counts, lost, generation: 1 }
     }
 
+    /// Walk the whole task list again (the change log lost changes). The generation moves
+    /// on from the old index's, never back to a value a stream has seen: each stream
+    /// recomputes its window only when the generation differs from the one it last saw,
+    /// so two rebuilds in a row that both restarted at 1 would leave every stream's
+    /// window as it was before the second (the case of a change log that overflows at
+    /// every publish, under a heavy spawn load).
+    pub(crate) fn rebuild(&mut self, telemetry: &Telemetry) {
+        let generation = self.generation;
+        *self = TaskIndex::build(telemetry);
+        self.generation = generation + 1;
+    }
+
     /// Take in one changed task.
     pub(crate) fn apply(&mut self, row: &TaskRow, name: Option<&str>) {
         self.generation += 1;
@@ -365,5 +377,28 @@ fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
             Some(WakeSource::Task(id)) => Some(id),
             _ => None,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rebuilt index always has a generation no stream has seen, however many rebuilds
+    /// come in a row, and it holds the tasks alive at the rebuild.
+    #[test]
+    fn a_rebuild_moves_the_generation_on() {
+        let rt = crate::runtime::Builder::new().worker_threads(1).event_ring(64).build().unwrap();
+        let t = rt.handle().telemetry();
+        let mut idx = TaskIndex::build(&t);
+        let mut seen = vec![idx.generation];
+        for round in 1..=3usize {
+            // Idle for good: each rebuild finds one more live task.
+            rt.spawn(std::future::pending::<()>());
+            idx.rebuild(&t);
+            assert!(!seen.contains(&idx.generation), "generation {} came back after {seen:?}", idx.generation);
+            seen.push(idx.generation);
+            assert_eq!(idx.rows.len(), round, "round {round}");
+        }
     }
 }
