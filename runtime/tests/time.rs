@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use volt::time::{interval, sleep, sleep_until, timeout};
@@ -374,4 +375,35 @@ fn shutdown_timeout_with_duration_max() {
     let h = rt.spawn(async { 5 });
     assert_eq!(h.join().unwrap(), 5);
     rt.shutdown_timeout(Duration::MAX);
+}
+
+/// A waker whose drop drops an armed sleep: the wheel must not hold its lock while it
+/// lets go of a waker it replaces, or that drop, which takes the same lock, deadlocks.
+#[test]
+fn a_replaced_waker_is_dropped_outside_the_wheels_lock() {
+    use std::task::{Context, Wake, Waker};
+    struct Holder(Mutex<Option<volt::time::Sleep>>);
+    impl Wake for Holder {
+        fn wake(self: Arc<Self>) {}
+    }
+    let rt = rt(1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.spawn(async move {
+        let noop = Waker::noop();
+        // The sleep the first waker holds, armed (polled once) so its drop disarms it.
+        let mut held = sleep(Duration::from_secs(3600));
+        assert!(Pin::new(&mut held).poll(&mut Context::from_waker(noop)).is_pending());
+        let first = Waker::from(Arc::new(Holder(Mutex::new(Some(held)))));
+        let mut s = sleep(Duration::from_secs(3600));
+        assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&first)).is_pending());
+        drop(first); // the wheel now holds the last reference
+                     // A different waker replaces it: the old one, and the sleep inside, drop.
+        assert!(Pin::new(&mut s).poll(&mut Context::from_waker(noop)).is_pending());
+        drop(s);
+        let _ = tx.send(());
+    });
+    if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+        std::mem::forget(rt);
+        panic!("replacing a sleep's waker deadlocked on the wheel's lock");
+    }
 }

@@ -273,7 +273,9 @@ impl Sleep {
                     this.fired = true;
                     return Poll::Ready(());
                 }
-                wheel.set_waker(key, cx.waker());
+                let old = wheel.set_waker(key, cx.waker());
+                drop(wheel);
+                drop(old);
                 Poll::Pending
             }
         }

@@ -135,12 +135,16 @@ impl Wheel {
         self.entries[key].state == EntryState::Fired
     }
 
-    /// Replace the waker of a pending timer (unless it would wake the same task).
-    pub(crate) fn set_waker(&mut self, key: TimerKey, waker: &Waker) {
+    /// Replace the waker of a pending timer (unless it would wake the same task). Returns
+    /// the waker it replaced, which the caller must drop outside the lock guarding the
+    /// wheel (as with [`remove`](Self::remove)).
+    #[must_use = "drop the old waker after unlocking the wheel"]
+    pub(crate) fn set_waker(&mut self, key: TimerKey, waker: &Waker) -> Option<Waker> {
         let e = &mut self.entries[key];
-        if !e.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
-            e.waker = Some(waker.clone());
+        if e.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            return None;
         }
+        e.waker.replace(waker.clone())
     }
 
     /// Forget a timer, fired or not. Returns its waker, which the caller must drop
