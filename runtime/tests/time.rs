@@ -407,3 +407,27 @@ fn a_replaced_waker_is_dropped_outside_the_wheels_lock() {
         panic!("replacing a sleep's waker deadlocked on the wheel's lock");
     }
 }
+
+/// A blocking task waiting on one of the runtime's timers through another executor: at
+/// shutdown nothing fires timers any more, so the sleep ends there (and a timeout
+/// elapses) instead of holding up the runtime's drop, which joins the blocking pool.
+#[test]
+fn a_timer_awaited_on_a_blocking_thread_ends_at_shutdown() {
+    let rt = rt(1);
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let waits = rt.handle().spawn_blocking(move || {
+        let _ = started_tx.send(());
+        let slept = futures::executor::block_on(sleep(Duration::from_secs(3600)));
+        let timed = futures::executor::block_on(timeout(Duration::from_secs(3600), std::future::pending::<()>()));
+        (slept, timed.is_err())
+    });
+    started_rx.recv().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(rt);
+        let _ = tx.send(());
+    });
+    assert!(rx.recv_timeout(Duration::from_secs(30)).is_ok(), "the runtime's drop waited on the blocked timer");
+    // The blocking task ran to its end: both waits returned.
+    assert_eq!(waits.join().ok(), Some(((), true)));
+}

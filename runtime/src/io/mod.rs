@@ -323,11 +323,12 @@ impl Driver {
         }
     }
 
-    /// Runtime shutdown: every source fails from now on, and its waiters wake to see it.
+    /// Runtime shutdown: every source fails from now on, and its waiters wake to see it;
+    /// every timer fires (see `TimeDriver::shutdown`).
     pub(crate) fn shutdown(&self) {
         self.io.shutdown.store(true, Relaxed);
         let taken: Vec<Arc<ScheduledIo>> = lock(&self.io.sources).slots.iter().flatten().cloned().collect();
-        let mut wake = Vec::new();
+        let mut wake = self.time.shutdown();
         for io in taken {
             io.set_readiness(SHUTDOWN, &mut wake);
         }

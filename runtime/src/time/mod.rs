@@ -32,8 +32,8 @@ use crate::runtime::handle::Shared;
 use crate::task::wait;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -95,6 +95,8 @@ pub(crate) struct TimeDriver {
     next_deadline: AtomicU64,
     /// See the module doc: 0 = nobody sleeps in the reactor, MAX = sleeping, no timeout.
     reactor_sleep_until: AtomicU64,
+    /// The runtime shut down: nothing fires timers any more (see [`TimeDriver::shutdown`]).
+    shut_down: AtomicBool,
 }
 
 impl TimeDriver {
@@ -104,7 +106,21 @@ impl TimeDriver {
             wheel: Mutex::new(Wheel::new()),
             next_deadline: AtomicU64::new(u64::MAX),
             reactor_sleep_until: AtomicU64::new(0),
+            shut_down: AtomicBool::new(false),
         }
+    }
+
+    /// Runtime shutdown: the workers are gone, so no timer would fire again. Every pending
+    /// one fires now, and a sleep polled from here on completes at once: a task or a
+    /// thread still waiting on one (a blocking task driving a sleep with another
+    /// executor, say, which the shutdown then joins) ends its wait instead of waiting for
+    /// good. Returns the wakers to wake (outside the lock).
+    pub(crate) fn shutdown(&self) -> Vec<Waker> {
+        self.shut_down.store(true, SeqCst);
+        let mut fired = Vec::new();
+        self.lock().fire_all(&mut fired);
+        self.next_deadline.store(u64::MAX, SeqCst);
+        fired
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Wheel> {
@@ -170,7 +186,8 @@ pub struct Sleep {
 }
 
 /// Wait until `duration` has passed. A duration too large for `Instant` (such as
-/// `Duration::MAX`) means "never": the sleep stays pending until dropped.
+/// `Duration::MAX`) means "never": the sleep stays pending until dropped, or until its
+/// runtime shuts down (then every sleep completes: nothing would fire it any more).
 ///
 /// # Panics
 /// Outside a Volt runtime (a task, `block_on`, or a blocking-pool thread).
@@ -250,7 +267,17 @@ impl Sleep {
                     return Poll::Ready(());
                 }
                 let tick = time.deadline_tick(this.deadline);
-                let key = time.lock().insert(tick, cx.waker().clone());
+                let key = {
+                    let mut wheel = time.lock();
+                    // Under the wheel's lock: `shutdown` sets the flag and then fires what
+                    // is armed under this lock, so a timer is either armed before that
+                    // (and fired by it) or sees the flag here and is not armed.
+                    if time.shut_down.load(SeqCst) {
+                        None
+                    } else {
+                        wheel.insert(tick, cx.waker().clone())
+                    }
+                };
                 let Some(key) = key else {
                     this.fired = true;
                     return Poll::Ready(());

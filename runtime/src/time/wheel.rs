@@ -203,6 +203,23 @@ impl Wheel {
         count
     }
 
+    /// Fire every pending timer whatever its deadline (the runtime is shutting down):
+    /// each waker goes to `fired`. Returns how many fired.
+    pub(crate) fn fire_all(&mut self, fired: &mut Vec<Waker>) -> usize {
+        let mut count = 0;
+        for key in 0..self.entries.len() {
+            if let EntryState::Pending { .. } = self.entries[key].state {
+                self.unlink(key);
+                let e = &mut self.entries[key];
+                e.state = EntryState::Fired;
+                self.pending -= 1;
+                count += 1;
+                fired.extend(e.waker.take());
+            }
+        }
+        count
+    }
+
     fn next_expiration(&self) -> Option<Expiration> {
         if self.pending == 0 {
             return None;
@@ -309,6 +326,27 @@ mod tests {
                 assert_eq!(w.is_fired(*k), *d <= now, "deadline {d} at {now}");
             }
         }
+    }
+
+    #[test]
+    fn fire_all_fires_every_pending_timer_and_only_those() {
+        let mut w = Wheel::new();
+        let keys: Vec<_> = [3u64, 70, 5_000, 300_000, MAX_DURATION - 1, MAX_DURATION + 5]
+            .iter()
+            .map(|&d| w.insert(d, Waker::noop().clone()).unwrap())
+            .collect();
+        drop(w.remove(keys[1]).0);
+        fire_until(&mut w, 10); // fires the first
+        let mut fired = vec![];
+        assert_eq!(w.fire_all(&mut fired), 4);
+        assert_eq!(fired.len(), 4);
+        assert_eq!(w.pending(), 0);
+        assert!(w.next_deadline().is_none());
+        assert!(keys.iter().enumerate().filter(|(i, _)| *i != 1).all(|(_, k)| w.is_fired(*k)));
+        // The wheel goes on working: a new timer fires at its deadline.
+        let k = w.insert(20_000, Waker::noop().clone()).unwrap();
+        assert_eq!(fire_until(&mut w, 20_000), 1);
+        assert!(w.is_fired(k));
     }
 
     #[test]
