@@ -163,7 +163,8 @@ impl Builder {
     /// `Snapshot::stalls_total`, the console and `volt_worker_stalls_total`. It costs the
     /// workers one store per poll and a compare per budget tick; the monitor's thread wakes
     /// for a stall found, and on its own every 250 ms while the workers sample (every
-    /// half threshold while none does), and sleeps while all are parked. Stacks name functions from the binary's
+    /// half threshold while none does), and sleeps while all are parked. Thresholds under
+    /// 1 ms count as 1 ms. Stacks name functions from the binary's
     /// symbols; file:line needs debug info (`debug = "line-tables-only"` in the release
     /// profile is enough).
     pub fn stall_threshold(&mut self, threshold: Option<Duration>) -> &mut Builder {

@@ -138,11 +138,13 @@ struct Sampler {
     worker_sampled: Option<Instant>,
 }
 
-/// A stuck poll: the worker, its poll count and task then, and how long it had been stuck.
+/// A stuck poll: the worker, its poll and park counts and task then, and how long it had
+/// been stuck.
 #[derive(Clone, Copy)]
 struct Found {
     worker: usize,
     polls: u64,
+    parks: u64,
     task: u64,
     stuck_for: Duration,
 }
@@ -186,7 +188,7 @@ impl Sampler {
             self.seen[i] = Some(Seen { reported: true, ..s });
             if self.found.len() < self.found.capacity() {
                 let task = slot.task.load(Relaxed);
-                self.found.push(Found { worker: i, polls, task, stuck_for });
+                self.found.push(Found { worker: i, polls, parks, task, stuck_for });
                 found = true;
             }
         }
@@ -203,7 +205,9 @@ impl Sampler {
 impl StallMonitor {
     pub(crate) fn new(workers: usize, threshold: Option<Duration>) -> StallMonitor {
         StallMonitor {
-            threshold: threshold.filter(|t| !t.is_zero()),
+            // Under 1 ms the monitor would sample without pause (it sleeps half a
+            // threshold between samples), so shorter thresholds count as 1 ms.
+            threshold: threshold.filter(|t| !t.is_zero()).map(|t| t.max(Duration::from_millis(1))),
             slots: (0..workers).map(|_| WorkerSlot::default()).collect(),
             sleeping: AtomicBool::new(false),
             thread: std::sync::OnceLock::new(),
@@ -413,7 +417,14 @@ fn report(shared: &Arc<Shared>, f: Found) {
     let i = f.worker;
     let slot = &m.slots[i];
     let task_id = f.task;
-    let in_poll = || shared.workers[i].counters.tasks_polled.get() == f.polls;
+    // The sampler's rule: the same poll and park counts, and not parked. The poll count
+    // alone stays put when the poll ends and the worker finds nothing more to run, and
+    // the stack would then be its park's, reported as the task's.
+    let in_poll = || {
+        shared.workers[i].counters.tasks_polled.get() == f.polls
+            && slot.parks.load(Relaxed) == f.parks
+            && !shared.idle.is_parked(i)
+    };
     #[cfg(target_os = "linux")]
     let frames = if in_poll() {
         let frames = capture::stack_of(slot.pthread.load(Relaxed), slot.tid.load(Relaxed));
@@ -620,5 +631,22 @@ mod capture {
             Some(i) => frames.split_off(i + 1),
             None => frames.into_iter().skip_while(ours).skip_while(bare).collect(),
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A threshold under 1 ms would have the monitor sample without sleeping (it sleeps
+    /// half a threshold): it counts as 1 ms; zero still turns the monitor off.
+    #[test]
+    fn thresholds_under_a_millisecond_count_as_one() {
+        let ms = Duration::from_millis(1);
+        assert_eq!(StallMonitor::new(1, Some(Duration::from_nanos(1))).threshold, Some(ms));
+        assert_eq!(StallMonitor::new(1, Some(Duration::from_micros(999))).threshold, Some(ms));
+        assert_eq!(StallMonitor::new(1, Some(Duration::from_millis(7))).threshold, Some(7 * ms));
+        assert_eq!(StallMonitor::new(1, Some(Duration::ZERO)).threshold, None);
+        assert_eq!(StallMonitor::new(1, None).threshold, None);
     }
 }
