@@ -96,6 +96,23 @@ impl OwnedTasks {
 }
 
 impl OwnedTasks {
+    /// Call `f` with the linked task whose id is `id`, if there is one: under that id's
+    /// shard lock only, walking that shard up to the task. `f` must not touch the list.
+    pub(crate) fn with_task<R>(&self, id: u64, f: impl FnOnce(NonNull<Header>) -> R) -> Option<R> {
+        let s = lock(&self.shards[(id & self.mask) as usize]);
+        let mut cur = s.head;
+        while let Some(t) = cur {
+            // SAFETY: under the shard lock every linked task is alive (the list holds a
+            // reference) and its links are stable.
+            let (tid, next) = unsafe { (t.as_ref().id, t.as_ref().owned.with(|l| (*l).next)) };
+            if tid == id {
+                return Some(f(t));
+            }
+            cur = next;
+        }
+        None
+    }
+
     /// Visit every linked task, one shard lock at a time (for `Telemetry::tasks`). `f`
     /// must not touch the list.
     pub(crate) fn for_each(&self, mut f: impl FnMut(NonNull<Header>)) {

@@ -452,16 +452,31 @@ impl Telemetry {
         n
     }
 
-    /// One live task, by id (`None`: no such live task, or tasks are not recorded).
+    /// One live task, by id (`None`: no such live task, or tasks are not recorded). It
+    /// takes only the lock of the id's shard of the task list, and walks that shard only
+    /// up to the task: a client asking for tasks in a loop must not hold up the workers'
+    /// spawns and completions on every shard.
     pub(crate) fn task(&self, id: u64) -> Option<TaskInfo> {
-        let mut found = None;
-        let now_ns = self.now_ns();
-        self.for_each_task_stats(|row, name, st| {
-            if row.id == id && row.state != TaskState::Complete {
-                found = Some(task_info(&row, name, st, now_ns));
-            }
-        });
-        found
+        let rec = self.shared.recorder.as_ref()?;
+        let (now, now_ns) = (rec.clock.raw(), self.now_ns());
+        self.shared
+            .owned
+            .with_task(id, |t| {
+                let (row, name) = read_task(&rec.clock, now, t, 0)?;
+                let st = crate::task::raw::stats(t)?;
+                (row.state != TaskState::Complete).then(|| task_info(&row, name, st, now_ns))
+            })
+            .flatten()
+    }
+
+    /// A live task's name, by id (as [`Telemetry::task`], one shard's lock).
+    pub(crate) fn task_name(&self, id: u64) -> Option<String> {
+        let rec = self.shared.recorder.as_ref()?;
+        let now = rec.clock.raw();
+        self.shared
+            .owned
+            .with_task(id, |t| read_task(&rec.clock, now, t, 0).and_then(|(_, name)| name.map(String::from)))
+            .flatten()
     }
 
     /// Visit every live task (unordered), with its name. Nothing when the runtime does

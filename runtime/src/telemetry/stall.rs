@@ -443,12 +443,9 @@ fn report(shared: &Arc<Shared>, f: Found) {
         Vec::new()
     };
     let stuck_for = f.stuck_for;
-    let mut task_name = None;
-    crate::telemetry::Telemetry::new(Arc::clone(shared)).for_each_task(|row, name| {
-        if row.id == task_id {
-            task_name = name.map(String::from);
-        }
-    });
+    // One shard of the task list, under its lock: this thread runs at the lowest
+    // priority, and the workers take these locks to spawn and complete tasks.
+    let task_name = crate::telemetry::Telemetry::new(Arc::clone(shared)).task_name(task_id);
     // The monitor is this counter's one writer.
     shared.workers[i].counters.stalls.inc_always();
     shared.on_stall(task_id, i, stuck_for);
