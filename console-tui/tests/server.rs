@@ -473,6 +473,48 @@ fn half_open_connections_are_closed_and_a_real_client_still_gets_in() {
     });
 }
 
+/// Connections that finish the HTTP/2 preface but never make a call past the token check
+/// (a peer without the token, sitting idle) cannot fill the cap and lock clients out:
+/// each new client closes the oldest of them. A client that made a call keeps its place.
+#[test]
+fn idle_connections_without_the_token_cannot_lock_clients_out() {
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(1)
+        .console_bind("127.0.0.1:0")
+        .console_token("s3cret")
+        .console_connection_limits(volt::console::ConnectionLimits {
+            max_connections: 4,
+            handshake_timeout: Duration::from_secs(60),
+        })
+        .build()
+        .unwrap();
+    let addr = rt.console_addr().unwrap();
+    let t = tokio_rt();
+    t.block_on(async {
+        // A client that proves itself first.
+        let mut first = client::connect(&addr.to_string()).await.unwrap();
+        assert!(first.get_snapshot(request(proto::SnapshotRequest::default(), Some("s3cret"))).await.is_ok());
+        // Then idle connections with a whole preface and no call, more than the cap, and
+        // one whose call fails the token check.
+        let idle: Vec<_> = (0..6).map(|_| half_open(addr, 1, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")).collect();
+        let mut wrong = client::connect(&addr.to_string()).await.unwrap();
+        let e = wrong.get_snapshot(request(proto::SnapshotRequest::default(), Some("guess"))).await.unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated);
+        let idle2: Vec<_> = (0..6).map(|_| half_open(addr, 1, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")).collect();
+        // A new client with the token still gets in.
+        let mut c = client::connect(&addr.to_string()).await.unwrap();
+        let u = tokio::time::timeout(
+            Duration::from_secs(30),
+            c.get_snapshot(request(proto::SnapshotRequest::default(), Some("s3cret"))),
+        )
+        .await;
+        assert!(u.expect("answered within 30 s").is_ok(), "locked out by idle connections");
+        // And the first client's connection was never closed to make room.
+        assert!(first.get_snapshot(request(proto::SnapshotRequest::default(), Some("s3cret"))).await.is_ok());
+        drop((idle, idle2));
+    });
+}
+
 /// A plain gRPC client on the console, for calls the generated client can't make
 /// (undecodable requests, removed methods).
 async fn raw_grpc(rt: &volt::Runtime) -> tonic::client::Grpc<tonic::transport::Channel> {

@@ -22,9 +22,17 @@ pub(super) fn token_for(configured: Option<String>, addr: SocketAddr) -> io::Res
     Ok(token)
 }
 
-/// Constant-time comparison of the presented token.
+/// Constant-time comparison of the presented token. A call that passes proves its
+/// connection to the connection gate (see `limits`): from then on the gate never closes
+/// it to make room for another.
 pub(super) fn check_token(expected: Option<&str>, req: Request<()>) -> Result<Request<()>, Status> {
-    let Some(expected) = expected else { return Ok(req) };
+    let prove = |req: Request<()>| {
+        if let Some(info) = req.extensions().get::<super::limits::GuardedInfo>() {
+            info.admission.prove();
+        }
+        Ok(req)
+    };
+    let Some(expected) = expected else { return prove(req) };
     let presented = req
         .metadata()
         .get("authorization")
@@ -34,7 +42,7 @@ pub(super) fn check_token(expected: Option<&str>, req: Request<()>) -> Result<Re
     let (a, b) = (presented.as_bytes(), expected.as_bytes());
     let diff = a.iter().zip(b.iter()).fold(a.len() ^ b.len(), |d, (x, y)| d | (*x ^ *y) as usize);
     if diff == 0 {
-        Ok(req)
+        prove(req)
     } else {
         Err(Status::unauthenticated(
             "volt console: missing or wrong token; send the metadata `authorization: Bearer <VOLT_CONSOLE_TOKEN>`",

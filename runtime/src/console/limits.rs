@@ -9,12 +9,18 @@
 //!   so one rule covers gRPC and plain HTTP. A connection that sends nothing, or stops
 //!   partway, is closed when the time is up.
 //! * At most `max_connections` are open at once. A new connection over the cap closes
-//!   the oldest one still in its handshake to make room, so connections that never
-//!   finish cannot lock out a real client; when every open connection has finished its
-//!   handshake, the new one is closed at once instead.
+//!   the oldest one that has not yet *proven* itself, to make room, so connections that
+//!   never do cannot lock out a real client; when every open connection has proven
+//!   itself, the new one is closed at once instead.
+//! * What proves a connection: for [`Gate::new`] (the exporter's HTTP server), finishing
+//!   its handshake, since that is a whole request. For [`Gate::until_called`] (the
+//!   console's gRPC server, where the token is checked per call, not per connection),
+//!   a call that passed the token check ([`Admission::prove`]). Otherwise a peer
+//!   without the token could send the HTTP/2 preface on every place under the cap, sit
+//!   idle, and lock every client out.
 //!
-//! Once its handshake is done a connection costs one branch per read; idle, finished
-//! connections stay (a watching console is idle between updates), under the cap.
+//! Once proven, a connection costs one branch per read; idle, proven connections stay
+//! (a watching console is idle between updates), under the cap.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -49,8 +55,10 @@ impl Default for ConnectionLimits {
 /// One connection's standing, shared between it and the gate.
 #[derive(Default)]
 struct Slot {
-    /// Its handshake is done: it can no longer be closed to make room.
+    /// Its handshake is done: the handshake timeout no longer applies.
     done: AtomicBool,
+    /// It proved itself (see the module doc): it can no longer be closed to make room.
+    proven: AtomicBool,
     /// The gate closed it to make room for a newer connection.
     evicted: AtomicBool,
     /// It still counts in `Gate::open` (cleared once, by eviction or drop).
@@ -61,9 +69,11 @@ struct Slot {
 
 struct GateInner {
     limits: ConnectionLimits,
+    /// The handshake proves a connection (else a call does: `Admission::prove`).
+    proven_by_handshake: bool,
     open: AtomicUsize,
-    /// Connections in their handshake, oldest first (finished or closed ones are
-    /// removed lazily).
+    /// Connections not yet proven, oldest first (proven or closed ones are removed
+    /// lazily).
     handshaking: Mutex<VecDeque<Arc<Slot>>>,
 }
 
@@ -74,11 +84,28 @@ pub struct Gate {
 }
 
 impl Gate {
-    /// A gate with no connection open yet.
+    /// A gate with no connection open yet, where finishing the handshake proves a
+    /// connection (one request header is a whole call).
     pub fn new(limits: ConnectionLimits) -> Gate {
+        Gate::with(limits, true)
+    }
+
+    /// A gate where a connection proves itself only by a call that passed the server's
+    /// checks ([`Admission::prove`], from the request's extensions): until then it may
+    /// be closed to make room.
+    pub fn until_called(limits: ConnectionLimits) -> Gate {
+        Gate::with(limits, false)
+    }
+
+    fn with(limits: ConnectionLimits, proven_by_handshake: bool) -> Gate {
         let limits = ConnectionLimits { max_connections: limits.max_connections.max(1), ..limits };
         Gate {
-            inner: Arc::new(GateInner { limits, open: AtomicUsize::new(0), handshaking: Mutex::new(VecDeque::new()) }),
+            inner: Arc::new(GateInner {
+                limits,
+                proven_by_handshake,
+                open: AtomicUsize::new(0),
+                handshaking: Mutex::new(VecDeque::new()),
+            }),
         }
     }
 
@@ -93,17 +120,17 @@ impl Gate {
     pub fn admit<IO>(&self, io: IO) -> Option<Guarded<IO>> {
         let g = &self.inner;
         let mut queue = g.handshaking.lock().unwrap_or_else(|e| e.into_inner());
-        while queue.front().is_some_and(|s| s.done.load(SeqCst) || !s.counted.load(SeqCst)) {
+        while queue.front().is_some_and(|s| s.proven.load(SeqCst) || !s.counted.load(SeqCst)) {
             queue.pop_front();
         }
         if queue.len() > 2 * g.limits.max_connections {
-            queue.retain(|s| !s.done.load(SeqCst) && s.counted.load(SeqCst));
+            queue.retain(|s| !s.proven.load(SeqCst) && s.counted.load(SeqCst));
         }
         if g.open.load(SeqCst) >= g.limits.max_connections {
-            // Make room by closing the oldest connection still in its handshake.
+            // Make room by closing the oldest connection not yet proven.
             let mut room = false;
             while let Some(old) = queue.pop_front() {
-                if old.done.load(SeqCst) || !old.counted.swap(false, SeqCst) {
+                if old.proven.load(SeqCst) || !old.counted.swap(false, SeqCst) {
                     continue;
                 }
                 g.open.fetch_sub(1, SeqCst);
@@ -128,6 +155,7 @@ impl Gate {
             slot,
             deadline: Some(Box::pin(tokio::time::sleep(g.limits.handshake_timeout))),
             matched: 0,
+            settled: false,
         })
     }
 }
@@ -144,6 +172,8 @@ pub struct Guarded<IO> {
     io: IO,
     gate: Arc<GateInner>,
     slot: Arc<Slot>,
+    /// Proven (see the module doc): reads need no more checks.
+    settled: bool,
     /// Until the handshake is done.
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     /// Bytes of `\r\n\r\n` matched so far, across reads.
@@ -154,6 +184,12 @@ impl<IO> Guarded<IO> {
     /// The connection inside.
     pub fn get_ref(&self) -> &IO {
         &self.io
+    }
+
+    /// This connection's standing with its gate, for the server's call checks (a gRPC
+    /// server finds it in each request's extensions: see [`GuardedInfo`]).
+    pub fn admission(&self) -> Admission {
+        Admission(Arc::clone(&self.slot))
     }
 
     /// Scan bytes just read for the end of the handshake.
@@ -170,6 +206,9 @@ impl<IO> Guarded<IO> {
             if self.matched == 4 {
                 self.deadline = None;
                 self.slot.done.store(true, SeqCst);
+                if self.gate.proven_by_handshake {
+                    self.slot.proven.store(true, SeqCst);
+                }
                 return;
             }
         }
@@ -187,14 +226,20 @@ impl<IO> Drop for Guarded<IO> {
 impl<IO: AsyncRead + Unpin> AsyncRead for Guarded<IO> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if let Some(deadline) = &mut this.deadline {
+        if !this.settled {
             if this.slot.evicted.load(SeqCst) {
                 return Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::ConnectionAborted,
-                    "closed to make room: the connection cap was reached before its handshake finished",
+                    "closed to make room: the connection cap was reached before this connection made a call",
                 )));
             }
-            *this.slot.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+            if this.slot.proven.load(SeqCst) {
+                this.settled = true;
+            } else {
+                *this.slot.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+            }
+        }
+        if let Some(deadline) = &mut this.deadline {
             if deadline.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::TimedOut,
@@ -235,10 +280,44 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Guarded<IO> {
     }
 }
 
+/// A connection's standing with its [`Gate`], for the server's call checks: a call that
+/// passed them [proves](Admission::prove) the connection.
+#[derive(Clone)]
+pub struct Admission(Arc<Slot>);
+
+impl Admission {
+    /// The connection made a call that passed the server's checks: from now on the gate
+    /// never closes it to make room.
+    pub fn prove(&self) {
+        self.0.proven.store(true, SeqCst);
+    }
+
+    /// Whether it has proven itself.
+    pub fn is_proven(&self) -> bool {
+        self.0.proven.load(SeqCst)
+    }
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission").field("proven", &self.is_proven()).finish()
+    }
+}
+
+/// What tonic puts in each request's extensions for a [`Guarded`] TCP connection: the
+/// peer's addresses and the connection's [`Admission`].
+#[derive(Clone, Debug)]
+pub struct GuardedInfo {
+    /// The TCP addresses (what `Request::remote_addr` would read for a plain stream).
+    pub tcp: tonic::transport::server::TcpConnectInfo,
+    /// The connection's standing with its gate.
+    pub admission: Admission,
+}
+
 impl tonic::transport::server::Connected for Guarded<tokio::net::TcpStream> {
-    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+    type ConnectInfo = GuardedInfo;
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.io.connect_info()
+        GuardedInfo { tcp: self.io.connect_info(), admission: self.admission() }
     }
 }
 

@@ -45,8 +45,8 @@
 //! At most [`limits::DEFAULT_MAX_CONNECTIONS`] connections (256) are open at once, and
 //! each must send its HTTP/2 preface within [`limits::DEFAULT_HANDSHAKE_TIMEOUT`] (10 s);
 //! `Builder::console_connection_limits` changes both. A connection over the cap closes the
-//! oldest one still in its handshake, so half-open connections cannot lock clients out.
-//! See [`limits`].
+//! oldest one that has not yet made a call past the token check, so neither half-open
+//! connections nor idle ones without the token can lock clients out. See [`limits`].
 //!
 //! # Security
 //! Loopback by default. A non-loopback bind needs a token (`VOLT_CONSOLE_TOKEN` or
@@ -240,7 +240,7 @@ async fn serve(
     // Every accepted connection goes through the gate (cap and handshake timeout); one
     // it refuses is dropped, which closes it. Accept errors (out of file descriptors)
     // are skipped: the listener stays up.
-    let gate = limits::Gate::new(limits);
+    let gate = limits::Gate::until_called(limits);
     let incoming = tokio_stream::StreamExt::filter_map(
         tokio_stream::wrappers::TcpListenerStream::new(listener),
         move |accepted| match accepted {
