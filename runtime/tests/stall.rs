@@ -105,3 +105,22 @@ fn a_runtime_with_the_monitor_shuts_down_and_its_thread_exits() {
     // Dropping the runtime joins the monitor with the workers.
     assert_eq!(threads_named("gone-test-stal"), before);
 }
+
+/// With `stall_stacks(false)` a stall is found and reported as ever, without a stack (and
+/// so without signalling the stuck thread).
+#[test]
+fn without_stacks_a_stall_is_reported_with_no_frames() {
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(1)
+        .stall_threshold(Some(Duration::from_millis(10)))
+        .stall_stacks(false)
+        .build()
+        .unwrap();
+    let t = rt.handle().telemetry();
+    let t2 = t.clone();
+    rt.spawn(async move { blocks_until_reported(&t2) }).join().unwrap();
+    let stalls = t.stalls();
+    assert_eq!(stalls.len(), 1, "{stalls:#?}");
+    assert!(stalls[0].frames.is_empty(), "a stack was taken: {:#?}", stalls[0].frames);
+    assert_eq!(t.snapshot().stalls_total, 1);
+}

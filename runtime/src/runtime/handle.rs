@@ -79,7 +79,7 @@ impl Shared {
         blocking: PoolConfig,
         event_ring: Option<usize>,
         poll_time_histogram: bool,
-        stall_threshold: Option<Duration>,
+        stall: (Option<Duration>, bool),
     ) -> std::io::Result<Arc<Shared>> {
         let driver = Driver::new()?;
         let clock = (poll_time_histogram || event_ring.is_some()).then(Clock::new);
@@ -101,7 +101,7 @@ impl Shared {
             exited_cv: Condvar::new(),
             stack_size,
             schedule_samples: crate::scheduler::metrics::ScheduleSamples::new(),
-            stall: crate::telemetry::stall::StallMonitor::new(num_workers, stall_threshold),
+            stall: crate::telemetry::stall::StallMonitor::new(num_workers, stall.0, stall.1),
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))

@@ -60,6 +60,7 @@ pub struct Builder {
     event_ring: Option<usize>,
     poll_time_histogram: bool,
     stall_threshold: Option<Duration>,
+    stall_stacks: bool,
     thread_hooks: crate::blocking::ThreadHooks,
     #[cfg(feature = "console")]
     console: Option<crate::console::ConsoleConfig>,
@@ -86,6 +87,7 @@ impl Builder {
             event_ring: None,
             poll_time_histogram: true,
             stall_threshold: Some(DEFAULT_STALL_THRESHOLD),
+            stall_stacks: true,
             thread_hooks: Default::default(),
             #[cfg(feature = "console")]
             console: None,
@@ -169,6 +171,22 @@ impl Builder {
     /// profile is enough).
     pub fn stall_threshold(&mut self, threshold: Option<Duration>) -> &mut Builder {
         self.stall_threshold = threshold;
+        self
+    }
+
+    /// Whether a stall's report carries the stuck thread's stack (default `true`; Linux
+    /// with glibc 2.35 or later only, where the walk is safe in a signal handler: the
+    /// unwinder finds its tables without a lock. Elsewhere stalls come without a stack).
+    ///
+    /// Taking the stack sends the stuck thread a signal, once per stall. A system call
+    /// the thread is blocked in restarts, except those the kernel never restarts after a
+    /// handled signal (socket reads and writes with a timeout set, `poll`,
+    /// `epoll_wait`, `nanosleep`), which fail with `EINTR`
+    /// (`ErrorKind::Interrupted`; std's `read_exact`, `write_all` and `thread::sleep`
+    /// retry it). With `false`, stalls are still found and reported, without a stack and
+    /// without a signal.
+    pub fn stall_stacks(&mut self, enabled: bool) -> &mut Builder {
+        self.stall_stacks = enabled;
         self
     }
 
@@ -259,7 +277,7 @@ impl Builder {
             },
             self.event_ring,
             self.poll_time_histogram,
-            self.stall_threshold,
+            (self.stall_threshold, self.stall_stacks),
         )?;
         #[cfg(feature = "tokio-bridge")]
         shared.bridge.configure(

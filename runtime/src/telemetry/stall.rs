@@ -52,7 +52,12 @@
 //! instruction pointers, no allocation, no lock), and publishes the count. The walk uses
 //! the unwinder's tables (`.eh_frame`, always present in Rust binaries), not frame
 //! pointers; glibc 2.35 and later let libgcc's unwinder find those tables through
-//! `_dl_find_object`, which takes no lock, so the walk is safe to run in a signal handler.
+//! `_dl_find_object`, which takes no lock, so the walk is safe to run in a signal handler;
+//! with an older glibc, or another C library, stalls come without a stack. The request
+//! (the thread's id and the capture's state) is one atomic word, which the handler claims
+//! for its own thread in one compare-and-swap, and the signal goes with `tgkill` to this
+//! process's thread id, so neither a late handler nor an exited thread can be mistaken
+//! for the one asked.
 //! The monitor waits for the walk for at most [`CAPTURE_WAIT`]; if it does not come, it
 //! withdraws the request with a compare-and-swap, so a late handler writes nothing. It
 //! then resolves the addresses to names and lines on its own thread (`backtrace`). A
@@ -74,6 +79,9 @@ pub(crate) const MAX_FRAMES: usize = 64;
 const NET_PERIOD: Duration = Duration::from_millis(250);
 /// How long the monitor waits for a stuck thread's stack.
 const CAPTURE_WAIT: Duration = Duration::from_millis(100);
+/// How long the monitor waits for a walk that began after it stopped waiting.
+#[cfg(target_os = "linux")]
+const LATE_WALK_WAIT: Duration = Duration::from_secs(1);
 
 /// A poll that ran past the stall threshold, as the monitor caught it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,15 +112,16 @@ pub(crate) struct WorkerSlot {
     /// Times the worker went to park, counted as it goes (so a worker woken but not yet
     /// running is never taken for one stuck in the poll it was in before).
     parks: AtomicU64,
-    /// The worker's thread (`pthread_self`) and its kernel id, set by each thread that
-    /// runs the worker's loop.
-    pthread: AtomicU64,
+    /// The kernel id of the thread running the worker's loop, set by each thread that
+    /// runs it.
     tid: AtomicI32,
 }
 
 /// The monitor's state, in the runtime's `Shared`.
 pub(crate) struct StallMonitor {
     threshold: Option<Duration>,
+    /// Take the stuck thread's stack (`Builder::stall_stacks`).
+    stacks: bool,
     pub(crate) slots: Box<[WorkerSlot]>,
     sleeping: AtomicBool,
     thread: std::sync::OnceLock<std::thread::Thread>,
@@ -203,8 +212,9 @@ impl Sampler {
 }
 
 impl StallMonitor {
-    pub(crate) fn new(workers: usize, threshold: Option<Duration>) -> StallMonitor {
+    pub(crate) fn new(workers: usize, threshold: Option<Duration>, stacks: bool) -> StallMonitor {
         StallMonitor {
+            stacks,
             // Under 1 ms the monitor would sample without pause (it sleeps half a
             // threshold between samples), so shorter thresholds count as 1 ms.
             threshold: threshold.filter(|t| !t.is_zero()).map(|t| t.max(Duration::from_millis(1))),
@@ -231,12 +241,9 @@ impl StallMonitor {
     pub(crate) fn register_thread(&self, index: usize) {
         #[cfg(target_os = "linux")]
         {
-            let s = &self.slots[index];
-            // SAFETY: plain calls with no preconditions.
-            let (pt, tid) = unsafe { (libc::pthread_self(), libc::gettid()) };
-            #[allow(clippy::unnecessary_cast)] // `pthread_t` is not `u64` on every target
-            s.pthread.store(pt as u64, Relaxed);
-            s.tid.store(tid, Relaxed);
+            // SAFETY: a plain call with no preconditions.
+            let tid = unsafe { libc::gettid() };
+            self.slots[index].tid.store(tid, Relaxed);
         }
         #[cfg(not(target_os = "linux"))]
         let _ = index;
@@ -426,8 +433,8 @@ fn report(shared: &Arc<Shared>, f: Found) {
             && !shared.idle.is_parked(i)
     };
     #[cfg(target_os = "linux")]
-    let frames = if in_poll() {
-        let frames = capture::stack_of(slot.pthread.load(Relaxed), slot.tid.load(Relaxed));
+    let frames = if m.stacks && capture::supported() && in_poll() {
+        let frames = capture::stack_of(slot.tid.load(Relaxed));
         // A poll that ended while the stack was taken: the stack may be a later one's.
         if in_poll() {
             frames
@@ -461,28 +468,35 @@ fn report(shared: &Arc<Shared>, f: Found) {
 mod capture {
     //! The signal handler and its buffer (see "Taking the stack").
 
-    use super::{CAPTURE_WAIT, MAX_FRAMES};
+    use super::{CAPTURE_WAIT, LATE_WALK_WAIT, MAX_FRAMES};
     use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-    use std::sync::atomic::{AtomicI32, AtomicU8, AtomicUsize};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
-    const IDLE: u8 = 0;
-    const REQUESTED: u8 = 1;
-    const WRITING: u8 = 2;
-    const DONE: u8 = 3;
+    // The request word: the asked thread's id in the high 32 bits, the state in the low
+    // byte. One word, so a handler claims a request for its own thread in one
+    // compare-and-swap: a handler that ran late, for a request already withdrawn, can
+    // never claim the next request, made for another thread.
+    const IDLE: u64 = 0;
+    const REQUESTED: u64 = 1;
+    const WRITING: u64 = 2;
+    const DONE: u64 = 3;
+    const STATE: u64 = 0xff;
+
+    fn word(tid: i32, state: u64) -> u64 {
+        (tid as u32 as u64) << 32 | state
+    }
 
     /// The one capture in flight in the process, and its buffer.
     struct Capture {
-        state: AtomicU8,
-        tid: AtomicI32,
+        request: AtomicU64,
         len: AtomicUsize,
         ips: [AtomicUsize; MAX_FRAMES],
     }
 
     static CAPTURE: Capture = Capture {
-        state: AtomicU8::new(IDLE),
-        tid: AtomicI32::new(0),
+        request: AtomicU64::new(IDLE),
         len: AtomicUsize::new(0),
         ips: [const { AtomicUsize::new(0) }; MAX_FRAMES],
     };
@@ -490,9 +504,41 @@ mod capture {
     /// Monitors of several runtimes take turns.
     static TURN: Mutex<()> = Mutex::new(());
 
+    /// Set if a handler that had begun a walk never finished it: the buffer may still be
+    /// written, so no capture is asked again in this process.
+    static BROKEN: AtomicBool = AtomicBool::new(false);
+
     /// The handler that was installed before ours, called for a `SIGURG` that is not ours.
     static mut PREVIOUS: Option<libc::sigaction> = None;
     static INSTALL: std::sync::Once = std::sync::Once::new();
+
+    /// Whether this process can take a stack in a signal handler. The walk reads the
+    /// unwinder's tables, and it takes no lock and allocates nothing only where libgcc
+    /// finds them through glibc's `_dl_find_object` (glibc 2.35 and later). Elsewhere
+    /// (older glibc, musl) the walk could deadlock in the handler on a lock the stuck
+    /// code holds, so stalls are reported without a stack.
+    pub(super) fn supported() -> bool {
+        static SUPPORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *SUPPORTED.get_or_init(|| glibc_version().is_some_and(|v| v >= (2, 35)))
+    }
+
+    #[cfg(target_env = "gnu")]
+    fn glibc_version() -> Option<(u32, u32)> {
+        // SAFETY: returns a pointer to a static NUL-terminated string.
+        let v = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+        parse_version(v.to_str().ok()?)
+    }
+
+    #[cfg(not(target_env = "gnu"))]
+    fn glibc_version() -> Option<(u32, u32)> {
+        None
+    }
+
+    /// `"2.36"` (or `"2.36.1"`) -> `(2, 36)`.
+    pub(super) fn parse_version(v: &str) -> Option<(u32, u32)> {
+        let mut parts = v.split('.');
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    }
 
     pub(super) fn install() {
         INSTALL.call_once(|| {
@@ -518,12 +564,11 @@ mod capture {
         let errno = unsafe { *libc::__errno_location() };
         // SAFETY: as above.
         let me = unsafe { libc::gettid() };
-        let ours = CAPTURE.tid.load(SeqCst) == me
-            && CAPTURE.state.compare_exchange(REQUESTED, WRITING, SeqCst, SeqCst).is_ok();
+        let ours = CAPTURE.request.compare_exchange(word(me, REQUESTED), word(me, WRITING), SeqCst, SeqCst).is_ok();
         if ours {
             let mut n = 0;
-            // SAFETY: the walk allocates nothing and takes no lock (see the module doc);
-            // it runs on this thread's stack, which is all it reads.
+            // SAFETY: the walk allocates nothing and takes no lock (see the module doc and
+            // `supported`); it runs on this thread's stack, which is all it reads.
             unsafe {
                 backtrace::trace_unsynchronized(|frame| {
                     CAPTURE.ips[n].store(frame.ip() as usize, Relaxed);
@@ -532,7 +577,7 @@ mod capture {
                 });
             }
             CAPTURE.len.store(n, Relaxed);
-            CAPTURE.state.store(DONE, Release);
+            CAPTURE.request.store(word(me, DONE), Release);
         } else {
             // Not a capture of ours: hand the signal to whoever had it before.
             // SAFETY: `PREVIOUS` was written once before this handler was installed.
@@ -557,46 +602,49 @@ mod capture {
         unsafe { *libc::__errno_location() = errno };
     }
 
-    /// The stack of thread `pthread` (kernel id `tid`), resolved, innermost first; empty if
-    /// it does not answer within `CAPTURE_WAIT`.
-    pub(super) fn stack_of(pthread: u64, tid: i32) -> Vec<String> {
-        if tid == 0 {
+    /// The stack of this process's thread `tid` (its kernel id), resolved, innermost
+    /// first; empty if it does not answer within `CAPTURE_WAIT`.
+    pub(super) fn stack_of(tid: i32) -> Vec<String> {
+        if tid == 0 || BROKEN.load(SeqCst) {
             return Vec::new();
         }
         let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         CAPTURE.len.store(0, Relaxed);
-        CAPTURE.tid.store(tid, SeqCst);
-        CAPTURE.state.store(REQUESTED, SeqCst);
-        // SAFETY: `pthread` is the id of a worker thread of a live runtime (it was stored
-        // by that thread, and the runtime outlives this call through the monitor's
-        // upgraded reference). A thread that exited meanwhile gets no signal: its id is
-        // not reused while the runtime's `JoinHandle` for it is alive.
-        let sent = unsafe { libc::pthread_kill(pthread as libc::pthread_t, libc::SIGURG) } == 0;
+        CAPTURE.request.store(word(tid, REQUESTED), SeqCst);
+        // `tgkill` with this process's id: a thread that exited meanwhile makes it fail
+        // (or, if the kernel gave its id to a new thread of this process, that thread's
+        // handler answers, and the caller's check that the worker is still in the
+        // stalled poll throws the stack away). Never a signal to another process.
+        // SAFETY: a plain system call; `SIGURG` has our handler (`install`).
+        let sent = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGURG) } == 0;
         let deadline = Instant::now() + CAPTURE_WAIT;
         let mut got = false;
         while sent && Instant::now() < deadline {
-            if CAPTURE.state.load(Acquire) == DONE {
+            if CAPTURE.request.load(Acquire) & STATE == DONE {
                 got = true;
                 break;
             }
             std::thread::sleep(Duration::from_micros(200));
         }
-        if !got {
-            // Withdraw the request; if the handler already began, let it finish.
-            if CAPTURE.state.compare_exchange(REQUESTED, IDLE, SeqCst, SeqCst).is_err() {
-                while CAPTURE.state.load(Acquire) != DONE {
-                    std::thread::yield_now();
+        if !got && CAPTURE.request.compare_exchange(word(tid, REQUESTED), IDLE, SeqCst, SeqCst).is_err() {
+            // The handler began the walk: wait for it, within a bound. One that never
+            // ends leaves the buffer its own; stacks stop for this process.
+            let late = Instant::now() + LATE_WALK_WAIT;
+            while CAPTURE.request.load(Acquire) & STATE != DONE {
+                if Instant::now() >= late {
+                    BROKEN.store(true, SeqCst);
+                    return Vec::new();
                 }
-                got = true;
+                std::thread::sleep(Duration::from_micros(200));
             }
+            got = true;
         }
         let ips: Vec<usize> = if got {
             (0..CAPTURE.len.load(Relaxed)).map(|i| CAPTURE.ips[i].load(Relaxed)).collect()
         } else {
             Vec::new()
         };
-        CAPTURE.state.store(IDLE, SeqCst);
-        CAPTURE.tid.store(0, SeqCst);
+        CAPTURE.request.store(IDLE, SeqCst);
         resolve(&ips)
     }
 
@@ -635,15 +683,25 @@ mod capture {
 mod tests {
     use super::*;
 
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn glibc_versions_parse() {
+        assert_eq!(capture::parse_version("2.36"), Some((2, 36)));
+        assert_eq!(capture::parse_version("2.35.1"), Some((2, 35)));
+        assert_eq!(capture::parse_version("2"), None);
+        assert_eq!(capture::parse_version("x.y"), None);
+        assert!((2, 34) < (2, 35) && (3, 0) > (2, 35));
+    }
+
     /// A threshold under 1 ms would have the monitor sample without sleeping (it sleeps
     /// half a threshold): it counts as 1 ms; zero still turns the monitor off.
     #[test]
     fn thresholds_under_a_millisecond_count_as_one() {
         let ms = Duration::from_millis(1);
-        assert_eq!(StallMonitor::new(1, Some(Duration::from_nanos(1))).threshold, Some(ms));
-        assert_eq!(StallMonitor::new(1, Some(Duration::from_micros(999))).threshold, Some(ms));
-        assert_eq!(StallMonitor::new(1, Some(Duration::from_millis(7))).threshold, Some(7 * ms));
-        assert_eq!(StallMonitor::new(1, Some(Duration::ZERO)).threshold, None);
-        assert_eq!(StallMonitor::new(1, None).threshold, None);
+        assert_eq!(StallMonitor::new(1, Some(Duration::from_nanos(1)), true).threshold, Some(ms));
+        assert_eq!(StallMonitor::new(1, Some(Duration::from_micros(999)), true).threshold, Some(ms));
+        assert_eq!(StallMonitor::new(1, Some(Duration::from_millis(7)), true).threshold, Some(7 * ms));
+        assert_eq!(StallMonitor::new(1, Some(Duration::ZERO), true).threshold, None);
+        assert_eq!(StallMonitor::new(1, None, true).threshold, None);
     }
 }
