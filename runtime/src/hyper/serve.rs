@@ -544,9 +544,10 @@ struct Http1Drain {
 /// and drop it when the server's deadline has passed.
 ///
 /// hyper closes an idle HTTP/1 connection at once when asked to shut down, even if the
-/// next request's bytes are already in its socket, unread. So when such bytes wait, the
-/// request is let in first: the connection is asked once it has started one more
-/// request (hyper then finishes that one and closes). A client that sends half a request
+/// next request's bytes are already in its socket, unread. So when such bytes wait on an
+/// idle connection, the request is let in first: the connection is asked once it has
+/// started one more request (hyper then finishes that one and closes). With a request in
+/// flight, unread bytes are its body, and the connection is asked at once. A client that sends half a request
 /// is cut by the header-read timeout (`watch`), or at the deadline.
 async fn drive<C, E>(
     registry: &Registry,
@@ -567,8 +568,14 @@ async fn drive<C, E>(
             return Poll::Ready(());
         }
         if state == GRACEFUL && !asked {
+            // Unread bytes while a request is in flight are its body (hyper finishes that
+            // request and then closes, so it is asked at once); on an idle connection they
+            // are the next request's, which must start first.
             let pending = *wait_for_more.get_or_insert_with(|| {
-                http1.as_ref().filter(|h| has_unread_bytes(h.fd)).map(|h| h.activity.started.load(Relaxed))
+                http1
+                    .as_ref()
+                    .filter(|h| !h.activity.in_flight() && has_unread_bytes(h.fd))
+                    .map(|h| h.activity.started.load(Relaxed))
             });
             let started_more = |h: &Http1Drain| pending.is_some_and(|n| h.activity.started.load(Relaxed) > n);
             if pending.is_none() || http1.as_ref().is_some_and(started_more) {

@@ -64,7 +64,8 @@ impl Activity {
         self.base + Duration::from_nanos(self.last_finished_ns.load(Relaxed))
     }
 
-    fn in_flight(&self) -> bool {
+    /// A request has started and its response has not finished.
+    pub(super) fn in_flight(&self) -> bool {
         let finished = self.finished.load(Acquire);
         self.started.load(Relaxed) > finished
     }
