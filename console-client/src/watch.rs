@@ -165,10 +165,18 @@ impl Default for WatchOptions {
     }
 }
 
+/// How many messages the watcher's channel should hold (`std::sync::mpsc::sync_channel`):
+/// as many updates as the server keeps for a slow client. When the receiver falls behind
+/// (a display blocked on its terminal, say), the watcher waits for it and stops reading
+/// the stream; the server then skips updates for this client and counts them in
+/// `updates_missed`, so memory stays bounded on both sides.
+pub const WATCH_BACKLOG: usize = 4;
+
 /// Watch `addr` on a thread of its own until `tx`'s receiver is gone, reconnecting on
 /// the [`Backoff`] schedule: after every failure (a refused connection, a call that
-/// fails, a stream that ends), reset once an update arrives.
-pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::Sender<Msg>) -> Watcher {
+/// fails, a stream that ends), reset once an update arrives. `tx` is the sending end of
+/// a bounded channel (see [`WATCH_BACKLOG`]).
+pub fn spawn_watcher(addr: String, token: Option<String>, tx: mpsc::SyncSender<Msg>) -> Watcher {
     spawn_watcher_with(addr, token, WatchOptions::default(), None, tx)
 }
 
@@ -178,7 +186,7 @@ pub fn spawn_watcher_with(
     token: Option<String>,
     options: WatchOptions,
     query: Option<proto::TaskQuery>,
-    tx: mpsc::Sender<Msg>,
+    tx: mpsc::SyncSender<Msg>,
 ) -> Watcher {
     let (requests, rx) = tokio::sync::mpsc::unbounded_channel();
     let thread = std::thread::Builder::new()
@@ -199,7 +207,7 @@ pub fn spawn_watcher_with(
 
 /// Answer a request for task `id`: with `client`, on a task of its own so the update
 /// stream keeps flowing meanwhile; without one (disconnected), with an error at once.
-fn serve_task_request(id: u64, client: Option<&Client>, token: Option<&str>, addr: &str, tx: &mpsc::Sender<Msg>) {
+fn serve_task_request(id: u64, client: Option<&Client>, token: Option<&str>, addr: &str, tx: &mpsc::SyncSender<Msg>) {
     let Some(client) = client else {
         let _ = tx.send(Msg::Task { id, details: Err(format!("not connected to {addr}")) });
         return;
@@ -221,7 +229,7 @@ async fn watch_loop(
     token: Option<String>,
     options: WatchOptions,
     mut query: Option<proto::TaskQuery>,
-    tx: mpsc::Sender<Msg>,
+    tx: mpsc::SyncSender<Msg>,
     mut requests: tokio::sync::mpsc::UnboundedReceiver<Request>,
 ) {
     let mut backoff = Backoff::new();

@@ -85,6 +85,9 @@ pub struct App {
     /// The detail view's task, as last seen.
     pub(crate) detail_row: Option<TaskRow>,
     pub(crate) tracks: HashMap<u64, TaskTrack>,
+    /// New tasks turned away from a full `tracks` since its last sweep (see
+    /// `state::MAX_TRACKS`).
+    pub(crate) tracks_refused: usize,
     /// Open polls per worker: (task, start).
     pub(crate) open_polls: HashMap<u32, (u64, u64)>,
     /// Slow polls seen: (task, duration ns), newest last.
@@ -139,6 +142,7 @@ impl App {
             filter_input: None,
             detail_row: None,
             tracks: HashMap::new(),
+            tracks_refused: 0,
             open_polls: HashMap::new(),
             slow_polls: VecDeque::new(),
             parked_with_work: 0,

@@ -11,6 +11,9 @@ use crate::record::RecordWriter;
 use std::sync::mpsc;
 use volt_console_proto as proto;
 
+/// The most messages one frame takes in.
+pub const DRAIN_PER_FRAME: usize = 16;
+
 /// A live connection: the watcher, its messages, and the recording being written.
 pub struct Conn {
     rx: mpsc::Receiver<Msg>,
@@ -23,11 +26,17 @@ impl Conn {
         Conn { rx, recorder, watcher }
     }
 
-    /// Take in everything the watcher sent since the last frame. Updates are recorded
-    /// even while the display is paused; a recording that fails stops, and says why.
-    pub fn drain(&mut self, app: &mut App) {
-        loop {
-            match self.rx.try_recv() {
+    /// Take in what the watcher sent since the last frame, at most [`DRAIN_PER_FRAME`]
+    /// messages, so a frame (and the keys read between frames) comes round however fast
+    /// updates arrive; the rest wait in the bounded channel, and past it the server skips
+    /// updates for this client. Updates are recorded even while the display is paused; a
+    /// recording that fails stops, and says why. Returns how many messages it took.
+    pub fn drain(&mut self, app: &mut App) -> usize {
+        let mut taken = 0;
+        for _ in 0..DRAIN_PER_FRAME {
+            let msg = self.rx.try_recv();
+            taken += msg.is_ok() as usize;
+            match msg {
                 Ok(Msg::Status(s)) => app.status = s,
                 Ok(Msg::Task { id, details }) => app.apply_task(id, details.map(|d| *d)),
                 Ok(Msg::Page(page)) => app.apply_page(*page),
@@ -49,6 +58,7 @@ impl Conn {
                 }
             }
         }
+        taken
     }
 
     /// Ask for task `id`'s history; the answer arrives with a later [`Conn::drain`].
@@ -59,5 +69,31 @@ impl Conn {
     /// Ask for another window of the task list.
     pub fn query_tasks(&self, query: proto::TaskQuery) {
         self.watcher.query_tasks(query);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// However many messages wait, a frame takes at most `DRAIN_PER_FRAME`, and the next
+    /// frames take the rest.
+    #[test]
+    fn a_frame_takes_a_bounded_number_of_messages() {
+        let (tx, rx) = mpsc::sync_channel(100);
+        // A watcher of a port nothing listens on (it only adds its own statuses).
+        let watcher = crate::client::spawn_watcher("127.0.0.1:1".into(), None, tx.clone());
+        for _ in 0..40 {
+            tx.send(Msg::Status(Status::Live)).unwrap();
+        }
+        let mut conn = Conn::new(rx, None, watcher);
+        let mut app = App::new(String::from("test"));
+        assert_eq!(conn.drain(&mut app), DRAIN_PER_FRAME);
+        assert_eq!(conn.drain(&mut app), DRAIN_PER_FRAME);
+        let mut rest = 0;
+        for _ in 0..10 {
+            rest += conn.drain(&mut app);
+        }
+        assert!(rest >= 40 - 2 * DRAIN_PER_FRAME, "{rest}");
     }
 }

@@ -109,7 +109,7 @@ fn run(args: Args) -> Result<(), String> {
         let rt = demo::runtime(Some("127.0.0.1:0")).map_err(|e| format!("cannot start the demo runtime: {e}"))?;
         let addr = rt.console_addr().ok_or("the demo runtime has no console")?.to_string();
         let workload = demo::Demo::start(rt.handle());
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(client::WATCH_BACKLOG);
         let mut app = App::new(format!("demo {addr}"));
         let options = client::WatchOptions { max_events_per_update: args.max_events };
         let watcher = client::spawn_watcher_with(addr.clone(), None, options, Some(app.task_query()), tx);
@@ -126,7 +126,7 @@ fn run(args: Args) -> Result<(), String> {
         Some(p) => Some(RecordWriter::create(p).map_err(|e| e.to_string())?),
         None => None,
     };
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = mpsc::sync_channel(client::WATCH_BACKLOG);
     let mut app = App::new(args.addr.clone());
     let options = client::WatchOptions { max_events_per_update: args.max_events };
     let watcher = client::spawn_watcher_with(args.addr.clone(), token, options, Some(app.task_query()), tx);
@@ -197,7 +197,9 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
         }
         let mut step = false;
         match &mut source {
-            Source::Live(c) => c.drain(app),
+            Source::Live(c) => {
+                c.drain(app);
+            }
             Source::Replay(p) => p.advance(app),
         }
         if let (Source::Live(c), Action::QueryTasks(q)) = (&source, app.requery()) {

@@ -245,7 +245,7 @@ fn a_client_that_wants_every_event_gets_them_and_losses_say_which_is_which() {
 fn the_demo_watched_from_its_start_misses_no_events() {
     let rt = volt_console::demo::runtime(Some("127.0.0.1:0")).unwrap();
     let demo = volt_console::demo::Demo::start(rt.handle());
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::sync_channel(client::WATCH_BACKLOG);
     let watcher = client::spawn_watcher(rt.console_addr().unwrap().to_string(), None, tx);
     let mut app = volt_console::app::App::new("demo");
     let start = Instant::now();

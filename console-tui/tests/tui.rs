@@ -526,3 +526,24 @@ mod recordings {
         find(&t, "1 damaged update(s) in the recording skipped");
     }
 }
+
+/// What a server or a recording says is not trusted for sizes: a searcher cap far past
+/// the workers draws one cell per worker, and a terminal wider and taller than a u16
+/// percentage allows still centres the popups (help, task details) inside it.
+#[test]
+fn bogus_sizes_and_huge_terminals_draw() {
+    let mut app = fixed_app();
+    let mut u = update(3, [3000, 2000, 1000, 1000], 4100);
+    u.runtime.as_mut().unwrap().max_searching = u32::MAX;
+    app.apply(u);
+    app.view = View::Workers;
+    let t = render(&app, 100, 30);
+    let (_, bar) = find(&t, "searching ");
+    assert!(bar.contains("/4"), "the cap is the worker count: {bar}");
+    assert_eq!(bar.matches(['▰', '▱']).count(), 4, "{bar}");
+    // Help in the middle of a 1000 x 1000 terminal.
+    app.on_key(key(KeyCode::Char('?')));
+    let t = render(&app, 1000, 1000);
+    let (y, row) = find(&t, "help");
+    assert!(y > 100 && y < 900 && row.find("help").is_some_and(|x| x > 100), "help at row {y}");
+}

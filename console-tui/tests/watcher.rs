@@ -15,7 +15,7 @@ fn the_watcher_backs_off_then_follows_a_console_that_appears() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::sync_channel(client::WATCH_BACKLOG);
     let watcher = client::spawn_watcher(addr.to_string(), None, tx);
     let mut waits = Vec::new();
     let mut answered = false;
@@ -102,7 +102,7 @@ fn the_watcher_fetches_a_task_history_from_before_it_connected() {
     let (h, stop) = spawn_waiter(&rt, "early");
     // The publisher takes the spawn into the server's history before anyone watches.
     std::thread::sleep(Duration::from_millis(200));
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::sync_channel(client::WATCH_BACKLOG);
     let watcher = client::spawn_watcher(rt.console_addr().unwrap().to_string(), None, tx);
     let mut app = volt_console::app::App::new("test");
     let (mut asked, mut answer) = (false, None);
@@ -204,7 +204,7 @@ fn the_watcher_backs_off_against_a_port_that_is_not_grpc() {
             let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
         }
     });
-    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::sync_channel(client::WATCH_BACKLOG);
     let watcher = client::spawn_watcher(addr.to_string(), None, tx);
     let start = Instant::now();
     let mut reasons = Vec::new();

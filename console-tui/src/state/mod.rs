@@ -27,8 +27,11 @@ pub const STALL_LOG: usize = 64;
 /// rows. The console never holds more task rows than this (plus the detail view's).
 pub const TASK_WINDOW: u32 = 200;
 
-/// Tasks followed for self-wakes; past this, those with none are forgotten.
-const MAX_TRACKS: usize = 65_536;
+/// Tasks followed for self-wakes. When a new task finds the map full, those with none in
+/// a row are forgotten; if that frees less than a quarter, new tasks are turned away
+/// until another quarter of the map's size has been, so the sweep (a pass over the whole
+/// map) runs at most once per that many events.
+pub(crate) const MAX_TRACKS: usize = 65_536;
 
 /// What the server said about the task in the detail view.
 #[derive(Clone, Debug, PartialEq)]
@@ -171,7 +174,16 @@ impl App {
             }
             K::Transition => {
                 if self.tracks.len() >= MAX_TRACKS && !self.tracks.contains_key(&e.task_id) {
+                    if self.tracks_refused < MAX_TRACKS / 4 && self.tracks_refused > 0 {
+                        self.tracks_refused += 1;
+                        return;
+                    }
                     self.tracks.retain(|_, t| t.self_wakes_in_a_row > 0);
+                    self.tracks_refused = 0;
+                    if self.tracks.len() > MAX_TRACKS * 3 / 4 {
+                        self.tracks_refused = 1;
+                        return;
+                    }
                 }
                 // RUNNING -> SCHEDULED: woken during its own poll (a yield, or a self-wake).
                 let t = self.tracks.entry(e.task_id).or_default();
@@ -235,4 +247,40 @@ pub(crate) fn merge_history<'a>(
     before.extend(server);
     before.append(&mut after);
     before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn self_wake(task_id: u64) -> proto::Event {
+        proto::Event {
+            timestamp_ns: task_id,
+            worker: Some(0),
+            kind: proto::EventKind::Transition as i32,
+            task_id,
+            arg: 2 << 8 | 1,
+        }
+    }
+
+    /// A full map of tasks that all keep waking themselves frees nothing when swept: new
+    /// tasks are turned away (the map never passes its cap), and the sweep, a pass over
+    /// the whole map, is not repeated for each of them.
+    #[test]
+    fn self_wake_tracking_stays_within_its_cap() {
+        let mut app = App::new(String::from("test"));
+        let events: Vec<_> = (1..=(MAX_TRACKS as u64 + 50_000)).map(self_wake).collect();
+        app.apply(proto::Update { events, ..Default::default() });
+        assert_eq!(app.tracks.len(), MAX_TRACKS);
+        assert!(app.tracks.contains_key(&1) && !app.tracks.contains_key(&(MAX_TRACKS as u64 + 1)));
+        // Once some end, new tasks find room again after the next sweep.
+        let ends: Vec<_> = (1..=MAX_TRACKS as u64 / 2)
+            .map(|id| proto::Event { kind: proto::EventKind::Complete as i32, arg: 0, ..self_wake(id) })
+            .collect();
+        app.apply(proto::Update { events: ends, ..Default::default() });
+        let late = u64::MAX / 2;
+        app.apply(proto::Update { events: vec![self_wake(late)], ..Default::default() });
+        assert!(app.tracks.contains_key(&late));
+        assert!(app.tracks.len() <= MAX_TRACKS);
+    }
 }

@@ -163,9 +163,10 @@ pub fn fit_columns(widths: &[u16], drop_order: &[usize], width: u16) -> Vec<bool
 }
 
 fn draw_workers_view(f: &mut Frame, app: &App, area: Rect) {
-    let workers = app.snapshot.as_ref().map_or(0, |s| s.workers.len()) as u16;
+    let workers = app.snapshot.as_ref().map_or(0, |s| s.workers.len());
+    let table_rows = u16::try_from(workers).unwrap_or(u16::MAX).saturating_add(3);
     let [sched, table, events] =
-        Layout::vertical([Constraint::Length(5), Constraint::Length(workers + 3), Constraint::Min(3)]).areas(area);
+        Layout::vertical([Constraint::Length(5), Constraint::Length(table_rows), Constraint::Min(3)]).areas(area);
     // Below 90 columns the spawn-rate sparkline goes: three boxes would leave each too
     // narrow for its title.
     let right_width = if sched.width >= 90 { 1 } else { 0 };
@@ -203,7 +204,9 @@ fn draw_scheduler(f: &mut Frame, app: &App, area: Rect) {
         Some(s) => (s.parked_bitmap, s.num_parked, s.num_searching, s.workers.len() as u32),
         None => (0, 0, 0, 0),
     };
-    let cap = app.info.as_ref().map_or(workers.div_ceil(2), |i| i.max_searching);
+    // Whatever the server (or a recording) says, no more searchers than workers, and no
+    // more cells than the bitmap has.
+    let cap = app.info.as_ref().map_or(workers.div_ceil(2), |i| i.max_searching).min(workers).min(64);
     let mut cells = vec![Span::styled("parked    ", Style::new().fg(Color::DarkGray))];
     for i in 0..workers.min(64) {
         cells.push(if bitmap >> i & 1 == 1 {
@@ -634,7 +637,8 @@ fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
 }
 
 fn centered(r: Rect, pct_x: u16, pct_y: u16) -> Rect {
-    let w = r.width * pct_x / 100;
-    let h = r.height * pct_y / 100;
+    // In u32: a terminal wider than 655 columns would overflow `width * pct` in u16.
+    let w = (r.width as u32 * pct_x.min(100) as u32 / 100) as u16;
+    let h = (r.height as u32 * pct_y.min(100) as u32 / 100) as u16;
     Rect { x: r.x + (r.width - w) / 2, y: r.y + (r.height - h) / 2, width: w, height: h }
 }
