@@ -102,7 +102,12 @@ fn a_runtime_with_the_monitor_shuts_down_and_its_thread_exits() {
     let rt = volt::runtime::Builder::new().worker_threads(2).thread_name("gone-test").build().unwrap();
     rt.block_on(async { volt::spawn(async { 1 }).await.unwrap() });
     drop(rt);
-    // Dropping the runtime joins the monitor with the workers.
+    // Dropping the runtime joins the monitor with the workers. A joined thread can still
+    // be listed in /proc for a moment while the kernel finishes its exit: wait (bounded).
+    let start = Instant::now();
+    while threads_named("gone-test-stal") != before && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(threads_named("gone-test-stal"), before);
 }
 
@@ -123,4 +128,24 @@ fn without_stacks_a_stall_is_reported_with_no_frames() {
     assert_eq!(stalls.len(), 1, "{stalls:#?}");
     assert!(stalls[0].frames.is_empty(), "a stack was taken: {:#?}", stalls[0].frames);
     assert_eq!(t.snapshot().stalls_total, 1);
+}
+
+/// A slow `on_thread_start` hook runs before the worker's loop: it is not a poll, and
+/// no stall is reported for it (there is no task to name).
+#[test]
+fn a_slow_thread_start_hook_is_not_a_stall() {
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(2)
+        .stall_threshold(Some(Duration::from_millis(10)))
+        .on_thread_start(|| std::thread::sleep(Duration::from_millis(300)))
+        .build()
+        .unwrap();
+    // Every worker is past its hook once a task has run on each (or the wait runs out).
+    let t = rt.handle().telemetry();
+    let hs: Vec<_> = (0..8).map(|_| rt.spawn(async { volt::task::yield_now().await })).collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(t.stalls(), Vec::new(), "a thread start hook reported as a stall");
 }

@@ -164,8 +164,9 @@ impl Sampler {
     }
 
     /// Look at every worker but `me` (the sampling worker, which is not in a poll); true
-    /// if a stuck poll was found. A worker that is parked, or whose poll count or park
-    /// count moved since the last sample, is not in the poll it was in then. A stuck
+    /// if a stuck poll was found. A worker that is parked, or has never polled, or whose
+    /// poll count or park count moved since the last sample, is not in the poll it was in
+    /// then. A stuck
     /// poll's time counts from a reading taken after the sample that first saw its
     /// count, up to one taken before the sample that finds it: a lower bound.
     fn sample(&mut self, shared: &Shared, me: Option<usize>, threshold: Duration) -> bool {
@@ -179,7 +180,9 @@ impl Sampler {
             let slot = &shared.stall.slots[i];
             let polls = w.counters.tasks_polled.get();
             let parks = slot.parks.load(Relaxed);
-            let parked = shared.idle.is_parked(i);
+            // A worker that has never begun a poll (task ids start at 1) is not in one: it
+            // may still be in its thread's start hook.
+            let parked = shared.idle.is_parked(i) || slot.task.load(Relaxed) == 0;
             let s = match self.seen[i] {
                 Some(s) if !parked && s.polls == polls && s.parks == parks => s,
                 _ => {
