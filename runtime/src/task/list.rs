@@ -151,3 +151,27 @@ unsafe fn unlink(shard: &mut Shard, task: NonNull<Header>) -> bool {
     shard.len -= 1;
     true
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::test_util::{spawn, MockScheduler};
+
+    /// `with_task` finds every linked task by its id, under its own shard, and nothing
+    /// once the task is unlinked (or for an id never given).
+    #[test]
+    fn with_task_finds_each_linked_task_and_only_those() {
+        let sched = MockScheduler::new();
+        let handles: Vec<_> = (0..20).map(|_| spawn(&sched, async {})).collect();
+        let ids: Vec<u64> = handles.iter().map(|h| h.id()).collect();
+        for &id in &ids {
+            // SAFETY: `with_task` hands over a linked, live task.
+            assert_eq!(sched.owned.with_task(id, |t| unsafe { t.as_ref() }.id), Some(id));
+        }
+        assert_eq!(sched.owned.with_task(u64::MAX, |_| ()), None);
+        assert_eq!(sched.run_all(), 20);
+        for &id in &ids {
+            assert!(sched.owned.with_task(id, |_| ()).is_none(), "task {id} still found once complete");
+        }
+        drop(handles);
+    }
+}
