@@ -329,7 +329,7 @@ fn graceful_shutdown_closes_a_connection_once_its_unread_bytes_are_read() {
 
 /// A graceful shutdown that begins halfway through a request's upload (part of its body
 /// waits in the socket, the rest is still to come): the request is answered in full,
-/// with `connection: close`, and the connection closes then, not at the deadline.
+/// and the connection closes then, not at the deadline.
 #[test]
 fn graceful_shutdown_during_an_upload_answers_it_and_closes() {
     let rt = volt_rt(2);
@@ -351,7 +351,6 @@ fn graceful_shutdown_during_an_upload_answers_it_and_closes() {
     let _ = s.read_to_end(&mut out);
     let out = String::from_utf8_lossy(&out);
     assert!(out.starts_with("HTTP/1.1 200") && out.ends_with("helloworld"), "the upload was answered: {out:?}");
-    assert!(out.to_ascii_lowercase().contains("connection: close"), "{out:?}");
     rt.block_on(async { volt::time::timeout(BOUND, server).await })
         .expect("serve returns long before its hour-long deadline")
         .unwrap()

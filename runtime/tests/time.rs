@@ -397,8 +397,9 @@ fn a_replaced_waker_is_dropped_outside_the_wheels_lock() {
         let first = Waker::from(Arc::new(Holder(Mutex::new(Some(held)))));
         let mut s = sleep(Duration::from_secs(3600));
         assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&first)).is_pending());
-        drop(first); // the wheel now holds the last reference
-                     // A different waker replaces it: the old one, and the sleep inside, drop.
+        // The wheel now holds the last reference to the first waker.
+        drop(first);
+        // A different waker replaces it: the old one, and the sleep inside, drop.
         assert!(Pin::new(&mut s).poll(&mut Context::from_waker(noop)).is_pending());
         drop(s);
         let _ = tx.send(());

@@ -173,7 +173,10 @@ impl App {
                 }
             }
             K::Transition => {
-                if self.tracks.len() >= MAX_TRACKS && !self.tracks.contains_key(&e.task_id) {
+                if self.tracks.len() < MAX_TRACKS {
+                    // Room again (tasks ended): the next time it fills, sweep first.
+                    self.tracks_refused = 0;
+                } else if !self.tracks.contains_key(&e.task_id) {
                     if self.tracks_refused < MAX_TRACKS / 4 && self.tracks_refused > 0 {
                         self.tracks_refused += 1;
                         return;
@@ -273,7 +276,7 @@ mod tests {
         app.apply(proto::Update { events, ..Default::default() });
         assert_eq!(app.tracks.len(), MAX_TRACKS);
         assert!(app.tracks.contains_key(&1) && !app.tracks.contains_key(&(MAX_TRACKS as u64 + 1)));
-        // Once some end, new tasks find room again after the next sweep.
+        // Once some end, new tasks find room again, and the refusals start over.
         let ends: Vec<_> = (1..=MAX_TRACKS as u64 / 2)
             .map(|id| proto::Event { kind: proto::EventKind::Complete as i32, arg: 0, ..self_wake(id) })
             .collect();
@@ -281,6 +284,16 @@ mod tests {
         let late = u64::MAX / 2;
         app.apply(proto::Update { events: vec![self_wake(late)], ..Default::default() });
         assert!(app.tracks.contains_key(&late));
+        assert_eq!(app.tracks_refused, 0);
+        // Filled again with tasks that have stopped waking themselves: the first new task
+        // past the cap sweeps them out and gets in.
+        let room = (MAX_TRACKS - app.tracks.len()) as u64;
+        let calm: Vec<_> = (0..room).map(|i| proto::Event { arg: 2 << 8, ..self_wake(late + 1 + i) }).collect();
+        app.apply(proto::Update { events: calm, ..Default::default() });
+        assert_eq!(app.tracks.len(), MAX_TRACKS);
+        let newcomer = late + 10 * MAX_TRACKS as u64;
+        app.apply(proto::Update { events: vec![self_wake(newcomer)], ..Default::default() });
+        assert!(app.tracks.contains_key(&newcomer), "a sweep would have made room");
         assert!(app.tracks.len() <= MAX_TRACKS);
     }
 }

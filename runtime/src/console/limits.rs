@@ -115,7 +115,9 @@ impl Gate {
     }
 
     /// Take in a connection just accepted: `Some` to serve it, or `None` when the cap is
-    /// reached by connections that all finished their handshake (drop it: that closes it).
+    /// reached by connections that have all proven themselves (see the module doc: the
+    /// handshake for [`Gate::new`], a call for [`Gate::until_called`]; drop it: that
+    /// closes it).
     /// Must be called from within a Tokio runtime with time enabled (the timeout's timer).
     pub fn admit<IO>(&self, io: IO) -> Option<Guarded<IO>> {
         let g = &self.inner;

@@ -547,7 +547,12 @@ struct Http1Drain {
 /// next request's bytes are already in its socket, unread. So when such bytes wait on an
 /// idle connection, the request is let in first: the connection is asked once it has
 /// started one more request (hyper then finishes that one and closes). With a request in
-/// flight, unread bytes are its body, and the connection is asked at once. A client that sends half a request
+/// flight and bytes unread, those may be its body (an upload still coming in) or a
+/// pipelined request still in the socket: the decision waits for its response to
+/// finish, and then asks at once if nothing is left unread (hyper closes the idle
+/// connection) or lets the next request in first. (A pipelined request hyper has already
+/// read into its buffer is hyper's: asked to shut down, it answers the current request
+/// and closes.) A client that sends half a request
 /// is cut by the header-read timeout (`watch`), or at the deadline.
 async fn drive<C, E>(
     registry: &Registry,
@@ -568,19 +573,23 @@ async fn drive<C, E>(
             return Poll::Ready(());
         }
         if state == GRACEFUL && !asked {
-            // Unread bytes while a request is in flight are its body (hyper finishes that
-            // request and then closes, so it is asked at once); on an idle connection they
-            // are the next request's, which must start first.
-            let pending = *wait_for_more.get_or_insert_with(|| {
-                http1
-                    .as_ref()
-                    .filter(|h| !h.activity.in_flight() && has_unread_bytes(h.fd))
-                    .map(|h| h.activity.started.load(Relaxed))
-            });
-            let started_more = |h: &Http1Drain| pending.is_some_and(|n| h.activity.started.load(Relaxed) > n);
-            if pending.is_none() || http1.as_ref().is_some_and(started_more) {
-                asked = true;
-                graceful(conn.as_mut());
+            if wait_for_more.is_none() {
+                // Unread bytes on an idle connection are the next request's, which must
+                // start first. With a request in flight they may be its body or a
+                // pipelined next request: decide once its response has finished (checked
+                // after each poll below), when they can only be the next request's.
+                let unread = http1.as_ref().is_some_and(|h| has_unread_bytes(h.fd));
+                let busy = http1.as_ref().is_some_and(|h| h.activity.in_flight());
+                if !(unread && busy) {
+                    wait_for_more = Some(http1.as_ref().filter(|_| unread).map(|h| h.activity.started.load(Relaxed)));
+                }
+            }
+            if let Some(pending) = wait_for_more {
+                let started_more = |h: &Http1Drain| pending.is_some_and(|n| h.activity.started.load(Relaxed) > n);
+                if pending.is_none() || http1.as_ref().is_some_and(started_more) {
+                    asked = true;
+                    graceful(conn.as_mut());
+                }
             }
         }
         // A connection error (a reset peer, a malformed request, a header timeout) ends
@@ -594,10 +603,12 @@ async fn drive<C, E>(
                 return Poll::Ready(());
             }
         }
-        // The awaited request has started: go round once more to ask now.
+        // The awaited request has started, or the one in flight has finished: go round
+        // once more to decide and ask now.
         let started =
             matches!((&wait_for_more, &http1), (Some(Some(n)), Some(h)) if h.activity.started.load(Relaxed) > *n);
-        if state == GRACEFUL && !asked && started {
+        let finished = wait_for_more.is_none() && http1.as_ref().is_some_and(|h| !h.activity.in_flight());
+        if state == GRACEFUL && !asked && (started || finished) {
             continue;
         }
         return Poll::Pending;

@@ -183,8 +183,9 @@ impl Builder {
     /// handled signal (socket reads and writes with a timeout set, `poll`,
     /// `epoll_wait`, `nanosleep`), which fail with `EINTR`
     /// (`ErrorKind::Interrupted`; std's `read_exact`, `write_all` and `thread::sleep`
-    /// retry it). With `false`, stalls are still found and reported, without a stack and
-    /// without a signal.
+    /// retry it). A walk that never finishes (which the version check rules out) would
+    /// end stack-taking for the rest of the process. With `false`, stalls are still found
+    /// and reported, without a stack; no signal handler is installed and no signal sent.
     pub fn stall_stacks(&mut self, enabled: bool) -> &mut Builder {
         self.stall_stacks = enabled;
         self

@@ -56,12 +56,16 @@
 //! with an older glibc, or another C library, stalls come without a stack. The request
 //! (the thread's id and the capture's state) is one atomic word, which the handler claims
 //! for its own thread in one compare-and-swap, and the signal goes with `tgkill` to this
-//! process's thread id, so neither a late handler nor an exited thread can be mistaken
-//! for the one asked.
+//! process's thread id: a late handler cannot claim a later request for another thread,
+//! and a signal never reaches another process. (A thread id the kernel gave to a new
+//! thread of this process after the worker's thread exited would answer; the check
+//! that the worker is still in the stalled poll then throws that stack away.)
 //! The monitor waits for the walk for at most [`CAPTURE_WAIT`]; if it does not come, it
-//! withdraws the request with a compare-and-swap, so a late handler writes nothing. It
-//! then resolves the addresses to names and lines on its own thread (`backtrace`). A
-//! stall elsewhere than on Linux is reported without a stack.
+//! withdraws the request with a compare-and-swap, so a late handler writes nothing. A
+//! walk that had begun by then is waited for up to [`LATE_WALK_WAIT`] more; one that
+//! never ends owns the buffer for good, and no stack is taken again in this process.
+//! The monitor then resolves the addresses to names and lines on its own thread
+//! (`backtrace`). A stall elsewhere than on Linux is reported without a stack.
 
 use crate::runtime::handle::Shared;
 use std::collections::VecDeque;
@@ -79,7 +83,7 @@ pub(crate) const MAX_FRAMES: usize = 64;
 const NET_PERIOD: Duration = Duration::from_millis(250);
 /// How long the monitor waits for a stuck thread's stack.
 const CAPTURE_WAIT: Duration = Duration::from_millis(100);
-/// How long the monitor waits for a walk that began after it stopped waiting.
+/// How long the monitor waits, after [`CAPTURE_WAIT`], for a walk still running then.
 #[cfg(target_os = "linux")]
 const LATE_WALK_WAIT: Duration = Duration::from_secs(1);
 
@@ -166,9 +170,8 @@ impl Sampler {
     /// Look at every worker but `me` (the sampling worker, which is not in a poll); true
     /// if a stuck poll was found. A worker that is parked, or has never polled, or whose
     /// poll count or park count moved since the last sample, is not in the poll it was in
-    /// then. A stuck
-    /// poll's time counts from a reading taken after the sample that first saw its
-    /// count, up to one taken before the sample that finds it: a lower bound.
+    /// then. A stuck poll's time counts from a reading taken after the sample that first
+    /// saw its count, up to one taken before the sample that finds it: a lower bound.
     fn sample(&mut self, shared: &Shared, me: Option<usize>, threshold: Duration) -> bool {
         let before = Instant::now();
         let mut found = false;
@@ -335,8 +338,11 @@ pub(crate) fn start(shared: &Arc<Shared>, name: String) -> std::io::Result<Optio
     if cfg!(miri) {
         return Ok(None);
     }
+    // No handler at all where no stack will be taken: `SIGURG` stays the program's.
     #[cfg(target_os = "linux")]
-    capture::install();
+    if shared.stall.stacks && capture::supported() {
+        capture::install();
+    }
     let weak = Arc::downgrade(shared);
     let t = std::thread::Builder::new().name(name).spawn(move || monitor(weak, threshold))?;
     let _ = shared.stall.thread.set(t.thread().clone());

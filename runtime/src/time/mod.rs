@@ -24,7 +24,8 @@
 //! overflows saturates to [`FAR_FUTURE`] from now, a tick past `u64` saturates, and the
 //! wheel keeps a deadline beyond its span filed at the top level until it is truly due
 //! (it never fires early). Such a sleep stays pending, costs one wheel entry, and is
-//! dropped like any other.
+//! dropped like any other; or it completes when the runtime shuts down, when every timer
+//! fires (nothing would fire it afterwards).
 
 mod wheel;
 
