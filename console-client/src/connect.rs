@@ -36,14 +36,18 @@ pub async fn connect(addr: &str) -> Result<Client, String> {
 }
 
 /// Subscribe to the update stream with `watch`, carrying the token.
+/// A server that accepts the connection and then never answers (not a console, or a
+/// stuck one) is an error after [`CALL_TIMEOUT`], so the caller backs off and tries
+/// again instead of waiting for good.
 pub async fn subscribe(
     client: &mut Client,
     watch: proto::WatchRequest,
     token: Option<&str>,
 ) -> Result<tonic::Streaming<proto::Update>, String> {
-    match client.watch_updates(request(watch, token)).await {
-        Ok(s) => Ok(s.into_inner()),
-        Err(s) => Err(status_text(&s)),
+    match tokio::time::timeout(CALL_TIMEOUT, client.watch_updates(request(watch, token))).await {
+        Ok(Ok(s)) => Ok(s.into_inner()),
+        Ok(Err(s)) => Err(status_text(&s)),
+        Err(_) => Err(format!("the server did not answer the subscription within {} s", CALL_TIMEOUT.as_secs())),
     }
 }
 

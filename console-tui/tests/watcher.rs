@@ -227,3 +227,29 @@ fn the_watcher_backs_off_against_a_port_that_is_not_grpc() {
         assert!(r != "transport error (Unknown)", "no cause: {r}");
     }
 }
+
+/// A server that accepts the connection and never answers (here a bare TCP listener) is
+/// a subscription error within the call timeout, not a wait for good: the watcher then
+/// backs off and tries again.
+#[test]
+fn a_server_that_never_answers_fails_the_subscription() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    // Accept and hold every connection, reading nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in silent.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let r = rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), async {
+            let mut c = client::connect(&addr.to_string()).await?;
+            client::subscribe(&mut c, proto::WatchRequest::default(), None).await.map(|_| ())
+        })
+        .await
+    });
+    let err = r.expect("the subscription ended within 60 s").expect_err("a silent server is an error");
+    assert!(err.contains("did not answer"), "{err}");
+}

@@ -516,7 +516,10 @@ impl Registry {
     }
 
     fn publish(&mut self, s: &proto::Snapshot) {
-        for w in &s.workers {
+        // A worker's index is its place in the list. One past it (a console that is not
+        // Volt's, or a broken one) would register series for workers that do not exist,
+        // as many as the index says: such entries are left out.
+        for w in s.workers.iter().filter(|w| (w.index as usize) < s.workers.len()) {
             set(self.worker(w.index as usize), w);
         }
         set(&self.global, s);

@@ -184,6 +184,20 @@ fn a_port_in_use_is_a_clear_error() {
     assert!(err.to_string().contains(&format!("cannot listen on {addr}")), "{err}");
 }
 
+/// A snapshot whose worker index is past its list of workers (from a console that is not
+/// Volt's, or a broken one) adds no series for workers that do not exist.
+#[test]
+fn a_worker_index_past_the_list_adds_no_series() {
+    use volt_console_proto as proto;
+    let m = volt_exporter::Metrics::new();
+    let w = |index| proto::WorkerSnapshot { index, tasks_polled: 7, ..Default::default() };
+    m.publish(&proto::Snapshot { workers: vec![w(0), w(u32::MAX)], ..Default::default() });
+    let text = m.render();
+    let s = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("valid Prometheus text");
+    let polls = per_worker(&s, "volt_worker_polls_total");
+    assert_eq!(polls, vec![("0".to_string(), 7.0)], "{text}");
+}
+
 #[test]
 fn the_sampler_stops_when_the_runtime_is_dropped() {
     let rt = busy_runtime(2);
