@@ -147,5 +147,8 @@ fn a_slow_thread_start_hook_is_not_a_stall() {
         h.join().unwrap();
     }
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(t.stalls(), Vec::new(), "a thread start hook reported as a stall");
+    // Only stalls of task 0 are the hook's: a poll of a task that the OS took off its
+    // CPU for a while on a loaded machine may be a stall of its own.
+    let hook_stalls: Vec<_> = t.stalls().into_iter().filter(|s| s.task_id == 0).collect();
+    assert_eq!(hook_stalls, Vec::new(), "a thread start hook reported as a stall");
 }

@@ -471,12 +471,7 @@ impl Telemetry {
 
     /// A live task's name, by id (as [`Telemetry::task`], one shard's lock).
     pub(crate) fn task_name(&self, id: u64) -> Option<String> {
-        let rec = self.shared.recorder.as_ref()?;
-        let now = rec.clock.raw();
-        self.shared
-            .owned
-            .with_task(id, |t| read_task(&rec.clock, now, t, 0).and_then(|(_, name)| name.map(String::from)))
-            .flatten()
+        self.task(id)?.name
     }
 
     /// Visit every live task (unordered), with its name. Nothing when the runtime does
