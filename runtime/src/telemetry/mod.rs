@@ -330,14 +330,22 @@ fn task_histograms(st: &crate::task::TaskStats, row: &TaskRow) -> (Histogram, Hi
     (widen(poll, row.busy_ns), widen(schedule, row.scheduled_ns))
 }
 
-/// Read one task. `t` must be kept alive by the caller, and `extra_refs` is how many
-/// references the caller's own holding accounts for beyond the owned list's (the change
-/// log's, while it hands the task over). `None` if it has no statistics.
+/// Who holds the one reference to a task that a reader holds besides the owned list's.
+#[derive(Clone, Copy, PartialEq)]
+enum Holder {
+    /// A walk of the owned list (`OwnedTasks::for_each`, `with_task`).
+    Walk,
+    /// The change log, handing the task over (it cleared the task's `queued` flag).
+    Log,
+}
+
+/// Read one task, which the caller keeps alive with one reference of its own
+/// (`holder`'s). `None` if it has no statistics.
 fn read_task<'a>(
     clock: &Clock,
     now: u64,
     t: std::ptr::NonNull<crate::task::raw::Header>,
-    extra_refs: u64,
+    holder: Holder,
 ) -> Option<(TaskRow, Option<&'a str>)> {
     let st = crate::task::raw::stats(t)?;
     // SAFETY: the caller keeps the task alive.
@@ -351,13 +359,14 @@ fn read_task<'a>(
         Lifecycle::Complete => TaskState::Complete,
     };
     let idle = state == TaskState::Idle;
-    // Nothing but the owned list and the join handle holds it: no waker is left. Every
-    // holder this count can't see (the change log's reference, taken or given back
-    // meanwhile) only adds references, so a race can hide a lost waker, never invent
-    // one; a task the log holds is left for the next reading.
+    // Nothing but the owned list, the join handle and the reader holds it: no waker is
+    // left. Every holder this count can't see (the change log's reference, taken or
+    // given back meanwhile, or another walk's) only adds references, so a race can hide
+    // a lost waker, never invent one; a walk leaves a task the log holds for the next
+    // reading.
     let lost_waker = idle && {
-        let expected = 1 + word.is_join_interested() as u64 + extra_refs;
-        word.ref_count() <= expected && (extra_refs > 0 || !st.queued.load(Relaxed))
+        let expected = 2 + word.is_join_interested() as u64;
+        word.ref_count() <= expected && (holder == Holder::Log || !st.queued.load(Relaxed))
     };
     let last = st.last_poll_end.load(Relaxed);
     let woken_at = st.woken_at.load(Relaxed);
@@ -434,7 +443,8 @@ pub enum TaskState {
 impl Telemetry {
     /// The live tasks, with their statistics; empty unless the runtime records events
     /// (`Builder::event_ring`). Takes each owned-list shard lock briefly, as spawn and
-    /// completion do; no worker waits on it for longer than one shard's walk.
+    /// completion do: a worker waits on it for at most one batch of 64 tasks, never for
+    /// a whole shard's walk.
     pub fn tasks(&self) -> Vec<TaskInfo> {
         let mut out = Vec::new();
         let now_ns = self.now_ns();
@@ -453,23 +463,23 @@ impl Telemetry {
     }
 
     /// One live task, by id (`None`: no such live task, or tasks are not recorded). It
-    /// takes only the lock of the id's shard of the task list, and walks that shard only
-    /// up to the task: a client asking for tasks in a loop must not hold up the workers'
-    /// spawns and completions on every shard.
+    /// walks only the id's shard of the task list, up to the task, a batch per hold of
+    /// its lock: a client asking for tasks in a loop must not hold up the workers'
+    /// spawns and completions.
     pub(crate) fn task(&self, id: u64) -> Option<TaskInfo> {
         let rec = self.shared.recorder.as_ref()?;
         let (now, now_ns) = (rec.clock.raw(), self.now_ns());
         self.shared
             .owned
             .with_task(id, |t| {
-                let (row, name) = read_task(&rec.clock, now, t, 0)?;
+                let (row, name) = read_task(&rec.clock, now, t, Holder::Walk)?;
                 let st = crate::task::raw::stats(t)?;
                 (row.state != TaskState::Complete).then(|| task_info(&row, name, st, now_ns))
             })
             .flatten()
     }
 
-    /// A live task's name, by id (as [`Telemetry::task`], one shard's lock).
+    /// A live task's name, by id (as [`Telemetry::task`], one shard's walk).
     pub(crate) fn task_name(&self, id: u64) -> Option<String> {
         self.task(id)?.name
     }
@@ -484,8 +494,8 @@ impl Telemetry {
         let Some(rec) = &self.shared.recorder else { return };
         let now = rec.clock.raw();
         self.shared.owned.for_each(|t| {
-            // The owned list holds a reference to every linked task while we walk it.
-            if let Some((row, name)) = read_task(&rec.clock, now, t, 0) {
+            // The walk holds a reference to the task while `f` reads it.
+            if let Some((row, name)) = read_task(&rec.clock, now, t, Holder::Walk) {
                 if let Some(st) = crate::task::raw::stats(t) {
                     f(row, name, st);
                 }
@@ -522,7 +532,7 @@ impl Telemetry {
                 tasks::clear_then_read(&st.queued);
             }
             // The log holds one reference while it hands the task over.
-            let Some((row, name)) = read_task(&rec.clock, now, t, 1) else { return false };
+            let Some((row, name)) = read_task(&rec.clock, now, t, Holder::Log) else { return false };
             f(row, name);
             // Its poll's end moves it out of RUNNING with no mark: read it again.
             row.state == TaskState::Running
