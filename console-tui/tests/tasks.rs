@@ -724,3 +724,63 @@ fn a_stall_reaches_get_snapshot_and_each_stream_once() {
         blocker.await.unwrap();
     });
 }
+
+/// The console's thread is shared fairly among connections: twenty streams on one
+/// connection, each with a name filter that makes its window walk all 500,000 tasks
+/// (twenty walks at every publish, where a publish may spend two), do not hold up a
+/// filtered stream on another connection. Each task spawned to match the filter is in
+/// that stream's window within a few updates, as it would be with no other client; the
+/// twenty take turns and each of them gets it too.
+#[test]
+fn a_connection_with_many_costly_streams_waits_its_own_turn() {
+    let rt = runtime(2);
+    spawn_sleepers(&rt, 500_000, |i| Some(format!("filler-{i}")));
+    tokio_rt().block_on(async {
+        let addr = rt.console_addr().unwrap().to_string();
+        let query =
+            proto::TaskQuery { sort: proto::TaskSort::Id as i32, name_contains: "needle".into(), ..Default::default() };
+        let req =
+            || proto::WatchRequest { task_query: Some(query.clone()), max_events_per_update: 1, ..Default::default() };
+        // One connection, twenty streams, each read as fast as it comes.
+        let greedy = client::connect(&addr).await.unwrap();
+        let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Vec<u64>)>();
+        for s in 0..20 {
+            let mut c = greedy.clone();
+            let mut stream = c.watch_updates(req()).await.unwrap().into_inner();
+            let seen_tx = seen_tx.clone();
+            tokio::spawn(async move {
+                while let Ok(Some(u)) = stream.message().await {
+                    if let Some(t) = u.tasks {
+                        if seen_tx.send((s, t.view)).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+        let mut other = client::connect(&addr).await.unwrap();
+        let mut mine = other.watch_updates(req()).await.unwrap().into_inner();
+        let mut needles = Vec::new();
+        for round in 0..3 {
+            let id = volt::task::Builder::new()
+                .name(format!("needle-{round}"))
+                .spawn_on(std::future::pending::<()>(), rt.handle())
+                .id();
+            needles.push(id);
+            let updates = read_until(&mut mine, |u| u.tasks.as_ref().is_some_and(|t| t.view.contains(&id))).await;
+            // Up to the four its channel may hold, the one being put together, and the
+            // one after it, which takes in the spawn.
+            assert!(updates.len() <= 6, "round {round}: the needle came in update {} of this stream", updates.len());
+        }
+        // Every one of the twenty gets all three in the end.
+        let mut done = std::collections::HashSet::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while done.len() < 20 {
+            let (s, view) =
+                tokio::time::timeout_at(deadline, seen_rx.recv()).await.expect("every stream within 60 s").unwrap();
+            if needles.iter().all(|n| view.contains(n)) {
+                done.insert(s);
+            }
+        }
+    });
+}

@@ -26,6 +26,13 @@
 //! index, the change log is off, and the server does no work per task at all. Every page
 //! stays under [`tasks::MAX_PAGE_BYTES`].
 //!
+//! A window with a filter, or in an order the index does not keep, walks every task.
+//! Each publish recomputes such windows within a budget of two walks of the index,
+//! connections taking turns; one-off calls pay from their connection's allowance of four
+//! walks a second, waiting for it when it runs out, and are refused with
+//! `RESOURCE_EXHAUSTED` past a 2 s wait. So one client's queries can slow its own windows,
+//! never another connection's (see `cost`).
+//!
 //! # Lost events: the ring, and the per-client cap
 //! The publisher reads the event ring with one cursor of its own. Two things can cost a
 //! client events, and each update says which: `events_missed_ring` counts records the
@@ -55,6 +62,7 @@
 
 mod auth;
 mod convert;
+mod cost;
 pub mod limits;
 mod publisher;
 mod service;

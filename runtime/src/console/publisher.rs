@@ -2,6 +2,7 @@
 //! become one `Update`, offered to every watching client through its bounded channel
 //! (see "Publishing", "The task list" and "Lost events" in the module doc).
 
+use super::cost::{self, Conn, OneOffBuckets, Want};
 use super::tasks::{Query, TaskIndex};
 use super::{proto, HISTORY, ONE_OFF_KEEP};
 use crate::telemetry::Telemetry;
@@ -18,6 +19,8 @@ pub(super) type Item = (Arc<proto::Update>, u64, Option<proto::TaskChanges>, Vec
 
 pub(super) struct Client {
     pub(super) tx: mpsc::Sender<Item>,
+    /// The connection it came on, which pays for its windows (see `cost`).
+    pub(super) conn: Conn,
     /// Updates this client missed since the last one it was sent.
     pub(super) missed: u64,
     /// The stream's `watch_id`.
@@ -44,6 +47,8 @@ pub(super) struct ClientView {
     pub(super) full_next: bool,
     /// The index generation `ids` was computed at.
     pub(super) index_generation: u64,
+    /// The publish (`State::seq`) `ids` was computed at (0: never), for taking turns.
+    pub(super) window_at: u64,
 }
 
 impl ClientView {
@@ -56,12 +61,29 @@ impl ClientView {
             matching: 0,
             full_next: true,
             index_generation: 0,
+            window_at: 0,
         }
     }
 
+    /// Whether the index changed since the window was computed.
+    pub(super) fn stale(&self, idx: &TaskIndex) -> bool {
+        self.index_generation != idx.generation
+    }
+
+    /// Take `page`, computed for this stream's new query from `idx`, as its window: the
+    /// next update resends it whole, without computing it again.
+    pub(super) fn take_page(&mut self, page: &proto::TaskPage, idx: &TaskIndex, at: u64) {
+        self.ids = page.tasks.iter().map(|t| t.id).collect();
+        self.matching = page.matching;
+        self.index_generation = idx.generation;
+        self.window_at = at;
+        self.full_next = true;
+    }
+
     /// This stream's task changes since its last update: the window's rows that are new
-    /// or changed, the ids that left it, and the counts.
-    pub(super) fn changes(&mut self, idx: &TaskIndex, now_ns: u64) -> proto::TaskChanges {
+    /// or changed, the ids that left it, and the counts. With `recompute` false (not its
+    /// turn: see `cost`) a stale window keeps its ids, and only their rows are refreshed.
+    pub(super) fn changes(&mut self, idx: &TaskIndex, now_ns: u64, recompute: bool, at: u64) -> proto::TaskChanges {
         let full = std::mem::take(&mut self.full_next);
         let mut out = proto::TaskChanges {
             full,
@@ -69,12 +91,19 @@ impl ClientView {
             query_generation: self.generation,
             ..Default::default()
         };
-        if full || self.index_generation != idx.generation {
-            self.index_generation = idx.generation;
-            let w = idx.window(&self.query);
-            self.matching = w.matching;
+        let stale = self.stale(idx);
+        if full || stale {
+            let window = if stale && recompute {
+                self.index_generation = idx.generation;
+                self.window_at = at;
+                let w = idx.window(&self.query);
+                self.matching = w.matching;
+                w.ids
+            } else {
+                std::mem::take(&mut self.ids)
+            };
             // Keep the window under the size bound: its rows as they would be sent whole.
-            let (rows, _) = idx.rows_within_bound(&w.ids, now_ns);
+            let (rows, _) = idx.rows_within_bound(&window, now_ns);
             let ids: Vec<u64> = rows.iter().map(|t| t.id).collect();
             let keep: HashSet<u64> = ids.iter().copied().collect();
             if !full {
@@ -112,6 +141,12 @@ pub(super) struct State {
     pub(super) one_off_until: Mutex<Option<Instant>>,
     /// Recent events, for `GetTask`.
     pub(super) history: Mutex<VecDeque<proto::Event>>,
+    /// The publish at which each connection last had a window computed (see `cost`).
+    served: Mutex<HashMap<Conn, u64>>,
+    /// What each connection's one-off task calls may still cost.
+    one_off: Mutex<OneOffBuckets>,
+    /// The index's size when last brought up to date, for pricing one-off calls.
+    index_rows: AtomicU64,
 }
 
 impl State {
@@ -150,6 +185,41 @@ impl State {
             index: Mutex::new(None),
             one_off_until: Mutex::new(None),
             history: Mutex::new(VecDeque::new()),
+            served: Mutex::new(HashMap::new()),
+            one_off: Mutex::new(OneOffBuckets::default()),
+            index_rows: AtomicU64::new(0),
+        }
+    }
+
+    /// Wait until `conn` may spend what `q` costs on a one-off call (see `cost`), or
+    /// refuse it with `RESOURCE_EXHAUSTED`.
+    pub(super) async fn pay_one_off(&self, conn: Conn, q: &Query) -> Result<(), tonic::Status> {
+        let rows = self.index_rows.load(Relaxed);
+        self.pay_rows(conn, q.cost(rows), rows).await
+    }
+
+    /// Wait until `conn` may spend what `GetTask` costs: a walk of one shard of the task
+    /// list.
+    pub(super) async fn pay_get_task(&self, conn: Conn) -> Result<(), tonic::Status> {
+        let rows = self.index_rows.load(Relaxed);
+        let shards = self.telemetry.task_list_shards().max(1) as u64;
+        self.pay_rows(conn, rows.div_ceil(shards).max(1), rows).await
+    }
+
+    async fn pay_rows(&self, conn: Conn, cost: u64, rows: u64) -> Result<(), tonic::Status> {
+        let taken = self.one_off.lock().unwrap_or_else(|e| e.into_inner()).take(conn, cost, rows, Instant::now());
+        match taken {
+            Ok(wait) if wait.is_zero() => Ok(()),
+            Ok(wait) => {
+                tokio::time::sleep(wait).await;
+                Ok(())
+            }
+            Err(wait) => Err(tonic::Status::resource_exhausted(format!(
+                "this connection's task queries would have to wait {:.1} s for their turn (each filtered or \
+                 unindexed query walks all {rows} tasks; a connection may walk them {} times a second)",
+                wait.as_secs_f64(),
+                super::cost::one_off_rate(rows) / rows.max(1),
+            ))),
         }
     }
 
@@ -173,7 +243,9 @@ impl State {
                 *slot = Some(TaskIndex::build(&self.telemetry));
             }
         }
-        slot.as_mut().expect("just filled")
+        let idx = slot.as_mut().expect("just filled");
+        self.index_rows.store(idx.len(), Relaxed);
+        idx
     }
 
     /// One page for a one-off call, keeping the index alive for [`ONE_OFF_KEEP`].
@@ -260,12 +332,28 @@ impl State {
     /// [`MAX_STALLS_PER_UPDATE`], the newest; nothing is read while there are none).
     pub(super) fn broadcast(&self, update: proto::Update, idx: Option<&TaskIndex>) {
         let stalls_total = update.snapshot.as_ref().map_or(0, |s| s.stalls_total);
+        let at = update.seq;
         let update = Arc::new(update);
         let now = self.telemetry.now_ns();
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let mut recompute = vec![false; clients.len()];
+        if let Some(idx) = idx {
+            for i in self.plan_windows(&clients, idx, at) {
+                recompute[i] = true;
+            }
+        }
+        let mut i = 0;
         clients.retain_mut(|c| {
+            let recompute = recompute[i];
+            i += 1;
+            if c.tx.capacity() == 0 && !c.tx.is_closed() {
+                // It misses this update: nothing to work out for it.
+                c.missed += 1;
+                c.view.full_next = true;
+                return true;
+            }
             let tasks = match idx {
-                Some(idx) if c.wants_tasks => Some(c.view.changes(idx, now)),
+                Some(idx) if c.wants_tasks => Some(c.view.changes(idx, now, recompute, at)),
                 _ => None,
             };
             // The counter is bumped before the history takes the stall: a stall counted
@@ -291,6 +379,35 @@ impl State {
                 Err(mpsc::error::TrySendError::Closed(_)) => false,
             }
         });
+    }
+}
+
+impl State {
+    /// The streams whose stale windows are recomputed at publish `at`, within the
+    /// publish's budget, connections taking turns (see `cost`).
+    fn plan_windows(&self, clients: &[Client], idx: &TaskIndex, at: u64) -> Vec<usize> {
+        let wants: Vec<Want> = clients
+            .iter()
+            .enumerate()
+            // A stream whose channel is full misses this update: no window for it.
+            .filter(|(_, c)| c.wants_tasks && c.view.stale(idx) && c.tx.capacity() > 0)
+            .map(|(stream, c)| Want {
+                stream,
+                conn: c.conn,
+                window_at: c.view.window_at,
+                cost: idx.window_cost(&c.view.query),
+            })
+            .collect();
+        let mut served = self.served.lock().unwrap_or_else(|e| e.into_inner());
+        let chosen = cost::plan(&wants, &served, cost::publish_budget(idx.len()));
+        for &i in &chosen {
+            served.insert(clients[i].conn, at);
+        }
+        // Forget connections with no stream left.
+        if served.len() > clients.len() {
+            served.retain(|conn, _| clients.iter().any(|c| c.conn == *conn));
+        }
+        chosen
     }
 }
 

@@ -1,6 +1,8 @@
 //! The gRPC service: `volt.console.v1.Console`'s calls, answered from the publisher's
 //! state (streams get the published updates; one-off calls read the telemetry).
 
+use super::cost::Conn;
+use super::limits::GuardedInfo;
 use super::publisher::{for_client, Client, ClientView, Item, State};
 use super::tasks::Query;
 use super::{proto, CLIENT_BACKLOG, MAX_EVENTS_PER_UPDATE, MAX_EVENTS_PER_UPDATE_LIMIT};
@@ -15,6 +17,11 @@ pub(super) struct Service {
     pub(super) state: Arc<State>,
 }
 
+/// The connection a call came on (see `cost::Conn`).
+fn conn_of<T>(request: &Request<T>) -> Conn {
+    request.extensions().get::<GuardedInfo>().and_then(|g| g.tcp.remote_addr())
+}
+
 pub(super) type UpdateStream = Pin<Box<dyn Stream<Item = Result<proto::Update, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -22,6 +29,7 @@ impl Console for Service {
     type WatchUpdatesStream = UpdateStream;
 
     async fn watch_updates(&self, request: Request<proto::WatchRequest>) -> Result<Response<UpdateStream>, Status> {
+        let conn = conn_of(&request);
         let req = request.into_inner();
         if req.max_events_per_update as usize > MAX_EVENTS_PER_UPDATE_LIMIT {
             return Err(Status::invalid_argument(format!(
@@ -36,6 +44,10 @@ impl Console for Service {
         };
         let query = Query::new(req.task_query.as_ref(), proto::TaskSort::Busy).map_err(Status::invalid_argument)?;
         let wants_tasks = !req.omit_tasks && self.state.recording();
+        if wants_tasks {
+            // Its first window is computed now, outside the publisher's turns.
+            self.state.pay_one_off(conn, &query).await?;
+        }
         let id = self.state.new_watch_id();
         let mut view = ClientView::new(query);
         let (tx, rx) = mpsc::channel(CLIENT_BACKLOG);
@@ -43,13 +55,15 @@ impl Console for Service {
         let tasks = wants_tasks.then(|| {
             let mut slot = self.state.index.lock().unwrap_or_else(|e| e.into_inner());
             let now = self.state.telemetry.now_ns();
-            view.changes(self.state.fresh_index(&mut slot), now)
+            let at = self.state.seq.load(std::sync::atomic::Ordering::Relaxed);
+            view.changes(self.state.fresh_index(&mut slot), now, true, at)
         });
         let (mut first, stalls_seen) = self.state.full_update(None);
         first.watch_id = id;
         let _ = tx.try_send((Arc::new(first), 0, tasks, Vec::new()));
         self.state.clients.lock().unwrap_or_else(|e| e.into_inner()).push(Client {
             tx,
+            conn,
             missed: 0,
             id,
             wants_tasks,
@@ -71,11 +85,13 @@ impl Console for Service {
     }
 
     async fn get_snapshot(&self, request: Request<proto::SnapshotRequest>) -> Result<Response<proto::Update>, Status> {
+        let conn = conn_of(&request);
         let req = request.into_inner();
         let query = Query::new(req.task_query.as_ref(), proto::TaskSort::Id).map_err(Status::invalid_argument)?;
         if !self.state.recording() {
             return Ok(Response::new(self.state.full_update(None).0));
         }
+        self.state.pay_one_off(conn, &query).await?;
         let page = self.state.one_off_page(&query);
         let tasks = proto::TaskChanges {
             view: page.tasks.iter().map(|t| t.id).collect(),
@@ -92,6 +108,7 @@ impl Console for Service {
     }
 
     async fn list_tasks(&self, request: Request<proto::TaskQuery>) -> Result<Response<proto::TaskPage>, Status> {
+        let conn = conn_of(&request);
         let q = request.into_inner();
         let query = Query::new(Some(&q), proto::TaskSort::Id).map_err(Status::invalid_argument)?;
         if !self.state.recording() {
@@ -99,6 +116,7 @@ impl Console for Service {
                 "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
             ));
         }
+        self.state.pay_one_off(conn, &query).await?;
         Ok(Response::new(self.state.one_off_page(&query)))
     }
 
@@ -106,6 +124,7 @@ impl Console for Service {
         &self,
         request: Request<proto::SetTaskQueryRequest>,
     ) -> Result<Response<proto::TaskPage>, Status> {
+        let conn = conn_of(&request);
         let req = request.into_inner();
         let query = Query::new(req.query.as_ref(), proto::TaskSort::Busy).map_err(Status::invalid_argument)?;
         if !self.state.recording() {
@@ -113,26 +132,30 @@ impl Console for Service {
                 "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
             ));
         }
+        if !self.state.clients.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|c| c.id == req.watch_id) {
+            return Err(no_stream(req.watch_id));
+        }
+        self.state.pay_one_off(conn, &query).await?;
         let mut slot = self.state.index.lock().unwrap_or_else(|e| e.into_inner());
         let now = self.state.telemetry.now_ns();
-        let page = self.state.fresh_index(&mut slot).page(&query, now);
+        let idx = self.state.fresh_index(&mut slot);
+        let page = idx.page(&query, now);
         let mut clients = self.state.clients.lock().unwrap_or_else(|e| e.into_inner());
         let Some(c) = clients.iter_mut().find(|c| c.id == req.watch_id) else {
-            return Err(Status::not_found(format!(
-                "no open stream with watch_id {}; the id is in the first update of a WatchUpdates stream",
-                req.watch_id
-            )));
+            return Err(no_stream(req.watch_id));
         };
         if !c.wants_tasks {
             return Err(Status::failed_precondition("this stream was opened with omit_tasks"));
         }
         c.view.query = query;
         c.view.generation += 1;
-        c.view.full_next = true;
+        // The page is the new query's window: the stream's next update resends it whole.
+        c.view.take_page(&page, idx, self.state.seq.load(std::sync::atomic::Ordering::Relaxed));
         Ok(Response::new(page))
     }
 
     async fn get_task(&self, request: Request<proto::TaskRequest>) -> Result<Response<proto::TaskDetails>, Status> {
+        let conn = conn_of(&request);
         let id = request.into_inner().id;
         if id == 0 {
             return Err(Status::invalid_argument("task id 0 is never assigned; ids start at 1"));
@@ -142,6 +165,7 @@ impl Console for Service {
                 "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
             ));
         }
+        self.state.pay_get_task(conn).await?;
         let found = self.state.telemetry.task(id);
         let Some(task) = found else {
             return Err(Status::not_found(format!("no live task with id {id}")));
@@ -162,4 +186,10 @@ impl Console for Service {
             schedule_histogram: super::convert::histogram(&task.schedule_histogram),
         }))
     }
+}
+
+fn no_stream(watch_id: u64) -> Status {
+    Status::not_found(format!(
+        "no open stream with watch_id {watch_id}; the id is in the first update of a WatchUpdates stream"
+    ))
 }

@@ -122,6 +122,19 @@ impl Query {
         })
     }
 
+    /// Rows a window for this query may visit in an index of `rows` tasks (at least 1):
+    /// up to the window's end for an order the index keeps (id, busy time) with no
+    /// filter, every row otherwise.
+    pub(crate) fn cost(&self, rows: u64) -> u64 {
+        let indexed = matches!(proto::TaskSort::try_from(self.sort), Ok(proto::TaskSort::Id | proto::TaskSort::Busy));
+        let cost = if indexed && !self.has_filter() {
+            self.offset.saturating_add(self.limit as u64 + 1).min(rows)
+        } else {
+            rows
+        };
+        cost.max(1)
+    }
+
     fn has_filter(&self) -> bool {
         self.states != 0 || !self.name_contains.is_empty()
     }
@@ -209,6 +222,16 @@ impl TaskIndex {
             lost_waker: self.lost.len() as u64,
             lost_waker_ids: self.lost.iter().take(3).copied().collect(),
         }
+    }
+
+    /// Live tasks in the index.
+    pub(crate) fn len(&self) -> u64 {
+        self.rows.len() as u64
+    }
+
+    /// Rows [`TaskIndex::window`] may visit for `q` (see [`Query::cost`]).
+    pub(crate) fn window_cost(&self, q: &Query) -> u64 {
+        q.cost(self.len())
     }
 
     /// How many tasks pass `q`'s filters (a scan only for a name filter).

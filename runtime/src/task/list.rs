@@ -58,6 +58,11 @@ impl OwnedTasks {
         OwnedTasks { shards, walkers, mask: n as u64 - 1 }
     }
 
+    /// How many shards the list has (a walk for one id visits one of them).
+    pub(crate) fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
     fn shard(&self, task: NonNull<Header>) -> &Mutex<Shard> {
         // SAFETY: callers pass live tasks.
         let id = unsafe { task.as_ref() }.id;

@@ -479,6 +479,11 @@ impl Telemetry {
             .flatten()
     }
 
+    /// How many shards the task list has: [`Telemetry::task`] walks one of them.
+    pub(crate) fn task_list_shards(&self) -> usize {
+        self.shared.owned.shards()
+    }
+
     /// A live task's name, by id (as [`Telemetry::task`], one shard's walk).
     pub(crate) fn task_name(&self, id: u64) -> Option<String> {
         self.task(id)?.name

@@ -1,0 +1,212 @@
+//! What task queries may cost the console's thread, and who pays.
+//!
+//! A window sorted by an order the index keeps (id, busy time) with no filter costs its
+//! own length; any other (a name or state filter, another order) may visit every live
+//! task, which at a million tasks takes milliseconds. Left alone, a client could open many
+//! streams with such windows, or call `ListTasks` in a loop, and take the console's
+//! thread from every other client. So:
+//!
+//! * **Streams.** Each publish recomputes out-of-date windows within a budget of rows
+//!   ([`publish_budget`]: at least two walks of the whole index). Connections take turns,
+//!   the one served longest ago first, and within a connection its stream served longest
+//!   ago; a stream left out keeps its window (its rows still refresh) until its turn. A
+//!   client with fifty filtered streams then delays its own windows, not another
+//!   connection's.
+//! * **One-off calls** (`ListTasks`, `GetSnapshot`, `SetTaskQuery`, a stream's first
+//!   window) pay from their connection's bucket of rows ([`OneOffBuckets`]), refilled at
+//!   [`one_off_rate`] rows a second: a call that finds it empty waits for the rows it
+//!   needs, and one that would wait longer than [`MAX_ONE_OFF_WAIT`] is refused with
+//!   `RESOURCE_EXHAUSTED`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// The least a publish may spend on windows, in rows: small runtimes are not held back.
+pub(crate) const MIN_PUBLISH_BUDGET: u64 = 1 << 20;
+
+/// Rows each publish may spend recomputing windows, for an index of `rows` live tasks:
+/// two walks of all of them, or [`MIN_PUBLISH_BUDGET`].
+pub(crate) fn publish_budget(rows: u64) -> u64 {
+    rows.saturating_mul(2).max(MIN_PUBLISH_BUDGET)
+}
+
+/// Rows a second each connection's one-off calls may cost: four walks of an index of
+/// `rows` tasks, or four times [`MIN_PUBLISH_BUDGET`].
+pub(crate) fn one_off_rate(rows: u64) -> u64 {
+    rows.saturating_mul(4).max(4 * MIN_PUBLISH_BUDGET)
+}
+
+/// The longest a one-off call waits for its connection's bucket; past it the call is
+/// refused. Under `volt-console`'s call timeout (5 s).
+pub(crate) const MAX_ONE_OFF_WAIT: Duration = Duration::from_secs(2);
+
+/// A connection, as far as costs go: its peer's address (`None`: a caller without one,
+/// such as a test's in-process channel; all of those share one account).
+pub(crate) type Conn = Option<SocketAddr>;
+
+/// One stream that wants a new window this publish.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Want {
+    /// The stream's place in the publisher's list.
+    pub(crate) stream: usize,
+    pub(crate) conn: Conn,
+    /// The publish its window was last computed at (0: never).
+    pub(crate) window_at: u64,
+    /// Rows the new window may cost (`TaskIndex::window_cost`).
+    pub(crate) cost: u64,
+}
+
+/// Which of `wants` get their window this publish, within `budget` rows: connections in
+/// turn, the one `served` longest ago first (never served: first of all), each giving its
+/// stream served longest ago, round and round until every stream was considered. A
+/// stream that does not fit is passed over, so cheaper ones behind it still can. The
+/// caller records the publish in `served` for every connection served.
+pub(crate) fn plan(wants: &[Want], served: &HashMap<Conn, u64>, budget: u64) -> Vec<usize> {
+    let mut by_conn: BTreeMap<Conn, Vec<Want>> = BTreeMap::new();
+    for w in wants {
+        by_conn.entry(w.conn).or_default().push(*w);
+    }
+    let mut turns: Vec<(u64, Conn, VecDeque<Want>)> = by_conn
+        .into_iter()
+        .map(|(conn, mut ws)| {
+            ws.sort_by_key(|w| (w.window_at, w.stream));
+            (served.get(&conn).copied().unwrap_or(0), conn, ws.into())
+        })
+        .collect();
+    turns.sort_by_key(|(at, conn, _)| (*at, *conn));
+    let mut queue: VecDeque<VecDeque<Want>> = turns.into_iter().map(|(_, _, ws)| ws).collect();
+    let mut left = budget;
+    let mut chosen = Vec::new();
+    while let Some(mut ws) = queue.pop_front() {
+        let Some(w) = ws.pop_front() else { continue };
+        if w.cost <= left {
+            left -= w.cost;
+            chosen.push(w.stream);
+        }
+        if !ws.is_empty() {
+            queue.push_back(ws);
+        }
+    }
+    chosen
+}
+
+/// Each connection's bucket of rows for one-off calls (see the module doc).
+#[derive(Default)]
+pub(crate) struct OneOffBuckets {
+    /// Rows left (negative: owed by calls waiting now) and when that was worked out.
+    buckets: HashMap<Conn, (f64, Instant)>,
+}
+
+impl OneOffBuckets {
+    /// Take `cost` rows from `conn`'s bucket at `now`, for an index of `rows` tasks.
+    /// `Ok(wait)`: the call may run after `wait` (zero when the bucket held enough);
+    /// `Err(wait)`: it would have to wait `wait`, longer than [`MAX_ONE_OFF_WAIT`], and
+    /// takes nothing.
+    pub(crate) fn take(&mut self, conn: Conn, cost: u64, rows: u64, now: Instant) -> Result<Duration, Duration> {
+        let rate = one_off_rate(rows) as f64;
+        // Connections whose buckets have filled up again are forgotten: a full bucket is
+        // what a new one starts with.
+        if self.buckets.len() > 64 {
+            self.buckets.retain(|_, (left, at)| *left + now.saturating_duration_since(*at).as_secs_f64() * rate < rate);
+        }
+        let (left, at) = self.buckets.get(&conn).copied().unwrap_or((rate, now));
+        let left = (left + now.saturating_duration_since(at).as_secs_f64() * rate).min(rate) - cost as f64;
+        let wait = if left >= 0.0 { Duration::ZERO } else { Duration::from_secs_f64(-left / rate) };
+        if wait > MAX_ONE_OFF_WAIT {
+            return Err(wait);
+        }
+        self.buckets.insert(conn, (left, now));
+        Ok(wait)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(port: u16) -> Conn {
+        Some(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    fn want(stream: usize, port: u16, window_at: u64, cost: u64) -> Want {
+        Want { stream, conn: conn(port), window_at, cost }
+    }
+
+    /// A connection with fifty streams that each walk every task, against one with a
+    /// single such stream: every publish spends at most its budget, the lone stream is
+    /// served at every publish, and the fifty take their turns, none waiting more than
+    /// fifty publishes.
+    #[test]
+    fn many_costly_streams_wait_their_own_turns() {
+        let rows = 1_000_000;
+        let budget = publish_budget(rows);
+        let mut window_at: HashMap<usize, u64> = HashMap::new();
+        let mut served = HashMap::new();
+        let mut last_served: HashMap<usize, u64> = HashMap::new();
+        let mut longest_wait = 0;
+        for publish in 1..=200u64 {
+            // Streams 0..50 on one connection, 50 on another: all stale at every publish.
+            let wants: Vec<Want> = (0..51)
+                .map(|s| want(s, if s < 50 { 1000 } else { 2000 }, window_at.get(&s).copied().unwrap_or(0), rows))
+                .collect();
+            let chosen = plan(&wants, &served, budget);
+            let spent: u64 = chosen.iter().map(|&s| wants[s].cost).sum();
+            assert!(spent <= budget, "publish {publish} spent {spent} of {budget}");
+            assert!(chosen.contains(&50), "publish {publish}: the lone stream was left out ({chosen:?})");
+            for &s in &chosen {
+                window_at.insert(s, publish);
+                served.insert(wants[s].conn, publish);
+                longest_wait = longest_wait.max(publish - last_served.get(&s).copied().unwrap_or(0));
+                last_served.insert(s, publish);
+            }
+        }
+        for s in 0..50 {
+            let since = 200 - last_served.get(&s).copied().unwrap_or(0);
+            assert!(since < 50, "stream {s} last served {since} publishes ago");
+        }
+        assert!(longest_wait <= 50, "a stream waited {longest_wait} publishes");
+    }
+
+    /// Cheap windows (an indexed order with no filter) all fit beside a walk, and a
+    /// stream too costly for what is left is passed over, not the ones behind it.
+    #[test]
+    fn a_stream_that_does_not_fit_is_passed_over() {
+        let served = HashMap::new();
+        let wants = [want(0, 1, 0, 900), want(1, 2, 0, 900), want(2, 3, 0, 50), want(3, 3, 1, 50)];
+        let chosen = plan(&wants, &served, 1000);
+        assert_eq!(chosen, vec![0, 2, 3], "the second walk does not fit; the cheap ones do");
+        // Next publish connection 2 goes first: it was not served.
+        let served: HashMap<Conn, u64> = [(conn(1), 1), (conn(3), 1)].into();
+        let wants = [want(0, 1, 1, 900), want(1, 2, 0, 900)];
+        assert_eq!(plan(&wants, &served, 1000), vec![1]);
+    }
+
+    /// A bucket pays for calls until it is empty, then makes them wait for the rows they
+    /// need, refuses one that would wait too long (taking nothing), and refills with time;
+    /// each connection has its own.
+    #[test]
+    fn one_off_calls_wait_for_their_connections_rows() {
+        let rows = 2_000_000;
+        let rate = one_off_rate(rows);
+        let t0 = Instant::now();
+        let mut b = OneOffBuckets::default();
+        for _ in 0..4 {
+            assert_eq!(b.take(conn(1), rows, rows, t0), Ok(Duration::ZERO));
+        }
+        // Empty now: the next walk waits a quarter of a second.
+        let w = b.take(conn(1), rows, rows, t0).unwrap();
+        assert!((w.as_secs_f64() - rows as f64 / rate as f64).abs() < 1e-6, "{w:?}");
+        // Seven more owe two seconds in all: the last of them is refused.
+        for _ in 0..7 {
+            assert!(b.take(conn(1), rows, rows, t0).is_ok());
+        }
+        let refused = b.take(conn(1), rows, rows, t0).unwrap_err();
+        assert!(refused > MAX_ONE_OFF_WAIT, "{refused:?}");
+        // Another connection pays from its own bucket.
+        assert_eq!(b.take(conn(2), rows, rows, t0), Ok(Duration::ZERO));
+        // Three seconds later the first has paid its debt and holds a full bucket again.
+        let later = t0 + Duration::from_secs(3);
+        assert_eq!(b.take(conn(1), rows, rows, later), Ok(Duration::ZERO));
+    }
+}
