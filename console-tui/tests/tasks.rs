@@ -725,12 +725,12 @@ fn a_stall_reaches_get_snapshot_and_each_stream_once() {
     });
 }
 
-/// The console's thread is shared fairly among connections: twenty streams on one
+/// The console's thread is shared fairly among connections: twelve streams on one
 /// connection, each with a name filter that makes its window walk all 500,000 tasks
-/// (twenty walks at every publish, where a publish may spend two), do not hold up a
-/// filtered stream on another connection. Each task spawned to match the filter is in
-/// that stream's window within a few updates, as it would be with no other client; the
-/// twenty take turns and each of them gets it too.
+/// twice (a publish may spend one such window), do not hold up a filtered stream on
+/// another connection. Each task spawned to match the filter is in that stream's window
+/// within a few updates (the connections take turns, so at most every other publish);
+/// the twelve take turns among themselves and each of them gets it too.
 #[test]
 fn a_connection_with_many_costly_streams_waits_its_own_turn() {
     let rt = runtime(2);
@@ -741,10 +741,10 @@ fn a_connection_with_many_costly_streams_waits_its_own_turn() {
             proto::TaskQuery { sort: proto::TaskSort::Id as i32, name_contains: "needle".into(), ..Default::default() };
         let req =
             || proto::WatchRequest { task_query: Some(query.clone()), max_events_per_update: 1, ..Default::default() };
-        // One connection, twenty streams, each read as fast as it comes.
+        // One connection, twelve streams, each read as fast as it comes.
         let greedy = client::connect(&addr).await.unwrap();
         let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Vec<u64>)>();
-        for s in 0..20 {
+        for s in 0..12 {
             let mut c = greedy.clone();
             let mut stream = c.watch_updates(req()).await.unwrap().into_inner();
             let seen_tx = seen_tx.clone();
@@ -768,14 +768,15 @@ fn a_connection_with_many_costly_streams_waits_its_own_turn() {
                 .id();
             needles.push(id);
             let updates = read_until(&mut mine, |u| u.tasks.as_ref().is_some_and(|t| t.view.contains(&id))).await;
-            // Up to the four its channel may hold, the one being put together, and the
-            // one after it, which takes in the spawn.
-            assert!(updates.len() <= 6, "round {round}: the needle came in update {} of this stream", updates.len());
+            // Up to the four its channel may hold, the one being put together, the one
+            // after it, which takes in the spawn, and one more if the other connection's
+            // turn came first.
+            assert!(updates.len() <= 7, "round {round}: the needle came in update {} of this stream", updates.len());
         }
-        // Every one of the twenty gets all three in the end.
+        // Every one of the twelve gets all three in the end.
         let mut done = std::collections::HashSet::new();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        while done.len() < 20 {
+        while done.len() < 12 {
             let (s, view) =
                 tokio::time::timeout_at(deadline, seen_rx.recv()).await.expect("every stream within 60 s").unwrap();
             if needles.iter().all(|n| view.contains(n)) {

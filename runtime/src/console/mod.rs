@@ -29,9 +29,10 @@
 //! A window with a filter, or in an order the index does not keep, walks every task.
 //! Each publish recomputes such windows within a budget of two walks of the index,
 //! connections taking turns; one-off calls pay from their connection's allowance of four
-//! walks a second, waiting for it when it runs out, and are refused with
-//! `RESOURCE_EXHAUSTED` past a 2 s wait. So one client's queries can slow its own windows,
-//! never another connection's (see `cost`).
+//! walks a second and from one allowance all connections share, waiting when either runs
+//! out, and are refused with `RESOURCE_EXHAUSTED` past a 2 s wait; a connection has at
+//! most 32 streams open at once. So one client's queries slow its own windows first, and
+//! all of them together take a bounded share of the console's thread (see `cost`).
 //!
 //! # Lost events: the ring, and the per-client cap
 //! The publisher reads the event ring with one cursor of its own. Two things can cost a
@@ -238,7 +239,9 @@ async fn serve(
         .build_v1();
     let token: Option<Arc<str>> = token.map(Into::into);
     let check = move |req: Request<()>| auth::check_token(token.as_deref(), req);
-    let mut server = tonic::transport::Server::builder().layer(tonic::service::InterceptorLayer::new(check));
+    let mut server = tonic::transport::Server::builder()
+        .max_concurrent_streams(cost::MAX_STREAMS_PER_CONNECTION)
+        .layer(tonic::service::InterceptorLayer::new(check));
     let mut router = server.add_service(ConsoleServer::new(service::Service { state: Arc::clone(&state) }));
     match reflection {
         Ok(r) => router = router.add_service(r),

@@ -82,7 +82,8 @@ impl ClientView {
 
     /// This stream's task changes since its last update: the window's rows that are new
     /// or changed, the ids that left it, and the counts. With `recompute` false (not its
-    /// turn: see `cost`) a stale window keeps its ids, and only their rows are refreshed.
+    /// turn: see `cost`) a stale window stays as it was and only the counts come (or, for
+    /// an update that must resend the window whole, its rows as they are now).
     pub(super) fn changes(&mut self, idx: &TaskIndex, now_ns: u64, recompute: bool, at: u64) -> proto::TaskChanges {
         let full = std::mem::take(&mut self.full_next);
         let mut out = proto::TaskChanges {
@@ -92,6 +93,12 @@ impl ClientView {
             ..Default::default()
         };
         let stale = self.stale(idx);
+        if stale && !recompute && !full {
+            // Not its turn (see `cost`): the window as it was, with today's counts.
+            out.view = self.ids.clone();
+            out.matching = self.matching;
+            return out;
+        }
         if full || stale {
             let window = if stale && recompute {
                 self.index_generation = idx.generation;
@@ -145,8 +152,6 @@ pub(super) struct State {
     served: Mutex<HashMap<Conn, u64>>,
     /// What each connection's one-off task calls may still cost.
     one_off: Mutex<OneOffBuckets>,
-    /// The index's size when last brought up to date, for pricing one-off calls.
-    index_rows: AtomicU64,
 }
 
 impl State {
@@ -187,23 +192,31 @@ impl State {
             history: Mutex::new(VecDeque::new()),
             served: Mutex::new(HashMap::new()),
             one_off: Mutex::new(OneOffBuckets::default()),
-            index_rows: AtomicU64::new(0),
         }
     }
 
     /// Wait until `conn` may spend what `q` costs on a one-off call (see `cost`), or
     /// refuse it with `RESOURCE_EXHAUSTED`.
     pub(super) async fn pay_one_off(&self, conn: Conn, q: &Query) -> Result<(), tonic::Status> {
-        let rows = self.index_rows.load(Relaxed);
-        self.pay_rows(conn, q.cost(rows), rows).await
+        let rows = self.telemetry.task_list_len();
+        self.pay_rows(conn, q.cost(rows) + self.build_cost(rows), rows).await
     }
 
     /// Wait until `conn` may spend what `GetTask` costs: a walk of one shard of the task
     /// list.
     pub(super) async fn pay_get_task(&self, conn: Conn) -> Result<(), tonic::Status> {
-        let rows = self.index_rows.load(Relaxed);
+        let rows = self.telemetry.task_list_len();
         let shards = self.telemetry.task_list_shards().max(1) as u64;
         self.pay_rows(conn, rows.div_ceil(shards).max(1), rows).await
+    }
+
+    /// A walk of the task list if the call must build the index first.
+    fn build_cost(&self, rows: u64) -> u64 {
+        if self.index.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            0
+        } else {
+            rows
+        }
     }
 
     async fn pay_rows(&self, conn: Conn, cost: u64, rows: u64) -> Result<(), tonic::Status> {
@@ -215,10 +228,11 @@ impl State {
                 Ok(())
             }
             Err(wait) => Err(tonic::Status::resource_exhausted(format!(
-                "this connection's task queries would have to wait {:.1} s for their turn (each filtered or \
-                 unindexed query walks all {rows} tasks; a connection may walk them {} times a second)",
+                "task queries would have to wait {:.1} s for their turn: a filtered or unindexed query walks \
+                 all {rows} live tasks, and the console walks them at most {} times a second for one connection \
+                 (more for all together); try again shortly",
                 wait.as_secs_f64(),
-                super::cost::one_off_rate(rows) / rows.max(1),
+                cost::one_off_rate(rows) / rows.max(1),
             ))),
         }
     }
@@ -243,9 +257,7 @@ impl State {
                 *slot = Some(TaskIndex::build(&self.telemetry));
             }
         }
-        let idx = slot.as_mut().expect("just filled");
-        self.index_rows.store(idx.len(), Relaxed);
-        idx
+        slot.as_mut().expect("just filled")
     }
 
     /// One page for a one-off call, keeping the index alive for [`ONE_OFF_KEEP`].
@@ -390,7 +402,7 @@ impl State {
             .iter()
             .enumerate()
             // A stream whose channel is full misses this update: no window for it.
-            .filter(|(_, c)| c.wants_tasks && c.view.stale(idx) && c.tx.capacity() > 0)
+            .filter(|(_, c)| c.wants_tasks && c.view.stale(idx) && c.tx.capacity() > 0 && !c.tx.is_closed())
             .map(|(stream, c)| Want {
                 stream,
                 conn: c.conn,
@@ -399,9 +411,9 @@ impl State {
             })
             .collect();
         let mut served = self.served.lock().unwrap_or_else(|e| e.into_inner());
-        let chosen = cost::plan(&wants, &served, cost::publish_budget(idx.len()));
-        for &i in &chosen {
-            served.insert(clients[i].conn, at);
+        let (chosen, served_now) = cost::plan(&wants, &served, cost::publish_budget(idx.len()));
+        for conn in served_now {
+            served.insert(conn, at);
         }
         // Forget connections with no stream left.
         if served.len() > clients.len() {
@@ -431,14 +443,20 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
         }
         let mut update = state.next_update(&mut cursor, &mut dropped);
         let listened = !state.clients.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+        let mut found_lost = None;
         if recording && listened && lost.is_none_or(|(at, _)| at.elapsed() >= Duration::from_secs(1)) {
-            lost = Some((Instant::now(), state.telemetry.lost_wakers()));
+            let ids = state.telemetry.lost_waker_ids();
+            lost = Some((Instant::now(), ids.len() as u64));
+            found_lost = Some(ids);
         }
         if let (Some(s), Some((_, n))) = (update.snapshot.as_mut(), lost) {
             s.tasks_lost_waker = Some(n);
         }
         let mut slot = state.index.lock().unwrap_or_else(|e| e.into_inner());
         let wanted = state.maintain_index(&mut slot);
+        if let (Some(idx), Some(ids)) = (slot.as_mut().filter(|_| wanted), found_lost) {
+            idx.mark_lost(&ids);
+        }
         state.broadcast(update, if wanted { slot.as_ref() } else { None });
     }
     // Dropping the senders ends every stream.

@@ -132,8 +132,18 @@ impl Console for Service {
                 "this runtime does not record tasks: build it with `Builder::event_ring(capacity)`",
             ));
         }
-        if !self.state.clients.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|c| c.id == req.watch_id) {
-            return Err(no_stream(req.watch_id));
+        let wants_tasks = self
+            .state
+            .clients
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|c| c.id == req.watch_id)
+            .map(|c| c.wants_tasks);
+        match wants_tasks {
+            None => return Err(no_stream(req.watch_id)),
+            Some(false) => return Err(omitted()),
+            Some(true) => {}
         }
         self.state.pay_one_off(conn, &query).await?;
         let mut slot = self.state.index.lock().unwrap_or_else(|e| e.into_inner());
@@ -145,7 +155,7 @@ impl Console for Service {
             return Err(no_stream(req.watch_id));
         };
         if !c.wants_tasks {
-            return Err(Status::failed_precondition("this stream was opened with omit_tasks"));
+            return Err(omitted());
         }
         c.view.query = query;
         c.view.generation += 1;
@@ -192,4 +202,8 @@ fn no_stream(watch_id: u64) -> Status {
     Status::not_found(format!(
         "no open stream with watch_id {watch_id}; the id is in the first update of a WatchUpdates stream"
     ))
+}
+
+fn omitted() -> Status {
+    Status::failed_precondition("this stream was opened with omit_tasks")
 }

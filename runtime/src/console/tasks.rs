@@ -124,10 +124,13 @@ impl Query {
 
     /// Rows a window for this query may visit in an index of `rows` tasks (at least 1):
     /// up to the window's end for an order the index keeps (id, busy time) with no
-    /// filter, every row otherwise.
+    /// filter; every row for a state filter or another order; every row twice for a name
+    /// filter (the window, then the count of matches).
     pub(crate) fn cost(&self, rows: u64) -> u64 {
         let indexed = matches!(proto::TaskSort::try_from(self.sort), Ok(proto::TaskSort::Id | proto::TaskSort::Busy));
-        let cost = if indexed && !self.has_filter() {
+        let cost = if !self.name_contains.is_empty() {
+            rows.saturating_mul(2)
+        } else if indexed && self.states == 0 {
             self.offset.saturating_add(self.limit as u64 + 1).min(rows)
         } else {
             rows
@@ -211,6 +214,26 @@ impl TaskIndex {
             self.counts[i] += 1;
         }
         self.rows.insert(row.id, e);
+    }
+
+    /// Take in a walk's finding that the tasks `ids` can never be woken. The change log
+    /// reads a task once per change, and a reading can miss a lost waker (a walk holding
+    /// the task at that moment counts as a holder): a task that then never changes again
+    /// would stay unflagged. Only idle tasks are flagged: one woken since the walk (an
+    /// abort) came through the log as changed.
+    pub(crate) fn mark_lost(&mut self, ids: &[u64]) {
+        let mut changed = false;
+        for id in ids {
+            let Some(e) = self.rows.get_mut(id) else { continue };
+            if e.state == TaskState::Idle && !e.lost_waker {
+                e.lost_waker = true;
+                self.lost.insert(*id);
+                changed = true;
+            }
+        }
+        if changed {
+            self.generation += 1;
+        }
     }
 
     pub(crate) fn counts(&self) -> proto::TaskCounts {
@@ -423,5 +446,40 @@ mod tests {
             seen.push(idx.generation);
             assert_eq!(idx.rows.len(), round, "round {round}");
         }
+    }
+
+    /// A task whose last waker is dropped without any change the log would see (no wake,
+    /// no poll) is flagged in the index once a walk finds it; an id the index does not
+    /// hold changes nothing, and a second finding changes nothing more.
+    #[test]
+    fn a_walks_lost_wakers_reach_the_index() {
+        let rt = crate::runtime::Builder::new().worker_threads(1).event_ring(64).build().unwrap();
+        let t = rt.handle().telemetry();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = rt.spawn(std::future::poll_fn(move |cx| {
+            let _ = tx.send(cx.waker().clone());
+            std::task::Poll::<()>::Pending
+        }));
+        let waker = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("polled within 30 s");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while t.task(h.id()).is_none_or(|i| i.state != TaskState::Idle) {
+            assert!(std::time::Instant::now() < deadline, "the task never went idle");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let mut idx = TaskIndex::build(&t);
+        assert_eq!(idx.counts().lost_waker, 0, "a waker is still held");
+        drop(waker);
+        let ids = t.lost_waker_ids();
+        assert_eq!(ids, vec![h.id()]);
+        let g = idx.generation;
+        idx.mark_lost(&[u64::MAX]);
+        assert_eq!(idx.generation, g);
+        idx.mark_lost(&ids);
+        assert!(idx.generation > g);
+        assert_eq!(idx.counts().lost_waker, 1);
+        assert_eq!(idx.counts().lost_waker_ids, vec![h.id()]);
+        let g = idx.generation;
+        idx.mark_lost(&ids);
+        assert_eq!(idx.generation, g, "nothing new");
     }
 }

@@ -63,6 +63,11 @@ impl OwnedTasks {
         self.shards.len()
     }
 
+    /// How many tasks are linked: each shard's count, under its lock for a moment.
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len).sum()
+    }
+
     fn shard(&self, task: NonNull<Header>) -> &Mutex<Shard> {
         // SAFETY: callers pass live tasks.
         let id = unsafe { task.as_ref() }.id;
@@ -124,18 +129,19 @@ impl OwnedTasks {
 impl OwnedTasks {
     /// Call `f` with the linked task whose id is `id`, if there is one, walking only that
     /// id's shard, up to the task. `f` runs outside the shard lock, while the walk holds a
-    /// reference to the task (one more than the list's).
+    /// reference to the task (one more than the list's); the tasks passed on the way are
+    /// only compared, under the lock.
     pub(crate) fn with_task<R>(&self, id: u64, f: impl FnOnce(NonNull<Header>) -> R) -> Option<R> {
         let mut f = Some(f);
         let mut out = None;
-        self.walk_shard((id & self.mask) as usize, |t| {
-            // SAFETY: the walk holds a reference to `t`.
-            if unsafe { t.as_ref() }.id != id {
-                return ControlFlow::Continue(());
-            }
-            out = f.take().map(|f| f(t));
-            ControlFlow::Break(())
-        });
+        self.walk_shard(
+            (id & self.mask) as usize,
+            |h| h.id == id,
+            |t| {
+                out = f.take().map(|f| f(t));
+                ControlFlow::Break(())
+            },
+        );
         out
     }
 
@@ -146,48 +152,64 @@ impl OwnedTasks {
     /// may or may not be visited; none is visited twice.
     pub(crate) fn for_each(&self, mut f: impl FnMut(NonNull<Header>)) {
         for i in 0..self.shards.len() {
-            self.walk_shard(i, |t| {
-                f(t);
-                ControlFlow::Continue(())
-            });
+            self.walk_shard(
+                i,
+                |_| true,
+                |t| {
+                    f(t);
+                    ControlFlow::Continue(())
+                },
+            );
         }
     }
 
-    /// Walk shard `i` in batches (see the module doc) until `f` breaks.
-    fn walk_shard(&self, i: usize, mut f: impl FnMut(NonNull<Header>) -> ControlFlow<()>) {
+    /// Walk shard `i` in batches (see the module doc), handing `f` each task that `pick`
+    /// (which sees only the header's fixed fields, under the lock) accepts, until `f`
+    /// breaks.
+    fn walk_shard(
+        &self,
+        i: usize,
+        pick: impl Fn(&Header) -> bool,
+        mut f: impl FnMut(NonNull<Header>) -> ControlFlow<()>,
+    ) {
         let _walk = lock(&self.walkers[i]);
-        let mut batch = [NonNull::<Header>::dangling(); WALK_BATCH];
         let mut first = true;
         loop {
-            let (n, more) = {
+            let mut batch = Batch { tasks: [NonNull::dangling(); WALK_BATCH], next: 0, len: 0 };
+            let more = {
                 let mut s = lock(&self.shards[i]);
                 // Between batches the place is the cursor, which unlinks kept on a linked
                 // task (or at the end).
                 let mut cur = if first { s.head } else { s.cursor.take() };
                 first = false;
-                let mut n = 0;
+                let mut visited = 0;
                 while let Some(t) = cur {
-                    if n == WALK_BATCH {
+                    if visited == WALK_BATCH {
                         break;
                     }
+                    visited += 1;
                     // SAFETY: under the shard lock every linked task is alive (the list
-                    // holds a reference) and its links are stable. The reference taken
-                    // here keeps it alive once the lock is let go; it is given back below.
+                    // holds a reference) and its links are stable. A reference taken here
+                    // keeps the task alive once the lock is let go; `batch` gives it back.
                     unsafe {
-                        t.as_ref().state.ref_inc();
+                        if pick(t.as_ref()) {
+                            t.as_ref().state.ref_inc();
+                            batch.tasks[batch.len] = t;
+                            batch.len += 1;
+                        }
                         cur = t.as_ref().owned.with(|l| (*l).next);
                     }
-                    batch[n] = t;
-                    n += 1;
                 }
                 s.cursor = cur;
-                (n, cur.is_some())
+                cur.is_some()
             };
             let mut stop = false;
-            for &t in &batch[..n] {
+            while batch.next < batch.len {
+                let t = batch.tasks[batch.next];
                 if !stop {
                     stop = f(t).is_break();
                 }
+                batch.next += 1;
                 // Give back the walk's reference (freeing the task if it completed and
                 // every other holder let go meanwhile).
                 drop(super::Task::<()>::from_raw(t));
@@ -199,6 +221,22 @@ impl OwnedTasks {
             if stop || !more {
                 return;
             }
+        }
+    }
+}
+
+/// A walk's references to the tasks of one batch, `tasks[next..len]` not yet given back.
+/// Dropping it gives back the rest, so a visit that unwinds leaks none.
+struct Batch {
+    tasks: [NonNull<Header>; WALK_BATCH],
+    next: usize,
+    len: usize,
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        for &t in &self.tasks[self.next..self.len] {
+            drop(super::Task::<()>::from_raw(t));
         }
     }
 }
@@ -338,6 +376,40 @@ mod tests {
     }
 }
 
+#[cfg(all(test, not(loom)))]
+mod unwind_tests {
+    use super::super::test_util::{spawn, MockScheduler};
+
+    /// A visit that panics gives back the walk's references to the rest of its batch:
+    /// each task is left with the list's and its join handle's alone, and every one
+    /// completes and is freed (Miri reports a leak otherwise).
+    #[test]
+    fn a_visit_that_panics_leaks_no_reference() {
+        let sched = MockScheduler::new();
+        let handles: Vec<_> = (0..10).map(|_| spawn(&sched, std::future::pending::<()>())).collect();
+        assert_eq!(sched.run_all(), 10);
+        let mut visits = 0;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            sched.owned.for_each(|_| {
+                visits += 1;
+                assert!(visits < 3, "a visit that panics");
+            })
+        }));
+        assert!(r.is_err());
+        for h in &handles {
+            // SAFETY: `with_task` hands over a task the walk holds.
+            let refs = sched.owned.with_task(h.id(), |t| unsafe { t.as_ref() }.state.load().ref_count());
+            assert_eq!(refs, Some(3), "the list, the join handle and this walk");
+        }
+        for h in &handles {
+            h.abort();
+        }
+        assert_eq!(sched.run_all(), 10);
+        assert_eq!(sched.finished(), 10);
+        drop(handles);
+    }
+}
+
 /// The paused walk under loom: one batch is one task, so the walk lets go of the lock
 /// after each, while another thread completes tasks (unlinking them, the walk's place
 /// among them).
@@ -353,15 +425,21 @@ mod loom_tests {
         model(|| {
             let sched = MockScheduler::new();
             // Polled once each, then idle; the walk meets them newest first.
-            let handles: Vec<_> = (0..3).map(|_| spawn(&sched, std::future::pending::<()>())).collect();
+            let mut handles: Vec<_> = (0..3).map(|_| spawn(&sched, std::future::pending::<()>())).collect();
             assert_eq!(sched.run_all(), 3);
             let ids: Vec<u64> = handles.iter().map(|h| h.id()).collect();
             // The middle one (the walk's place after its first batch) and the oldest (the
-            // place after its second) complete during the walk.
+            // place after its second) complete during the walk, and their join handles
+            // go with them: the walk's reference may be the last, and free the task.
             handles[1].abort();
             handles[0].abort();
+            let doomed: Vec<_> = handles.drain(..2).collect();
             let s2 = sched.clone();
-            let completer = thread::spawn(move || s2.run_all());
+            let completer = thread::spawn(move || {
+                let n = s2.run_all();
+                drop(doomed);
+                n
+            });
             let mut seen = Vec::new();
             // SAFETY: the walk holds a reference to each task it hands over.
             sched.owned.for_each(|t| seen.push(unsafe { t.as_ref() }.id));
@@ -374,7 +452,7 @@ mod loom_tests {
             }
             assert!(seen.iter().all(|i| ids.contains(i)));
             assert_eq!(sched.cancelled.load(SeqCst), 2);
-            handles[2].abort();
+            handles[0].abort();
             sched.run_all();
             assert_eq!(sched.finished(), 3);
             drop(handles);

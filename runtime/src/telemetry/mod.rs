@@ -462,6 +462,17 @@ impl Telemetry {
         n
     }
 
+    /// The ids of the live tasks [`Telemetry::lost_wakers`] counts, by the same walk.
+    pub(crate) fn lost_waker_ids(&self) -> Vec<u64> {
+        let mut ids = Vec::new();
+        self.for_each_task(|row, _| {
+            if row.lost_waker {
+                ids.push(row.id);
+            }
+        });
+        ids
+    }
+
     /// One live task, by id (`None`: no such live task, or tasks are not recorded). It
     /// walks only the id's shard of the task list, up to the task, a batch per hold of
     /// its lock: a client asking for tasks in a loop must not hold up the workers'
@@ -482,6 +493,11 @@ impl Telemetry {
     /// How many shards the task list has: [`Telemetry::task`] walks one of them.
     pub(crate) fn task_list_shards(&self) -> usize {
         self.shared.owned.shards()
+    }
+
+    /// How many tasks the task list holds now (what a walk of it visits).
+    pub(crate) fn task_list_len(&self) -> u64 {
+        self.shared.owned.len() as u64
     }
 
     /// A live task's name, by id (as [`Telemetry::task`], one shard's walk).

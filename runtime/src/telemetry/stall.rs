@@ -459,8 +459,9 @@ fn report(shared: &Arc<Shared>, f: Found) {
         Vec::new()
     };
     let stuck_for = f.stuck_for;
-    // One shard of the task list, under its lock: this thread runs at the lowest
-    // priority, and the workers take these locks to spawn and complete tasks.
+    // One shard of the task list, walked a batch per hold of its lock: this thread runs
+    // at the lowest priority, and the workers take these locks to spawn and complete
+    // tasks.
     let task_name = crate::telemetry::Telemetry::new(Arc::clone(shared)).task_name(task_id);
     // The monitor is this counter's one writer.
     shared.workers[i].counters.stalls.inc_always();
