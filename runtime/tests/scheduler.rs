@@ -601,6 +601,27 @@ fn builder_refuses_zero_and_more_than_64_workers() {
     assert_eq!(rt.block_on(async { volt::spawn(async { 3 }).await.unwrap() }), 3);
 }
 
+/// A thread name std cannot give a thread, and an event ring too large to index, are
+/// clear errors from `build`: the name used to panic inside `build` and then hang it
+/// (dropping the half-built runtime waited for workers never started), and the ring's
+/// size wrapped to an empty ring indexed out of bounds.
+#[test]
+fn builder_refuses_a_nul_in_the_thread_name_and_a_huge_event_ring() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let e = volt::runtime::Builder::new().worker_threads(2).thread_name("a\0b").build().unwrap_err();
+        let _ = tx.send(e);
+    });
+    let e = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("build returned within 60 s");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("NUL"), "{e}");
+    for cap in [usize::MAX, volt::runtime::MAX_EVENT_RING + 1] {
+        let e = volt::runtime::Builder::new().worker_threads(1).event_ring(cap).build().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{cap}");
+        assert!(e.to_string().contains("event_ring"), "{e}");
+    }
+}
+
 #[test]
 fn join_error_formats() {
     let rt = rt(1);

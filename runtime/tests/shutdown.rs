@@ -414,3 +414,59 @@ fn shutdown_timeout_from_its_own_task_returns_and_cancels() {
     assert!(wait_until(Duration::from_secs(30), || drops.get() == 10), "{} of 10 dropped", drops.get());
     assert!(handle.spawn(async {}).join().unwrap_err().is_cancelled());
 }
+
+/// A shielded task that is being polled when shutdown reaches it is cancelled when that
+/// poll returns `Pending`: shields defer `abort`, not shutdown. (It used to go idle after
+/// the poll, with nothing left to cancel it: its future was never dropped and its handle
+/// never finished.)
+#[test]
+fn a_shielded_task_in_a_poll_at_shutdown_is_dropped() {
+    let _s = serial();
+    let drops = DropCount::default();
+    let rt = rt(2);
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let g = drops.guard();
+    let h = rt.spawn(async move {
+        let _g = g;
+        let _s = volt::task::shield();
+        started_tx.send(()).unwrap();
+        // Holds this poll (and its worker) until the test lets go, after shutdown.
+        let _ = release_rx.recv();
+        Never.await
+    });
+    started_rx.recv_timeout(Duration::from_secs(60)).expect("the task started within 60 s");
+    // Returns at once with the worker still in that poll, whose task gets the flag.
+    let stopper = std::thread::spawn(move || rt.shutdown_timeout(Duration::ZERO));
+    stopper.join().unwrap();
+    release_tx.send(()).unwrap();
+    assert!(wait_until(Duration::from_secs(60), || drops.get() == 1), "the shielded future was never dropped");
+    assert!(wait_until(Duration::from_secs(60), || h.is_finished()));
+    assert!(h.join().unwrap_err().is_cancelled());
+}
+
+/// The same through a plain drop: a shielded task whose worker it handed off (a blocking
+/// join on a task that never ends) is still in its poll when the drop cancels tasks; the
+/// join then ends (its target is cancelled), the poll returns `Pending`, and the task is
+/// cancelled and dropped.
+#[test]
+fn a_shielded_blocking_joiner_at_drop_is_dropped() {
+    let _s = serial();
+    let drops = DropCount::default();
+    let rt = rt(2);
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let g = drops.guard();
+    let h = rt.spawn(async move {
+        let _g = g;
+        let _s = volt::task::shield();
+        let target = volt::spawn(Never);
+        started_tx.send(()).unwrap();
+        let _ = target.join();
+        Never.await
+    });
+    started_rx.recv_timeout(Duration::from_secs(60)).expect("the task started within 60 s");
+    drop(rt);
+    assert!(wait_until(Duration::from_secs(60), || drops.get() == 1), "the shielded future was never dropped");
+    assert!(wait_until(Duration::from_secs(60), || h.is_finished()));
+    assert!(h.join().unwrap_err().is_cancelled());
+}

@@ -140,6 +140,7 @@ impl Builder {
     /// Turn on the event ring (the flight recorder), keeping the last `capacity` events of
     /// each worker (rounded up to a power of two) plus as many from other threads. Off by
     /// default. Read it with [`Telemetry::events`](crate::telemetry::Telemetry::events).
+    /// More than [`MAX_EVENT_RING`] is an error from `build`.
     pub fn event_ring(&mut self, capacity: usize) -> &mut Builder {
         self.event_ring = Some(capacity);
         self
@@ -267,6 +268,19 @@ impl Builder {
                 format!("volt: at most {MAX_WORKERS} worker threads are supported (one bit each in the parked bitmap); {n} were requested"),
             ));
         }
+        if self.thread_name.contains('\0') {
+            // std panics on such a name when it starts the thread.
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("volt: the thread name {:?} holds a NUL byte", self.thread_name),
+            ));
+        }
+        if let Some(cap) = self.event_ring.filter(|&c| c > MAX_EVENT_RING) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("volt: event_ring({cap}) is more than the most, {MAX_EVENT_RING} events per worker"),
+            ));
+        }
         let shared = Shared::new(
             n,
             crate::blocking::PoolConfig {
@@ -293,6 +307,9 @@ impl Builder {
             #[cfg(feature = "console")]
             console: None,
         };
+        // Workers not started count as exited, so the drop of `rt` (on an error, or a panic
+        // from `spawn`) does not wait for them.
+        let mut unstarted = Unstarted { shared: Arc::clone(&shared), left: n };
         for index in 0..n {
             let shared = Arc::clone(&shared);
             let hooks = self.thread_hooks.clone();
@@ -305,14 +322,16 @@ impl Builder {
                     hooks.run_thread(|| Shared::run_worker(Arc::clone(&shared), index));
                 });
             match spawned {
-                Ok(t) => rt.threads.push(t),
-                Err(e) => {
-                    // Stop the workers already started; `Drop` does the rest.
-                    rt.handle.shared.exited.lock().unwrap_or_else(|e| e.into_inner()).count += n - index;
-                    return Err(e);
+                Ok(t) => {
+                    rt.threads.push(t);
+                    unstarted.left -= 1;
                 }
+                // `unstarted` counts the rest as exited, and `rt`'s drop stops the workers
+                // already started.
+                Err(e) => return Err(e),
             }
         }
+        drop(unstarted);
         // Dropping `rt` on error shuts the workers down again.
         if let Some(t) = crate::telemetry::stall::start(&shared, format!("{}-stall-monitor", self.thread_name))? {
             rt.threads.push(t);
@@ -322,6 +341,23 @@ impl Builder {
             rt.console = Some(crate::console::start(config, rt.handle.telemetry())?);
         }
         Ok(rt)
+    }
+}
+
+/// The most events [`Builder::event_ring`] keeps per worker (16 Mi, 512 MiB a ring).
+pub const MAX_EVENT_RING: usize = 1 << 24;
+
+/// Worker threads `build` has not started: counted as exited when dropped.
+struct Unstarted {
+    shared: Arc<Shared>,
+    left: usize,
+}
+
+impl Drop for Unstarted {
+    fn drop(&mut self) {
+        if self.left > 0 {
+            self.shared.exited.lock().unwrap_or_else(|e| e.into_inner()).count += self.left;
+        }
     }
 }
 

@@ -2,7 +2,9 @@
 //! protocol that keeps queued work from being stranded while every worker sleeps.
 //!
 //! `num_searching` counts workers looking for work; `parked_bitmap` has bit `i` set while
-//! worker `i` is parked; `num_parked` mirrors its popcount for readers.
+//! worker `i` is parked, and its popcount is the parked gauge readers see. (A separate
+//! counter, raised after the bit was set, could be lowered first by a producer claiming
+//! the bit, and read as four billion parked workers for a moment.)
 //!
 //! # Protocol
 //! 1. **Enqueue.** After pushing work, a producer calls [`Idle::notify_parked`]. It issues a
@@ -61,7 +63,6 @@ const NO_WATCHER: u32 = u32::MAX;
 
 pub(crate) struct Idle {
     num_searching: AtomicU32,
-    num_parked: AtomicU32,
     parked_bitmap: AtomicU64,
     /// The parked worker that keeps a timeout while another worker is out (rule 7).
     watcher: AtomicU32,
@@ -75,7 +76,6 @@ impl Idle {
         assert!(num_workers <= MAX_WORKERS && num_workers > 0);
         Idle {
             num_searching: AtomicU32::new(0),
-            num_parked: AtomicU32::new(0),
             parked_bitmap: AtomicU64::new(0),
             watcher: AtomicU32::new(NO_WATCHER),
             in_reactor: AtomicU64::new(0),
@@ -142,7 +142,6 @@ impl Idle {
     #[must_use]
     pub(crate) fn transition_worker_to_parked(&self, index: usize, is_searching: bool) -> bool {
         self.parked_bitmap.fetch_or(1 << index, SeqCst);
-        self.num_parked.fetch_add(1, Relaxed);
         let last = is_searching && self.num_searching.fetch_sub(1, SeqCst) == 1;
         fence(SeqCst);
         last
@@ -154,12 +153,7 @@ impl Idle {
     pub(crate) fn unpark_self(&self, index: usize) -> bool {
         let bit = 1u64 << index;
         let prev = self.parked_bitmap.fetch_and(!bit, SeqCst);
-        if prev & bit != 0 {
-            self.num_parked.fetch_sub(1, Relaxed);
-            true
-        } else {
-            false
-        }
+        prev & bit != 0
     }
 
     /// Rule 1: wake one parked worker if nobody is searching. `unpark(i)` wakes worker i.
@@ -195,7 +189,6 @@ impl Idle {
                 let index = if others != 0 { others } else { bitmap }.trailing_zeros() as usize;
                 match self.parked_bitmap.compare_exchange(bitmap, bitmap & !(1 << index), SeqCst, SeqCst) {
                     Ok(_) => {
-                        self.num_parked.fetch_sub(1, Relaxed);
                         unpark(index);
                         return;
                     }
@@ -235,7 +228,7 @@ impl Idle {
     }
 
     pub(crate) fn num_parked(&self) -> u32 {
-        self.num_parked.load(Relaxed)
+        self.parked_bitmap.load(Relaxed).count_ones()
     }
 
     /// Whether worker `index` is marked parked.

@@ -9,8 +9,8 @@
 //! ```
 //!
 //! The lifecycle has four values, so it takes two bits. The flags (`notified`,
-//! `cancelled`, `join_interest`, `detached`, `join_waker`, `has_stats`) sit right above it
-//! with four bits to spare, then the cell cache owner tag and the shield depth, and the
+//! `cancelled`, `join_interest`, `detached`, `join_waker`, `has_stats`, `sampled`,
+//! `shutdown`) sit right above it with two bits to spare, then the cell cache owner tag and the shield depth, and the
 //! reference count takes all the rest: 36 bits, 68.7 billion references. A count of 24
 //! bits would be reached by 16.8 million live clones of one task's waker, a few hundred MB
 //! of wakers, which a program can hold. Holding 2^35
@@ -98,7 +98,12 @@ const HAS_STATS: u64 = 1 << 7;
 /// Set by a wake the scheduler samples for its schedule-latency histogram, cleared by
 /// the poll that follows (`transition_to_running` reports it).
 const SAMPLED: u64 = 1 << 8;
-// Bits 9..12 are free for future flags.
+/// Set (with `cancelled`) by runtime shutdown; never cleared. Makes the cancellation
+/// effective whatever the shield depth: shields defer `abort`, not shutdown. Without it,
+/// a shielded task that was being polled when shutdown reached it went idle after that
+/// poll, with nothing left to cancel it, and its future was never dropped.
+const SHUTDOWN: u64 = 1 << 9;
+// Bits 10..12 are free for future flags.
 
 /// Bits 12..20, set at creation and never changed: which worker's cell cache the task's
 /// memory came from (index + 1), or 0 for the global allocator
@@ -207,9 +212,9 @@ impl Snapshot {
     pub(crate) fn ref_count(self) -> u64 {
         (self.0 & REF_MASK) >> REF_SHIFT
     }
-    /// Whether an abort takes effect now: cancelled and no shield up.
+    /// Whether a cancellation takes effect now: shutdown, or an abort with no shield up.
     pub(crate) fn is_cancellation_effective(self) -> bool {
-        self.is_cancelled() && self.shield_depth() == 0
+        self.0 & SHUTDOWN != 0 || (self.is_cancelled() && self.shield_depth() == 0)
     }
 }
 
@@ -397,15 +402,18 @@ impl State {
     /// (-> RUNNING, +1 reference for the claimer) so the caller can drop the future.
     /// Shields defer `abort`, not shutdown: the runtime is going away. Returns whether
     /// the caller claimed it.
+    ///
+    /// A task being polled gets `cancelled` and `shutdown`, and its poller cancels it when
+    /// the poll returns `Pending`, shielded or not (see [`SHUTDOWN`]).
     pub(crate) fn transition_to_shutdown(&self) -> bool {
         self.fetch_update(|curr| match curr.lifecycle() {
             Lifecycle::Idle | Lifecycle::Scheduled => {
-                let mut next = Snapshot(curr.0 | CANCELLED);
+                let mut next = Snapshot(curr.0 | CANCELLED | SHUTDOWN);
                 next.set_lifecycle(Lifecycle::Running);
                 next.0 += REF_ONE;
                 (Some(next), true)
             }
-            Lifecycle::Running if !curr.is_cancelled() => (Some(Snapshot(curr.0 | CANCELLED)), false),
+            Lifecycle::Running if curr.0 & SHUTDOWN == 0 => (Some(Snapshot(curr.0 | CANCELLED | SHUTDOWN)), false),
             _ => (None, false),
         })
     }
@@ -563,6 +571,24 @@ mod tests {
         assert_eq!(s.remove_shield(), TransitionToScheduled::DoNothing);
         assert!(s.load().is_cancellation_effective());
         assert_eq!(s.transition_to_idle().action, IdleAction::Cancel);
+    }
+
+    /// Shutdown reaching a shielded task in a poll, aborted before or not, makes its
+    /// cancellation effective: the poll's end cancels it instead of going idle.
+    #[test]
+    fn shutdown_of_a_polled_shielded_task_cancels_it_after_the_poll() {
+        for aborted in [false, true] {
+            let s = State::new();
+            let _ = s.transition_to_running();
+            let _ = s.add_shield();
+            if aborted {
+                assert_eq!(s.transition_to_cancelled_remote(), TransitionToScheduled::DoNothing);
+                assert!(!s.load().is_cancellation_effective(), "an abort waits for the shield");
+            }
+            assert!(!s.transition_to_shutdown(), "its poller keeps it");
+            assert!(s.load().is_cancellation_effective(), "aborted before: {aborted}");
+            assert_eq!(s.transition_to_idle().action, IdleAction::Cancel, "aborted before: {aborted}");
+        }
     }
 
     /// A state whose reference count starts at `refs` (the rest as a new task).
