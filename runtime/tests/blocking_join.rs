@@ -251,3 +251,68 @@ fn dropping_the_runtime_releases_a_handed_off_join() {
     });
     assert_eq!(got, Some(Err(true)), "the join's target was cancelled and the join saw it");
 }
+
+/// A join that hands its worker off moves the worker's loop onto a blocking-pool thread,
+/// where it stays until shutdown. Those threads must not count against
+/// `max_blocking_threads`: with a limit of one and both workers handed off, blocking calls
+/// made afterwards still get a thread and complete, and never run more than one at a
+/// time.
+#[test]
+fn handed_off_workers_do_not_use_up_the_blocking_thread_limit() {
+    let rt = volt::runtime::Builder::new().worker_threads(2).max_blocking_threads(1).build().unwrap();
+    // One flag per target (a `Flag` keeps one waker).
+    let releases = [Flag::default(), Flag::default()];
+    // Two joins on targets that wait for their flag: each join finds its target pending
+    // and hands its worker off (one pool thread per hand-off, whichever worker runs them).
+    let joins: Vec<_> = (0..2u32)
+        .map(|i| {
+            let r = releases[i as usize].clone();
+            rt.spawn(async move {
+                let target = volt::spawn(async move {
+                    r.wait().await;
+                    i
+                });
+                target.join().unwrap()
+            })
+        })
+        .collect();
+    let handle = rt.handle().clone();
+    // Nothing else uses the pool, so its first two threads are the hand-offs.
+    assert!(
+        wait_until(Duration::from_secs(30), || handle.telemetry().snapshot().blocking_threads >= 2),
+        "both joins handed their workers off to the pool"
+    );
+    let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let calls: Vec<_> = (0..4)
+        .map(|i| {
+            let (running, peak) = (running.clone(), peak.clone());
+            handle.spawn_blocking(move || {
+                let now = running.fetch_add(1, SeqCst) + 1;
+                peak.fetch_max(now, SeqCst);
+                // Long enough for an overlap to show if the limit were not kept.
+                std::thread::sleep(Duration::from_millis(5));
+                running.fetch_sub(1, SeqCst);
+                i * 10
+            })
+        })
+        .collect();
+    let results = within(Duration::from_secs(30), "blocking calls after two hand-offs", move || {
+        calls.into_iter().map(|c| c.join().unwrap()).collect::<Vec<_>>()
+    });
+    assert_eq!(results, [0, 10, 20, 30]);
+    assert_eq!(peak.load(SeqCst), 1, "blocking calls still run one at a time");
+    // A host-name lookup runs on the pool too.
+    let bound = within(Duration::from_secs(30), "a host-name lookup after two hand-offs", move || {
+        let bind = handle.spawn(async { volt::net::TcpListener::bind("localhost:0").await.map(|_| ()) });
+        bind.join().unwrap()
+    });
+    bound.expect("a listener bound on localhost");
+    for r in &releases {
+        r.set();
+    }
+    let got = within(Duration::from_secs(30), "the joins after their targets are released", move || {
+        joins.into_iter().map(|j| j.join().unwrap()).collect::<Vec<u32>>()
+    });
+    assert_eq!(got, [0, 1]);
+}

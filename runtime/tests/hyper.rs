@@ -765,3 +765,151 @@ fn the_serve_future_is_send_and_a_bound_port_is_a_clear_error() {
         drop(fut);
     });
 }
+
+/// Polls made by all the runtime's workers so far.
+fn polls(rt: &volt::Runtime) -> u64 {
+    rt.handle().telemetry().snapshot().workers.iter().map(|w| w.tasks_polled).sum()
+}
+
+/// A zero header-read timeout while a handler waits: there is no head to wait for, so the
+/// connection's task must not be woken for the timeout at all (it was woken at once, over
+/// and over, by a timer set for "now", and spun for as long as the handler ran). After
+/// the response, the idle connection is closed at once.
+#[test]
+fn a_zero_header_read_timeout_does_not_spin_while_a_handler_waits() {
+    let rt = volt_rt(2);
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = futures::channel::oneshot::channel::<()>();
+    let release_rx = Arc::new(std::sync::Mutex::new(Some(release_rx)));
+    let handler = tower::service_fn(move |_req: http::Request<Incoming>| {
+        let entered = entered_tx.clone();
+        let release = release_rx.lock().unwrap().take();
+        async move {
+            let _ = entered.send(());
+            if let Some(release) = release {
+                let _ = release.await;
+            }
+            Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(b"released"))))
+        }
+    });
+    // With no time allowed, the request must be in the socket before the server first
+    // reads it: it is sent before the server starts. Should the kernel still be
+    // delivering it when the server looks (the connection is then cut before its
+    // handler runs), try again on a new server.
+    let mut client = None;
+    for _ in 0..20 {
+        let listener = rt.block_on(volt::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let mut s = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        s.write_all(b"GET /wait HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+        s.set_nonblocking(true).unwrap();
+        let app = handler.clone();
+        let server = volt::hyper::serve(listener, app).header_read_timeout(Some(Duration::ZERO));
+        rt.spawn(std::future::IntoFuture::into_future(server));
+        let start = Instant::now();
+        let entered = loop {
+            if entered_rx.try_recv().is_ok() {
+                break true;
+            }
+            let mut byte = [0u8; 1];
+            match s.read(&mut byte) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                // Closed (EOF or a reset) before the handler ran.
+                _ => break false,
+            }
+            assert!(start.elapsed() < BOUND, "the request neither reached its handler nor was cut");
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        if entered {
+            client = Some(s);
+            break;
+        }
+    }
+    let mut client = client.expect("a request reached its handler");
+    // The handler now waits for `release`, which only this thread sends. Nothing else on
+    // the runtime has anything to do, so its workers should make (next to) no polls.
+    let before = polls(&rt);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(200) {
+        let made = polls(&rt) - before;
+        assert!(made < 1000, "{made} polls while the only request waited in its handler");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    release_tx.send(()).unwrap();
+    client.set_nonblocking(false).unwrap();
+    client.set_read_timeout(Some(BOUND)).unwrap();
+    let mut carry = Vec::new();
+    let response = read_response(&mut client, &mut carry);
+    assert!(response.starts_with("HTTP/1.1 200") && response.ends_with("released"), "{response:?}");
+    assert!(closed_by_server(&mut client), "the idle connection is closed after its response");
+}
+
+/// A futures-io stream that hands out `honest` truthfully, then claims one byte more
+/// than the buffer holds on every read.
+struct Overclaims {
+    honest: &'static [u8],
+}
+
+impl futures::AsyncRead for Overclaims {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if !self.honest.is_empty() {
+            let n = self.honest.len().min(buf.len());
+            buf[..n].copy_from_slice(&self.honest[..n]);
+            self.honest = &self.honest[n..];
+            return std::task::Poll::Ready(Ok(n));
+        }
+        buf.fill(b'A');
+        std::task::Poll::Ready(Ok(buf.len() + 1))
+    }
+}
+
+impl futures::AsyncWrite for Overclaims {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_close(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// A stream that reports more bytes read than it was given room for is an error to
+/// hyper (`InvalidData`), not bytes marked filled past the end of its buffer.
+#[test]
+fn io_turns_a_read_that_overclaims_into_an_error() {
+    use hyper::rt::Read as _;
+    let mut io = volt::hyper::Io::new(Overclaims { honest: b"" });
+    let mut raw = [0u8; 16];
+    let mut buf = hyper::rt::ReadBuf::new(&mut raw);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(&mut io).poll_read(&mut cx, buf.unfilled()) {
+        std::task::Poll::Ready(Err(e)) => assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}"),
+        other => panic!("expected an InvalidData error, got {other:?}"),
+    }
+    assert!(buf.filled().is_empty(), "nothing was marked filled");
+    // And a server connection that meets such a read halfway through a request head
+    // fails with an error (hyper closes quietly on an error before any byte of a request,
+    // hence the honest start).
+    let rt = volt_rt(1);
+    let served = rt.block_on(async {
+        let io = volt::hyper::Io::new(Overclaims { honest: b"GET / HTTP/1.1\r\n" });
+        let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, hyper::service::service_fn(app));
+        volt::time::timeout(BOUND, conn).await
+    });
+    assert!(served.expect("the connection ends").is_err(), "the connection reports the reader's error");
+}

@@ -360,6 +360,23 @@ fn udp_poll_and_try_methods_round_trip_datagrams() {
     });
 }
 
+/// `SO_LINGER` counts whole seconds: a wait under a second is rounded up to one, not
+/// down to zero, which would reset the connection on close and drop unsent data.
+#[test]
+fn tcp_linger_under_a_second_waits_instead_of_resetting() {
+    let rt = rt(1);
+    rt.block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        c.set_linger(Some(Duration::from_millis(500))).unwrap();
+        assert_eq!(c.linger().unwrap(), Some(Duration::from_secs(1)));
+        c.set_linger(Some(Duration::from_millis(1500))).unwrap();
+        assert_eq!(c.linger().unwrap(), Some(Duration::from_secs(2)));
+        c.set_linger(Some(Duration::ZERO)).unwrap();
+        assert_eq!(c.linger().unwrap(), Some(Duration::ZERO));
+    });
+}
+
 #[test]
 fn tcp_socket_options_round_trip() {
     let rt = rt(2);

@@ -11,6 +11,14 @@
 //!   otherwise the task waits in the queue for a thread to come free.
 //! * `spawn_now` (a worker handed off by a blocking join) queues at the front and never
 //!   waits for a thread: it notifies an idle one or starts one, past the limit if need be.
+//!   Such a job runs a worker loop, which only returns at shutdown or at another
+//!   hand-off, so the thread it takes does not count against `max_blocking_threads`:
+//!   from the moment the job is queued until it returns (or is dropped unrun),
+//!   `num_worker_loops` leaves one thread out of the count `spawn` compares with the
+//!   limit. Otherwise a few blocking joins would fill the limit for good, and every later
+//!   blocking call (and host-name lookup) would wait until shutdown.
+//! * A thread whose worker loop has returned goes back to running queued tasks, unless
+//!   the threads left for blocking calls are already at the limit: then it exits.
 //! * A thread runs queued tasks; with none, it waits up to the keep-alive, and exits if
 //!   it is still idle then.
 //! * Shutdown cancels the queued tasks (their `JoinHandle`s report `is_cancelled()`), lets
@@ -55,7 +63,11 @@ pub(crate) struct Pool {
 
 struct PoolState {
     queue: VecDeque<Notified<Arc<Pool>>>,
+    /// Every pool thread, including those running a handed-off worker loop.
     num_threads: usize,
+    /// Worker-loop jobs (`spawn_now`) queued or running: each has, or will have, a
+    /// thread of its own, which `max_threads` does not count.
+    num_worker_loops: usize,
     num_idle: usize,
     /// Notifications sent to idle threads and not yet taken.
     num_notified: usize,
@@ -152,6 +164,7 @@ impl Pool {
             state: Mutex::new(PoolState {
                 queue: VecDeque::new(),
                 num_threads: 0,
+                num_worker_loops: 0,
                 num_idle: 0,
                 num_notified: 0,
                 shutdown: false,
@@ -192,6 +205,9 @@ impl Pool {
     /// thread if one is waiting, else on a new thread even past `max_blocking_threads`,
     /// because a worker must not wait behind blocking calls. Gives `job` back, unrun,
     /// when the pool has shut down or no thread could be started.
+    ///
+    /// While the job is queued or running, its thread is left out of the count that
+    /// `max_blocking_threads` limits (see [`WorkerLoopSlot`]).
     pub(crate) fn spawn_now<J: Send + 'static>(self: &Arc<Pool>, job: J, run: fn(J)) -> Result<(), J> {
         let mut st = self.lock();
         let ready = if st.shutdown {
@@ -206,8 +222,16 @@ impl Pool {
         if !ready {
             return Err(job);
         }
-        let (task, notified, join) =
-            new_task(BlockingTask(Some(move || run(job))), Arc::clone(self), next_task_id(), None);
+        // Counted under the same lock that notified or started the job's thread, so a
+        // `spawn` from here on already sees that thread as taken.
+        st.num_worker_loops += 1;
+        let slot = WorkerLoopSlot(Arc::clone(self));
+        let body = move || {
+            // Dropped when the loop returns, or with the closure if it never runs.
+            let _slot = slot;
+            run(job)
+        };
+        let (task, notified, join) = new_task(BlockingTask(Some(body)), Arc::clone(self), next_task_id(), None);
         drop((task, join));
         st.queue.push_front(notified);
         self.queue_depth_gauge.store(st.queue.len() as u64, Relaxed);
@@ -227,7 +251,7 @@ impl Pool {
         if st.num_idle > st.num_notified {
             st.num_notified += 1;
             self.work.notify_one();
-        } else if st.num_threads < self.max_threads {
+        } else if st.blocking_threads() < self.max_threads {
             self.start_thread(&mut st);
         }
     }
@@ -274,6 +298,13 @@ impl Pool {
                 drop(st);
                 task.run();
                 st = self.lock();
+                if !st.shutdown && st.blocking_threads() > self.max_threads {
+                    // A worker loop has returned (on this thread or another) and handed
+                    // its thread back while the others already fill the limit: this one
+                    // leaves, so blocking calls never run on more than `max_threads`
+                    // threads at once.
+                    break;
+                }
                 continue;
             }
             if st.shutdown {
@@ -318,6 +349,31 @@ impl Pool {
                 let _ = t.join();
             }
         }
+    }
+}
+
+impl PoolState {
+    /// The threads that count against `max_threads`: all but those reserved for worker
+    /// loops.
+    fn blocking_threads(&self) -> usize {
+        // Each worker loop has its thread in `num_threads` (notified or started before
+        // the count went up, and counted until its job is gone), so this cannot
+        // underflow; saturating all the same, since an undercount only starts a thread.
+        self.num_threads.saturating_sub(self.num_worker_loops)
+    }
+}
+
+/// A worker-loop job's claim on a thread outside `max_blocking_threads`, given back when
+/// the job's closure is dropped: after the loop returns (or unwinds), or unrun, when
+/// shutdown cancels the queued job.
+struct WorkerLoopSlot(Arc<Pool>);
+
+impl Drop for WorkerLoopSlot {
+    fn drop(&mut self) {
+        // Never dropped under the pool's lock: the closure is run or dropped by the task
+        // machinery outside it (`run_tasks` and `shutdown` let the lock go first).
+        let mut st = self.0.lock();
+        st.num_worker_loops -= 1;
     }
 }
 

@@ -95,8 +95,18 @@ where
         // SAFETY: every byte of `dst` was initialized just above; `MaybeUninit<u8>` and
         // `u8` have the same layout.
         let init = unsafe { &mut *(dst as *mut [MaybeUninit<u8>] as *mut [u8]) };
+        let len = init.len();
         let n = std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, init))?;
-        // SAFETY: the first `n` bytes were initialized (all were, above).
+        if n > len {
+            // The reader claims more bytes than it was given room for: a bug in that
+            // reader. Marking them filled would make hyper read past its buffer.
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("volt::hyper::Io: the stream's poll_read reported {n} bytes read into a {len}-byte buffer"),
+            )));
+        }
+        // SAFETY: the first `n` bytes were initialized (all were, above), and `n` is
+        // within the unfilled part, checked just above.
         unsafe { buf.advance(n) };
         Poll::Ready(Ok(()))
     }

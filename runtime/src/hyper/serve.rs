@@ -116,6 +116,13 @@ impl<S> Serve<S> {
     /// deliver its head (also the idle limit between kept-alive requests), counted from
     /// the connection's start or its last response's end; an HTTP/2 connection must start
     /// its first request within it. Default 30 s; `None` waits forever.
+    ///
+    /// The timeout does not run while a request is being answered, however long its
+    /// handler takes. `Some(Duration::ZERO)` allows no waiting at all: a connection is
+    /// served only if its first bytes and request head have already arrived when the
+    /// server reads them, and a kept-alive connection is closed as soon as it is found
+    /// idle after a response. Whatever the timeout, zero included, a connection whose
+    /// handler is running is not woken for the timeout over and over.
     pub fn header_read_timeout(mut self, timeout: Option<Duration>) -> Serve<S> {
         self.config.header_read_timeout = timeout;
         self

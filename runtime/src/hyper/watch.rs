@@ -140,9 +140,19 @@ impl<B: hyper::body::Body> hyper::body::Body for Tracked<B> {
 ///
 /// hyper's own timer for this arms a timer per request. Here one timer stays armed per
 /// timeout period: when it rings, the connection is cut if it has been idle for the whole
-/// timeout; otherwise the timer is set again for one timeout after the last response
-/// (or from now, if a request is being answered). A busy connection thus costs one timer
-/// every `timeout`, and each request only two counter updates and a clock read.
+/// timeout; otherwise the timer is set again for one timeout after the last response.
+/// If it rings while a request is being answered, no head is awaited until that request
+/// finishes, so no timer is set: the watch waits for the finish instead, which it sees on
+/// the connection task's next poll (on HTTP/1 a request finishes inside the connection's
+/// own poll, when hyper drops its response body or future, and `drive` polls the watch
+/// right after), and then sets the timer for one timeout after that finish. A busy
+/// connection thus costs at most one timer every `timeout` plus one per request still
+/// running when its timer rang, and each request only two counter updates and a clock
+/// read.
+///
+/// So the watch never wakes its task over and over, whatever the timeout, zero included:
+/// a timer already due when set (a zero timeout's always is) makes the next poll either
+/// cut the idle connection or find a request in flight and set no timer.
 pub(super) struct HeaderWatch {
     timeout: Duration,
     /// Watch only until the first request starts (HTTP/2).
@@ -150,6 +160,8 @@ pub(super) struct HeaderWatch {
     activity: Arc<Activity>,
     alarm: Arc<Alarm>,
     sleep: Option<crate::time::Sleep>,
+    /// The timer rang while a request was in flight: no timer is set until it finishes.
+    awaiting_finish: bool,
 }
 
 /// The waker the watch's sleep holds: it notes that the timer rang, then wakes the
@@ -177,7 +189,7 @@ impl std::task::Wake for Alarm {
 impl HeaderWatch {
     pub(super) fn new(timeout: Duration, activity: Arc<Activity>) -> HeaderWatch {
         let alarm = Arc::new(Alarm { rang: Default::default(), task: Mutex::new(None) });
-        HeaderWatch { timeout, first_only: false, activity, alarm, sleep: None }
+        HeaderWatch { timeout, first_only: false, activity, alarm, sleep: None, awaiting_finish: false }
     }
 
     /// A watch that cuts the connection if its first request has not started within
@@ -193,26 +205,36 @@ impl HeaderWatch {
             self.sleep = None;
             return Poll::Pending;
         }
-        if self.sleep.is_some() && !self.alarm.rang.load(Acquire) {
+        if self.awaiting_finish {
+            if self.activity.in_flight() {
+                return Poll::Pending;
+            }
+            // The request has finished: the head of the next one is awaited from then.
+            self.awaiting_finish = false;
+        } else if self.sleep.is_some() {
+            if !self.alarm.rang.load(Acquire) {
+                return Poll::Pending;
+            }
+            self.alarm.rang.store(false, Relaxed);
+            if self.activity.in_flight() {
+                // A request is being answered: no head is awaited until it is done, so
+                // there is nothing to time until then. (Setting the timer again from now
+                // would ring at once with a zero timeout, and keep the task spinning
+                // while the handler runs.)
+                self.sleep = None;
+                self.awaiting_finish = true;
+                return Poll::Pending;
+            }
+            let idle_since = self.activity.idle_since();
+            if Instant::now().saturating_duration_since(idle_since) >= self.timeout {
+                return Poll::Ready(());
+            }
+        } else if self.activity.in_flight() {
+            // The first look, with a request already started: nothing to time yet.
+            self.awaiting_finish = true;
             return Poll::Pending;
         }
-        let from = if self.sleep.is_none() {
-            self.activity.idle_since()
-        } else {
-            self.alarm.rang.store(false, Relaxed);
-            let now = Instant::now();
-            if self.activity.in_flight() {
-                // A request is being answered: no head is awaited until it is done.
-                now
-            } else {
-                let idle_since = self.activity.idle_since();
-                if now.saturating_duration_since(idle_since) >= self.timeout {
-                    return Poll::Ready(());
-                }
-                idle_since
-            }
-        };
-        let at = crate::time::deadline_after(from, self.timeout);
+        let at = crate::time::deadline_after(self.activity.idle_since(), self.timeout);
         // The connection's future is its task's own (spawned by `run`), so this waker
         // stays the task's for the connection's life; it is set again at each arming.
         *self.alarm.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());

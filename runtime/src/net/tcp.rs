@@ -171,13 +171,14 @@ impl TcpStream {
     /// to go out (and `Some(Duration::ZERO)` resets the connection on close); with `None`,
     /// close returns at once and the kernel sends the rest in the background.
     ///
+    /// The kernel counts the wait in whole seconds: a `d` with a fraction of a second is
+    /// rounded up (500 ms waits up to 1 s), so only zero resets, and a wait longer than
+    /// `c_int::MAX` seconds is cut to that.
+    ///
     /// The wait happens in `close(2)`, on whatever thread drops the stream; a worker
     /// blocked there runs no other task, so prefer `None` or zero in async code.
     pub fn set_linger(&self, dur: Option<Duration>) -> io::Result<()> {
-        let linger = libc::linger {
-            l_onoff: libc::c_int::from(dur.is_some()),
-            l_linger: dur.map_or(0, |d| d.as_secs().min(libc::c_int::MAX as u64) as libc::c_int),
-        };
+        let linger = libc::linger { l_onoff: libc::c_int::from(dur.is_some()), l_linger: dur.map_or(0, linger_secs) };
         setsockopt(self.io.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, linger)
     }
 
@@ -355,6 +356,14 @@ impl TcpStream {
     }
 }
 
+/// `SO_LINGER`'s `l_linger` for a wait of `d`: whole seconds, rounded up so that only a
+/// zero wait becomes zero (which resets the connection instead of waiting), and capped at
+/// `c_int::MAX`.
+fn linger_secs(d: Duration) -> libc::c_int {
+    let secs = d.as_secs().saturating_add(u64::from(d.subsec_nanos() > 0));
+    secs.min(libc::c_int::MAX as u64) as libc::c_int
+}
+
 /// Set a socket option from a plain C struct or integer.
 fn setsockopt<T: Copy>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: T) -> io::Result<()> {
     // SAFETY: `value` lives for the call and the length passed is its exact size.
@@ -471,5 +480,22 @@ impl std::fmt::Debug for TcpStream {
             .field("local_addr", &self.io.local_addr().ok())
             .field("peer_addr", &self.io.peer_addr().ok())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::linger_secs;
+    use std::time::Duration;
+
+    #[test]
+    fn linger_rounds_fractions_up_so_only_zero_resets() {
+        assert_eq!(linger_secs(Duration::ZERO), 0);
+        assert_eq!(linger_secs(Duration::from_nanos(1)), 1);
+        assert_eq!(linger_secs(Duration::from_millis(500)), 1);
+        assert_eq!(linger_secs(Duration::from_secs(1)), 1);
+        assert_eq!(linger_secs(Duration::from_millis(1500)), 2);
+        assert_eq!(linger_secs(Duration::from_secs(libc::c_int::MAX as u64 + 5)), libc::c_int::MAX);
+        assert_eq!(linger_secs(Duration::MAX), libc::c_int::MAX);
     }
 }
