@@ -251,7 +251,7 @@ impl Pool {
         if st.num_idle > st.num_notified {
             st.num_notified += 1;
             self.work.notify_one();
-        } else if st.blocking_threads() < self.max_threads {
+        } else if st.counted_threads() < self.max_threads {
             self.start_thread(&mut st);
         }
     }
@@ -298,7 +298,7 @@ impl Pool {
                 drop(st);
                 task.run();
                 st = self.lock();
-                if !st.shutdown && st.blocking_threads() > self.max_threads {
+                if !st.shutdown && st.counted_threads() > self.max_threads {
                     // A worker loop has returned (on this thread or another) and handed
                     // its thread back while the others already fill the limit: this one
                     // leaves, so blocking calls never run on more than `max_threads`
@@ -355,7 +355,7 @@ impl Pool {
 impl PoolState {
     /// The threads that count against `max_threads`: all but those reserved for worker
     /// loops.
-    fn blocking_threads(&self) -> usize {
+    fn counted_threads(&self) -> usize {
         // Each worker loop has its thread in `num_threads` (notified or started before
         // the count went up, and counted until its job is gone), so this cannot
         // underflow; saturating all the same, since an undercount only starts a thread.

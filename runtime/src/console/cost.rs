@@ -11,7 +11,7 @@
 //!   ([`publish_budget`]: at least two walks of the whole index). Connections take turns,
 //!   the one served longest ago first, and within a connection its stream served longest
 //!   ago; a stream left out keeps its window until its turn, and gets only the counts
-//!   meanwhile. A client with fifty filtered streams then delays its own windows, not
+//!   meanwhile. A client with many filtered streams then delays its own windows, not
 //!   another connection's. (HTTP/2 lets a connection open at most
 //!   [`MAX_STREAMS_PER_CONNECTION`] at once.)
 //! * **One-off calls** (`ListTasks`, `GetSnapshot`, `SetTaskQuery`, a stream's first
@@ -284,7 +284,7 @@ mod tests {
         // Empty now: the next walk waits a quarter of a second.
         let w = b.take(conn(1), rows, rows, t0).unwrap();
         assert!((w.as_secs_f64() - 0.25).abs() < 1e-6, "{w:?}");
-        // Seven more owe two seconds in all: the last of them is refused.
+        // Seven more owe two seconds in all; the next is refused.
         for _ in 0..7 {
             assert!(b.take(conn(1), rows, rows, t0).is_ok());
         }

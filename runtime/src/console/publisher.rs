@@ -74,10 +74,15 @@ impl ClientView {
     /// next update resends it whole, without computing it again.
     pub(super) fn take_page(&mut self, page: &proto::TaskPage, idx: &TaskIndex, at: u64) {
         self.ids = page.tasks.iter().map(|t| t.id).collect();
-        self.matching = page.matching;
+        self.computed(idx, at, page.matching);
+        self.full_next = true;
+    }
+
+    /// Note a window just computed from `idx` at publish `at`, with `matching` tasks.
+    fn computed(&mut self, idx: &TaskIndex, at: u64, matching: u64) {
         self.index_generation = idx.generation;
         self.window_at = at;
-        self.full_next = true;
+        self.matching = matching;
     }
 
     /// This stream's task changes since its last update: the window's rows that are new
@@ -101,10 +106,8 @@ impl ClientView {
         }
         if full || stale {
             let window = if stale && recompute {
-                self.index_generation = idx.generation;
-                self.window_at = at;
                 let w = idx.window(&self.query);
-                self.matching = w.matching;
+                self.computed(idx, at, w.matching);
                 w.ids
             } else {
                 std::mem::take(&mut self.ids)

@@ -22,7 +22,7 @@
 //! response's end, so it also limits how long a kept-alive connection may sit idle. An
 //! HTTP/2 connection must start its first request within it too (after that, idle HTTP/2
 //! connections are left to the client). A client that connects and says nothing, sends
-//! only the HTTP/2 preface, or trickles its headers, is cut when it runs out. The connection task keeps this deadline with one timer per timeout period,
+//! only the HTTP/2 preface, or trickles its headers, is cut when it runs out. The connection task keeps this deadline with at most one timer per timeout period (plus one per request still running when it rang),
 //! rather than hyper's own timer, which arms and disarms one for every request. The protocol sniff is done here rather
 //! than with hyper-util's `auto` builder because that one waits for the first bytes with
 //! no timeout at all.

@@ -219,8 +219,9 @@ impl Builder {
         self
     }
 
-    /// The most threads the blocking pool runs at once (at least 1). Calls beyond that
-    /// wait in its queue.
+    /// The most threads that run blocking calls at once (at least 1). Calls beyond that
+    /// wait in the pool's queue. A thread that carries a worker handed off by a blocking
+    /// join comes on top of these (and shows in the `blocking_threads` gauge).
     pub fn max_blocking_threads(&mut self, n: usize) -> &mut Builder {
         self.max_blocking_threads = n.max(1);
         self

@@ -227,6 +227,8 @@ impl Idle {
         self.num_searching.load(Relaxed)
     }
 
+    /// How many workers are parked (the snapshot reads the bitmap itself, once).
+    #[cfg(any(test, loom))]
     pub(crate) fn num_parked(&self) -> u32 {
         self.parked_bitmap.load(Relaxed).count_ones()
     }

@@ -130,7 +130,8 @@ impl OwnedTasks {
     /// Call `f` with the linked task whose id is `id`, if there is one, walking only that
     /// id's shard, up to the task. `f` runs outside the shard lock, while the walk holds a
     /// reference to the task (one more than the list's); the tasks passed on the way are
-    /// only compared, under the lock.
+    /// only compared, under the lock. `f` must not walk the list itself (one walk per
+    /// shard at a time).
     pub(crate) fn with_task<R>(&self, id: u64, f: impl FnOnce(NonNull<Header>) -> R) -> Option<R> {
         let mut f = Some(f);
         let mut out = None;
@@ -149,7 +150,8 @@ impl OwnedTasks {
     /// time (for `Telemetry::tasks` and the console). `f` runs outside the shard locks,
     /// while the walk holds a reference to the task (one more than the list's), so it
     /// may see a task that completed since the walk took it. Tasks linked during the walk
-    /// may or may not be visited; none is visited twice.
+    /// may or may not be visited; none is visited twice. `f` may complete tasks, but must
+    /// not walk the list itself (one walk per shard at a time).
     pub(crate) fn for_each(&self, mut f: impl FnMut(NonNull<Header>)) {
         for i in 0..self.shards.len() {
             self.walk_shard(

@@ -4,7 +4,7 @@
 //! ```text
 //!  63                  28 27       20 19      12 11                 2 1         0
 //! +----------------------+-----------+----------+--------------------+-----------+
-//! |   ref_count (36)     | shield (8)| owner (8)| flags (10, 4 free) | lifecycle |
+//! |   ref_count (36)     | shield (8)| owner (8)| flags (10, 2 free) | lifecycle |
 //! +----------------------+-----------+----------+--------------------+-----------+
 //! ```
 //!
@@ -81,7 +81,8 @@ const LIFECYCLE_MASK: u64 = 0b11 << LIFECYCLE_SHIFT;
 /// Set by a wake that arrives while the task is RUNNING or SCHEDULED. Cleared by
 /// `transition_to_running` and `transition_to_idle`; only meaningful in those two states.
 const NOTIFIED: u64 = 1 << 2;
-/// Set by `abort` or shutdown; never cleared. Takes effect when `shield_depth == 0`.
+/// Set by `abort` or shutdown; never cleared. An abort takes effect when
+/// `shield_depth == 0`; a shutdown (`SHUTDOWN`) whatever the depth.
 const CANCELLED: u64 = 1 << 3;
 /// Set while a `JoinHandle` exists. Cleared (once) when the handle is dropped or
 /// consumed. When it is clear at completion, the completing thread drops the output.
@@ -150,7 +151,7 @@ pub(crate) enum IdleAction {
     /// A wake arrived during the poll: now SCHEDULED again, the reference is kept, the
     /// caller must re-queue it.
     Notified,
-    /// An abort is effective: still RUNNING; the caller cancels it.
+    /// An abort or a shutdown is effective: still RUNNING; the caller cancels it.
     Cancel,
 }
 
@@ -227,6 +228,8 @@ impl fmt::Debug for Snapshot {
             .field("join_interest", &self.is_join_interested())
             .field("detached", &self.is_detached())
             .field("join_waker", &self.is_join_waker_set())
+            .field("sampled", &(self.0 & SAMPLED != 0))
+            .field("shutdown", &(self.0 & SHUTDOWN != 0))
             .field("shield_depth", &self.shield_depth())
             .field("ref_count", &self.ref_count())
             .finish()

@@ -191,11 +191,13 @@ impl Telemetry {
     /// Read every counter and gauge. Lock-free; never blocks a worker.
     pub fn snapshot(&self) -> Snapshot {
         let s = &self.shared;
+        let parked = s.idle.parked_bitmap();
         let mut snap = Snapshot {
             global_queue_depth: s.inject.len() as u64,
             num_searching: s.idle.num_searching(),
-            num_parked: s.idle.num_parked(),
-            parked_bitmap: s.idle.parked_bitmap(),
+            // One reading of the bitmap for both, so they agree.
+            num_parked: parked.count_ones(),
+            parked_bitmap: parked,
             tasks_spawned: s.remote.tasks_spawned.load(Relaxed),
             tasks_completed: s.remote.tasks_completed.load(Relaxed),
             tasks_cancelled: s.remote.tasks_cancelled.load(Relaxed),
@@ -458,19 +460,23 @@ impl Telemetry {
     /// million tasks. 0 when the runtime keeps no task statistics.
     pub fn lost_wakers(&self) -> u64 {
         let mut n = 0;
-        self.for_each_task(|row, _| n += row.lost_waker as u64);
+        self.for_each_lost_waker(|_| n += 1);
         n
     }
 
     /// The ids of the live tasks [`Telemetry::lost_wakers`] counts, by the same walk.
     pub(crate) fn lost_waker_ids(&self) -> Vec<u64> {
         let mut ids = Vec::new();
+        self.for_each_lost_waker(|id| ids.push(id));
+        ids
+    }
+
+    fn for_each_lost_waker(&self, mut f: impl FnMut(u64)) {
         self.for_each_task(|row, _| {
             if row.lost_waker {
-                ids.push(row.id);
+                f(row.id);
             }
         });
-        ids
     }
 
     /// One live task, by id (`None`: no such live task, or tasks are not recorded). It
