@@ -2,7 +2,7 @@
 //! owns, for crates wired to Tokio's runtime (reqwest, tonic's `Channel`, sqlx, ...),
 //! which panic with "there is no reactor running" anywhere else.
 //!
-//! ```no_run
+//! ```
 //! # async fn fetch() -> u16 { 200 }
 //! let rt = volt::runtime::Builder::new().tokio_bridge_threads(1).build()?;
 //! let status = rt.block_on(volt::bridge::with_tokio(async {
@@ -230,11 +230,12 @@ fn may_wait_here() -> bool {
 }
 
 /// Run `future` on Volt with the current Volt runtime's Tokio bridge entered around each
-/// poll (and around its drop), so Tokio-only crates work inside it. The bridge starts on
-/// the first poll if it has not yet. See the [module doc](self) for what runs where.
+/// poll (and around its drop), so Tokio-only crates work inside it. The runtime is the
+/// one current at the first poll, so `rt.block_on(with_tokio(fut))` works, and the bridge
+/// starts then if it has not yet. See the [module doc](self) for what runs where.
 ///
 /// # Panics
-/// Outside a Volt runtime (a task, or inside `Runtime::block_on`); use
+/// When first polled outside a Volt runtime (a task, or inside `Runtime::block_on`); use
 /// [`WithTokio::new_in`] there. The returned future panics when polled after its Volt
 /// runtime has shut down.
 pub fn with_tokio<F: Future>(future: F) -> WithTokio<F> {
@@ -274,7 +275,8 @@ pin_project_lite::pin_project! {
         // `None` once it has completed (dropped then, inside the context).
         #[pin]
         future: Option<F>,
-        runtime: Handle,
+        // `None` until the first poll for `with_tokio`, which takes the current runtime.
+        runtime: Option<Handle>,
         // The bridge's handle, taken on the first poll.
         tokio: Option<tokio::runtime::Handle>,
     }
@@ -293,19 +295,19 @@ pin_project_lite::pin_project! {
 }
 
 impl<F: Future> WithTokio<F> {
-    /// Bridge `future` to the current Volt runtime's Tokio bridge; same as
-    /// [`with_tokio`].
+    /// Bridge `future` to the Tokio bridge of the Volt runtime current at its first
+    /// poll; same as [`with_tokio`].
     ///
     /// # Panics
-    /// Outside a Volt runtime.
+    /// When first polled outside a Volt runtime.
     pub fn new(future: F) -> WithTokio<F> {
-        WithTokio::new_in(future, &current("volt::bridge::with_tokio"))
+        WithTokio { future: Some(future), runtime: None, tokio: None }
     }
 
     /// Bridge `future` to `runtime`'s Tokio bridge, from any thread. It may be polled
     /// anywhere; a Volt worker of `runtime` is where it belongs.
     pub fn new_in(future: F, runtime: &Handle) -> WithTokio<F> {
-        WithTokio { future: Some(future), runtime: runtime.clone(), tokio: None }
+        WithTokio { future: Some(future), runtime: Some(runtime.clone()), tokio: None }
     }
 }
 
@@ -314,7 +316,8 @@ impl<F: Future> Future for WithTokio<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let mut this = self.project();
-        let bridge = &this.runtime.shared.bridge;
+        let runtime = this.runtime.get_or_insert_with(|| current("volt::bridge::with_tokio"));
+        let bridge = &runtime.shared.bridge;
         if this.tokio.is_none() {
             *this.tokio = Some(bridge.handle().unwrap_or_else(|e| panic!("{e}")));
         } else if bridge.is_closed() {

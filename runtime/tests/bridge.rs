@@ -439,10 +439,33 @@ fn a_bridged_future_polled_after_shutdown_fails_clearly() {
 
 #[test]
 fn outside_a_runtime_with_tokio_panics_with_a_clear_message() {
-    let r = std::panic::catch_unwind(|| with_tokio(async {}));
+    // Made anywhere; the runtime is looked up when it is first polled.
+    let mut fut = Box::pin(with_tokio(async {}));
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = fut.as_mut().poll(&mut cx);
+    }));
     let p = r.expect_err("no Volt runtime here");
     let m = p.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(m.contains("outside a Volt runtime") && m.contains("new_in"), "{m}");
+}
+
+/// `rt.block_on(with_tokio(fut))`, as the module doc and Tokio users write it: the
+/// future is made before `block_on` enters the runtime, so it must find the runtime when
+/// first polled, not when made.
+#[test]
+fn block_on_a_with_tokio_made_outside_the_runtime() {
+    watch_panics();
+    let rt = runtime("vbo", 1, 1);
+    let got = rt.block_on(with_tokio(async {
+        // A Tokio timer and a `tokio::spawn` need the bridge's context.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        tokio::spawn(async { 200u16 }).await.expect("the bridged task")
+    }));
+    assert_eq!(got, 200);
+    drop(rt);
+    assert!(panics_on("vbo").is_empty(), "{:?}", panics_on("vbo"));
 }
 
 #[test]

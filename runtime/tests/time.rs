@@ -433,3 +433,45 @@ fn a_timer_awaited_on_a_blocking_thread_ends_at_shutdown() {
     // The blocking task ran to its end: both waits returned.
     assert_eq!(waits.join().ok(), Some(true), "the timeout did not elapse");
 }
+
+/// A sleep polled once and then reset wakes its task at the new deadline without being
+/// polled again (hyper's `Timer::reset`, and Tokio's `Sleep::reset`, work that way); a
+/// reset to a deadline already past wakes it at once. Each sleep completes at its next
+/// poll, and the timer counts add up: every armed timer fired or was cancelled.
+#[test]
+fn a_reset_sleep_wakes_its_task_without_another_poll() {
+    let rt = rt(1);
+    let before = rt.handle().telemetry().snapshot();
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.spawn(async move {
+        let now = Instant::now();
+        for new_deadline in [now + Duration::from_millis(20), now - Duration::from_millis(1)] {
+            let mut s = Box::pin(sleep(Duration::from_secs(3600)));
+            let mut polls = 0;
+            std::future::poll_fn(|cx| {
+                polls += 1;
+                if polls == 1 {
+                    assert!(s.as_mut().poll(cx).is_pending());
+                    s.as_mut().reset(new_deadline);
+                    // Waits for a wake without polling the sleep again.
+                    return std::task::Poll::Pending;
+                }
+                std::task::Poll::Ready(())
+            })
+            .await;
+            assert!(Instant::now() >= new_deadline, "woken before the new deadline");
+            // Due at the wake: a sleep left pending here would hang the test's bound.
+            s.as_mut().await;
+        }
+        let _ = tx.send(());
+    });
+    if rx.recv_timeout(Duration::from_secs(30)).is_err() {
+        std::mem::forget(rt);
+        panic!("a reset sleep never woke its task");
+    }
+    let after = rt.handle().telemetry().snapshot();
+    let armed = after.timers_armed - before.timers_armed;
+    let ended = (after.timers_fired - before.timers_fired) + (after.timers_cancelled - before.timers_cancelled);
+    // Two arms of the first sleep (the reset re-arms it), one of the second.
+    assert_eq!((armed, ended), (3, 3), "{after:?}");
+}

@@ -204,7 +204,9 @@ impl Builder {
     /// Run `f` on every worker thread and every blocking-pool thread when it starts, in
     /// the runtime's context (`Handle::current` works), before it runs any task. A panic
     /// in `f` is caught and ignored. Calling this again replaces the hook. With the
-    /// `tokio-bridge` feature the bridge's threads run it too (in Tokio's context there).
+    /// `tokio-bridge` feature the bridge's threads run it too, in Tokio's context and not
+    /// Volt's: there `tokio::runtime::Handle::current` works and Volt's `Handle::current`
+    /// panics (use `Handle::try_current` in a hook that runs on both).
     pub fn on_thread_start<F: Fn() + Send + Sync + 'static>(&mut self, f: F) -> &mut Builder {
         self.thread_hooks.start = Some(Arc::new(f));
         self
@@ -212,8 +214,9 @@ impl Builder {
 
     /// Run `f` on every worker thread and every blocking-pool thread just before it exits
     /// (a worker at shutdown, a pool thread at shutdown or after its keep-alive), in the
-    /// runtime's context. Each thread that ran the start hook runs this once. A panic in
-    /// `f` is caught and ignored. Calling this again replaces the hook.
+    /// runtime's context (Tokio's on the bridge's threads, as for `on_thread_start`). Each
+    /// thread that ran the start hook runs this once. A panic in `f` is caught and
+    /// ignored. Calling this again replaces the hook.
     pub fn on_thread_stop<F: Fn() + Send + Sync + 'static>(&mut self, f: F) -> &mut Builder {
         self.thread_hooks.stop = Some(Arc::new(f));
         self

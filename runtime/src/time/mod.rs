@@ -223,21 +223,64 @@ impl Sleep {
         self.fired || Instant::now() >= self.deadline
     }
 
-    /// Move the deadline (re-arming the timer on the next poll).
+    /// Move the deadline. A sleep that was waiting keeps the waker of its last poll: it
+    /// wakes that task at the new deadline (or at once if that has passed), so a task
+    /// may reset a sleep and wait without polling it again, as with Tokio's.
     pub fn reset(&mut self, deadline: Instant) {
-        self.disarm();
+        let waker = self.disarm();
         self.deadline = deadline;
         self.fired = false;
-    }
-
-    fn disarm(&mut self) {
-        if let Some(key) = self.key.take() {
-            let (waker, cancelled) = self.shared.driver.time.lock().remove(key);
-            drop(waker);
-            if cancelled {
-                self.shared.on_timer_cancelled();
+        if let Some(w) = waker {
+            if !self.arm(&w) {
+                // Due already (or the timers have shut down): the next poll completes.
+                w.wake();
             }
         }
+    }
+
+    /// Take the timer out of the wheel; the waker of one that had not fired yet, to be
+    /// dropped (or used) outside the wheel's lock.
+    fn disarm(&mut self) -> Option<Waker> {
+        let key = self.key.take()?;
+        let (waker, cancelled) = self.shared.driver.time.lock().remove(key);
+        if cancelled {
+            self.shared.on_timer_cancelled();
+            waker
+        } else {
+            drop(waker);
+            None
+        }
+    }
+
+    /// Put `waker` in the wheel for this sleep's deadline. `false`: not armed, because
+    /// the deadline has passed or the timers have shut down (so the sleep is due).
+    fn arm(&mut self, waker: &Waker) -> bool {
+        if Instant::now() >= self.deadline {
+            return false;
+        }
+        let time = &self.shared.driver.time;
+        let tick = time.deadline_tick(self.deadline);
+        let key = {
+            let mut wheel = time.lock();
+            // Under the wheel's lock: `shutdown` sets the flag and then fires what is
+            // armed under this lock, so a timer is either armed before that (and fired
+            // by it) or sees the flag here and is not armed. (A clone the wheel turns
+            // down is dropped under the lock: never the waker's last reference, which
+            // the caller holds.)
+            if time.shut_down.load(SeqCst) {
+                None
+            } else {
+                wheel.insert(tick, waker.clone())
+            }
+        };
+        let Some(key) = key else { return false };
+        self.key = Some(key);
+        self.shared.on_timer_armed();
+        time.next_deadline.fetch_min(tick, SeqCst);
+        if tick < time.reactor_sleep_until.load(SeqCst) {
+            self.shared.driver.wake_reactor();
+        }
+        true
     }
 }
 
@@ -263,33 +306,12 @@ impl Sleep {
         let time = &this.shared.driver.time;
         match this.key {
             None => {
-                if Instant::now() >= this.deadline {
+                if this.arm(cx.waker()) {
+                    Poll::Pending
+                } else {
                     this.fired = true;
-                    return Poll::Ready(());
+                    Poll::Ready(())
                 }
-                let tick = time.deadline_tick(this.deadline);
-                let key = {
-                    let mut wheel = time.lock();
-                    // Under the wheel's lock: `shutdown` sets the flag and then fires what
-                    // is armed under this lock, so a timer is either armed before that
-                    // (and fired by it) or sees the flag here and is not armed.
-                    if time.shut_down.load(SeqCst) {
-                        None
-                    } else {
-                        wheel.insert(tick, cx.waker().clone())
-                    }
-                };
-                let Some(key) = key else {
-                    this.fired = true;
-                    return Poll::Ready(());
-                };
-                this.key = Some(key);
-                this.shared.on_timer_armed();
-                time.next_deadline.fetch_min(tick, SeqCst);
-                if tick < time.reactor_sleep_until.load(SeqCst) {
-                    this.shared.driver.wake_reactor();
-                }
-                Poll::Pending
             }
             Some(key) => {
                 let mut wheel = time.lock();
@@ -312,7 +334,7 @@ impl Sleep {
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        self.disarm();
+        drop(self.disarm());
     }
 }
 
