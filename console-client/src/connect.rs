@@ -18,9 +18,20 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// hold, well under this.
 const MAX_MESSAGE: usize = 64 << 20;
 
-/// The endpoint for `uri` (`http://host:port`), with the connect timeout.
+/// How often an idle connection is checked: HTTP/2 pings (answered by any server's
+/// HTTP/2 layer) and TCP keepalive, so a peer that vanished without closing the
+/// connection is found even while no call is waiting on it.
+const KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// The endpoint for `uri` (`http://host:port`), with the connect timeout and keepalive.
 pub fn endpoint(uri: String) -> Result<Endpoint, String> {
-    Ok(Endpoint::from_shared(uri).map_err(|e| e.to_string())?.connect_timeout(CONNECT_TIMEOUT))
+    Ok(Endpoint::from_shared(uri)
+        .map_err(|e| e.to_string())?
+        .connect_timeout(CONNECT_TIMEOUT)
+        .tcp_keepalive(Some(KEEPALIVE))
+        .http2_keep_alive_interval(KEEPALIVE)
+        .keep_alive_timeout(KEEPALIVE)
+        .keep_alive_while_idle(true))
 }
 
 /// Connect to `endpoint`; the error is the transport's, with its causes.

@@ -28,8 +28,8 @@ pub use connect::{connect, endpoint, open, status_text, subscribe, Client, CALL_
 pub use event::{event_line, EventLine};
 pub use token::{request, token_from, TOKEN_ENV};
 pub use watch::{
-    fetch_once, spawn_watcher, spawn_watcher_with, Msg, Status, WatchOptions, Watcher, DEFAULT_MAX_EVENTS,
-    ONCE_TIMEOUT, WATCH_BACKLOG,
+    fetch_once, silence_limit, spawn_watcher, spawn_watcher_with, Msg, Status, WatchOptions, Watcher,
+    DEFAULT_MAX_EVENTS, ONCE_TIMEOUT, WATCH_BACKLOG,
 };
 
 /// `e` with its sources, each said once, for a message a person can act on.

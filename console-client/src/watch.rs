@@ -224,6 +224,19 @@ fn serve_task_request(id: u64, client: Option<&Client>, token: Option<&str>, add
     });
 }
 
+/// Publish intervals without an update after which a stream is given up.
+const SILENT_INTERVALS: u32 = 20;
+/// The shortest silence that ends a stream: a server may be busy for a moment (a walk of
+/// a million tasks), and a reconnection costs it more than waiting.
+const MIN_SILENCE: Duration = Duration::from_secs(5);
+
+/// How long a stream may go without an update before it is given up, for a server that
+/// publishes every `interval_ns` (`None`: not known yet).
+pub fn silence_limit(interval_ns: Option<u64>) -> Duration {
+    let interval = Duration::from_nanos(interval_ns.unwrap_or(0).min(60_000_000_000));
+    (interval * SILENT_INTERVALS).max(MIN_SILENCE)
+}
+
 async fn watch_loop(
     addr: String,
     token: Option<String>,
@@ -257,8 +270,14 @@ async fn watch_loop(
                         if tx.send(Msg::Status(Status::Live)).is_err() {
                             return;
                         }
+                        // A server publishes at a steady interval: one silent for much
+                        // longer is stopped, hung, or cut off by the network without the
+                        // connection closing. Give up on the stream then, and reconnect.
+                        let mut quiet_limit = silence_limit(None);
+                        let silence = tokio::time::sleep(quiet_limit);
+                        tokio::pin!(silence);
                         loop {
-                            // Both arms are cancel-safe: `message` is a `poll_next` on the
+                            // Every arm is cancel-safe: `message` is a `poll_next` on the
                             // stream, which keeps any half-read message, and `recv` loses
                             // nothing either. So a request never costs an update.
                             tokio::select! {
@@ -269,6 +288,10 @@ async fn watch_loop(
                                         // a proxy) keeps backing off.
                                         backoff.reset();
                                         attempt = 0;
+                                        if let Some(info) = &u.runtime {
+                                            quiet_limit = silence_limit(Some(info.publish_interval_ns));
+                                        }
+                                        silence.as_mut().reset(tokio::time::Instant::now() + quiet_limit);
                                         if u.watch_id != 0 {
                                             watch_id = u.watch_id;
                                         }
@@ -282,6 +305,9 @@ async fn watch_loop(
                                     Ok(None) => break "the server ended the stream".to_string(),
                                     Err(s) => break status_text(&s),
                                 },
+                                _ = &mut silence => {
+                                    break format!("no update from {addr} for {} s", quiet_limit.as_secs_f64());
+                                }
                                 Some(r) = requests.recv() => match r {
                                     Request::Task(id) => {
                                         serve_task_request(id, Some(&client), token.as_deref(), &addr, &tx)
@@ -303,6 +329,9 @@ async fn watch_loop(
                                                 if tx.send(Msg::Page(Box::new(page.into_inner()))).is_err() {
                                                     return;
                                                 }
+                                                // The server answered: the time the call
+                                                // took is not its silence.
+                                                silence.as_mut().reset(tokio::time::Instant::now() + quiet_limit);
                                             }
                                             Ok(Err(s)) => break status_text(&s),
                                             Err(_) => break format!("{addr} did not answer within {} s", CALL_TIMEOUT.as_secs()),

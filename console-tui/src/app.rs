@@ -92,6 +92,9 @@ pub struct App {
     pub(crate) open_polls: HashMap<u32, (u64, u64)>,
     /// Slow polls seen: (task, duration ns), newest last.
     pub slow_polls: VecDeque<(u64, u64)>,
+    /// The runtime's uptime when the newest of them was seen: the header warns about it
+    /// for [`STALL_WARNING_NS`] after, as about a stall.
+    pub slow_poll_arrived_ns: Option<u64>,
     /// Updates in a row with a parked worker and a non-empty global queue.
     pub(crate) parked_with_work: u32,
     pub view: View,
@@ -145,6 +148,7 @@ impl App {
             tracks_refused: 0,
             open_polls: HashMap::new(),
             slow_polls: VecDeque::new(),
+            slow_poll_arrived_ns: None,
             parked_with_work: 0,
             view: View::Workers,
             selected: 0,
@@ -181,8 +185,8 @@ impl App {
     /// The query to send, if what the task list shows changed since the last one (after
     /// a key, or once the first update says the server has windows).
     pub fn requery(&mut self) -> Action {
-        if self.task_counts.is_none() {
-            // A server without windows (or a replay): everything is here already.
+        if self.task_counts.is_none() || self.is_replay() {
+            // A server without windows, or a replay: everything is here already.
             return Action::None;
         }
         let q = self.task_query();
@@ -191,8 +195,15 @@ impl App {
         }
         self.task_offset = q.offset;
         self.last_query = Some(q.clone());
-        self.awaiting_page = true;
+        // Only a live stream answers with a page; while disconnected the watcher keeps
+        // the query for the next stream, whose first update brings the window.
+        self.awaiting_page = self.status == Status::Live;
         Action::QueryTasks(q)
+    }
+
+    /// The updates come from a recording, not a server.
+    pub fn is_replay(&self) -> bool {
+        matches!(self.status, Status::Replay { .. } | Status::Ended)
     }
 
     pub(crate) fn clamp_selection(&mut self) {

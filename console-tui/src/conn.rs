@@ -29,15 +29,21 @@ impl Conn {
     /// Take in what the watcher sent since the last frame, at most [`DRAIN_PER_FRAME`]
     /// messages, so a frame (and the keys read between frames) comes round however fast
     /// updates arrive; the rest wait in the bounded channel, and past it the server skips
-    /// updates for this client. Updates are recorded even while the display is paused; a
-    /// recording that fails stops, and says why. Returns how many messages it took.
+    /// updates for this client. Updates are recorded even while the display is paused
+    /// (and held, see [`App::hold`]); a recording that fails stops, and says why. Returns how many messages it took.
     pub fn drain(&mut self, app: &mut App) -> usize {
         let mut taken = 0;
         for _ in 0..DRAIN_PER_FRAME {
             let msg = self.rx.try_recv();
             taken += msg.is_ok() as usize;
             match msg {
-                Ok(Msg::Status(s)) => app.status = s,
+                Ok(Msg::Status(s)) => {
+                    if s != Status::Live {
+                        // No page comes for a query the lost stream had not answered.
+                        app.awaiting_page = false;
+                    }
+                    app.status = s;
+                }
                 Ok(Msg::Task { id, details }) => app.apply_task(id, details.map(|d| *d)),
                 Ok(Msg::Page(page)) => app.apply_page(*page),
                 Ok(Msg::Update(u)) => {
@@ -47,7 +53,9 @@ impl Conn {
                             self.recorder = None;
                         }
                     }
-                    if !app.paused {
+                    if app.paused {
+                        app.hold(*u);
+                    } else {
                         app.apply(*u);
                     }
                 }

@@ -107,7 +107,14 @@ impl App {
                 };
                 self.selected = 0;
             }
-            KeyCode::Char(' ') => self.paused = !self.paused,
+            KeyCode::Char(' ') => {
+                self.paused = !self.paused;
+                if !self.paused && !self.is_replay() {
+                    // Rows that changed in the pause were sent only then: ask for the
+                    // whole window again (`requery` sees a new query).
+                    self.last_query = None;
+                }
+            }
             KeyCode::Char('.') | KeyCode::Char('n') | KeyCode::Right => return Action::Step,
             _ => {}
         }

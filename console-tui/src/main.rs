@@ -104,8 +104,13 @@ fn run(args: Args) -> Result<(), String> {
         let mut app = App::new(format!("replay {}", path.display()));
         return tui(app_with(&mut app), Source::Replay(Box::new(player)), false).map_err(|e| e.to_string());
     }
+    let recorder = || match &args.record {
+        Some(p) => RecordWriter::create(p).map(Some).map_err(|e| e.to_string()),
+        None => Ok(None),
+    };
     if args.demo {
         // The demo's console on a free loopback port: nothing to configure, nothing shared.
+        let recorder = recorder()?;
         let rt = demo::runtime(Some("127.0.0.1:0")).map_err(|e| format!("cannot start the demo runtime: {e}"))?;
         let addr = rt.console_addr().ok_or("the demo runtime has no console")?.to_string();
         let workload = demo::Demo::start(rt.handle());
@@ -113,7 +118,8 @@ fn run(args: Args) -> Result<(), String> {
         let mut app = App::new(format!("demo {addr}"));
         let options = client::WatchOptions { max_events_per_update: args.max_events };
         let watcher = client::spawn_watcher_with(addr.clone(), None, options, Some(app.task_query()), tx);
-        let r = tui(&mut app, Source::Live(conn::Conn::new(rx, None, watcher)), args.panic_after_first_frame);
+        app.recording = args.record.as_ref().map(|p| p.display().to_string());
+        let r = tui(&mut app, Source::Live(conn::Conn::new(rx, recorder, watcher)), args.panic_after_first_frame);
         drop(workload);
         rt.shutdown_timeout(Duration::from_secs(1));
         return r.map_err(|e| e.to_string());
@@ -122,10 +128,7 @@ fn run(args: Args) -> Result<(), String> {
     if args.once {
         return once(&args, token.as_deref());
     }
-    let recorder = match &args.record {
-        Some(p) => Some(RecordWriter::create(p).map_err(|e| e.to_string())?),
-        None => None,
-    };
+    let recorder = recorder()?;
     let (tx, rx) = mpsc::sync_channel(client::WATCH_BACKLOG);
     let mut app = App::new(args.addr.clone());
     let options = client::WatchOptions { max_events_per_update: args.max_events };
@@ -181,8 +184,11 @@ fn exit_signals() -> std::io::Result<std::sync::Arc<std::sync::atomic::AtomicUsi
 
 fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std::io::Result<()> {
     let signal = exit_signals()?;
-    let mut terminal = ratatui::try_init()?;
+    // Before `try_init`: it turns raw mode on first, and may fail after that (entering
+    // the alternate screen on an output that cannot be written); `restore` undoes
+    // whatever was done.
     let _guard = TerminalGuard;
+    let mut terminal = ratatui::try_init()?;
     // For the benchmarks: with VOLT_CONSOLE_KEY_TIMES=path, each key's time from being read
     // to the first frame drawn with its effect (after the server's page, when the key
     // asked for one), appended to `path` in microseconds, one line per key.
@@ -202,8 +208,10 @@ fn tui(app: &mut App, mut source: Source, panic_after_first_frame: bool) -> std:
             }
             Source::Replay(p) => p.advance(app),
         }
-        if let (Source::Live(c), Action::QueryTasks(q)) = (&source, app.requery()) {
-            c.query_tasks(q);
+        if let Source::Live(c) = &source {
+            if let Action::QueryTasks(q) = app.requery() {
+                c.query_tasks(q);
+            }
         }
         terminal.draw(|f| ui::draw(f, app))?;
         if let (Some(out), Some(at)) = (key_times.as_mut(), key_read_at.filter(|_| !app.awaiting_page)) {

@@ -9,8 +9,8 @@ use crate::state::TaskTrack;
 /// A poll longer than this blocks a worker: flagged in the header.
 pub const SLOW_POLL_NS: u64 = 10_000_000;
 
-/// How long after the newest stall arrives the header still shows it (the stalls view
-/// keeps them all).
+/// How long after the newest stall (or slow poll) arrives the header still shows it
+/// (the stalls view keeps the stalls).
 pub const STALL_WARNING_NS: u64 = 30_000_000_000;
 
 /// Self-wakes in a row, without completing or waiting on anything, to call a task spinning.
@@ -20,7 +20,9 @@ impl App {
     /// What is worth a look, worst first.
     pub fn warnings(&self) -> Vec<String> {
         let mut w = self.replay_problems.clone();
-        if let Some(&(task, ns)) = self.slow_polls.back() {
+        let slow_poll_is_recent =
+            self.slow_poll_arrived_ns.is_some_and(|at| self.uptime_ns.saturating_sub(at) < STALL_WARNING_NS);
+        if let Some(&(task, ns)) = self.slow_polls.back().filter(|_| slow_poll_is_recent) {
             let name = self.task_name(task);
             w.push(format!("task {task}{name} polled for {:.1} ms: it blocks a worker", ns as f64 / 1e6));
         }

@@ -547,3 +547,140 @@ fn bogus_sizes_and_huge_terminals_draw() {
     let (y, row) = find(&t, "help");
     assert!(y > 100 && y < 900 && row.find("help").is_some_and(|x| x > 100), "help at row {y}");
 }
+
+/// An update whose task window (a server with windows) holds `view`, with `changed` rows.
+fn window_update(uptime_s: u64, changed: Vec<proto::Task>, view: Vec<u64>, full: bool) -> proto::Update {
+    let n = view.len() as u64;
+    proto::Update {
+        uptime_ns: uptime_s * 1_000_000_000,
+        tasks: Some(proto::TaskChanges {
+            changed,
+            full,
+            counts: Some(proto::TaskCounts { total: n, idle: n, ..Default::default() }),
+            view,
+            matching: n,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A paused live display keeps its rows and figures, but keeps what the server sends
+/// only once: a stall, the counts of what was missed. Resuming asks for the whole task
+/// window again, since a row that changed in the pause is not sent again.
+#[test]
+fn a_pause_keeps_what_the_server_sends_once_and_resuming_asks_for_the_window() {
+    use volt_console::app::Status;
+    let mut app = App::new("x");
+    app.status = Status::Live;
+    app.view = View::Tasks;
+    app.apply(window_update(1, vec![task(1, Some("a"), 1, 0), task(2, Some("b"), 1, 0)], vec![1, 2], true));
+    assert!(matches!(app.requery(), Action::QueryTasks(_)), "the first window is asked for");
+    app.awaiting_page = false;
+    assert_eq!(app.requery(), Action::None, "nothing changed");
+    app.on_key(key(KeyCode::Char(' ')));
+    assert!(app.paused);
+    // In the pause: task 3 enters the window (sent once), a stall, missed updates.
+    let mut u = window_update(2, vec![task(3, Some("c"), 1, 0)], vec![1, 2, 3], false);
+    u.snapshot = Some(proto::Snapshot {
+        recent_stalls: vec![proto::Stall { task_id: 3, worker: 1, duration_ns: 50_000_000, ..Default::default() }],
+        ..Default::default()
+    });
+    u.updates_missed = 4;
+    app.hold(u);
+    assert_eq!(app.tasks.len(), 2, "the list is frozen in the pause");
+    assert_eq!(app.uptime_ns, 1_000_000_000, "the figures are frozen in the pause");
+    assert_eq!(app.stalls.len(), 1, "a stall is sent once: kept in the pause");
+    assert_eq!(app.updates_missed, 4);
+    assert!(app.warnings().iter().any(|w| w.starts_with("stall: task 3")), "{:?}", app.warnings());
+    let resumed = app.on_key(key(KeyCode::Char(' ')));
+    assert!(!app.paused);
+    let Action::QueryTasks(q) = resumed else { panic!("resuming asks for the window again: {resumed:?}") };
+    assert_eq!((q.offset, q.limit), (0, volt_console::app::TASK_WINDOW));
+    assert!(app.awaiting_page);
+    app.apply_page(proto::TaskPage {
+        tasks: vec![task(1, Some("a"), 1, 0), task(2, Some("b"), 1, 0), task(3, Some("c"), 1, 0)],
+        counts: Some(proto::TaskCounts { total: 3, idle: 3, ..Default::default() }),
+        matching: 3,
+        ..Default::default()
+    });
+    let mut ids: Vec<u64> = app.sorted_tasks().iter().map(|r| r.task.id).collect();
+    ids.sort();
+    assert_eq!(ids, [1, 2, 3]);
+}
+
+/// A page is awaited (and the main loop looks for it every 5 ms) only from a live
+/// stream: never in a replay, and not for a query made while disconnected, which the
+/// watcher keeps for the next stream. A stream lost while a page is awaited ends the wait.
+#[test]
+fn a_page_is_awaited_only_from_a_live_stream() {
+    use volt_console::app::Status;
+    let mut app = App::new("replay");
+    app.status = Status::Replay { position: 0, total: 0, paused: false, skipped: 0 };
+    app.apply(window_update(1, vec![task(1, Some("a"), 1, 0)], vec![1], true));
+    assert_eq!(app.requery(), Action::None, "a replay has no server to ask");
+    app.view = View::Tasks;
+    assert_eq!(app.on_key(key(KeyCode::Char('p'))), Action::None);
+    assert!(!app.awaiting_page);
+
+    let mut app = App::new("x");
+    app.status = Status::Disconnected { reason: "gone".into(), retry_in_ms: 100 };
+    app.apply(window_update(1, vec![task(1, Some("a"), 1, 0)], vec![1], true));
+    app.view = View::Tasks;
+    assert!(matches!(app.on_key(key(KeyCode::Char('p'))), Action::QueryTasks(_)), "kept for the next stream");
+    assert!(!app.awaiting_page, "no page comes while disconnected");
+}
+
+fn restarted(uptime_ms: u64, spawned: u64, pid: u32) -> proto::Update {
+    proto::Update {
+        uptime_ns: uptime_ms * 1_000_000,
+        snapshot: Some(proto::Snapshot { tasks_spawned: spawned, ..Default::default() }),
+        runtime: Some(proto::RuntimeInfo { workers: 1, pid, started_unix_ns: pid as u64 * 1000, ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+/// Another process behind the address (a restarted server) starts the console's own
+/// reckoning over: no rate between two processes' counters, no slow poll of the old
+/// one blamed on the new one's task of the same id.
+#[test]
+fn a_restarted_server_is_not_mixed_with_the_old_one() {
+    use proto::EventKind::*;
+    let mut app = App::new("x");
+    let mut u = restarted(1000, 1000, 111);
+    u.events = vec![ev(1_000_000, 0, PollStart, 7, 0), ev(16_000_000, 0, PollEnd, 7, 0)];
+    app.apply(u);
+    app.apply(proto::Update {
+        uptime_ns: 2_000_000_000,
+        snapshot: Some(proto::Snapshot { tasks_spawned: 2000, ..Default::default() }),
+        ..Default::default()
+    });
+    assert_eq!(app.rates.spawns, 1000.0);
+    assert!(app.warnings().iter().any(|w| w.contains("task 7") && w.contains("15.0 ms")), "{:?}", app.warnings());
+    // The new process, 3 s old with 30,000 spawns: a rate needs two of its snapshots.
+    let mut u = restarted(3000, 30_000, 222);
+    u.tasks = window_update(3, vec![task(7, Some("new-seven"), 1, 0)], vec![7], true).tasks;
+    app.apply(u);
+    assert_eq!(app.rates.spawns, 0.0, "no rate across two processes");
+    let w = app.warnings();
+    assert!(!w.iter().any(|w| w.contains("polled for")), "the old process's slow poll: {w:?}");
+    app.apply(proto::Update {
+        uptime_ns: 4_000_000_000,
+        snapshot: Some(proto::Snapshot { tasks_spawned: 40_000, ..Default::default() }),
+        ..Default::default()
+    });
+    assert_eq!(app.rates.spawns, 10_000.0);
+}
+
+/// The slow-poll warning goes away some time after the poll, as a stall's does.
+#[test]
+fn a_slow_poll_warning_expires() {
+    use proto::EventKind::*;
+    let mut app = App::new("x");
+    let mut u = update(1, [0; 4], 0);
+    u.events = vec![ev(1_000, 0, PollStart, 42, 0), ev(16_001_000, 0, PollEnd, 42, 0)];
+    app.apply(u);
+    assert!(app.warnings().iter().any(|w| w.contains("polled for")));
+    app.apply(update(1 + volt_console::app::STALL_WARNING_NS / 1_000_000_000, [0; 4], 0));
+    assert!(!app.warnings().iter().any(|w| w.contains("polled for")), "{:?}", app.warnings());
+}

@@ -253,3 +253,138 @@ fn a_server_that_never_answers_fails_the_subscription() {
     let err = r.expect("the subscription ended within 60 s").expect_err("a silent server is an error");
     assert!(err.contains("did not answer"), "{err}");
 }
+
+/// A proxy that forwards until `frozen`, then holds every byte (a stopped server, a
+/// network partition): the connection stays open and nothing more arrives.
+fn freezing_proxy(
+    target: std::net::SocketAddr,
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let Ok(s) = std::net::TcpStream::connect(target) else { continue };
+            for (mut from, mut to) in [(c.try_clone().unwrap(), s.try_clone().unwrap()), (s, c)] {
+                let frozen = std::sync::Arc::clone(&frozen);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16384];
+                    loop {
+                        let n = match from.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        while frozen.load(std::sync::atomic::Ordering::Relaxed) {
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                        if to.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    addr
+}
+
+/// A server that goes silent mid-stream without closing the connection (stopped, hung,
+/// cut off) is given up once it has missed many of its publishes, and the watcher
+/// says so and reconnects, instead of showing the last figures as live for good.
+#[test]
+fn a_server_that_goes_silent_mid_stream_is_given_up() {
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(1)
+        .console_bind("127.0.0.1:0")
+        .console_publish_interval(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let frozen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let proxy = freezing_proxy(rt.console_addr().unwrap(), std::sync::Arc::clone(&frozen));
+    let (tx, rx) = std::sync::mpsc::sync_channel(client::WATCH_BACKLOG);
+    let _watcher = client::spawn_watcher(proxy.to_string(), None, tx);
+    let mut updates = 0;
+    let start = Instant::now();
+    while updates < 5 {
+        assert!(start.elapsed() < Duration::from_secs(30), "no updates through the proxy");
+        if let Ok(client::Msg::Update(_)) = rx.recv_timeout(Duration::from_secs(1)) {
+            updates += 1;
+        }
+    }
+    frozen.store(true, std::sync::atomic::Ordering::Relaxed);
+    let froze_at = Instant::now();
+    let limit = client::silence_limit(Some(20_000_000));
+    // The bound is four times the limit: only a watcher that never gives up fails it.
+    loop {
+        assert!(froze_at.elapsed() < limit * 4, "{:?} without an update, and still live", froze_at.elapsed());
+        if let Ok(client::Msg::Status(volt_console::app::Status::Disconnected { reason, .. })) =
+            rx.recv_timeout(Duration::from_millis(200))
+        {
+            assert!(reason.contains("no update from"), "{reason}");
+            assert!(froze_at.elapsed() >= limit, "gave up after {:?}, before {limit:?}", froze_at.elapsed());
+            break;
+        }
+    }
+}
+
+/// The dashboard's main loop against a real runtime: a task that enters the list while
+/// the display is paused (its row is sent once) is in the list after resuming.
+#[test]
+fn a_task_that_appears_during_a_pause_is_listed_after_it() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use volt_console::app::{Action, App};
+    let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(2)
+        .event_ring(1024)
+        .console_bind("127.0.0.1:0")
+        .console_publish_interval(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let sleeper = |name: &str| {
+        volt::task::Builder::new().name(name).spawn_on(std::future::pending::<()>(), rt.handle());
+    };
+    sleeper("before");
+    let (tx, rx) = std::sync::mpsc::sync_channel(client::WATCH_BACKLOG);
+    let mut app = App::new("test");
+    let watcher = client::spawn_watcher_with(
+        rt.console_addr().unwrap().to_string(),
+        None,
+        client::WatchOptions::default(),
+        Some(app.task_query()),
+        tx,
+    );
+    let mut conn = volt_console::conn::Conn::new(rx, None, watcher);
+    // The main loop, without the terminal.
+    let run = |conn: &mut volt_console::conn::Conn, app: &mut App, d: Duration| {
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            conn.drain(app);
+            if let Action::QueryTasks(q) = app.requery() {
+                conn.query_tasks(q);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let names = |app: &App| -> Vec<String> { app.sorted_tasks().iter().filter_map(|r| r.task.name.clone()).collect() };
+    app.on_key(key(KeyCode::Char('t')));
+    let start = Instant::now();
+    while !names(&app).contains(&"before".to_string()) {
+        assert!(start.elapsed() < Duration::from_secs(30), "the first task never showed");
+        run(&mut conn, &mut app, Duration::from_millis(100));
+    }
+    app.on_key(key(KeyCode::Char(' ')));
+    sleeper("during");
+    // Fifty publishes: the server sends the new row into the pause.
+    run(&mut conn, &mut app, Duration::from_secs(1));
+    assert!(!names(&app).contains(&"during".to_string()), "the list is frozen in the pause");
+    // Resuming asks for the window again (the main loop sends what a key asks for).
+    let Action::QueryTasks(q) = app.on_key(key(KeyCode::Char(' '))) else { panic!("resuming asks for the window") };
+    conn.query_tasks(q);
+    let start = Instant::now();
+    while !names(&app).contains(&"during".to_string()) {
+        assert!(start.elapsed() < Duration::from_secs(30), "after the pause the list lacks it: {:?}", names(&app));
+        run(&mut conn, &mut app, Duration::from_millis(100));
+    }
+}

@@ -60,12 +60,26 @@ pub(crate) struct TaskTrack {
 impl App {
     /// Take in one update from the stream (or a recording).
     pub fn apply(&mut self, u: proto::Update) {
+        self.take_in(u, true);
+    }
+
+    /// Take in an update while the live display is paused: the figures, the task list
+    /// and the event log stay as they were, but nothing the server sends only once is
+    /// lost. New stalls and the counts of what was missed are kept, the events still
+    /// feed the warnings (a slow poll in a pause is still flagged), and a new runtime
+    /// behind the address is noticed. On resuming, the task window is asked for again
+    /// (see `input`), since the rows that changed in the pause came only then.
+    pub fn hold(&mut self, u: proto::Update) {
+        self.take_in(u, false);
+    }
+
+    fn take_in(&mut self, mut u: proto::Update, show: bool) {
         self.updates += 1;
         // A full update (a stream's first, a snapshot) carries the newest stalls; later
         // ones carry those reported since.
         let full = u.runtime.is_some();
-        if let Some(info) = u.runtime {
-            self.info = Some(info);
+        if let Some(info) = u.runtime.take() {
+            self.set_info(info);
         }
         self.events_missed += u.events_missed;
         // A server older than the split reports only the sum: count it as the ring's.
@@ -73,18 +87,22 @@ impl App {
         self.events_missed_ring += if split == 0 { u.events_missed } else { u.events_missed_ring };
         self.events_missed_cap += u.events_missed_cap;
         self.updates_missed += u.updates_missed;
-        self.uptime_ns = u.uptime_ns;
+        if show {
+            self.uptime_ns = u.uptime_ns;
+        }
         for e in &u.events {
-            self.track_event(e);
+            self.track_event(e, u.uptime_ns);
         }
-        for e in u.events {
-            if self.events.len() == EVENT_LOG {
-                self.events.pop_front();
+        if show {
+            for e in u.events {
+                if self.events.len() == EVENT_LOG {
+                    self.events.pop_front();
+                }
+                self.events.push_back(e);
             }
-            self.events.push_back(e);
-        }
-        if let Some(t) = u.tasks {
-            self.apply_tasks(t, u.uptime_ns);
+            if let Some(t) = u.tasks {
+                self.apply_tasks(t, u.uptime_ns);
+            }
         }
         if let Some(mut s) = u.snapshot {
             if full {
@@ -99,23 +117,56 @@ impl App {
                 }
                 self.stalls.push_back(st);
             }
-            if let Some((t0, p)) = &self.prev {
-                let dt = (u.uptime_ns.saturating_sub(*t0)) as f64 / 1e9;
-                if dt > 0.0 {
-                    self.rates = rates(p, &s, dt);
+            if show {
+                if let Some((t0, p)) = &self.prev {
+                    let dt = (u.uptime_ns.saturating_sub(*t0)) as f64 / 1e9;
+                    if dt > 0.0 {
+                        self.rates = rates(p, &s, dt);
+                    }
                 }
+                push(&mut self.global_queue_history, s.global_queue_depth);
+                push(&mut self.spawn_rate_history, self.rates.spawns.round() as u64);
+                let parked_with_work = s.num_parked > 0 && s.global_queue_depth > 0;
+                self.parked_with_work = if parked_with_work { self.parked_with_work + 1 } else { 0 };
+                self.prev = Some((u.uptime_ns, s.clone()));
+                self.snapshot = Some(s);
             }
-            push(&mut self.global_queue_history, s.global_queue_depth);
-            push(&mut self.spawn_rate_history, self.rates.spawns.round() as u64);
-            let parked_with_work = s.num_parked > 0 && s.global_queue_depth > 0;
-            self.parked_with_work = if parked_with_work { self.parked_with_work + 1 } else { 0 };
-            self.prev = Some((u.uptime_ns, s.clone()));
-            self.snapshot = Some(s);
         }
         let n = self.visible_len();
         if self.selected >= n {
             self.selected = n.saturating_sub(1);
         }
+    }
+
+    /// The runtime's info, from a stream's first update. Another process behind the
+    /// address (a restarted server: its pid or start time differ) starts over what
+    /// was kept of the old one, whose counters, clock and task ids mean nothing for
+    /// the new one: the rates, the sparklines, the event log, the open and slow polls,
+    /// the tasks followed for self-wakes, the task rows and the detail view.
+    fn set_info(&mut self, info: proto::RuntimeInfo) {
+        let another =
+            self.info.as_ref().is_some_and(|old| (old.pid, old.started_unix_ns) != (info.pid, info.started_unix_ns));
+        if another {
+            self.prev = None;
+            self.rates = Rates::default();
+            self.global_queue_history.clear();
+            self.spawn_rate_history.clear();
+            self.events.clear();
+            self.open_polls.clear();
+            self.slow_polls.clear();
+            self.slow_poll_arrived_ns = None;
+            self.tracks.clear();
+            self.tracks_refused = 0;
+            self.parked_with_work = 0;
+            self.tasks.clear();
+            self.stall_arrived_ns = None;
+            self.detail = None;
+            self.detail_row = None;
+            self.history = None;
+            self.detail_histograms = None;
+            self.uptime_ns = 0;
+        }
+        self.info = Some(info);
     }
 
     /// Take in the task window's changes.
@@ -154,7 +205,8 @@ impl App {
         self.clamp_selection();
     }
 
-    fn track_event(&mut self, e: &proto::Event) {
+    /// Follow one event for the warnings; `now_ns` is its update's uptime.
+    fn track_event(&mut self, e: &proto::Event, now_ns: u64) {
         use proto::EventKind as K;
         let worker = e.worker.unwrap_or(u32::MAX);
         match K::try_from(e.kind).unwrap_or(K::Unspecified) {
@@ -169,6 +221,7 @@ impl App {
                             self.slow_polls.pop_front();
                         }
                         self.slow_polls.push_back((task, took));
+                        self.slow_poll_arrived_ns = Some(now_ns);
                     }
                 }
             }
