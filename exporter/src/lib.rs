@@ -28,11 +28,12 @@
 //! registered series, kept once set, could not follow. HTTP is served by axum.
 //!
 //! # Connections that never finish
-//! The HTTP server takes at most 256 connections at once, and each must send its request
-//! header within 10 s ([`ConnectionLimits`], [`Builder::connection_limits`], the
-//! sidecar's `--max-connections` and `--handshake-timeout`). A connection over the cap
-//! closes the oldest one still sending its header, so half-open connections cannot lock
-//! Prometheus out.
+//! The HTTP server takes at most 256 connections at once, and each must send each
+//! request header within 10 s, idle time on a kept-alive connection included
+//! ([`ConnectionLimits`], [`Builder::connection_limits`], the sidecar's
+//! `--max-connections` and `--handshake-timeout`). A connection over the cap closes the
+//! oldest one that has not made a request yet, so connections that never send one (or
+//! send blank lines) cannot lock Prometheus out; refusals are logged.
 
 use metrics::{Counter, Gauge, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
@@ -112,9 +113,11 @@ impl Builder {
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             let mut stop = stop;
             // The lost-waker count walks every task: only while someone scrapes (within
-            // the last minute), and its last value stands in between.
+            // the last minute), at most once a second, and its last value stands in
+            // between. Until it is first counted, the gauge is left out (not 0).
             let mut last_scrape: Option<std::time::Instant> = None;
             let mut lost = None;
+            let mut walked: Option<std::time::Instant> = None;
             loop {
                 tokio::select! {
                     _ = ticker.tick() => {}
@@ -127,7 +130,10 @@ impl Builder {
                 if m.take_scraped() {
                     last_scrape = Some(std::time::Instant::now());
                 }
-                if last_scrape.is_some_and(|t| t.elapsed() < SCRAPER_GONE) {
+                // At most once a second, whatever the sampling interval.
+                let due = walked.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+                if due && last_scrape.is_some_and(|t| t.elapsed() < SCRAPER_GONE) {
+                    walked = Some(std::time::Instant::now());
                     lost = Some(telemetry.lost_wakers());
                 }
                 let mut snap = proto::Snapshot::from(&telemetry.snapshot());
@@ -230,33 +236,80 @@ where
     start_limited(listener, ConnectionLimits::default(), metrics, name, work)
 }
 
-/// An accepting socket whose connections pass a [`volt::console::limits::Gate`].
-struct GatedListener {
+/// Accept connections under `limits` and serve `app` on each until `stop`.
+///
+/// Each connection must send its request header within the handshake timeout, and that
+/// timeout runs again for every request on a kept-alive connection, idle time between
+/// requests included (hyper's header-read timeout): a connection that sits idle, or
+/// sends blank lines and nothing else, is closed then. A connection counts as a real
+/// client (which the gate never closes to make room) only once it has made a request.
+async fn serve_http(
     listener: tokio::net::TcpListener,
-    gate: volt::console::limits::Gate,
+    limits: ConnectionLimits,
+    app: axum::Router,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use tower::ServiceExt as _;
+    let gate = volt::console::limits::Gate::until_called(limits);
+    let addr = listener.local_addr().ok();
+    let mut refused = Refusals::default();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            // Out of file descriptors and the like: say so (at most every 10 s), and wait
+            // a little rather than spin.
+            Err(e) => {
+                refused.note(|n| tracing::warn!("volt-exporter on {addr:?}: accept failed {n} time(s): {e}"));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Refused (the cap is full of clients that made requests): dropped, closed.
+        let Some(io) = gate.admit(tcp) else {
+            refused.note(|n| {
+                tracing::warn!(
+                    "volt-exporter on {addr:?}: refused {n} connection(s): {} are open, each a client that made a request",
+                    limits.max_connections
+                )
+            });
+            continue;
+        };
+        let admission = io.admission();
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            admission.prove();
+            app.clone().oneshot(req.map(axum::body::Body::new))
+        });
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.handshake_timeout)
+                .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+            // A client that goes away or times out is no error of the server's.
+            let _ = conn.await;
+        });
+    }
 }
 
-impl axum::serve::Listener for GatedListener {
-    type Io = volt::console::limits::Guarded<tokio::net::TcpStream>;
-    type Addr = SocketAddr;
+/// Counts failures to log about, logging at most every 10 s.
+#[derive(Default)]
+struct Refusals {
+    count: u64,
+    logged: Option<std::time::Instant>,
+}
 
-    async fn accept(&mut self) -> (Self::Io, SocketAddr) {
-        loop {
-            match self.listener.accept().await {
-                Ok((tcp, addr)) => {
-                    // Refused (the cap is full of finished connections): dropped, closed.
-                    if let Some(io) = self.gate.admit(tcp) {
-                        return (io, addr);
-                    }
-                }
-                // Out of file descriptors and the like: wait a little rather than spin.
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            }
+impl Refusals {
+    fn note(&mut self, log: impl FnOnce(u64)) {
+        self.count += 1;
+        if self.logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+            log(self.count);
+            self.count = 0;
+            self.logged = Some(std::time::Instant::now());
         }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
     }
 }
 
@@ -288,16 +341,7 @@ where
             let app = axum::Router::new()
                 .route("/metrics", axum::routing::get(move || async move { text(m.render()) }))
                 .route("/", axum::routing::get(|| async { "volt-exporter: metrics are at /metrics\n" }));
-            let mut stop_serving = stop_rx.clone();
-            let listener = GatedListener { listener, gate: volt::console::limits::Gate::new(limits) };
-            let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-                let _ = stop_serving.wait_for(|s| *s).await;
-            });
-            let server = tokio::spawn(async move {
-                if let Err(e) = server.await {
-                    tracing::error!("volt-exporter: the HTTP server stopped: {e}");
-                }
-            });
+            let server = tokio::spawn(serve_http(listener, limits, app, stop_rx.clone()));
             work(stop_rx).await;
             server.abort();
         });
@@ -363,11 +407,6 @@ const GLOBAL: &[Family<proto::Snapshot>] = &[
     level("volt_workers_parked", "Workers parked.", |s| s.num_parked as f64),
     level("volt_workers", "Worker threads.", |s| s.workers.len() as f64),
     level("volt_tasks_alive", "Tasks spawned and not yet finished.", |s| s.tasks_alive as f64),
-    level(
-        "volt_tasks_lost_waker",
-        "Idle tasks with every waker dropped: nothing can wake them again (0 without an event ring; counted once a second while scraped).",
-        |s| s.tasks_lost_waker.unwrap_or(0) as f64,
-    ),
     level("volt_timers_pending", "Timers armed that neither fired nor were dropped.", |s| s.timers_pending as f64),
     level("volt_blocking_threads", "Threads in the blocking pool.", |s| s.blocking_threads as f64),
     level("volt_blocking_queue_depth", "spawn_blocking calls waiting for a thread.", |s| s.blocking_queue_depth as f64),
@@ -478,9 +517,16 @@ fn set<T>(handles: &[Handle<T>], v: &T) {
 /// histograms and fractional counters rendered alongside (see the crate doc).
 struct Registry {
     recorder: PrometheusRecorder,
-    global: Vec<Handle<proto::Snapshot>>,
+    /// Registered at the first snapshot: until then nothing is known, and a series
+    /// served as 0 would read as a counter reset when the real total arrives.
+    global: Option<Vec<Handle<proto::Snapshot>>>,
     workers: Vec<Vec<Handle<proto::WorkerSnapshot>>>,
     last: Option<proto::Snapshot>,
+    /// Each worker's largest `parked_ns` served: it is read together with a sleep still
+    /// going on, and a read as that sleep ends can come out a little lower once.
+    parked_ns: Vec<u64>,
+    /// The last lost-waker count (kept when an update carries none).
+    lost_waker: Option<u64>,
 }
 
 /// The metric families, with their help text: one place for both the `metrics` side and
@@ -494,16 +540,21 @@ const SCHEDULE_HISTOGRAM: (&str, &str) = (
     "How long woken tasks waited in a run queue before their poll, all workers: every wake with the event ring on, one wake in eight without it (empty with poll_time_histogram(false) and no event ring).",
 );
 const PARKED_SECONDS: (&str, &str) = ("volt_worker_parked_seconds_total", "Time the worker spent parked.");
+/// Present once counted: a walk of every task, so only while scraped (in-process) or while
+/// the console counts it (the sidecar); 0 without an event ring.
+const LOST_WAKER: (&str, &str) = (
+    "volt_tasks_lost_waker",
+    "Idle tasks with every waker dropped: nothing can wake them again (0 without an event ring; counted once a second while scraped).",
+);
 
 impl Registry {
     fn new() -> Registry {
         let recorder = PrometheusBuilder::new().build_recorder();
-        let global = metrics::with_local_recorder(&recorder, || {
+        metrics::with_local_recorder(&recorder, || {
             describe(GLOBAL);
             describe(&WORKER);
-            register(GLOBAL, &[])
         });
-        Registry { recorder, global, workers: Vec::new(), last: None }
+        Registry { recorder, global: None, workers: Vec::new(), last: None, parked_ns: Vec::new(), lost_waker: None }
     }
 
     fn worker(&mut self, i: usize) -> &[Handle<proto::WorkerSnapshot>] {
@@ -522,7 +573,22 @@ impl Registry {
         for w in s.workers.iter().filter(|w| (w.index as usize) < s.workers.len()) {
             set(self.worker(w.index as usize), w);
         }
-        set(&self.global, s);
+        let recorder = &self.recorder;
+        let global =
+            self.global.get_or_insert_with(|| metrics::with_local_recorder(recorder, || register(GLOBAL, &[])));
+        set(global, s);
+        for w in &s.workers {
+            let i = w.index as usize;
+            if i < s.workers.len() {
+                if self.parked_ns.len() <= i {
+                    self.parked_ns.resize(i + 1, 0);
+                }
+                self.parked_ns[i] = self.parked_ns[i].max(w.parked_ns);
+            }
+        }
+        if s.tasks_lost_waker.is_some() {
+            self.lost_waker = s.tasks_lost_waker;
+        }
         self.last = Some(s.clone());
     }
 
@@ -534,8 +600,12 @@ impl Registry {
         }
         let (name, help) = PARKED_SECONDS;
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-        for w in &s.workers {
-            let _ = writeln!(out, "{name}{{worker=\"{}\"}} {}", w.index, w.parked_ns as f64 / 1e9);
+        for (i, ns) in self.parked_ns.iter().enumerate() {
+            let _ = writeln!(out, "{name}{{worker=\"{i}\"}} {}", *ns as f64 / 1e9);
+        }
+        if let Some(n) = self.lost_waker {
+            let (name, help) = LOST_WAKER;
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {n}");
         }
         let mut poll = proto::Histogram { buckets: vec![0; 32], sum: 0 };
         for w in &s.workers {

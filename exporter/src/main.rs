@@ -59,8 +59,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    let console = match volt_exporter::parse_addr(&args.console) {
-        Ok(a) => a,
+    // Checked for its shape only: the host name is looked up at each connection, trying
+    // every address it has (a `localhost` that is `::1` first, a service that moved).
+    let console = match client::endpoint_uri(&args.console) {
+        Ok(uri) => uri,
         Err(e) => {
             eprintln!("volt-exporter: --console: {e}");
             return ExitCode::from(2);
@@ -101,7 +103,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    tracing::info!("serving http://{}/metrics from the console at {console}", exporter.local_addr());
+    tracing::info!("serving http://{}/metrics from the console at {}", exporter.local_addr(), args.console);
     exporter.wait();
     ExitCode::SUCCESS
 }
@@ -109,7 +111,7 @@ fn main() -> ExitCode {
 /// Follow the console stream forever, reconnecting on the client library's capped
 /// backoff schedule.
 async fn follow(
-    console: std::net::SocketAddr,
+    console: String,
     token: Option<String>,
     metrics: Arc<Metrics>,
     mut stop: tokio::sync::watch::Receiver<bool>,
@@ -117,7 +119,7 @@ async fn follow(
     let mut backoff = Backoff::new();
     let mut seen = None;
     loop {
-        let run = watch(console, token.as_deref(), &metrics, &mut seen, &mut backoff);
+        let run = watch(&console, token.as_deref(), &metrics, &mut seen, &mut backoff);
         let reason = tokio::select! {
             r = run => r,
             _ = stop.wait_for(|s| *s) => return,
@@ -134,13 +136,13 @@ async fn follow(
 
 /// One connection: returns why it ended.
 async fn watch(
-    console: std::net::SocketAddr,
+    console: &str,
     token: Option<&str>,
     metrics: &Metrics,
     seen: &mut Option<(u32, u64)>, // (pid, started_unix_ns)
     backoff: &mut Backoff,
 ) -> String {
-    let endpoint = match client::endpoint(format!("http://{console}")) {
+    let endpoint = match client::endpoint(console.to_string()) {
         Ok(e) => e,
         Err(e) => return e,
     };

@@ -141,6 +141,8 @@ pub(super) struct State {
     pub(super) telemetry: Telemetry,
     pub(super) info: proto::RuntimeInfo,
     pub(super) seq: AtomicU64,
+    /// The last lost-waker count (`u64::MAX`: none yet), for a new stream's first update.
+    lost_wakers: AtomicU64,
     /// Counts streams; a stream's id is this count hashed with `watch_id_key`.
     pub(super) next_watch_id: AtomicU64,
     watch_id_key: std::collections::hash_map::RandomState,
@@ -187,6 +189,7 @@ impl State {
             telemetry,
             info,
             seq: AtomicU64::new(0),
+            lost_wakers: AtomicU64::new(u64::MAX),
             next_watch_id: AtomicU64::new(1),
             watch_id_key: std::collections::hash_map::RandomState::new(),
             clients: Mutex::new(Vec::new()),
@@ -294,6 +297,7 @@ impl State {
         let mut snapshot: proto::Snapshot = (&self.telemetry.snapshot()).into();
         let (stalls, stalls_seen) = self.telemetry.stalls_since(0, MAX_STALLS_PER_UPDATE);
         snapshot.recent_stalls = stalls.iter().map(proto::Stall::from).collect();
+        snapshot.tasks_lost_waker = self.lost_wakers();
         let update = proto::Update {
             seq: self.seq.load(Relaxed),
             uptime_ns: self.telemetry.uptime().as_nanos() as u64,
@@ -303,6 +307,15 @@ impl State {
             ..Default::default()
         };
         (update, stalls_seen)
+    }
+
+    /// The lost-waker count to publish: the last walk's, or 0 without task statistics
+    /// (no task can be found lost then, and no walk is needed to know it).
+    fn lost_wakers(&self) -> Option<u64> {
+        if self.info.event_ring_capacity == 0 {
+            return Some(0);
+        }
+        Some(self.lost_wakers.load(Relaxed)).filter(|&n| n != u64::MAX)
     }
 
     /// One publish cycle's update (without tasks: each client gets its own window).
@@ -437,7 +450,7 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
     let mut ticker = tokio::time::interval(Duration::from_nanos(state.info.publish_interval_ns));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // The lost-waker count walks every task: at most once a second, while someone listens.
-    let mut lost: Option<(Instant, u64)> = None;
+    let mut lost: Option<Instant> = None;
     let recording = state.info.event_ring_capacity > 0;
     loop {
         tokio::select! {
@@ -447,13 +460,14 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
         let mut update = state.next_update(&mut cursor, &mut dropped);
         let listened = !state.clients.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
         let mut found_lost = None;
-        if recording && listened && lost.is_none_or(|(at, _)| at.elapsed() >= Duration::from_secs(1)) {
+        if recording && listened && lost.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
             let ids = state.telemetry.lost_waker_ids();
-            lost = Some((Instant::now(), ids.len() as u64));
+            lost = Some(Instant::now());
+            state.lost_wakers.store(ids.len() as u64, Relaxed);
             found_lost = Some(ids);
         }
-        if let (Some(s), Some((_, n))) = (update.snapshot.as_mut(), lost) {
-            s.tasks_lost_waker = Some(n);
+        if let Some(s) = update.snapshot.as_mut() {
+            s.tasks_lost_waker = state.lost_wakers();
         }
         let mut slot = state.index.lock().unwrap_or_else(|e| e.into_inner());
         let wanted = state.maintain_index(&mut slot);

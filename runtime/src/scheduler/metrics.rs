@@ -395,9 +395,10 @@ impl Shared {
         tracing::trace!(target: "volt::scheduler", worker = w.index, victim, count, "steal");
     }
 
-    /// `w` goes to sleep (`in_reactor`: blocking in the reactor; `watching`: with the
-    /// watcher's timeout).
-    pub(crate) fn on_park(&self, w: &Worker, in_reactor: bool, watching: bool) {
+    /// `w` goes to sleep at `since` (`in_reactor`: blocking in the reactor; `watching`:
+    /// with the watcher's timeout).
+    pub(crate) fn on_park(&self, w: &Worker, in_reactor: bool, watching: bool, since: Instant) {
+        w.counters.park_started(since);
         self.record_fresh(w, EventKind::Park, 0, in_reactor as u64);
         #[cfg(feature = "tracing")]
         tracing::trace!(target: "volt::scheduler", worker = w.index, in_reactor, watching, "park");
@@ -413,7 +414,7 @@ impl Shared {
         tracing::trace!(target: "volt::scheduler", worker = w.index, notified, "unpark");
         let parked_ns = since.elapsed().as_nanos() as u64;
         w.counters.times_parked.inc();
-        w.counters.parked_ns.add(parked_ns);
+        w.counters.park_ended(parked_ns);
         w.counters.histograms.park_duration.record(parked_ns);
     }
 

@@ -525,7 +525,7 @@ impl Shared {
                 None if watching => Some(PARK_TIMEOUT),
                 None => None,
             };
-            self.on_park(w, driver.is_some(), watching);
+            self.on_park(w, driver.is_some(), watching, t0);
             let woke = match driver.as_mut() {
                 Some(d) => {
                     self.idle.set_in_reactor(w.index, true);

@@ -46,7 +46,7 @@ macro_rules! for_each_worker_counter {
                 /// Times it slept (on its futex or in the reactor). A sleep is counted as it ends,
                 /// together with its time, so this always matches the park-duration histogram.
                 times_parked ["volt_worker_parks_total", "Times the worker parked."];
-                /// Nanoseconds it spent asleep.
+                /// Nanoseconds it spent asleep, the sleep it may be in now included.
                 parked_ns [];
                 /// Polls served from the LIFO slot.
                 lifo_hits ["volt_worker_lifo_hits_total", "Polls served from the worker's LIFO slot."];
@@ -81,6 +81,13 @@ macro_rules! for_each_worker_counter {
 }
 #[cfg(feature = "console")]
 pub(crate) use for_each_worker_counter;
+
+/// Nanoseconds from a process-wide base to `at`, plus one (0 stands for "not asleep").
+fn park_clock_ns(at: std::time::Instant) -> u64 {
+    static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(std::time::Instant::now);
+    at.saturating_duration_since(base).as_nanos() as u64 + 1
+}
 
 /// A counter with a single writer (its worker). Readers on other threads see whole values.
 #[derive(Default)]
@@ -141,6 +148,10 @@ macro_rules! declare_worker_counters {
             pub(crate) ewma_task_ns: AtomicU64,
             pub(crate) global_queue_interval: AtomicU32,
             state: AtomicU8,
+            /// When its current sleep began (`park_clock_ns`; 0: not asleep), so a reader
+            /// counts a sleep still going on in `parked_ns`, which otherwise grows only
+            /// when a sleep ends.
+            park_started_ns: AtomicU64,
         }
 
         impl WorkerCounters {
@@ -152,7 +163,22 @@ macro_rules! declare_worker_counters {
                     ewma_task_ns: AtomicU64::new(ewma),
                     global_queue_interval: AtomicU32::new(interval),
                     state: AtomicU8::new(WorkerState::Running as u8),
+                    park_started_ns: AtomicU64::new(0),
                 }
+            }
+
+            /// Owner only: a sleep begins at `at`.
+            pub(crate) fn park_started(&self, at: std::time::Instant) {
+                self.park_started_ns.store(park_clock_ns(at), Relaxed);
+            }
+
+            /// Owner only: the sleep ended after `ns`. The start is cleared before the
+            /// time is added, so a reader that reads `parked_ns` and then the start never
+            /// counts the sleep twice (at worst it misses a sleep that is just ending,
+            /// until its next read).
+            pub(crate) fn park_ended(&self, ns: u64) {
+                self.park_started_ns.store(0, Relaxed);
+                self.parked_ns.add(ns);
             }
 
             /// This worker as [`Telemetry::snapshot`](super::Telemetry::snapshot) reads it;
@@ -164,7 +190,7 @@ macro_rules! declare_worker_counters {
                 lifo_occupied: bool,
                 cell_cache_bytes: u64,
             ) -> WorkerSnapshot {
-                WorkerSnapshot {
+                let mut w = WorkerSnapshot {
                     index,
                     state: self.state(),
                     local_queue_depth,
@@ -178,7 +204,14 @@ macro_rules! declare_worker_counters {
                         self.histograms.poll_time.add_to(&mut h);
                         h
                     },
+                };
+                // A sleep going on now counts up to now (read after `parked_ns`: see
+                // `park_ended`).
+                let started = self.park_started_ns.load(Relaxed);
+                if started != 0 {
+                    w.parked_ns += park_clock_ns(std::time::Instant::now()).saturating_sub(started);
                 }
+                w
             }
 
             /// Add this worker's share of the runtime-wide totals to `snap`.
