@@ -527,3 +527,46 @@ async fn raw_grpc(rt: &volt::Runtime) -> tonic::client::Grpc<tonic::transport::C
     grpc.ready().await.unwrap();
     grpc
 }
+
+/// A stream that skips the lost-waker count spares the process the walk of every task
+/// that counts it: while only such streams listen, no update carries a count (a walk
+/// would have made one). A stream that wants it gets it, for a task that did lose its
+/// waker, and once it leaves no count is carried again (none from before is kept).
+#[test]
+fn streams_that_skip_the_lost_waker_count_cause_no_walk() {
+    let rt = runtime(1, true);
+    // A task that can never be woken: its poll drops the waker.
+    let _lost = rt.spawn(std::future::poll_fn(|_| std::task::Poll::<()>::Pending));
+    let t = tokio_rt();
+    t.block_on(async {
+        let skip = proto::WatchRequest { omit_tasks: true, skip_lost_wakers: true, ..Default::default() };
+        let mut c = client(&rt).await;
+        let mut skipping = c.watch_updates(skip.clone()).await.unwrap().into_inner();
+        // Well over a second of publishes (every 20 ms): a walk would have run.
+        for _ in 0..80 {
+            let u = skipping.message().await.unwrap().expect("stream open");
+            assert_eq!(u.snapshot.and_then(|s| s.tasks_lost_waker), None, "counted with no one asking");
+        }
+        let mut wanting = client(&rt).await;
+        let want = proto::WatchRequest { omit_tasks: true, ..Default::default() };
+        let mut stream = wanting.watch_updates(want).await.unwrap().into_inner();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let u = stream.message().await.unwrap().expect("stream open");
+            if u.snapshot.and_then(|s| s.tasks_lost_waker) == Some(1) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the wanting stream never got the count");
+        }
+        drop(stream);
+        drop(wanting);
+        // Once the wanting stream is gone (its channel closes), the count goes again.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut without = 0;
+        while without < 10 {
+            let u = skipping.message().await.unwrap().expect("stream open");
+            without = if u.snapshot.and_then(|s| s.tasks_lost_waker).is_none() { without + 1 } else { 0 };
+            assert!(Instant::now() < deadline, "the count stayed after the stream that wanted it left");
+        }
+    });
+}

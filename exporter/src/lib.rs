@@ -169,9 +169,11 @@ impl Exporter {
     }
 
     /// Block until the exporter's thread exits (the runtime shut down, or its work ended).
-    pub fn wait(mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+    /// `Err` holds the panic that ended it.
+    pub fn wait(mut self) -> std::thread::Result<()> {
+        match self.thread.take() {
+            Some(t) => t.join(),
+            None => Ok(()),
         }
     }
 
@@ -662,6 +664,8 @@ pub struct Metrics {
     console_up: std::sync::atomic::AtomicU8,
     /// Set by every render: someone scrapes, so the sampler's per-task figures are wanted.
     scraped: std::sync::atomic::AtomicBool,
+    /// When the last render was (for the sidecar, which asks the console accordingly).
+    last_render: Mutex<Option<std::time::Instant>>,
 }
 
 impl Default for Metrics {
@@ -670,14 +674,19 @@ impl Default for Metrics {
     }
 }
 
-/// How long after the last scrape the in-process exporter keeps computing the figures
-/// that walk every task.
-const SCRAPER_GONE: Duration = Duration::from_secs(60);
+/// How long after the last scrape the exporter keeps asking for the figures that walk
+/// every task (the in-process sampler, and the sidecar of the console).
+pub const SCRAPER_GONE: Duration = Duration::from_secs(60);
 
 impl Metrics {
     /// An empty registry.
     pub fn new() -> Metrics {
-        Metrics { inner: Mutex::new(Registry::new()), console_up: Default::default(), scraped: Default::default() }
+        Metrics {
+            inner: Mutex::new(Registry::new()),
+            console_up: Default::default(),
+            scraped: Default::default(),
+            last_render: Mutex::new(None),
+        }
     }
 
     /// Set every metric from `s`.
@@ -700,9 +709,15 @@ impl Metrics {
         self.scraped.swap(false, std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether something rendered (scraped) these metrics within `d`.
+    pub fn scraped_within(&self, d: Duration) -> bool {
+        self.last_render.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|t| t.elapsed() < d)
+    }
+
     /// The Prometheus text exposition of the last published snapshot.
     pub fn render(&self) -> String {
         self.scraped.store(true, std::sync::atomic::Ordering::Relaxed);
+        *self.last_render.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
         let mut out = self.inner.lock().unwrap_or_else(|e| e.into_inner()).render();
         let up = self.console_up.load(std::sync::atomic::Ordering::Relaxed);
         if up != 0 {

@@ -12,7 +12,9 @@
 //! delivering (the process hangs, the network drops packets) for [`STALL_INTERVALS`]
 //! publish intervals, and at least [`STALL_MIN`], `volt_exporter_console_up` goes to 0 and it
 //! reconnects. While the console is unreachable it serves `volt_exporter_console_up 0`
-//! next to the last figures it had. Logs go to stderr through `tracing-subscriber`;
+//! next to the last figures it had. It asks the console for the lost-waker count (a walk
+//! of every task in the process, once a second) only while something scrapes it, and
+//! subscribes again when that changes. Logs go to stderr through `tracing-subscriber`;
 //! `RUST_LOG` selects them (default `info`).
 
 use clap::Parser;
@@ -104,8 +106,14 @@ fn main() -> ExitCode {
         }
     };
     tracing::info!("serving http://{}/metrics from the console at {}", exporter.local_addr(), args.console);
-    exporter.wait();
-    ExitCode::SUCCESS
+    match exporter.wait() {
+        Ok(()) => ExitCode::SUCCESS,
+        // A supervisor that restarts on failure must see one.
+        Err(_) => {
+            eprintln!("volt-exporter: the exporter's thread panicked");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Follow the console stream forever, reconnecting on the client library's capped
@@ -124,6 +132,10 @@ async fn follow(
             r = run => r,
             _ = stop.wait_for(|s| *s) => return,
         };
+        let Some(reason) = reason else {
+            // Subscribe again at once, asking for the lost-waker count or not.
+            continue;
+        };
         metrics.set_console_up(false);
         let wait = backoff.fail();
         tracing::warn!("console {console}: {reason}; reconnecting in {wait:?}");
@@ -134,35 +146,52 @@ async fn follow(
     }
 }
 
-/// One connection: returns why it ended.
+/// Whether the console should count lost wakers for us: only while someone scrapes
+/// (within [`volt_exporter::SCRAPER_GONE`]), since the count walks every task of the
+/// process once a second.
+fn lost_wakers_wanted(metrics: &Metrics) -> bool {
+    metrics.scraped_within(volt_exporter::SCRAPER_GONE)
+}
+
+/// One connection: returns why it ended (`None`: to subscribe again, the scrapers having
+/// come or gone).
 async fn watch(
     console: &str,
     token: Option<&str>,
     metrics: &Metrics,
     seen: &mut Option<(u32, u64)>, // (pid, started_unix_ns)
     backoff: &mut Backoff,
-) -> String {
+) -> Option<String> {
     let endpoint = match client::endpoint(console.to_string()) {
         Ok(e) => e,
-        Err(e) => return e,
+        Err(e) => return Some(e),
     };
     let mut c = match client::open(endpoint).await {
         Ok(c) => c,
-        Err(e) => return format!("cannot connect: {e}"),
+        Err(e) => return Some(format!("cannot connect: {e}")),
     };
-    let request = proto::WatchRequest { max_events_per_update: 1, omit_tasks: true, ..Default::default() };
+    let wanted = lost_wakers_wanted(metrics);
+    let request = proto::WatchRequest {
+        max_events_per_update: 1,
+        omit_tasks: true,
+        skip_lost_wakers: !wanted,
+        ..Default::default()
+    };
     let mut stream = match client::subscribe(&mut c, request, token).await {
         Ok(s) => s,
-        Err(e) => return e,
+        Err(e) => return Some(e),
     };
     // Until the first update says the publish interval, allow the longest plausible one.
     let mut stall = Duration::from_secs(10);
     loop {
+        if lost_wakers_wanted(metrics) != wanted {
+            return None;
+        }
         let next = match tokio::time::timeout(stall, stream.message()).await {
             Ok(m) => m,
             Err(_) => {
                 metrics.set_console_up(false);
-                return format!("no update for {stall:?}: the stream stalled (the figures served are stale)");
+                return Some(format!("no update for {stall:?}: the stream stalled (the figures served are stale)"));
             }
         };
         match next {
@@ -185,8 +214,8 @@ async fn watch(
                     metrics.publish(s);
                 }
             }
-            Ok(None) => return "the stream ended".into(),
-            Err(s) => return client::status_text(&s),
+            Ok(None) => return Some("the stream ended".into()),
+            Err(s) => return Some(client::status_text(&s)),
         }
     }
 }

@@ -27,6 +27,8 @@ pub(super) struct Client {
     pub(super) id: u64,
     /// False for a stream with `omit_tasks`.
     pub(super) wants_tasks: bool,
+    /// False for a stream with `skip_lost_wakers`.
+    pub(super) wants_lost_wakers: bool,
     /// Its window of the task list (see [`ClientView`]).
     pub(super) view: ClientView,
     /// Stalls reported before this client's last update that carried them: each stall
@@ -458,7 +460,12 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
             _ = stop.wait_for(|s| *s) => break,
         }
         let mut update = state.next_update(&mut cursor, &mut dropped);
-        let listened = !state.clients.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+        let listened = state.clients.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|c| c.wants_lost_wakers);
+        if !listened {
+            // A count from before would be stale by the time someone wants it again.
+            lost = None;
+            state.lost_wakers.store(u64::MAX, Relaxed);
+        }
         let mut found_lost = None;
         if recording && listened && lost.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
             let ids = state.telemetry.lost_waker_ids();

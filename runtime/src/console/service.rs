@@ -67,6 +67,8 @@ impl Console for Service {
             missed: 0,
             id,
             wants_tasks,
+            // A stream that shows tasks needs the count to flag them (the index).
+            wants_lost_wakers: !req.skip_lost_wakers || wants_tasks,
             view,
             stalls_seen,
         });
