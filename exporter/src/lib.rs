@@ -169,8 +169,12 @@ impl Exporter {
     }
 
     /// Block until the exporter's thread exits (the runtime shut down, or its work ended).
-    /// `Err` holds the panic that ended it.
-    pub fn wait(mut self) -> std::thread::Result<()> {
+    pub fn wait(self) {
+        let _ = self.join();
+    }
+
+    /// [`Exporter::wait`], with the panic that ended the thread, if one did.
+    pub fn join(mut self) -> std::thread::Result<()> {
         match self.thread.take() {
             Some(t) => t.join(),
             None => Ok(()),
@@ -524,8 +528,9 @@ struct Registry {
     global: Option<Vec<Handle<proto::Snapshot>>>,
     workers: Vec<Vec<Handle<proto::WorkerSnapshot>>>,
     last: Option<proto::Snapshot>,
-    /// Each worker's largest `parked_ns` served: it is read together with a sleep still
-    /// going on, and a read as that sleep ends can come out a little lower once.
+    /// Each worker's largest `parked_ns` served. Volt's readings never go down; keeping
+    /// the largest makes the counter's rendering (by hand, not through `metrics`, whose
+    /// counters keep their largest value) keep that promise for any source.
     parked_ns: Vec<u64>,
     /// The last lost-waker count (kept when an update carries none).
     lost_waker: Option<u64>,

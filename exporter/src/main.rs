@@ -106,7 +106,7 @@ fn main() -> ExitCode {
         }
     };
     tracing::info!("serving http://{}/metrics from the console at {}", exporter.local_addr(), args.console);
-    match exporter.wait() {
+    match exporter.join() {
         Ok(()) => ExitCode::SUCCESS,
         // A supervisor that restarts on failure must see one.
         Err(_) => {

@@ -12,10 +12,11 @@
 //!   the oldest one that has not yet *proven* itself, to make room, so connections that
 //!   never do cannot lock out a real client; when every open connection has proven
 //!   itself, the new one is closed at once instead.
-//! * What proves a connection: for [`Gate::new`] (the exporter's HTTP server), finishing
-//!   its handshake, since that is a whole request. For [`Gate::until_called`] (the
-//!   console's gRPC server, where the token is checked per call, not per connection),
-//!   a call that passed the token check ([`Admission::prove`]). Otherwise a peer
+//! * What proves a connection: for [`Gate::new`], finishing its handshake. For
+//!   [`Gate::until_called`], a call that passed the server's checks
+//!   ([`Admission::prove`]): on the console's gRPC server, where the token is checked
+//!   per call, not per connection, a call with the token; on the exporter's HTTP
+//!   server, a request (a blank line ends no request). Otherwise a peer
 //!   without the token could send the HTTP/2 preface on every place under the cap, sit
 //!   idle, and lock every client out.
 //!
@@ -42,7 +43,9 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ConnectionLimits {
     /// Connections open at once (at least 1).
     pub max_connections: usize,
-    /// Time from accept to the end of the request header or HTTP/2 preface.
+    /// Time from accept to the end of the request header or HTTP/2 preface. The
+    /// exporter's HTTP server also gives each later request on a kept-alive connection
+    /// this long, idle time before it included.
     pub handshake_timeout: Duration,
 }
 

@@ -414,7 +414,7 @@ impl Shared {
         tracing::trace!(target: "volt::scheduler", worker = w.index, notified, "unpark");
         let parked_ns = since.elapsed().as_nanos() as u64;
         w.counters.times_parked.inc();
-        w.counters.park_ended(parked_ns);
+        w.counters.park_ended();
         w.counters.histograms.park_duration.record(parked_ns);
     }
 

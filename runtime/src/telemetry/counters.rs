@@ -152,6 +152,11 @@ macro_rules! declare_worker_counters {
             /// counts a sleep still going on in `parked_ns`, which otherwise grows only
             /// when a sleep ends.
             park_started_ns: AtomicU64,
+            /// A sequence lock over `park_started_ns` and `parked_ns`: odd while the owner
+            /// changes them (see `park_window`).
+            park_seq: AtomicU64,
+            /// The largest `parked_ns_now` reading so far (written by readers only).
+            park_read_max: AtomicU64,
         }
 
         impl WorkerCounters {
@@ -164,21 +169,65 @@ macro_rules! declare_worker_counters {
                     global_queue_interval: AtomicU32::new(interval),
                     state: AtomicU8::new(WorkerState::Running as u8),
                     park_started_ns: AtomicU64::new(0),
+                    park_seq: AtomicU64::new(0),
+                    park_read_max: AtomicU64::new(0),
                 }
+            }
+
+            /// Owner only: run `f`, which changes the sleep's start and total, inside the
+            /// sequence lock, so a reader sees both before or both after.
+            fn park_window(&self, f: impl FnOnce()) {
+                let s = self.park_seq.load(Relaxed);
+                self.park_seq.store(s.wrapping_add(1), Relaxed);
+                // Orders the odd number before the changes: a reader that sees any of
+                // them, and then fences, sees the odd number (or a later one).
+                std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+                f();
+                self.park_seq.store(s.wrapping_add(2), std::sync::atomic::Ordering::Release);
             }
 
             /// Owner only: a sleep begins at `at`.
             pub(crate) fn park_started(&self, at: std::time::Instant) {
-                self.park_started_ns.store(park_clock_ns(at), Relaxed);
+                self.park_window(|| self.park_started_ns.store(park_clock_ns(at), Relaxed));
             }
 
-            /// Owner only: the sleep ended after `ns`. The start is cleared before the
-            /// time is added, so a reader that reads `parked_ns` and then the start never
-            /// counts the sleep twice (at worst it misses a sleep that is just ending,
-            /// until its next read).
-            pub(crate) fn park_ended(&self, ns: u64) {
-                self.park_started_ns.store(0, Relaxed);
-                self.parked_ns.add(ns);
+            /// Owner only: the sleep that began at `park_started` ends now; its time, on
+            /// the same clock and read inside the lock, goes into `parked_ns`.
+            pub(crate) fn park_ended(&self) {
+                self.park_window(|| {
+                    let start = self.park_started_ns.load(Relaxed);
+                    if start != 0 {
+                        self.parked_ns.add(park_clock_ns(std::time::Instant::now()).saturating_sub(start));
+                    }
+                    self.park_started_ns.store(0, Relaxed);
+                });
+            }
+
+            /// `parked_ns` with the sleep going on now counted up to now. The sequence lock
+            /// gives a start and a total from the same moment, so a sleep is never counted
+            /// twice (its time in the total and again from its start). A reader may still
+            /// see that moment a little late: its "now" can then pass the end of a sleep
+            /// the owner has just recorded, and the reading come out ahead by that much,
+            /// which the next reading would take back. So a reading is never below the
+            /// largest before it: readings never go down, and run ahead by at most that
+            /// lateness until the real total passes them.
+            pub(crate) fn parked_ns_now(&self) -> u64 {
+                use std::sync::atomic::Ordering::Acquire;
+                loop {
+                    let now = park_clock_ns(std::time::Instant::now());
+                    let s1 = self.park_seq.load(Acquire);
+                    if s1 & 1 == 0 {
+                        let start = self.park_started_ns.load(Relaxed);
+                        let total = self.parked_ns.get();
+                        std::sync::atomic::fence(Acquire);
+                        if self.park_seq.load(Relaxed) == s1 {
+                            let v = total + if start != 0 { now.saturating_sub(start) } else { 0 };
+                            return self.park_read_max.fetch_max(v, Relaxed).max(v);
+                        }
+                    }
+                    // The owner is inside its (short) window: look again.
+                    std::hint::spin_loop();
+                }
             }
 
             /// This worker as [`Telemetry::snapshot`](super::Telemetry::snapshot) reads it;
@@ -205,12 +254,8 @@ macro_rules! declare_worker_counters {
                         h
                     },
                 };
-                // A sleep going on now counts up to now (read after `parked_ns`: see
-                // `park_ended`).
-                let started = self.park_started_ns.load(Relaxed);
-                if started != 0 {
-                    w.parked_ns += park_clock_ns(std::time::Instant::now()).saturating_sub(started);
-                }
+                // With the sleep going on now, read consistently with its start.
+                w.parked_ns = self.parked_ns_now();
                 w
             }
 
@@ -280,4 +325,52 @@ pub(crate) struct WorkerHistograms {
     pub(crate) park_duration: LogHistogram,
     /// Tasks taken per successful steal.
     pub(crate) steal_batch: LogHistogram,
+}
+
+#[cfg(all(test, not(loom)))]
+mod park_time_tests {
+    use super::WorkerCounters;
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::Arc;
+
+    /// A reader on another thread, reading while the owner sleeps and wakes over and
+    /// over, never sees the parked time go down (a reading between the end of a sleep
+    /// and the counter's update lost the whole sleep before the sequence lock), and a
+    /// sleep that ended is counted once: the total is what the sleeps took.
+    #[test]
+    fn the_parked_time_never_goes_down_and_counts_each_sleep_once() {
+        let c = Arc::new(WorkerCounters::new(61, 0));
+        let done = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (c, done) = (Arc::clone(&c), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let (mut last, mut reads) = (0, 0u64);
+                while !done.load(Relaxed) || reads < 1000 {
+                    let p = c.parked_ns_now();
+                    assert!(p >= last, "the parked time went down: {last} then {p}");
+                    last = p;
+                    reads += 1;
+                }
+                last
+            })
+        };
+        let rounds = if cfg!(miri) { 20 } else { 2_000 };
+        let mut slept = std::time::Duration::ZERO;
+        for i in 0..rounds {
+            let t0 = std::time::Instant::now();
+            c.park_started(t0);
+            if i % 100 == 0 {
+                std::thread::yield_now();
+            }
+            c.park_ended();
+            slept += t0.elapsed();
+        }
+        done.store(true, Relaxed);
+        let last_read = reader.join().expect("the reader saw the parked time go down");
+        assert!(c.parked_ns_now() >= last_read, "went down after the reader's last reading");
+        let total = c.parked_ns.get();
+        // Each sleep counted once: no more than the time the loop spent in its sleeps
+        // (give or take a nanosecond a sleep, for the rounding to whole nanoseconds).
+        assert!(total <= slept.as_nanos() as u64 + rounds, "{total} ns counted, {slept:?} slept");
+    }
 }
