@@ -30,7 +30,8 @@ impl Conn {
     /// messages, so a frame (and the keys read between frames) comes round however fast
     /// updates arrive; the rest wait in the bounded channel, and past it the server skips
     /// updates for this client. Updates are recorded even while the display is paused
-    /// (and held, see [`App::hold`]); a recording that fails stops, and says why. Returns how many messages it took.
+    /// (and held, see [`App::hold`]); a recording that fails stops, and says why.
+    /// Returns how many messages it took.
     pub fn drain(&mut self, app: &mut App) -> usize {
         let mut taken = 0;
         for _ in 0..DRAIN_PER_FRAME {

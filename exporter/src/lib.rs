@@ -258,7 +258,7 @@ async fn serve_http(
     use tower::ServiceExt as _;
     let gate = volt::console::limits::Gate::until_called(limits);
     let addr = listener.local_addr().ok();
-    let mut refused = Refusals::default();
+    let (mut refused, mut failed) = (Refusals::default(), Refusals::default());
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -269,7 +269,7 @@ async fn serve_http(
             // Out of file descriptors and the like: say so (at most every 10 s), and wait
             // a little rather than spin.
             Err(e) => {
-                refused.note(|n| tracing::warn!("volt-exporter on {addr:?}: accept failed {n} time(s): {e}"));
+                failed.note(|n| tracing::warn!("volt-exporter on {addr:?}: accept failed {n} time(s): {e}"));
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }

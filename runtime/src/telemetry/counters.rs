@@ -213,6 +213,7 @@ macro_rules! declare_worker_counters {
             /// lateness until the real total passes them.
             pub(crate) fn parked_ns_now(&self) -> u64 {
                 use std::sync::atomic::Ordering::Acquire;
+                let mut tries = 0u32;
                 loop {
                     let now = park_clock_ns(std::time::Instant::now());
                     let s1 = self.park_seq.load(Acquire);
@@ -225,8 +226,14 @@ macro_rules! declare_worker_counters {
                             return self.park_read_max.fetch_max(v, Relaxed).max(v);
                         }
                     }
-                    // The owner is inside its (short) window: look again.
-                    std::hint::spin_loop();
+                    // The owner is inside its (short) window: look again, and let it run if
+                    // it was preempted there.
+                    tries += 1;
+                    if tries % 64 == 0 {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
                 }
             }
 
