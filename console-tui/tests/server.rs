@@ -570,3 +570,26 @@ fn streams_that_skip_the_lost_waker_count_cause_no_walk() {
         }
     });
 }
+
+/// A token no client can send in a header (a trailing newline, read from a file with it)
+/// is refused when the runtime is built, instead of refusing every call later; a token
+/// beyond ASCII, which a client can send, is accepted by the server.
+#[test]
+fn a_token_is_one_a_client_can_send() {
+    let build = |token: &str| {
+        volt::runtime::Builder::new().worker_threads(1).console_bind("127.0.0.1:0").console_token(token).build()
+    };
+    for bad in ["s3cret\n", " s3cret", "s3\u{7}cret"] {
+        let err = build(bad).err().unwrap_or_else(|| panic!("{bad:?} accepted"));
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{bad:?}: {err}");
+    }
+    let rt = build("pässwort").expect("a token beyond ASCII");
+    let t = tokio_rt();
+    t.block_on(async {
+        let mut c = client(&rt).await;
+        let ok = c.get_snapshot(request(proto::SnapshotRequest::default(), Some("pässwort"))).await;
+        assert!(ok.is_ok(), "the exact token was refused: {:?}", ok.err());
+        let wrong = c.get_snapshot(request(proto::SnapshotRequest::default(), Some("passwort"))).await;
+        assert_eq!(wrong.err().map(|s| s.code()), Some(Code::Unauthenticated));
+    });
+}

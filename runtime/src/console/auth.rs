@@ -10,6 +10,17 @@ use tonic::{Request, Status};
 /// refused, so telemetry never leaves the machine unauthenticated by accident.
 pub(super) fn token_for(configured: Option<String>, addr: SocketAddr) -> io::Result<Option<String>> {
     let token = configured.or_else(|| std::env::var("VOLT_CONSOLE_TOKEN").ok()).filter(|t| !t.is_empty());
+    if let Some(t) = &token {
+        // A client sends the token in a header: a control character (a newline read
+        // from a file with it) cannot go there, and whitespace at the ends is dropped on
+        // the way. Such a token would refuse every call, so it is refused here.
+        if t.chars().any(char::is_control) || t.trim() != t {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "volt console: the token has whitespace at an end or a control character (a trailing newline?),                  which no client can send in a header",
+            ));
+        }
+    }
     if !addr.ip().is_loopback() && token.is_none() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -33,13 +44,11 @@ pub(super) fn check_token(expected: Option<&str>, req: Request<()>) -> Result<Re
         Ok(req)
     };
     let Some(expected) = expected else { return prove(req) };
-    let presented = req
-        .metadata()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    let (a, b) = (presented.as_bytes(), expected.as_bytes());
+    // Compared as bytes: a token beyond ASCII arrives as its UTF-8 bytes, which a
+    // header's text form would refuse to show.
+    let presented =
+        req.metadata().get("authorization").and_then(|v| v.as_bytes().strip_prefix(b"Bearer ")).unwrap_or(b"");
+    let (a, b) = (presented, expected.as_bytes());
     let diff = a.iter().zip(b.iter()).fold(a.len() ^ b.len(), |d, (x, y)| d | (*x ^ *y) as usize);
     if diff == 0 {
         prove(req)
