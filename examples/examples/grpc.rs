@@ -67,27 +67,12 @@ fn serve(addr: &str, workers: Option<usize>) -> Result<(), Box<dyn std::error::E
         builder.worker_threads(n);
     }
     let rt = builder.build()?;
-    let (tx, rx) = futures::channel::oneshot::channel::<()>();
-    let tx = std::sync::Mutex::new(Some(tx));
-    ctrlc::set_handler(move || {
-        match tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            Some(tx) => {
-                let _ = tx.send(());
-            }
-            // A second Ctrl-C: stop waiting for the requests in flight.
-            None => {
-                eprintln!("interrupted again: exiting without waiting");
-                std::process::exit(130);
-            }
-        }
-    })?;
+    // Ctrl-C and SIGTERM complete this future; a second one exits at once.
+    let signal = volt_examples::shutdown_signal()?;
     rt.block_on(async {
         let listener = volt::net::TcpListener::bind(addr).await?;
         println!("grpc: serving volt.examples.greeter.Greeter on {}", listener.local_addr()?);
-        volt_examples::grpc::serve(listener, async move {
-            let _ = rx.await;
-        })
-        .await
+        volt_examples::grpc::serve(listener, signal).await
     })?;
     println!("grpc: stopped");
     Ok(())

@@ -54,22 +54,8 @@ fn run(args: Args) -> std::io::Result<()> {
         println!("http: console on {addr} (watch it with: volt-console {addr})");
     }
 
-    // Ctrl-C and SIGTERM complete this future (the handler runs on a thread of its own).
-    let (tx, rx) = futures::channel::oneshot::channel::<()>();
-    let tx = std::sync::Mutex::new(Some(tx));
-    ctrlc::set_handler(move || {
-        match tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            Some(tx) => {
-                let _ = tx.send(());
-            }
-            // A second Ctrl-C: stop waiting for the requests in flight.
-            None => {
-                eprintln!("interrupted again: exiting without waiting");
-                std::process::exit(130);
-            }
-        }
-    })
-    .map_err(std::io::Error::other)?;
+    // Ctrl-C and SIGTERM complete this future; a second one exits at once.
+    let signal = volt_examples::shutdown_signal()?;
 
     let result = rt.block_on(async {
         let listener = volt::net::TcpListener::bind(args.addr.as_str())
@@ -82,7 +68,7 @@ fn run(args: Args) -> std::io::Result<()> {
         );
         println!("http: prometheus metrics on http://{}/metrics", exporter.local_addr());
         let shutdown = async move {
-            let _ = rx.await;
+            signal.await;
             println!("http: shutting down; finishing the requests in flight");
         };
         volt_examples::http::serve(listener, shutdown, Duration::from_secs(10)).await
