@@ -17,7 +17,8 @@ pub(super) fn token_for(configured: Option<String>, addr: SocketAddr) -> io::Res
         if t.chars().any(char::is_control) || t.trim() != t {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "volt console: the token has whitespace at an end or a control character (a trailing newline?),                  which no client can send in a header",
+                "volt console: the token has whitespace at an end or a control character (a trailing newline?), \
+                 which no client can send in a header",
             ));
         }
     }
