@@ -115,7 +115,6 @@ impl Builder {
             // The lost-waker count walks every task: only while someone scrapes (within
             // the last minute), at most once a second, and its last value stands in
             // between. Until it is first counted, the gauge is left out (not 0).
-            let mut last_scrape: Option<std::time::Instant> = None;
             let mut lost = None;
             let mut walked: Option<std::time::Instant> = None;
             loop {
@@ -127,12 +126,9 @@ impl Builder {
                 if telemetry.is_shut_down() {
                     return;
                 }
-                if m.take_scraped() {
-                    last_scrape = Some(std::time::Instant::now());
-                }
                 // At most once a second, whatever the sampling interval.
                 let due = walked.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
-                if due && last_scrape.is_some_and(|t| t.elapsed() < SCRAPER_GONE) {
+                if due && m.scraped_within(SCRAPER_GONE) {
                     walked = Some(std::time::Instant::now());
                     lost = Some(telemetry.lost_wakers());
                 }
@@ -256,33 +252,16 @@ async fn serve_http(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     use tower::ServiceExt as _;
-    let gate = volt::console::limits::Gate::until_called(limits);
-    let addr = listener.local_addr().ok();
-    let (mut refused, mut failed) = (Refusals::default(), Refusals::default());
+    let name = match listener.local_addr() {
+        Ok(addr) => format!("volt-exporter on {addr}"),
+        Err(_) => "volt-exporter".to_string(),
+    };
+    let mut incoming =
+        volt::console::limits::Incoming::new(listener, volt::console::limits::Gate::until_called(limits), name);
     loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
+        let io = tokio::select! {
+            io = incoming.next() => io,
             _ = stop.wait_for(|s| *s) => return,
-        };
-        let tcp = match accepted {
-            Ok((tcp, _)) => tcp,
-            // Out of file descriptors and the like: say so (at most every 10 s), and wait
-            // a little rather than spin.
-            Err(e) => {
-                failed.note(|n| tracing::warn!("volt-exporter on {addr:?}: accept failed {n} time(s): {e}"));
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        // Refused (the cap is full of clients that made requests): dropped, closed.
-        let Some(io) = gate.admit(tcp) else {
-            refused.note(|n| {
-                tracing::warn!(
-                    "volt-exporter on {addr:?}: refused {n} connection(s): {} are open, each a client that made a request",
-                    limits.max_connections
-                )
-            });
-            continue;
         };
         let admission = io.admission();
         let app = app.clone();
@@ -298,24 +277,6 @@ async fn serve_http(
             // A client that goes away or times out is no error of the server's.
             let _ = conn.await;
         });
-    }
-}
-
-/// Counts failures to log about, logging at most every 10 s.
-#[derive(Default)]
-struct Refusals {
-    count: u64,
-    logged: Option<std::time::Instant>,
-}
-
-impl Refusals {
-    fn note(&mut self, log: impl FnOnce(u64)) {
-        self.count += 1;
-        if self.logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
-            log(self.count);
-            self.count = 0;
-            self.logged = Some(std::time::Instant::now());
-        }
     }
 }
 
@@ -667,9 +628,8 @@ pub struct Metrics {
     inner: Mutex<Registry>,
     /// Sidecar only: 0 = not reported, 1 = console down, 2 = console up.
     console_up: std::sync::atomic::AtomicU8,
-    /// Set by every render: someone scrapes, so the sampler's per-task figures are wanted.
-    scraped: std::sync::atomic::AtomicBool,
-    /// When the last render was (for the sidecar, which asks the console accordingly).
+    /// When the last render (scrape) was: the figures that walk every task are wanted
+    /// only while someone scrapes.
     last_render: Mutex<Option<std::time::Instant>>,
 }
 
@@ -686,12 +646,7 @@ pub const SCRAPER_GONE: Duration = Duration::from_secs(60);
 impl Metrics {
     /// An empty registry.
     pub fn new() -> Metrics {
-        Metrics {
-            inner: Mutex::new(Registry::new()),
-            console_up: Default::default(),
-            scraped: Default::default(),
-            last_render: Mutex::new(None),
-        }
+        Metrics { inner: Mutex::new(Registry::new()), console_up: Default::default(), last_render: Mutex::new(None) }
     }
 
     /// Set every metric from `s`.
@@ -709,11 +664,6 @@ impl Metrics {
         self.console_up.store(if up { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Whether anything was rendered (scraped) since the last call.
-    fn take_scraped(&self) -> bool {
-        self.scraped.swap(false, std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// Whether something rendered (scraped) these metrics within `d`.
     pub fn scraped_within(&self, d: Duration) -> bool {
         self.last_render.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|t| t.elapsed() < d)
@@ -721,7 +671,6 @@ impl Metrics {
 
     /// The Prometheus text exposition of the last published snapshot.
     pub fn render(&self) -> String {
-        self.scraped.store(true, std::sync::atomic::Ordering::Relaxed);
         *self.last_render.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
         let mut out = self.inner.lock().unwrap_or_else(|e| e.into_inner()).render();
         let up = self.console_up.load(std::sync::atomic::Ordering::Relaxed);

@@ -9,9 +9,9 @@
 //! It reconnects (with a backoff that doubles from 100 ms to 5 s after every failure, and
 //! resets once an update arrives) when the process restarts, and starts its counters over
 //! for the new process. It never serves stale figures as live: when the stream stops
-//! delivering (the process hangs, the network drops packets) for [`STALL_INTERVALS`]
-//! publish intervals, and at least [`STALL_MIN`], `volt_exporter_console_up` goes to 0 and it
-//! reconnects. While the console is unreachable it serves `volt_exporter_console_up 0`
+//! delivering (the process hangs, the network drops packets) for as long as `volt-console`
+//! waits before it gives a stream up (`volt_console_client::silence_limit`: 20 publish
+//! intervals, and at least 5 s), `volt_exporter_console_up` goes to 0 and it reconnects. While the console is unreachable it serves `volt_exporter_console_up 0`
 //! next to the last figures it had. It asks the console for the lost-waker count (a walk
 //! of every task in the process, once a second) only while something scrapes it, and
 //! subscribes again when that changes. Logs go to stderr through `tracing-subscriber`;
@@ -24,11 +24,6 @@ use std::time::Duration;
 use volt_console_client::{self as client, Backoff};
 use volt_console_proto as proto;
 use volt_exporter::Metrics;
-
-/// Publish intervals without an update after which the stream counts as stalled.
-const STALL_INTERVALS: u32 = 8;
-/// The shortest stall that counts (a loaded machine delays updates a little).
-const STALL_MIN: Duration = Duration::from_secs(2);
 
 #[derive(Parser, Debug)]
 #[command(name = "volt-exporter", version, about = "Prometheus metrics from a Volt process's console stream")]
@@ -181,8 +176,8 @@ async fn watch(
         Ok(s) => s,
         Err(e) => return Some(e),
     };
-    // Until the first update says the publish interval, allow the longest plausible one.
-    let mut stall = Duration::from_secs(10);
+    // Until the first update says the publish interval, the shortest limit.
+    let mut stall = client::silence_limit(None);
     loop {
         if lost_wakers_wanted(metrics) != wanted {
             return None;
@@ -206,7 +201,7 @@ async fn watch(
                     }
                     *seen = Some(id);
                     tracing::info!("console {console}: following pid {} ({} workers)", info.pid, info.workers);
-                    stall = (Duration::from_nanos(info.publish_interval_ns) * STALL_INTERVALS).max(STALL_MIN);
+                    stall = client::silence_limit(Some(info.publish_interval_ns));
                     backoff.reset();
                     metrics.set_console_up(true);
                 }

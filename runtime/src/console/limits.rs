@@ -309,6 +309,100 @@ impl std::fmt::Debug for Admission {
     }
 }
 
+/// A listener's connections, each admitted through a [`Gate`]: the console's and the
+/// exporter's accept loop, as a stream that never ends and never yields an error.
+///
+/// An accept error (out of file descriptors) is followed by a 50 ms pause: the same
+/// error comes back at once while a connection waits in the backlog, and retrying
+/// without a pause would spin the server's thread. Accept errors and refused
+/// connections are each written to stderr at most every 10 s, with how many there were.
+pub struct Incoming {
+    listener: tokio::net::TcpListener,
+    gate: Gate,
+    /// Who is speaking in the log lines, e.g. "volt console on 127.0.0.1:6669".
+    name: String,
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
+    failed: EveryTenSeconds,
+    refused: EveryTenSeconds,
+}
+
+impl Incoming {
+    /// Accept on `listener`, admitting each connection through `gate`; `name` begins
+    /// each log line. Must be polled within a Tokio runtime with I/O and time enabled.
+    pub fn new(listener: tokio::net::TcpListener, gate: Gate, name: impl Into<String>) -> Incoming {
+        Incoming {
+            listener,
+            gate,
+            name: name.into(),
+            pause: None,
+            failed: EveryTenSeconds::default(),
+            refused: EveryTenSeconds::default(),
+        }
+    }
+
+    /// The next admitted connection.
+    pub async fn next(&mut self) -> Guarded<tokio::net::TcpStream> {
+        std::future::poll_fn(|cx| self.poll_admitted(cx)).await
+    }
+
+    fn poll_admitted(&mut self, cx: &mut Context<'_>) -> Poll<Guarded<tokio::net::TcpStream>> {
+        loop {
+            if let Some(pause) = &mut self.pause {
+                std::task::ready!(pause.as_mut().poll(cx));
+                self.pause = None;
+            }
+            match std::task::ready!(self.listener.poll_accept(cx)) {
+                Ok((tcp, _)) => match self.gate.admit(tcp) {
+                    Some(io) => return Poll::Ready(io),
+                    // Dropped, which closes it.
+                    None => self.refused.note(|n| {
+                        eprintln!(
+                            "{}: refused {n} connection(s): {} are open, each a client that made a call",
+                            self.name, self.gate.inner.limits.max_connections
+                        )
+                    }),
+                },
+                Err(e) => {
+                    self.failed.note(|n| eprintln!("{}: accepting a connection failed {n} time(s): {e}", self.name));
+                    self.pause = Some(Box::pin(tokio::time::sleep(Duration::from_millis(50))));
+                }
+            }
+        }
+    }
+}
+
+impl tokio_stream::Stream for Incoming {
+    type Item = io::Result<Guarded<tokio::net::TcpStream>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_admitted(cx).map(|io| Some(Ok(io)))
+    }
+}
+
+impl std::fmt::Debug for Incoming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Incoming").field("name", &self.name).field("gate", &self.gate).finish()
+    }
+}
+
+/// Counts something to log, logging at most every 10 s.
+#[derive(Default)]
+struct EveryTenSeconds {
+    count: u64,
+    logged: Option<std::time::Instant>,
+}
+
+impl EveryTenSeconds {
+    fn note(&mut self, log: impl FnOnce(u64)) {
+        self.count += 1;
+        if self.logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+            log(self.count);
+            self.count = 0;
+            self.logged = Some(std::time::Instant::now());
+        }
+    }
+}
+
 /// What tonic puts in each request's extensions for a [`Guarded`] TCP connection: the
 /// peer's addresses and the connection's [`Admission`].
 #[derive(Clone, Debug)]

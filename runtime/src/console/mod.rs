@@ -250,8 +250,11 @@ async fn serve(
     let mut shutdown = stop.clone();
     // Every accepted connection goes through the gate (cap and handshake timeout); one
     // it refuses is dropped, which closes it.
-    let incoming =
-        Incoming { listener, gate: limits::Gate::until_called(limits), pause: None, failed: 0, logged: None };
+    let name = match listener.local_addr() {
+        Ok(addr) => format!("volt console on {addr}"),
+        Err(_) => "volt console".to_string(),
+    };
+    let incoming = limits::Incoming::new(listener, limits::Gate::until_called(limits), name);
     let serving = router.serve_with_incoming_shutdown(incoming, async move {
         let _ = shutdown.wait_for(|s| *s).await;
     });
@@ -275,49 +278,4 @@ async fn serve(
     // thread, so no read of the log is in progress).
     state.index.lock().unwrap_or_else(|e| e.into_inner()).take();
     state.telemetry.unwatch_tasks();
-}
-
-/// The console's accepted connections, through the gate. An accept error (out of file
-/// descriptors) is logged (at most every 10 s) and followed by a 50 ms pause: the same
-/// error comes back at once while a connection waits in the backlog, and retrying
-/// without a pause would spin the console's thread.
-struct Incoming {
-    listener: tokio::net::TcpListener,
-    gate: limits::Gate,
-    pause: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
-    failed: u64,
-    logged: Option<std::time::Instant>,
-}
-
-impl tokio_stream::Stream for Incoming {
-    type Item = io::Result<limits::Guarded<tokio::net::TcpStream>>;
-
-    fn poll_next(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        use std::task::Poll;
-        let this = self.get_mut();
-        loop {
-            if let Some(pause) = &mut this.pause {
-                std::task::ready!(std::future::Future::poll(pause.as_mut(), cx));
-                this.pause = None;
-            }
-            match std::task::ready!(this.listener.poll_accept(cx)) {
-                Ok((tcp, _)) => {
-                    if let Some(io) = this.gate.admit(tcp) {
-                        return Poll::Ready(Some(Ok(io)));
-                    }
-                }
-                Err(e) => {
-                    this.failed += 1;
-                    if this.logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
-                        eprintln!("volt console: accepting a connection failed {} time(s): {e}", this.failed);
-                        (this.failed, this.logged) = (0, Some(std::time::Instant::now()));
-                    }
-                    this.pause = Some(Box::pin(tokio::time::sleep(Duration::from_millis(50))));
-                }
-            }
-        }
-    }
 }
