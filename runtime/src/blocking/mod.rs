@@ -251,8 +251,16 @@ impl Pool {
         if st.num_idle > st.num_notified {
             st.num_notified += 1;
             self.work.notify_one();
-        } else if st.counted_threads() < self.max_threads {
-            self.start_thread(&mut st);
+        } else if st.counted_threads() < self.max_threads && !self.start_thread(&mut st) && st.num_threads == 0 {
+            // No thread could start (the OS is out of threads or memory), and no thread
+            // runs that could take the task later: left queued, it would wait for good.
+            // Cancel it instead, so its handle reports it, rather than panic as Tokio does.
+            let task = st.queue.pop_back();
+            self.queue_depth_gauge.store(st.queue.len() as u64, Relaxed);
+            drop(st);
+            if let Some(task) = task {
+                task.0.shutdown();
+            }
         }
     }
 
@@ -272,8 +280,8 @@ impl Pool {
                 st.threads.push(t);
                 true
             }
-            // Out of threads: the task stays queued for a running thread, unless there is
-            // none, in which case the next spawn tries again. Never a panic here.
+            // Out of threads or memory: the caller decides (a queued task waits for a
+            // running thread, or is cancelled when there is none). Never a panic here.
             Err(_) => false,
         }
     }
@@ -389,4 +397,37 @@ impl Schedule for Arc<Pool> {
         false
     }
     fn on_complete(&self, _id: u64, _outcome: Outcome) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pool whose threads can never start (a stack no address space can hold).
+    fn pool_without_threads() -> Arc<Pool> {
+        Arc::new(Pool::new(
+            PoolConfig {
+                max_threads: 4,
+                keep_alive: Duration::from_secs(10),
+                thread_name: "volt-test-blocking".into(),
+                stack_size: 1 << 46,
+                hooks: ThreadHooks::default(),
+            },
+            Weak::new(),
+        ))
+    }
+
+    #[test]
+    fn a_task_no_thread_can_run_is_cancelled_not_left_waiting() {
+        let pool = pool_without_threads();
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let r = Arc::clone(&ran);
+        let handle = pool.spawn(move || r.store(true, Relaxed));
+        let err = futures::executor::block_on(handle).expect_err("no thread could run it");
+        assert!(err.is_cancelled(), "{err:?}");
+        assert!(!ran.load(Relaxed));
+        let st = pool.lock();
+        assert_eq!((st.queue.len(), st.num_threads), (0, 0));
+        assert_eq!(pool.queue_depth_gauge.load(Relaxed), 0);
+    }
 }
