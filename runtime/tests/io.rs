@@ -453,3 +453,56 @@ fn a_udp_error_is_reported_once_and_the_socket_waits_again() {
     assert!(waited, "a recv with nothing sent returned instead of waiting");
     assert_eq!(got, Ok(Some(b"hello".to_vec())), "the live peer's datagram was not received");
 }
+
+/// A task looping on operations that are always ready (a UDP socket that can always
+/// send, a sleep that has elapsed) still gives its only worker back: each poll may
+/// complete a bounded number of them, then the task yields. Without that, the task
+/// spawned later never runs, the loops never see its flag, and they run to their 30 s
+/// cap.
+#[test]
+fn a_task_looping_on_ready_operations_lets_its_worker_run_others() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    let rt = rt(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicU64::new(0));
+    let cap = Duration::from_secs(30);
+    let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = receiver.local_addr().unwrap();
+    let sender = {
+        let (stop, started) = (Arc::clone(&stop), Arc::clone(&started));
+        rt.spawn(async move {
+            let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let t0 = Instant::now();
+            started.fetch_add(1, SeqCst);
+            let mut sent = 0u64;
+            while !stop.load(SeqCst) && t0.elapsed() < cap {
+                // Loopback drops what a full receive buffer cannot hold; the send succeeds.
+                let _ = sock.send_to(&[0u8; 64], target).await;
+                sent += 1;
+            }
+            (sent, stop.load(SeqCst))
+        })
+    };
+    let sleeper = {
+        let (stop, started) = (Arc::clone(&stop), Arc::clone(&started));
+        rt.spawn(async move {
+            let t0 = Instant::now();
+            started.fetch_add(1, SeqCst);
+            let mut slept = 0u64;
+            while !stop.load(SeqCst) && t0.elapsed() < cap {
+                volt::time::sleep(Duration::ZERO).await;
+                slept += 1;
+            }
+            (slept, stop.load(SeqCst))
+        })
+    };
+    // Both loops are running (one of them holds the worker) before the task that needs it.
+    assert!(wait_until(cap, || started.load(SeqCst) == 2), "the second loop never started");
+    let flag = Arc::clone(&stop);
+    rt.block_on(rt.spawn(async move { flag.store(true, SeqCst) })).unwrap();
+    let (sent, sender_stopped) = rt.block_on(sender).unwrap();
+    let (slept, sleeper_stopped) = rt.block_on(sleeper).unwrap();
+    assert!(sender_stopped && sleeper_stopped, "the loops ran to their cap: the other task never got the worker");
+    assert!(sent > 0 && slept > 0, "sent {sent}, slept {slept}");
+    drop(rt);
+}

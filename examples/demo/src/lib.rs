@@ -138,7 +138,17 @@ async fn drive(stop: Arc<AtomicBool>) {
 async fn echo_server(listener: TcpListener, stop: Arc<AtomicBool>) {
     while !stop.load(Relaxed) {
         let accepted = volt::time::timeout(Duration::from_millis(200), listener.accept()).await;
-        let Ok(Ok((mut s, _))) = accepted else { continue };
+        let mut s = match accepted {
+            Ok(Ok((s, _))) => s,
+            Err(_) => continue,
+            // Out of file descriptors, say: the same error comes back at once while a
+            // connection waits in the backlog, so wait a little rather than spin (the
+            // dashboard owns the terminal, so there is nowhere to print it).
+            Ok(Err(_)) => {
+                volt::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let stop = Arc::clone(&stop);
         TaskBuilder::new().name("echo-conn").spawn(async move {
             let mut buf = [0u8; 1024];

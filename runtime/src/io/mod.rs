@@ -394,6 +394,16 @@ impl Registration {
 
     /// Wait until the source may be ready in `dir` (or has failed, or the runtime shut down).
     pub(crate) fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
+        // A task that spent its poll's budget yields here (see `task::coop`).
+        std::task::ready!(crate::task::coop::poll_proceed(cx));
+        let r = self.poll_ready_now(cx, dir);
+        if r.is_ready() {
+            crate::task::coop::spend();
+        }
+        r
+    }
+
+    fn poll_ready_now(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
         let mask = dir.mask();
         let check = |cur: u64| -> Option<io::Result<ReadyEvent>> {
             if cur & SHUTDOWN != 0 {

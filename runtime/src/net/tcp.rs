@@ -184,7 +184,7 @@ impl TcpStream {
 
     /// The `SO_LINGER` option (see [`set_linger`](Self::set_linger)).
     pub fn linger(&self) -> io::Result<Option<Duration>> {
-        let linger: libc::linger = getsockopt(self.io.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER)?;
+        let linger = getsockopt_linger(self.io.as_raw_fd())?;
         Ok((linger.l_onoff != 0).then(|| Duration::from_secs(linger.l_linger.max(0) as u64)))
     }
 
@@ -377,19 +377,18 @@ fn setsockopt<T: Copy>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: 
     }
 }
 
-/// Read a socket option into a plain C struct or integer.
-fn getsockopt<T: Copy>(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<T> {
-    let mut value = std::mem::MaybeUninit::<T>::zeroed();
-    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
-    // SAFETY: `value` is valid for writes of `len` bytes, and `len` is passed by pointer
-    // as `getsockopt(2)` expects.
-    let rc = unsafe { libc::getsockopt(fd, level, name, value.as_mut_ptr().cast(), &mut len) };
+/// Read the `SO_LINGER` option.
+fn getsockopt_linger(fd: RawFd) -> io::Result<libc::linger> {
+    let mut value = libc::linger { l_onoff: 0, l_linger: 0 };
+    let mut len = std::mem::size_of::<libc::linger>() as libc::socklen_t;
+    // SAFETY: `value` is a live, initialized `linger`, valid for writes of `len` bytes,
+    // and `len` is passed by pointer as `getsockopt(2)` expects; every bit pattern the
+    // kernel may write is a valid `linger` (two integers).
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, (&raw mut value).cast(), &mut len) };
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: zeroed is a valid value of the plain C types this is used with (`linger`,
-    // `c_int`), and the kernel wrote at most the rest.
-    Ok(unsafe { value.assume_init() })
+    Ok(value)
 }
 
 impl AsyncRead for TcpStream {

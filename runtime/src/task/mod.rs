@@ -3,6 +3,7 @@
 //! user-facing helpers `spawn`, `yield_now` and `shield`.
 
 pub(crate) mod cellcache;
+pub(crate) mod coop;
 mod join;
 pub(crate) mod list;
 pub(crate) mod raw;

@@ -304,6 +304,7 @@ where
     let waker = ManuallyDrop::new(unsafe { Waker::from_raw(RawWaker::new(ptr.as_ptr() as *const (), &WAKER_VTABLE)) });
     let mut cx = Context::from_waker(&waker);
     let _current = super::CurrentTaskGuard::enter(ptr);
+    let _budget = super::coop::Budget::enter();
     let res = catch_unwind(AssertUnwindSafe(|| {
         cell.stage.with_mut(|stage| {
             // SAFETY: exclusive access (RUNNING); the future is never moved out of the

@@ -63,9 +63,9 @@
 //! The monitor waits for the walk for at most [`CAPTURE_WAIT`]; if it does not come, it
 //! withdraws the request with a compare-and-swap, so a late handler writes nothing. A
 //! walk that had begun by then is waited for up to [`LATE_WALK_WAIT`] more; one that
-//! never ends owns the buffer for good, and no stack is taken again in this process.
-//! The monitor then resolves the addresses to names and lines on its own thread
-//! (`backtrace`). A stall elsewhere than on Linux is reported without a stack.
+//! takes longer owns the buffer until it ends, and no stack is taken in this process
+//! until then. The monitor then resolves the addresses to names and lines on its own
+//! thread (`backtrace`), after giving the buffer back. A stall elsewhere than on Linux is reported without a stack.
 
 use crate::runtime::handle::Shared;
 use std::collections::VecDeque;
@@ -200,8 +200,11 @@ impl Sampler {
             if s.reported || stuck_for < threshold {
                 continue;
             }
-            self.seen[i] = Some(Seen { reported: true, ..s });
+            // `found` holds what the monitor has not taken yet, one per worker (no sample
+            // may allocate: workers sample too). While it is full, this poll stays
+            // unreported, so a later sample finds it again instead of losing it.
             if self.found.len() < self.found.capacity() {
+                self.seen[i] = Some(Seen { reported: true, ..s });
                 let task = slot.task.load(Relaxed);
                 self.found.push(Found { worker: i, polls, parks, task, stuck_for });
                 found = true;
@@ -514,8 +517,8 @@ mod capture {
     /// Monitors of several runtimes take turns.
     static TURN: Mutex<()> = Mutex::new(());
 
-    /// Set if a handler that had begun a walk never finished it: the buffer may still be
-    /// written, so no capture is asked again in this process.
+    /// Set while a handler that began a walk has not finished it within its wait: the
+    /// buffer may still be written, so no capture is asked until the walk is seen done.
     static BROKEN: AtomicBool = AtomicBool::new(false);
 
     /// The handler that was installed before ours, called for a `SIGURG` that is not ours.
@@ -553,17 +556,22 @@ mod capture {
     pub(super) fn install() {
         INSTALL.call_once(|| {
             // SAFETY: a zeroed `sigaction` is a valid empty one; the handler has the
-            // `SA_SIGINFO` signature; `PREVIOUS` is written here, once, before the handler
-            // can run (it is installed by this very call).
+            // `SA_SIGINFO` signature. `PREVIOUS` is written here, once, before the handler
+            // is installed (the current action is read first, then ours replaces it), so
+            // the handler never reads it while it is written. An action someone else sets
+            // between the two calls is replaced without being chained: a race with
+            // another library's own install, which no order of calls avoids.
             unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(libc::SIGURG, std::ptr::null(), &mut old) != 0 {
+                    return;
+                }
+                PREVIOUS = Some(old);
                 let mut sa: libc::sigaction = std::mem::zeroed();
                 sa.sa_sigaction = handler as *const () as usize;
                 sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
                 libc::sigemptyset(&mut sa.sa_mask);
-                let mut old: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(libc::SIGURG, &sa, &mut old) == 0 {
-                    PREVIOUS = Some(old);
-                }
+                libc::sigaction(libc::SIGURG, &sa, std::ptr::null_mut());
             }
         });
     }
@@ -615,10 +623,20 @@ mod capture {
     /// The stack of this process's thread `tid` (its kernel id), resolved, innermost
     /// first; empty if it does not answer within `CAPTURE_WAIT`.
     pub(super) fn stack_of(tid: i32) -> Vec<String> {
-        if tid == 0 || BROKEN.load(SeqCst) {
+        if tid == 0 {
             return Vec::new();
         }
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        if BROKEN.load(SeqCst) {
+            // A walk outlived its wait and kept the buffer. Once it has ended (a thread
+            // that was descheduled, or stopped in a debugger), the buffer is free again
+            // and stacks resume; until then, none is taken.
+            if CAPTURE.request.load(Acquire) & STATE != DONE {
+                return Vec::new();
+            }
+            CAPTURE.request.store(IDLE, SeqCst);
+            BROKEN.store(false, SeqCst);
+        }
         CAPTURE.len.store(0, Relaxed);
         CAPTURE.request.store(word(tid, REQUESTED), SeqCst);
         // `tgkill` with this process's id: a thread that exited meanwhile makes it fail
@@ -637,8 +655,8 @@ mod capture {
             std::thread::sleep(Duration::from_micros(200));
         }
         if !got && CAPTURE.request.compare_exchange(word(tid, REQUESTED), IDLE, SeqCst, SeqCst).is_err() {
-            // The handler began the walk: wait for it, within a bound. One that never
-            // ends leaves the buffer its own; stacks stop for this process.
+            // The handler began the walk: wait for it, within a bound. One that takes
+            // longer keeps the buffer its own; no stack is taken until it ends.
             let late = Instant::now() + LATE_WALK_WAIT;
             while CAPTURE.request.load(Acquire) & STATE != DONE {
                 if Instant::now() >= late {
@@ -655,6 +673,9 @@ mod capture {
             Vec::new()
         };
         CAPTURE.request.store(IDLE, SeqCst);
+        // Symbols are looked up without the turn: the first lookup loads debug info and
+        // may take a while, and another runtime's monitor may be waiting to take a stack.
+        drop(turn);
         resolve(&ips)
     }
 
@@ -701,6 +722,75 @@ mod tests {
         assert_eq!(capture::parse_version("2"), None);
         assert_eq!(capture::parse_version("x.y"), None);
         assert!((2, 34) < (2, 35) && (3, 0) > (2, 35));
+    }
+
+    /// A stuck poll found while the monitor has not yet taken the last one (its `found`
+    /// list, one per worker, is full) stays unreported, and is found by a later sample
+    /// once the list has room, instead of being marked reported and lost.
+    #[test]
+    fn a_stuck_poll_found_while_the_list_is_full_is_found_again() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::Arc;
+        // No monitor of its own: this test is the only sampler.
+        let rt = crate::runtime::Builder::new().worker_threads(1).stall_threshold(None).build().unwrap();
+        let shared = Arc::clone(&rt.handle().shared);
+        // Each task stays in its one poll until released.
+        let stuck = |release: Arc<AtomicBool>| async move {
+            while !release.load(SeqCst) {
+                std::hint::spin_loop();
+            }
+        };
+        let (first, second) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        // Releases both on the way out, a failed assertion's included (dropped before the
+        // runtime, whose drop waits for its worker).
+        struct Release(Arc<AtomicBool>, Arc<AtomicBool>);
+        impl Drop for Release {
+            fn drop(&mut self) {
+                self.0.store(true, SeqCst);
+                self.1.store(true, SeqCst);
+            }
+        }
+        let _release = Release(Arc::clone(&first), Arc::clone(&second));
+        let a = rt.spawn(stuck(Arc::clone(&first)));
+        let b = rt.spawn(stuck(Arc::clone(&second)));
+        let threshold = Duration::from_millis(1);
+        let sample_until = |what: &str, done: &dyn Fn(&Sampler) -> bool| {
+            let t0 = Instant::now();
+            loop {
+                let mut s = shared.stall.sampler.lock().unwrap();
+                s.sample(&shared, None, threshold);
+                if done(&s) {
+                    return;
+                }
+                drop(s);
+                assert!(t0.elapsed() < Duration::from_secs(30), "{what}: not within 30 s");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        sample_until("the first stuck poll", &|s| s.found.len() == 1);
+        let found_first = shared.stall.sampler.lock().unwrap().found[0].task;
+        // The first poll ends, the second begins, and stays past the threshold while the
+        // list is still full.
+        let polls_then = shared.workers[0].counters.tasks_polled.get();
+        first.store(true, SeqCst);
+        sample_until("the second poll to be seen stuck", &|s| {
+            shared.workers[0].counters.tasks_polled.get() > polls_then
+                && s.seen[0].is_some_and(|x| x.since.is_some_and(|t| t.elapsed() > 4 * threshold))
+        });
+        // The monitor takes the first; the second is then found.
+        shared.stall.sampler.lock().unwrap().found.clear();
+        sample_until("the second stuck poll", &|s| s.found.len() == 1);
+        let found_second = shared.stall.sampler.lock().unwrap().found[0].task;
+        second.store(true, SeqCst);
+        let mut ids = [a.id(), b.id()];
+        ids.sort();
+        let mut got = [found_first, found_second];
+        got.sort();
+        assert_eq!(got, ids);
+        rt.block_on(async {
+            a.await.unwrap();
+            b.await.unwrap();
+        });
     }
 
     /// A threshold under 1 ms would have the monitor sample without sleeping (it sleeps

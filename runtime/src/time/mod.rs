@@ -288,9 +288,14 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // A task that spent its poll's budget yields here (see `task::coop`): a loop
+        // over a sleep that has elapsed would otherwise never give its worker back.
+        std::task::ready!(crate::task::coop::poll_proceed(cx));
         let r = self.poll_timer(cx);
         if r.is_pending() {
             wait::record_deadline(self.kind, self.deadline);
+        } else {
+            crate::task::coop::spend();
         }
         r
     }

@@ -1,0 +1,117 @@
+//! The cooperative budget: how many operations on Volt's resources one poll of a task
+//! may complete before they make it yield.
+//!
+//! A socket that is always ready (a UDP send loop, a read loop against a fast peer, an
+//! accept loop in a connection flood) and a sleep that has already elapsed answer
+//! `Ready` at once, so a task looping on them would never return `Pending`: its worker
+//! would run no other task, fire no timer and poll no I/O, and the runtime's shutdown
+//! would wait for the loop to end. So each poll of a task gets [`BUDGET`] operations;
+//! once they are spent, a socket's readiness and a `Sleep` answer `Pending` and wake the
+//! task at once, which puts it at the back of its worker's queue. Its next poll has a
+//! new budget. Only operations that complete count; one that answers `Pending` costs
+//! nothing.
+//!
+//! Outside a task's poll (`block_on`'s own future, a thread of the caller's) the budget
+//! is unlimited. A `Timeout`'s own deadline is not charged, so a timeout still fires
+//! when the future inside spent the budget.
+
+use std::cell::Cell;
+use std::task::{Context, Poll};
+
+/// Operations a task's poll may complete before it is made to yield (as Tokio does).
+pub(crate) const BUDGET: u8 = 128;
+
+/// No budget: not in a task's poll.
+const UNLIMITED: u8 = u8::MAX;
+
+thread_local! {
+    /// What the poll running on this thread has left.
+    static LEFT: Cell<u8> = const { Cell::new(UNLIMITED) };
+}
+
+/// A fresh budget for one poll of a task; the previous one (a poll this one is nested
+/// in, under a helping join) comes back on drop.
+pub(crate) struct Budget(u8);
+
+impl Budget {
+    #[inline(always)]
+    pub(crate) fn enter() -> Budget {
+        Budget(LEFT.with(|l| l.replace(BUDGET)))
+    }
+}
+
+impl Drop for Budget {
+    #[inline(always)]
+    fn drop(&mut self) {
+        LEFT.with(|l| l.set(self.0));
+    }
+}
+
+/// Before an operation: `Pending` (with the task woken to run again) when the poll has
+/// spent its budget. After it completes, call [`spend`].
+#[inline(always)]
+pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
+    if LEFT.with(|l| l.get()) == 0 {
+        cx.waker().wake_by_ref();
+        return Poll::Pending;
+    }
+    Poll::Ready(())
+}
+
+/// An operation completed: one unit of the poll's budget is gone.
+#[inline(always)]
+pub(crate) fn spend() {
+    LEFT.with(|l| {
+        let left = l.get();
+        if left != UNLIMITED {
+            l.set(left.saturating_sub(1));
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_poll_completes_its_budget_then_yields_and_a_nested_poll_gives_it_back() {
+        let wakes = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        // Outside a task: never refused.
+        for _ in 0..1000 {
+            assert!(poll_proceed(&mut cx).is_ready());
+            spend();
+        }
+        let outer = Budget::enter();
+        for _ in 0..BUDGET - 1 {
+            assert!(poll_proceed(&mut cx).is_ready());
+            spend();
+        }
+        {
+            // A nested poll has a budget of its own, and leaves the outer one as it was.
+            let _inner = Budget::enter();
+            for _ in 0..BUDGET {
+                assert!(poll_proceed(&mut cx).is_ready());
+                spend();
+            }
+            assert!(poll_proceed(&mut cx).is_pending());
+        }
+        assert!(poll_proceed(&mut cx).is_ready());
+        spend();
+        assert!(poll_proceed(&mut cx).is_pending());
+        assert_eq!(wakes.0.load(Relaxed), 2, "each refusal wakes the task");
+        drop(outer);
+        assert!(poll_proceed(&mut cx).is_ready(), "unlimited again outside the poll");
+    }
+}
