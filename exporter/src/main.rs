@@ -11,8 +11,9 @@
 //! for the new process. It never serves stale figures as live: when the stream stops
 //! delivering (the process hangs, the network drops packets) for as long as `volt-console`
 //! waits before it gives a stream up (`volt_console_client::silence_limit`: 20 publish
-//! intervals, and at least 5 s), `volt_exporter_console_up` goes to 0 and it reconnects. While the console is unreachable it serves `volt_exporter_console_up 0`
-//! next to the last figures it had. It asks the console for the lost-waker count (a walk
+//! intervals, and at least 5 s), `volt_exporter_console_up` goes to 0 and it reconnects.
+//! While the console is unreachable it serves `volt_exporter_console_up 0` next to the
+//! last figures it had. It asks the console for the lost-waker count (a walk
 //! of every task in the process, once a second) only while something scrapes it, and
 //! subscribes again when that changes. Logs go to stderr through `tracing-subscriber`;
 //! `RUST_LOG` selects them (default `info`).
