@@ -14,7 +14,10 @@
 //! bounded channel of [`CLIENT_BACKLOG`] updates. A client whose channel is full misses
 //! that update; its next one says how many it missed (`updates_missed`). So a slow or
 //! stuck client costs at most its backlog in memory and never delays the publisher, other
-//! clients, or the runtime.
+//! clients, or the runtime. What all the channels hold together is capped too (about a
+//! million rows: task rows, events, stall frames): past half of it, a stream that has
+//! not taken its last update misses the next unless it is within its fair share, and a
+//! new stream that would pass the cap is refused with `RESOURCE_EXHAUSTED`.
 //!
 //! # The task list
 //! A runtime may hold a million live tasks, so no message carries all of them. While some

@@ -7,15 +7,50 @@ use super::tasks::{Query, TaskIndex};
 use super::{proto, HISTORY, ONE_OFF_KEEP};
 use crate::telemetry::Telemetry;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 /// What a stream's channel carries: the shared update, the updates this client missed
 /// before it, and the client's own window of the task list.
-/// The stalls new to this client ride along (see `broadcast`).
-pub(super) type Item = (Arc<proto::Update>, u64, Option<proto::TaskChanges>, Vec<proto::Stall>);
+/// The stalls new to this client ride along (see `broadcast`), and its rows' share of
+/// the queued total (see [`QUEUED_ROWS_CAP`]).
+pub(super) type Item = (Arc<proto::Update>, u64, Option<proto::TaskChanges>, Vec<proto::Stall>, Queued);
+
+/// How many rows (task rows, events, stall frames) every stream's channel together may
+/// hold. A client that stops reading keeps what it was last sent, up to
+/// [`CLIENT_BACKLOG`](super::CLIENT_BACKLOG) updates; without a bound on the sum, many
+/// stuck streams (256 connections of 32 streams each) could hold gigabytes. Half the
+/// cap is open to any stream; past that, a stream queues only if its channel is empty (a
+/// stream that reads takes each update before the next) or within its fair share of the
+/// other half (split evenly among the streams), and never past the cap. So streams that
+/// stopped reading miss their updates while those that read keep getting theirs, unless
+/// the stuck ones hold the whole cap between them.
+pub(super) const QUEUED_ROWS_CAP: usize = 1 << 20;
+
+/// One queued item's rows, counted in its stream's and the server's totals until it
+/// is taken from the channel, or dropped with it.
+pub(super) struct Queued {
+    rows: usize,
+    stream: Arc<AtomicUsize>,
+    all: Arc<AtomicUsize>,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.stream.fetch_sub(self.rows, Relaxed);
+        self.all.fetch_sub(self.rows, Relaxed);
+    }
+}
+
+/// The rows an item holds, as [`QUEUED_ROWS_CAP`] counts them: a task row, an event or
+/// a stall's frame each count one, and the list of ids in a window one per eight.
+pub(super) fn rows_of(update: &proto::Update, tasks: Option<&proto::TaskChanges>, stalls: &[proto::Stall]) -> usize {
+    let tasks = tasks.map_or(0, |t| t.changed.len() + (t.view.len() + t.removed.len()).div_ceil(8));
+    let stalls: usize = stalls.iter().map(|s| 1 + s.frames.len()).sum();
+    1 + update.events.len() + tasks + stalls
+}
 
 pub(super) struct Client {
     pub(super) tx: mpsc::Sender<Item>,
@@ -34,6 +69,8 @@ pub(super) struct Client {
     /// Stalls reported before this client's last update that carried them: each stall
     /// reaches each client once, even one that missed updates.
     pub(super) stalls_seen: u64,
+    /// The rows in its channel (see [`QUEUED_ROWS_CAP`]).
+    pub(super) queued: Arc<AtomicUsize>,
 }
 
 /// What one stream asked for from the task list and what it was sent.
@@ -159,6 +196,10 @@ pub(super) struct State {
     served: Mutex<HashMap<Conn, u64>>,
     /// What each connection's one-off task calls may still cost.
     one_off: Mutex<OneOffBuckets>,
+    /// The rows in every stream's channel, and what they may come to (see
+    /// [`QUEUED_ROWS_CAP`]).
+    queued: Arc<AtomicUsize>,
+    pub(super) queued_cap: usize,
 }
 
 impl State {
@@ -200,7 +241,29 @@ impl State {
             history: Mutex::new(VecDeque::new()),
             served: Mutex::new(HashMap::new()),
             one_off: Mutex::new(OneOffBuckets::default()),
+            queued: Arc::new(AtomicUsize::new(0)),
+            queued_cap: QUEUED_ROWS_CAP,
         }
+    }
+
+    /// Count `rows` more in the channel of a stream holding `own`, one of `streams`: `None`
+    /// when that would take it past what [`QUEUED_ROWS_CAP`] allows it.
+    pub(super) fn reserve(&self, own: &Arc<AtomicUsize>, rows: usize, streams: usize) -> Option<Queued> {
+        let (all, mine) = (self.queued.load(Relaxed) + rows, own.load(Relaxed));
+        let half = self.queued_cap / 2;
+        let allowed = all <= self.queued_cap && (all <= half || mine == 0 || mine + rows <= half / streams.max(1));
+        if !allowed {
+            return None;
+        }
+        own.fetch_add(rows, Relaxed);
+        self.queued.fetch_add(rows, Relaxed);
+        Some(Queued { rows, stream: Arc::clone(own), all: Arc::clone(&self.queued) })
+    }
+
+    /// The rows in every stream's channel now.
+    #[cfg(test)]
+    pub(super) fn queued_rows(&self) -> usize {
+        self.queued.load(Relaxed)
     }
 
     /// Wait until `conn` may spend what `q` costs on a one-off call (see `cost`), or
@@ -373,6 +436,7 @@ impl State {
             }
         }
         let mut i = 0;
+        let streams = clients.len();
         clients.retain_mut(|c| {
             let recompute = recompute[i];
             i += 1;
@@ -394,7 +458,14 @@ impl State {
             } else {
                 (Vec::new(), c.stalls_seen)
             };
-            match c.tx.try_send((Arc::clone(&update), c.missed, tasks, stalls)) {
+            let Some(queued) = self.reserve(&c.queued, rows_of(&update, tasks.as_ref(), &stalls), streams) else {
+                // Past its share of the queued rows: it misses this update, as if its
+                // channel were full.
+                c.missed += 1;
+                c.view.full_next = true;
+                return !c.tx.is_closed();
+            };
+            match c.tx.try_send((Arc::clone(&update), c.missed, tasks, stalls, queued)) {
                 Ok(()) => {
                     c.missed = 0;
                     c.stalls_seen = seen;
@@ -509,5 +580,69 @@ pub(super) fn for_client(u: &proto::Update, updates_missed: u64, max_events: usi
         runtime: u.runtime.clone(),
         watch_id: u.watch_id,
         tasks_more: u.tasks_more,
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn client(state: &State, tx: mpsc::Sender<Item>) -> Client {
+        Client {
+            tx,
+            conn: None,
+            missed: 0,
+            id: state.new_watch_id(),
+            wants_tasks: false,
+            wants_lost_wakers: false,
+            view: ClientView::new(Query::new(None, proto::TaskSort::Id).unwrap()),
+            stalls_seen: 0,
+            queued: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Streams that stopped reading fill their channels only until the queued rows reach
+    /// the cap, a stream that reads gets every update meanwhile, and every row counted
+    /// is given back once its items are taken or dropped.
+    #[test]
+    fn stuck_streams_hold_at_most_the_cap_and_a_reading_stream_misses_nothing() {
+        let rt = crate::runtime::Builder::new().worker_threads(1).build().unwrap();
+        let mut state = State::new(rt.handle().telemetry(), Duration::from_millis(10));
+        state.queued_cap = 2000;
+        let mut stuck = Vec::new();
+        let mut reader = None;
+        for i in 0..20 {
+            let (tx, rx) = mpsc::channel(super::super::CLIENT_BACKLOG);
+            state.clients.lock().unwrap().push(client(&state, tx));
+            stuck.push(rx);
+            if i == 10 {
+                let (tx, rx) = mpsc::channel(super::super::CLIENT_BACKLOG);
+                state.clients.lock().unwrap().push(client(&state, tx));
+                reader = Some(rx);
+            }
+        }
+        let mut reader = reader.unwrap();
+        let update = |seq| proto::Update { seq, events: vec![proto::Event::default(); 50], ..Default::default() };
+        let rows = rows_of(&update(0), None, &[]);
+        let mut most = 0;
+        for seq in 1..=100 {
+            state.broadcast(update(seq), None);
+            most = most.max(state.queued_rows());
+            let (u, missed, ..) = reader.try_recv().expect("the reading stream got this update");
+            assert_eq!((u.seq, missed), (seq, 0));
+        }
+        assert!(most <= 2000, "{most} rows queued, over the cap");
+        // The cap bound, not the channels (20 x 4 x 51 rows would pass it): the stuck
+        // streams queued close to it, and every update they did not queue is counted.
+        assert!(most > 2000 / 2, "the stuck streams queued only {most} rows");
+        let clients = state.clients.lock().unwrap();
+        let missed: u64 = clients.iter().map(|c| c.missed).sum();
+        let held: usize = stuck.iter().map(|rx| rx.len()).sum();
+        assert!(held * rows <= 2000 && held < 20 * super::super::CLIENT_BACKLOG, "{held} items held");
+        assert_eq!(missed as usize + held, 20 * 100, "every update to a stuck stream is queued or counted missed");
+        drop(clients);
+        // Dropped with their channels, their rows leave the total.
+        stuck.clear();
+        assert_eq!(state.queued_rows(), 0);
     }
 }

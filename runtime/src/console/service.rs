@@ -60,8 +60,16 @@ impl Console for Service {
         });
         let (mut first, stalls_seen) = self.state.full_update(None);
         first.watch_id = id;
-        let _ = tx.try_send((Arc::new(first), 0, tasks, Vec::new()));
-        self.state.clients.lock().unwrap_or_else(|e| e.into_inner()).push(Client {
+        let own = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut clients = self.state.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let rows = super::publisher::rows_of(&first, tasks.as_ref(), &[]);
+        let Some(queued) = self.state.reserve(&own, rows, clients.len() + 1) else {
+            return Err(Status::resource_exhausted(
+                "the console's send queues are full (streams that stopped reading hold them): try again later",
+            ));
+        };
+        let _ = tx.try_send((Arc::new(first), 0, tasks, Vec::new(), queued));
+        clients.push(Client {
             tx,
             conn,
             missed: 0,
@@ -71,10 +79,13 @@ impl Console for Service {
             wants_lost_wakers: !req.skip_lost_wakers || wants_tasks,
             view,
             stalls_seen,
+            queued: own,
         });
+        drop(clients);
         let stream = tokio_stream::StreamExt::map(
             tokio_stream::wrappers::ReceiverStream::new(rx),
-            move |(u, missed, tasks, stalls): Item| {
+            // The item's rows leave the queued total here (`_queued` is dropped).
+            move |(u, missed, tasks, stalls, _queued): Item| {
                 let mut u = for_client(&u, missed, max_events);
                 u.tasks = tasks;
                 if let Some(s) = u.snapshot.as_mut().filter(|_| !stalls.is_empty()) {
