@@ -257,7 +257,8 @@ async fn serve_http(
         Err(_) => "volt-exporter".to_string(),
     };
     let mut incoming =
-        volt::console::limits::Incoming::new(listener, volt::console::limits::Gate::until_called(limits), name);
+        volt::console::limits::Incoming::new(listener, volt::console::limits::Gate::until_called(limits), name)
+            .log_with(|line| tracing::warn!("{line}"));
     loop {
         let io = tokio::select! {
             io = incoming.next() => io,

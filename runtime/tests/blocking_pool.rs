@@ -340,3 +340,47 @@ fn a_panicking_thread_hook_does_not_hang_the_runtime() {
     assert_eq!(out, 42);
     assert!(stops >= 3, "each thread still ran its stop hook: {stops}");
 }
+
+/// Waits up to 30 s for `h`; a blocking closure still running then is spinning, and the
+/// runtime is leaked rather than dropped (its drop would wait for that thread for good).
+fn finished_or_leak(rt: impl Sized, h: &volt::task::JoinHandle<u32>, what: &str) {
+    if !wait_until(Duration::from_secs(30), || h.is_finished()) {
+        std::mem::forget(rt);
+        panic!("{what}: not done within 30 s");
+    }
+}
+
+/// A blocking closure may drive Volt futures itself, with `Runtime::block_on` or another
+/// executor's: its one long poll has no cooperative budget, which it would spend once
+/// and then be answered `Pending` for good (200 elapsed sleeps, 200 UDP sends: more than
+/// a task's poll may complete).
+#[test]
+fn a_blocking_closure_that_drives_futures_itself_is_never_made_to_yield() {
+    let rt = Arc::new(rt(1));
+    let inner = Arc::clone(&rt);
+    let sleeps = rt.handle().spawn_blocking(move || {
+        inner.block_on(async {
+            let mut n = 0;
+            for _ in 0..200 {
+                volt::time::sleep(Duration::ZERO).await;
+                n += 1;
+            }
+            n
+        })
+    });
+    let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let target = receiver.local_addr().unwrap();
+    let sends = rt.handle().spawn_blocking(move || {
+        let sock = futures::executor::block_on(volt::net::UdpSocket::bind("127.0.0.1:0")).unwrap();
+        let mut n = 0;
+        for _ in 0..200 {
+            futures::executor::block_on(sock.send_to(&[0u8; 8], target)).unwrap();
+            n += 1;
+        }
+        n
+    });
+    finished_or_leak(Arc::clone(&rt), &sleeps, "Runtime::block_on in a blocking closure");
+    finished_or_leak(Arc::clone(&rt), &sends, "futures' block_on in a blocking closure");
+    assert_eq!(rt.block_on(sleeps).unwrap(), 200);
+    assert_eq!(rt.block_on(sends).unwrap(), 200);
+}

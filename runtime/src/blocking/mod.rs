@@ -251,9 +251,11 @@ impl Pool {
         if st.num_idle > st.num_notified {
             st.num_notified += 1;
             self.work.notify_one();
-        } else if st.counted_threads() < self.max_threads && !self.start_thread(&mut st) && st.num_threads == 0 {
+        } else if st.counted_threads() < self.max_threads && !self.start_thread(&mut st) && st.counted_threads() == 0 {
             // No thread could start (the OS is out of threads or memory), and no thread
-            // runs that could take the task later: left queued, it would wait for good.
+            // runs that could take the task later (any there are run handed-off worker
+            // loops, which may not end before shutdown): left queued, it would wait for
+            // good.
             // Cancel it instead, so its handle reports it, rather than panic as Tokio does.
             let task = st.queue.pop_back();
             self.queue_depth_gauge.store(st.queue.len() as u64, Relaxed);

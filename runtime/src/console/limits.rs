@@ -315,7 +315,8 @@ impl std::fmt::Debug for Admission {
 /// An accept error (out of file descriptors) is followed by a 50 ms pause: the same
 /// error comes back at once while a connection waits in the backlog, and retrying
 /// without a pause would spin the server's thread. Accept errors and refused
-/// connections are each written to stderr at most every 10 s, with how many there were.
+/// connections are each logged at most every 10 s, with how many there were: to stderr,
+/// or where [`Incoming::log_with`] says.
 pub struct Incoming {
     listener: tokio::net::TcpListener,
     gate: Gate,
@@ -324,6 +325,7 @@ pub struct Incoming {
     pause: Option<Pin<Box<tokio::time::Sleep>>>,
     failed: EveryTenSeconds,
     refused: EveryTenSeconds,
+    log: Box<dyn Fn(&str) + Send + Sync>,
 }
 
 impl Incoming {
@@ -337,7 +339,14 @@ impl Incoming {
             pause: None,
             failed: EveryTenSeconds::default(),
             refused: EveryTenSeconds::default(),
+            log: Box::new(|line| eprintln!("{line}")),
         }
+    }
+
+    /// Send the log lines to `log` (a program's `tracing`, say) instead of stderr.
+    pub fn log_with(mut self, log: impl Fn(&str) + Send + Sync + 'static) -> Incoming {
+        self.log = Box::new(log);
+        self
     }
 
     /// The next admitted connection.
@@ -356,14 +365,16 @@ impl Incoming {
                     Some(io) => return Poll::Ready(io),
                     // Dropped, which closes it.
                     None => self.refused.note(|n| {
-                        eprintln!(
+                        (self.log)(&format!(
                             "{}: refused {n} connection(s): {} are open, each a client that made a call",
                             self.name, self.gate.inner.limits.max_connections
-                        )
+                        ))
                     }),
                 },
                 Err(e) => {
-                    self.failed.note(|n| eprintln!("{}: accepting a connection failed {n} time(s): {e}", self.name));
+                    self.failed.note(|n| {
+                        (self.log)(&format!("{}: accepting a connection failed {n} time(s): {e}", self.name))
+                    });
                     self.pause = Some(Box::pin(tokio::time::sleep(Duration::from_millis(50))));
                 }
             }

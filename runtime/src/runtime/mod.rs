@@ -413,6 +413,10 @@ impl Runtime {
              `.await` the future or use `JoinHandle::join` instead"
         );
         let _enter = context::enter(&self.handle.shared);
+        // Its own polls never yield to a scheduler: no cooperative budget (see
+        // `task::coop`), even when called from inside a task's poll on a thread that
+        // handed its worker away, or from a blocking closure.
+        let _budget = crate::task::coop::Budget::unlimited();
         let waker = context::thread_waker();
         let mut cx = Context::from_waker(&waker);
         let mut future = pin!(future);

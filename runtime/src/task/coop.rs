@@ -12,8 +12,13 @@
 //! nothing.
 //!
 //! Outside a task's poll (`block_on`'s own future, a thread of the caller's) the budget
-//! is unlimited. A `Timeout`'s own deadline is not charged, so a timeout still fires
-//! when the future inside spent the budget.
+//! is unlimited, and so it is for a `spawn_blocking` closure and for each poll
+//! `Runtime::block_on` makes: a closure that drives Volt futures with its own loop would
+//! otherwise spend the budget once and then be answered `Pending` for good. A
+//! `Timeout`'s own deadline is not charged, so a timeout still fires when the future
+//! inside spent the budget. (As with Tokio's budget, a foreign executor's `block_on`
+//! run inside a task's poll, such as `futures::executor::block_on`, shares that poll's
+//! budget, and spins once it is spent: await the future instead.)
 
 use std::cell::Cell;
 use std::task::{Context, Poll};
@@ -37,6 +42,12 @@ impl Budget {
     #[inline(always)]
     pub(crate) fn enter() -> Budget {
         Budget(LEFT.with(|l| l.replace(BUDGET)))
+    }
+
+    /// No budget until dropped: for polls that no scheduler makes yield (a
+    /// `spawn_blocking` closure, `Runtime::block_on`).
+    pub(crate) fn unlimited() -> Budget {
+        Budget(LEFT.with(|l| l.replace(UNLIMITED)))
     }
 }
 
@@ -113,5 +124,20 @@ mod tests {
         assert_eq!(wakes.0.load(Relaxed), 2, "each refusal wakes the task");
         drop(outer);
         assert!(poll_proceed(&mut cx).is_ready(), "unlimited again outside the poll");
+        // An unlimited stretch inside a poll (a blocking closure, `block_on`) is never
+        // refused, and gives the poll its budget back after.
+        let _outer = Budget::enter();
+        {
+            let _free = Budget::unlimited();
+            for _ in 0..1000 {
+                assert!(poll_proceed(&mut cx).is_ready());
+                spend();
+            }
+        }
+        for _ in 0..BUDGET {
+            assert!(poll_proceed(&mut cx).is_ready());
+            spend();
+        }
+        assert!(poll_proceed(&mut cx).is_pending());
     }
 }

@@ -304,7 +304,9 @@ where
     let waker = ManuallyDrop::new(unsafe { Waker::from_raw(RawWaker::new(ptr.as_ptr() as *const (), &WAKER_VTABLE)) });
     let mut cx = Context::from_waker(&waker);
     let _current = super::CurrentTaskGuard::enter(ptr);
-    let _budget = super::coop::Budget::enter();
+    // A fresh cooperative budget for a task's poll; none for a blocking closure, whose
+    // one poll runs it whole (see `coop`).
+    let _budget = if S::BLOCKING { super::coop::Budget::unlimited() } else { super::coop::Budget::enter() };
     let res = catch_unwind(AssertUnwindSafe(|| {
         cell.stage.with_mut(|stage| {
             // SAFETY: exclusive access (RUNNING); the future is never moved out of the
