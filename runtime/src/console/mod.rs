@@ -15,9 +15,10 @@
 //! that update; its next one says how many it missed (`updates_missed`). So a slow or
 //! stuck client costs at most its backlog in memory and never delays the publisher, other
 //! clients, or the runtime. What all the channels hold together is capped too (about a
-//! million rows: task rows, events, stall frames): past half of it, a stream that has
-//! not taken its last update misses the next unless it is within its fair share, and a
-//! new stream that would pass the cap is refused with `RESOURCE_EXHAUSTED`.
+//! million rows: task rows, stall frames, and each update's events once): a stream that
+//! has taken its last update gets the next unless older updates held by others fill the
+//! cap, one that has not gets it only while the total is under half the cap, and a new
+//! stream is refused with `RESOURCE_EXHAUSTED` while the cap is full.
 //!
 //! # The task list
 //! A runtime may hold a million live tasks, so no message carries all of them. While some

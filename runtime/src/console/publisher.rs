@@ -14,42 +14,61 @@ use tokio::sync::{mpsc, watch};
 
 /// What a stream's channel carries: the shared update, the updates this client missed
 /// before it, and the client's own window of the task list.
-/// The stalls new to this client ride along (see `broadcast`), and its rows' share of
-/// the queued total (see [`QUEUED_ROWS_CAP`]).
-pub(super) type Item = (Arc<proto::Update>, u64, Option<proto::TaskChanges>, Vec<proto::Stall>, Queued);
+/// The stalls new to this client ride along (see `broadcast`), and its own rows' share
+/// of the queued total (see [`QUEUED_ROWS_CAP`]).
+pub(super) type Item = (Arc<Published>, u64, Option<proto::TaskChanges>, Vec<proto::Stall>, Queued);
 
-/// How many rows (task rows, events, stall frames) every stream's channel together may
-/// hold. A client that stops reading keeps what it was last sent, up to
-/// [`CLIENT_BACKLOG`](super::CLIENT_BACKLOG) updates; without a bound on the sum, many
-/// stuck streams (256 connections of 32 streams each) could hold gigabytes. Half the
-/// cap is open to any stream; past that, a stream queues only if its channel is empty (a
-/// stream that reads takes each update before the next) or within its fair share of the
-/// other half (split evenly among the streams), and never past the cap. So streams that
-/// stopped reading miss their updates while those that read keep getting theirs, unless
-/// the stuck ones hold the whole cap between them.
+/// A published update, shared by every stream it is queued for: its events are counted
+/// in the queued total once, until the last stream has taken it (or dropped it).
+pub(super) struct Published {
+    pub(super) update: proto::Update,
+    _rows: Option<Queued>,
+}
+
+impl Published {
+    /// An update no queued total counts (a stream's first, which has no events).
+    pub(super) fn uncounted(update: proto::Update) -> Published {
+        Published { update, _rows: None }
+    }
+}
+
+/// What every stream's channel together may hold, in rows: a task row, an event or a
+/// stall's frame count one each, and an update's events count once however many
+/// streams it is queued for. A client that stops reading keeps what it was last sent, up
+/// to [`CLIENT_BACKLOG`](super::CLIENT_BACKLOG) updates; without a bound on the sum, many
+/// streams that stopped reading at different times (256 connections of 32 streams each)
+/// could hold gigabytes of old updates. So a stream with nothing queued (one that reads
+/// takes each update before the next) gets an update unless what older updates and
+/// other streams hold already fills the cap; a stream that still holds an earlier one
+/// gets it only while the total stays under half the cap. The total never passes the
+/// cap by more than the update being published. Streams that stopped reading thus miss
+/// their updates while those that read keep getting theirs, unless the stuck ones hold
+/// the whole cap between them.
 pub(super) const QUEUED_ROWS_CAP: usize = 1 << 20;
 
-/// One queued item's rows, counted in its stream's and the server's totals until it
-/// is taken from the channel, or dropped with it.
+/// Rows counted in the queued total (and in one stream's, for a stream's own rows)
+/// until the item or update holding them is taken from the channel, or dropped.
 pub(super) struct Queued {
     rows: usize,
-    stream: Arc<AtomicUsize>,
+    stream: Option<Arc<AtomicUsize>>,
     all: Arc<AtomicUsize>,
 }
 
 impl Drop for Queued {
     fn drop(&mut self) {
-        self.stream.fetch_sub(self.rows, Relaxed);
+        if let Some(stream) = &self.stream {
+            stream.fetch_sub(self.rows, Relaxed);
+        }
         self.all.fetch_sub(self.rows, Relaxed);
     }
 }
 
-/// The rows an item holds, as [`QUEUED_ROWS_CAP`] counts them: a task row, an event or
-/// a stall's frame each count one, and the list of ids in a window one per eight.
-pub(super) fn rows_of(update: &proto::Update, tasks: Option<&proto::TaskChanges>, stalls: &[proto::Stall]) -> usize {
+/// A stream's own rows in an item, as [`QUEUED_ROWS_CAP`] counts them: its task rows
+/// (and its window's ids, one per eight), its stalls' frames, and one for the item.
+pub(super) fn own_rows(tasks: Option<&proto::TaskChanges>, stalls: &[proto::Stall]) -> usize {
     let tasks = tasks.map_or(0, |t| t.changed.len() + (t.view.len() + t.removed.len()).div_ceil(8));
     let stalls: usize = stalls.iter().map(|s| 1 + s.frames.len()).sum();
-    1 + update.events.len() + tasks + stalls
+    1 + tasks + stalls
 }
 
 pub(super) struct Client {
@@ -246,18 +265,29 @@ impl State {
         }
     }
 
-    /// Count `rows` more in the channel of a stream holding `own`, one of `streams`: `None`
-    /// when that would take it past what [`QUEUED_ROWS_CAP`] allows it.
-    pub(super) fn reserve(&self, own: &Arc<AtomicUsize>, rows: usize, streams: usize) -> Option<Queued> {
-        let (all, mine) = (self.queued.load(Relaxed) + rows, own.load(Relaxed));
-        let half = self.queued_cap / 2;
-        let allowed = all <= self.queued_cap && (all <= half || mine == 0 || mine + rows <= half / streams.max(1));
+    /// Count `rows` more of a stream's own, holding `own` already, for an item with the
+    /// update being published, whose events (`current` rows) the total counts already:
+    /// `None` when [`QUEUED_ROWS_CAP`] does not allow it.
+    pub(super) fn reserve(&self, own: &Arc<AtomicUsize>, rows: usize, current: usize) -> Option<Queued> {
+        let all = self.queued.load(Relaxed);
+        let allowed = if own.load(Relaxed) == 0 {
+            // Nothing queued: allowed unless what others hold (older updates, their
+            // rows) leaves no room.
+            all.saturating_sub(current) + rows <= self.queued_cap
+        } else {
+            all + rows <= self.queued_cap / 2
+        };
         if !allowed {
             return None;
         }
         own.fetch_add(rows, Relaxed);
         self.queued.fetch_add(rows, Relaxed);
-        Some(Queued { rows, stream: Arc::clone(own), all: Arc::clone(&self.queued) })
+        Some(Queued { rows, stream: Some(Arc::clone(own)), all: Arc::clone(&self.queued) })
+    }
+
+    /// Whether the queued total leaves room for a new stream's first update.
+    pub(super) fn room_for_a_stream(&self) -> bool {
+        self.queued.load(Relaxed) < self.queued_cap
     }
 
     /// The rows in every stream's channel now.
@@ -426,7 +456,11 @@ impl State {
     pub(super) fn broadcast(&self, update: proto::Update, idx: Option<&TaskIndex>) {
         let stalls_total = update.snapshot.as_ref().map_or(0, |s| s.stalls_total);
         let at = update.seq;
-        let update = Arc::new(update);
+        // Its events are counted once, for as long as some stream holds it.
+        let events = update.events.len();
+        self.queued.fetch_add(events, Relaxed);
+        let rows = Queued { rows: events, stream: None, all: Arc::clone(&self.queued) };
+        let update = Arc::new(Published { update, _rows: Some(rows) });
         let now = self.telemetry.now_ns();
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         let mut recompute = vec![false; clients.len()];
@@ -436,7 +470,6 @@ impl State {
             }
         }
         let mut i = 0;
-        let streams = clients.len();
         clients.retain_mut(|c| {
             let recompute = recompute[i];
             i += 1;
@@ -458,7 +491,7 @@ impl State {
             } else {
                 (Vec::new(), c.stalls_seen)
             };
-            let Some(queued) = self.reserve(&c.queued, rows_of(&update, tasks.as_ref(), &stalls), streams) else {
+            let Some(queued) = self.reserve(&c.queued, own_rows(tasks.as_ref(), &stalls), events) else {
                 // Past its share of the queued rows: it misses this update, as if its
                 // channel were full.
                 c.missed += 1;
@@ -601,48 +634,100 @@ mod tests {
         }
     }
 
-    /// Streams that stopped reading fill their channels only until the queued rows reach
-    /// the cap, a stream that reads gets every update meanwhile, and every row counted
-    /// is given back once its items are taken or dropped.
-    #[test]
-    fn stuck_streams_hold_at_most_the_cap_and_a_reading_stream_misses_nothing() {
+    fn stream(state: &State) -> mpsc::Receiver<Item> {
+        let (tx, rx) = mpsc::channel(super::super::CLIENT_BACKLOG);
+        state.clients.lock().unwrap().push(client(state, tx));
+        rx
+    }
+
+    fn update(seq: u64, events: usize) -> proto::Update {
+        proto::Update { seq, events: vec![proto::Event::default(); events], ..Default::default() }
+    }
+
+    /// Takes every update `rx` has, checking they come in order with none missed.
+    fn read_all(rx: &mut mpsc::Receiver<Item>, next: &mut u64) {
+        while let Ok((u, missed, ..)) = rx.try_recv() {
+            assert_eq!((u.update.seq, missed), (*next, 0), "a reading stream missed an update");
+            *next += 1;
+        }
+    }
+
+    fn state(cap: usize) -> (crate::Runtime, State) {
         let rt = crate::runtime::Builder::new().worker_threads(1).build().unwrap();
         let mut state = State::new(rt.handle().telemetry(), Duration::from_millis(10));
-        state.queued_cap = 2000;
+        state.queued_cap = cap;
+        (rt, state)
+    }
+
+    /// Streams that stop reading one after another, each at a different update, would
+    /// hold every update since the first between them: the total stays within the cap
+    /// (plus the update being published), every update offered to them is queued or
+    /// counted missed, and every row comes back once their channels are dropped.
+    #[test]
+    fn streams_that_stop_reading_at_different_times_hold_at_most_the_cap() {
+        let (_rt, state) = state(2000);
+        const EVENTS: usize = 50;
         let mut stuck = Vec::new();
-        let mut reader = None;
-        for i in 0..20 {
-            let (tx, rx) = mpsc::channel(super::super::CLIENT_BACKLOG);
-            state.clients.lock().unwrap().push(client(&state, tx));
-            stuck.push(rx);
-            if i == 10 {
-                let (tx, rx) = mpsc::channel(super::super::CLIENT_BACKLOG);
-                state.clients.lock().unwrap().push(client(&state, tx));
-                reader = Some(rx);
+        let mut most = 0;
+        for seq in 1..=100u64 {
+            stuck.push((seq, stream(&state)));
+            state.broadcast(update(seq, EVENTS), None);
+            most = most.max(state.queued_rows());
+            assert!(state.queued_rows() <= 2000 + EVENTS, "{} rows queued at update {seq}", state.queued_rows());
+        }
+        // Unbounded, 100 distinct updates of 50 events would be held.
+        assert!(most > 2000 / 2, "the stuck streams held only {most} rows: the cap did not bind");
+        let clients = state.clients.lock().unwrap();
+        for (c, (first, rx)) in clients.iter().zip(stuck.iter_mut()) {
+            let offered = 100 - *first + 1;
+            let mut accounted = c.missed;
+            while let Ok((_, missed, ..)) = rx.try_recv() {
+                accounted += 1 + missed;
+            }
+            assert_eq!(accounted, offered, "a stream that joined at update {first}");
+        }
+        drop(clients);
+        stuck.clear();
+        assert_eq!(state.queued_rows(), 0, "rows still counted after every channel was dropped");
+    }
+
+    /// Streams that read get every update, however many there are and however many
+    /// events an update holds (counted once, not once per stream), while streams that
+    /// stopped reading hold what the cap lets them.
+    #[test]
+    fn reading_streams_miss_nothing_beside_stuck_ones() {
+        let (_rt, state) = state(2000);
+        let mut stuck: Vec<_> = (0..20).map(|_| stream(&state)).collect();
+        let mut readers: Vec<_> = (0..5).map(|_| (stream(&state), 1)).collect();
+        for seq in 1..=100u64 {
+            // 499 events: five streams' worth passes the cap, one update's does not.
+            state.broadcast(update(seq, 499), None);
+            assert!(state.queued_rows() <= 2000 + 499);
+            for (rx, next) in &mut readers {
+                read_all(rx, next);
             }
         }
-        let mut reader = reader.unwrap();
-        let update = |seq| proto::Update { seq, events: vec![proto::Event::default(); 50], ..Default::default() };
-        let rows = rows_of(&update(0), None, &[]);
-        let mut most = 0;
-        for seq in 1..=100 {
-            state.broadcast(update(seq), None);
-            most = most.max(state.queued_rows());
-            let (u, missed, ..) = reader.try_recv().expect("the reading stream got this update");
-            assert_eq!((u.seq, missed), (seq, 0));
-        }
-        assert!(most <= 2000, "{most} rows queued, over the cap");
-        // The cap bound, not the channels (20 x 4 x 51 rows would pass it): the stuck
-        // streams queued close to it, and every update they did not queue is counted.
-        assert!(most > 2000 / 2, "the stuck streams queued only {most} rows");
-        let clients = state.clients.lock().unwrap();
-        let missed: u64 = clients.iter().map(|c| c.missed).sum();
-        let held: usize = stuck.iter().map(|rx| rx.len()).sum();
-        assert!(held * rows <= 2000 && held < 20 * super::super::CLIENT_BACKLOG, "{held} items held");
-        assert_eq!(missed as usize + held, 20 * 100, "every update to a stuck stream is queued or counted missed");
-        drop(clients);
-        // Dropped with their channels, their rows leave the total.
+        assert!(readers.iter().all(|(_, next)| *next == 101), "a reader fell behind");
+        assert!(stuck.iter().all(|rx| !rx.is_empty()), "a stuck stream was never sent an update");
         stuck.clear();
+        readers.clear();
+        state.clients.lock().unwrap().clear();
+        assert_eq!(state.queued_rows(), 0);
+    }
+
+    /// An update with more events than the cap still reaches a stream that reads.
+    #[test]
+    fn an_update_bigger_than_the_cap_still_reaches_a_reader() {
+        let (_rt, state) = state(2000);
+        let mut rx = stream(&state);
+        let mut next = 1;
+        for seq in 1..=3 {
+            state.broadcast(update(seq, 5000), None);
+            read_all(&mut rx, &mut next);
+        }
+        assert_eq!(next, 4);
+        drop(rx);
+        state.clients.lock().unwrap().clear();
         assert_eq!(state.queued_rows(), 0);
     }
 }

@@ -3,7 +3,7 @@
 
 use super::cost::Conn;
 use super::limits::GuardedInfo;
-use super::publisher::{for_client, Client, ClientView, Item, State};
+use super::publisher::{for_client, Client, ClientView, Item, Published, State};
 use super::tasks::Query;
 use super::{proto, CLIENT_BACKLOG, MAX_EVENTS_PER_UPDATE, MAX_EVENTS_PER_UPDATE_LIMIT};
 use std::pin::Pin;
@@ -15,6 +15,14 @@ use volt_console_proto::console_server::Console;
 
 pub(super) struct Service {
     pub(super) state: Arc<State>,
+}
+
+/// A new stream refused: what every stream's channel holds has reached its cap (see
+/// `publisher::QUEUED_ROWS_CAP`).
+fn queues_full() -> Status {
+    Status::resource_exhausted(
+        "the console's send queues are full (streams that stopped reading hold them): try again later",
+    )
 }
 
 /// The connection a call came on (see `cost::Conn`).
@@ -44,6 +52,11 @@ impl Console for Service {
         };
         let query = Query::new(req.task_query.as_ref(), proto::TaskSort::Busy).map_err(Status::invalid_argument)?;
         let wants_tasks = !req.omit_tasks && self.state.recording();
+        // Refused before the window is paid for (and again below, if the first update
+        // itself does not fit).
+        if !self.state.room_for_a_stream() {
+            return Err(queues_full());
+        }
         if wants_tasks {
             // Its first window is computed now, outside the publisher's turns.
             self.state.pay_one_off(conn, &query).await?;
@@ -62,13 +75,13 @@ impl Console for Service {
         first.watch_id = id;
         let own = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut clients = self.state.clients.lock().unwrap_or_else(|e| e.into_inner());
-        let rows = super::publisher::rows_of(&first, tasks.as_ref(), &[]);
-        let Some(queued) = self.state.reserve(&own, rows, clients.len() + 1) else {
-            return Err(Status::resource_exhausted(
-                "the console's send queues are full (streams that stopped reading hold them): try again later",
-            ));
+        // Its stalls ride in its snapshot; it has no events.
+        let stalls = first.snapshot.as_ref().map_or(&[][..], |s| &s.recent_stalls[..]);
+        let rows = super::publisher::own_rows(tasks.as_ref(), stalls);
+        let Some(queued) = self.state.reserve(&own, rows, 0) else {
+            return Err(queues_full());
         };
-        let _ = tx.try_send((Arc::new(first), 0, tasks, Vec::new(), queued));
+        let _ = tx.try_send((Arc::new(Published::uncounted(first)), 0, tasks, Vec::new(), queued));
         clients.push(Client {
             tx,
             conn,
@@ -86,7 +99,7 @@ impl Console for Service {
             tokio_stream::wrappers::ReceiverStream::new(rx),
             // The item's rows leave the queued total here (`_queued` is dropped).
             move |(u, missed, tasks, stalls, _queued): Item| {
-                let mut u = for_client(&u, missed, max_events);
+                let mut u = for_client(&u.update, missed, max_events);
                 u.tasks = tasks;
                 if let Some(s) = u.snapshot.as_mut().filter(|_| !stalls.is_empty()) {
                     s.recent_stalls = stalls;
