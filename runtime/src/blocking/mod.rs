@@ -255,8 +255,7 @@ impl Pool {
             // No thread could start (the OS is out of threads or memory), and no thread
             // runs that could take the task later (any there are run handed-off worker
             // loops, which may not end before shutdown): left queued, it would wait for
-            // good.
-            // Cancel it instead, so its handle reports it, rather than panic as Tokio does.
+            // good. Cancel it instead, so its handle reports it (Tokio panics here).
             let task = st.queue.pop_back();
             self.queue_depth_gauge.store(st.queue.len() as u64, Relaxed);
             drop(st);

@@ -37,7 +37,8 @@ where
 /// Run the blocking function `f` on the runtime's blocking pool, apart from the workers,
 /// and await its result through the handle. A panic in `f` arrives as
 /// `JoinError::is_panic`. `f` is cancelled, unrun (`JoinError::is_cancelled`), when the
-/// runtime has shut down, or when the pool has no thread and the OS will not start one.
+/// runtime has shut down, or when no pool thread is free to take it and the OS will not
+/// start one.
 ///
 /// # Panics
 /// Outside a Volt runtime.

@@ -65,7 +65,8 @@
 //! walk that had begun by then is waited for up to [`LATE_WALK_WAIT`] more; one that
 //! takes longer owns the buffer until it ends, and no stack is taken in this process
 //! until then. The monitor then resolves the addresses to names and lines on its own
-//! thread (`backtrace`), after giving the buffer back. A stall elsewhere than on Linux is reported without a stack.
+//! thread (`backtrace`), after giving the buffer back. A stall elsewhere than on Linux
+//! is reported without a stack.
 
 use crate::runtime::handle::Shared;
 use std::collections::VecDeque;
@@ -769,10 +770,11 @@ mod tests {
         };
         sample_until("the first stuck poll", &|s| s.found.len() == 1);
         let found_first = shared.stall.sampler.lock().unwrap().found[0].task;
-        // The first poll ends, the second begins, and stays past the threshold while the
-        // list is still full.
+        // The first poll ends (whichever task the worker took first), the second begins,
+        // and stays past the threshold while the list is still full.
         let polls_then = shared.workers[0].counters.tasks_polled.get();
-        first.store(true, SeqCst);
+        let (now, next) = if found_first == a.id() { (&first, &second) } else { (&second, &first) };
+        now.store(true, SeqCst);
         sample_until("the second poll to be seen stuck", &|s| {
             shared.workers[0].counters.tasks_polled.get() > polls_then
                 && s.seen[0].is_some_and(|x| x.since.is_some_and(|t| t.elapsed() > 4 * threshold))
@@ -781,7 +783,7 @@ mod tests {
         shared.stall.sampler.lock().unwrap().found.clear();
         sample_until("the second stuck poll", &|s| s.found.len() == 1);
         let found_second = shared.stall.sampler.lock().unwrap().found[0].task;
-        second.store(true, SeqCst);
+        next.store(true, SeqCst);
         let mut ids = [a.id(), b.id()];
         ids.sort();
         let mut got = [found_first, found_second];
