@@ -13,12 +13,13 @@
 //! the event ring. The resulting `Update` is offered to every watching client through a
 //! bounded channel of [`CLIENT_BACKLOG`] updates. A client whose channel is full misses
 //! that update; its next one says how many it missed (`updates_missed`). So a slow or
-//! stuck client costs at most its backlog in memory and never delays the publisher, other
-//! clients, or the runtime. What all the channels hold together is capped too (about a
-//! million rows: task rows, stall frames, and each update's events once): a stream that
-//! has taken its last update gets the next unless older updates held by others fill the
-//! cap, one that has not gets it only while the total is under half the cap, and a new
-//! stream is refused with `RESOURCE_EXHAUSTED` while the cap is full.
+//! stuck client costs at most its backlog in memory (and what HTTP/2 buffers for its
+//! stream, up to 400 KiB) and never delays the publisher, other clients, or the runtime.
+//! What all the channels hold together is capped too (about a million rows: task rows,
+//! stall frames, and each update's events once): a stream that has taken its last update
+//! gets the next unless older updates held by others fill the cap, one that has not gets
+//! it only while the total is under half the cap, and a new stream is refused with
+//! `RESOURCE_EXHAUSTED` while the cap has no room for its first update.
 //!
 //! # The task list
 //! A runtime may hold a million live tasks, so no message carries all of them. While some

@@ -37,13 +37,17 @@ impl Published {
 /// streams it is queued for. A client that stops reading keeps what it was last sent, up
 /// to [`CLIENT_BACKLOG`](super::CLIENT_BACKLOG) updates; without a bound on the sum, many
 /// streams that stopped reading at different times (256 connections of 32 streams each)
-/// could hold gigabytes of old updates. So a stream with nothing queued (one that reads
-/// takes each update before the next) gets an update unless what older updates and
-/// other streams hold already fills the cap; a stream that still holds an earlier one
-/// gets it only while the total stays under half the cap. The total never passes the
-/// cap by more than the update being published. Streams that stopped reading thus miss
-/// their updates while those that read keep getting theirs, unless the stuck ones hold
-/// the whole cap between them.
+/// could hold gigabytes of old updates. A stream's count includes the item its transport
+/// took last, until it takes the next (see `service`). So a stream with an empty channel
+/// (one that reads takes each update before the next) gets an update unless what older
+/// updates and other streams hold already fills the cap; a stream that still has one
+/// queued gets it only while the total stays under half the cap. The total passes the
+/// cap by at most the largest update still held (one that was bigger than the cap on
+/// its own, taken by a stream that then stopped reading) and the one being published.
+/// Streams that stopped reading thus miss their updates while those that read keep
+/// getting theirs, unless the stuck ones hold the whole cap between them. Not counted:
+/// what HTTP/2 holds in a stream's send buffer once encoded (hyper keeps up to 400 KiB a
+/// stream there, while the client's flow-control window lets it).
 pub(super) const QUEUED_ROWS_CAP: usize = 1 << 20;
 
 /// Rows counted in the queued total (and in one stream's, for a stream's own rows)
@@ -265,14 +269,14 @@ impl State {
         }
     }
 
-    /// Count `rows` more of a stream's own, holding `own` already, for an item with the
-    /// update being published, whose events (`current` rows) the total counts already:
-    /// `None` when [`QUEUED_ROWS_CAP`] does not allow it.
-    pub(super) fn reserve(&self, own: &Arc<AtomicUsize>, rows: usize, current: usize) -> Option<Queued> {
+    /// Count `rows` more of a stream's own, counted in `own`, for an item with the update
+    /// being published, whose events (`current` rows) the total counts already; `empty`:
+    /// the stream's channel is empty. `None` when [`QUEUED_ROWS_CAP`] does not allow it.
+    pub(super) fn reserve(&self, own: &Arc<AtomicUsize>, rows: usize, current: usize, empty: bool) -> Option<Queued> {
         let all = self.queued.load(Relaxed);
-        let allowed = if own.load(Relaxed) == 0 {
-            // Nothing queued: allowed unless what others hold (older updates, their
-            // rows) leaves no room.
+        let allowed = if empty {
+            // It takes what it is sent: allowed unless what is held (older updates, the
+            // items streams have queued or taken last) leaves no room.
             all.saturating_sub(current) + rows <= self.queued_cap
         } else {
             all + rows <= self.queued_cap / 2
@@ -285,9 +289,10 @@ impl State {
         Some(Queued { rows, stream: Some(Arc::clone(own)), all: Arc::clone(&self.queued) })
     }
 
-    /// Whether the queued total leaves room for a new stream's first update.
-    pub(super) fn room_for_a_stream(&self) -> bool {
-        self.queued.load(Relaxed) < self.queued_cap
+    /// Whether the queued total leaves room for a new stream's first update of about
+    /// `rows` (checked again, exactly, once it is made).
+    pub(super) fn room_for(&self, rows: usize) -> bool {
+        self.queued.load(Relaxed) + rows <= self.queued_cap
     }
 
     /// The rows in every stream's channel now.
@@ -491,7 +496,8 @@ impl State {
             } else {
                 (Vec::new(), c.stalls_seen)
             };
-            let Some(queued) = self.reserve(&c.queued, own_rows(tasks.as_ref(), &stalls), events) else {
+            let empty = c.tx.capacity() == c.tx.max_capacity();
+            let Some(queued) = self.reserve(&c.queued, own_rows(tasks.as_ref(), &stalls), events, empty) else {
                 // Past its share of the queued rows: it misses this update, as if its
                 // channel were full.
                 c.missed += 1;
@@ -548,7 +554,7 @@ impl State {
 /// The most stalls one update carries (their stacks make them large). A stream's first
 /// update and `GetSnapshot` carry the newest; each later update only those the client
 /// was not yet sent, so a stall crosses the wire once per client.
-const MAX_STALLS_PER_UPDATE: usize = 8;
+pub(super) const MAX_STALLS_PER_UPDATE: usize = 8;
 
 pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) {
     let mut cursor = state.telemetry.events();

@@ -3,7 +3,7 @@
 
 use super::cost::Conn;
 use super::limits::GuardedInfo;
-use super::publisher::{for_client, Client, ClientView, Item, Published, State};
+use super::publisher::{for_client, Client, ClientView, Item, Published, Queued, State, MAX_STALLS_PER_UPDATE};
 use super::tasks::Query;
 use super::{proto, CLIENT_BACKLOG, MAX_EVENTS_PER_UPDATE, MAX_EVENTS_PER_UPDATE_LIMIT};
 use std::pin::Pin;
@@ -52,9 +52,12 @@ impl Console for Service {
         };
         let query = Query::new(req.task_query.as_ref(), proto::TaskSort::Busy).map_err(Status::invalid_argument)?;
         let wants_tasks = !req.omit_tasks && self.state.recording();
-        // Refused before the window is paid for (and again below, if the first update
-        // itself does not fit).
-        if !self.state.room_for_a_stream() {
+        // Refused before the window is paid for, if its first update (a window, the
+        // snapshot's stalls) would not fit; checked again, exactly, once it is made.
+        let estimate = 1
+            + MAX_STALLS_PER_UPDATE * (1 + crate::telemetry::stall::MAX_FRAMES)
+            + if wants_tasks { query.limit() + query.limit() / 8 } else { 0 };
+        if !self.state.room_for(estimate) {
             return Err(queues_full());
         }
         if wants_tasks {
@@ -78,7 +81,7 @@ impl Console for Service {
         // Its stalls ride in its snapshot; it has no events.
         let stalls = first.snapshot.as_ref().map_or(&[][..], |s| &s.recent_stalls[..]);
         let rows = super::publisher::own_rows(tasks.as_ref(), stalls);
-        let Some(queued) = self.state.reserve(&own, rows, 0) else {
+        let Some(queued) = self.state.reserve(&own, rows, 0, true) else {
             return Err(queues_full());
         };
         let _ = tx.try_send((Arc::new(Published::uncounted(first)), 0, tasks, Vec::new(), queued));
@@ -95,11 +98,16 @@ impl Console for Service {
             queued: own,
         });
         drop(clients);
+        // The item the transport took last stays counted (its update and its rows) until
+        // it takes the next: a client that stops reading leaves one taken item behind,
+        // which the queued total should see.
+        let mut last: Option<(Arc<Published>, Queued)> = None;
         let stream = tokio_stream::StreamExt::map(
             tokio_stream::wrappers::ReceiverStream::new(rx),
-            // The item's rows leave the queued total here (`_queued` is dropped).
-            move |(u, missed, tasks, stalls, _queued): Item| {
-                let mut u = for_client(&u.update, missed, max_events);
+            move |(p, missed, tasks, stalls, queued): Item| {
+                let mut u = for_client(&p.update, missed, max_events);
+                // The one taken before is given back now.
+                drop(last.replace((p, queued)));
                 u.tasks = tasks;
                 if let Some(s) = u.snapshot.as_mut().filter(|_| !stalls.is_empty()) {
                     s.recent_stalls = stalls;

@@ -88,6 +88,11 @@ pub(crate) struct Query {
 }
 
 impl Query {
+    /// The most rows a window of this query holds.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit as usize
+    }
+
     /// `q`, or the default window `default_sort` when absent. Bad values are a clear error.
     pub(crate) fn new(q: Option<&proto::TaskQuery>, default_sort: proto::TaskSort) -> Result<Query, String> {
         let Some(q) = q else {
