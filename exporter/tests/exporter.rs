@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// GET /metrics with a plain HTTP/1.1 request; the body as text.
-/// One scrape's body; an error for a failed connection or anything but a 200.
+/// GET /metrics with a plain HTTP/1.1 request: the body, or an error for a failed
+/// connection, a server that closes without an answer, or anything but a 200.
 fn scrape_text(addr: SocketAddr) -> std::io::Result<String> {
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -624,7 +624,6 @@ fn half_open_connections_are_closed_and_a_scrape_still_gets_through() {
     assert!(scrape_text(addr).is_ok(), "a scrape after the half-open ones");
 }
 
-/// GET /metrics; the body, or an error when the server closes without an answer.
 fn capped_exporter(rt: &volt::Runtime, cap: usize) -> volt_exporter::Exporter {
     volt_exporter::Builder::new()
         .listen("127.0.0.1:0")
