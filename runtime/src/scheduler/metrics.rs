@@ -406,15 +406,14 @@ impl Shared {
         let _ = watching;
     }
 
-    /// `w` woke (`notified`: by another thread, not a timeout or I/O) from a sleep that
-    /// began at `since`.
-    pub(crate) fn on_unpark(&self, w: &Worker, notified: bool, since: Instant) {
+    /// `w` woke (`notified`: by another thread, not a timeout or I/O) from the sleep that
+    /// `on_park` began.
+    pub(crate) fn on_unpark(&self, w: &Worker, notified: bool) {
         self.record_fresh(w, EventKind::Unpark, 0, notified as u64);
         #[cfg(feature = "tracing")]
         tracing::trace!(target: "volt::scheduler", worker = w.index, notified, "unpark");
-        let parked_ns = since.elapsed().as_nanos() as u64;
         w.counters.times_parked.inc();
-        w.counters.park_ended();
+        let parked_ns = w.counters.park_ended();
         w.counters.histograms.park_duration.record(parked_ns);
     }
 

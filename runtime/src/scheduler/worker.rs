@@ -550,7 +550,7 @@ impl Shared {
                 // `telemetry::stall`).
                 self.stall.maybe_sample(self, w.index, Instant::now());
             }
-            self.on_unpark(w, woke == Unparked::Notified, t0);
+            self.on_unpark(w, woke == Unparked::Notified);
         }
         w.transitioning_to_park.store(false, Relaxed);
         if self.idle.unpark_self(w.index) {

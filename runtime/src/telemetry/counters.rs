@@ -192,15 +192,19 @@ macro_rules! declare_worker_counters {
             }
 
             /// Owner only: the sleep that began at `park_started` ends now; its time, on
-            /// the same clock and read inside the lock, goes into `parked_ns`.
-            pub(crate) fn park_ended(&self) {
+            /// the same clock and read inside the lock, goes into `parked_ns`, and is
+            /// returned (for the park-duration histogram: one clock read serves both).
+            pub(crate) fn park_ended(&self) -> u64 {
+                let mut slept = 0;
                 self.park_window(|| {
                     let start = self.park_started_ns.load(Relaxed);
                     if start != 0 {
-                        self.parked_ns.add(park_clock_ns(std::time::Instant::now()).saturating_sub(start));
+                        slept = park_clock_ns(std::time::Instant::now()).saturating_sub(start);
+                        self.parked_ns.add(slept);
                     }
                     self.park_started_ns.store(0, Relaxed);
                 });
+                slept
             }
 
             /// `parked_ns` with the sleep going on now counted up to now. The sequence lock
