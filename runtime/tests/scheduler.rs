@@ -172,6 +172,61 @@ fn cell_caches_keep_a_bounded_number_of_bytes_after_a_burst() {
     assert!(kept > 0, "the cache recycled nothing at all");
 }
 
+/// Bursts of spawns from a thread outside the runtime (here the test's own), with the
+/// event ring off and on (its tasks' cells are larger): every task runs and is joined,
+/// its memory goes back to the runtime's outside cache, and that cache keeps at most its
+/// 4 MiB however many bursts come back. Some threads spawn at once, so some spawns find
+/// the cache held by another and use the global allocator: those cells must be freed
+/// there, and the tasks must run all the same.
+#[test]
+fn bursts_spawned_from_outside_all_run_and_their_memory_is_kept_within_the_cap() {
+    const BURST: usize = 10_000;
+    const CAP: u64 = 4 * 1024 * 1024;
+    for ring in [false, true] {
+        let mut b = volt::runtime::Builder::new();
+        b.worker_threads(2);
+        if ring {
+            b.event_ring(4096);
+        }
+        let rt = b.build().unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        for round in 0..3u64 {
+            let spawners: Vec<_> = (0..3)
+                .map(|t| {
+                    let (h, ran) = (rt.handle().clone(), ran.clone());
+                    std::thread::spawn(move || {
+                        let handles: Vec<_> = (0..BURST)
+                            .map(|i| {
+                                let ran = ran.clone();
+                                h.spawn(async move {
+                                    ran.fetch_add(1, SeqCst);
+                                    (t, i)
+                                })
+                            })
+                            .collect();
+                        for (i, j) in handles.into_iter().enumerate() {
+                            assert_eq!(j.join().unwrap(), (t, i), "a task's output went astray");
+                        }
+                    })
+                })
+                .collect();
+            for s in spawners {
+                s.join().unwrap();
+            }
+            assert_eq!(ran.load(SeqCst) as u64, 3 * BURST as u64 * (round + 1), "ring {ring}: tasks were lost");
+            let snap = rt.handle().telemetry().snapshot();
+            // Racing frees may overshoot by a block (at most 768 bytes) each.
+            assert!(
+                snap.outside_cell_cache_bytes <= CAP + 8 * 1024,
+                "ring {ring}, round {round}: the outside cache keeps {} bytes",
+                snap.outside_cell_cache_bytes
+            );
+            assert!(snap.outside_cell_cache_bytes > 0, "ring {ring}: nothing came back to the outside cache");
+        }
+        assert!(wait_until(Duration::from_secs(30), || rt.handle().telemetry().snapshot().tasks_alive == 0));
+    }
+}
+
 /// 17 million live clones of one task's waker: the first state layout's 24-bit reference
 /// count aborted the process here. Now the task completes while they live, its future is
 /// dropped once, and its cell is freed exactly when the last clone goes (watched through

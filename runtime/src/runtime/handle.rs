@@ -60,6 +60,9 @@ pub(crate) struct Shared {
     pub(crate) inject: Inject<Arc<Shared>>,
     pub(crate) idle: Idle,
     pub(crate) owned: OwnedTasks,
+    /// Recycled cells of tasks spawned from threads outside the runtime (the workers'
+    /// own are in each `Worker::cache`).
+    pub(crate) outside_cells: crate::task::cellcache::OutsideCache,
     /// How many workers have left their loop for good, and whether the last of them
     /// finishes the shutdown (see [`Exits`]).
     pub(crate) exited: Mutex<Exits>,
@@ -95,6 +98,7 @@ impl Shared {
             inject: Inject::new(),
             idle: Idle::new(num_workers),
             owned: OwnedTasks::new(num_workers * 4),
+            outside_cells: crate::task::cellcache::OutsideCache::new(),
             shutdown: AtomicBool::new(false),
             remote: RemoteCounters::default(),
             exited: Mutex::new(Exits::default()),

@@ -4,10 +4,12 @@
 //!
 //! The poll hooks only pass through to the telemetry seam (`metrics`), which explains
 //! why their stores are split as they are. A cell comes from the cache of the worker the
-//! task is spawned on, tagged with that worker's index plus one (0: from the global
-//! allocator, off the workers or too large for a size class); whoever frees it later
-//! gives it back to that worker's cache, locally on the owner's thread, through the
-//! cache's remote stack from any other.
+//! task is spawned on, tagged with that worker's index plus one; a task spawned from a
+//! thread outside the runtime takes its cell from the runtime's outside cache, tagged
+//! [`OUTSIDE_OWNER`] (0: from the global allocator, when that cache is busy with another
+//! spawner or the cell is too large for a size class). Whoever frees it later gives it
+//! back to that cache: locally on a worker's own thread, through the cache's remote
+//! stack from any other.
 
 use crate::runtime::handle::Shared;
 use crate::task::cellcache;
@@ -15,6 +17,11 @@ use crate::task::raw::Header;
 use crate::task::{Notified, Outcome, PollOutcome, PollToken, Schedule};
 use std::ptr::NonNull;
 use std::sync::Arc;
+
+/// The owner tag of a cell from the outside cache (`Shared::outside_cells`); workers are
+/// tagged with their index plus one, and there are at most 64 of them.
+const OUTSIDE_OWNER: u8 = u8::MAX;
+const _: () = assert!(crate::scheduler::idle::MAX_WORKERS < OUTSIDE_OWNER as usize);
 
 impl Schedule for Arc<Shared> {
     fn schedule(&self, task: Notified<Self>) {
@@ -51,6 +58,11 @@ impl Schedule for Arc<Shared> {
             // SAFETY: this is worker `w`'s own thread (`current_worker` checked the context).
             return (unsafe { w.cache.alloc(c) }, w.index as u8 + 1);
         }
+        if let Some(c) = cellcache::class_of(layout) {
+            if let Some(p) = self.outside_cells.try_alloc(c) {
+                return (p, OUTSIDE_OWNER);
+            }
+        }
         (crate::task::alloc_global(layout), 0)
     }
 
@@ -62,6 +74,12 @@ impl Schedule for Arc<Shared> {
             return;
         }
         let c = cellcache::class_of(layout).expect("a cached cell has a size class");
+        if owner == OUTSIDE_OWNER {
+            // SAFETY: the tag says the outside cache gave it, with class `c`; unused from
+            // here on.
+            unsafe { self.outside_cells.free(c, p) };
+            return;
+        }
         let home = owner as usize - 1;
         let cache = &self.workers[home].cache;
         if self.current_worker_index() == Some(home) {

@@ -115,6 +115,9 @@ pub struct Snapshot {
     pub blocking_threads: u64,
     /// `spawn_blocking` calls waiting for a thread.
     pub blocking_queue_depth: u64,
+    /// Bytes of finished tasks' memory kept for reuse by spawns from threads outside the
+    /// runtime (at most 4 MiB; each worker's own is `WorkerSnapshot::cell_cache_bytes`).
+    pub outside_cell_cache_bytes: u64,
     /// The Tokio bridge (feature `tokio-bridge`, see `volt::bridge`), while it runs:
     /// `None` before its first use, after shutdown, and always without the feature.
     pub bridge: Option<BridgeSnapshot>,
@@ -206,6 +209,7 @@ impl Telemetry {
             timers_cancelled: s.remote.timers_cancelled.load(Relaxed),
             blocking_threads: s.blocking.num_threads_gauge.load(Relaxed),
             blocking_queue_depth: s.blocking.queue_depth_gauge.load(Relaxed),
+            outside_cell_cache_bytes: s.outside_cells.cached_bytes() as u64,
             #[cfg(feature = "tokio-bridge")]
             bridge: s.bridge.snapshot(),
             ..Snapshot::default()
