@@ -112,8 +112,8 @@ impl Builder {
             let mut ticker = tokio::time::interval(interval);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             let mut stop = stop;
-            // The lost-waker count walks every task: only while someone scrapes (within
-            // the last minute), at most once a second, and its last value stands in
+            // The lost-waker count walks every task: only while someone scrapes
+            // (`Metrics::scraper_present`), at most once a second, and its last value stands in
             // between. Until it is first counted, the gauge is left out (not 0).
             let mut lost = None;
             let mut walked: Option<std::time::Instant> = None;
@@ -128,7 +128,7 @@ impl Builder {
                 }
                 // At most once a second, whatever the sampling interval.
                 let due = walked.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
-                if due && m.scraped_within(SCRAPER_GONE) {
+                if due && m.scraper_present() {
                     walked = Some(std::time::Instant::now());
                     lost = Some(telemetry.lost_wakers());
                 }
@@ -629,9 +629,33 @@ pub struct Metrics {
     inner: Mutex<Registry>,
     /// Sidecar only: 0 = not reported, 1 = console down, 2 = console up.
     console_up: std::sync::atomic::AtomicU8,
-    /// When the last render (scrape) was: the figures that walk every task are wanted
+    /// When the last renders (scrapes) were: the figures that walk every task are wanted
     /// only while someone scrapes.
-    last_render: Mutex<Option<std::time::Instant>>,
+    scrapes: Mutex<Scrapes>,
+}
+
+/// The last scrape, and the time between it and the one before.
+#[derive(Clone, Copy, Debug, Default)]
+struct Scrapes {
+    last: Option<std::time::Instant>,
+    gap: Option<Duration>,
+}
+
+impl Scrapes {
+    fn scraped(&mut self, now: std::time::Instant) {
+        if let Some(last) = self.last {
+            self.gap = Some(now.saturating_duration_since(last));
+        }
+        self.last = Some(now);
+    }
+
+    /// Whether a scraper is still there at `now`: its last scrape is less than
+    /// [`SCRAPER_GONE`] old, or less than three of its own intervals when it scrapes less
+    /// often than that (up to [`SCRAPER_GONE_MAX`]).
+    fn present_at(&self, now: std::time::Instant) -> bool {
+        let window = self.gap.map_or(SCRAPER_GONE, |g| g.saturating_mul(3).clamp(SCRAPER_GONE, SCRAPER_GONE_MAX));
+        self.last.is_some_and(|t| now.saturating_duration_since(t) < window)
+    }
 }
 
 impl Default for Metrics {
@@ -641,13 +665,17 @@ impl Default for Metrics {
 }
 
 /// How long after the last scrape the exporter keeps asking for the figures that walk
-/// every task (the in-process sampler, and the sidecar of the console).
+/// every task (the in-process sampler, and the sidecar of the console), unless the
+/// scraper's own interval is longer (see [`Metrics::scraper_present`]).
 pub const SCRAPER_GONE: Duration = Duration::from_secs(60);
+
+/// The longest a scraper with a long interval counts as present after its last scrape.
+pub const SCRAPER_GONE_MAX: Duration = Duration::from_secs(600);
 
 impl Metrics {
     /// An empty registry.
     pub fn new() -> Metrics {
-        Metrics { inner: Mutex::new(Registry::new()), console_up: Default::default(), last_render: Mutex::new(None) }
+        Metrics { inner: Mutex::new(Registry::new()), console_up: Default::default(), scrapes: Default::default() }
     }
 
     /// Set every metric from `s`.
@@ -667,12 +695,21 @@ impl Metrics {
 
     /// Whether something rendered (scraped) these metrics within `d`.
     pub fn scraped_within(&self, d: Duration) -> bool {
-        self.last_render.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|t| t.elapsed() < d)
+        self.scrapes.lock().unwrap_or_else(|e| e.into_inner()).last.is_some_and(|t| t.elapsed() < d)
+    }
+
+    /// Whether a scraper is still there: the last scrape is less than [`SCRAPER_GONE`]
+    /// old, or, for a scraper whose interval is longer than a third of that, less than
+    /// three of its intervals (at most [`SCRAPER_GONE_MAX`]). So a Prometheus that scrapes
+    /// every two minutes counts as present between its scrapes, not as gone and back each
+    /// time.
+    pub fn scraper_present(&self) -> bool {
+        self.scrapes.lock().unwrap_or_else(|e| e.into_inner()).present_at(std::time::Instant::now())
     }
 
     /// The Prometheus text exposition of the last published snapshot.
     pub fn render(&self) -> String {
-        *self.last_render.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+        self.scrapes.lock().unwrap_or_else(|e| e.into_inner()).scraped(std::time::Instant::now());
         let mut out = self.inner.lock().unwrap_or_else(|e| e.into_inner()).render();
         let up = self.console_up.load(std::sync::atomic::Ordering::Relaxed);
         if up != 0 {
@@ -687,5 +724,45 @@ impl Metrics {
             );
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    /// A scraper counts as present between its scrapes whatever its interval (up to ten
+    /// minutes' worth), and as gone once it has missed about three; one with a short
+    /// interval, or a single scrape, counts for a minute.
+    #[test]
+    fn a_scraper_with_a_long_interval_stays_present_between_its_scrapes() {
+        let t0 = Instant::now();
+        let mut s = Scrapes::default();
+        assert!(!s.present_at(t0), "present before any scrape");
+        s.scraped(t0);
+        assert!(s.present_at(t0 + secs(59)));
+        assert!(!s.present_at(t0 + secs(61)), "a single scrape counts for a minute");
+        // Every two minutes: present until the next scrape and through two missed ones.
+        s.scraped(t0 + secs(120));
+        assert!(s.present_at(t0 + secs(120 + 119)), "gone between two scrapes of a 2-minute scraper");
+        assert!(s.present_at(t0 + secs(120 + 359)));
+        assert!(!s.present_at(t0 + secs(120 + 361)), "still present after three missed scrapes");
+        // Every 15 s: a minute after the last.
+        let mut f = Scrapes::default();
+        f.scraped(t0);
+        f.scraped(t0 + secs(15));
+        assert!(f.present_at(t0 + secs(15 + 59)));
+        assert!(!f.present_at(t0 + secs(15 + 61)));
+        // Two scrapes an hour apart (someone's curl): ten minutes, not three hours.
+        let mut c = Scrapes::default();
+        c.scraped(t0);
+        c.scraped(t0 + secs(3600));
+        assert!(c.present_at(t0 + secs(3600 + 599)));
+        assert!(!c.present_at(t0 + secs(3600 + 601)));
     }
 }

@@ -143,10 +143,10 @@ async fn follow(
 }
 
 /// Whether the console should count lost wakers for us: only while someone scrapes
-/// (within [`volt_exporter::SCRAPER_GONE`]), since the count walks every task of the
-/// process once a second.
+/// (`Metrics::scraper_present`), since the count walks every task of the process once a
+/// second.
 fn lost_wakers_wanted(metrics: &Metrics) -> bool {
-    metrics.scraped_within(volt_exporter::SCRAPER_GONE)
+    metrics.scraper_present()
 }
 
 /// One connection: returns why it ended (`None`: to subscribe again, the scrapers having
