@@ -57,6 +57,12 @@
 //!   workers, and two of them sharing a line would make those workers fight over it on
 //!   every poll (with 16-byte blocks, 200 tasks spawned from outside and yielding in a
 //!   loop took 25% longer than with the allocator's own memory).
+//!
+//! The budget is shared by all size classes, and a class's blocks are taken back only by
+//! spawns of that class, so the blocks of a class no longer spawned could hold it for
+//! good and turn every other class away. So a spawn that finds none of its class kept
+//! while the cache is more than half full gives every other class's blocks back to the
+//! allocator first.
 
 use crate::loom::{AtomicPtr, AtomicU32, AtomicUsize};
 use std::alloc::Layout;
@@ -84,7 +90,7 @@ pub(crate) const LOCAL_CAP_BYTES: usize = 2 * CLASS_BYTES;
 #[cfg(loom)]
 pub(crate) const REMOTE_CAP_BYTES: usize = CLASS_BYTES;
 /// The most bytes the cache for spawns from outside the runtime keeps, its local lists
-/// and remote stacks together (see [`Caps::outside`]).
+/// and remote stacks together (see [`Caps::OUTSIDE`]).
 #[cfg(not(loom))]
 pub(crate) const OUTSIDE_CAP_BYTES: usize = 4 * 1024 * 1024;
 #[cfg(loom)]
@@ -144,7 +150,10 @@ struct Local {
 #[repr(align(128))]
 struct Padded<T>(T);
 
-/// One worker's cache.
+/// A cache of task cells: a worker's, or the runtime's one for spawns from outside it.
+///
+/// Its **owner** is the thread that may take blocks from it: the worker's own thread, or
+/// for the outside cache whichever thread holds [`OutsideCache`]'s lock.
 pub(crate) struct CellCache {
     local: [UnsafeCell<Local>; CLASSES],
     /// Bytes on the local lists. Written only by the owner (a load and a store, no
@@ -163,7 +172,7 @@ pub(crate) struct CellCache {
     released: AtomicU32,
 }
 
-// SAFETY: `local` is only touched by the owning worker thread (the callers of the
+// SAFETY: `local` is only touched by the owner, one thread at a time (the callers of the
 // owner-only methods guarantee it); `remote` is atomics; the blocks are plain memory.
 unsafe impl Sync for CellCache {}
 // SAFETY: as above; the raw pointers are to memory the cache owns.
@@ -205,7 +214,7 @@ impl CellCache {
     /// gave back, else from the global allocator.
     ///
     /// # Safety
-    /// Only the owning worker thread may call this.
+    /// Only the owner may call this.
     #[inline]
     pub(crate) unsafe fn alloc(&self, c: usize) -> NonNull<u8> {
         // SAFETY: owner only (the caller's contract); a read of the list head.
@@ -235,7 +244,7 @@ impl CellCache {
     /// Owner only: keep a block of class `c` for reuse (or free it, if the list is full).
     ///
     /// # Safety
-    /// Only the owning worker thread may call this; `p` must be an unused block of class
+    /// Only the owner may call this; `p` must be an unused block of class
     /// `c` allocated by this cache.
     #[inline]
     pub(crate) unsafe fn free_local(&self, c: usize, p: NonNull<u8>) {
@@ -277,7 +286,7 @@ impl CellCache {
     /// budget on the local list and give the rest back to the global allocator.
     ///
     /// # Safety
-    /// Only the owning worker thread may call this.
+    /// Only the owner may call this.
     #[cold]
     unsafe fn take_remote(&self, c: usize) {
         let mut b = self.remote[c].swap(ptr::null_mut(), Acquire);
@@ -306,7 +315,58 @@ impl CellCache {
             b = next;
         }
         self.set_local_bytes(bytes);
-        self.remote_bytes.0.fetch_sub(taken, Relaxed);
+        // Release, after the local total's store: a free whose `fetch_add` reads past this
+        // (acquire) also sees that total, so a total cap counts the moved blocks at least
+        // once. (A reader in between may count them twice; see `cached_bytes`.)
+        self.remote_bytes.0.fetch_sub(taken, Release);
+    }
+
+    /// Owner only: whether class `c` has no block kept, on its list or its remote stack.
+    ///
+    /// # Safety
+    /// Only the owner may call this.
+    #[inline]
+    unsafe fn class_is_empty(&self, c: usize) -> bool {
+        // SAFETY: owner only (the caller's contract); a read of the list head.
+        unsafe { (*self.local[c].get()).head.is_null() && self.remote[c].load(Relaxed).is_null() }
+    }
+
+    /// Owner only: give every block of every class but `keep` back to the global
+    /// allocator, from the local lists and the remote stacks.
+    ///
+    /// # Safety
+    /// Only the owner may call this.
+    #[cold]
+    unsafe fn release_all_but(&self, keep: usize) {
+        for c in (0..CLASSES).filter(|&c| c != keep) {
+            let size = self.layout(c).size();
+            // SAFETY: owner only (the caller's contract).
+            let local = unsafe { &mut *self.local[c].get() };
+            let mut b = std::mem::replace(&mut local.head, ptr::null_mut());
+            let mut freed = 0;
+            while !b.is_null() {
+                // SAFETY: a block on the owner's list: unused, of class `c`, its first word
+                // the link.
+                let next = unsafe { (*b).next };
+                // SAFETY: as above; now on no list.
+                unsafe { self.release(c, b.cast()) };
+                freed += size;
+                b = next;
+            }
+            self.set_local_bytes(self.local_bytes.load(Relaxed) - freed);
+            let mut b = self.remote[c].swap(ptr::null_mut(), Acquire);
+            let mut taken = 0;
+            while !b.is_null() {
+                // SAFETY: the swap made the chain ours; each is an unused block of class
+                // `c` whose first word is the link.
+                let next = unsafe { (*b).next };
+                // SAFETY: as above.
+                unsafe { self.release(c, b.cast()) };
+                taken += size;
+                b = next;
+            }
+            self.remote_bytes.0.fetch_sub(taken, Release);
+        }
     }
 
     /// Any thread: give a block of class `c` back to this cache's owner.
@@ -316,7 +376,9 @@ impl CellCache {
     #[inline]
     pub(crate) unsafe fn free_remote(&self, c: usize, p: NonNull<u8>) {
         let size = self.layout(c).size();
-        let remote = self.remote_bytes.0.fetch_add(size, Relaxed) + size;
+        // Acquire: see the owner's local total as of the last remote take it made (the
+        // release `fetch_sub` in `take_remote`).
+        let remote = self.remote_bytes.0.fetch_add(size, Acquire) + size;
         if remote > self.caps.remote
             || (self.caps.total != usize::MAX && remote + self.local_bytes.load(Relaxed) > self.caps.total)
         {
@@ -360,7 +422,8 @@ impl CellCache {
     }
 
     /// Bytes the cache holds now (local lists plus remote stacks), from any thread. Within
-    /// its caps, give or take a block per racing free.
+    /// its caps, give or take a block per racing free; a reading taken while the owner
+    /// moves blocks from a remote stack to its list may count them twice.
     pub(crate) fn cached_bytes(&self) -> usize {
         self.local_bytes.load(Relaxed) + self.remote_bytes.0.load(Relaxed)
     }
@@ -385,11 +448,21 @@ impl OutsideCache {
     /// A block of class `c`, or `None` while another spawner holds the cache.
     #[inline]
     pub(crate) fn try_alloc(&self, c: usize) -> Option<NonNull<u8>> {
-        // Nothing that holds it can panic (an allocation failure aborts), so it is never
-        // poisoned.
+        // Only a panicking global allocator could poison it; every spawn from outside
+        // would then use the global allocator, which is all the cache saves it from.
         let _owner = self.owner.try_lock().ok()?;
-        // SAFETY: holding `owner` makes this thread the cache's only owner until it drops.
-        Some(unsafe { self.cache.alloc(c) })
+        // SAFETY: (both) holding `owner` makes this thread the cache's only owner until it
+        // drops.
+        unsafe {
+            // More than half full, and none of this class: what fills it is of classes
+            // not spawned now (maybe never again), and while it stays that full, a burst
+            // of this class would find room for only part of itself when it is freed,
+            // and the rest would go back to the global allocator. Make room.
+            if self.cache.class_is_empty(c) && self.cache.cached_bytes() > self.cache.caps.total / 2 {
+                self.cache.release_all_but(c);
+            }
+            Some(self.cache.alloc(c))
+        }
     }
 
     /// Give back a block of class `c` that [`try_alloc`](Self::try_alloc) gave, from any
@@ -649,6 +722,53 @@ mod tests {
         assert_eq!(cache.cached_bytes(), 0);
         free_outside_elsewhere(&cache, c, again);
         assert!(cache.cached_bytes() <= OUTSIDE_CAP_BYTES);
+    }
+
+    /// The total cap counts the local lists too: with most of the cap moved to the
+    /// owner's lists by a take, frees past the total go back to the allocator although
+    /// the remote stacks alone are far under their own cap.
+    #[test]
+    fn the_outside_total_cap_counts_the_local_lists() {
+        let cache = std::sync::Arc::new(OutsideCache::new());
+        let c = CLASSES - 1;
+        let size = cache.cache.layout(c).size();
+        let n = OUTSIDE_CAP_BYTES / size;
+        let blocks: Vec<_> = (0..n + 3).map(|_| cache.try_alloc(c).unwrap()).collect();
+        let (first, rest) = blocks.split_at(n);
+        free_outside_elsewhere(&cache, c, first.to_vec());
+        assert_eq!(cache.cached_bytes(), n * size, "a burst within the cap was not kept whole");
+        // One allocation moves the whole remote stack to the local list.
+        let one = cache.try_alloc(c).unwrap();
+        assert_eq!(cache.cache.local_bytes.load(Relaxed), (n - 1) * size);
+        free_outside_elsewhere(&cache, c, rest.to_vec());
+        assert_eq!(cache.released(), 2, "frees past the total cap were kept");
+        assert!(cache.cached_bytes() <= OUTSIDE_CAP_BYTES);
+        free_outside_elsewhere(&cache, c, vec![one]);
+    }
+
+    /// A size class no longer spawned does not hold the cap for good: once a spawn of
+    /// another class finds the cache full and nothing of its own kept, the stale blocks
+    /// go back to the allocator, and bursts of the new class are reused as before.
+    #[test]
+    fn a_class_no_longer_spawned_gives_way_to_the_one_spawned_now() {
+        let cache = std::sync::Arc::new(OutsideCache::new());
+        let (old, new) = (CLASSES - 1, 5);
+        let n_old = OUTSIDE_CAP_BYTES / cache.cache.layout(old).size();
+        let blocks: Vec<_> = (0..n_old).map(|_| cache.try_alloc(old).unwrap()).collect();
+        free_outside_elsewhere(&cache, old, blocks);
+        let fresh_before = cache.cache.fresh_allocations() as usize;
+        let burst = if cfg!(miri) { 100 } else { 1_000 };
+        for round in 0..10 {
+            let blocks: Vec<_> = (0..burst).map(|_| cache.try_alloc(new).unwrap()).collect();
+            free_outside_elsewhere(&cache, new, blocks);
+            assert_eq!(
+                cache.cache.fresh_allocations() as usize - fresh_before,
+                burst,
+                "round {round}: the new class took fresh memory again"
+            );
+        }
+        assert_eq!(cache.released() as usize, n_old, "the stale class was not given back");
+        assert_eq!(cache.cached_bytes(), burst * cache.cache.layout(new).size());
     }
 }
 

@@ -116,7 +116,8 @@ pub struct Snapshot {
     /// `spawn_blocking` calls waiting for a thread.
     pub blocking_queue_depth: u64,
     /// Bytes of finished tasks' memory kept for reuse by spawns from threads outside the
-    /// runtime (at most 4 MiB; each worker's own is `WorkerSnapshot::cell_cache_bytes`).
+    /// runtime (at most 4 MiB, though a reading taken while a spawner takes freed memory
+    /// back may count it twice; each worker's own is `WorkerSnapshot::cell_cache_bytes`).
     pub outside_cell_cache_bytes: u64,
     /// The Tokio bridge (feature `tokio-bridge`, see `volt::bridge`), while it runs:
     /// `None` before its first use, after shutdown, and always without the feature.
