@@ -56,7 +56,7 @@
 //!   blocks in the order tasks ended, so neighbouring blocks go to tasks on different
 //!   workers, and two of them sharing a line would make those workers fight over it on
 //!   every poll (with 16-byte blocks, 200 tasks spawned from outside and yielding in a
-//!   loop took 25% longer than with the allocator's own memory).
+//!   loop took 12 to 37% longer than with the allocator's own memory).
 //!
 //! The budget is shared by all size classes, and a class's blocks are taken back only by
 //! spawns of that class, so the blocks of a class no longer spawned could hold it for
