@@ -327,6 +327,56 @@ fn graceful_shutdown_closes_a_connection_once_its_unread_bytes_are_read() {
     assert!(out.starts_with("HTTP/1.1 200") && out.ends_with("hello"), "the request was answered: {out:?}");
 }
 
+/// A request's first bytes arrive, then the graceful shutdown begins, and only then does
+/// the connection's task first run (its one worker was busy): `first` is sent before the
+/// signal and `rest` (if any) 100 ms after the worker is free. The request is answered.
+fn first_bytes_before_the_signal_are_answered(first: &[u8], rest: &[u8]) {
+    let rt = volt_rt(1);
+    let (addr, tx, server) = start_server_with_deadline(&rt, Some(BOUND), BOUND);
+    let baseline = tasks_alive(&rt);
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(BOUND)).unwrap();
+    wait_until("the connection's task", || tasks_alive(&rt) > baseline);
+    // The task is spawned; hold the only worker so that it runs after the signal.
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (free_tx, free_rx) = std::sync::mpsc::channel::<()>();
+    rt.spawn(async move {
+        held_tx.send(()).unwrap();
+        let _ = free_rx.recv_timeout(BOUND);
+    });
+    held_rx.recv().unwrap();
+    s.write_all(first).unwrap();
+    tx.send(()).unwrap();
+    // Let the accept loop see the signal before the connection's task can run.
+    std::thread::sleep(Duration::from_millis(50));
+    drop(free_tx);
+    if !rest.is_empty() {
+        std::thread::sleep(Duration::from_millis(100));
+        s.write_all(rest).unwrap();
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.0 200") && out.ends_with("Hello, world!"), "not answered: {out:?}");
+    let served = rt.block_on(async { volt::time::timeout(BOUND, server).await });
+    assert!(matches!(served, Ok(Ok(Ok(())))), "serve did not return cleanly: {served:?}");
+}
+
+/// A request short enough for the protocol sniff to take whole (at most 24 bytes, such
+/// as a load balancer's health check), arrived before the graceful shutdown began: it
+/// is answered. (hyper had not read those bytes yet, so the first form of the shutdown
+/// took the connection for an idle one and closed it.)
+#[test]
+fn graceful_shutdown_answers_a_short_request_that_had_arrived() {
+    first_bytes_before_the_signal_are_answered(b"GET / HTTP/1.0\r\n\r\n", b"");
+}
+
+/// The same with only part of the request arrived before the signal, the rest after.
+#[test]
+fn graceful_shutdown_answers_a_request_whose_first_bytes_had_arrived() {
+    first_bytes_before_the_signal_are_answered(b"GET / HT", b"TP/1.0\r\n\r\n");
+}
+
 /// A graceful shutdown that begins halfway through a request's upload (part of its body
 /// waits in the socket, the rest is still to come): the request is answered in full,
 /// and the connection closes then, not at the deadline.

@@ -134,7 +134,8 @@ impl<S> Serve<S> {
         self
     }
 
-    /// Serve HTTP/1.1 only: a client's HTTP/2 preface is answered as a bad request.
+    /// Serve HTTP/1.1 only: a connection that opens with the HTTP/2 preface is closed
+    /// without a response (hyper's HTTP/1 server refuses it as a version error).
     pub fn http1_only(mut self) -> Serve<S> {
         self.config.http2 = false;
         self.config.http1 = true;
@@ -305,6 +306,15 @@ impl Registry {
     }
 }
 
+/// Report accept errors that pause the accept loop: through `tracing` with the feature of
+/// that name, else on stderr.
+fn log_accept_error(e: &io::Error, count: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::error!(target: "volt::hyper", error = %e, count, "accept failed; retrying every 50 ms");
+    #[cfg(not(feature = "tracing"))]
+    eprintln!("volt::hyper::serve: accept failed ({count} since the last report): {e}; retrying every 50 ms");
+}
+
 /// Accepts in a row before the accept loop yields to its worker's other tasks.
 const ACCEPTS_PER_YIELD: u32 = 64;
 
@@ -332,6 +342,9 @@ where
 
     let mut signal = std::pin::pin!(signal);
     let mut accepted_since_yield = 0u32;
+    // Accept errors that pause the loop, and when one was last logged.
+    let mut unlogged_errors = 0u64;
+    let mut logged: Option<std::time::Instant> = None;
     loop {
         // While connections keep arriving, `poll_accept` keeps answering at once and this
         // loop would never give its worker back: let the worker's other tasks run (the
@@ -360,8 +373,15 @@ where
             Some(Err(e)) => {
                 // Out of file descriptors or memory: back off instead of spinning, as
                 // the connections open now may close and free some. (After the runtime
-                // shuts down, this task is cancelled with the rest.)
-                let _ = e;
+                // shuts down, this task is cancelled with the rest.) Said at most every
+                // 10 s, with how many there were, so that a server that stopped taking
+                // connections says why without flooding its log.
+                unlogged_errors += 1;
+                if logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                    log_accept_error(&e, unlogged_errors);
+                    unlogged_errors = 0;
+                    logged = Some(std::time::Instant::now());
+                }
                 crate::time::sleep(Duration::from_millis(50)).await;
             }
         }
@@ -501,7 +521,7 @@ where
             drive(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Http2) => {
-            // An HTTP/1-only server answers a preface like any malformed request.
+            // An HTTP/1-only server: hyper's HTTP/1 side closes on the preface.
             let conn = builders.http1.serve_connection(io, service);
             drive(&registry, conn, Some(http1_drain), http1_watch(), |c| c.graceful_shutdown()).await;
         }
@@ -572,6 +592,12 @@ async fn drive<C, E>(
 {
     let mut conn = std::pin::pin!(conn);
     let mut asked = false;
+    // Nothing is decided before hyper's first poll: until it reads them, the bytes the
+    // protocol sniff took are in `Io`'s prefix, neither in the socket (where the check
+    // for unread bytes looks) nor in hyper's buffer (which tells hyper a request has
+    // begun), and a shutdown asked for then would close the connection on a request
+    // that has wholly arrived.
+    let mut polled = false;
     // At the signal: the number of requests started, if one more must start first.
     let mut wait_for_more: Option<Option<u64>> = None;
     std::future::poll_fn(|cx| loop {
@@ -579,7 +605,7 @@ async fn drive<C, E>(
         if state == FORCED {
             return Poll::Ready(());
         }
-        if state == GRACEFUL && !asked {
+        if state == GRACEFUL && !asked && polled {
             if wait_for_more.is_none() {
                 // Unread bytes on an idle connection are the next request's, which must
                 // start first. With a request in flight they may be its body or a
@@ -603,6 +629,13 @@ async fn drive<C, E>(
         // this connection only; hyper has answered what it could.
         if conn.as_mut().poll(cx).is_ready() {
             return Poll::Ready(());
+        }
+        if !polled {
+            polled = true;
+            if state == GRACEFUL {
+                // Decide now, with the sniffed bytes in hyper's hands.
+                continue;
+            }
         }
         // Idle past the header-read timeout: drop the connection, as hyper does.
         if let Some(watch) = watch.as_mut() {
