@@ -384,3 +384,64 @@ fn a_blocking_closure_that_drives_futures_itself_is_never_made_to_yield() {
     assert_eq!(rt.block_on(sleeps).unwrap(), 200);
     assert_eq!(rt.block_on(sends).unwrap(), 200);
 }
+
+/// `shutdown_timeout` gives the workers' threads what is left of its time to finish
+/// exiting: it returns after each worker thread's stop hook ran (the first form counted a
+/// worker as gone once it left its loop, and returned before the hooks ran).
+#[test]
+fn shutdown_timeout_returns_after_the_workers_stop_hooks_ran() {
+    let stops = Arc::new(AtomicUsize::new(0));
+    let t = stops.clone();
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(2)
+        .thread_name("hooked")
+        .on_thread_stop(move || {
+            if matches!(std::thread::current().name(), Some("hooked-0" | "hooked-1")) {
+                std::thread::sleep(Duration::from_millis(100));
+                t.fetch_add(1, SeqCst);
+            }
+        })
+        .build()
+        .unwrap();
+    rt.block_on(async {});
+    rt.shutdown_timeout(Duration::from_secs(60));
+    assert_eq!(stops.load(SeqCst), 2, "shutdown_timeout returned before the workers' stop hooks ran");
+}
+
+/// A blocking-pool thread still exiting (its stop hook blocked) when the time given to
+/// `shutdown_timeout` runs out is left to finish on its own: the call returns while the
+/// hook is still blocked (the first form joined it with no deadline once it had left the
+/// pool's count).
+#[test]
+fn shutdown_timeout_does_not_wait_past_it_for_a_blocking_thread_to_exit() {
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = Arc::new(std::sync::Mutex::new(released));
+    let hook_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rt = {
+        let (r, d) = (released.clone(), hook_done.clone());
+        volt::runtime::Builder::new()
+            .worker_threads(1)
+            .stall_threshold(None)
+            .on_thread_stop(move || {
+                if std::thread::current().name() == Some("volt-worker-blocking") {
+                    let _ = r.lock().unwrap().recv_timeout(Duration::from_secs(60));
+                    d.store(true, SeqCst);
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    assert_eq!(rt.handle().spawn_blocking(|| 7).join().unwrap(), 7);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        rt.shutdown_timeout(Duration::from_millis(100));
+        let _ = done_tx.send(());
+    });
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(30)).is_ok(),
+        "shutdown_timeout(100 ms) waited for a blocking thread's stop hook"
+    );
+    // An order, not a time: only this thread can release the hook.
+    assert!(!hook_done.load(SeqCst));
+    release.send(()).unwrap();
+}

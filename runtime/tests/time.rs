@@ -367,6 +367,26 @@ fn runtime_shuts_down_with_never_sleeps_pending() {
     assert_eq!(drops.get(), n as usize, "a pending future was not dropped at shutdown");
 }
 
+/// A timer still armed when the runtime shuts down (here a sleep held outside any task,
+/// so no cancelled task drops it) is fired by the shutdown and counted as fired: none is
+/// left pending in the telemetry (the first form fired it without counting it).
+#[test]
+fn a_timer_fired_by_shutdown_is_counted() {
+    use std::task::Poll;
+    let rt = rt(2);
+    let telemetry = rt.handle().telemetry();
+    // Made inside the runtime (a sleep needs its timer), kept outside it.
+    let mut s = rt.block_on(async { Some(Box::pin(sleep(Duration::from_secs(3600)))) }).unwrap();
+    let first = rt.block_on(std::future::poll_fn(|cx| Poll::Ready(s.as_mut().poll(cx).is_ready())));
+    assert!(!first, "a sleep of an hour was ready at once");
+    assert_eq!(telemetry.snapshot().timers_pending, 1);
+    drop(rt);
+    let snap = telemetry.snapshot();
+    assert_eq!((snap.timers_armed, snap.timers_fired, snap.timers_cancelled, snap.timers_pending), (1, 1, 0, 0));
+    // And the sleep itself is over.
+    assert!(futures::executor::block_on(std::future::poll_fn(|cx| Poll::Ready(s.as_mut().poll(cx).is_ready()))));
+}
+
 /// `shutdown_timeout(Duration::MAX)` waits as long as it takes (here: not long) instead of
 /// panicking on the deadline's overflow.
 #[test]

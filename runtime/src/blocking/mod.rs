@@ -351,13 +351,10 @@ impl Pool {
         }
         let mut st = crate::runtime::wait_until_deadline(&self.exited, self.lock(), deadline, |st| st.num_threads == 0);
         let threads = std::mem::take(&mut st.threads);
-        let all_exited = st.num_threads == 0;
         drop(st);
-        for t in threads {
-            if all_exited || t.is_finished() {
-                let _ = t.join();
-            }
-        }
+        // A thread leaves the count before its stop hook and its thread-locals'
+        // destructors run: those get what is left of the timeout too, and no more.
+        crate::runtime::join_until(threads, deadline);
     }
 }
 

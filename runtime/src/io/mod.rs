@@ -324,17 +324,18 @@ impl Driver {
     }
 
     /// Runtime shutdown: every source fails from now on, and its waiters wake to see it;
-    /// every timer fires (see `TimeDriver::shutdown`).
-    pub(crate) fn shutdown(&self) {
+    /// every timer fires (see `TimeDriver::shutdown`). Returns how many timers fired.
+    pub(crate) fn shutdown(&self) -> u64 {
         self.io.shutdown.store(true, Relaxed);
         let taken: Vec<Arc<ScheduledIo>> = lock(&self.io.sources).slots.iter().flatten().cloned().collect();
-        let mut wake = self.time.shutdown();
+        let (mut wake, timers_fired) = self.time.shutdown();
         for io in taken {
             io.set_readiness(SHUTDOWN, &mut wake);
         }
         for w in wake {
             w.wake();
         }
+        timers_fired
     }
 }
 

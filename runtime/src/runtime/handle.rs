@@ -171,7 +171,7 @@ impl Shared {
     /// which exit on their own.
     pub(crate) fn finish_shutdown_here(this: &Arc<Shared>) {
         Shared::close_and_cancel_all(this);
-        this.driver.shutdown();
+        this.remote.timers_fired.fetch_add(this.driver.shutdown(), Relaxed);
         this.blocking.shutdown(Some(Duration::ZERO));
         #[cfg(feature = "tokio-bridge")]
         this.bridge.shutdown(None);

@@ -471,15 +471,29 @@ impl Runtime {
         Shared::close_and_cancel_all(shared);
         // Pending I/O now fails instead of waiting; then the blocking pool winds down
         // within what is left of the timeout.
-        shared.driver.shutdown();
+        shared.remote.timers_fired.fetch_add(shared.driver.shutdown(), std::sync::atomic::Ordering::Relaxed);
         shared.blocking.shutdown(deadline.map(|d| d.saturating_duration_since(Instant::now())));
-        for t in self.threads.drain(..) {
-            if timeout.is_none() || t.is_finished() {
-                let _ = t.join();
-            }
-        }
+        // A worker counts as exited once it leaves its loop; its thread still runs the
+        // stop hook and its thread-locals' destructors after that, within the timeout.
+        join_until(self.threads.drain(..), deadline);
         #[cfg(feature = "tokio-bridge")]
         shared.bridge.shutdown(deadline);
+    }
+}
+
+/// Join `threads`: every one without a deadline; with one, each that finishes before it
+/// (looked at every millisecond), leaving the rest to exit on their own.
+pub(crate) fn join_until(threads: impl IntoIterator<Item = std::thread::JoinHandle<()>>, deadline: Option<Instant>) {
+    for t in threads {
+        if let Some(d) = deadline {
+            while !t.is_finished() && Instant::now() < d {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if !t.is_finished() {
+                continue;
+            }
+        }
+        let _ = t.join();
     }
 }
 

@@ -43,6 +43,8 @@ pub(crate) struct RemoteCounters {
     pub(crate) tasks_panicked: AtomicU64,
     pub(crate) timers_armed: AtomicU64,
     pub(crate) timers_cancelled: AtomicU64,
+    /// Timers the runtime's shutdown fired (the workers count the rest).
+    pub(crate) timers_fired: AtomicU64,
 }
 
 /// What a worker is doing.
@@ -208,6 +210,7 @@ impl Telemetry {
             tasks_panicked: s.remote.tasks_panicked.load(Relaxed),
             timers_armed: s.remote.timers_armed.load(Relaxed),
             timers_cancelled: s.remote.timers_cancelled.load(Relaxed),
+            timers_fired: s.remote.timers_fired.load(Relaxed),
             blocking_threads: s.blocking.num_threads_gauge.load(Relaxed),
             blocking_queue_depth: s.blocking.queue_depth_gauge.load(Relaxed),
             outside_cell_cache_bytes: s.outside_cells.cached_bytes() as u64,

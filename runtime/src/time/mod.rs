@@ -115,13 +115,13 @@ impl TimeDriver {
     /// one fires now, and a sleep polled from here on completes at once: a task or a
     /// thread still waiting on one (a blocking task driving a sleep with another
     /// executor, say, which the shutdown then joins) ends its wait instead of waiting for
-    /// good. Returns the wakers to wake (outside the lock).
-    pub(crate) fn shutdown(&self) -> Vec<Waker> {
+    /// good. Returns the wakers to wake (outside the lock) and how many timers fired.
+    pub(crate) fn shutdown(&self) -> (Vec<Waker>, u64) {
         self.shut_down.store(true, SeqCst);
         let mut fired = Vec::new();
-        self.lock().fire_all(&mut fired);
+        let count = self.lock().fire_all(&mut fired);
         self.next_deadline.store(u64::MAX, SeqCst);
-        fired
+        (fired, count as u64)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Wheel> {
