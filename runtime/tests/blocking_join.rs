@@ -316,3 +316,109 @@ fn handed_off_workers_do_not_use_up_the_blocking_thread_limit() {
     });
     assert_eq!(got, [0, 1]);
 }
+
+/// A task that joins its own handle gets a panic that says so (the join could never
+/// return), and the runtime still drops: the first form waited for good, and so did the
+/// runtime's drop after it.
+#[test]
+fn a_task_joining_its_own_handle_panics_and_the_runtime_still_drops() {
+    let got = within(Duration::from_secs(30), "a self-join", || {
+        let rt = rt(2);
+        let slot: Arc<Mutex<Option<volt::JoinHandle<()>>>> = Default::default();
+        let (s2, gate) = (slot.clone(), Flag::default());
+        let g2 = gate.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = rt.spawn(async move {
+            g2.wait().await;
+            let me = s2.lock().unwrap().take().unwrap();
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| me.join()));
+            let msg = caught.err().and_then(|p| p.downcast_ref::<String>().cloned());
+            let _ = tx.send(msg);
+        });
+        *slot.lock().unwrap() = Some(h);
+        gate.set();
+        let msg = rx.recv_timeout(Duration::from_secs(10)).ok().flatten();
+        drop(rt);
+        msg
+    });
+    let msg = got.expect("the self-join neither panicked nor returned");
+    assert!(msg.contains("its own JoinHandle"), "{msg}");
+}
+
+/// Joins the task it holds when dropped.
+struct JoinOnDrop(Option<volt::JoinHandle<()>>, Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for JoinOnDrop {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            if h.join().is_err_and(|e| e.is_cancelled()) {
+                self.1.fetch_add(1, SeqCst);
+            }
+        }
+    }
+}
+
+/// The runtime's drop cancels tasks one at a time on the dropping thread; a task whose
+/// future joins another task when dropped (a guard over its children) must not wait
+/// there for a child that only that same thread would cancel. Each such join returns a
+/// cancelled error and the drop returns (the first form hung).
+#[test]
+fn a_future_that_joins_a_task_when_dropped_does_not_hang_the_runtimes_drop() {
+    let cancelled = within(Duration::from_secs(30), "the runtime's drop", || {
+        let rt = rt(1);
+        let cancelled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for _ in 0..8 {
+            let child = rt.spawn(Never);
+            let (c, s) = (cancelled.clone(), started.clone());
+            rt.spawn(async move {
+                let _guard = JoinOnDrop(Some(child), c);
+                s.fetch_add(1, SeqCst);
+                Never.await
+            });
+        }
+        assert!(wait_until(Duration::from_secs(10), || started.load(SeqCst) == 8));
+        drop(rt);
+        cancelled.load(SeqCst)
+    });
+    assert_eq!(cancelled, 8, "every join in a drop saw its child cancelled");
+}
+
+/// Two tasks blocked in joins of each other (a cycle, which deadlocks while the runtime
+/// runs): dropping the runtime ends the cycle and returns. A join gives up with a
+/// cancelled error; the other then sees its target complete (or gives up too).
+#[test]
+fn dropping_the_runtime_ends_a_cycle_of_joins() {
+    let got = within(Duration::from_secs(30), "the drop of a runtime with a join cycle", || {
+        let rt = rt(2);
+        type Slot = Arc<Mutex<Option<volt::JoinHandle<()>>>>;
+        let (a_slot, b_slot): (Slot, Slot) = Default::default();
+        let gate = Flag::default();
+        let joining = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawn_joiner = |other: Slot| {
+            let (g, tx, j) = (gate.clone(), tx.clone(), joining.clone());
+            rt.spawn(async move {
+                g.wait().await;
+                let h = other.lock().unwrap().take().unwrap();
+                j.fetch_add(1, SeqCst);
+                let _ = tx.send(h.join().map_err(|e| e.is_cancelled()));
+            })
+        };
+        let a = spawn_joiner(b_slot.clone());
+        let b = spawn_joiner(a_slot.clone());
+        *a_slot.lock().unwrap() = Some(a);
+        *b_slot.lock().unwrap() = Some(b);
+        gate.set();
+        // Both polls are in their joins (so the drop cannot cancel either before it
+        // joins), which can only end in the drop.
+        assert!(wait_until(Duration::from_secs(10), || joining.load(SeqCst) == 2));
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "a join in a cycle returned");
+        drop(rt);
+        (rx.recv_timeout(Duration::from_secs(10)).ok(), rx.recv_timeout(Duration::from_secs(10)).ok())
+    });
+    let (first, second) = got;
+    let (first, second) = (first.expect("a join never returned"), second.expect("a join never returned"));
+    assert_eq!(first, Err(true), "the first join to return gave up on its target");
+    assert!(matches!(second, Ok(()) | Err(true)), "{second:?}");
+}

@@ -95,4 +95,8 @@ impl Schedule for Arc<Shared> {
     fn on_complete(&self, id: u64, outcome: Outcome) {
         Shared::on_complete(self, id, outcome);
     }
+
+    fn is_shut_down(&self) -> bool {
+        self.is_shutdown()
+    }
 }

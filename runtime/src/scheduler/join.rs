@@ -25,7 +25,15 @@
 //!
 //! # Off a worker
 //! A thread outside the runtime has no queues of its own to help with: it parks until
-//! the target's completion wakes it.
+//! the target's completion wakes it, looking every [`OFF_WORKER_RECHECK`] at whether the
+//! target's runtime has begun to shut down. Then nothing else may ever complete the
+//! target: the shutdown cancels tasks one at a time on one thread, maybe this very one
+//! (a task's `Drop` that joins another, run by the shutdown), and a task polled by a
+//! thread stuck in a join cycle never returns from its poll. So the join cancels a
+//! target that nobody polls itself (as the shutdown would); a join made inside a task's
+//! poll gives up on a target that is being polled (`join` returns a cancelled
+//! `JoinError`, as it does on a worker), and a join from a plain thread waits for that
+//! poll to end.
 
 use super::worker::Worker;
 use crate::runtime::context::{self, owns, thread_waker};
@@ -44,6 +52,9 @@ pub(crate) const MAX_INLINE_POLLS_PER_JOIN: u32 = 16;
 /// How often a join that could not hand its worker off (no thread could be started)
 /// looks at the shutdown flag while it waits.
 const HAND_OFF_FAILED_RECHECK: Duration = Duration::from_millis(10);
+/// How often a join parked off a worker looks at whether its target's runtime has begun
+/// to shut down (see "Off a worker").
+const OFF_WORKER_RECHECK: Duration = Duration::from_millis(50);
 
 thread_local! {
     /// How far from its start this thread's stack may grow while a blocking join runs
@@ -101,15 +112,33 @@ pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn 
         Shared::join_on_worker(&shared, w, target, poll_join);
         return raw::is_complete(target);
     }
-    block_off_worker(poll_join, &thread_waker());
+    block_off_worker(target, poll_join, &thread_waker());
     true
 }
 
-/// Park this thread (not a worker, or no longer one) until the join's output is ready;
-/// `waker` unparks this thread.
-fn block_off_worker(poll_join: &mut dyn FnMut(&Waker) -> bool, waker: &Waker) {
+/// Park this thread (not a worker, or no longer one) until the join's output is ready
+/// (`waker` unparks this thread), or until the target's runtime shuts down (see "Off a
+/// worker").
+fn block_off_worker(target: NonNull<Header>, poll_join: &mut dyn FnMut(&Waker) -> bool, waker: &Waker) {
+    // SAFETY: the joiner's `JoinHandle` holds a reference to the target.
+    let vtable = unsafe { target.as_ref() }.vtable;
     while !poll_join(waker) {
-        std::thread::park();
+        // SAFETY: as above.
+        if unsafe { (vtable.runtime_shut_down)(target) } {
+            // SAFETY: as above; this claims the task (and cancels it) only if nobody
+            // polls it, exactly as the shutdown's own pass does.
+            unsafe { (vtable.shutdown)(target) };
+            if poll_join(waker) {
+                return;
+            }
+            // A thread polls it, and cancels it when that poll returns. A join inside a
+            // task's poll may be what that poll waits for (a cycle), so it gives up; a
+            // plain thread waits for the poll to end, as it would without the shutdown.
+            if crate::task::current_task().is_some() {
+                return;
+            }
+        }
+        std::thread::park_timeout(OFF_WORKER_RECHECK);
     }
 }
 
@@ -137,7 +166,7 @@ impl Shared {
             this.run_task(w, task);
             if !owns(w) {
                 // The target blocked in a join of its own and handed this worker off.
-                return block_off_worker(poll_join, &thread_waker());
+                return block_off_worker(target, poll_join, &thread_waker());
             }
         }
         let waker = thread_waker();
@@ -145,7 +174,7 @@ impl Shared {
             return;
         }
         match Shared::hand_off(this, w) {
-            Ok(()) => block_off_worker(poll_join, &waker),
+            Ok(()) => block_off_worker(target, poll_join, &waker),
             Err(()) => {
                 // No thread could take the worker: keep it and wait without running
                 // anything (the ring stays open to thieves, the LIFO slot to the rescue of

@@ -101,10 +101,17 @@ impl<T> JoinHandle<T> {
     /// so no worker is lost to the wait and no other task runs under the caller's locks
     /// (see the [module doc](self)). On any other thread it parks without spinning.
     ///
-    /// Like any blocking call inside a task, a cycle of joins between tasks deadlocks, and
-    /// so does a target that needs a lock its joiner holds.
+    /// Like any blocking call inside a task, a cycle of joins between tasks deadlocks (until
+    /// the runtime shuts down, which ends it: a join in the cycle returns a cancelled
+    /// `JoinError`), and so does a target that needs a lock its joiner holds.
+    ///
+    /// # Panics
+    /// When a task joins its own handle, which could never return.
     pub fn join(self) -> Result<T, JoinError> {
         let raw = self.raw;
+        if crate::task::current_task() == Some(raw) {
+            panic!("volt: task {} called `join` on its own JoinHandle, which would wait forever", self.id());
+        }
         let vtable = self.header().vtable;
         let mut out: Poll<Result<T, JoinError>> = Poll::Pending;
         let mut poll_join = |waker: &Waker| {

@@ -142,6 +142,12 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     fn release(&self, task: NonNull<Header>) -> bool;
     /// Count a finished task.
     fn on_complete(&self, id: u64, outcome: Outcome);
+    /// Whether the runtime behind this scheduler has begun to shut down (a blocking join
+    /// then stops waiting for good: see `scheduler::join`).
+    #[inline(always)]
+    fn is_shut_down(&self) -> bool {
+        false
+    }
     /// A poll begins (a no-op unless the scheduler records events). `sampled`: a
     /// sampled wake queued the task (see `State::set_sampled`).
     #[inline(always)]
@@ -737,6 +743,33 @@ mod tests {
         assert_eq!(sched.run_all(), 3);
         assert_eq!(sched.yields.load(SeqCst), 2);
         assert!(ready(&mut h).unwrap().is_ok());
+    }
+
+    /// A future that panics as it is dropped, after its poll returned `Ready`: the task
+    /// panicked, and its handle hears so instead of `Ok` (the first form discarded the
+    /// panic); the output it returned is dropped, once.
+    #[test]
+    fn a_panic_dropping_the_future_after_ready_reaches_the_handle() {
+        struct PanicsOnDrop;
+        impl Drop for PanicsOnDrop {
+            fn drop(&mut self) {
+                panic!("dropped after Ready");
+            }
+        }
+        struct ReadyAtOnce(#[allow(dead_code)] PanicsOnDrop, Option<DropCounter>);
+        impl Future for ReadyAtOnce {
+            type Output = DropCounter;
+            fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<DropCounter> {
+                Poll::Ready(self.1.take().expect("polled once"))
+            }
+        }
+        let sched = MockScheduler::new();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut h = spawn(&sched, ReadyAtOnce(PanicsOnDrop, Some(DropCounter(drops.clone()))));
+        assert_eq!(sched.run_all(), 1);
+        let out = ready(&mut h).expect("the task finished");
+        assert!(out.as_ref().is_err_and(|e| e.is_panic()), "the drop's panic was lost: {:?}", out.map(|_| ()));
+        assert_eq!(drops.load(SeqCst), 1, "the output was not dropped once");
     }
 
     #[test]

@@ -112,6 +112,8 @@ pub(crate) struct Vtable {
     pub(crate) drop_join_handle: unsafe fn(NonNull<Header>),
     /// Runtime shutdown: cancel the task if nobody is polling it.
     pub(crate) shutdown: unsafe fn(NonNull<Header>),
+    /// Whether the task's runtime has begun to shut down (`Schedule::is_shut_down`).
+    pub(crate) runtime_shut_down: unsafe fn(NonNull<Header>) -> bool,
     /// Where a `TaskStats` tail starts, for tasks that have one.
     pub(crate) stats_offset: usize,
     /// A blocking-pool task (`spawn_blocking`): its joiner waits on "blocking".
@@ -149,6 +151,7 @@ where
         try_read_output: try_read_output::<F, S>,
         drop_join_handle: drop_join_handle::<F, S>,
         shutdown: shutdown::<F, S>,
+        runtime_shut_down: runtime_shut_down::<F, S>,
         stats_offset: Self::STATS_OFFSET,
         blocking: S::BLOCKING,
     };
@@ -325,8 +328,16 @@ where
         Err(payload) => Err(JoinError::panic(cell.header.id, payload)),
     };
     // SAFETY: exclusive access (RUNNING).
-    unsafe { drop_future_or_output(cell) };
-    Poll::Ready(output)
+    match unsafe { drop_future_or_output(cell) } {
+        // The future panicked as it was dropped after its last poll: the task panicked,
+        // and its joiner hears of it (an output it returned is dropped here, its own
+        // drop's panic caught; a second panic, after one in the poll, is dropped).
+        Some(payload) if output.is_ok() => {
+            drop(catch_unwind(AssertUnwindSafe(move || drop(output))));
+            Poll::Ready(Err(JoinError::panic(cell.header.id, payload)))
+        }
+        _ => Poll::Ready(output),
+    }
 }
 
 /// Replace the stage with `Consumed`, dropping whatever was there; a panic in that drop is
@@ -528,6 +539,20 @@ where
         // SAFETY: we claimed RUNNING with a reference of our own.
         unsafe { cancel_and_complete::<F, S>(ptr) };
     }
+}
+
+/// Whether the task's runtime has begun to shut down.
+///
+/// # Safety
+/// The caller holds a reference.
+unsafe fn runtime_shut_down<F, S>(ptr: NonNull<Header>) -> bool
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Schedule,
+{
+    // SAFETY: the caller's reference keeps the cell alive.
+    unsafe { cell::<F, S>(ptr) }.scheduler.is_shut_down()
 }
 
 // ---- wakers: a `Waker` is a header pointer plus this vtable; it owns one reference ----
