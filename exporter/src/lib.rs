@@ -33,7 +33,10 @@
 //! ([`ConnectionLimits`], [`Builder::connection_limits`], the sidecar's
 //! `--max-connections` and `--handshake-timeout`). A connection over the cap closes the
 //! oldest one that has not made a request yet, so connections that never send one (or
-//! send blank lines) cannot lock Prometheus out; refusals are logged.
+//! send blank lines) cannot lock Prometheus out; refusals are logged. A connection that
+//! made requests but does not read the answers (a client that pipelines requests and
+//! never reads) is closed once a write has waited that long for it ([`WriteDeadline`]),
+//! so it cannot hold its place either.
 
 use metrics::{Counter, Gauge, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
@@ -41,6 +44,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 pub use volt::console::ConnectionLimits;
 use volt_console_proto as proto;
@@ -220,6 +224,12 @@ pub fn bind(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     let l = std::net::TcpListener::bind(addr)
         .map_err(|e| io::Error::new(e.kind(), format!("volt-exporter: cannot listen on {addr}: {e}")))?;
     l.set_nonblocking(true)?;
+    if !addr.ip().is_loopback() {
+        // Asked for, so allowed; but /metrics has no authentication, so say so.
+        tracing::warn!(
+            "volt-exporter: serving {addr}, beyond loopback: whoever can reach it reads this process's metrics (there is no authentication)"
+        );
+    }
     Ok(l)
 }
 
@@ -271,6 +281,7 @@ async fn serve_http(
             app.clone().oneshot(req.map(axum::body::Body::new))
         });
         tokio::spawn(async move {
+            let io = WriteDeadline::new(io, limits.handshake_timeout);
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(limits.handshake_timeout)
@@ -278,6 +289,86 @@ async fn serve_http(
             // A client that goes away or times out is no error of the server's.
             let _ = conn.await;
         });
+    }
+}
+
+/// A connection whose writes wait at most `limit` for the client to make room: a write
+/// (or flush) that has found the socket full for that long fails with `TimedOut`, and
+/// hyper closes the connection. A client that made a request is never closed to make
+/// room for others (see the module doc), so without this one that pipelines requests
+/// and never reads the answers would hold its place, and hyper's task, for good.
+struct WriteDeadline<T> {
+    io: T,
+    limit: Duration,
+    /// Since when writes have been waiting, as a timer that ends the wait.
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    fn new(io: T, limit: Duration) -> WriteDeadline<T> {
+        WriteDeadline { io, limit, stalled: None }
+    }
+
+    /// Pass a write's result on, starting the stall timer when it waits and failing it
+    /// once the timer has run out; any progress stops the timer.
+    fn watch<R>(&mut self, cx: &mut std::task::Context<'_>, r: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+        if r.is_ready() {
+            self.stalled = None;
+            return r;
+        }
+        let limit = self.limit;
+        let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match std::future::Future::poll(timer.as_mut(), cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the client read nothing for {limit:?} while an answer waited"),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.io).poll_write(cx, buf);
+        self.watch(cx, r)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.watch(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
+        let r = std::pin::Pin::new(&mut self.io).poll_flush(cx);
+        self.watch(cx, r)
+    }
+
+    fn poll_shutdown(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
+        let r = std::pin::Pin::new(&mut self.io).poll_shutdown(cx);
+        self.watch(cx, r)
     }
 }
 
@@ -579,10 +670,13 @@ impl Registry {
         let mut poll = proto::Histogram { buckets: vec![0; 32], sum: 0 };
         for w in &s.workers {
             if let Some(h) = &w.poll_time_histogram {
-                for (o, b) in poll.buckets.iter_mut().zip(&h.buckets) {
-                    *o += b;
+                // A console's worker may send more buckets than Volt's 32 (one that is
+                // not Volt's, or a broken one): those count in the last, open-ended one.
+                for (i, b) in h.buckets.iter().enumerate() {
+                    let o = &mut poll.buckets[i.min(31)];
+                    *o = o.saturating_add(*b);
                 }
-                poll.sum += h.sum;
+                poll.sum = poll.sum.saturating_add(h.sum);
             }
         }
         render_histogram(&mut out, POLL_HISTOGRAM, &poll);
@@ -603,18 +697,19 @@ impl Registry {
 }
 
 /// A log2 histogram of nanoseconds as a Prometheus histogram in seconds: bucket `i` holds
-/// values below `2^(i+1)` ns, so its cumulative count is exact at `le = 2^(i+1) ns`.
+/// values below `2^(i+1)` ns, so its cumulative count is exact at `le = 2^(i+1) ns`. The
+/// last bucket is open-ended (`+Inf`), and so is every bucket from the 64th on (their
+/// bound would pass `u64`), which only a console that is not Volt's would send.
 fn render_histogram(out: &mut String, (name, help): (&str, &str), h: &proto::Histogram) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
     let mut cumulative = 0u64;
-    let last = h.buckets.len().saturating_sub(1);
+    let bounded = h.buckets.len().saturating_sub(1).min(63);
     for (i, c) in h.buckets.iter().enumerate() {
-        cumulative += c;
-        if i == last {
-            break; // the open-ended last bucket is +Inf
+        cumulative = cumulative.saturating_add(*c);
+        if i < bounded {
+            let le = (1u64 << (i + 1)) as f64 / 1e9;
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le:e}\"}} {cumulative}");
         }
-        let le = (1u64 << (i + 1)) as f64 / 1e9;
-        let _ = writeln!(out, "{name}_bucket{{le=\"{le:e}\"}} {cumulative}");
     }
     let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
     let _ = writeln!(out, "{name}_sum {}", h.sum as f64 / 1e9);
@@ -734,6 +829,41 @@ mod tests {
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
+    }
+
+    /// Histograms with more buckets than Volt sends (a console that is not Volt's): the
+    /// scrape still renders, with bounds that only grow, and counts that add up (the
+    /// first form panicked past 64 buckets and dropped a worker's poll buckets past 32
+    /// while still adding their sum).
+    #[test]
+    fn wide_histograms_from_a_console_render_whole() {
+        let wide = |n: usize| proto::Histogram { buckets: vec![1; n], sum: 5 };
+        let snap = proto::Snapshot {
+            park_duration_histogram: Some(wide(70)),
+            workers: vec![proto::WorkerSnapshot { poll_time_histogram: Some(wide(40)), ..Default::default() }],
+            ..Default::default()
+        };
+        let m = Metrics::new();
+        m.publish(&snap);
+        let text = m.render();
+        for (family, n) in [("volt_worker_park_duration_seconds", 70), ("volt_task_poll_duration_seconds", 40)] {
+            let mut last_le = 0.0;
+            let mut last_count = 0;
+            for line in text.lines().filter(|l| l.starts_with(&format!("{family}_bucket{{"))) {
+                let (labels, count) = line.rsplit_once(' ').unwrap();
+                let count: u64 = count.parse().unwrap();
+                assert!(count >= last_count, "{line}");
+                last_count = count;
+                let le = labels.split('"').nth(1).unwrap();
+                if le != "+Inf" {
+                    let le: f64 = le.parse().unwrap();
+                    assert!(le > last_le, "{line}");
+                    last_le = le;
+                }
+            }
+            assert_eq!(last_count, n, "{family}: +Inf does not count every bucket");
+            assert!(text.contains(&format!("{family}_count {n}\n")), "{family}");
+        }
     }
 
     /// A scraper counts as present between its scrapes whatever its interval (up to ten

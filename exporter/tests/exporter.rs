@@ -676,6 +676,43 @@ fn idle_and_blank_line_connections_do_not_lock_scrapes_out() {
     }
 }
 
+/// The cap full of connections that pipelined thousands of requests and never read an
+/// answer: each made a request, so the gate never closes them to make room, and their
+/// answers fill the socket. A write that has waited the handshake timeout for the client
+/// closes the connection, and a scrape gets through. (Before, those connections stayed
+/// open for good, and every scrape after them was refused.)
+#[test]
+fn clients_that_pipeline_requests_and_never_read_do_not_lock_scrapes_out() {
+    let rt = volt::runtime::Builder::new().worker_threads(1).build().unwrap();
+    let exporter = capped_exporter(&rt, 2);
+    let addr = exporter.local_addr();
+    wait_until("a first scrape", Duration::from_secs(30), || scrape_text(addr).is_ok());
+    let requests = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(5000);
+    let held: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_nonblocking(true).unwrap();
+            // Write until the server stops reading (its answers fill the socket) or all
+            // of them went; read nothing.
+            let (mut sent, mut stuck_since) = (0, None::<Instant>);
+            while sent < requests.len() && stuck_since.is_none_or(|t| t.elapsed() < Duration::from_millis(500)) {
+                match s.write(&requests.as_bytes()[sent..]) {
+                    Ok(n) => (sent, stuck_since) = (sent + n, None),
+                    Err(_) => {
+                        stuck_since.get_or_insert_with(Instant::now);
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+            }
+            s
+        })
+        .collect();
+    // Past the 1 s timeout; the bound only turns a lockout into a failure.
+    std::thread::sleep(Duration::from_secs(2));
+    wait_until("a scrape past the clients that never read", Duration::from_secs(30), || scrape_text(addr).is_ok());
+    drop(held);
+}
+
 /// `volt_worker_parked_seconds_total` counts the sleep a worker is in, so an idle worker's
 /// counter grows while it sleeps (before, it stood still until the worker woke, then
 /// jumped by the whole sleep).

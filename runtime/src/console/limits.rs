@@ -45,7 +45,8 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
     /// Time from accept to the end of the request header or HTTP/2 preface. The
     /// exporter's HTTP server also gives each later request on a kept-alive connection
-    /// this long, idle time before it included.
+    /// this long, idle time before it included, and a client this long to make room for
+    /// an answer it has not read.
     pub handshake_timeout: Duration,
 }
 
