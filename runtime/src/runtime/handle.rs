@@ -155,6 +155,13 @@ impl Shared {
         join
     }
 
+    /// Fail pending I/O and fire every timer (see `io::Driver::shutdown`), counting those
+    /// timers as fired.
+    pub(crate) fn shut_down_driver(&self) {
+        let fired = self.driver.shutdown();
+        self.remote.timers_fired.fetch_add(fired, Relaxed);
+    }
+
     /// The owner of a worker left its loop on shutdown. The last one to leave finishes a
     /// shutdown that was started on one of the runtime's own threads.
     pub(crate) fn worker_exited(this: &Arc<Shared>) {
@@ -171,7 +178,7 @@ impl Shared {
     /// which exit on their own.
     pub(crate) fn finish_shutdown_here(this: &Arc<Shared>) {
         Shared::close_and_cancel_all(this);
-        this.remote.timers_fired.fetch_add(this.driver.shutdown(), Relaxed);
+        this.shut_down_driver();
         this.blocking.shutdown(Some(Duration::ZERO));
         #[cfg(feature = "tokio-bridge")]
         this.bridge.shutdown(None);

@@ -428,9 +428,11 @@ impl Runtime {
         }
     }
 
-    /// Shut down, waiting at most `timeout` for the workers to finish the polls they are in.
-    /// Workers still busy after that are left to exit on their own; every task they are not
-    /// polling is still cancelled and its future dropped.
+    /// Shut down, waiting at most `timeout` for the workers to finish the polls they are in
+    /// and for the runtime's threads (workers and blocking pool) to finish exiting (their
+    /// stop hooks, their thread-locals' destructors). Threads still busy after that are
+    /// left to exit on their own; every task the workers are not polling is still
+    /// cancelled and its future dropped.
     pub fn shutdown_timeout(mut self, timeout: Duration) {
         self.shutdown(Some(timeout));
     }
@@ -471,7 +473,7 @@ impl Runtime {
         Shared::close_and_cancel_all(shared);
         // Pending I/O now fails instead of waiting; then the blocking pool winds down
         // within what is left of the timeout.
-        shared.remote.timers_fired.fetch_add(shared.driver.shutdown(), std::sync::atomic::Ordering::Relaxed);
+        shared.shut_down_driver();
         shared.blocking.shutdown(deadline.map(|d| d.saturating_duration_since(Instant::now())));
         // A worker counts as exited once it leaves its loop; its thread still runs the
         // stop hook and its thread-locals' destructors after that, within the timeout.

@@ -99,4 +99,9 @@ impl Schedule for Arc<Shared> {
     fn is_shut_down(&self) -> bool {
         self.is_shutdown()
     }
+
+    fn in_context(&self, f: &mut dyn FnMut()) {
+        let _enter = crate::runtime::context::enter(self);
+        f()
+    }
 }

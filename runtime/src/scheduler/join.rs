@@ -30,10 +30,11 @@
 //! target: the shutdown cancels tasks one at a time on one thread, maybe this very one
 //! (a task's `Drop` that joins another, run by the shutdown), and a task polled by a
 //! thread stuck in a join cycle never returns from its poll. So the join cancels a
-//! target that nobody polls itself (as the shutdown would); a join made inside a task's
-//! poll gives up on a target that is being polled (`join` returns a cancelled
-//! `JoinError`, as it does on a worker), and a join from a plain thread waits for that
-//! poll to end.
+//! target that nobody polls itself (in the target's runtime context, as the shutdown
+//! would); a join made inside the poll of a task whose own runtime is shutting down gives
+//! up on a target that is being polled (`join` returns a cancelled `JoinError`, as it
+//! does on a worker), and any other joiner (a plain thread, a blocking closure, a task of
+//! a runtime that runs on) waits for that poll to end.
 
 use super::worker::Worker;
 use crate::runtime::context::{self, owns, thread_waker};
@@ -123,23 +124,35 @@ fn block_off_worker(target: NonNull<Header>, poll_join: &mut dyn FnMut(&Waker) -
     // SAFETY: the joiner's `JoinHandle` holds a reference to the target.
     let vtable = unsafe { target.as_ref() }.vtable;
     while !poll_join(waker) {
-        // SAFETY: as above.
-        if unsafe { (vtable.runtime_shut_down)(target) } {
-            // SAFETY: as above; this claims the task (and cancels it) only if nobody
-            // polls it, exactly as the shutdown's own pass does.
-            unsafe { (vtable.shutdown)(target) };
+        // SAFETY: as above. This claims the task (and cancels it, in its runtime's
+        // context) only if nobody polls it, as the shutdown's own pass does.
+        if unsafe { (vtable.cancel_if_shut_down)(target) } {
             if poll_join(waker) {
                 return;
             }
-            // A thread polls it, and cancels it when that poll returns. A join inside a
-            // task's poll may be what that poll waits for (a cycle), so it gives up; a
-            // plain thread waits for the poll to end, as it would without the shutdown.
-            if crate::task::current_task().is_some() {
+            // A thread polls it, and cancels it when that poll returns. A join inside the
+            // poll of a task whose own runtime is shutting down may be what that poll
+            // waits for (a cycle), so it gives up: that task is being cancelled anyway.
+            // Any other joiner (a plain thread, a blocking closure, a task of a runtime
+            // that runs on) waits for the poll to end, as it would without the shutdown.
+            if joiner_is_a_task_shutting_down() {
                 return;
             }
         }
         std::thread::park_timeout(OFF_WORKER_RECHECK);
     }
+}
+
+/// Whether this thread is in the poll of a (non-blocking) task whose runtime has begun to
+/// shut down.
+fn joiner_is_a_task_shutting_down() -> bool {
+    crate::task::current_task().is_some_and(|me| {
+        // SAFETY: the current task's poll is running on this thread (it set itself
+        // current for it), so its cell is alive.
+        let vtable = unsafe { me.as_ref() }.vtable;
+        // SAFETY: as above.
+        !vtable.blocking && unsafe { (vtable.runtime_shut_down)(me) }
+    })
 }
 
 impl Shared {

@@ -61,8 +61,9 @@
 //! The budget is shared by all size classes, and a class's blocks are taken back only by
 //! spawns of that class, so the blocks of a class no longer spawned could hold it for
 //! good and turn every other class away. So a spawn that finds none of its class kept
-//! while the cache is more than half full gives every other class's blocks back to the
-//! allocator first.
+//! while the cache is more than half full gives back the blocks of every class not asked
+//! for in the last [`STALE_AFTER_SPAWNS`] spawns from outside (a class still in use, a
+//! burst's between two rounds, keeps its blocks).
 
 use crate::loom::{AtomicPtr, AtomicU32, AtomicUsize};
 use std::alloc::Layout;
@@ -331,14 +332,14 @@ impl CellCache {
         unsafe { (*self.local[c].get()).head.is_null() && self.remote[c].load(Relaxed).is_null() }
     }
 
-    /// Owner only: give every block of every class but `keep` back to the global
-    /// allocator, from the local lists and the remote stacks.
+    /// Owner only: give every block of each class `release(class)` picks back to the
+    /// global allocator, from the local lists and the remote stacks.
     ///
     /// # Safety
     /// Only the owner may call this.
     #[cold]
-    unsafe fn release_all_but(&self, keep: usize) {
-        for c in (0..CLASSES).filter(|&c| c != keep) {
+    unsafe fn release_classes(&self, release: impl Fn(usize) -> bool) {
+        for c in (0..CLASSES).filter(|&c| release(c)) {
             let size = self.layout(c).size();
             // SAFETY: owner only (the caller's contract).
             let local = unsafe { &mut *self.local[c].get() };
@@ -436,13 +437,29 @@ impl CellCache {
 /// from the global allocator instead (and frees it there), so no spawner ever waits on
 /// another for memory. Every free, from any thread, goes to the remote stacks.
 pub(crate) struct OutsideCache {
-    owner: crate::loom::Mutex<()>,
+    owner: crate::loom::Mutex<SpawnClock>,
     cache: CellCache,
 }
 
+/// The outside cache's spawns so far, and the spawn at which each size class was last
+/// asked for: a class not asked for in [`STALE_AFTER_SPAWNS`] spawns is stale.
+struct SpawnClock {
+    spawns: u64,
+    last_use: [u64; CLASSES],
+}
+
+/// Spawns from outside after which a size class nobody asked for counts as stale.
+#[cfg(not(loom))]
+const STALE_AFTER_SPAWNS: u64 = 1024;
+#[cfg(loom)]
+const STALE_AFTER_SPAWNS: u64 = 1;
+
 impl OutsideCache {
     pub(crate) fn new() -> OutsideCache {
-        OutsideCache { owner: crate::loom::Mutex::new(()), cache: CellCache::with_caps(Caps::OUTSIDE) }
+        OutsideCache {
+            owner: crate::loom::Mutex::new(SpawnClock { spawns: 0, last_use: [0; CLASSES] }),
+            cache: CellCache::with_caps(Caps::OUTSIDE),
+        }
     }
 
     /// A block of class `c`, or `None` while another spawner holds the cache.
@@ -450,16 +467,19 @@ impl OutsideCache {
     pub(crate) fn try_alloc(&self, c: usize) -> Option<NonNull<u8>> {
         // Only a panicking global allocator could poison it; every spawn from outside
         // would then use the global allocator, which is all the cache saves it from.
-        let _owner = self.owner.try_lock().ok()?;
+        let mut clock = self.owner.try_lock().ok()?;
+        clock.spawns += 1;
+        clock.last_use[c] = clock.spawns;
         // SAFETY: (both) holding `owner` makes this thread the cache's only owner until it
         // drops.
         unsafe {
-            // More than half full, and none of this class: what fills it is of classes
-            // not spawned now (maybe never again), and while it stays that full, a burst
-            // of this class would find room for only part of itself when it is freed,
-            // and the rest would go back to the global allocator. Make room.
+            // More than half full, and none of this class: if what fills it is of classes
+            // not asked for in a while (maybe never again), a burst of this class would
+            // find room for only part of itself when it is freed, and the rest would go
+            // back to the global allocator, for good. Make room by giving those back.
             if self.cache.class_is_empty(c) && self.cache.cached_bytes() > self.cache.caps.total / 2 {
-                self.cache.release_all_but(c);
+                let now = clock.spawns;
+                self.cache.release_classes(|k| now - clock.last_use[k] > STALE_AFTER_SPAWNS);
             }
             Some(self.cache.alloc(c))
         }
@@ -756,19 +776,44 @@ mod tests {
         let n_old = OUTSIDE_CAP_BYTES / cache.cache.layout(old).size();
         let blocks: Vec<_> = (0..n_old).map(|_| cache.try_alloc(old).unwrap()).collect();
         free_outside_elsewhere(&cache, old, blocks);
-        let fresh_before = cache.cache.fresh_allocations() as usize;
         let burst = if cfg!(miri) { 100 } else { 1_000 };
-        for round in 0..10 {
+        // Until the old class has gone unasked for `STALE_AFTER_SPAWNS` spawns it stays,
+        // and the new class's blocks go back to the allocator as they come home.
+        let stale_rounds = (STALE_AFTER_SPAWNS as usize).div_ceil(burst) + 1;
+        let mut fresh_before = 0;
+        for round in 0..stale_rounds + 5 {
+            if round == stale_rounds {
+                assert!(cache.released() as usize >= n_old, "the stale class was kept");
+                fresh_before = cache.cache.fresh_allocations() as usize;
+            }
             let blocks: Vec<_> = (0..burst).map(|_| cache.try_alloc(new).unwrap()).collect();
             free_outside_elsewhere(&cache, new, blocks);
-            assert_eq!(
-                cache.cache.fresh_allocations() as usize - fresh_before,
-                burst,
-                "round {round}: the new class took fresh memory again"
-            );
         }
-        assert_eq!(cache.released() as usize, n_old, "the stale class was not given back");
+        assert_eq!(
+            cache.cache.fresh_allocations() as usize - fresh_before,
+            0,
+            "once the stale class was gone, the new class's bursts took fresh memory again"
+        );
         assert_eq!(cache.cached_bytes(), burst * cache.cache.layout(new).size());
+    }
+
+    /// A class still in use keeps its blocks: a burst class between two rounds, while a
+    /// spawn of another class (one long-lived task per round, say) finds none of its own.
+    #[test]
+    fn a_class_still_in_use_keeps_its_blocks() {
+        let cache = std::sync::Arc::new(OutsideCache::new());
+        let (burst_class, other) = (CLASSES - 1, 5);
+        let n = 3 * OUTSIDE_CAP_BYTES / 4 / cache.cache.layout(burst_class).size();
+        let mut held = vec![];
+        for _ in 0..3 {
+            let blocks: Vec<_> = (0..n).map(|_| cache.try_alloc(burst_class).unwrap()).collect();
+            free_outside_elsewhere(&cache, burst_class, blocks);
+            // One of another class, kept alive: its class is empty at the next round's.
+            held.push(cache.try_alloc(other).unwrap());
+        }
+        assert_eq!(cache.released(), 0, "a burst class in use was given back");
+        assert_eq!(cache.cache.fresh_allocations() as usize, n + 3, "the bursts took fresh memory again");
+        free_outside_elsewhere(&cache, other, held);
     }
 }
 

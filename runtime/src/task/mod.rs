@@ -148,6 +148,11 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     fn is_shut_down(&self) -> bool {
         false
     }
+    /// Run `f` in this scheduler's runtime context, as its own shutdown pass runs the
+    /// drops of the futures it cancels (so a `Drop` that spawns finds its runtime).
+    fn in_context(&self, f: &mut dyn FnMut()) {
+        f()
+    }
     /// A poll begins (a no-op unless the scheduler records events). `sampled`: a
     /// sampled wake queued the task (see `State::set_sampled`).
     #[inline(always)]

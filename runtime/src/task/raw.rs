@@ -114,6 +114,9 @@ pub(crate) struct Vtable {
     pub(crate) shutdown: unsafe fn(NonNull<Header>),
     /// Whether the task's runtime has begun to shut down (`Schedule::is_shut_down`).
     pub(crate) runtime_shut_down: unsafe fn(NonNull<Header>) -> bool,
+    /// If the task's runtime has begun to shut down, cancel the task (if nobody polls
+    /// it) in that runtime's context, as the shutdown's own pass would; whether it had.
+    pub(crate) cancel_if_shut_down: unsafe fn(NonNull<Header>) -> bool,
     /// Where a `TaskStats` tail starts, for tasks that have one.
     pub(crate) stats_offset: usize,
     /// A blocking-pool task (`spawn_blocking`): its joiner waits on "blocking".
@@ -152,6 +155,7 @@ where
         drop_join_handle: drop_join_handle::<F, S>,
         shutdown: shutdown::<F, S>,
         runtime_shut_down: runtime_shut_down::<F, S>,
+        cancel_if_shut_down: cancel_if_shut_down::<F, S>,
         stats_offset: Self::STATS_OFFSET,
         blocking: S::BLOCKING,
     };
@@ -553,6 +557,27 @@ where
 {
     // SAFETY: the caller's reference keeps the cell alive.
     unsafe { cell::<F, S>(ptr) }.scheduler.is_shut_down()
+}
+
+/// If the task's runtime has begun to shut down: cancel the task if nobody polls it, in
+/// the runtime's context (as `Shared::close_and_cancel_all` does); returns whether it had.
+///
+/// # Safety
+/// The caller holds a reference.
+unsafe fn cancel_if_shut_down<F, S>(ptr: NonNull<Header>) -> bool
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Schedule,
+{
+    // SAFETY: the caller's reference keeps the cell alive.
+    let cell = unsafe { cell::<F, S>(ptr) };
+    if !cell.scheduler.is_shut_down() {
+        return false;
+    }
+    // SAFETY: the caller's reference, as `shutdown` requires.
+    cell.scheduler.in_context(&mut || unsafe { shutdown::<F, S>(ptr) });
+    true
 }
 
 // ---- wakers: a `Waker` is a header pointer plus this vtable; it owns one reference ----
