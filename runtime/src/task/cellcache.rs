@@ -340,34 +340,35 @@ impl CellCache {
     #[cold]
     unsafe fn release_classes(&self, release: impl Fn(usize) -> bool) {
         for c in (0..CLASSES).filter(|&c| release(c)) {
-            let size = self.layout(c).size();
             // SAFETY: owner only (the caller's contract).
             let local = unsafe { &mut *self.local[c].get() };
-            let mut b = std::mem::replace(&mut local.head, ptr::null_mut());
-            let mut freed = 0;
-            while !b.is_null() {
-                // SAFETY: a block on the owner's list: unused, of class `c`, its first word
-                // the link.
-                let next = unsafe { (*b).next };
-                // SAFETY: as above; now on no list.
-                unsafe { self.release(c, b.cast()) };
-                freed += size;
-                b = next;
-            }
+            // SAFETY: the owner's list, taken off it whole: unused blocks of class `c`.
+            let freed = unsafe { self.release_chain(c, std::mem::replace(&mut local.head, ptr::null_mut())) };
             self.set_local_bytes(self.local_bytes.load(Relaxed) - freed);
-            let mut b = self.remote[c].swap(ptr::null_mut(), Acquire);
-            let mut taken = 0;
-            while !b.is_null() {
-                // SAFETY: the swap made the chain ours; each is an unused block of class
-                // `c` whose first word is the link.
-                let next = unsafe { (*b).next };
-                // SAFETY: as above.
-                unsafe { self.release(c, b.cast()) };
-                taken += size;
-                b = next;
-            }
+            // SAFETY: the swap made the remote chain ours: unused blocks of class `c`.
+            let taken = unsafe { self.release_chain(c, self.remote[c].swap(ptr::null_mut(), Acquire)) };
             self.remote_bytes.0.fetch_sub(taken, Release);
         }
+    }
+
+    /// Give every block of the chain from `b` back to the global allocator; the bytes
+    /// they took.
+    ///
+    /// # Safety
+    /// The chain is the caller's alone: unused blocks of class `c` from this cache, each
+    /// linked to the next through its first word, on no list.
+    unsafe fn release_chain(&self, c: usize, mut b: *mut Block) -> usize {
+        let size = self.layout(c).size();
+        let mut bytes = 0;
+        while !b.is_null() {
+            // SAFETY: the caller's contract: a block of the chain, its first word the link.
+            let next = unsafe { (*b).next };
+            // SAFETY: as above; unused, of class `c`.
+            unsafe { self.release(c, b.cast()) };
+            bytes += size;
+            b = next;
+        }
+        bytes
     }
 
     /// Any thread: give a block of class `c` back to this cache's owner.
