@@ -92,8 +92,11 @@ pub(crate) const LOCAL_CAP_BYTES: usize = 2 * CLASS_BYTES;
 pub(crate) const REMOTE_CAP_BYTES: usize = CLASS_BYTES;
 /// The most bytes the cache for spawns from outside the runtime keeps, its local lists
 /// and remote stacks together (see [`Caps::OUTSIDE`]).
-#[cfg(not(loom))]
+#[cfg(all(not(loom), not(miri)))]
 pub(crate) const OUTSIDE_CAP_BYTES: usize = 4 * 1024 * 1024;
+/// Under Miri a smaller budget, so that its runs of the burst tests stay short.
+#[cfg(all(not(loom), miri))]
+pub(crate) const OUTSIDE_CAP_BYTES: usize = 256 * 1024;
 #[cfg(loom)]
 pub(crate) const OUTSIDE_CAP_BYTES: usize = 128;
 
@@ -714,7 +717,7 @@ mod tests {
     fn an_outside_burst_under_the_cap_is_reused_whole() {
         let cache = std::sync::Arc::new(OutsideCache::new());
         let c = class_of(Layout::from_size_align(300, 8).unwrap()).unwrap();
-        let n = if cfg!(miri) { 1_000 } else { 10_000 };
+        let n = if cfg!(miri) { 500 } else { 10_000 };
         for round in 0..3 {
             let blocks: Vec<_> = (0..n).map(|_| cache.try_alloc(c).unwrap()).collect();
             assert_eq!(cache.cache.fresh_allocations() as usize, n, "round {round} took new memory");
