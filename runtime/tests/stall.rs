@@ -102,8 +102,9 @@ fn a_runtime_with_the_monitor_shuts_down_and_its_thread_exits() {
     let rt = volt::runtime::Builder::new().worker_threads(2).thread_name("gone-test").build().unwrap();
     rt.block_on(async { volt::spawn(async { 1 }).await.unwrap() });
     drop(rt);
-    // Dropping the runtime joins the monitor with the workers. A joined thread can still
-    // be listed in /proc for a moment while the kernel finishes its exit: wait (bounded).
+    // Dropping the runtime wakes the monitor and waits up to a second for it to leave.
+    // A joined thread can still be listed in /proc for a moment while the kernel
+    // finishes its exit: wait (bounded).
     let start = Instant::now();
     while threads_named("gone-test-stal") != before && start.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(10));

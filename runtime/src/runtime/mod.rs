@@ -15,7 +15,9 @@
 //!    ones finish, and its threads are joined;
 //! 7. (feature `tokio-bridge`) shut the Tokio bridge down, if it started: waiting for its
 //!    threads within what is left of the timeout on a plain thread, without waiting on a
-//!    runtime or async thread (see `volt::bridge`).
+//!    runtime or async thread (see `volt::bridge`);
+//! 8. wait up to a second for the stall monitor's thread to leave: one still resolving a
+//!    stall's stack finishes that report and exits on its own.
 //!
 //! Steps 3 to 6 run after the workers have left their loops, and the worker threads are
 //! joined after step 6 (a thread that handed its worker off in a blocking join may be
@@ -306,7 +308,8 @@ impl Builder {
         );
         let mut rt = Runtime {
             handle: Handle { shared: Arc::clone(&shared) },
-            threads: Vec::with_capacity(n + 1),
+            threads: Vec::with_capacity(n),
+            monitor: None,
             shut_down: false,
             #[cfg(feature = "console")]
             console: None,
@@ -337,9 +340,7 @@ impl Builder {
         }
         drop(unstarted);
         // Dropping `rt` on error shuts the workers down again.
-        if let Some(t) = crate::telemetry::stall::start(&shared, format!("{}-stall-monitor", self.thread_name))? {
-            rt.threads.push(t);
-        }
+        rt.monitor = crate::telemetry::stall::start(&shared, format!("{}-stall-monitor", self.thread_name))?;
         #[cfg(feature = "console")]
         if let Some(config) = &self.console {
             rt.console = Some(crate::console::start(config, rt.handle.telemetry())?);
@@ -369,6 +370,9 @@ impl Drop for Unstarted {
 pub struct Runtime {
     handle: Handle,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// The stall monitor's thread, waited for only a moment at shutdown (see
+    /// `telemetry::stall`, "At shutdown").
+    monitor: Option<std::thread::JoinHandle<()>>,
     shut_down: bool,
     #[cfg(feature = "console")]
     console: Option<crate::console::ServerHandle>,
@@ -459,6 +463,7 @@ impl Runtime {
             // wait on ourselves. Leave the rest to the last worker to exit its loop, or do
             // it now if they all have; the threads exit on their own.
             self.threads.clear();
+            self.monitor = None;
             let finish_now = shared.exited.lock().unwrap_or_else(|e| e.into_inner()).shut_down_inside(n);
             if finish_now {
                 Shared::finish_shutdown_here(shared);
@@ -478,6 +483,10 @@ impl Runtime {
         // A worker counts as exited once it leaves its loop; its thread still runs the
         // stop hook and its thread-locals' destructors after that, within the timeout.
         join_until(self.threads.drain(..), deadline);
+        // Woken above, the monitor leaves at its next look, unless a report keeps it: it
+        // finishes that on its own (see "At shutdown" in `telemetry::stall`).
+        let monitor_by = Instant::now() + crate::telemetry::stall::EXIT_WAIT;
+        join_until(self.monitor.take(), Some(deadline.map_or(monitor_by, |d| d.min(monitor_by))));
         #[cfg(feature = "tokio-bridge")]
         shared.bridge.shutdown(deadline);
     }

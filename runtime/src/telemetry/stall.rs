@@ -67,6 +67,14 @@
 //! until then. The monitor then resolves the addresses to names and lines on its own
 //! thread (`backtrace`), after giving the buffer back. A stall elsewhere than on Linux
 //! is reported without a stack.
+//!
+//! # At shutdown
+//! The runtime's drop wakes the monitor, which leaves at its next look, and waits for it
+//! for at most [`EXIT_WAIT`]. The monitor may be inside a report then: the first
+//! symbol lookup of a process loads its debug info, which for a large binary on a busy
+//! machine took more than 30 s at this thread's low priority. A drop does not wait for
+//! that; the monitor finishes the report (it holds the runtime's shared state until
+//! then, so the stall still counts) and exits on its own.
 
 use crate::runtime::handle::Shared;
 use std::collections::VecDeque;
@@ -82,6 +90,8 @@ pub(crate) const MAX_FRAMES: usize = 64;
 /// How often the monitor's thread samples on its own while the workers sample: the net
 /// under their samples (see "Who samples").
 const NET_PERIOD: Duration = Duration::from_millis(250);
+/// How long a runtime's drop waits for the monitor's thread to leave (see "At shutdown").
+pub(crate) const EXIT_WAIT: Duration = Duration::from_secs(1);
 /// How long the monitor waits for a stuck thread's stack.
 const CAPTURE_WAIT: Duration = Duration::from_millis(100);
 /// How long the monitor waits, after [`CAPTURE_WAIT`], for a walk still running then.
@@ -139,6 +149,9 @@ pub(crate) struct StallMonitor {
     sampler: Mutex<Sampler>,
     /// The newest stalls, and how many were ever reported.
     history: Mutex<(VecDeque<Stall>, u64)>,
+    /// A test's gate: the monitor's thread waits at it at the start of each report.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) report_gate: Mutex<Option<Arc<tests::Gate>>>,
 }
 
 /// What the samples saw of each worker, and the stuck polls found for the monitor's
@@ -235,6 +248,8 @@ impl StallMonitor {
             next_sample: AtomicU64::new(u64::MAX),
             sampler: Mutex::new(Sampler::new(workers)),
             history: Mutex::new((VecDeque::new(), 0)),
+            #[cfg(all(test, not(loom)))]
+            report_gate: Mutex::new(None),
         }
     }
 
@@ -434,6 +449,10 @@ fn lowest_priority() {
 /// Take the stuck worker's stack, if it is still in that poll, and keep the report.
 fn report(shared: &Arc<Shared>, f: Found) {
     let m = &shared.stall;
+    #[cfg(all(test, not(loom)))]
+    if let Some(g) = m.report_gate.lock().unwrap().clone() {
+        g.wait();
+    }
     let i = f.worker;
     let slot = &m.slots[i];
     let task_id = f.task;
@@ -714,6 +733,82 @@ mod capture {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// Holds the monitor's thread at the start of a report until the test opens it.
+    #[derive(Default)]
+    pub(crate) struct Gate {
+        /// (a report waits here, open)
+        state: Mutex<(bool, bool)>,
+        cv: std::sync::Condvar,
+    }
+
+    impl Gate {
+        pub(crate) fn wait(&self) {
+            let mut s = self.state.lock().unwrap();
+            s.0 = true;
+            self.cv.notify_all();
+            while !s.1 {
+                s = self.cv.wait(s).unwrap();
+            }
+        }
+
+        fn open(&self) {
+            self.state.lock().unwrap().1 = true;
+            self.cv.notify_all();
+        }
+
+        fn is_open(&self) -> bool {
+            self.state.lock().unwrap().1
+        }
+
+        /// Whether a report reached the gate within `limit`.
+        fn reached_within(&self, limit: Duration) -> bool {
+            let s = self.state.lock().unwrap();
+            !self.cv.wait_timeout_while(s, limit, |s| !s.0).unwrap().1.timed_out()
+        }
+    }
+
+    /// A runtime dropped while its monitor is inside a report (as when it resolves a
+    /// stack's symbols for the first time, which took more than 30 s on a loaded
+    /// machine) returns without waiting for the report, and the stall still counts
+    /// once the report is done. An order, not a time: the gate opens only after the
+    /// drop returned, or after 60 s if the drop waits for it, which the test then sees.
+    #[test]
+    fn dropping_the_runtime_does_not_wait_for_a_report_in_progress() {
+        let rt = crate::runtime::Builder::new()
+            .worker_threads(1)
+            .stall_threshold(Some(Duration::from_millis(10)))
+            .stall_stacks(false)
+            .build()
+            .unwrap();
+        let telemetry = rt.handle().telemetry();
+        let gate = Arc::new(Gate::default());
+        *rt.handle().shared.stall.report_gate.lock().unwrap() = Some(Arc::clone(&gate));
+        let stuck = rt.spawn(async { std::thread::sleep(Duration::from_millis(200)) });
+        assert!(gate.reached_within(Duration::from_secs(30)), "no stall reported within 30 s");
+        // Opens the gate if the drop waits for the report, so a failure ends.
+        let safety = {
+            let gate = Arc::clone(&gate);
+            std::thread::spawn(move || {
+                let s = gate.state.lock().unwrap();
+                drop(gate.cv.wait_timeout_while(s, Duration::from_secs(60), |s| !s.1).unwrap());
+                gate.open();
+            })
+        };
+        drop(stuck);
+        drop(rt);
+        let open_at_return = gate.is_open();
+        gate.open();
+        safety.join().unwrap();
+        assert!(!open_at_return, "the runtime's drop waited for the monitor's report");
+        // The report goes on after the drop, and counts.
+        let start = Instant::now();
+        while telemetry.snapshot().stalls_total == 0 && start.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(telemetry.snapshot().stalls_total, 1);
+        assert_eq!(telemetry.stalls().len(), 1);
+    }
 
     #[cfg(target_os = "linux")]
     #[test]
