@@ -63,7 +63,8 @@ pub fn install(handle: &volt::runtime::Handle, addr: impl ToSocketAddrs) -> io::
 /// Configures an in-process exporter.
 #[derive(Clone, Debug)]
 pub struct Builder {
-    listen: Option<SocketAddr>,
+    /// What the address resolved to, tried in order.
+    listen: Option<Vec<SocketAddr>>,
     interval: Duration,
     limits: ConnectionLimits,
 }
@@ -81,9 +82,15 @@ impl Builder {
     }
 
     /// The address to serve `/metrics` on (port 0 picks a free port; see
-    /// [`Exporter::local_addr`]).
+    /// [`Exporter::local_addr`]). A name that resolves to several addresses (`localhost`
+    /// to `::1` and `127.0.0.1`) binds the first of them that can be bound, as
+    /// `std::net::TcpListener::bind` does.
     pub fn listen(mut self, addr: impl ToSocketAddrs) -> io::Result<Builder> {
-        self.listen = Some(resolve(addr)?);
+        let addrs: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
+        if addrs.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "the address resolves to nothing"));
+        }
+        self.listen = Some(addrs);
         Ok(self)
     }
 
@@ -103,11 +110,17 @@ impl Builder {
     /// Bind the listener (a port in use is an error here) and start the exporter's thread.
     /// It stops when the [`Exporter`] is dropped or the runtime shuts down.
     pub fn install(self, handle: &volt::runtime::Handle) -> io::Result<Exporter> {
-        let addr = match self.listen {
+        let addrs = match self.listen {
             Some(a) => a,
-            None => resolve(DEFAULT_LISTEN)?,
+            None => vec![resolve(DEFAULT_LISTEN)?],
         };
-        let listener = bind(addr)?;
+        // The first address that binds; else the first one's error.
+        let mut first_err = None;
+        let listener = addrs.into_iter().find_map(|a| bind(a).map_err(|e| first_err.get_or_insert(e)).ok());
+        let listener = match listener {
+            Some(l) => l,
+            None => return Err(first_err.expect("at least one address")),
+        };
         let telemetry = handle.telemetry();
         let metrics = Arc::new(Metrics::new());
         let m = Arc::clone(&metrics);

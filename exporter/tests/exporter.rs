@@ -189,6 +189,30 @@ fn a_port_in_use_is_a_clear_error() {
     assert!(err.to_string().contains(&format!("cannot listen on {addr}")), "{err}");
 }
 
+/// A name that resolves to several addresses binds the first one free, as
+/// `std::net::TcpListener::bind` does (`localhost` is `::1` and `127.0.0.1` on many
+/// hosts, and the first may not be the one that can be bound); when none can be, the
+/// error names the first.
+#[test]
+fn the_first_address_that_can_be_bound_is_served() {
+    let rt = busy_runtime(1);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = taken.local_addr().unwrap();
+    let free: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let exporter = volt_exporter::install(rt.handle(), &[busy, free][..]).expect("the second address binds");
+    let addr = exporter.local_addr();
+    assert_ne!(addr, busy);
+    // Served there (its first sample comes within the one-second interval).
+    wait_until("a scrape on the second address", Duration::from_secs(30), || {
+        scrape_text(addr).is_ok_and(|t| t.contains("volt_workers"))
+    });
+    let taken2 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy2 = taken2.local_addr().unwrap();
+    let err = volt_exporter::install(rt.handle(), &[busy, busy2][..]).expect_err("both in use");
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+    assert!(err.to_string().contains(&format!("cannot listen on {busy}")), "{err}");
+}
+
 /// A snapshot whose worker index is past its list of workers (from a console that is not
 /// Volt's, or a broken one) adds no series for workers that do not exist.
 #[test]
