@@ -58,6 +58,79 @@ fn every_route_over_http1_and_http2() {
     assert_eq!(out, "Hello, world!".repeat(200));
 }
 
+/// A hyper client on a Tokio runtime: 200 HTTP/1.1 connections open at once, each
+/// making three requests in turn on the same connection (a connection the server closed
+/// after one request would fail the next), and one HTTP/2 connection (prior knowledge)
+/// carrying 100 requests at once.
+#[test]
+fn two_hundred_keep_alive_connections_and_http2_from_hyper_on_tokio() {
+    use http_body_util::{BodyExt, Empty};
+    use hyper::body::Bytes;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let server = Running::start("http", &["--addr", "127.0.0.1:0", "--workers", "2"]);
+    let addr = addr_of(&server.line_with("serving on"));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let get = |addr: &str| {
+        hyper::Request::get(format!("http://{addr}/")).body(Empty::<Bytes>::new()).unwrap()
+    };
+    let body_of = |r: hyper::Response<hyper::body::Incoming>| async move {
+        assert_eq!(r.status(), 200);
+        String::from_utf8(r.into_body().collect().await.expect("the body").to_bytes().to_vec()).unwrap()
+    };
+    rt.block_on(async {
+        tokio::time::timeout(BOUND, async {
+            // Every connection is open before any request goes out.
+            let mut senders = Vec::new();
+            for _ in 0..200 {
+                let tcp = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+                let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.unwrap();
+                tokio::spawn(conn);
+                senders.push(send);
+            }
+            let clients: Vec<_> = senders
+                .into_iter()
+                .map(|mut send| {
+                    let addr = addr.clone();
+                    tokio::spawn(async move {
+                        let mut bodies = Vec::new();
+                        for _ in 0..3 {
+                            send.ready().await.expect("the connection stays open");
+                            let r = send.send_request(get(&addr)).await.expect("a response");
+                            bodies.push(body_of(r).await);
+                        }
+                        bodies
+                    })
+                })
+                .collect();
+            for c in clients {
+                assert_eq!(c.await.unwrap(), vec!["Hello, world!"; 3]);
+            }
+
+            let tcp = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+            let (send, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp)).await.unwrap();
+            tokio::spawn(conn);
+            let streams: Vec<_> = (0..100)
+                .map(|_| {
+                    let mut send = send.clone();
+                    let addr = addr.clone();
+                    tokio::spawn(async move {
+                        let r = send.send_request(get(&addr)).await.expect("a response");
+                        assert_eq!(r.version(), hyper::Version::HTTP_2);
+                        body_of(r).await
+                    })
+                })
+                .collect();
+            for s in streams {
+                assert_eq!(s.await.unwrap(), "Hello, world!");
+            }
+        })
+        .await
+        .expect("within the bound");
+    });
+}
+
 #[test]
 fn ctrl_c_finishes_100_slow_requests_and_refuses_new_connections() {
     let mut server = Running::start("http", &["--addr", "127.0.0.1:0", "--workers", "2"]);

@@ -702,6 +702,46 @@ fn io_over_any_futures_io_stream_with_hyper_conn_on_volt() {
     stop_and_wait(&rt, stop, server, "server stops");
 }
 
+/// The tasks `Executor` spawns carry its name (the default, or one given to `named`),
+/// so hyper's HTTP/2 streams and client connections show in the console's task list.
+#[test]
+fn executor_tasks_are_named_for_the_console() {
+    let rt = volt::runtime::Builder::new().worker_threads(2).event_ring(1024).build().unwrap();
+    // Each task waits for a permit: released whether or not it has been polled yet.
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let spawn_held = |exec: &volt::hyper::Executor| {
+        let release = Arc::clone(&release);
+        hyper::rt::Executor::execute(exec, async move { drop(release.acquire().await) });
+    };
+    spawn_held(&volt::hyper::Executor::with_handle(rt.handle().clone()));
+    spawn_held(&volt::hyper::Executor::with_handle(rt.handle().clone()).named("h2 stream of the test"));
+    let named = |name: &str| {
+        rt.handle().telemetry().tasks().iter().filter(|t| t.name.as_deref() == Some(name)).count()
+    };
+    wait_until("both executor tasks in the task list", || {
+        named(volt::hyper::EXECUTOR_TASK_NAME) == 1 && named("h2 stream of the test") == 1
+    });
+    release.add_permits(2);
+    wait_until("the executor tasks to finish", || {
+        named(volt::hyper::EXECUTOR_TASK_NAME) + named("h2 stream of the test") == 0
+    });
+}
+
+/// `Io` over a Volt `TcpStream` tells hyper it writes vectored (one `writev` for a head
+/// and its body); over any other futures-io stream it does not, and hyper flattens.
+#[test]
+fn io_writes_vectored_over_a_volt_tcp_stream_only() {
+    let rt = volt_rt(1);
+    rt.block_on(async {
+        let listener = volt::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (a, b) = futures::join!(volt::net::TcpStream::connect(addr), listener.accept());
+        let (a, b) = (a.unwrap(), b.unwrap().0);
+        assert!(hyper::rt::Write::is_write_vectored(&volt::hyper::Io::new(a)));
+        assert!(!hyper::rt::Write::is_write_vectored(&volt::hyper::Io::new(Wrapped(b))));
+    });
+}
+
 #[test]
 fn timer_sleeps_resets_and_treats_duration_max_as_never() {
     use hyper::rt::Timer as _;

@@ -290,6 +290,26 @@ fn dropping_the_owned_write_half_sends_a_fin() {
     }));
 }
 
+/// `TcpStream::shutdown(Write)` sends a FIN after what was written, keeps the read side
+/// open, and a later write is an error rather than a hang.
+#[test]
+fn shutdown_of_the_write_side_ends_the_peers_reads_and_keeps_the_other_way_open() {
+    let rt = rt(2);
+    rt.block_on(bounded(async {
+        let (mut client, mut server) = pair().await;
+        client.write_all(b"last words").await.unwrap();
+        client.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut got = Vec::new();
+        server.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"last words");
+        server.write_all(b"reply").await.unwrap();
+        let mut reply = [0u8; 5];
+        client.read_exact(&mut reply).await.unwrap();
+        assert_eq!(&reply, b"reply");
+        assert!(client.write_all(b"more").await.is_err(), "a write after shutting writes down");
+    }));
+}
+
 #[test]
 fn peek_does_not_consume() {
     let rt = rt(2);
@@ -343,6 +363,36 @@ fn try_read_is_would_block_until_readable_says_data_came() {
         }
         assert_eq!(got, b"ready nowabcdef");
     }));
+}
+
+/// A read shorter than its buffer clears the read readiness, so the next read waits for
+/// the reactor instead of trying a `recv` that would most likely say `EAGAIN`. Seen
+/// from a task on the only worker, which does not yield between its steps, so no reactor
+/// pass runs among them: after a short read, bytes that arrive are not taken for ready
+/// (a stream that kept its readiness would answer `Ready`), and the reactor's next pass
+/// wakes the read that waits for them: nothing is lost.
+#[test]
+fn a_short_read_clears_the_read_readiness_until_the_reactor_sees_more() {
+    let rt = rt(1);
+    let checked = rt.block_on(rt.spawn(bounded(async {
+        let (mut client, mut server) = pair().await;
+        client.write_all(b"0123456789").await.unwrap();
+        let mut buf = [0u8; 100];
+        let mut got = 0;
+        while got < 10 {
+            got += server.read(&mut buf[got..]).await.unwrap();
+        }
+        assert_eq!(&buf[..10], b"0123456789");
+        // The last read was short (at most 10 of 90+ bytes). Loopback delivers at once.
+        assert_eq!(client.try_write(b"abcdefghij").unwrap(), 10);
+        let ready = std::future::poll_fn(|cx| std::task::Poll::Ready(server.poll_read_ready(cx).is_ready())).await;
+        assert!(!ready, "a short read left the stream marked readable");
+        let mut more = [0u8; 100];
+        let n = server.read(&mut more).await.unwrap();
+        assert_eq!(&more[..n], &b"abcdefghij"[..n]);
+        n
+    })));
+    assert!(checked.unwrap() > 0);
 }
 
 /// A read shorter than its buffer clears the read readiness. A regression check that this
