@@ -84,9 +84,18 @@ pub fn endpoint_uri(addr: &str) -> Result<String, AddrError> {
 
 /// `host:port` or `http://host:port` to one socket address, looking the name up now.
 pub fn resolve_addr(addr: &str) -> Result<SocketAddr, AddrError> {
-    let found = bare(addr).to_socket_addrs().and_then(|mut all| {
-        all.next()
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the address resolves to nothing"))
+    Ok(resolve_addrs(addr)?[0])
+}
+
+/// `host:port` or `http://host:port` to every socket address it names (at least one),
+/// in the resolver's order, looking the name up now.
+pub fn resolve_addrs(addr: &str) -> Result<Vec<SocketAddr>, AddrError> {
+    let found = bare(addr).to_socket_addrs().and_then(|all| {
+        let all: Vec<SocketAddr> = all.collect();
+        if all.is_empty() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "the address resolves to nothing"));
+        }
+        Ok(all)
     });
     found.map_err(|e| error(addr, AddrErrorKind::Resolve(e)))
 }

@@ -22,7 +22,7 @@ pub mod event;
 pub mod token;
 pub mod watch;
 
-pub use addr::{endpoint_uri, resolve_addr, AddrError};
+pub use addr::{endpoint_uri, resolve_addr, resolve_addrs, AddrError};
 pub use backoff::{Backoff, BACKOFF_CAP, BACKOFF_START};
 pub use connect::{connect, endpoint, open, status_text, subscribe, Client, CALL_TIMEOUT};
 pub use event::{event_line, EventLine};

@@ -83,8 +83,8 @@ impl Builder {
 
     /// The address to serve `/metrics` on (port 0 picks a free port; see
     /// [`Exporter::local_addr`]). A name that resolves to several addresses (`localhost`
-    /// to `::1` and `127.0.0.1`) binds the first of them that can be bound, as
-    /// `std::net::TcpListener::bind` does.
+    /// to `::1` and `127.0.0.1`) binds the first of them that can be bound (see
+    /// [`bind_first`]).
     pub fn listen(mut self, addr: impl ToSocketAddrs) -> io::Result<Builder> {
         let addrs: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
         if addrs.is_empty() {
@@ -114,13 +114,7 @@ impl Builder {
             Some(a) => a,
             None => vec![resolve(DEFAULT_LISTEN)?],
         };
-        // The first address that binds; else the first one's error.
-        let mut first_err = None;
-        let listener = addrs.into_iter().find_map(|a| bind(a).map_err(|e| first_err.get_or_insert(e)).ok());
-        let listener = match listener {
-            Some(l) => l,
-            None => return Err(first_err.expect("at least one address")),
-        };
+        let listener = bind_first(&addrs)?;
         let telemetry = handle.telemetry();
         let metrics = Arc::new(Metrics::new());
         let m = Arc::clone(&metrics);
@@ -230,6 +224,28 @@ pub fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
 /// clear error (the console client library's address parser).
 pub fn parse_addr(s: &str) -> io::Result<SocketAddr> {
     Ok(volt_console_client::resolve_addr(s)?)
+}
+
+/// Parse a user-given `host:port` or `http://host:port` to every address it names (at
+/// least one), with a clear error; for [`bind_first`].
+pub fn parse_addrs(s: &str) -> io::Result<Vec<SocketAddr>> {
+    Ok(volt_console_client::resolve_addrs(s)?)
+}
+
+/// Bind the first of `addrs` that can be bound, as `std::net::TcpListener::bind` does.
+/// If none can be: a port in use is the error to show (`localhost:P` on a host without
+/// IPv6 whose `127.0.0.1:P` is taken fails first on `::1` for another reason), else the
+/// last address's.
+pub fn bind_first(addrs: &[SocketAddr]) -> io::Result<std::net::TcpListener> {
+    let mut err: Option<io::Error> = None;
+    for &a in addrs {
+        match bind(a) {
+            Ok(l) => return Ok(l),
+            Err(e) if err.as_ref().is_some_and(|p| p.kind() == io::ErrorKind::AddrInUse) => drop(e),
+            Err(e) => err = Some(e),
+        }
+    }
+    Err(err.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to listen on")))
 }
 
 /// Bind the metrics listener, with an error that says which address.

@@ -66,14 +66,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let listen = match volt_exporter::parse_addr(&args.listen) {
+    let listen = match volt_exporter::parse_addrs(&args.listen) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("volt-exporter: --listen: {e}");
             return ExitCode::from(2);
         }
     };
-    let listener = match volt_exporter::bind(listen) {
+    let listener = match volt_exporter::bind_first(&listen) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("{e}");

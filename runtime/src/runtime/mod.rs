@@ -16,8 +16,9 @@
 //! 7. (feature `tokio-bridge`) shut the Tokio bridge down, if it started: waiting for its
 //!    threads within what is left of the timeout on a plain thread, without waiting on a
 //!    runtime or async thread (see `volt::bridge`);
-//! 8. wait up to a second for the stall monitor's thread to leave: one still resolving a
-//!    stall's stack finishes that report and exits on its own.
+//! 8. wait up to a second (or what is left of the timeout) for the stall monitor's
+//!    thread to leave: one still resolving a stall's stack finishes that report and
+//!    exits on its own.
 //!
 //! Steps 3 to 6 run after the workers have left their loops, and the worker threads are
 //! joined after step 6 (a thread that handed its worker off in a blocking join may be
@@ -483,12 +484,12 @@ impl Runtime {
         // A worker counts as exited once it leaves its loop; its thread still runs the
         // stop hook and its thread-locals' destructors after that, within the timeout.
         join_until(self.threads.drain(..), deadline);
+        #[cfg(feature = "tokio-bridge")]
+        shared.bridge.shutdown(deadline);
         // Woken above, the monitor leaves at its next look, unless a report keeps it: it
         // finishes that on its own (see "At shutdown" in `telemetry::stall`).
         let monitor_by = Instant::now() + crate::telemetry::stall::EXIT_WAIT;
         join_until(self.monitor.take(), Some(deadline.map_or(monitor_by, |d| d.min(monitor_by))));
-        #[cfg(feature = "tokio-bridge")]
-        shared.bridge.shutdown(deadline);
     }
 }
 

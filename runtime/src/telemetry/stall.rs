@@ -74,7 +74,10 @@
 //! symbol lookup of a process loads its debug info, which for a large binary on a busy
 //! machine took more than 30 s at this thread's low priority. A drop does not wait for
 //! that; the monitor finishes the report (it holds the runtime's shared state until
-//! then, so the stall still counts) and exits on its own.
+//! then, so the stall still counts, with its task's name, looked up before the stack)
+//! and exits on its own. Once the runtime shuts down it takes no more stacks: a worker
+//! leaving its loop still looks to be in its last poll, and its thread may be running
+//! its stop hook, or gone.
 
 use crate::runtime::handle::Shared;
 use std::collections::VecDeque;
@@ -464,8 +467,15 @@ fn report(shared: &Arc<Shared>, f: Found) {
             && slot.parks.load(Relaxed) == f.parks
             && !shared.idle.is_parked(i)
     };
+    // Looked up first: the stack's symbols may take long to resolve, and a runtime shut
+    // down meanwhile has cancelled the task. (One shard of the task list, walked a batch
+    // per hold of its lock: this thread runs at the lowest priority, and the workers
+    // take these locks to spawn and complete tasks.)
+    let task_name = crate::telemetry::Telemetry::new(Arc::clone(shared)).task_name(task_id);
+    // Not once the runtime shuts down: a worker leaving its loop still looks to be in
+    // its last poll, and its thread may be gone or running its stop hook.
     #[cfg(target_os = "linux")]
-    let frames = if m.stacks && capture::supported() && in_poll() {
+    let frames = if m.stacks && capture::supported() && !shared.is_shutdown() && in_poll() {
         let frames = capture::stack_of(slot.tid.load(Relaxed));
         // A poll that ended while the stack was taken: the stack may be a later one's.
         if in_poll() {
@@ -482,10 +492,6 @@ fn report(shared: &Arc<Shared>, f: Found) {
         Vec::new()
     };
     let stuck_for = f.stuck_for;
-    // One shard of the task list, walked a batch per hold of its lock: this thread runs
-    // at the lowest priority, and the workers take these locks to spawn and complete
-    // tasks.
-    let task_name = crate::telemetry::Telemetry::new(Arc::clone(shared)).task_name(task_id);
     // The monitor is this counter's one writer.
     shared.workers[i].counters.stalls.inc_always();
     shared.on_stall(task_id, i, stuck_for);
@@ -784,8 +790,14 @@ mod tests {
         let telemetry = rt.handle().telemetry();
         let gate = Arc::new(Gate::default());
         *rt.handle().shared.stall.report_gate.lock().unwrap() = Some(Arc::clone(&gate));
-        let stuck = rt.spawn(async { std::thread::sleep(Duration::from_millis(200)) });
-        assert!(gate.reached_within(Duration::from_secs(30)), "no stall reported within 30 s");
+        // The poll blocks its worker until the report has begun (bounded), so a monitor
+        // slow to sample at its low priority still finds it stuck.
+        let stuck = rt.spawn({
+            let gate = Arc::clone(&gate);
+            async move { gate.reached_within(Duration::from_secs(60)) }
+        });
+        let stuck_id = stuck.id();
+        assert!(gate.reached_within(Duration::from_secs(60)), "no stall reported within 60 s");
         // Opens the gate if the drop waits for the report, so a failure ends.
         let safety = {
             let gate = Arc::clone(&gate);
@@ -807,7 +819,8 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(telemetry.snapshot().stalls_total, 1);
-        assert_eq!(telemetry.stalls().len(), 1);
+        let stalls = telemetry.stalls();
+        assert_eq!((stalls.len(), stalls[0].task_id), (1, stuck_id));
     }
 
     #[cfg(target_os = "linux")]
