@@ -71,9 +71,7 @@ fn two_hundred_keep_alive_connections_and_http2_from_hyper_on_tokio() {
     let server = Running::start("http", &["--addr", "127.0.0.1:0", "--workers", "2"]);
     let addr = addr_of(&server.line_with("serving on"));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let get = |addr: &str| {
-        hyper::Request::get(format!("http://{addr}/")).body(Empty::<Bytes>::new()).unwrap()
-    };
+    let get = |addr: &str| hyper::Request::get(format!("http://{addr}/")).body(Empty::<Bytes>::new()).unwrap();
     let body_of = |r: hyper::Response<hyper::body::Incoming>| async move {
         assert_eq!(r.status(), 200);
         String::from_utf8(r.into_body().collect().await.expect("the body").to_bytes().to_vec()).unwrap()

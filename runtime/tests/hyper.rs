@@ -715,9 +715,7 @@ fn executor_tasks_are_named_for_the_console() {
     };
     spawn_held(&volt::hyper::Executor::with_handle(rt.handle().clone()));
     spawn_held(&volt::hyper::Executor::with_handle(rt.handle().clone()).named("h2 stream of the test"));
-    let named = |name: &str| {
-        rt.handle().telemetry().tasks().iter().filter(|t| t.name.as_deref() == Some(name)).count()
-    };
+    let named = |name: &str| rt.handle().telemetry().tasks().iter().filter(|t| t.name.as_deref() == Some(name)).count();
     wait_until("both executor tasks in the task list", || {
         named(volt::hyper::EXECUTOR_TASK_NAME) == 1 && named("h2 stream of the test") == 1
     });
