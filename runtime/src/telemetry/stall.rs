@@ -453,8 +453,11 @@ fn lowest_priority() {
 fn report(shared: &Arc<Shared>, f: Found) {
     let m = &shared.stall;
     #[cfg(all(test, not(loom)))]
-    if let Some(g) = m.report_gate.lock().unwrap().clone() {
-        g.wait();
+    {
+        let gate = m.report_gate.lock().unwrap().clone();
+        if let Some(g) = gate {
+            g.wait();
+        }
     }
     let i = f.worker;
     let slot = &m.slots[i];
