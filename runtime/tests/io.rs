@@ -203,6 +203,27 @@ fn wake_while_parking_in_the_reactor_stress() {
     assert!(rounds > 50, "only {rounds} rounds ran");
 }
 
+/// A read into an empty buffer returns `Ok(0)` at once, from a peer that sends nothing,
+/// through the stream and its split halves (it used to wait for the socket to become
+/// readable: for good, from a silent peer). Bounded, so a wait fails the test.
+#[test]
+fn a_read_into_an_empty_buffer_returns_at_once() {
+    let rt = rt(2);
+    rt.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = futures::join!(TcpStream::connect(addr), listener.accept());
+        let (mut client, _silent_peer) = (client.unwrap(), accepted.unwrap().0);
+        let bound = Duration::from_secs(60);
+        let n = volt::time::timeout(bound, client.read(&mut [])).await.expect("no wait for the socket");
+        assert_eq!(n.unwrap(), 0);
+        let (mut r, _w) = TcpStream::split(&mut client);
+        assert_eq!(volt::time::timeout(bound, r.read(&mut [])).await.expect("no wait").unwrap(), 0);
+        let (mut r, _w) = client.into_split();
+        assert_eq!(volt::time::timeout(bound, r.read(&mut [])).await.expect("no wait").unwrap(), 0);
+    });
+}
+
 #[test]
 fn bad_input_gives_clear_errors() {
     let rt = rt(2);
@@ -218,6 +239,21 @@ fn bad_input_gives_clear_errors() {
         let u = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let e = UdpSocket::bind(u.local_addr().unwrap()).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::AddrInUse);
+        // Several addresses, none free: the port in use is the error, before or after an
+        // address this host does not have (TEST-NET-1: the bind fails, nothing is
+        // contacted), as `localhost:P` on a host without IPv6 could give.
+        let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let busy = taken.local_addr().unwrap();
+        let absent: std::net::SocketAddr = "192.0.2.1:0".parse().unwrap();
+        for addrs in [[busy, absent], [absent, busy]] {
+            let e = TcpListener::bind(&addrs[..]).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::AddrInUse, "{addrs:?}: {e}");
+        }
+        let busy = u.local_addr().unwrap();
+        for addrs in [[busy, absent], [absent, busy]] {
+            let e = UdpSocket::bind(&addrs[..]).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::AddrInUse, "{addrs:?}: {e}");
+        }
     });
     // Outside a runtime: an error, not a panic.
     let e = futures::executor::block_on(TcpListener::bind("127.0.0.1:0")).unwrap_err();

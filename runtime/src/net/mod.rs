@@ -36,19 +36,22 @@ pub use udp::UdpSocket;
 use std::io;
 use std::net::SocketAddr;
 
-/// Resolve (see [`ToSocketAddrs`]), then try `f` on each address in turn; the last error
-/// if all fail.
+/// Resolve (see [`ToSocketAddrs`]), then try `f` on each address in turn. If all fail:
+/// a port in use is the error returned, whichever address it came from (`localhost:P`
+/// on a host without IPv6 whose `127.0.0.1:P` is taken fails on `::1` for another
+/// reason after it), else the last error.
 async fn each_addr<A, T, Fut>(addr: A, mut f: impl FnMut(SocketAddr) -> Fut) -> io::Result<T>
 where
     A: ToSocketAddrs,
     Fut: std::future::Future<Output = io::Result<T>>,
 {
-    let mut last = None;
+    let mut err: Option<io::Error> = None;
     for a in addr::resolve(&addr).await? {
         match f(a).await {
             Ok(v) => return Ok(v),
-            Err(e) => last = Some(e),
+            Err(_) if err.as_ref().is_some_and(|p| p.kind() == io::ErrorKind::AddrInUse) => {}
+            Err(e) => err = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "could not resolve to any address")))
+    Err(err.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "could not resolve to any address")))
 }

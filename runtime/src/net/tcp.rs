@@ -293,6 +293,9 @@ impl TcpStream {
         cx: &mut Context<'_>,
         buf: &mut [std::mem::MaybeUninit<u8>],
     ) -> Poll<io::Result<usize>> {
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
         let fd = self.io.as_raw_fd();
         self.reg.poll_read_io(cx, buf.len(), || {
             // SAFETY: `read(2)` writes at most `buf.len()` bytes into the memory `buf`
@@ -307,8 +310,12 @@ impl TcpStream {
         })
     }
 
-    /// Read into an initialized `buf` (the futures-io path).
+    /// Read into an initialized `buf` (the futures-io path). An empty `buf` reads nothing,
+    /// at once, whether or not the socket is readable.
     pub(crate) fn poll_read_init(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
         self.reg.poll_read_io(cx, buf.len(), || (&self.io).read(buf))
     }
 
