@@ -86,11 +86,7 @@ impl Builder {
     /// to `::1` and `127.0.0.1`) binds the first of them that can be bound (see
     /// [`bind_first`]).
     pub fn listen(mut self, addr: impl ToSocketAddrs) -> io::Result<Builder> {
-        let addrs: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
-        if addrs.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "the address resolves to nothing"));
-        }
-        self.listen = Some(addrs);
+        self.listen = Some(resolve_all(addr)?);
         Ok(self)
     }
 
@@ -112,7 +108,7 @@ impl Builder {
     pub fn install(self, handle: &volt::runtime::Handle) -> io::Result<Exporter> {
         let addrs = match self.listen {
             Some(a) => a,
-            None => vec![resolve(DEFAULT_LISTEN)?],
+            None => resolve_all(DEFAULT_LISTEN)?,
         };
         let listener = bind_first(&addrs)?;
         let telemetry = handle.telemetry();
@@ -215,9 +211,16 @@ impl std::fmt::Debug for Exporter {
 
 /// `host:port` (an `http://` prefix is allowed) to one socket address.
 pub fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
-    addr.to_socket_addrs()?
-        .next()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the address resolves to nothing"))
+    Ok(resolve_all(addr)?[0])
+}
+
+/// Every address `addr` resolves to (at least one), in the resolver's order.
+fn resolve_all(addr: impl ToSocketAddrs) -> io::Result<Vec<SocketAddr>> {
+    let all: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
+    if all.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "the address resolves to nothing"));
+    }
+    Ok(all)
 }
 
 /// Parse a user-given `host:port` or `http://host:port` to one socket address, with a
