@@ -456,7 +456,10 @@ fn per_task_histograms_count_every_poll_however_many_there_were() {
     }
     let once = named(&tasks, "once").unwrap();
     let busy = once.busy.as_nanos() as u64;
-    assert!(busy >= 3_000_000, "{once:?}");
+    // The poll spun 3 ms by `Instant`; its busy time is in clock ticks converted at a
+    // rate measured once per process (over 200 µs, to within 1/256 of the span), so it
+    // may read a fraction of a percent short: 2,999,206 ns in one CI run.
+    assert!(busy >= 2_970_000, "{once:?}");
     // The log2 bucket of its busy time, where the per-task range (2^10 to 2^25 ns, the
     // outer buckets holding what lies beyond) puts it: a preempted spin may run long.
     let bucket = ((63 - busy.leading_zeros()) as usize).clamp(10, 25);
