@@ -21,6 +21,7 @@ use crate::io::Driver;
 use crate::scheduler::exits::Exits;
 use crate::scheduler::idle::Idle;
 use crate::scheduler::inject::Inject;
+use crate::scheduler::queue::CachePadded;
 use crate::scheduler::worker::Worker;
 use crate::task::list::OwnedTasks;
 use crate::task::{new_task, next_task_id, JoinHandle};
@@ -45,8 +46,8 @@ pub(crate) struct Shared {
     /// histogram (`Builder::poll_time_histogram`, on by default) or for the event ring,
     /// whose records need the times anyway (both share the one reading per poll).
     pub(crate) clock: Option<Clock>,
-    /// Counts made off the workers.
-    pub(crate) remote: RemoteCounters,
+    /// Counts made off the workers (each spawn from outside writes one).
+    pub(crate) remote: CachePadded<RemoteCounters>,
     pub(crate) shutdown: AtomicBool,
     /// When the runtime was built (`Telemetry::uptime`).
     pub(crate) started: Instant,
@@ -55,10 +56,16 @@ pub(crate) struct Shared {
     #[cfg(feature = "tokio-bridge")]
     pub(crate) bridge: crate::bridge::Bridge,
 
-    // The scheduler's part.
+    // The scheduler's part. The global queue (written by spawns from outside and by the
+    // workers that take from it) and the idle state (written by workers as they park and
+    // search, read by every spawn) each have cache lines of their own: sharing one with
+    // a field every poll reads (the clock, `workers`) made every spawn from outside pull
+    // that line from the workers' cores. Which fields met depended on how the compiler
+    // laid the struct out, so a change elsewhere in it moved the cost of such a spawn by
+    // a third (measured with the event ring off).
     pub(crate) workers: Box<[Worker]>,
-    pub(crate) inject: Inject<Arc<Shared>>,
-    pub(crate) idle: Idle,
+    pub(crate) inject: CachePadded<Inject<Arc<Shared>>>,
+    pub(crate) idle: CachePadded<Idle>,
     pub(crate) owned: OwnedTasks,
     /// Recycled cells of tasks spawned from threads outside the runtime (the workers'
     /// own are in each `Worker::cache`).
@@ -95,12 +102,12 @@ impl Shared {
             clock,
             blocking: Arc::new(Pool::new(blocking, weak.clone())),
             workers: (0..num_workers).map(|index| Worker::new(index, ns_per_tick_fp)).collect(),
-            inject: Inject::new(),
-            idle: Idle::new(num_workers),
+            inject: CachePadded(Inject::new()),
+            idle: CachePadded(Idle::new(num_workers)),
             owned: OwnedTasks::new(num_workers * 4),
             outside_cells: crate::task::cellcache::OutsideCache::new(),
             shutdown: AtomicBool::new(false),
-            remote: RemoteCounters::default(),
+            remote: CachePadded(RemoteCounters::default()),
             exited: Mutex::new(Exits::default()),
             exited_cv: Condvar::new(),
             stack_size,

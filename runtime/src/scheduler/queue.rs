@@ -62,9 +62,20 @@ fn unpack(v: u64) -> (u32, u32) {
     ((v >> 32) as u32, v as u32)
 }
 
-/// Pads to a cache line pair so head, tail and slots don't false-share.
+/// Pads to a cache line pair (the adjacent-line prefetcher moves lines in pairs), so what
+/// one thread writes does not share a line with what others read: here the head, the tail
+/// and the slots; in `Shared`, the parts that spawns and workers write.
 #[repr(align(128))]
-struct CachePadded<T>(T);
+pub(crate) struct CachePadded<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for CachePadded<T> {
+    type Target = T;
+
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
 
 /// What a push did, for the `overflows` counter.
 #[derive(Debug, PartialEq, Eq)]

@@ -19,11 +19,14 @@
 
 use super::raw::Header;
 use crate::loom::{lock, Mutex};
+use crate::scheduler::queue::CachePadded;
 use std::ops::ControlFlow;
 use std::ptr::NonNull;
 
 pub(crate) struct OwnedTasks {
-    shards: Box<[Mutex<Shard>]>,
+    /// Each on its own cache lines: a spawn binds into one shard while a worker removes a
+    /// finished task from the next (ids are consecutive), often on another core.
+    shards: Box<[CachePadded<Mutex<Shard>>]>,
     /// One walk per shard at a time (its place is the shard's one `cursor`). Only readers
     /// take these, never a worker's spawn or completion.
     walkers: Box<[Mutex<()>]>,
@@ -53,7 +56,9 @@ impl OwnedTasks {
     /// A list with at least `min_shards` shards (rounded up to a power of two).
     pub(crate) fn new(min_shards: usize) -> OwnedTasks {
         let n = min_shards.max(1).next_power_of_two();
-        let shards = (0..n).map(|_| Mutex::new(Shard { head: None, len: 0, closed: false, cursor: None })).collect();
+        let shards = (0..n)
+            .map(|_| CachePadded(Mutex::new(Shard { head: None, len: 0, closed: false, cursor: None })))
+            .collect();
         let walkers = (0..n).map(|_| Mutex::new(())).collect();
         OwnedTasks { shards, walkers, mask: n as u64 - 1 }
     }
