@@ -99,6 +99,51 @@ fn spawn_poll_complete_share_the_task_id() {
     assert!(events.iter().any(|e| e.task_id == aid && e.kind == EventKind::Cancel));
 }
 
+/// Spawns from five threads outside the runtime at once: two of them get rings of their
+/// own, the rest share one, and threads give theirs back as they exit. Whichever ring a
+/// record went to, a reader that keeps up gets every spawn exactly once, marked remote,
+/// and each thread's spawns in the order it made them.
+#[test]
+fn spawns_from_many_outside_threads_all_come_out_once_in_each_threads_order() {
+    const THREADS: usize = 5;
+    const EACH: usize = if cfg!(miri) { 20 } else { 400 };
+    let rt = rt_with_ring(2, 1 << 14);
+    let mut cursor = rt.handle().telemetry().events();
+    let mut events = Vec::new();
+    let ids: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let spawners: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let h = rt.handle().clone();
+                s.spawn(move || {
+                    let handles: Vec<_> = (0..EACH).map(|_| h.spawn(async {})).collect();
+                    let ids = handles.iter().map(|j| j.id()).collect::<Vec<_>>();
+                    for j in handles {
+                        j.join().unwrap();
+                    }
+                    ids
+                })
+            })
+            .collect();
+        // Read while they spawn, so records from threads that come and go meet a reader.
+        while !spawners.iter().all(|t| t.is_finished()) {
+            events.extend(cursor.read());
+            std::thread::yield_now();
+        }
+        spawners.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    events.extend(cursor.read());
+    assert_eq!(cursor.dropped(), 0, "a reader that keeps up missed records");
+    let spawns: Vec<&Event> = events.iter().filter(|e| e.kind == EventKind::Spawn).collect();
+    assert_eq!(spawns.len(), THREADS * EACH, "spawn events");
+    assert!(spawns.iter().all(|e| e.detail() == EventDetail::Spawn { remote: true } && e.worker.is_none()));
+    let order: std::collections::HashMap<u64, usize> = spawns.iter().enumerate().map(|(i, e)| (e.task_id, i)).collect();
+    assert_eq!(order.len(), THREADS * EACH, "a spawn came out twice");
+    for (t, ids) in ids.iter().enumerate() {
+        let at: Vec<usize> = ids.iter().map(|id| *order.get(id).expect("a spawn missing")).collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "thread {t}'s spawns out of order");
+    }
+}
+
 #[test]
 fn a_reader_that_falls_behind_sees_exactly_what_it_missed() {
     // A 64-slot ring and thousands of events: the workers never wait for the reader.
@@ -125,7 +170,8 @@ fn a_reader_that_falls_behind_sees_exactly_what_it_missed() {
     );
     assert!(got.len() as u64 >= cursor.records_read());
     assert!(cursor.dropped() > 5_000, "dropped {}", cursor.dropped());
-    // The ring holds at most 64 records per worker plus 64 remote.
+    // The ring holds at most 64 records per worker, plus 64 in the ring the block_on
+    // thread leased (the only thread outside that recorded).
     assert!(cursor.records_read() <= 3 * 64);
     // The ring overwrote at least what this reader missed.
     assert!(after.events_overwritten >= cursor.dropped(), "{} < {}", after.events_overwritten, cursor.dropped());

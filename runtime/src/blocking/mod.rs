@@ -319,6 +319,9 @@ impl Pool {
             if st.shutdown {
                 break;
             }
+            // An idle pool thread records nothing: its outside ring (if it leased one for
+            // a completion's wake) goes back for another thread to take.
+            crate::telemetry::events::release_current();
             st.num_idle += 1;
             let (guard, waited) = self.work.wait_timeout(st, self.keep_alive).unwrap_or_else(|e| e.into_inner());
             st = guard;

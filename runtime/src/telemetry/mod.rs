@@ -589,9 +589,13 @@ impl Telemetry {
     }
 }
 
-/// The event ring's writers: one ring per worker plus a shared one for other threads.
+/// The event ring's writers: one ring per worker, then `OUTSIDE_RINGS` rings leased to
+/// threads outside the runtime, then the shared one for any other thread.
 pub(crate) struct Recorder {
     pub(crate) rings: Box<[EventRing]>,
+    workers: usize,
+    /// Who holds each leased ring (see `events::lease`).
+    leases: std::sync::Arc<events::Leases>,
     clock: Clock,
     /// Which live tasks changed, while a reader (the console) watches the task list.
     pub(crate) changes: tasks::TaskChangeLog,
@@ -602,8 +606,14 @@ impl Recorder {
     /// paths that only run with the ring on take it from the recorder they already hold,
     /// without a second `Option` check.
     pub(crate) fn new(workers: usize, capacity: usize, clock: Clock) -> Recorder {
-        let rings = (0..=workers).map(|i| EventRing::new(capacity, (i < workers).then_some(i))).collect();
-        Recorder { rings, clock, changes: tasks::TaskChangeLog::new(workers) }
+        let rings = (0..workers)
+            .map(events::Writer::Worker)
+            .chain(std::iter::repeat_n(events::Writer::Leased, events::OUTSIDE_RINGS))
+            .chain([events::Writer::Shared])
+            .map(|w| EventRing::new(capacity, w))
+            .collect();
+        let leases = events::Leases::new(events::OUTSIDE_RINGS);
+        Recorder { rings, workers, leases, clock, changes: tasks::TaskChangeLog::new(workers) }
     }
 
     /// Slots per ring.
@@ -615,10 +625,20 @@ impl Recorder {
     /// bounds check beyond a debug assertion).
     #[inline(always)]
     pub(crate) fn ring(&self, w: usize) -> &EventRing {
-        debug_assert!(w < self.rings.len() - 1);
-        // SAFETY: there is one ring per worker plus the remote one, and the callers pass a
+        debug_assert!(w < self.workers);
+        // SAFETY: the first `workers` rings are the workers', and the callers pass a
         // `Worker::index` of the runtime that built this recorder with that many workers.
         unsafe { self.rings.get_unchecked(w) }
+    }
+
+    /// The ring this thread, which is not one of the workers, writes: the outside ring it
+    /// holds a lease on (taking one if one is free), else the shared one. Not inlined:
+    /// the thread-local lookup would swell every spawn and wake that records, where the
+    /// workers' own path is what counts.
+    #[inline(never)]
+    fn outside_ring(&self) -> &EventRing {
+        let i = events::held_ring(&self.leases).map_or(self.rings.len() - 1, |i| self.workers + i);
+        &self.rings[i]
     }
 
     /// `record` with a clock reading the caller already took.
@@ -626,7 +646,7 @@ impl Recorder {
     pub(crate) fn record_at(&self, worker: Option<usize>, kind: EventKind, task: u64, arg: u64, ts: u64) {
         match worker {
             Some(w) => self.ring(w).write_event(kind, task, arg, ts),
-            None => self.rings[self.rings.len() - 1].write(Raw { ts, task, arg, meta: events::meta(kind, None) }),
+            None => self.outside_ring().write(Raw { ts, task, arg, meta: events::meta(kind, None) }),
         }
     }
 

@@ -1,8 +1,9 @@
 //! The event ring: an opt-in flight recorder (`Builder::event_ring(capacity)`).
 //!
 //! This module is the public event model: [`Event`], its [`EventKind`] and the kind's
-//! typed argument, [`EventDetail`]. The rest is inside: `ring` (the per-worker rings and
-//! the shared remote ring, their write and read protocols), `codec` (how an event packs
+//! typed argument, [`EventDetail`]. The rest is inside: `ring` (the per-worker rings, the
+//! rings leased to threads outside and the shared remote ring, their write and read
+//! protocols), `lease` (how a thread outside takes and gives back a ring), `codec` (how an event packs
 //! into a record and decodes back) and `cursor` ([`EventCursor`], the reader that merges
 //! the rings). The clock that stamps records is `telemetry::clock`, since the scheduler
 //! times polls with it whether or not the ring is on.
@@ -42,6 +43,7 @@
 mod codec;
 #[cfg(not(loom))]
 mod cursor;
+mod lease;
 mod ring;
 
 // The recorder's and the scheduler's view of the rings, at the paths they import.
@@ -50,7 +52,10 @@ pub(crate) use crate::telemetry::clock::{scale_ticks, Clock};
 pub(crate) use codec::{decode, implicit_poll_start, meta, POLL_BUSY_SHIFT, POLL_IMPLICIT_START};
 #[cfg(not(loom))]
 pub use cursor::EventCursor;
-pub(crate) use ring::{EventRing, Raw, RingCursor};
+pub(crate) use lease::Leases;
+#[cfg(not(loom))]
+pub(crate) use lease::{held_ring, release_current};
+pub(crate) use ring::{EventRing, Raw, RingCursor, Writer, OUTSIDE_RINGS};
 
 #[cfg(not(loom))]
 use crate::telemetry::TaskState;

@@ -1,20 +1,27 @@
-//! The rings that hold the records: one per worker and one shared "remote" ring.
+//! The rings that hold the records: one per worker, a few leased to threads outside the
+//! runtime, and one shared "remote" ring.
 //!
 //! # Layout
-//! One fixed-size ring per worker, written only by that worker, plus one "remote" ring for
-//! events from other threads (spawns from outside, wakes from plain threads, shutdown).
-//! A slot is four `AtomicU64`s, 32 bytes on a 32-byte boundary: a compact fixed-size
-//! record (raw timestamp, task id, argument, kind and worker). Memory is `capacity` slots
-//! per ring (and one sequence word per slot on the remote ring), allocated once at build
-//! time; nothing grows afterwards.
+//! One fixed-size ring per worker, written only by that worker; [`OUTSIDE_RINGS`] rings
+//! that a thread outside the runtime leases and then writes alone (see `lease`); and one
+//! "remote" ring that any other thread writes (spawns and wakes from threads that hold no
+//! lease, shutdown). A slot is four `AtomicU64`s, 32 bytes on a 32-byte boundary: a
+//! compact fixed-size record (raw timestamp, task id, argument, kind and worker). Memory is
+//! `capacity` slots per ring (and one sequence word per slot on the remote ring),
+//! allocated once at build time; nothing grows afterwards.
 //!
 //! # Writing (never blocks, never allocates)
-//! Position `p` goes to slot `p % capacity`. A worker's ring has one writer, so one
-//! sequence word for the whole ring will do: the owner stores `2p + 1` (odd: the slot's
-//! previous lap, `p - capacity`, is going), a Release fence, the record's fields, then
-//! `2p + 2` with Release. The remote ring has many writers, which claim positions with
-//! `fetch_add`, so each of its slots has a sequence word: `2p + 1` (being written), a
-//! Release fence, the fields, then `2p + 2` with Release (see "The remote ring's slots").
+//! Position `p` goes to slot `p % capacity`. A worker's ring and a leased ring have one
+//! writer at a time, so one sequence word for the whole ring will do: the owner stores
+//! `2p + 1` (odd: the slot's previous lap, `p - capacity`, is going), a Release fence, the
+//! record's fields, then `2p + 2` with Release. A leased ring passes from one thread to
+//! the next through the lease (released with Release, taken with Acquire), so the next
+//! writer starts from the last one's word. The remote ring has many writers, which claim
+//! positions with `fetch_add`, so each of its slots has a sequence word: `2p + 1` (being
+//! written), a Release fence, the fields, then `2p + 2` with Release (see "The remote
+//! ring's slots"). That is three locked instructions a record where a leased ring needs
+//! none, which showed in every spawn from outside (the `overhead` benchmark's
+//! `spawn_many_remote` rows); so threads outside lease rings.
 //! A full ring overwrites its oldest records: writers never wait for readers. The worker
 //! rings have no per-slot sequence word: it would cost one more store per record and make
 //! a slot 40 bytes, so records would straddle cache lines.
@@ -63,6 +70,22 @@ struct Slot {
     meta: AtomicU64,
 }
 
+/// Rings leased to threads outside the runtime, beyond one per worker (see `lease`): the
+/// thread that drives `block_on` and one more thread that spawns or wakes tasks write
+/// without a locked instruction; any further thread shares the remote ring.
+pub(crate) const OUTSIDE_RINGS: usize = 2;
+
+/// Who writes a ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Writer {
+    /// Worker `i`, alone.
+    Worker(usize),
+    /// One thread outside the runtime at a time, the holder of the ring's lease.
+    Leased,
+    /// Any thread (the shared remote ring).
+    Shared,
+}
+
 /// One fixed-size ring. Aligned to 128 bytes: the rings sit side by side in one slice,
 /// and two workers' write positions on one cache line would bounce between their cores
 /// on every record (measured: it tripled the cost of recording).
@@ -108,10 +131,14 @@ pub(crate) enum Read {
 }
 
 impl EventRing {
-    /// `worker`: the worker that owns this ring, or `None` for the shared remote ring
-    /// (which any thread writes).
-    pub(crate) fn new(capacity: usize, worker: Option<usize>) -> EventRing {
-        let multi_writer = worker.is_none();
+    /// A ring of `capacity` (rounded up to a power of two) slots, written by `writer`.
+    /// Records on a leased or the shared ring belong to no worker.
+    pub(crate) fn new(capacity: usize, writer: Writer) -> EventRing {
+        let multi_writer = writer == Writer::Shared;
+        let worker = match writer {
+            Writer::Worker(i) => Some(i),
+            Writer::Leased | Writer::Shared => None,
+        };
         let cap = capacity.max(2).next_power_of_two();
         let slots = (0..cap)
             .map(|_| Slot {
@@ -397,7 +424,7 @@ mod tests {
 
     #[test]
     fn reader_sees_everything_in_order_then_exact_drops() {
-        let ring = EventRing::new(8, Some(0));
+        let ring = EventRing::new(8, Writer::Worker(0));
         let mut cur = RingCursor::default();
         let mut out = vec![];
         for i in 0..5 {
@@ -435,14 +462,14 @@ mod tests {
         use EventKind::*;
         let (start, spawn, end) = (PollStart as u8, Spawn as u8, PollEnd as u8);
         // An event inside the poll (same timestamp) carries the start: one slot, two events.
-        let ring = EventRing::new(16, Some(3));
+        let ring = EventRing::new(16, Writer::Worker(3));
         ring.set_pending_start(7, 100);
         ring.write_event(Spawn, 8, 0, 100);
         assert_eq!(ring.written(), 1);
         assert_eq!(expanded(&ring), vec![(start, 7, 100), (spawn, 8, 100)]);
 
         // A different timestamp, or an id too big for the spare bits: the start is a record.
-        let ring = EventRing::new(16, Some(3));
+        let ring = EventRing::new(16, Writer::Worker(3));
         ring.set_pending_start(7, 100);
         ring.write_event(Spawn, 8, 0, 101);
         ring.set_pending_start(META_START_TASK_MAX + 1, 200);
@@ -455,7 +482,7 @@ mod tests {
 
         // The largest id that fits round-trips; a nested poll writes the outer start first;
         // a taken start is not written again.
-        let ring = EventRing::new(16, Some(3));
+        let ring = EventRing::new(16, Writer::Worker(3));
         ring.set_pending_start(META_START_TASK_MAX, 5);
         ring.set_pending_start(2, 6);
         assert!(ring.take_pending_start());
@@ -466,7 +493,7 @@ mod tests {
 
     #[test]
     fn remote_ring_claims_positions() {
-        let ring = EventRing::new(4, None);
+        let ring = EventRing::new(4, Writer::Shared);
         ring.write(rec(1));
         ring.write(rec(2));
         let mut cur = RingCursor::default();
@@ -484,7 +511,7 @@ mod tests {
     fn remote_ring_writers_lapping_each_other_lose_nothing_uncounted() {
         const WRITERS: u64 = 4;
         const EACH: u64 = if cfg!(miri) { 200 } else { 20_000 };
-        let ring = std::sync::Arc::new(EventRing::new(16, None));
+        let ring = std::sync::Arc::new(EventRing::new(16, Writer::Shared));
         let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
@@ -537,7 +564,7 @@ mod loom_tests {
         // Bounded to six preemptions per execution, which take 17 s rather than a minute;
         // with the writer's odd-word store made Relaxed, the model fails at two.
         model_bounded(6, || {
-            let ring = Arc::new(EventRing::new(2, Some(0)));
+            let ring = Arc::new(EventRing::new(2, super::Writer::Worker(0)));
             let r2 = ring.clone();
             let reader = thread::spawn(move || {
                 let mut cur = RingCursor::default();
@@ -561,6 +588,51 @@ mod loom_tests {
         });
     }
 
+    /// A leased ring changes hands: two threads take the one lease in turn (each waits
+    /// for it), write a record and give the lease back; this thread reads once in
+    /// between, maybe while the other writes. The second holder continues from the
+    /// first one's sequence word (the lease's Release and Acquire carry it), so both
+    /// records come out whole, at positions 0 and 1, each once. With the lease taken
+    /// Relaxed, the model fails.
+    #[test]
+    fn loom_leased_ring_changes_hands() {
+        use super::super::Leases;
+        use super::{meta, EventKind, EventRing, Raw, RingCursor, Writer};
+        model(|| {
+            let ring = Arc::new(EventRing::new(2, Writer::Leased));
+            let leases = Leases::new(1);
+            let rec = |i: u64| Raw { ts: i, task: i, arg: i * 10, meta: meta(EventKind::Spawn, None) };
+            let take = |leases: &Leases| loop {
+                if let Some(i) = leases.try_take() {
+                    return i;
+                }
+                thread::yield_now();
+            };
+            let (r2, l2) = (ring.clone(), leases.clone());
+            let other = thread::spawn(move || {
+                let i = take(&l2);
+                r2.write(rec(2));
+                l2.release(i);
+            });
+            let i = take(&leases);
+            ring.write(rec(1));
+            leases.release(i);
+            let mut cur = RingCursor::default();
+            let mut got = Vec::new();
+            cur.drain(&ring, &mut got);
+            other.join().unwrap();
+            cur.drain(&ring, &mut got);
+            assert_eq!(cur.dropped, 0, "a record lost");
+            assert_eq!(got.iter().map(|(_, pos)| *pos).collect::<Vec<_>>(), vec![0, 1], "positions");
+            for (r, _) in &got {
+                assert_eq!((r.arg, r.ts), (r.task * 10, r.task), "torn record");
+            }
+            let mut tasks: Vec<u64> = got.iter().map(|(r, _)| r.task).collect();
+            tasks.sort();
+            assert_eq!(tasks, vec![1, 2], "a record missing or read twice");
+        });
+    }
+
     /// The remote ring (many writers, per-slot sequence words): a second thread writes two
     /// records while this one writes one and then reads. A ring of 2 slots and 3 records, so
     /// one slot is written twice, maybe while it is read. What the reader returns is whole
@@ -571,7 +643,7 @@ mod loom_tests {
     fn loom_remote_event_ring_writers_against_reader() {
         use super::{meta, EventKind, EventRing, Raw, RingCursor};
         model_bounded(6, || {
-            let ring = Arc::new(EventRing::new(2, None));
+            let ring = Arc::new(EventRing::new(2, super::Writer::Shared));
             let rec = |i: u64| Raw { ts: i, task: i, arg: i * 10, meta: meta(EventKind::Spawn, None) };
             let r2 = ring.clone();
             let writer = thread::spawn(move || {
