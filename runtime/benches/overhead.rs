@@ -6,7 +6,9 @@
 //! their geometric means. `VOLT_BENCH_SAMPLES` sets the samples (default 64);
 //! `VOLT_BENCH_ONLY=name` runs the workloads whose name contains `name`. A sample repeats
 //! its workload to last about 5 ms and reports the time per run. In a `_busy` row, spinning
-//! tasks keep the workers of the runtime being timed busy, and only that runtime's.
+//! tasks keep the workers of the runtime being timed busy, and only that runtime's; its
+//! runtimes have one worker fewer than the machine has cores (at most `WORKERS`), so the
+//! thread that spawns has a core of its own (see `busy_workers`).
 
 mod workloads;
 use workloads::*;
@@ -31,10 +33,23 @@ struct Spinners {
     tasks: Vec<volt::task::JoinHandle<()>>,
 }
 
+/// Workers of a `_busy` row's runtimes: all busy, and the spawning thread beside them,
+/// must not outnumber the cores. On two cores, two busy workers and the spawner took
+/// turns on the cores at the OS's pace: the same program's 10,000 spawns into a runtime
+/// took 3 ms at the 10th percentile of 100 rounds and 14 to 45 ms at the 90th, and
+/// the row's untimed and default runtimes, which differ by one clock read per poll,
+/// came out 0.41 to 0.98 of each other over six bench runs, so the row measured the OS.
+/// With one busy worker, that program's rounds took 2.8 to 3.5 ms (10th to 90th
+/// percentile), and the row's default/untimed was 0.99 to 1.01 in three runs.
+fn busy_workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(WORKERS, |n| n.get());
+    (cores - 1).clamp(1, WORKERS)
+}
+
 impl Spinners {
     fn start(rt: &volt::Runtime) -> Spinners {
         let flag = Arc::new(AtomicBool::new(true));
-        let tasks = (0..2 * WORKERS)
+        let tasks = (0..2 * rt.handle().telemetry().snapshot().workers.len())
             .map(|_| {
                 let flag = flag.clone();
                 rt.spawn(async move {
@@ -70,9 +85,9 @@ enum Config {
     Ring,
 }
 
-fn build(config: Config) -> volt::Runtime {
+fn build(config: Config, workers: usize) -> volt::Runtime {
     let mut b = volt::runtime::Builder::new();
-    b.worker_threads(WORKERS);
+    b.worker_threads(workers);
     match config {
         Config::Untimed => {
             b.poll_time_histogram(false);
@@ -107,9 +122,10 @@ fn main() {
     ];
 
     println!(
-        "Volt with the event ring off vs on, {WORKERS} workers, {samples} samples each (a quarter for the two slowest) \
+        "Volt with the event ring off vs on, {WORKERS} workers ({} in the `_busy` rows), {samples} samples each (a quarter for the two slowest) \
          over {pairs} fresh runtime triples, alternating, each sample ~5 ms of repeats. \"untimed\" is the same \
-         runtime built with `poll_time_histogram(false)` and no ring: what the default's one clock read per poll costs.\n"
+         runtime built with `poll_time_histogram(false)` and no ring: what the default's one clock read per poll costs.\n",
+        busy_workers()
     );
     println!("| workload | untimed | default (ring off) | ring on | default/untimed | **ring on/off** |");
     println!("|---|---:|---:|---:|---:|---:|");
@@ -123,7 +139,8 @@ fn main() {
         // Samples of: untimed, default (ring off), ring on.
         let mut times: [Vec<Duration>; 3] = Default::default();
         for _ in 0..pairs {
-            let rts = [build(Config::Untimed), build(Config::Default), build(Config::Ring)];
+            let workers = if *busy { busy_workers() } else { WORKERS };
+            let rts = [build(Config::Untimed, workers), build(Config::Default, workers), build(Config::Ring, workers)];
             let addrs: Vec<std::net::SocketAddr> = rts
                 .iter()
                 .map(|rt| {
