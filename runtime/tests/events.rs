@@ -102,12 +102,14 @@ fn spawn_poll_complete_share_the_task_id() {
 /// Spawns from five threads outside the runtime at once: two of them get rings of their
 /// own, the rest share one, and threads give theirs back as they exit. Whichever ring a
 /// record went to, a reader that keeps up gets every spawn exactly once, marked remote,
-/// and each thread's spawns in the order it made them.
+/// and each thread's spawns stamped in the order it made them. (Not read in that order:
+/// a thread that moves from the shared ring to a leased one can have a later spawn read
+/// before an earlier one a stalled writer on the shared ring held back.)
 #[test]
 fn spawns_from_many_outside_threads_all_come_out_once_in_each_threads_order() {
     const THREADS: usize = 5;
     const EACH: usize = if cfg!(miri) { 20 } else { 400 };
-    let rt = rt_with_ring(2, 1 << 14);
+    let rt = rt_with_ring(2, if cfg!(miri) { 1024 } else { 1 << 14 });
     let mut cursor = rt.handle().telemetry().events();
     let mut events = Vec::new();
     let ids: Vec<Vec<u64>> = std::thread::scope(|s| {
@@ -136,11 +138,11 @@ fn spawns_from_many_outside_threads_all_come_out_once_in_each_threads_order() {
     let spawns: Vec<&Event> = events.iter().filter(|e| e.kind == EventKind::Spawn).collect();
     assert_eq!(spawns.len(), THREADS * EACH, "spawn events");
     assert!(spawns.iter().all(|e| e.detail() == EventDetail::Spawn { remote: true } && e.worker.is_none()));
-    let order: std::collections::HashMap<u64, usize> = spawns.iter().enumerate().map(|(i, e)| (e.task_id, i)).collect();
-    assert_eq!(order.len(), THREADS * EACH, "a spawn came out twice");
+    let at: std::collections::HashMap<u64, u64> = spawns.iter().map(|e| (e.task_id, e.timestamp_ns)).collect();
+    assert_eq!(at.len(), THREADS * EACH, "a spawn came out twice");
     for (t, ids) in ids.iter().enumerate() {
-        let at: Vec<usize> = ids.iter().map(|id| *order.get(id).expect("a spawn missing")).collect();
-        assert!(at.windows(2).all(|w| w[0] < w[1]), "thread {t}'s spawns out of order");
+        let ts: Vec<u64> = ids.iter().map(|id| *at.get(id).expect("a spawn missing")).collect();
+        assert!(ts.windows(2).all(|w| w[0] <= w[1]), "thread {t}'s spawns stamped out of order");
     }
 }
 

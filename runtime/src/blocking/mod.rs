@@ -305,6 +305,10 @@ impl Pool {
             if let Some(task) = st.queue.pop_front() {
                 self.queue_depth_gauge.store(st.queue.len() as u64, Relaxed);
                 drop(st);
+                // A ring leased for the last job's wake goes back first: this job may be
+                // long, or a worker's loop handed to this thread, which records in the
+                // worker's own ring.
+                crate::telemetry::events::release_current();
                 task.run();
                 st = self.lock();
                 if !st.shutdown && st.counted_threads() > self.max_threads {

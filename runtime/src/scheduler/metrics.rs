@@ -344,10 +344,13 @@ impl Shared {
     }
 
     /// The stall monitor caught worker `worker` in one poll of task `task_id` for
-    /// `stuck_for` (recorded from the monitor's thread, in the shared ring).
+    /// `stuck_for` (recorded from the monitor's thread, which records rarely, so it gives
+    /// back the ring it may have leased at once and leaves it to a thread that records
+    /// often).
     pub(crate) fn on_stall(&self, task_id: u64, worker: usize, stuck_for: Duration) {
         let us = (stuck_for.as_micros() as u64).min(events::STALL_US_MASK);
         self.record_on(None, EventKind::Stall, task_id, (worker as u64) << events::STALL_WORKER_SHIFT | us);
+        events::release_current();
         #[cfg(feature = "tracing")]
         tracing::warn!(target: "volt::scheduler", worker, task.id = task_id, ?stuck_for, "stall");
     }

@@ -10,8 +10,12 @@
 //! the rings (a heap of one head per ring: n log k for n records in k rings, and the
 //! heap is touched only where the rings take turns) instead of sorting everything,
 //! which was most of the publisher's time under load. A ring whose records are not in
-//! order (the shared ring, which several threads write, or a worker's ring after a
-//! blocking join handed it to another thread) is sorted on its own first. The scratch
+//! order (the shared ring, which several threads write, a worker's ring after a blocking
+//! join handed it to another thread, or a leased ring that changed hands) is sorted on
+//! its own first. Order across reads is by ring, not by time: a thread outside the
+//! runtime that moves from the shared ring to a leased one (one came free) can have a
+//! later record read before an earlier one that a stalled writer on the shared ring
+//! held back, to come out in the next read. The scratch
 //! vectors stay with the cursor (at most two entries per slot of its ring each), so a
 //! steady reader's allocations are its output and a heap of one entry per ring.
 

@@ -70,9 +70,10 @@ struct Slot {
     meta: AtomicU64,
 }
 
-/// Rings leased to threads outside the runtime, beyond one per worker (see `lease`): the
-/// thread that drives `block_on` and one more thread that spawns or wakes tasks write
-/// without a locked instruction; any further thread shares the remote ring.
+/// Rings leased to threads outside the runtime, beyond one per worker (see `lease`): two
+/// threads that record at the same time (typically the one in `block_on` and one that
+/// spawns or wakes tasks) write without a locked instruction; a third shares the remote
+/// ring until one of them gives its lease back.
 pub(crate) const OUTSIDE_RINGS: usize = 2;
 
 /// Who writes a ring.
@@ -92,12 +93,13 @@ pub(crate) enum Writer {
 #[repr(align(128))]
 pub(crate) struct EventRing {
     slots: Box<[Slot]>,
-    /// The remote ring's per-slot sequence words (empty on a worker ring, whose one
-    /// writer's `write_pos` does their job: see "Writing" in the module doc).
+    /// The remote ring's per-slot sequence words (empty on a worker or leased ring, whose
+    /// one writer's `write_pos` does their job: see "Writing" in the module doc).
     seqs: Box<[AtomicU64]>,
     mask: u64,
-    /// On the remote ring, the next position to claim. On a worker ring, the ring's
-    /// sequence word: twice the records written, plus one while one is being written.
+    /// On the remote ring, the next position to claim. On a worker or leased ring, the
+    /// ring's sequence word: twice the records written, plus one while one is being
+    /// written.
     write_pos: AtomicU64,
     multi_writer: bool,
     /// A poll's start not written yet (worker rings only; owner-only, so relaxed loads
@@ -176,8 +178,8 @@ impl EventRing {
         }
     }
 
-    /// Append one record. On a worker ring only the owner calls this; a poll start still
-    /// pending goes first, so the ring keeps the order things happened in: folded into
+    /// Append one record. On a worker ring only the owner calls this, on a leased ring only
+    /// the lease's holder; a poll start still pending (worker rings only) goes first, so the ring keeps the order things happened in: folded into
     /// this record's `meta` when it can be (see "Lazy poll starts"), else as its own.
     #[inline(always)]
     pub(crate) fn write(&self, raw: Raw) {
@@ -283,7 +285,8 @@ impl EventRing {
         slot.meta.store(raw.meta, Relaxed);
     }
 
-    /// Owner of a worker ring: write `raw` at the next position `p`. `write_pos` goes
+    /// Owner of a worker ring (or holder of a leased one): write `raw` at the next
+    /// position `p`. `write_pos` goes
     /// odd (`2p + 1`: the slot's previous lap, `p - capacity`, is being overwritten), a
     /// Release fence orders that before the fields (a reader that sees any of them sees
     /// it after its Acquire fence: see [`EventRing::read`]), then `2p + 2` with Release
