@@ -145,8 +145,8 @@ impl Builder {
     /// outside the runtime that record (a spawn from `main`, a wake from a thread of your
     /// own), which lease a ring each until they exit, go idle in the blocking pool, or
     /// record into another runtime; and as many for all other threads together. Memory:
-    /// `workers + 2` rings of 32 bytes an event and one of 40. Off by default. Read it with [`Telemetry::events`](crate::telemetry::Telemetry::events).
-    /// More than [`MAX_EVENT_RING`] is an error from `build`.
+    /// `workers + 2` rings of 32 bytes an event and one of 40. Off by default. Read it
+    /// with [`Telemetry::events`](crate::telemetry::Telemetry::events). More than [`MAX_EVENT_RING`] is an error from `build`.
     pub fn event_ring(&mut self, capacity: usize) -> &mut Builder {
         self.event_ring = Some(capacity);
         self

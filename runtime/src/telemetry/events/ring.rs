@@ -179,8 +179,9 @@ impl EventRing {
     }
 
     /// Append one record. On a worker ring only the owner calls this, on a leased ring only
-    /// the lease's holder; a poll start still pending (worker rings only) goes first, so the ring keeps the order things happened in: folded into
-    /// this record's `meta` when it can be (see "Lazy poll starts"), else as its own.
+    /// the lease's holder; a poll start still pending (worker rings only) goes first, so
+    /// the ring keeps the order things happened in: folded into this record's `meta` when
+    /// it can be (see "Lazy poll starts"), else as its own.
     #[inline(always)]
     pub(crate) fn write(&self, raw: Raw) {
         if self.multi_writer {
