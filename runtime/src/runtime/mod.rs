@@ -146,7 +146,8 @@ impl Builder {
     /// own), which lease a ring each until they exit, go idle in the blocking pool, or
     /// record into another runtime; and as many for all other threads together. Memory:
     /// `workers + 2` rings of 32 bytes an event and one of 40. Off by default. Read it
-    /// with [`Telemetry::events`](crate::telemetry::Telemetry::events). More than [`MAX_EVENT_RING`] is an error from `build`.
+    /// with [`Telemetry::events`](crate::telemetry::Telemetry::events). More than
+    /// [`MAX_EVENT_RING`] is an error from `build`.
     pub fn event_ring(&mut self, capacity: usize) -> &mut Builder {
         self.event_ring = Some(capacity);
         self
