@@ -15,9 +15,9 @@
 //! its own first. Order across reads is by ring, not by time: a thread outside the
 //! runtime that moves from the shared ring to a leased one (one came free) can have a
 //! later record read before an earlier one that a stalled writer on the shared ring
-//! held back, to come out in the next read. The scratch
-//! vectors stay with the cursor (at most two entries per slot of its ring each), so a
-//! steady reader's allocations are its output and a heap of one entry per ring.
+//! held back, to come out in the next read. The scratch vectors stay with the cursor (at
+//! most two entries per slot of its ring each), so a steady reader's allocations are its
+//! output and a heap of one entry per ring.
 
 use super::{Event, Raw, RingCursor};
 use crate::runtime::handle::Shared;

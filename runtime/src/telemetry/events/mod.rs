@@ -3,9 +3,9 @@
 //! This module is the public event model: [`Event`], its [`EventKind`] and the kind's
 //! typed argument, [`EventDetail`]. The rest is inside: `ring` (the per-worker rings, the
 //! rings leased to threads outside and the shared remote ring, their write and read
-//! protocols), `lease` (how a thread outside takes and gives back a ring), `codec` (how an event packs
-//! into a record and decodes back) and `cursor` ([`EventCursor`], the reader that merges
-//! the rings). The clock that stamps records is `telemetry::clock`, since the scheduler
+//! protocols), `lease` (how a thread outside takes and gives back a ring), `codec` (how
+//! an event packs into a record and decodes back) and `cursor` ([`EventCursor`], the
+//! reader that merges the rings). The clock that stamps records is `telemetry::clock`, since the scheduler
 //! times polls with it whether or not the ring is on.
 //!
 //! # Timestamps

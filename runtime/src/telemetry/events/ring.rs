@@ -6,8 +6,8 @@
 //! that a thread outside the runtime leases and then writes alone (see `lease`); and one
 //! "remote" ring that any other thread writes (spawns and wakes from threads that hold no
 //! lease, shutdown). A slot is four `AtomicU64`s, 32 bytes on a 32-byte boundary: a
-//! compact fixed-size record (raw timestamp, task id, argument, kind and worker). Memory is
-//! `capacity` slots per ring (and one sequence word per slot on the remote ring),
+//! compact fixed-size record (raw timestamp, task id, argument, kind and worker). Memory
+//! is `capacity` slots per ring (and one sequence word per slot on the remote ring),
 //! allocated once at build time; nothing grows afterwards.
 //!
 //! # Writing (never blocks, never allocates)
@@ -287,8 +287,8 @@ impl EventRing {
     }
 
     /// Owner of a worker ring (or holder of a leased one): write `raw` at the next
-    /// position `p`. `write_pos` goes
-    /// odd (`2p + 1`: the slot's previous lap, `p - capacity`, is being overwritten), a
+    /// position `p`. `write_pos` goes odd (`2p + 1`: the slot's previous lap,
+    /// `p - capacity`, is being overwritten), a
     /// Release fence orders that before the fields (a reader that sees any of them sees
     /// it after its Acquire fence: see [`EventRing::read`]), then `2p + 2` with Release
     /// publishes the record.
