@@ -495,15 +495,19 @@ fn report(shared: &Arc<Shared>, f: Found) {
         Vec::new()
     };
     let stuck_for = f.stuck_for;
+    // Into the history first, then counted: a reader that sees the count (a snapshot's
+    // `stalls_total`) finds the stall in `stalls()` too.
+    {
+        let mut h = m.history.lock().unwrap_or_else(|e| e.into_inner());
+        if h.0.len() == STALL_HISTORY {
+            h.0.pop_front();
+        }
+        h.0.push_back(Stall { worker: i, task_id, task_name, duration: stuck_for, frames });
+        h.1 += 1;
+    }
     // The monitor is this counter's one writer.
     shared.workers[i].counters.stalls.inc_always();
     shared.on_stall(task_id, i, stuck_for);
-    let mut h = m.history.lock().unwrap_or_else(|e| e.into_inner());
-    if h.0.len() == STALL_HISTORY {
-        h.0.pop_front();
-    }
-    h.0.push_back(Stall { worker: i, task_id, task_name, duration: stuck_for, frames });
-    h.1 += 1;
 }
 
 #[cfg(target_os = "linux")]
@@ -818,7 +822,9 @@ mod tests {
         assert!(!open_at_return, "the runtime's drop waited for the monitor's report");
         // The report goes on after the drop, and counts.
         let start = Instant::now();
-        while telemetry.snapshot().stalls_total == 0 && start.elapsed() < Duration::from_secs(30) {
+        while (telemetry.snapshot().stalls_total == 0 || telemetry.stalls().is_empty())
+            && start.elapsed() < Duration::from_secs(30)
+        {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(telemetry.snapshot().stalls_total, 1);
