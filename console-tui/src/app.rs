@@ -23,7 +23,8 @@ pub enum View {
     Workers,
     Tasks,
     Events,
-    /// The newest stall's stack, and the stalls before it.
+    /// The polls stalled now and the stalls that ended, newest first, with the picked
+    /// one's stack.
     Stalls,
 }
 
@@ -50,8 +51,12 @@ pub struct App {
     pub global_queue_history: VecDeque<u64>,
     pub spawn_rate_history: VecDeque<u64>,
     pub events: VecDeque<proto::Event>,
-    /// The stalls the server sent, oldest first (at most [`STALL_LOG`]).
+    /// The stalls that ended, as the server sent them, oldest first (at most
+    /// [`STALL_LOG`]). The polls stalled now are in `snapshot.ongoing_stalls`.
     pub stalls: VecDeque<proto::Stall>,
+    /// The stalls view shows every frame of a stack, the runtime's and std's plumbing
+    /// included (`f` toggles; folded by default).
+    pub unfold_frames: bool,
     /// The runtime's uptime when the newest of them arrived: the header warns about it
     /// for [`STALL_WARNING_NS`] after.
     pub stall_arrived_ns: Option<u64>,
@@ -128,6 +133,7 @@ impl App {
             spawn_rate_history: VecDeque::new(),
             events: VecDeque::new(),
             stalls: VecDeque::new(),
+            unfold_frames: false,
             stall_arrived_ns: None,
             events_missed: 0,
             events_missed_ring: 0,
@@ -262,8 +268,18 @@ impl App {
                 None => self.sorted_tasks().len(),
             },
             View::Events => self.events.len(),
-            View::Stalls => self.stalls.len(),
+            View::Stalls => self.ongoing_stalls().len() + self.stalls.len(),
         }
+    }
+
+    /// The polls stalled now (from the last snapshot).
+    pub fn ongoing_stalls(&self) -> &[proto::Stall] {
+        self.snapshot.as_ref().map_or(&[][..], |s| &s.ongoing_stalls[..])
+    }
+
+    /// The stalls view's rows: the polls stalled now, then the ended stalls, newest first.
+    pub fn stall_rows(&self) -> Vec<&proto::Stall> {
+        self.ongoing_stalls().iter().chain(self.stalls.iter().rev()).collect()
     }
 
     /// The row at position `selected` of the whole sorted list, if it is held.

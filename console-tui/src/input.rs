@@ -97,6 +97,7 @@ impl App {
             KeyCode::Char('n') if self.view == View::Tasks => self.sort = SortKey::Name,
             KeyCode::Char('l') if self.view == View::Tasks => self.sort = SortKey::Wait,
             KeyCode::Char('/') if self.view == View::Tasks => self.filter_input = Some(self.name_filter.clone()),
+            KeyCode::Char('f') if self.view == View::Stalls => self.unfold_frames = !self.unfold_frames,
             KeyCode::Char('f') if self.view == View::Tasks => {
                 use proto::TaskState as S;
                 self.state_filter = match self.state_filter {

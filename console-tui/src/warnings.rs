@@ -35,6 +35,15 @@ impl App {
                 }
             }
         }
+        for st in self.ongoing_stalls() {
+            let name = st.task_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            w.push(format!(
+                "stalled now: task {}{name} has held worker {} for {:.1} ms (s shows its stack)",
+                st.task_id,
+                st.worker,
+                st.duration_ns as f64 / 1e6
+            ));
+        }
         let stall_is_recent =
             self.stall_arrived_ns.is_some_and(|at| self.uptime_ns.saturating_sub(at) < STALL_WARNING_NS);
         if let Some(st) = self.stalls.back().filter(|_| stall_is_recent) {

@@ -112,6 +112,8 @@ impl App {
                 self.stall_arrived_ns = Some(u.uptime_ns);
             }
             for st in std::mem::take(&mut s.recent_stalls) {
+                // The same stall again (a stream's first update after a reconnect): keep one.
+                self.stalls.retain(|o| (o.worker, o.poll, o.task_id) != (st.worker, st.poll, st.task_id));
                 if self.stalls.len() == STALL_LOG {
                     self.stalls.pop_front();
                 }

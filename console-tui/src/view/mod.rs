@@ -478,45 +478,82 @@ fn histogram_line(h: &proto::Histogram) -> String {
     )
 }
 
-/// The stalls view: the selected stall's stack (the newest by default), under a list of
-/// the recent ones.
+/// The stalls view: the polls stalled now and the stalls that ended (newest first),
+/// and the picked one's stack, the program's own frames first (the plumbing folded
+/// unless `f` unfolded it).
 fn draw_stalls(f: &mut Frame, app: &App, area: Rect) {
-    let stalls = &app.stalls;
+    let rows = app.stall_rows();
     let total = app.snapshot.as_ref().map_or(0, |s| s.stalls_total);
     let block = Block::default()
         .borders(Borders::ALL)
-        .title(format!(" stalls: {total} (polls past the threshold; j/k pick one, newest first) "));
-    if stalls.is_empty() {
+        .title(format!(" stalls: {total} (polls past the threshold; j/k pick one, newest first; f folds frames) "));
+    if rows.is_empty() {
         let text = "no stall yet: a poll that runs past Builder::stall_threshold (10 ms by default) shows here, with its stack";
         f.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }).block(block), area);
         return;
     }
-    // Newest first; `selected` picks one.
-    let pick = stalls.len() - 1 - app.selected.min(stalls.len() - 1);
-    let mut lines: Vec<Line> = stalls
+    let pick = app.selected.min(rows.len() - 1);
+    let mut lines: Vec<Line> = rows
         .iter()
         .enumerate()
-        .rev()
         .map(|(i, s)| {
             let text = format!(
-                "{} worker {}  task {}{}  {:.1} ms",
+                "{} worker {}  task {}{}  {:.1} ms{}",
                 if i == pick { "▶" } else { " " },
                 s.worker,
                 s.task_id,
                 s.task_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default(),
-                s.duration_ns as f64 / 1e6
+                s.duration_ns as f64 / 1e6,
+                if s.ongoing { " so far, still running" } else { "" }
             );
-            Line::from(text)
+            if s.ongoing {
+                Line::styled(text, Style::new().fg(Color::Red))
+            } else {
+                Line::from(text)
+            }
         })
         .collect();
     lines.push(Line::from(""));
-    let s = &stalls[pick];
-    lines.push(Line::styled("stack, innermost first", Style::new().add_modifier(Modifier::BOLD)));
-    if s.frames.is_empty() {
-        lines.push(Line::from("  (no stack: not taken on this platform, or the thread did not answer in time)"));
-    }
-    lines.extend(s.frames.iter().map(|fr| Line::from(format!("  {fr}"))));
+    lines.extend(stack_lines(rows[pick], app.unfold_frames));
     f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// A stall's stack, innermost first: with `unfold`, every frame (the plumbing dimmed);
+/// without, the program's own frames, and a line saying how many were folded away.
+fn stack_lines(s: &proto::Stall, unfold: bool) -> Vec<Line<'static>> {
+    let mut lines = vec![Line::styled("stack, innermost first", Style::new().add_modifier(Modifier::BOLD))];
+    if s.stack.is_empty() {
+        let why = s.missing_stack.as_deref().unwrap_or("none was taken");
+        lines.push(Line::from(format!("  (no stack: {why})")));
+        return lines;
+    }
+    if let Some(after) = s.stack_taken_after_ns {
+        lines.push(Line::styled(
+            format!("  taken {:.1} ms into the poll", after as f64 / 1e6),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
+    let frame = |fr: &proto::StackFrame| match &fr.location {
+        Some(l) => format!("  {} at {l}", fr.function),
+        None => format!("  {}", fr.function),
+    };
+    let folded = s.stack.iter().filter(|fr| fr.plumbing).count();
+    if unfold || folded == s.stack.len() {
+        lines.extend(s.stack.iter().map(|fr| {
+            if fr.plumbing {
+                Line::styled(frame(fr), Style::new().fg(Color::DarkGray))
+            } else {
+                Line::from(frame(fr))
+            }
+        }));
+    } else {
+        lines.extend(s.stack.iter().filter(|fr| !fr.plumbing).map(|fr| Line::from(frame(fr))));
+        lines.push(Line::styled(
+            format!("  ({folded} frames of the runtime, std and the C library folded: f shows them)"),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
+    lines
 }
 
 fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
@@ -580,6 +617,7 @@ w t e s       workers, tasks, events, stalls view
 Enter         task details (tasks view); Esc closes
 b p n l       sort by busy, polls, name, longest wait
 / f           filter tasks by name, by state
+f             stalls view: unfold / fold plumbing frames
 space         pause this display (replay: playback)
 . or →        replay: step one update while paused
 ?             this help (any key closes it)

@@ -94,6 +94,7 @@ impl From<&Snapshot> for proto::Snapshot {
             tasks_lost_waker: None,
             stalls_total: s.stalls_total,
             recent_stalls: Vec::new(),
+            ongoing_stalls: Vec::new(),
             bridge: s.bridge.as_ref().map(|b| proto::BridgeSnapshot {
                 workers: b.workers,
                 alive_tasks: b.alive_tasks,
@@ -173,7 +174,19 @@ impl From<&crate::telemetry::Stall> for proto::Stall {
             task_id: s.task_id,
             task_name: s.task_name.clone(),
             duration_ns: s.duration.as_nanos() as u64,
-            frames: s.frames.clone(),
+            stack: s
+                .frames
+                .iter()
+                .map(|f| proto::StackFrame {
+                    function: f.function.clone(),
+                    location: f.location.clone(),
+                    plumbing: f.plumbing,
+                })
+                .collect(),
+            missing_stack: s.missing_stack.map(|m| m.to_string()),
+            ongoing: s.ongoing,
+            stack_taken_after_ns: s.stack_taken_after.map(|d| d.as_nanos() as u64),
+            poll: s.poll,
         }
     }
 }

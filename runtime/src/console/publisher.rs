@@ -71,7 +71,7 @@ impl Drop for Queued {
 /// (and its window's ids, one per eight), its stalls' frames, and one for the item.
 pub(super) fn own_rows(tasks: Option<&proto::TaskChanges>, stalls: &[proto::Stall]) -> usize {
     let tasks = tasks.map_or(0, |t| t.changed.len() + (t.view.len() + t.removed.len()).div_ceil(8));
-    let stalls: usize = stalls.iter().map(|s| 1 + s.frames.len()).sum();
+    let stalls: usize = stalls.iter().map(|s| 1 + s.stack.len()).sum();
     1 + tasks + stalls
 }
 
@@ -89,8 +89,8 @@ pub(super) struct Client {
     pub(super) wants_lost_wakers: bool,
     /// Its window of the task list (see [`ClientView`]).
     pub(super) view: ClientView,
-    /// Stalls reported before this client's last update that carried them: each stall
-    /// reaches each client once, even one that missed updates.
+    /// The number (in the publisher's [`StallFeed`]) of the first stall this client was
+    /// not sent: each stall reaches each client once, even one that missed updates.
     pub(super) stalls_seen: u64,
     /// The rows in its channel (see [`QUEUED_ROWS_CAP`]).
     pub(super) queued: Arc<AtomicUsize>,
@@ -215,6 +215,8 @@ pub(super) struct State {
     pub(super) one_off_until: Mutex<Option<Instant>>,
     /// Recent events, for `GetTask`.
     pub(super) history: Mutex<VecDeque<proto::Event>>,
+    /// The stalls, as the publisher converted them for the wire.
+    pub(super) stalls: Mutex<StallFeed>,
     /// The publish at which each connection last had a window computed (see `cost`).
     served: Mutex<HashMap<Conn, u64>>,
     /// What each connection's one-off task calls may still cost.
@@ -225,7 +227,62 @@ pub(super) struct State {
     pub(super) queued_cap: usize,
 }
 
+/// The stalls as the publisher reads them, converted for the wire once, whatever the
+/// number of clients. Their stacks are named on a blocking thread (`refresh_stalls`): the
+/// first stack named in a process loads its debug info, which must not hold up the
+/// console.
+#[derive(Default)]
+pub(super) struct StallFeed {
+    /// The runtime's report count per worker, read up to here.
+    cursor: Vec<u64>,
+    /// Ended stalls read so far (the next one's number).
+    pub(super) next: u64,
+    /// The newest [`MAX_STALLS_PER_UPDATE`] ended stalls read, numbered.
+    recent: VecDeque<(u64, proto::Stall)>,
+    /// The polls running past the threshold at the last publish.
+    pub(super) ongoing: Vec<proto::Stall>,
+}
+
+impl StallFeed {
+    /// The ended stalls numbered `seen` or later that the feed still holds, oldest first.
+    pub(super) fn since(&self, seen: u64) -> Vec<proto::Stall> {
+        self.recent.iter().filter(|(n, _)| *n >= seen).map(|(_, s)| s.clone()).collect()
+    }
+}
+
 impl State {
+    /// Read the stalls that ended since the last call and the polls running past the
+    /// threshold now, naming their stacks on a blocking thread.
+    async fn refresh_stalls(&self) {
+        let cursor = self.stalls.lock().unwrap_or_else(|e| e.into_inner()).cursor.clone();
+        let had_ongoing = !self.stalls.lock().unwrap_or_else(|e| e.into_inner()).ongoing.is_empty();
+        if !had_ongoing && !self.telemetry.stalls_pending(&cursor) {
+            return;
+        }
+        let t = self.telemetry.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let mut cursor = cursor;
+            let ended = t.stalls_since(&mut cursor, MAX_STALLS_PER_UPDATE);
+            let mut ongoing = t.stalls_ongoing();
+            ongoing.truncate(MAX_STALLS_PER_UPDATE);
+            let wire = |v: Vec<crate::telemetry::Stall>| v.iter().map(proto::Stall::from).collect::<Vec<_>>();
+            (cursor, wire(ended), wire(ongoing))
+        })
+        .await;
+        let Ok((cursor, ended, ongoing)) = read else { return };
+        let mut feed = self.stalls.lock().unwrap_or_else(|e| e.into_inner());
+        feed.cursor = cursor;
+        for s in ended {
+            let n = feed.next;
+            feed.next += 1;
+            feed.recent.push_back((n, s));
+            if feed.recent.len() > MAX_STALLS_PER_UPDATE {
+                feed.recent.pop_front();
+            }
+        }
+        feed.ongoing = ongoing;
+    }
+
     /// A new stream's id. `SetTaskQuery` changes the stream whose id it names, and every
     /// client holds the same token (or none, on loopback), so the id is what keeps one
     /// client from changing another's task list: it is the stream number keyed with a
@@ -262,6 +319,7 @@ impl State {
             index: Mutex::new(None),
             one_off_until: Mutex::new(None),
             history: Mutex::new(VecDeque::new()),
+            stalls: Mutex::new(StallFeed::default()),
             served: Mutex::new(HashMap::new()),
             one_off: Mutex::new(OneOffBuckets::default()),
             queued: Arc::new(AtomicUsize::new(0)),
@@ -391,12 +449,16 @@ impl State {
 
     /// An update with the snapshot, outside the publish cycle (a stream's first update,
     /// `GetSnapshot`), with `tasks` as the task part.
-    /// It carries the newest stalls, and says how many were reported before them: a
-    /// stream's later updates carry only those after (see `broadcast`).
+    /// It carries the newest stalls the publisher has read, and the number of the next:
+    /// a stream's later updates carry only those from there (see `broadcast`).
     pub(super) fn full_update(&self, tasks: Option<proto::TaskChanges>) -> (proto::Update, u64) {
         let mut snapshot: proto::Snapshot = (&self.telemetry.snapshot()).into();
-        let (stalls, stalls_seen) = self.telemetry.stalls_since(0, MAX_STALLS_PER_UPDATE);
-        snapshot.recent_stalls = stalls.iter().map(proto::Stall::from).collect();
+        let stalls_seen = {
+            let feed = self.stalls.lock().unwrap_or_else(|e| e.into_inner());
+            snapshot.recent_stalls = feed.since(0);
+            snapshot.ongoing_stalls = feed.ongoing.clone();
+            feed.next
+        };
         snapshot.tasks_lost_waker = self.lost_wakers();
         let update = proto::Update {
             seq: self.seq.load(Relaxed),
@@ -458,8 +520,11 @@ impl State {
     /// Offer `update` to every client without waiting for any of them, each with its
     /// window of the task list from `idx`, and the stalls it has not been sent (at most
     /// [`MAX_STALLS_PER_UPDATE`], the newest; nothing is read while there are none).
-    pub(super) fn broadcast(&self, update: proto::Update, idx: Option<&TaskIndex>) {
-        let stalls_total = update.snapshot.as_ref().map_or(0, |s| s.stalls_total);
+    pub(super) fn broadcast(&self, mut update: proto::Update, idx: Option<&TaskIndex>) {
+        let feed = self.stalls.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = update.snapshot.as_mut() {
+            s.ongoing_stalls = feed.ongoing.clone();
+        }
         let at = update.seq;
         // Its events are counted once, for as long as some stream holds it.
         let events = update.events.len();
@@ -488,11 +553,8 @@ impl State {
                 Some(idx) if c.wants_tasks => Some(c.view.changes(idx, now, recompute, at)),
                 _ => None,
             };
-            // The counter is bumped before the history takes the stall: a stall counted
-            // and not yet kept comes with a later update.
-            let (stalls, seen) = if stalls_total > c.stalls_seen {
-                let (s, seen) = self.telemetry.stalls_since(c.stalls_seen, MAX_STALLS_PER_UPDATE);
-                (s.iter().map(proto::Stall::from).collect(), seen)
+            let (stalls, seen) = if feed.next > c.stalls_seen {
+                (feed.since(c.stalls_seen), feed.next)
             } else {
                 (Vec::new(), c.stalls_seen)
             };
@@ -569,6 +631,7 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
             _ = ticker.tick() => {}
             _ = stop.wait_for(|s| *s) => break,
         }
+        state.refresh_stalls().await;
         let mut update = state.next_update(&mut cursor, &mut dropped);
         let listened = state.clients.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|c| c.wants_lost_wakers);
         if !listened {

@@ -54,8 +54,9 @@ impl Console for Service {
         let wants_tasks = !req.omit_tasks && self.state.recording();
         // Refused before the window is paid for, if its first update (a window, the
         // snapshot's stalls) would not fit; checked again, exactly, once it is made.
+        // (Ended stalls and stalls still running, at most `MAX_STALLS_PER_UPDATE` each.)
         let estimate = 1
-            + MAX_STALLS_PER_UPDATE * (1 + crate::telemetry::stall::MAX_FRAMES)
+            + 2 * MAX_STALLS_PER_UPDATE * (1 + crate::telemetry::stall::MAX_FRAMES)
             + if wants_tasks { query.limit() + query.limit() / 8 } else { 0 };
         if !self.state.room_for(estimate) {
             return Err(queues_full());
@@ -79,8 +80,9 @@ impl Console for Service {
         let own = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut clients = self.state.clients.lock().unwrap_or_else(|e| e.into_inner());
         // Its stalls ride in its snapshot; it has no events.
-        let stalls = first.snapshot.as_ref().map_or(&[][..], |s| &s.recent_stalls[..]);
-        let rows = super::publisher::own_rows(tasks.as_ref(), stalls);
+        let stalls: Vec<_> =
+            first.snapshot.iter().flat_map(|s| s.recent_stalls.iter().chain(&s.ongoing_stalls)).cloned().collect();
+        let rows = super::publisher::own_rows(tasks.as_ref(), &stalls);
         let Some(queued) = self.state.reserve(&own, rows, 0, true) else {
             return Err(queues_full());
         };

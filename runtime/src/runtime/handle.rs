@@ -43,8 +43,9 @@ pub(crate) struct Shared {
     /// The event ring, when `Builder::event_ring` turned it on.
     pub(crate) recorder: Option<Recorder>,
     /// The clock that times polls, when this runtime times them: for the poll-time
-    /// histogram (`Builder::poll_time_histogram`, on by default) or for the event ring,
-    /// whose records need the times anyway (both share the one reading per poll).
+    /// histogram (`Builder::poll_time_histogram`, on by default), for the event ring,
+    /// whose records need the times anyway, or for the stall threshold, which a poll's
+    /// end compares its length with (all share the one reading per poll).
     pub(crate) clock: Option<Clock>,
     /// Counts made off the workers (each spawn from outside writes one).
     pub(crate) remote: CachePadded<RemoteCounters>,
@@ -92,8 +93,11 @@ impl Shared {
         stall: (Option<Duration>, bool),
     ) -> std::io::Result<Arc<Shared>> {
         let driver = Driver::new()?;
-        let clock = (poll_time_histogram || event_ring.is_some()).then(Clock::new);
+        let clock = (poll_time_histogram || event_ring.is_some() || stall.0.is_some_and(|t| !t.is_zero()))
+            .then(Clock::new);
         let ns_per_tick_fp = clock.map_or(1 << 32, |c| c.ns_per_tick_fp());
+        let stall = crate::telemetry::stall::StallMonitor::new(num_workers, stall.0, stall.1, clock);
+        let stall_check = stall.end_check_ticks();
         let stack_size = blocking.stack_size;
         Ok(Arc::new_cyclic(|weak| Shared {
             started: Instant::now(),
@@ -101,7 +105,7 @@ impl Shared {
             recorder: event_ring.map(|cap| Recorder::new(num_workers, cap, clock.expect("the ring has a clock"))),
             clock,
             blocking: Arc::new(Pool::new(blocking, weak.clone())),
-            workers: (0..num_workers).map(|index| Worker::new(index, ns_per_tick_fp)).collect(),
+            workers: (0..num_workers).map(|index| Worker::new(index, ns_per_tick_fp, stall_check)).collect(),
             inject: CachePadded(Inject::new()),
             idle: CachePadded(Idle::new(num_workers)),
             owned: OwnedTasks::new(num_workers * 4),
@@ -112,7 +116,7 @@ impl Shared {
             exited_cv: Condvar::new(),
             stack_size,
             schedule_samples: crate::scheduler::metrics::ScheduleSamples::new(),
-            stall: crate::telemetry::stall::StallMonitor::new(num_workers, stall.0, stall.1),
+            stall,
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))

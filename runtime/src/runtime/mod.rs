@@ -17,8 +17,8 @@
 //!    threads within what is left of the timeout on a plain thread, without waiting on a
 //!    runtime or async thread (see `volt::bridge`);
 //! 8. wait up to a second (or what is left of the timeout) for the stall monitor's
-//!    thread to leave: one still resolving a stall's stack finishes that report and
-//!    exits on its own.
+//!    thread to leave (it holds no lock and does no long work, so it leaves at its next
+//!    look).
 //!
 //! Steps 3 to 6 run after the workers have left their loops, and the worker threads are
 //! joined after step 6 (a thread that handed its worker off in a blocking join may be
@@ -157,43 +157,49 @@ impl Builder {
     /// (`WorkerSnapshot::poll_time_histogram`; on by default). Timing costs one read of
     /// the CPU's time-stamp counter per poll, shared with the event ring when that is on:
     /// about 10 ns, which shows on workloads of tiny tasks (the `overhead` benchmark,
-    /// `runtime/benches/README.md`). With `false` and no event ring, polls are not timed and the
-    /// histogram stays empty. The event ring times every poll anyway, so with it on the
-    /// histogram is kept either way.
+    /// `runtime/benches/README.md`). With `false`, no event ring and no stall threshold
+    /// (`stall_threshold(None)`), polls are not timed and the histogram stays empty. The
+    /// event ring and the stall threshold time every poll anyway, so with either the
+    /// histogram is kept.
     pub fn poll_time_histogram(&mut self, enabled: bool) -> &mut Builder {
         self.poll_time_histogram = enabled;
         self
     }
 
-    /// A poll that runs longer than this is a stall (default 10 ms; `None` turns the
-    /// monitor off). The other workers notice a worker stuck in one poll past the
-    /// threshold (they sample every half threshold, at points they pass anyway), and a
-    /// monitor thread of its own takes that thread's stack while it is still stuck (on
-    /// Linux, by sending it `SIGURG`) and keeps the report: `Telemetry::stalls`,
+    /// A poll that runs longer than this is a stall (default 10 ms; `None` turns stalls
+    /// off). The worker measures each poll's length at its end (the threshold turns the
+    /// poll timing on, see [`Builder::poll_time_histogram`]) and reports a longer one
+    /// itself, once, with that length: nothing has to catch it while it runs, however
+    /// busy the machine. A poll still running past the threshold counts as a stall
+    /// already (`Stall::ongoing`). Reports: `Telemetry::stalls`,
     /// `Snapshot::stalls_total`, the console and `volt_worker_stalls_total`. It costs the
-    /// workers one store per poll and a compare per budget tick; the monitor's thread wakes
-    /// for a stall found, and on its own every 250 ms while the workers sample (every
-    /// half threshold while none does), and sleeps while all are parked. Thresholds under
-    /// 1 ms count as 1 ms. Stacks name functions from the binary's
-    /// symbols; file:line needs debug info (`debug = "line-tables-only"` in the release
-    /// profile is enough).
+    /// workers two stores and a compare per poll, and a report per stall; see
+    /// [`Builder::stall_stacks`] for the stack. Thresholds under 1 ms count as 1 ms.
     pub fn stall_threshold(&mut self, threshold: Option<Duration>) -> &mut Builder {
         self.stall_threshold = threshold;
         self
     }
 
-    /// Whether a stall's report carries the stuck thread's stack (default `true`; Linux
-    /// with glibc 2.35 or later only, where the walk is safe in a signal handler: the
-    /// unwinder finds its tables without a lock. Elsewhere stalls come without a stack).
+    /// Whether a stall's report carries the stack the poll was stuck in (default `true`;
+    /// Linux with glibc 2.35 or later only, where a thread can walk its own stack in a
+    /// signal handler without a lock; elsewhere stalls come without a stack and say why,
+    /// `Stall::missing_stack`).
     ///
-    /// Taking the stack sends the stuck thread a signal, once per stall. A system call
-    /// the thread is blocked in restarts, except those the kernel never restarts after a
-    /// handled signal (socket reads and writes with a timeout set, `poll`,
-    /// `epoll_wait`, `nanosleep`), which fail with `EINTR`
-    /// (`ErrorKind::Interrupted`; std's `read_exact`, `write_all` and `thread::sleep`
-    /// retry it). A walk that never finishes (which the version check rules out) would
-    /// end stack-taking for the rest of the process. With `false`, stalls are still found
-    /// and reported, without a stack; no signal handler is installed and no signal sent.
+    /// The stuck thread takes its own stack, in a `SIGURG` handler: each worker thread
+    /// has a CPU-time timer that interrupts it every quarter threshold of CPU time it
+    /// uses (never while it sleeps), which catches a poll that computes however busy the
+    /// machine is; and a poll blocked in a system call is sent the signal by another
+    /// worker or by a monitor thread (`<thread_name>-stall-monitor`, which samples every
+    /// 250 ms while the workers sample, every half threshold while none does, and sleeps
+    /// while every worker is parked). A system call interrupted by the signal restarts,
+    /// except those the kernel never restarts after a handled signal (socket reads and
+    /// writes with a timeout set, `poll`, `epoll_wait`, `nanosleep`), which fail with
+    /// `EINTR` (`ErrorKind::Interrupted`; std's `read_exact`, `write_all` and
+    /// `thread::sleep` retry it); the CPU-time timer only fires while the thread runs.
+    /// Stacks are named (functions, `file:line` where the debug info says) when read,
+    /// on the reader's thread: the first read loads the binary's debug info, once.
+    /// With `false`, stalls are still found and reported, without a stack; no signal
+    /// handler is installed, no timer made, no signal sent and no monitor thread started.
     pub fn stall_stacks(&mut self, enabled: bool) -> &mut Builder {
         self.stall_stacks = enabled;
         self
@@ -490,8 +496,7 @@ impl Runtime {
         join_until(self.threads.drain(..), deadline);
         #[cfg(feature = "tokio-bridge")]
         shared.bridge.shutdown(deadline);
-        // Woken above, the monitor leaves at its next look, unless a report keeps it: it
-        // finishes that on its own (see "At shutdown" in `telemetry::stall`).
+        // Woken above, the monitor leaves at its next look.
         let monitor_by = Instant::now() + crate::telemetry::stall::EXIT_WAIT;
         join_until(self.monitor.take(), Some(deadline.map_or(monitor_by, |d| d.min(monitor_by))));
     }

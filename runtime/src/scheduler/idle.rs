@@ -233,11 +233,6 @@ impl Idle {
         self.parked_bitmap.load(Relaxed).count_ones()
     }
 
-    /// Whether worker `index` is marked parked.
-    pub(crate) fn is_parked(&self, index: usize) -> bool {
-        self.parked_bitmap.load(SeqCst) & (1u64 << index) != 0
-    }
-
     pub(crate) fn parked_bitmap(&self) -> u64 {
         self.parked_bitmap.load(Relaxed)
     }

@@ -176,6 +176,8 @@ impl Shared {
             }
             let Some(task) = this.take_local(w, target) else { break };
             inline_polls += 1;
+            // The joining poll stops holding the worker by itself (see `telemetry::stall`).
+            this.on_poll_interrupted(w);
             this.run_task(w, task);
             if !owns(w) {
                 // The target blocked in a join of its own and handed this worker off.

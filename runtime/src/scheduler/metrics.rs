@@ -334,25 +334,51 @@ impl Shared {
         w.counters.set_state(s);
     }
 
-    /// `w` is about to poll a task. `tasks_polled` is counted in every build: other
-    /// workers read it to tell a worker stuck in one poll.
+    /// `w` is about to poll a task. `tasks_polled` is counted in every build: it numbers
+    /// the polls for the stall machinery, and other workers read it to tell a worker stuck
+    /// in one poll. The poll's start (the worker's last clock reading, which the poll
+    /// hooks take as its start too) and the task go to the worker's stall slot first.
     #[inline(always)]
     pub(crate) fn on_poll(&self, w: &Worker, id: u64) {
-        w.counters.tasks_polled.inc_always();
-        // For the stall monitor: which task a stuck poll is.
-        self.stall.polling(w.index, id);
+        self.stall.polling(w.index, id, w.core.last_ts.get(), &w.counters.tasks_polled);
     }
 
-    /// The stall monitor caught worker `worker` in one poll of task `task_id` for
-    /// `stuck_for` (recorded from the monitor's thread, which records rarely, so it gives
-    /// back the ring it may have leased at once and leaves it to a thread that records
-    /// often).
-    pub(crate) fn on_stall(&self, task_id: u64, worker: usize, stuck_for: Duration) {
-        let us = (stuck_for.as_micros() as u64).min(events::STALL_US_MASK);
-        self.record_on(None, EventKind::Stall, task_id, (worker as u64) << events::STALL_WORKER_SHIFT | us);
-        events::release_current();
+    /// A poll on `w` of the task at `ptr` ran at least `Core::stall_check_ticks`: report
+    /// it if it is a stall (see `telemetry::stall`), with the stall's ring record and
+    /// `tracing` event. While the poller still owns the task, so its name can be read.
+    #[cold]
+    #[inline(never)]
+    fn on_long_poll(&self, w: &Worker, ptr: NonNull<Header>, token: &PollToken) {
+        // SAFETY: the poller holds the task (RUNNING).
+        let id = unsafe { ptr.as_ref() }.id;
+        let name = crate::task::raw::stats(ptr).and_then(|st| st.name.as_deref());
+        let counters = (&w.counters.tasks_polled, &w.counters.stalls);
+        let Some(d) = self.stall.poll_ended_long(w.index, token.poll, id, (token.start, token.end), name, counters)
+        else {
+            return;
+        };
+        self.on_stall(Some(w), id, w.index, d, token.end);
+    }
+
+    /// A poll of task `task_id` held worker `worker` for `held`, up to clock reading `at`
+    /// (recorded by that worker, into its own ring, or by the thread that gave the worker
+    /// away in a blocking join).
+    fn on_stall(&self, w: Option<&Worker>, task_id: u64, worker: usize, held: Duration, at: u64) {
+        if let Some(r) = &self.recorder {
+            let us = (held.as_micros() as u64).min(events::STALL_US_MASK);
+            r.record_at(w.map(|w| w.index), EventKind::Stall, task_id, (worker as u64) << events::STALL_WORKER_SHIFT | us, at);
+        }
         #[cfg(feature = "tracing")]
-        tracing::warn!(target: "volt::scheduler", worker, task.id = task_id, ?stuck_for, "stall");
+        tracing::warn!(target: "volt::scheduler", worker, task.id = task_id, ?held, "stall");
+    }
+
+    /// The poll running on `w` stops being one poll: a blocking join in it runs another
+    /// task inline or gives the worker away. If it was a stall so far, it is reported now.
+    pub(crate) fn on_poll_interrupted(&self, w: &Worker) {
+        if let Some((task, held)) = self.stall.interrupt_poll(w.index, (&w.counters.tasks_polled, &w.counters.stalls)) {
+            let at = self.clock.map_or(0, |c| c.raw());
+            self.on_stall(Some(w), task, w.index, held, at);
+        }
     }
 
     /// `w` took a task from its LIFO slot.
@@ -436,6 +462,9 @@ impl Shared {
             // SAFETY: this worker's ring (see `Core::ring`); we are its owner.
             unsafe { (*ring).flush_pending_start() };
         }
+        // The worker stops waiting in this poll, and this thread stops being its thread.
+        self.on_poll_interrupted(w);
+        self.stall.leave_thread();
     }
 
     // ---- Reads ---------------------------------------------------------------------------
@@ -488,6 +517,7 @@ impl Shared {
             extra: 0,
             waited,
             busy_ns: PollToken::NOT_QUEUED,
+            poll: w.counters.tasks_polled.get(),
         }
     }
 
@@ -507,6 +537,13 @@ impl Shared {
         }
         let now = clock.raw();
         token.end = now;
+        // SAFETY: `token.cx` is the polling worker (`on_poll_start`), on its own thread.
+        let w = unsafe { &*token.cx.cast::<Worker>() };
+        // A stall's report is written before the poll stops showing as running.
+        if now.saturating_sub(token.start) >= w.core.stall_check_ticks {
+            self.on_long_poll(w, ptr, token);
+        }
+        self.stall.polled(w.index);
         if token.ring.is_null() {
             // Timed for the poll-time histogram only: no ring, no task stats.
             return;
@@ -566,8 +603,6 @@ impl Shared {
         st.scheduled_at.store(now, Relaxed);
         if let Some(r) = &self.recorder {
             if r.changes.watching() {
-                // SAFETY: `token.cx` is the polling worker (`on_poll_start`).
-                let w = unsafe { &*token.cx.cast::<Worker>() };
                 r.changes.mark(ptr, &st.queued, Some(w.index));
             }
         }

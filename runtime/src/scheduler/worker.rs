@@ -151,8 +151,9 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    pub(crate) fn new(index: usize, ns_per_tick_fp: u64) -> Worker {
-        let core = Core::new(index, ns_per_tick_fp);
+    /// `stall_check`: see `Core::stall_check_ticks`.
+    pub(crate) fn new(index: usize, ns_per_tick_fp: u64, stall_check: u64) -> Worker {
+        let core = Core::new(index, ns_per_tick_fp, stall_check);
         Worker {
             index,
             queue: WorkStealQueue::new(),
@@ -181,6 +182,10 @@ pub(crate) struct Core {
     /// The clock's nanoseconds per tick (32.32 fixed point), for the histograms: a copy
     /// of `Shared::clock`'s, because `on_poll_outcome` has the worker but no `&Shared`.
     pub(crate) ns_per_tick_fp: u64,
+    /// A poll at least this long (in clock ticks) is looked at as a possible stall at
+    /// its end (`StallMonitor::end_check_ticks`; `u64::MAX` without a threshold): a copy
+    /// in the worker's own line, for the compare every poll's end makes.
+    pub(crate) stall_check_ticks: u64,
     /// This worker's event ring (null when the ring is off): one load in `on_poll_start`
     /// instead of finding it through `Shared::recorder` on every poll. `run_worker` sets
     /// it from the `Arc`'d `Shared`, which never moves again; taken before `Shared` was
@@ -212,7 +217,7 @@ unsafe impl Sync for Core {}
 unsafe impl Send for Core {}
 
 impl Core {
-    fn new(index: usize, ns_per_tick_fp: u64) -> Core {
+    fn new(index: usize, ns_per_tick_fp: u64, stall_check_ticks: u64) -> Core {
         Core {
             tick: Cell::new(0),
             lifo_polls: Cell::new(0),
@@ -221,6 +226,7 @@ impl Core {
             stats: Stats::new(),
             last_ts: Cell::new(0),
             ns_per_tick_fp,
+            stall_check_ticks,
             ring: Cell::new(ptr::null()),
             lifo_watch: Cell::new(None),
             last_io_poll: Cell::new(0),
@@ -269,10 +275,19 @@ impl Shared {
                 }
             }
         }
+        /// The thread's part in the stall machinery (its timer, its signal handler's view
+        /// of the worker) ends with the loop, on every way out.
+        struct StallThread<'a>(&'a Shared);
+        impl Drop for StallThread<'_> {
+            fn drop(&mut self) {
+                self.0.stall.leave_thread();
+            }
+        }
         let mut exit = Exit { shared: &this, owner: true };
         let w = &this.workers[index];
         let _ctx = context::enter_worker(&this, w);
-        this.stall.register_thread(index);
+        this.stall.enter_thread(index, &w.counters.tasks_polled);
+        let _stall = StallThread(&this);
         let _help = HelpStackGuard::start(this.stack_size);
         this.on_worker_start(w);
         while !this.is_shutdown() {
@@ -506,8 +521,6 @@ impl Shared {
             LifoCheck::Nothing => None,
         };
         w.transitioning_to_park.store(true, Relaxed);
-        // Before the parked bit: a sample that sees this worker out again sees a new park.
-        self.stall.parking(w.index);
         let was_searching = core.is_searching.replace(false);
         let last_searcher = self.idle.transition_worker_to_parked(w.index, was_searching);
         self.on_state(w, WorkerState::Parked);

@@ -100,6 +100,9 @@ pub(crate) struct PollToken {
     /// histogram (the worker scheduler does so whenever it records into a ring);
     /// [`PollToken::NOT_QUEUED`] before.
     pub(crate) busy_ns: u64,
+    /// Scheduler-defined (the worker scheduler: the poll's number, its worker's poll
+    /// count at the start).
+    pub(crate) poll: u64,
 }
 
 impl PollToken {
@@ -112,6 +115,7 @@ impl PollToken {
         extra: 0,
         waited: Self::NOT_QUEUED,
         busy_ns: Self::NOT_QUEUED,
+        poll: 0,
     };
     /// `waited` (or `busy_ns`) when the value is not known.
     pub(crate) const NOT_QUEUED: u64 = u64::MAX;

@@ -103,6 +103,11 @@ impl Clock {
         scale_ticks(ticks, self.ns_per_tick_fp)
     }
 
+    /// Nanoseconds as a tick count (the inverse of `ticks_to_ns`, to a tick).
+    pub(crate) fn ns_to_ticks(&self, ns: u64) -> u64 {
+        (((ns as u128) << 32) / self.ns_per_tick_fp.max(1) as u128).min(u64::MAX as u128) as u64
+    }
+
     /// Raw ticks (cheap).
     #[inline(always)]
     pub(crate) fn raw(&self) -> u64 {

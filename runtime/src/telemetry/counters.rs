@@ -62,8 +62,9 @@ macro_rules! for_each_worker_counter {
                 ];
                 /// Budget ticks that used the full 128 polls.
                 budget_yields ["volt_worker_budget_yields_total", "Budget ticks that used the full 128 polls."];
-                /// Polls the stall monitor caught running past `Builder::stall_threshold`
-                /// (its one writer is the monitor's thread, not the worker).
+                /// Polls that ran past `Builder::stall_threshold`, counted once each by whoever
+                /// saw it first: the worker as the poll ended, or a reader or sampler while it
+                /// still ran (several threads write it, with `fetch_add`).
                 stalls ["volt_worker_stalls_total", "Polls that ran past the stall threshold."];
             }
             totals {
@@ -113,17 +114,32 @@ impl Counter {
         let _ = n;
     }
 
-    /// Owner only: add one, in every build. For the one counter the scheduler itself
-    /// reads (`tasks_polled`: other workers watch it to tell a worker stuck in one poll,
-    /// see "Stealing from the LIFO slot" in `scheduler/worker.rs`), which therefore stays
-    /// under `--cfg volt_no_counters`.
+    /// Owner only: add one, in every build, with a release store. For the one counter
+    /// the scheduler itself reads (`tasks_polled`, which numbers the polls: see
+    /// `telemetry::stall`, and "Stealing from the LIFO slot" in `scheduler/worker.rs`),
+    /// which therefore stays under `--cfg volt_no_counters`. Whatever the owner wrote
+    /// before (a poll's start and task) is seen by a reader that loads the new count with
+    /// acquire: the same plain store on x86, where it only keeps the compiler's order.
     #[inline(always)]
-    pub(crate) fn inc_always(&self) {
-        self.0.store(self.0.load(Relaxed).wrapping_add(1), Relaxed);
+    pub(crate) fn inc_always_release(&self) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(1), std::sync::atomic::Ordering::Release);
+    }
+
+    /// Add one from any thread (`fetch_add`): for the one counter several threads write,
+    /// rarely (`stalls`: whoever first sees a poll run past the threshold counts it).
+    #[inline]
+    pub(crate) fn add_shared(&self, n: u64) {
+        self.0.fetch_add(n, Relaxed);
     }
 
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Relaxed)
+    }
+
+    /// `get` with acquire (see `inc_always_release`).
+    #[inline(always)]
+    pub(crate) fn get_acquire(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 

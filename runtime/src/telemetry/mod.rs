@@ -23,7 +23,7 @@ pub use counters::WorkerSnapshot;
 pub(crate) use counters::{Counter, WorkerCounters};
 pub use events::{Event, EventCursor, EventDetail, EventKind, ScheduleTarget};
 pub use histogram::Histogram;
-pub use stall::{Stall, STALL_HISTORY};
+pub use stall::{MissingStack, StackFrame, Stall, STALL_HISTORY};
 pub use wait::{WaitReason, WakeSource};
 
 use crate::runtime::handle::Shared;
@@ -101,8 +101,9 @@ pub struct Snapshot {
     /// on; without it one wake in eight, sampled (none if polls are not timed either:
     /// `poll_time_histogram(false)`).
     pub schedule_latency_histogram: Histogram,
-    /// Polls the stall monitor caught running past `Builder::stall_threshold`, all
-    /// workers (each worker's own count is `WorkerSnapshot::stalls`).
+    /// Polls that ran past `Builder::stall_threshold`, all workers, a poll still running
+    /// past it included (each worker's own count is `WorkerSnapshot::stalls`). Each
+    /// counts once, and is in `Telemetry::stalls` until newer ones push it out.
     pub stalls_total: u64,
     /// Records written to the event ring (0 when it is off).
     pub events_recorded: u64,
@@ -182,21 +183,40 @@ impl Telemetry {
     }
 
     /// The most recent stalls (at most [`STALL_HISTORY`]), oldest first: polls that ran
-    /// past `Builder::stall_threshold`, with the stuck thread's stack (see [`Stall`]).
+    /// past `Builder::stall_threshold`, each with its true length and the stack it was
+    /// stuck in (see [`Stall`]), then any poll running past the threshold now
+    /// (`Stall::ongoing`). Every stall `Snapshot::stalls_total` counts is here until
+    /// newer ones push it out. Stacks are turned into function names and lines here, on
+    /// the calling thread: the first call that has a stack to name loads the binary's
+    /// debug info, once for the process.
     pub fn stalls(&self) -> Vec<Stall> {
-        self.shared.stall.history()
+        self.shared.stall.history(&self.shared, &|id| self.task_name(id))
     }
 
-    /// The stalls reported after the first `seen`, at most the newest `max`, and the
-    /// count reported in all (for the console, which sends each stall once).
+    /// The stalls that ended after `cursor` (one report count per worker, kept by the
+    /// caller), at most the newest `max` (for the console, which sends each stall once).
     #[cfg(feature = "console")]
-    pub(crate) fn stalls_since(&self, seen: u64, max: usize) -> (Vec<Stall>, u64) {
-        self.shared.stall.since(seen, max)
+    pub(crate) fn stalls_since(&self, cursor: &mut Vec<u64>, max: usize) -> Vec<Stall> {
+        self.shared.stall.since(cursor, max, &|id| self.task_name(id))
+    }
+
+    /// The polls running past the stall threshold now, as `Stall::ongoing` reports.
+    #[cfg(feature = "console")]
+    pub(crate) fn stalls_ongoing(&self) -> Vec<Stall> {
+        self.shared.stall.running(&self.shared, &|id| self.task_name(id))
+    }
+
+    /// Whether `stalls_since(cursor)` or `stalls_ongoing` has anything (cheap).
+    #[cfg(feature = "console")]
+    pub(crate) fn stalls_pending(&self, cursor: &[u64]) -> bool {
+        self.shared.stall.anything_since(&self.shared, cursor)
     }
 
     /// Read every counter and gauge. Lock-free; never blocks a worker.
     pub fn snapshot(&self) -> Snapshot {
         let s = &self.shared;
+        // A poll running past the stall threshold now is a stall already: count it.
+        s.stall.count_running(s);
         let parked = s.idle.parked_bitmap();
         let mut snap = Snapshot {
             global_queue_depth: s.inject.len() as u64,

@@ -1,0 +1,911 @@
+//! Stalls: polls that hold their worker past `Builder::stall_threshold`, each reported
+//! once, with its true length and, where it was long enough, the stack it was stuck in.
+//!
+//! # The worker measures its own polls
+//! Before each poll the worker stores the poll's start (the clock reading that times the
+//! poll anyway) and the task's id in its [`WorkerSlot`], then advances its poll count,
+//! which numbers the poll; after the poll it clears the id. A stall threshold turns the
+//! poll timing on, so the poll's end has its length at hand: a poll that ran past the
+//! threshold is a stall, and the worker itself writes its report into a ring of its own
+//! ([`record`]), with the length measured there and then. Nothing has to catch it in the
+//! act: however busy the machine, and whether or not any other thread ran meanwhile, a
+//! long poll is reported, once. On the hot path this is two stores, a subtraction and a
+//! compare per poll; the report is written only for a stall.
+//!
+//! # A poll still running
+//! A poll whose start is a threshold old is a stall already. Whoever sees that first
+//! counts it (a reader taking a snapshot, a sampler, the worker at the poll's end): the
+//! slot's `claimed` holds the last poll number counted, moved forward with a
+//! compare-and-swap, so each poll counts once, and the counter only ever grows.
+//! `Telemetry::stalls` lists such a poll as `ongoing`, with its length so far; when it
+//! ends, the worker's report (its true length) takes its place, as the same stall. The
+//! worker writes that report before it clears the poll's id (with release), so a reader
+//! that no longer sees the poll running finds its report.
+//!
+//! A reader sees the three words of a poll (its number, id and start) consistently: the
+//! worker stores the start, then the id (release), then the number (release); a reader
+//! loads the number (acquire), the id (acquire) and the start, and keeps them only if the
+//! number did not move meanwhile. An id seen non-zero brings the start stored with it, so
+//! a poll is never timed from an older poll's start.
+//!
+//! # Taking the stack
+//! A stack must be taken while the poll is still stuck, and on a busy machine a thread
+//! that watches from outside may get no CPU for seconds, exactly when stalls happen. So
+//! the stuck thread takes its own stack, in a signal handler (Linux, see [`capture`]):
+//! a CPU-time timer of the worker's own thread interrupts a poll that computes, and a
+//! poll blocked in a system call (which uses no CPU time) is sent the signal by a
+//! sampler that sees it: another worker at a point it passes anyway (a budget tick's
+//! start, the watcher's timed wake), or the monitor's thread. The handler walks the stack
+//! into the worker's buffer; the report copies it at the poll's end. A stall whose poll
+//! ended before any signal came is reported without a stack, and says so
+//! ([`MissingStack::PollEnded`]).
+//!
+//! # Who samples
+//! A thread that wakes on a timer to sample disturbs what it watches: under an HTTP load
+//! on two cores, a monitor waking every 5 ms put the server's p99 5% above the same
+//! server's without it. So the workers sample, at points they pass anyway: a budget
+//! tick's start once 64 polls have run since their last offer, and the watcher's timed
+//! wake (a parked worker that keeps a 10 ms timeout while another is out, see
+//! `scheduler::idle`). Once half a threshold has passed since the last sample, the worker
+//! that wins a compare-and-swap on the due time samples: a few loads per worker, and a
+//! signal for a stuck poll with no stack yet. The monitor's thread (only where stacks are
+//! taken) samples every [`NET_PERIOD`] while the workers sample, and every half
+//! threshold while none does (one worker, every worker stuck, or the others parked with
+//! nobody watching); it runs at the default priority, and it is needed only for the
+//! stacks of polls blocked in a system call.
+//!
+//! # Sleeping while every worker sleeps
+//! An idle runtime must cost nothing, so the monitor's thread does not sample while every
+//! worker is parked. Before sleeping with no timeout it stores `sleeping = true` and then
+//! reads the parked bitmap again (both sequentially consistent); it sleeps only if every
+//! worker is still parked. A worker that leaves its park loads `sleeping` afterwards and,
+//! if set, takes it and wakes the monitor: either the monitor's re-read sees the worker's
+//! bit cleared, or the worker's load sees `sleeping`. It sleeps that way at most once
+//! every [`NET_PERIOD`], so a worker pays that wake at most a few times a second.
+//!
+//! # Reports and their frames
+//! A report holds the stack as addresses. Names and lines come when a reader asks
+//! (`Telemetry::stalls`, the console), on the reader's thread ([`symbols`]): counting a
+//! stall never waits for them, and a process nobody asks never loads its debug info.
+//!
+//! # At shutdown
+//! The runtime's drop wakes the monitor's thread, which leaves at its next look (it holds
+//! no lock and does no long work), and waits for it for at most [`EXIT_WAIT`]. Each
+//! worker thread deletes its timer as it leaves the worker's loop.
+
+#[cfg(target_os = "linux")]
+mod capture;
+mod record;
+mod symbols;
+
+use crate::runtime::handle::Shared;
+use crate::telemetry::clock::Clock;
+use crate::telemetry::Counter;
+use record::{EndedPoll, EndedRing};
+use std::fmt;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// How many stalls `Telemetry::stalls` returns at most (the newest).
+pub const STALL_HISTORY: usize = 64;
+/// The most frames a stack keeps.
+pub(crate) const MAX_FRAMES: usize = 64;
+/// Frames a walk stores: a report's, plus the signal handler's own above them.
+const WALK_FRAMES: usize = MAX_FRAMES + 32;
+/// How often the monitor's thread samples on its own while the workers sample: the net
+/// under their samples (see "Who samples").
+const NET_PERIOD: Duration = Duration::from_millis(250);
+/// How long a runtime's drop waits for the monitor's thread to leave.
+pub(crate) const EXIT_WAIT: Duration = Duration::from_secs(1);
+/// `StackBuf::poll` while the handler writes the buffer.
+const WRITING: u64 = u64::MAX;
+
+/// A poll that ran past the stall threshold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stall {
+    /// The worker it held.
+    pub worker: usize,
+    /// The worker's number for this poll (its poll count then): with `worker`, it tells
+    /// one stall from another, and an ongoing stall from its report once it ended.
+    pub poll: u64,
+    /// The task it polled.
+    pub task_id: u64,
+    /// That task's name, when the runtime records tasks (`Builder::event_ring`) and it
+    /// has one (at most 48 bytes of it once the poll has ended).
+    pub task_name: Option<String>,
+    /// How long the poll held the worker: its whole length, measured by the worker as the
+    /// poll ended; for an `ongoing` poll, its length so far.
+    pub duration: Duration,
+    /// The poll is still running (`duration` grows; the stall is reported once more, as
+    /// the same stall, with its true length when it ends).
+    pub ongoing: bool,
+    /// The stack the poll was stuck in, innermost first; empty when none was taken (see
+    /// `missing_stack`). [`Stall::user_frames`] leaves out the plumbing.
+    pub frames: Vec<StackFrame>,
+    /// Why `frames` is empty, when it is.
+    pub missing_stack: Option<MissingStack>,
+    /// How far into the poll its stack was taken.
+    pub stack_taken_after: Option<Duration>,
+}
+
+impl Stall {
+    /// The frames that are not plumbing (the C library, `std`, `core`, `alloc`, this
+    /// runtime): the program's own code first, innermost first.
+    pub fn user_frames(&self) -> impl Iterator<Item = &StackFrame> {
+        self.frames.iter().filter(|f| !f.plumbing)
+    }
+}
+
+/// One frame of a stall's stack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StackFrame {
+    /// The function, demangled (`my_service::db::query`), or its address when the binary
+    /// has no symbol for it.
+    pub function: String,
+    /// `file:line`, where the binary's debug info says (`debug = "line-tables-only"` in
+    /// the release profile is enough).
+    pub location: Option<String>,
+    /// Machinery rather than the program's own code: frames of the C library, `std`,
+    /// `core`, `alloc`, this runtime or `backtrace`, and frames without a Rust path.
+    /// Views fold these away by default.
+    pub plumbing: bool,
+}
+
+impl fmt::Display for StackFrame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.function)?;
+        if let Some(l) = &self.location {
+            write!(f, " at {l}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a stall has no stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MissingStack {
+    /// `Builder::stall_stacks(false)`.
+    Off,
+    /// Stacks are taken only on Linux with glibc 2.35 or later, where walking a stack in
+    /// a signal handler takes no lock.
+    Unsupported,
+    /// The poll ended before its thread took the stack: it was not long past the
+    /// threshold, or the thread got the signal only after it returned.
+    PollEnded,
+    /// The poll is still running and its stack is not taken yet.
+    NotYet,
+}
+
+impl MissingStack {
+    fn code(self) -> u8 {
+        match self {
+            MissingStack::Off => 1,
+            MissingStack::Unsupported => 2,
+            MissingStack::PollEnded => 3,
+            MissingStack::NotYet => 4,
+        }
+    }
+
+    fn from_code(c: u8) -> Option<MissingStack> {
+        Some(match c {
+            1 => MissingStack::Off,
+            2 => MissingStack::Unsupported,
+            3 => MissingStack::PollEnded,
+            4 => MissingStack::NotYet,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for MissingStack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MissingStack::Off => "stacks are off (Builder::stall_stacks(false))",
+            MissingStack::Unsupported => "stacks are taken only on Linux with glibc 2.35 or later",
+            MissingStack::PollEnded => "the poll ended before the stack was taken",
+            MissingStack::NotYet => "the poll is still running; its stack is not taken yet",
+        })
+    }
+}
+
+/// Whether this runtime takes stacks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stacks {
+    On,
+    Off,
+    Unsupported,
+}
+
+/// A stuck worker's stack, as its own signal handler took it: written on the worker's
+/// thread only, read by any (a sequence lock on `poll`, which is [`WRITING`] while the
+/// handler writes and the poll's number once done).
+pub(crate) struct StackBuf {
+    poll: AtomicU64,
+    taken_at: AtomicU64,
+    /// The frame the signal interrupted, and the frames stored.
+    from: AtomicUsize,
+    len: AtomicUsize,
+    ips: [AtomicUsize; WALK_FRAMES],
+}
+
+impl StackBuf {
+    fn new() -> StackBuf {
+        StackBuf {
+            poll: AtomicU64::new(0),
+            taken_at: AtomicU64::new(0),
+            from: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            ips: [const { AtomicUsize::new(0) }; WALK_FRAMES],
+        }
+    }
+
+    /// The stack of poll `poll`, if the buffer holds it: its report's addresses (from the
+    /// interrupted frame outwards) and when it was taken.
+    fn read(&self, poll: u64, out: &mut [usize; MAX_FRAMES]) -> Option<(usize, u64)> {
+        if poll == 0 || self.poll.load(Acquire) != poll {
+            return None;
+        }
+        let len = self.len.load(Relaxed).min(WALK_FRAMES);
+        let from = self.from.load(Relaxed).min(len);
+        let n = (len - from).min(MAX_FRAMES);
+        for (o, ip) in out.iter_mut().zip(&self.ips[from..from + n]) {
+            *o = ip.load(Relaxed);
+        }
+        let at = self.taken_at.load(Relaxed);
+        fence(Acquire);
+        (self.poll.load(Relaxed) == poll).then_some((n, at))
+    }
+}
+
+/// One worker, as the stall machinery sees it. The first two fields change with every
+/// poll (the worker writes them); the rest change once per stall at most.
+#[repr(C, align(64))]
+pub(crate) struct WorkerSlot {
+    /// The task being polled (0: none; task ids start at 1).
+    task: AtomicU64,
+    /// The clock reading at the poll's start.
+    start: AtomicU64,
+    /// The kernel id of the thread running the worker's loop.
+    tid: AtomicI32,
+    /// A sampler asked this thread for its stack (see `capture`).
+    asked: AtomicBool,
+    /// The last poll number counted as a stall.
+    claimed: AtomicU64,
+    /// The last poll number a sampler sent the signal for.
+    signalled: AtomicU64,
+    /// The last poll number with a report in `ended`.
+    recorded: AtomicU64,
+    stack: StackBuf,
+    ended: EndedRing,
+}
+
+impl WorkerSlot {
+    fn new() -> WorkerSlot {
+        WorkerSlot {
+            task: AtomicU64::new(0),
+            start: AtomicU64::new(0),
+            tid: AtomicI32::new(0),
+            asked: AtomicBool::new(false),
+            claimed: AtomicU64::new(0),
+            signalled: AtomicU64::new(0),
+            recorded: AtomicU64::new(0),
+            stack: StackBuf::new(),
+            ended: EndedRing::new(),
+        }
+    }
+
+    /// The signal handler: whether a sampler's request is waiting (and take it).
+    #[cfg(target_os = "linux")]
+    fn take_request(&self) -> bool {
+        self.asked.load(Relaxed) && self.asked.swap(false, Acquire)
+    }
+}
+
+/// A poll a reader saw running: its number, task and start.
+#[derive(Clone, Copy)]
+struct Running {
+    poll: u64,
+    task: u64,
+    start: u64,
+}
+
+/// The runtime's stall machinery (in its `Shared`).
+pub(crate) struct StallMonitor {
+    threshold: Option<Duration>,
+    /// The threshold in clock ticks (`u64::MAX` without one).
+    threshold_ticks: u64,
+    stacks: Stacks,
+    /// The runtime's clock (present whenever there is a threshold: see `Shared::new`).
+    clock: Option<Clock>,
+    pub(crate) slots: Box<[WorkerSlot]>,
+    sleeping: AtomicBool,
+    thread: std::sync::OnceLock<std::thread::Thread>,
+    /// The instant `next_sample` and `worker_sampled` count from.
+    epoch: Instant,
+    /// When the workers' next sample is due, in nanoseconds since `epoch` (`u64::MAX`
+    /// while nobody takes stacks: sampling is only for them).
+    next_sample: AtomicU64,
+    /// When a worker last sampled, in nanoseconds since `epoch` plus one (0: never).
+    worker_sampled: AtomicU64,
+}
+
+impl StallMonitor {
+    pub(crate) fn new(workers: usize, threshold: Option<Duration>, stacks: bool, clock: Option<Clock>) -> StallMonitor {
+        // Under 1 ms the monitor would sample without pause (it sleeps half a threshold
+        // between samples), so shorter thresholds count as 1 ms.
+        let threshold = threshold.filter(|t| !t.is_zero()).map(|t| t.max(Duration::from_millis(1)));
+        let threshold_ticks = match (threshold, &clock) {
+            (Some(t), Some(c)) => c.ns_to_ticks(t.as_nanos().min(u64::MAX as u128) as u64).max(1),
+            _ => u64::MAX,
+        };
+        let stacks = if !stacks {
+            Stacks::Off
+        } else if supported() {
+            Stacks::On
+        } else {
+            Stacks::Unsupported
+        };
+        StallMonitor {
+            threshold,
+            threshold_ticks,
+            stacks,
+            clock,
+            slots: (0..workers).map(|_| WorkerSlot::new()).collect(),
+            sleeping: AtomicBool::new(false),
+            thread: std::sync::OnceLock::new(),
+            epoch: Instant::now(),
+            next_sample: AtomicU64::new(u64::MAX),
+            worker_sampled: AtomicU64::new(0),
+        }
+    }
+
+    /// What a poll's end compares its length (in clock ticks) with before it looks
+    /// further: the threshold less an eighth, so that a poll another thread counted as
+    /// a stall (by its own reading of the clock) is never missed at its end. `u64::MAX`
+    /// without a threshold.
+    pub(crate) fn end_check_ticks(&self) -> u64 {
+        match self.threshold_ticks {
+            u64::MAX => u64::MAX,
+            t => t - t / 8,
+        }
+    }
+
+    // ---- The worker's side ------------------------------------------------------------
+
+    /// Worker `index` is about to poll task `id`, from clock reading `start`; `polls` is
+    /// its poll count, advanced here (see "A poll still running" for the order).
+    #[inline(always)]
+    pub(crate) fn polling(&self, index: usize, id: u64, start: u64, polls: &Counter) {
+        debug_assert!(index < self.slots.len());
+        // SAFETY: `index` is a worker index of this runtime, and there is a slot per
+        // worker (hot path: no bounds check beyond the debug assertion above).
+        let slot = unsafe { self.slots.get_unchecked(index) };
+        slot.start.store(start, Relaxed);
+        slot.task.store(id, Release);
+        polls.inc_always_release();
+    }
+
+    /// Worker `index`'s poll returned (and its report is written, if it was a stall).
+    #[inline(always)]
+    pub(crate) fn polled(&self, index: usize) {
+        // SAFETY: as in `polling`.
+        unsafe { self.slots.get_unchecked(index) }.task.store(0, Release);
+    }
+
+    /// The end of a poll of `task` that ran at least [`StallMonitor::end_check_ticks`]:
+    /// write its report if it is a stall (longer than the threshold, or counted as one
+    /// while it ran). `poll` is the poll's number, `polls` and `stalls` the worker's
+    /// counters, `start` and `end` the poll's clock readings, `name` the task's name if
+    /// known. Returns the stall's length if it was one. Called before [`polled`], while
+    /// the poll still shows as running. Allocates nothing and takes no lock.
+    ///
+    /// [`polled`]: StallMonitor::polled
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn poll_ended_long(
+        &self,
+        index: usize,
+        poll: u64,
+        task: u64,
+        (start, end): (u64, u64),
+        name: Option<&str>,
+        (polls, stalls): (&Counter, &Counter),
+    ) -> Option<Duration> {
+        let slot = &self.slots[index];
+        if slot.recorded.load(Relaxed) == poll {
+            // Reported already, when a blocking join ran other tasks inside this poll.
+            return None;
+        }
+        // A poll that ran others inside it (a blocking join's help) held the worker only
+        // for the stretches between them; it is a stall only if it was counted as one.
+        let nested = polls.get() != poll;
+        let long = end.saturating_sub(start) >= self.threshold_ticks;
+        if !(long && !nested) && slot.claimed.load(Acquire) != poll {
+            return None;
+        }
+        let mut ips = [0usize; MAX_FRAMES];
+        let (n, stack_at, missing) = match self.stacks {
+            Stacks::Off => (0, 0, MissingStack::Off.code()),
+            Stacks::Unsupported => (0, 0, MissingStack::Unsupported.code()),
+            // Taken by this thread's own handler (the buffer is this worker's, and the
+            // handler leaves it alone once the poll is no longer running, or has its
+            // stack): a stack taken after the poll's end is not the poll's.
+            Stacks::On => match slot.stack.read(poll, &mut ips) {
+                Some((n, at)) if at <= end => (n, at, 0),
+                _ => (0, 0, MissingStack::PollEnded.code()),
+            },
+        };
+        slot.ended.push(&EndedPoll { task, poll, start, end, stack_at, missing }, &ips[..n], name);
+        slot.recorded.store(poll, Release);
+        // Counted once the report is in: a reader that sees the count finds it.
+        self.claim(index, poll, stalls);
+        Some(Duration::from_nanos(self.ticks_to_ns(end.saturating_sub(start))))
+    }
+
+    /// The poll running on worker `index` stops being one poll now: a blocking join in it
+    /// is about to run another task inline, or to hand the worker to another thread.
+    /// Reported as a stall, with its length so far, if it is one (or was counted as
+    /// one). Returns the task and the length in that case.
+    pub(crate) fn interrupt_poll(&self, index: usize, (polls, stalls): (&Counter, &Counter)) -> Option<(u64, Duration)> {
+        let slot = &self.slots[index];
+        let task = slot.task.load(Relaxed);
+        let clock = self.clock?;
+        let stalled = (task != 0)
+            .then(|| {
+                let start = slot.start.load(Relaxed);
+                let poll = polls.get();
+                self.poll_ended_long(index, poll, task, (start, clock.raw()), None, (polls, stalls))
+            })
+            .flatten();
+        self.polled(index);
+        stalled.map(|d| (task, d))
+    }
+
+    /// The calling thread now runs worker `index`'s loop (`polls` is its poll count):
+    /// its stack may be taken, by its own CPU-time timer among others. Until
+    /// [`StallMonitor::leave_thread`], which the thread calls before it lets go of the
+    /// runtime.
+    pub(crate) fn enter_thread(&self, index: usize, polls: &Counter) {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: a plain call with no preconditions.
+            let tid = unsafe { libc::gettid() };
+            self.slots[index].tid.store(tid, Relaxed);
+            if self.stacks == Stacks::On && self.threshold.is_some() && !cfg!(miri) {
+                // A quarter threshold of CPU time: a poll that computes is looked at about
+                // four times within each threshold it runs (see `capture`).
+                let period = self.threshold.map(|t| (t / 4).max(Duration::from_millis(1)));
+                // SAFETY: `self` and `polls` are parts of the runtime's shared state, which
+                // the worker's thread holds until after `leave_thread`.
+                unsafe { capture::enter(self, index, polls, period) };
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (index, polls);
+    }
+
+    /// The calling thread no longer runs a worker's loop (see `enter_thread`).
+    pub(crate) fn leave_thread(&self) {
+        #[cfg(target_os = "linux")]
+        if self.stacks == Stacks::On {
+            capture::leave();
+        }
+    }
+
+    /// The signal handler on worker `index`'s own thread, which stopped in the poll
+    /// numbered `poll` (by the worker's count) at `pc`: take the stack if that poll has
+    /// run past the threshold and has none yet. No allocation, no lock.
+    #[cfg(target_os = "linux")]
+    fn capture_if_stuck(&self, index: usize, poll: u64, pc: Option<usize>) {
+        let slot = &self.slots[index];
+        // This thread's own stores, in its own order (the handler interrupted it between
+        // two of its instructions): an id stored means its start is too.
+        if slot.task.load(Acquire) == 0 {
+            return;
+        }
+        let start = slot.start.load(Relaxed);
+        let Some(clock) = self.clock else { return };
+        let now = clock.raw();
+        let buf = &slot.stack;
+        if now.saturating_sub(start) < self.threshold_ticks || buf.poll.load(Relaxed) == poll {
+            return;
+        }
+        buf.poll.store(WRITING, Relaxed);
+        fence(Release);
+        let (n, from) = capture::walk(pc, &buf.ips);
+        buf.len.store(n, Relaxed);
+        buf.from.store(from, Relaxed);
+        buf.taken_at.store(now, Relaxed);
+        buf.poll.store(poll, Release);
+    }
+
+    // ---- Counting -----------------------------------------------------------------------
+
+    /// Count worker `index`'s poll `poll` as a stall unless it was counted already.
+    fn claim(&self, index: usize, poll: u64, stalls: &Counter) -> bool {
+        let c = &self.slots[index].claimed;
+        let mut cur = c.load(Relaxed);
+        while cur < poll {
+            match c.compare_exchange_weak(cur, poll, AcqRel, Relaxed) {
+                Ok(_) => {
+                    stalls.add_shared(1);
+                    return true;
+                }
+                Err(now) => cur = now,
+            }
+        }
+        false
+    }
+
+    /// The poll worker `index` is running now, if it is in one (see "A poll still
+    /// running" for the reading's order).
+    fn running_poll(&self, index: usize, polls: &Counter) -> Option<Running> {
+        let slot = &self.slots[index];
+        let poll = polls.get_acquire();
+        let task = slot.task.load(Acquire);
+        let start = slot.start.load(Relaxed);
+        fence(Acquire);
+        (task != 0 && polls.get() == poll).then_some(Running { poll, task, start })
+    }
+
+    /// The polls running past the threshold now (counted as stalls here if nobody had
+    /// yet), by worker.
+    fn stuck_now(&self, shared: &Shared) -> Vec<(usize, Running)> {
+        let Some(clock) = self.clock.filter(|_| self.threshold.is_some()) else { return Vec::new() };
+        let now = clock.raw();
+        let mut out = Vec::new();
+        for (i, w) in shared.workers.iter().enumerate() {
+            if let Some(r) = self.running_poll(i, &w.counters.tasks_polled) {
+                if now.saturating_sub(r.start) >= self.threshold_ticks {
+                    self.claim(i, r.poll, &w.counters.stalls);
+                    out.push((i, r));
+                }
+            }
+        }
+        out
+    }
+
+    /// Count the polls running past the threshold now (a snapshot's reading of
+    /// `stalls_total` includes them).
+    pub(crate) fn count_running(&self, shared: &Shared) {
+        self.stuck_now(shared);
+    }
+
+    // ---- Sampling (for stacks) ----------------------------------------------------------
+
+    /// Worker `me` samples the others if a sample is due (see "Who samples"): one load
+    /// and a compare when it is not. `now` is any recent reading (a tick's start).
+    #[inline]
+    pub(crate) fn maybe_sample(&self, shared: &Shared, me: usize, now: Instant) {
+        let due = self.next_sample.load(Acquire);
+        if due == u64::MAX {
+            return;
+        }
+        let t = now.saturating_duration_since(self.epoch).as_nanos() as u64;
+        if t >= due {
+            self.sample_now(shared, me, t, due);
+        }
+    }
+
+    #[cold]
+    fn sample_now(&self, shared: &Shared, me: usize, t: u64, due: u64) {
+        let Some(threshold) = self.threshold else { return };
+        let half = u64::try_from((threshold / 2).as_nanos()).unwrap_or(u64::MAX);
+        let next = t.saturating_add(half).min(u64::MAX - 1);
+        // One sampler per period: whoever moves the due time on samples.
+        if self.next_sample.compare_exchange(due, next, Relaxed, Relaxed).is_err() {
+            return;
+        }
+        self.worker_sampled.store(t + 1, Relaxed);
+        self.sample(shared, Some(me));
+    }
+
+    /// Look at every worker but `me`: count a poll past the threshold, and ask its
+    /// thread for its stack if it has none yet.
+    fn sample(&self, shared: &Shared, me: Option<usize>) {
+        for (i, r) in self.stuck_now(shared) {
+            if Some(i) != me && self.stacks == Stacks::On && !shared.is_shutdown() {
+                self.ask_for_stack(i, r.poll);
+            }
+        }
+    }
+
+    /// Send worker `index`'s thread the signal that makes it take its stack, once per
+    /// poll.
+    fn ask_for_stack(&self, index: usize, poll: u64) {
+        let slot = &self.slots[index];
+        if slot.stack.poll.load(Acquire) == poll {
+            return;
+        }
+        let prev = slot.signalled.load(Relaxed);
+        if prev >= poll || slot.signalled.compare_exchange(prev, poll, Relaxed, Relaxed).is_err() {
+            return;
+        }
+        slot.asked.store(true, Release);
+        #[cfg(target_os = "linux")]
+        capture::ask(slot.tid.load(Relaxed));
+    }
+
+    /// A worker left its park: wake the monitor if it sleeps (see "Sleeping while every
+    /// worker sleeps").
+    #[inline]
+    pub(crate) fn worker_woke(&self) {
+        if self.sleeping.load(SeqCst) && self.sleeping.swap(false, SeqCst) {
+            self.unpark();
+        }
+    }
+
+    /// Wake the monitor (a worker woke, or the runtime shuts down).
+    pub(crate) fn unpark(&self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    // ---- Reading ------------------------------------------------------------------------
+
+    fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        self.clock.map_or(ticks, |c| c.ticks_to_ns(ticks))
+    }
+
+    /// The newest stalls (at most [`STALL_HISTORY`]), oldest first: the ended ones by
+    /// their end, then the polls still running past the threshold.
+    pub(crate) fn history(&self, shared: &Shared, name_of: &dyn Fn(u64) -> Option<String>) -> Vec<Stall> {
+        // Running polls first: one that ends meanwhile has its report in by the time it
+        // stops showing as running, and is then shown once, ended.
+        let running = self.stuck_now(shared);
+        let mut ended: Vec<(usize, record::Ended)> = Vec::new();
+        for (i, slot) in self.slots.iter().enumerate() {
+            ended.extend(slot.ended.read_from(0).0.into_iter().map(|e| (i, e)));
+        }
+        ended.sort_by_key(|(_, e)| e.poll.end);
+        let running: Vec<_> =
+            running.into_iter().filter(|(i, r)| !ended.iter().any(|(j, e)| j == i && e.poll.poll == r.poll)).collect();
+        let keep = STALL_HISTORY.saturating_sub(running.len());
+        let skip = ended.len().saturating_sub(keep);
+        let mut out: Vec<Stall> = ended.into_iter().skip(skip).map(|(i, e)| self.ended_stall(i, e, name_of)).collect();
+        out.extend(running.into_iter().map(|(i, r)| self.running_stall(i, r, name_of)));
+        out
+    }
+
+    /// The polls running past the threshold now, as ongoing stalls.
+    pub(crate) fn running(&self, shared: &Shared, name_of: &dyn Fn(u64) -> Option<String>) -> Vec<Stall> {
+        self.stuck_now(shared).into_iter().map(|(i, r)| self.running_stall(i, r, name_of)).collect()
+    }
+
+    /// Whether [`StallMonitor::since`] would return a stall for `cursor`, or a poll runs
+    /// past the threshold now: a few loads per worker.
+    pub(crate) fn anything_since(&self, shared: &Shared, cursor: &[u64]) -> bool {
+        self.slots.iter().enumerate().any(|(i, s)| s.ended.written() > cursor.get(i).copied().unwrap_or(0))
+            || !self.stuck_now(shared).is_empty()
+    }
+
+    /// The ended stalls each worker reported since `cursor` (its workers' report counts,
+    /// grown to the number of workers), the newest `max` of them, oldest first; `cursor`
+    /// moves past them all.
+    pub(crate) fn since(&self, cursor: &mut Vec<u64>, max: usize, name_of: &dyn Fn(u64) -> Option<String>) -> Vec<Stall> {
+        cursor.resize(self.slots.len(), 0);
+        let mut ended: Vec<(usize, record::Ended)> = Vec::new();
+        for (i, slot) in self.slots.iter().enumerate() {
+            let (new, written) = slot.ended.read_from(cursor[i]);
+            ended.extend(new.into_iter().map(|e| (i, e)));
+            cursor[i] = written;
+        }
+        ended.sort_by_key(|(_, e)| e.poll.end);
+        let skip = ended.len().saturating_sub(max);
+        ended.into_iter().skip(skip).map(|(i, e)| self.ended_stall(i, e, name_of)).collect()
+    }
+
+    fn ended_stall(&self, worker: usize, e: record::Ended, name_of: &dyn Fn(u64) -> Option<String>) -> Stall {
+        let p = e.poll;
+        Stall {
+            worker,
+            poll: p.poll,
+            task_id: p.task,
+            task_name: e.name.or_else(|| name_of(p.task)),
+            duration: Duration::from_nanos(self.ticks_to_ns(p.end.saturating_sub(p.start))),
+            ongoing: false,
+            frames: symbols::resolve(&e.ips),
+            missing_stack: MissingStack::from_code(p.missing),
+            stack_taken_after: (p.stack_at != 0)
+                .then(|| Duration::from_nanos(self.ticks_to_ns(p.stack_at.saturating_sub(p.start)))),
+        }
+    }
+
+    fn running_stall(&self, worker: usize, r: Running, name_of: &dyn Fn(u64) -> Option<String>) -> Stall {
+        let now = self.clock.map_or(0, |c| c.raw());
+        let mut ips = [0usize; MAX_FRAMES];
+        let stack = match self.stacks {
+            Stacks::On => self.slots[worker].stack.read(r.poll, &mut ips),
+            _ => None,
+        };
+        let (frames, missing, after) = match (stack, self.stacks) {
+            (Some((n, at)), _) => (
+                symbols::resolve(&ips[..n]),
+                None,
+                Some(Duration::from_nanos(self.ticks_to_ns(at.saturating_sub(r.start)))),
+            ),
+            (None, Stacks::On) => (Vec::new(), Some(MissingStack::NotYet), None),
+            (None, Stacks::Off) => (Vec::new(), Some(MissingStack::Off), None),
+            (None, Stacks::Unsupported) => (Vec::new(), Some(MissingStack::Unsupported), None),
+        };
+        Stall {
+            worker,
+            poll: r.poll,
+            task_id: r.task,
+            task_name: name_of(r.task),
+            duration: Duration::from_nanos(self.ticks_to_ns(now.saturating_sub(r.start))),
+            ongoing: true,
+            frames,
+            missing_stack: missing,
+            stack_taken_after: after,
+        }
+    }
+}
+
+use std::sync::atomic::Ordering::AcqRel;
+
+/// Whether stacks can be taken in this process.
+fn supported() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        !cfg!(miri) && capture::supported()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+/// Start the monitor's thread for `shared`, if it takes stacks (the thread is there only
+/// to ask for them: see "Who samples"). The thread holds only a weak reference, and
+/// leaves when the runtime is gone or shutting down.
+pub(crate) fn start(shared: &Arc<Shared>, name: String) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    let m = &shared.stall;
+    let Some(threshold) = m.threshold else { return Ok(None) };
+    if m.stacks != Stacks::On {
+        return Ok(None);
+    }
+    #[cfg(target_os = "linux")]
+    capture::install();
+    let weak = Arc::downgrade(shared);
+    let t = std::thread::Builder::new().name(name).spawn(move || monitor(weak, threshold))?;
+    let _ = m.thread.set(t.thread().clone());
+    // The workers sample from now on.
+    m.next_sample.store(0, Release);
+    Ok(Some(t))
+}
+
+fn monitor(weak: Weak<Shared>, threshold: Duration) {
+    let fast = threshold / 2;
+    let net = NET_PERIOD.max(threshold);
+    let mut first = true;
+    // When it last woke from sleeping with no timeout (see "Sleeping while every worker
+    // sleeps"): it sleeps that way at most once a net period.
+    let mut woke_from_sleep: Option<Instant> = None;
+    loop {
+        let Some(shared) = weak.upgrade() else { return };
+        if shared.is_shutdown() {
+            return;
+        }
+        let m = &shared.stall;
+        if std::mem::take(&mut first) {
+            // Before any sleep below: a worker that wakes it must find its handle.
+            let _ = m.thread.get_or_init(std::thread::current);
+        }
+        m.sample(&shared, None);
+        let last = m.worker_sampled.load(Relaxed);
+        let since_epoch = m.epoch.elapsed().as_nanos() as u64;
+        let workers_sampling = last != 0 && since_epoch.saturating_sub(last - 1) < threshold.as_nanos() as u64;
+        let all_parked = shared.idle.all_parked();
+        if all_parked && woke_from_sleep.is_none_or(|t| t.elapsed() >= net) {
+            m.sleeping.store(true, SeqCst);
+            if shared.idle.all_parked() {
+                drop(shared);
+                std::thread::park();
+                woke_from_sleep = Some(Instant::now());
+                continue;
+            }
+            m.sleeping.store(false, SeqCst);
+        }
+        // While the workers sample, this is only the net; while none does, it samples
+        // every half threshold. Every worker parked: nothing to sample until it may
+        // sleep again.
+        let period = match woke_from_sleep {
+            Some(t) if all_parked => net.saturating_sub(t.elapsed()).max(fast),
+            _ if workers_sampling => net,
+            _ => fast,
+        };
+        drop(shared);
+        std::thread::park_timeout(period);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A threshold under 1 ms would have the monitor sample without sleeping (it sleeps
+    /// half a threshold): it counts as 1 ms; zero turns stalls off.
+    #[test]
+    fn thresholds_under_a_millisecond_count_as_one() {
+        let c = Some(Clock::new());
+        let ms = Duration::from_millis(1);
+        assert_eq!(StallMonitor::new(1, Some(Duration::from_nanos(1)), true, c).threshold, Some(ms));
+        assert_eq!(StallMonitor::new(1, Some(Duration::from_micros(999)), true, c).threshold, Some(ms));
+        assert_eq!(StallMonitor::new(1, Some(Duration::from_millis(7)), true, c).threshold, Some(7 * ms));
+        assert_eq!(StallMonitor::new(1, Some(Duration::ZERO), true, c).threshold, None);
+        assert_eq!(StallMonitor::new(1, None, true, c).threshold_ticks, u64::MAX);
+        assert_eq!(StallMonitor::new(1, None, true, c).end_check_ticks(), u64::MAX);
+    }
+
+    /// Each poll counts once, whoever sees it first, and the count never goes back.
+    #[test]
+    fn a_poll_is_claimed_once() {
+        let m = StallMonitor::new(1, Some(Duration::from_millis(10)), false, Some(Clock::new()));
+        let stalls = Counter::default();
+        assert!(m.claim(0, 5, &stalls));
+        assert!(!m.claim(0, 5, &stalls), "the same poll again");
+        assert!(!m.claim(0, 4, &stalls), "an older poll");
+        assert!(m.claim(0, 9, &stalls));
+        assert_eq!(stalls.get(), 2);
+    }
+
+    /// The end of a long poll writes one report with the poll's own length; a short one,
+    /// none; a poll counted while it ran is reported even if its end reads it a little
+    /// short of the threshold; a poll reported when a join interrupted it is not
+    /// reported again at its end.
+    #[test]
+    fn a_long_polls_end_reports_it_once_with_its_length() {
+        let clock = Clock::new();
+        let m = StallMonitor::new(1, Some(Duration::from_millis(10)), false, Some(clock));
+        let (polls, stalls) = (Counter::default(), Counter::default());
+        let ms = |n: u64| clock.ns_to_ticks(n * 1_000_000);
+        let t0 = 1_000_000;
+        m.polling(0, 7, t0, &polls);
+        let p = polls.get();
+        let d = m.poll_ended_long(0, p, 7, (t0, t0 + ms(600)), Some("long"), (&polls, &stalls));
+        m.polled(0);
+        let d = d.expect("a stall");
+        assert!(d >= Duration::from_millis(599) && d <= Duration::from_millis(601), "{d:?}");
+        assert_eq!(stalls.get(), 1);
+        // Short: not a stall.
+        m.polling(0, 8, t0, &polls);
+        assert_eq!(m.poll_ended_long(0, polls.get(), 8, (t0, t0 + ms(9)), None, (&polls, &stalls)), None);
+        m.polled(0);
+        // Counted while running, ended a little short by this reading: reported.
+        m.polling(0, 9, t0, &polls);
+        assert!(m.claim(0, polls.get(), &stalls));
+        assert!(m.poll_ended_long(0, polls.get(), 9, (t0, t0 + ms(9)), None, (&polls, &stalls)).is_some());
+        assert!(m.poll_ended_long(0, polls.get(), 9, (t0, t0 + ms(20)), None, (&polls, &stalls)).is_none(), "twice");
+        m.polled(0);
+        assert_eq!(stalls.get(), 2, "the counted poll is not counted again at its end");
+        let reports = m.slots[0].ended.read_from(0).0;
+        assert_eq!(reports.len(), 2);
+        assert_eq!((reports[0].poll.task, reports[0].name.as_deref()), (7, Some("long")));
+        assert_eq!(MissingStack::from_code(reports[0].poll.missing), Some(MissingStack::Off));
+        assert_eq!(reports[1].poll.task, 9);
+    }
+
+    /// A poll that ran other tasks inside it (a blocking join's help) is not a stall by
+    /// its length alone.
+    #[test]
+    fn a_poll_with_polls_inside_is_a_stall_only_if_counted() {
+        let clock = Clock::new();
+        let m = StallMonitor::new(1, Some(Duration::from_millis(10)), false, Some(clock));
+        let (polls, stalls) = (Counter::default(), Counter::default());
+        m.polling(0, 3, 1, &polls);
+        let outer = polls.get();
+        m.polling(0, 4, 2, &polls);
+        m.polled(0);
+        let end = 1 + clock.ns_to_ticks(50_000_000);
+        assert_eq!(m.poll_ended_long(0, outer, 3, (1, end), None, (&polls, &stalls)), None);
+        assert_eq!(stalls.get(), 0);
+    }
+}
