@@ -1,7 +1,7 @@
 //! What the event ring costs: the same Volt runtime with the ring off and with it on
 //! (4,096 events per worker), over the Tokio-comparison workloads, alternating in one
-//! process; and, as a third runtime, what the default poll timing costs (the same runtime
-//! with `poll_time_histogram(false)`). `cargo bench -p volt --bench overhead` prints
+//! process; and, as a third runtime, what the default poll timing and stall checks cost
+//! (the same runtime with `poll_time_histogram(false)` and `stall_threshold(None)`). `cargo bench -p volt --bench overhead` prints
 //! medians, the ratios per workload (the median of the back-to-back samples' ratios), and
 //! their geometric means. `VOLT_BENCH_SAMPLES` sets the samples (default 64);
 //! `VOLT_BENCH_ONLY=name` runs the workloads whose name contains `name`. A sample repeats
@@ -77,7 +77,7 @@ impl Spinners {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Config {
-    /// `poll_time_histogram(false)`, no ring: polls are not timed.
+    /// `poll_time_histogram(false)`, `stall_threshold(None)`, no ring: polls are not timed.
     Untimed,
     /// The default: polls timed for the poll-time histogram, no ring.
     Default,
@@ -90,7 +90,7 @@ fn build(config: Config, workers: usize) -> volt::Runtime {
     b.worker_threads(workers);
     match config {
         Config::Untimed => {
-            b.poll_time_histogram(false);
+            b.poll_time_histogram(false).stall_threshold(None);
         }
         Config::Default => {}
         Config::Ring => {
@@ -124,7 +124,7 @@ fn main() {
     println!(
         "Volt with the event ring off vs on, {WORKERS} workers ({} in the `_busy` rows), {samples} samples each (a quarter for the two slowest) \
          over {pairs} fresh runtime triples, alternating, each sample ~5 ms of repeats. \"untimed\" is the same \
-         runtime built with `poll_time_histogram(false)` and no ring: what the default's one clock read per poll costs.\n",
+         runtime built with `poll_time_histogram(false)`, `stall_threshold(None)` and no ring: what the default's one clock read and stall check per poll cost.\n",
         busy_workers()
     );
     println!("| workload | untimed | default (ring off) | ring on | default/untimed | **ring on/off** |");
