@@ -84,6 +84,14 @@ pub(crate) mod events_loom;
 #[cfg(loom)]
 #[path = "telemetry/tasks.rs"]
 pub(crate) mod tasks_loom;
+// And for the stall machinery's running-poll slot and its ring of ended stalls.
+#[cfg(loom)]
+#[allow(dead_code)]
+#[path = "telemetry/stall/record.rs"]
+pub(crate) mod stall_record_loom;
+#[cfg(loom)]
+#[path = "telemetry/stall/slot.rs"]
+pub(crate) mod stall_slot_loom;
 
 #[cfg(not(loom))]
 pub use runtime::Runtime;

@@ -4,7 +4,8 @@
 //! Each model runs the crate's real code with loom's atomics and explores every
 //! interleaving of the threads it spawns. The models sit beside the code they check:
 //! `scheduler/{queue,lifo,park,idle,exits,join}_loom.rs`, `task/state_loom.rs`,
-//! `task/cellcache.rs`, `telemetry/events/ring.rs` and `telemetry/tasks.rs`. Under loom
+//! `task/cellcache.rs`, `telemetry/events/ring.rs`, `telemetry/tasks.rs` and
+//! `telemetry/stall/{slot,record}.rs`. Under loom
 //! the local queue has 4 slots (overflow moves 2).
 
 use std::sync::atomic::Ordering::SeqCst;

@@ -123,7 +123,12 @@ fn stacks_here() -> bool {
 fn long_polls_are_reported_once_with_their_length_and_stack(rt: &volt::Runtime) {
     let t = rt.handle().telemetry();
     let cases = [
-        ("block 60", block_in_a_system_call as fn(Duration) -> Duration, Duration::from_millis(60), "block_in_a_system_call"),
+        (
+            "block 60",
+            block_in_a_system_call as fn(Duration) -> Duration,
+            Duration::from_millis(60),
+            "block_in_a_system_call",
+        ),
         ("block 600", block_in_a_system_call, Duration::from_millis(600), "block_in_a_system_call"),
         ("compute 60", compute_for, Duration::from_millis(60), "compute_for"),
         ("compute 600", compute_for, Duration::from_millis(600), "compute_for"),
@@ -177,9 +182,8 @@ fn long_polls_are_reported_once_with_their_length_and_stack_with_every_core_busy
 fn six_hundred_polls_of_15_ms_are_six_hundred_stalls() {
     let rt = runtime("stall-many");
     let t = rt.handle().telemetry();
-    let handles: Vec<_> = (0..600)
-        .map(|_| rt.spawn(async { block_in_a_system_call(Duration::from_millis(15)) }))
-        .collect();
+    let handles: Vec<_> =
+        (0..600).map(|_| rt.spawn(async { block_in_a_system_call(Duration::from_millis(15)) })).collect();
     let ids: std::collections::HashSet<u64> = handles.iter().map(|h| h.id()).collect();
     let measured: Vec<Duration> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     assert!(measured.iter().all(|&d| d >= Duration::from_millis(15)));

@@ -93,8 +93,8 @@ impl Shared {
         stall: (Option<Duration>, bool),
     ) -> std::io::Result<Arc<Shared>> {
         let driver = Driver::new()?;
-        let clock = (poll_time_histogram || event_ring.is_some() || stall.0.is_some_and(|t| !t.is_zero()))
-            .then(Clock::new);
+        let clock =
+            (poll_time_histogram || event_ring.is_some() || stall.0.is_some_and(|t| !t.is_zero())).then(Clock::new);
         let ns_per_tick_fp = clock.map_or(1 << 32, |c| c.ns_per_tick_fp());
         let stall = crate::telemetry::stall::StallMonitor::new(num_workers, stall.0, stall.1, clock);
         let stall_check = stall.end_check_ticks();

@@ -366,7 +366,13 @@ impl Shared {
     fn on_stall(&self, w: Option<&Worker>, task_id: u64, worker: usize, held: Duration, at: u64) {
         if let Some(r) = &self.recorder {
             let us = (held.as_micros() as u64).min(events::STALL_US_MASK);
-            r.record_at(w.map(|w| w.index), EventKind::Stall, task_id, (worker as u64) << events::STALL_WORKER_SHIFT | us, at);
+            r.record_at(
+                w.map(|w| w.index),
+                EventKind::Stall,
+                task_id,
+                (worker as u64) << events::STALL_WORKER_SHIFT | us,
+                at,
+            );
         }
         #[cfg(feature = "tracing")]
         tracing::warn!(target: "volt::scheduler", worker, task.id = task_id, ?held, "stall");

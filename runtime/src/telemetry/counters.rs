@@ -114,17 +114,6 @@ impl Counter {
         let _ = n;
     }
 
-    /// Owner only: add one, in every build, with a release store. For the one counter
-    /// the scheduler itself reads (`tasks_polled`, which numbers the polls: see
-    /// `telemetry::stall`, and "Stealing from the LIFO slot" in `scheduler/worker.rs`),
-    /// which therefore stays under `--cfg volt_no_counters`. Whatever the owner wrote
-    /// before (a poll's start and task) is seen by a reader that loads the new count with
-    /// acquire: the same plain store on x86, where it only keeps the compiler's order.
-    #[inline(always)]
-    pub(crate) fn inc_always_release(&self) {
-        self.0.store(self.0.load(Relaxed).wrapping_add(1), std::sync::atomic::Ordering::Release);
-    }
-
     /// Add one from any thread (`fetch_add`): for the one counter several threads write,
     /// rarely (`stalls`: whoever first sees a poll run past the threshold counts it).
     #[inline]
@@ -136,10 +125,11 @@ impl Counter {
         self.0.load(Relaxed)
     }
 
-    /// `get` with acquire (see `inc_always_release`).
+    /// The atomic itself, for a protocol that reads or writes it with orderings of its
+    /// own (`tasks_polled` numbers the polls: see `telemetry::stall::slot`).
     #[inline(always)]
-    pub(crate) fn get_acquire(&self) -> u64 {
-        self.0.load(std::sync::atomic::Ordering::Acquire)
+    pub(crate) fn atomic(&self) -> &AtomicU64 {
+        &self.0
     }
 }
 

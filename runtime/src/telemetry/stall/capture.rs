@@ -128,7 +128,12 @@ pub(super) fn install() {
 ///
 /// # Safety
 /// `monitor` and `polls` stay valid until this thread calls [`leave`].
-pub(super) unsafe fn enter(monitor: *const StallMonitor, index: usize, polls: *const Counter, period: Option<Duration>) {
+pub(super) unsafe fn enter(
+    monitor: *const StallMonitor,
+    index: usize,
+    polls: *const Counter,
+    period: Option<Duration>,
+) {
     leave();
     VIEW.with(|v| v.set(ThreadView { monitor, index, polls }));
     let Some(period) = period else { return };

@@ -76,12 +76,14 @@
 #[cfg(target_os = "linux")]
 mod capture;
 mod record;
+pub(crate) mod slot;
 mod symbols;
 
 use crate::runtime::handle::Shared;
 use crate::telemetry::clock::Clock;
 use crate::telemetry::Counter;
 use record::{EndedPoll, EndedRing};
+use slot::{PollSlot, Running};
 use std::fmt;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64, AtomicUsize};
@@ -262,20 +264,15 @@ impl StackBuf {
     }
 }
 
-/// One worker, as the stall machinery sees it. The first two fields change with every
-/// poll (the worker writes them); the rest change once per stall at most.
+/// One worker, as the stall machinery sees it. `poll` changes with every poll (the
+/// worker writes it); the rest change once per stall at most.
 #[repr(C, align(64))]
 pub(crate) struct WorkerSlot {
-    /// The task being polled (0: none; task ids start at 1).
-    task: AtomicU64,
-    /// The clock reading at the poll's start.
-    start: AtomicU64,
+    poll: PollSlot,
     /// The kernel id of the thread running the worker's loop.
     tid: AtomicI32,
     /// A sampler asked this thread for its stack (see `capture`).
     asked: AtomicBool,
-    /// The last poll number counted as a stall.
-    claimed: AtomicU64,
     /// The last poll number a sampler sent the signal for.
     signalled: AtomicU64,
     /// The last poll number with a report in `ended`.
@@ -287,11 +284,9 @@ pub(crate) struct WorkerSlot {
 impl WorkerSlot {
     fn new() -> WorkerSlot {
         WorkerSlot {
-            task: AtomicU64::new(0),
-            start: AtomicU64::new(0),
+            poll: PollSlot::new(),
             tid: AtomicI32::new(0),
             asked: AtomicBool::new(false),
-            claimed: AtomicU64::new(0),
             signalled: AtomicU64::new(0),
             recorded: AtomicU64::new(0),
             stack: StackBuf::new(),
@@ -304,14 +299,6 @@ impl WorkerSlot {
     fn take_request(&self) -> bool {
         self.asked.load(Relaxed) && self.asked.swap(false, Acquire)
     }
-}
-
-/// A poll a reader saw running: its number, task and start.
-#[derive(Clone, Copy)]
-struct Running {
-    poll: u64,
-    task: u64,
-    start: u64,
 }
 
 /// The runtime's stall machinery (in its `Shared`).
@@ -384,17 +371,14 @@ impl StallMonitor {
         debug_assert!(index < self.slots.len());
         // SAFETY: `index` is a worker index of this runtime, and there is a slot per
         // worker (hot path: no bounds check beyond the debug assertion above).
-        let slot = unsafe { self.slots.get_unchecked(index) };
-        slot.start.store(start, Relaxed);
-        slot.task.store(id, Release);
-        polls.inc_always_release();
+        unsafe { self.slots.get_unchecked(index) }.poll.begin(id, start, polls.atomic());
     }
 
     /// Worker `index`'s poll returned (and its report is written, if it was a stall).
     #[inline(always)]
     pub(crate) fn polled(&self, index: usize) {
         // SAFETY: as in `polling`.
-        unsafe { self.slots.get_unchecked(index) }.task.store(0, Release);
+        unsafe { self.slots.get_unchecked(index) }.poll.end();
     }
 
     /// The end of a poll of `task` that ran at least [`StallMonitor::end_check_ticks`]:
@@ -426,7 +410,7 @@ impl StallMonitor {
         // for the stretches between them; it is a stall only if it was counted as one.
         let nested = polls.get() != poll;
         let long = end.saturating_sub(start) >= self.threshold_ticks;
-        if !(long && !nested) && slot.claimed.load(Acquire) != poll {
+        if !(long && !nested) && !slot.poll.is_claimed(poll) {
             return None;
         }
         let mut ips = [0usize; MAX_FRAMES];
@@ -452,13 +436,15 @@ impl StallMonitor {
     /// is about to run another task inline, or to hand the worker to another thread.
     /// Reported as a stall, with its length so far, if it is one (or was counted as
     /// one). Returns the task and the length in that case.
-    pub(crate) fn interrupt_poll(&self, index: usize, (polls, stalls): (&Counter, &Counter)) -> Option<(u64, Duration)> {
-        let slot = &self.slots[index];
-        let task = slot.task.load(Relaxed);
+    pub(crate) fn interrupt_poll(
+        &self,
+        index: usize,
+        (polls, stalls): (&Counter, &Counter),
+    ) -> Option<(u64, Duration)> {
+        let (task, start) = self.slots[index].poll.own();
         let clock = self.clock?;
         let stalled = (task != 0)
             .then(|| {
-                let start = slot.start.load(Relaxed);
                 let poll = polls.get();
                 self.poll_ended_long(index, poll, task, (start, clock.raw()), None, (polls, stalls))
             })
@@ -506,10 +492,10 @@ impl StallMonitor {
         let slot = &self.slots[index];
         // This thread's own stores, in its own order (the handler interrupted it between
         // two of its instructions): an id stored means its start is too.
-        if slot.task.load(Acquire) == 0 {
+        let (task, start) = slot.poll.own();
+        if task == 0 {
             return;
         }
-        let start = slot.start.load(Relaxed);
         let Some(clock) = self.clock else { return };
         let now = clock.raw();
         let buf = &slot.stack;
@@ -529,29 +515,11 @@ impl StallMonitor {
 
     /// Count worker `index`'s poll `poll` as a stall unless it was counted already.
     fn claim(&self, index: usize, poll: u64, stalls: &Counter) -> bool {
-        let c = &self.slots[index].claimed;
-        let mut cur = c.load(Relaxed);
-        while cur < poll {
-            match c.compare_exchange_weak(cur, poll, AcqRel, Relaxed) {
-                Ok(_) => {
-                    stalls.add_shared(1);
-                    return true;
-                }
-                Err(now) => cur = now,
-            }
+        let counted = self.slots[index].poll.claim(poll);
+        if counted {
+            stalls.add_shared(1);
         }
-        false
-    }
-
-    /// The poll worker `index` is running now, if it is in one (see "A poll still
-    /// running" for the reading's order).
-    fn running_poll(&self, index: usize, polls: &Counter) -> Option<Running> {
-        let slot = &self.slots[index];
-        let poll = polls.get_acquire();
-        let task = slot.task.load(Acquire);
-        let start = slot.start.load(Relaxed);
-        fence(Acquire);
-        (task != 0 && polls.get() == poll).then_some(Running { poll, task, start })
+        counted
     }
 
     /// The polls running past the threshold now (counted as stalls here if nobody had
@@ -561,7 +529,7 @@ impl StallMonitor {
         let now = clock.raw();
         let mut out = Vec::new();
         for (i, w) in shared.workers.iter().enumerate() {
-            if let Some(r) = self.running_poll(i, &w.counters.tasks_polled) {
+            if let Some(r) = self.slots[i].poll.running(w.counters.tasks_polled.atomic()) {
                 if now.saturating_sub(r.start) >= self.threshold_ticks {
                     self.claim(i, r.poll, &w.counters.stalls);
                     out.push((i, r));
@@ -689,7 +657,12 @@ impl StallMonitor {
     /// The ended stalls each worker reported since `cursor` (its workers' report counts,
     /// grown to the number of workers), the newest `max` of them, oldest first; `cursor`
     /// moves past them all.
-    pub(crate) fn since(&self, cursor: &mut Vec<u64>, max: usize, name_of: &dyn Fn(u64) -> Option<String>) -> Vec<Stall> {
+    pub(crate) fn since(
+        &self,
+        cursor: &mut Vec<u64>,
+        max: usize,
+        name_of: &dyn Fn(u64) -> Option<String>,
+    ) -> Vec<Stall> {
         cursor.resize(self.slots.len(), 0);
         let mut ended: Vec<(usize, record::Ended)> = Vec::new();
         for (i, slot) in self.slots.iter().enumerate() {
@@ -748,8 +721,6 @@ impl StallMonitor {
         }
     }
 }
-
-use std::sync::atomic::Ordering::AcqRel;
 
 /// Whether stacks can be taken in this process.
 fn supported() -> bool {

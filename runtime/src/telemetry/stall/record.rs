@@ -8,16 +8,23 @@
 //! slot: the ring keeps the newest [`ENDED_PER_WORKER`]). Every field is an atomic, so a
 //! torn copy is discarded, never undefined. Writing a record allocates nothing and takes
 //! no lock: the addresses and the name's first bytes are copied into the record itself.
+//!
+//! The atomics are `crate::loom`'s, and the model `loom_a_record_is_read_whole_or_not_at_all`
+//! checks the protocol (under loom `lib.rs` builds this file alone, with smaller records).
 
-use super::MAX_FRAMES;
+use crate::loom::{fence, AtomicU64, AtomicUsize};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{fence, AtomicU64, AtomicUsize};
+
+#[cfg(not(loom))]
+use super::MAX_FRAMES;
+#[cfg(loom)]
+const MAX_FRAMES: usize = 2;
 
 /// Ended stalls each worker keeps (the newest). `Telemetry::stalls` shows the newest
 /// `STALL_HISTORY` of all workers together.
-pub(crate) const ENDED_PER_WORKER: usize = 32;
+pub(crate) const ENDED_PER_WORKER: usize = if cfg!(loom) { 2 } else { 32 };
 /// Bytes of a task's name a record keeps.
-pub(crate) const NAME_BYTES: usize = 48;
+pub(crate) const NAME_BYTES: usize = if cfg!(loom) { 8 } else { 48 };
 
 /// One ended stall's poll, as its worker saw it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -69,8 +76,8 @@ impl Record {
             end: AtomicU64::new(0),
             stack_at: AtomicU64::new(0),
             lens: AtomicU64::new(0),
-            ips: [const { AtomicUsize::new(0) }; MAX_FRAMES],
-            name: [const { AtomicU64::new(0) }; NAME_BYTES / 8],
+            ips: std::array::from_fn(|_| AtomicUsize::new(0)),
+            name: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 }
@@ -152,7 +159,8 @@ impl EndedRing {
             return None;
         }
         if name_len > 0 {
-            let bytes: Vec<u8> = (0..(name_len - 1).min(NAME_BYTES)).map(|i| (words[i / 8] >> (8 * (i % 8))) as u8).collect();
+            let bytes: Vec<u8> =
+                (0..(name_len - 1).min(NAME_BYTES)).map(|i| (words[i / 8] >> (8 * (i % 8))) as u8).collect();
             // The writer cut the name at a character boundary, and the copy is whole.
             e.name = Some(String::from_utf8_lossy(&bytes).into_owned());
         }
@@ -179,7 +187,7 @@ fn truncate(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -216,5 +224,46 @@ mod tests {
         assert_eq!(e.ips.len(), MAX_FRAMES);
         ring.push(&EndedPoll::default(), &[], None);
         assert_eq!(ring.read(1).unwrap().name, None);
+    }
+}
+
+#[cfg(all(loom, test))]
+mod loom_tests {
+    use super::*;
+    use crate::loom::{thread, Arc};
+    use crate::loom_tests::model_bounded;
+
+    /// Stall `n` as the model's worker writes it: every field says `n`.
+    fn stall(n: u64) -> (EndedPoll, [usize; 2]) {
+        (EndedPoll { task: n + 1, poll: n, start: 10 * n, end: 10 * n + 5, stack_at: 0, missing: 0 }, [n as usize; 2])
+    }
+
+    /// A reader racing the worker (which laps the two-record ring) gets each stall whole,
+    /// with its own fields, or not at all; never a mix of two.
+    #[test]
+    fn loom_a_record_is_read_whole_or_not_at_all() {
+        model_bounded(3, || {
+            let ring = Arc::new(EndedRing::new());
+            let w = {
+                let ring = Arc::clone(&ring);
+                thread::spawn(move || {
+                    for n in 0..3 {
+                        let (e, ips) = stall(n);
+                        ring.push(&e, &ips, Some("ab"));
+                    }
+                })
+            };
+            for e in ring.read_from(0).0 {
+                let n = e.poll.poll;
+                let (want, ips) = stall(n);
+                assert_eq!(e.poll, want);
+                assert_eq!(e.ips, ips.to_vec());
+                assert_eq!(e.name.as_deref(), Some("ab"));
+            }
+            w.join().unwrap();
+            let (all, written) = ring.read_from(0);
+            assert_eq!(written, 3);
+            assert_eq!(all.iter().map(|e| e.poll.poll).collect::<Vec<_>>(), vec![1, 2]);
+        });
     }
 }
