@@ -38,7 +38,7 @@
 //! oldest one that has not made a request yet, so connections that never send one (or
 //! send blank lines) cannot lock Prometheus out; refusals are logged. A connection that
 //! made requests but does not read the answers (a client that pipelines requests and
-//! never reads) is closed once a write has waited that long for it ([`WriteDeadline`]),
+//! never reads) is closed once a write has waited that long for it (`WriteDeadline`),
 //! so it cannot hold its place either.
 
 use metrics::{Counter, Gauge, Unit};
