@@ -4,7 +4,10 @@
 //! of its own, every second by default, and serves the figures at `http://ADDR/metrics`.
 //! As a sidecar: the `volt-exporter` binary reads a process's console stream
 //! (`volt.console.v1.Console/WatchUpdates`) and serves the same metrics, so a process that
-//! only enabled the console can be scraped without recompiling.
+//! only enabled the console can be scraped without recompiling. The sidecar serves the
+//! runtime's series only while the stream delivers: with the console down, a scrape has
+//! the `volt_exporter_*` series alone, not the last figures of a process that may be gone
+//! (see [`Metrics`]).
 //!
 //! ```no_run
 //! let rt = volt::Runtime::new()?;
@@ -35,7 +38,7 @@
 //! oldest one that has not made a request yet, so connections that never send one (or
 //! send blank lines) cannot lock Prometheus out; refusals are logged. A connection that
 //! made requests but does not read the answers (a client that pipelines requests and
-//! never reads) is closed once a write has waited that long for it ([`WriteDeadline`]),
+//! never reads) is closed once a write has waited that long for it (`WriteDeadline`),
 //! so it cannot hold its place either.
 
 use metrics::{Counter, Gauge, Unit};
@@ -748,18 +751,71 @@ fn render_histogram(out: &mut String, (name, help): (&str, &str), h: &proto::His
     let _ = writeln!(out, "{name}_count {cumulative}");
 }
 
-/// What an exporter serves. `publish` a snapshot; `render` the exposition text. A new
-/// process behind the same exporter (the sidecar reconnecting after a restart) gets a
-/// fresh registry via [`Metrics::reset`], so its counters start over instead of being
-/// held at the old process's values.
+/// What an exporter serves. `publish` a snapshot; `render` the exposition text.
+///
+/// # Whose series, and when
+/// The watched runtime's series (every family but the exporter's own `volt_exporter_*`)
+/// live in one registry: a private recorder, the last snapshot and what is rendered from
+/// it. In-process the runtime is this process's own, and its series are always served.
+/// The sidecar knows its runtime only through the console stream, so the registry follows
+/// the stream ([`Metrics::set_console_up`]):
+///
+/// 1. Down (at start, and when the stream ends, fails or stalls): the registry is dropped,
+///    and a scrape has `volt_exporter_*` only. A process that may be gone is not reported,
+///    not even with its last values.
+/// 2. Connected: updates are published into a fresh registry, not served yet.
+/// 3. Up (set once the first update is published): served, so the first scrape that says
+///    `volt_exporter_console_up 1` has the figures too.
+///
+/// So every connection starts from an empty registry: a restarted process's counters start
+/// over instead of being held at the old process's values, and no series of the old
+/// process comes back (a worker index the new one does not have). A new process seen
+/// without the stream going down (the sidecar subscribing again) gets a fresh registry via
+/// [`Metrics::reset`]. The state and the registry share one lock, so a scrape sees both
+/// as they were at one moment.
 pub struct Metrics {
-    inner: Mutex<Registry>,
-    /// Sidecar only: 0 = not reported, 1 = console down, 2 = console up.
-    console_up: std::sync::atomic::AtomicU8,
+    served: Mutex<Served>,
     /// When the last renders (scrapes) were: the figures that walk every task are wanted
     /// only while someone scrapes.
     scrapes: Mutex<Scrapes>,
 }
+
+/// The watched runtime's registry and whether it is served, under one lock.
+struct Served {
+    source: Source,
+    runtime: Registry,
+}
+
+/// Where the runtime's figures come from, which decides whether they are served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// This process's runtime (in-process): always served, no `volt_exporter_console_up`.
+    InProcess,
+    /// A console stream that is not delivering: nothing of the runtime is served.
+    ConsoleDown,
+    /// A console stream that delivers.
+    ConsoleUp,
+}
+
+impl Source {
+    /// Whether the runtime's series are served.
+    fn serves_runtime(self) -> bool {
+        self != Source::ConsoleDown
+    }
+
+    /// The value of `volt_exporter_console_up`, for a sidecar.
+    fn console_up(self) -> Option<u8> {
+        match self {
+            Source::InProcess => None,
+            Source::ConsoleDown => Some(0),
+            Source::ConsoleUp => Some(1),
+        }
+    }
+}
+
+/// The sidecar's own family.
+const CONSOLE_UP: (&str, &str) =
+    ("volt_exporter_console_up", "Whether the sidecar is receiving the console stream (1) or not (0).");
 
 /// The last scrape, and the time between it and the one before.
 #[derive(Clone, Copy, Debug, Default)]
@@ -800,24 +856,40 @@ pub const SCRAPER_GONE: Duration = Duration::from_secs(60);
 pub const SCRAPER_GONE_MAX: Duration = Duration::from_secs(600);
 
 impl Metrics {
-    /// An empty registry.
+    /// An empty registry, for a runtime whose series are always served (in-process). The
+    /// sidecar makes it follow the console with [`Metrics::set_console_up`].
     pub fn new() -> Metrics {
-        Metrics { inner: Mutex::new(Registry::new()), console_up: Default::default(), scrapes: Default::default() }
+        Metrics {
+            served: Mutex::new(Served { source: Source::InProcess, runtime: Registry::new() }),
+            scrapes: Default::default(),
+        }
     }
 
-    /// Set every metric from `s`.
+    fn served(&self) -> std::sync::MutexGuard<'_, Served> {
+        self.served.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Set every metric from `s` (served while the source is up; see the type's doc).
     pub fn publish(&self, s: &proto::Snapshot) {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).publish(s);
+        self.served().runtime.publish(s);
     }
 
     /// Drop every series (a different process is being watched now).
     pub fn reset(&self) {
-        *self.inner.lock().unwrap_or_else(|e| e.into_inner()) = Registry::new();
+        self.served().runtime = Registry::new();
     }
 
-    /// Sidecar: whether the console stream is up (`volt_exporter_console_up`).
+    /// Sidecar: whether the console stream is up (`volt_exporter_console_up`). Down drops
+    /// every series of the watched runtime, so that nothing of a process that may be gone
+    /// is served, now or after the stream comes back; up serves what was published since.
     pub fn set_console_up(&self, up: bool) {
-        self.console_up.store(if up { 2 } else { 1 }, std::sync::atomic::Ordering::Relaxed);
+        let mut served = self.served();
+        if up {
+            served.source = Source::ConsoleUp;
+        } else {
+            served.source = Source::ConsoleDown;
+            served.runtime = Registry::new();
+        }
     }
 
     /// Whether something rendered (scraped) these metrics within `d`.
@@ -834,21 +906,18 @@ impl Metrics {
         self.scrapes.lock().unwrap_or_else(|e| e.into_inner()).present_at(std::time::Instant::now())
     }
 
-    /// The Prometheus text exposition of the last published snapshot.
+    /// The Prometheus text exposition: the runtime's series from the last published
+    /// snapshot while they are served, then the sidecar's own.
     pub fn render(&self) -> String {
         self.scrapes.lock().unwrap_or_else(|e| e.into_inner()).scraped(std::time::Instant::now());
-        let mut out = self.inner.lock().unwrap_or_else(|e| e.into_inner()).render();
-        let up = self.console_up.load(std::sync::atomic::Ordering::Relaxed);
-        if up != 0 {
+        let served = self.served();
+        let mut out = if served.source.serves_runtime() { served.runtime.render() } else { String::new() };
+        if let Some(up) = served.source.console_up() {
             if !out.is_empty() && !out.ends_with('\n') {
                 out.push('\n');
             }
-            let _ = writeln!(
-                out,
-                "# HELP volt_exporter_console_up Whether the sidecar is receiving the console stream (1) or not (0).\n\
-                 # TYPE volt_exporter_console_up gauge\nvolt_exporter_console_up {}",
-                up - 1
-            );
+            let (name, help) = CONSOLE_UP;
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {up}");
         }
         out
     }

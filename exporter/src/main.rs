@@ -8,12 +8,14 @@
 //!
 //! It reconnects (with a backoff that doubles from 100 ms to 5 s after every failure, and
 //! resets once an update arrives) when the process restarts, and starts its counters over
-//! for the new process. It never serves stale figures as live: when the stream stops
-//! delivering (the process hangs, the network drops packets) for as long as `volt-console`
-//! waits before it gives a stream up (`volt_console_client::silence_limit`: 20 publish
-//! intervals, and at least 5 s), `volt_exporter_console_up` goes to 0 and it reconnects.
-//! While the console is unreachable it serves `volt_exporter_console_up 0` next to the
-//! last figures it had. It asks the console for the lost-waker count (a walk
+//! for the new process. It never serves stale figures: when the stream ends, fails, or
+//! stops delivering (the process hangs, the network drops packets) for as long as
+//! `volt-console` waits before it gives a stream up (`volt_console_client::silence_limit`:
+//! 20 publish intervals, and at least 5 s), `volt_exporter_console_up` goes to 0, every
+//! `volt_*` series of the process leaves the scrape (counters and histograms too), and it
+//! reconnects. Until the console is back, a scrape has the `volt_exporter_*` series alone;
+//! then the process's series come back with its current values, none of the old
+//! connection's kept. It asks the console for the lost-waker count (a walk
 //! of every task in the process, once a second) only while something scrapes it, and
 //! subscribes again when that changes. Logs go to stderr through `tracing-subscriber`;
 //! `RUST_LOG` selects them (default `info`).
@@ -187,14 +189,16 @@ async fn watch(
             Ok(m) => m,
             Err(_) => {
                 metrics.set_console_up(false);
-                return Some(format!("no update for {stall:?}: the stream stalled (the figures served are stale)"));
+                return Some(format!("no update for {stall:?}: the stream stalled (its figures are no longer served)"));
             }
         };
         match next {
             Ok(Some(u)) => {
                 if let Some(info) = &u.runtime {
                     // A stream's first update. Another runtime (a restarted process) starts
-                    // its counters from zero, and so must ours.
+                    // its counters from zero, and so must ours: the registry went with the
+                    // old stream if it went down, and goes here if it did not (subscribing
+                    // again reached the new process).
                     let id = (info.pid, info.started_unix_ns);
                     if seen.is_some_and(|s| s != id) {
                         tracing::info!("console {console}: a new runtime (pid {}); counters start over", info.pid);
@@ -204,10 +208,14 @@ async fn watch(
                     tracing::info!("console {console}: following pid {} ({} workers)", info.pid, info.workers);
                     stall = client::silence_limit(Some(info.publish_interval_ns));
                     backoff.reset();
-                    metrics.set_console_up(true);
                 }
                 if let Some(s) = &u.snapshot {
                     metrics.publish(s);
+                }
+                if u.runtime.is_some() {
+                    // Up only once the first snapshot is in, so a scrape that says up has
+                    // the figures too.
+                    metrics.set_console_up(true);
                 }
             }
             Ok(None) => return Some("the stream ended".into()),

@@ -339,6 +339,114 @@ fn the_sidecar_serves_the_same_metrics_from_the_console_and_follows_a_restart() 
     drop(rt);
 }
 
+/// The families of an exposition (from its samples and its HELP/TYPE lines) that are not
+/// the sidecar's own `volt_exporter_*`: the watched runtime's.
+fn runtime_families(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| match l.strip_prefix("# ") {
+            Some(meta) => meta.split_whitespace().nth(1),
+            None => l.split(['{', ' ']).next(),
+        })
+        .filter(|name| !name.is_empty() && !name.starts_with("volt_exporter_"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `volt_exporter_console_up`'s value, if the exposition has it.
+fn console_up(text: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix("volt_exporter_console_up ")).map(|v| v.trim().parse().unwrap())
+}
+
+/// Every `worker` label value in an exposition.
+fn worker_labels(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split("worker=\"").nth(1))
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A process that is gone is not reported: once the console goes down, the sidecar's
+/// scrape has its own `volt_exporter_*` series only (the old form kept serving the last
+/// values, `volt_tasks_alive` beside `volt_exporter_console_up 0`). A new process on the
+/// same console port brings the series back with its own values, and nothing of the old
+/// one: no series of a worker index the new process does not have.
+#[test]
+fn the_sidecar_serves_nothing_of_a_process_that_is_gone() {
+    let console = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let start_rt = |workers: usize| {
+        volt::runtime::Builder::new()
+            .worker_threads(workers)
+            .event_ring(4096)
+            .console_bind(console)
+            .console_publish_interval(Duration::from_millis(20))
+            .build()
+            .unwrap()
+    };
+    // Every scrape in this test: whenever it says the console is down, it has nothing else.
+    let checked_scrape = |addr: SocketAddr| {
+        let text = scrape_text(addr).expect("scrape");
+        if console_up(&text) == Some(0.0) {
+            assert_eq!(runtime_families(&text), BTreeSet::new(), "served beside console_up 0:\n{text}");
+        }
+        text
+    };
+    let rt = start_rt(3);
+    // A task alive until the process goes.
+    let _alive = rt.spawn(async { volt::time::sleep(Duration::from_secs(3600)).await });
+    work(&rt, 3000);
+    let side = sidecar(&format!("http://{console}"));
+    let mut text = String::new();
+    wait_until("the sidecar to follow the first process", Duration::from_secs(30), || {
+        text = checked_scrape(side.addr);
+        let s = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+        console_up(&text) == Some(1.0)
+            && samples(&s, "volt_tasks_alive").first().is_some_and(|x| value(x) >= 1.0)
+            && per_worker(&s, "volt_worker_polls_total").iter().map(|p| p.1).sum::<f64>() >= 6000.0
+    });
+    assert_eq!(worker_labels(&text), ["0", "1", "2"].map(String::from).into(), "{text}");
+    let before: f64 = {
+        let s = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+        per_worker(&s, "volt_worker_polls_total").iter().map(|p| p.1).sum()
+    };
+
+    // The process goes away with a task still alive.
+    drop(rt);
+    wait_until("console_up 0", Duration::from_secs(30), || {
+        text = checked_scrape(side.addr);
+        console_up(&text) == Some(0.0)
+    });
+    assert_eq!(runtime_families(&text), BTreeSet::new(), "{text}");
+    promtool_check(&text);
+
+    // A new process with fewer workers on the same port.
+    let rt = start_rt(2);
+    work(&rt, 10);
+    wait_until("the sidecar to follow the new process", Duration::from_secs(30), || {
+        text = checked_scrape(side.addr);
+        if console_up(&text) != Some(1.0) {
+            return false;
+        }
+        // From the first scrape that says up: the new process's workers only.
+        assert_eq!(worker_labels(&text), ["0", "1"].map(String::from).into(), "a worker of the old process:\n{text}");
+        let s = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+        !samples(&s, "volt_tasks_alive").is_empty()
+            // Present once the console has counted it (its first walk).
+            && !samples(&s, "volt_tasks_lost_waker").is_empty()
+    });
+    let s = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    check_families(&s, 2);
+    assert_eq!(samples(&s, "volt_workers").first().map(|x| value(x)), Some(2.0), "{text}");
+    let polls: f64 = per_worker(&s, "volt_worker_polls_total").iter().map(|p| p.1).sum();
+    assert!(polls < before, "the old process's counts: {polls} polls, {before} before");
+    promtool_check(&text);
+    drop(rt);
+}
+
 #[test]
 fn the_sidecar_rejects_bad_addresses_and_a_port_in_use() {
     let bin = env!("CARGO_BIN_EXE_volt-exporter");
@@ -530,8 +638,12 @@ fn the_sidecar_reports_a_stalled_stream_as_down() {
             && samples(&s, "volt_tasks_spawned_total").first().is_some_and(|x| value(x) == 7.0)
     });
     wait_until("console_up to go to 0 on the stall", Duration::from_secs(30), || {
-        let s = scrape(side.addr);
-        samples(&s, "volt_exporter_console_up").first().is_some_and(|x| value(x) == 0.0)
+        let text = scrape_text(side.addr).expect("scrape");
+        let down = console_up(&text) == Some(0.0);
+        if down {
+            assert_eq!(runtime_families(&text), BTreeSet::new(), "served beside console_up 0:\n{text}");
+        }
+        down
     });
     let log = side.log.lock().unwrap().clone();
     assert!(log.iter().any(|l| l.contains("the stream stalled")), "{log:?}");
@@ -771,6 +883,51 @@ fn parked_seconds_grow_while_a_worker_sleeps() {
     assert!(b >= a && b - a <= t.elapsed().as_nanos() as u64, "{a} -> {b} in {:?}", t.elapsed());
 }
 
+/// The registry follows the console: down drops every series of the runtime at once
+/// (counters, gauges, histograms, the lost-waker gauge), a snapshot published while down
+/// is served only once up, and the next process's series are its own (no worker index
+/// of the one before).
+#[test]
+fn the_runtimes_series_go_with_the_console() {
+    let snapshot = |workers: u32, spawned: u64| volt_console_proto::Snapshot {
+        workers: (0..workers)
+            .map(|index| volt_console_proto::WorkerSnapshot {
+                index,
+                tasks_polled: 10,
+                poll_time_histogram: Some(volt_console_proto::Histogram { buckets: vec![1; 32], sum: 9 }),
+                ..Default::default()
+            })
+            .collect(),
+        tasks_spawned: spawned,
+        tasks_alive: 13,
+        tasks_lost_waker: Some(1),
+        park_duration_histogram: Some(volt_console_proto::Histogram { buckets: vec![1; 32], sum: 9 }),
+        ..Default::default()
+    };
+    let m = volt_exporter::Metrics::new();
+    m.set_console_up(false);
+    m.publish(&snapshot(3, 100));
+    m.set_console_up(true);
+    let text = m.render();
+    assert!(text.contains("volt_tasks_alive 13") && text.contains("volt_tasks_lost_waker 1"), "{text}");
+    assert!(text.contains("volt_worker_parked_seconds_total{worker=\"2\"}"), "{text}");
+    assert!(text.contains("volt_task_poll_duration_seconds_count"), "{text}");
+
+    m.set_console_up(false);
+    let text = m.render();
+    assert_eq!(runtime_families(&text), BTreeSet::new(), "{text}");
+    assert_eq!(console_up(&text), Some(0.0), "{text}");
+    promtool_check(&text);
+
+    m.publish(&snapshot(2, 4));
+    assert_eq!(runtime_families(&m.render()), BTreeSet::new(), "served before the console is up");
+    m.set_console_up(true);
+    let text = m.render();
+    assert_eq!(worker_labels(&text), ["0", "1"].map(String::from).into(), "{text}");
+    assert!(text.contains("volt_tasks_spawned_total 4\n"), "{text}");
+    promtool_check(&text);
+}
+
 /// Before its first snapshot (the sidecar before it reached the console) the exporter
 /// serves no runtime figures at all, rather than zeros that would read as a counter
 /// reset when the real totals arrive; the lost-waker gauge is left out until counted.
@@ -785,6 +942,7 @@ fn nothing_is_served_before_the_first_snapshot() {
         .collect();
     assert!(values.is_empty(), "served before any snapshot:\n{}", values.join("\n"));
     m.publish(&volt_console_proto::Snapshot { tasks_spawned: 5, ..Default::default() });
+    m.set_console_up(true);
     let text = m.render();
     assert!(text.contains("volt_tasks_spawned_total 5"), "{text}");
     assert!(!text.contains("volt_tasks_lost_waker "), "not counted yet: {text}");
