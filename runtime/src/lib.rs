@@ -34,8 +34,8 @@
 //!   and the driver protocol; `net/`: `TcpListener`, `TcpStream`, `UdpSocket`;
 //!   `blocking/`: the `spawn_blocking` pool;
 //! * `telemetry/`: counters, gauges and `Snapshot`, the event ring, histograms, wait
-//!   reasons and wake sources (`wait.rs`, with the records in `task/wait.rs`), the stall
-//!   monitor (`stall.rs`), the live-task change log (`tasks.rs`);
+//!   reasons and wake sources (`wait.rs`, with the records in `task/wait.rs`), stalls
+//!   (`stall/`), the live-task change log (`tasks.rs`);
 //! * `console/` (feature `console`): the gRPC console server;
 //! * `bridge.rs` (feature `tokio-bridge`): a small Tokio runtime the Volt runtime owns and
 //!   shuts down, entered around the polls of `bridge::with_tokio` futures, for Tokio-only

@@ -80,7 +80,7 @@ pub(crate) struct Shared {
     pub(crate) stack_size: usize,
     /// Sampled wakes waiting for their poll (see `scheduler::metrics`).
     pub(crate) schedule_samples: crate::scheduler::metrics::ScheduleSamples,
-    /// The stall monitor's view of each worker and its reports.
+    /// Each worker's poll as the stall machinery sees it, and its stall reports.
     pub(crate) stall: crate::telemetry::stall::StallMonitor,
 }
 

@@ -173,7 +173,7 @@ impl Builder {
     /// busy the machine. A poll still running past the threshold counts as a stall
     /// already (`Stall::ongoing`). Reports: `Telemetry::stalls`,
     /// `Snapshot::stalls_total`, the console and `volt_worker_stalls_total`. It costs the
-    /// workers two stores and a compare per poll, and a report per stall; see
+    /// workers four stores and a compare per poll, and a report per stall; see
     /// [`Builder::stall_stacks`] for the stack. Thresholds under 1 ms count as 1 ms.
     pub fn stall_threshold(&mut self, threshold: Option<Duration>) -> &mut Builder {
         self.stall_threshold = threshold;

@@ -286,7 +286,7 @@ impl Shared {
         let mut exit = Exit { shared: &this, owner: true };
         let w = &this.workers[index];
         let _ctx = context::enter_worker(&this, w);
-        this.stall.enter_thread(index, &w.counters.tasks_polled);
+        this.stall.enter_thread(index);
         let _stall = StallThread(&this);
         let _help = HelpStackGuard::start(this.stack_size);
         this.on_worker_start(w);

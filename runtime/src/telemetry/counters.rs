@@ -114,6 +114,16 @@ impl Counter {
         let _ = n;
     }
 
+    /// Owner only: add one, in every build. For the one counter the scheduler itself
+    /// reads (`tasks_polled`, which numbers the polls for the stall machinery, and which
+    /// other workers watch to tell a worker stuck in one poll: see "Stealing from the
+    /// LIFO slot" in `scheduler/worker.rs`), which therefore stays under
+    /// `--cfg volt_no_counters`.
+    #[inline(always)]
+    pub(crate) fn inc_always(&self) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+
     /// Add one from any thread (`fetch_add`): for the one counter several threads write,
     /// rarely (`stalls`: whoever first sees a poll run past the threshold counts it).
     #[inline]
@@ -123,13 +133,6 @@ impl Counter {
 
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Relaxed)
-    }
-
-    /// The atomic itself, for a protocol that reads or writes it with orderings of its
-    /// own (`tasks_polled` numbers the polls: see `telemetry::stall::slot`).
-    #[inline(always)]
-    pub(crate) fn atomic(&self) -> &AtomicU64 {
-        &self.0
     }
 }
 

@@ -8,8 +8,8 @@
 //! them: the first thread to record while one is free takes it, writes it as a worker
 //! writes its own, and gives it back when it exits or records into another runtime.
 //! Threads that record only now and then give it back as soon as they are done: a
-//! blocking-pool thread before each job and when it goes idle, the stall monitor after
-//! each stall. Threads beyond two share the remote ring as before.
+//! blocking-pool thread before each job and when it goes idle. Threads beyond two share
+//! the remote ring as before.
 //!
 //! A lease is one flag per ring. Taking it is a compare-exchange with Acquire; giving it
 //! back is a store with Release. So the next holder sees everything the last one wrote

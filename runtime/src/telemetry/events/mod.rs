@@ -91,8 +91,9 @@ pub enum EventKind {
     Cancel = 11,
     /// A task panicked.
     Panic = 12,
-    /// The stall monitor caught a worker in one poll of the task past the stall
-    /// threshold; `arg` = `worker << 48 | microseconds`.
+    /// A poll of the task held its worker past the stall threshold, recorded by that
+    /// worker as the poll ended (time stamp: the end); `arg` = `worker << 48 |
+    /// microseconds` (the poll's whole length).
     Stall = 13,
 }
 
@@ -216,11 +217,11 @@ pub enum EventDetail {
     Cancel,
     /// The task panicked.
     Panic,
-    /// The stall monitor caught a worker stuck in one poll of the task.
+    /// A poll of the task held its worker past the stall threshold (recorded at its end).
     Stall {
-        /// The stuck worker.
+        /// The worker it held.
         worker: usize,
-        /// How long the poll had run by then.
+        /// How long the poll held it: from the event's time stamp back to its start.
         duration: std::time::Duration,
     },
 }

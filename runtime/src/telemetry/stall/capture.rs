@@ -39,7 +39,6 @@
 //! interrupted by it only at the moment it begins to block.
 
 use super::StallMonitor;
-use crate::telemetry::Counter;
 use std::cell::Cell;
 use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::atomic::{AtomicPtr, AtomicUsize};
@@ -53,15 +52,13 @@ const TIMER_MAGIC: usize = 0x766f_6c74; // "volt"
 struct ThreadView {
     monitor: *const StallMonitor,
     index: usize,
-    /// The worker's poll count (`tasks_polled`), which numbers its polls.
-    polls: *const Counter,
 }
 
 thread_local! {
     /// The worker this thread runs (null monitor: none). Constant-initialized and without
     /// a destructor, so reading it is a plain thread-local load, safe in a signal handler.
     static VIEW: Cell<ThreadView> =
-        const { Cell::new(ThreadView { monitor: std::ptr::null(), index: 0, polls: std::ptr::null() }) };
+        const { Cell::new(ThreadView { monitor: std::ptr::null(), index: 0 }) };
     /// This thread's CPU-time timer, while it runs a worker (null: none).
     static TIMER: Cell<libc::timer_t> = const { Cell::new(std::ptr::null_mut()) };
 }
@@ -122,20 +119,15 @@ pub(super) fn install() {
     });
 }
 
-/// The calling thread now runs worker `index` of `monitor` (whose poll count is
-/// `polls`): the handler may take its stack, and, with `period`, a CPU-time timer of its
-/// own asks it to look every `period` of CPU time. Undone by [`leave`].
+/// The calling thread now runs worker `index` of `monitor`: the handler may take its
+/// stack, and, with `period`, a CPU-time timer of its own asks it to look every `period`
+/// of CPU time. Undone by [`leave`].
 ///
 /// # Safety
-/// `monitor` and `polls` stay valid until this thread calls [`leave`].
-pub(super) unsafe fn enter(
-    monitor: *const StallMonitor,
-    index: usize,
-    polls: *const Counter,
-    period: Option<Duration>,
-) {
+/// `monitor` stays valid until this thread calls [`leave`].
+pub(super) unsafe fn enter(monitor: *const StallMonitor, index: usize, period: Option<Duration>) {
     leave();
-    VIEW.with(|v| v.set(ThreadView { monitor, index, polls }));
+    VIEW.with(|v| v.set(ThreadView { monitor, index }));
     let Some(period) = period else { return };
     // SAFETY: plain calls on values built here; the timer is this thread's own
     // (`CLOCK_THREAD_CPUTIME_ID`, delivered to this thread's id), and `leave` deletes it.
@@ -164,7 +156,7 @@ pub(super) unsafe fn enter(
 /// worker to another thread): the handler leaves it alone, and its timer is deleted. A
 /// signal of that timer still pending finds no worker and is dropped.
 pub(super) fn leave() {
-    VIEW.with(|v| v.set(ThreadView { monitor: std::ptr::null(), index: 0, polls: std::ptr::null() }));
+    VIEW.with(|v| v.set(ThreadView { monitor: std::ptr::null(), index: 0 }));
     let id = TIMER.with(|t| t.replace(std::ptr::null_mut()));
     if !id.is_null() {
         // SAFETY: a timer this thread made in `enter`, deleted once.
@@ -201,9 +193,7 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         let m = unsafe { &*view.monitor };
         let asked = from_us && m.slots[view.index].take_request();
         if from_timer || asked {
-            // SAFETY: as above.
-            let polls = unsafe { (*view.polls).get() };
-            m.capture_if_stuck(view.index, polls, interrupted_pc(ctx));
+            m.capture_if_stuck(view.index, interrupted_pc(ctx));
         } else {
             forward(sig, info, ctx);
         }

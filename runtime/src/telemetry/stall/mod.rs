@@ -2,14 +2,14 @@
 //! once, with its true length and, where it was long enough, the stack it was stuck in.
 //!
 //! # The worker measures its own polls
-//! Before each poll the worker stores the poll's start (the clock reading that times the
-//! poll anyway) and the task's id in its [`WorkerSlot`], then advances its poll count,
-//! which numbers the poll; after the poll it clears the id. A stall threshold turns the
+//! Before each poll the worker advances its poll count, which numbers the poll, and
+//! stores the poll's number, start (the clock reading that times the poll anyway) and
+//! task in its [`WorkerSlot`]; after the poll it marks the poll ended. A stall threshold turns the
 //! poll timing on, so the poll's end has its length at hand: a poll that ran past the
 //! threshold is a stall, and the worker itself writes its report into a ring of its own
 //! ([`record`]), with the length measured there and then. Nothing has to catch it in the
 //! act: however busy the machine, and whether or not any other thread ran meanwhile, a
-//! long poll is reported, once. On the hot path this is two stores, a subtraction and a
+//! long poll is reported, once. On the hot path this is four stores, a subtraction and a
 //! compare per poll; the report is written only for a stall.
 //!
 //! # A poll still running
@@ -19,14 +19,13 @@
 //! compare-and-swap, so each poll counts once, and the counter only ever grows.
 //! `Telemetry::stalls` lists such a poll as `ongoing`, with its length so far; when it
 //! ends, the worker's report (its true length) takes its place, as the same stall. The
-//! worker writes that report before it clears the poll's id (with release), so a reader
+//! worker writes that report before it marks the poll ended (with release), so a reader
 //! that no longer sees the poll running finds its report.
 //!
-//! A reader sees the three words of a poll (its number, id and start) consistently: the
-//! worker stores the start, then the id (release), then the number (release); a reader
-//! loads the number (acquire), the id (acquire) and the start, and keeps them only if the
-//! number did not move meanwhile. An id seen non-zero brings the start stored with it, so
-//! a poll is never timed from an older poll's start.
+//! A reader sees a poll whole: the slot's sequence word is `2n + 1` while the worker is
+//! in its poll `n` and `2n + 2` after, written after the poll's task and start (release);
+//! a reader keeps the task and start only if the word was odd and did not move while it
+//! read them ([`slot`]).
 //!
 //! # Taking the stack
 //! A stack must be taken while the poll is still stuck, and on a busy machine a thread
@@ -365,13 +364,14 @@ impl StallMonitor {
     // ---- The worker's side ------------------------------------------------------------
 
     /// Worker `index` is about to poll task `id`, from clock reading `start`; `polls` is
-    /// its poll count, advanced here (see "A poll still running" for the order).
+    /// its poll count, advanced here: it numbers the poll.
     #[inline(always)]
     pub(crate) fn polling(&self, index: usize, id: u64, start: u64, polls: &Counter) {
         debug_assert!(index < self.slots.len());
+        polls.inc_always();
         // SAFETY: `index` is a worker index of this runtime, and there is a slot per
         // worker (hot path: no bounds check beyond the debug assertion above).
-        unsafe { self.slots.get_unchecked(index) }.poll.begin(id, start, polls.atomic());
+        unsafe { self.slots.get_unchecked(index) }.poll.begin(polls.get(), id, start);
     }
 
     /// Worker `index`'s poll returned (and its report is written, if it was a stall).
@@ -441,23 +441,17 @@ impl StallMonitor {
         index: usize,
         (polls, stalls): (&Counter, &Counter),
     ) -> Option<(u64, Duration)> {
-        let (task, start) = self.slots[index].poll.own();
         let clock = self.clock?;
-        let stalled = (task != 0)
-            .then(|| {
-                let poll = polls.get();
-                self.poll_ended_long(index, poll, task, (start, clock.raw()), None, (polls, stalls))
-            })
-            .flatten();
+        let r = self.slots[index].poll.own()?;
+        let stalled = self.poll_ended_long(index, r.poll, r.task, (r.start, clock.raw()), None, (polls, stalls));
         self.polled(index);
-        stalled.map(|d| (task, d))
+        stalled.map(|d| (r.task, d))
     }
 
-    /// The calling thread now runs worker `index`'s loop (`polls` is its poll count):
-    /// its stack may be taken, by its own CPU-time timer among others. Until
-    /// [`StallMonitor::leave_thread`], which the thread calls before it lets go of the
-    /// runtime.
-    pub(crate) fn enter_thread(&self, index: usize, polls: &Counter) {
+    /// The calling thread now runs worker `index`'s loop: its stack may be taken, by its
+    /// own CPU-time timer among others. Until [`StallMonitor::leave_thread`], which the
+    /// thread calls before it lets go of the runtime.
+    pub(crate) fn enter_thread(&self, index: usize) {
         #[cfg(target_os = "linux")]
         {
             // SAFETY: a plain call with no preconditions.
@@ -467,13 +461,13 @@ impl StallMonitor {
                 // A quarter threshold of CPU time: a poll that computes is looked at about
                 // four times within each threshold it runs (see `capture`).
                 let period = self.threshold.map(|t| (t / 4).max(Duration::from_millis(1)));
-                // SAFETY: `self` and `polls` are parts of the runtime's shared state, which
-                // the worker's thread holds until after `leave_thread`.
-                unsafe { capture::enter(self, index, polls, period) };
+                // SAFETY: `self` is part of the runtime's shared state, which the worker's
+                // thread holds until after `leave_thread`.
+                unsafe { capture::enter(self, index, period) };
             }
         }
         #[cfg(not(target_os = "linux"))]
-        let _ = (index, polls);
+        let _ = index;
     }
 
     /// The calling thread no longer runs a worker's loop (see `enter_thread`).
@@ -484,18 +478,15 @@ impl StallMonitor {
         }
     }
 
-    /// The signal handler on worker `index`'s own thread, which stopped in the poll
-    /// numbered `poll` (by the worker's count) at `pc`: take the stack if that poll has
-    /// run past the threshold and has none yet. No allocation, no lock.
+    /// The signal handler on worker `index`'s own thread, stopped at `pc`: take the stack
+    /// if the poll it is in has run past the threshold and has none yet. No allocation, no
+    /// lock.
     #[cfg(target_os = "linux")]
-    fn capture_if_stuck(&self, index: usize, poll: u64, pc: Option<usize>) {
+    fn capture_if_stuck(&self, index: usize, pc: Option<usize>) {
         let slot = &self.slots[index];
         // This thread's own stores, in its own order (the handler interrupted it between
-        // two of its instructions): an id stored means its start is too.
-        let (task, start) = slot.poll.own();
-        if task == 0 {
-            return;
-        }
+        // two of its instructions).
+        let Some(Running { poll, start, .. }) = slot.poll.own() else { return };
         let Some(clock) = self.clock else { return };
         let now = clock.raw();
         let buf = &slot.stack;
@@ -529,7 +520,7 @@ impl StallMonitor {
         let now = clock.raw();
         let mut out = Vec::new();
         for (i, w) in shared.workers.iter().enumerate() {
-            if let Some(r) = self.slots[i].poll.running(w.counters.tasks_polled.atomic()) {
+            if let Some(r) = self.slots[i].poll.running() {
                 if now.saturating_sub(r.start) >= self.threshold_ticks {
                     self.claim(i, r.poll, &w.counters.stalls);
                     out.push((i, r));

@@ -231,7 +231,7 @@ mod tests {
 mod loom_tests {
     use super::*;
     use crate::loom::{thread, Arc};
-    use crate::loom_tests::model_bounded;
+    use crate::loom_tests::model;
 
     /// Stall `n` as the model's worker writes it: every field says `n`.
     fn stall(n: u64) -> (EndedPoll, [usize; 2]) {
@@ -242,25 +242,22 @@ mod loom_tests {
     /// with its own fields, or not at all; never a mix of two.
     #[test]
     fn loom_a_record_is_read_whole_or_not_at_all() {
-        model_bounded(3, || {
+        model(|| {
             let ring = Arc::new(EndedRing::new());
-            let w = {
+            let reader = {
                 let ring = Arc::clone(&ring);
-                thread::spawn(move || {
-                    for n in 0..3 {
-                        let (e, ips) = stall(n);
-                        ring.push(&e, &ips, Some("ab"));
-                    }
-                })
+                thread::spawn(move || ring.read_from(0).0)
             };
-            for e in ring.read_from(0).0 {
-                let n = e.poll.poll;
-                let (want, ips) = stall(n);
-                assert_eq!(e.poll, want);
-                assert_eq!(e.ips, ips.to_vec());
+            for n in 0..3 {
+                let (e, ips) = stall(n);
+                ring.push(&e, &ips, Some("ab"));
+            }
+            for e in reader.join().unwrap() {
+                let (want, ips) = stall(e.poll.poll);
+                assert_eq!(e.poll, want, "a torn record");
+                assert_eq!(e.ips, ips.to_vec(), "a torn record");
                 assert_eq!(e.name.as_deref(), Some("ab"));
             }
-            w.join().unwrap();
             let (all, written) = ring.read_from(0);
             assert_eq!(written, 3);
             assert_eq!(all.iter().map(|e| e.poll.poll).collect::<Vec<_>>(), vec![1, 2]);

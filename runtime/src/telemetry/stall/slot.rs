@@ -3,11 +3,12 @@
 //! that the same code is model-checked (`loom_*` below; under loom `lib.rs` builds this
 //! file alone).
 //!
-//! The worker writes a poll's start, then its task id (release), then its poll count
-//! (release); at the poll's end it sets the id to 0 (release). A reader loads the count
-//! (acquire), the id (acquire) and the start, fences, and keeps them only if the count
-//! did not move: then the id and start are those of the poll the count numbers, and an
-//! id other than 0 brings the start stored before it, never an older poll's.
+//! A sequence word says where the worker is: `2n + 1` while in its poll number `n`,
+//! `2n + 2` once that poll returned. The worker fences (release), writes a poll's start
+//! and task id, then the odd word (release); at the end, the even word (release). A reader loads the word
+//! (acquire); if it is odd, it loads the id and the start, fences, and keeps them only if
+//! the word did not move: the id and the start are then those of poll `n`, never a mix
+//! of two polls (the next poll's are written only after the even word).
 
 use crate::loom::{fence, AtomicU64};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -22,7 +23,9 @@ pub(crate) struct Running {
 
 /// One worker's poll, and the last of its polls counted as a stall.
 pub(crate) struct PollSlot {
-    /// The task being polled (0: none; task ids start at 1).
+    /// `2n + 1` while in poll `n`, `2n + 2` after it (0: no poll yet).
+    seq: AtomicU64,
+    /// The task of the poll (task ids start at 1).
     task: AtomicU64,
     /// The clock reading at the poll's start.
     start: AtomicU64,
@@ -32,38 +35,51 @@ pub(crate) struct PollSlot {
 
 impl PollSlot {
     pub(crate) fn new() -> PollSlot {
-        PollSlot { task: AtomicU64::new(0), start: AtomicU64::new(0), claimed: AtomicU64::new(0) }
+        PollSlot {
+            seq: AtomicU64::new(0),
+            task: AtomicU64::new(0),
+            start: AtomicU64::new(0),
+            claimed: AtomicU64::new(0),
+        }
     }
 
-    /// The worker: a poll of task `id` begins at clock reading `start`; `polls`, its poll
-    /// count, is advanced here and numbers the poll.
+    /// The worker: its poll number `poll` (1 and up) of task `id` begins at clock reading
+    /// `start`.
     #[inline(always)]
-    pub(crate) fn begin(&self, id: u64, start: u64, polls: &AtomicU64) {
+    pub(crate) fn begin(&self, poll: u64, id: u64, start: u64) {
+        // A reader that sees the stores below sees the last poll's end too, and so does
+        // not take them for that poll's (no instruction on x86).
+        fence(Release);
         self.start.store(start, Relaxed);
-        self.task.store(id, Release);
-        polls.store(polls.load(Relaxed).wrapping_add(1), Release);
+        self.task.store(id, Relaxed);
+        self.seq.store(2 * poll + 1, Release);
     }
 
     /// The worker: the poll returned.
     #[inline(always)]
     pub(crate) fn end(&self) {
-        self.task.store(0, Release);
+        let s = self.seq.load(Relaxed);
+        self.seq.store(s + (s & 1), Release);
     }
 
     /// The worker (or its signal handler, which runs on its thread between two of its
-    /// instructions): the task of the poll running now (0: none) and its start.
+    /// instructions, and so sees its stores in their order): the poll running now.
     #[inline]
-    pub(crate) fn own(&self) -> (u64, u64) {
-        (self.task.load(Acquire), self.start.load(Relaxed))
+    pub(crate) fn own(&self) -> Option<Running> {
+        let s = self.seq.load(Acquire);
+        (s & 1 == 1).then(|| Running { poll: s / 2, task: self.task.load(Relaxed), start: self.start.load(Relaxed) })
     }
 
     /// Any thread: the poll the worker is in now, if it is in one.
-    pub(crate) fn running(&self, polls: &AtomicU64) -> Option<Running> {
-        let poll = polls.load(Acquire);
-        let task = self.task.load(Acquire);
+    pub(crate) fn running(&self) -> Option<Running> {
+        let s = self.seq.load(Acquire);
+        if s & 1 == 0 {
+            return None;
+        }
+        let task = self.task.load(Relaxed);
         let start = self.start.load(Relaxed);
         fence(Acquire);
-        (task != 0 && polls.load(Relaxed) == poll).then_some(Running { poll, task, start })
+        (self.seq.load(Relaxed) == s).then_some(Running { poll: s / 2, task, start })
     }
 
     /// Any thread: count poll `poll` as a stall, unless it (or a later poll) was counted
@@ -97,24 +113,21 @@ mod loom_tests {
     fn loom_a_running_poll_is_read_whole() {
         model(|| {
             let slot = Arc::new(PollSlot::new());
-            let polls = Arc::new(AtomicU64::new(0));
             let w = {
-                let (slot, polls) = (Arc::clone(&slot), Arc::clone(&polls));
+                let slot = Arc::clone(&slot);
                 thread::spawn(move || {
-                    slot.begin(7, 100, &polls);
+                    slot.begin(1, 7, 100);
                     slot.end();
-                    slot.begin(8, 200, &polls);
+                    slot.begin(2, 8, 200);
                     slot.end();
                 })
             };
-            if let Some(r) = slot.running(&polls) {
-                assert!(
-                    r == Running { poll: 1, task: 7, start: 100 } || r == Running { poll: 2, task: 8, start: 200 },
-                    "{r:?}"
-                );
+            if let Some(r) = slot.running() {
+                let whole = [Running { poll: 1, task: 7, start: 100 }, Running { poll: 2, task: 8, start: 200 }];
+                assert!(whole.contains(&r), "{r:?}");
             }
             w.join().unwrap();
-            assert_eq!(slot.running(&polls), None, "no poll runs once the worker is done");
+            assert_eq!(slot.running(), None, "no poll runs once the worker is done");
         });
     }
 
