@@ -168,14 +168,6 @@ impl Span {
     }
 }
 
-/// Where a flow starts on a worker's track.
-enum Source {
-    /// The open span at this depth.
-    Open(usize),
-    /// A span that ended: its top-level span's sequence number and the path down to it.
-    Ended(u64, Vec<usize>),
-}
-
 /// One worker's track.
 struct WorkerTrack {
     uuid: u64,
@@ -327,71 +319,65 @@ pub struct Counts {
     pub ignored: u64,
 }
 
+/// The flows: ids handed out, and those waiting for a task's next poll.
+#[derive(Default)]
+struct Flows {
+    /// Flows waiting for a task's next poll, with the time each starts at.
+    pending: HashMap<u64, Vec<(u64, u64)>>,
+    /// The last id handed out (ids start at 1).
+    last: u64,
+    started: u64,
+    ended: u64,
+}
+
+impl Flows {
+    /// Start a flow at `from`, to `task`'s next poll.
+    fn start(&mut self, from: &mut Span, task: u64) {
+        self.last += 1;
+        self.started += 1;
+        from.flows_out.push(self.last);
+        self.pending.entry(task).or_default().push((self.last, from.begin));
+    }
+
+    /// End at `poll` (a poll of `task` that just began) the flows waiting for it. A flow
+    /// goes forward in time: one that would end before it starts (two workers' clocks a
+    /// tick apart) is left out, as a trace processor would leave it.
+    fn end_at(&mut self, poll: &mut Span, task: u64) {
+        let Some(waiting) = self.pending.remove(&task) else { return };
+        poll.flows_in = waiting.into_iter().filter(|&(_, from)| from <= poll.begin).map(|(flow, _)| flow).collect();
+        self.ended += poll.flows_in.len() as u64;
+    }
+
+    /// A finished task has no next poll: its waiting flows go.
+    fn forget(&mut self, task: u64) {
+        self.pending.remove(&task);
+    }
+}
+
 /// Builds the trace from events, writing packets as they are complete.
 pub struct Timeline<'a, W: Write> {
     out: PacketWriter<W>,
     index: &'a Index,
     workers: Vec<WorkerTrack>,
-    /// Flows waiting for a task's next poll, with the time each starts at.
-    pending_flows: HashMap<u64, Vec<(u64, u64)>>,
-    next_flow: u64,
+    flows: Flows,
     /// The latest timestamp of the data.
     last_ts: u64,
-    /// What was written so far.
-    pub counts: Counts,
+    counts: Counts,
 }
 
 impl<'a, W: Write> Timeline<'a, W> {
-    /// Start a trace into `out`: the process track, one thread track per worker, and the
-    /// track for events off the workers.
+    /// Start a trace into `out`, declaring its tracks.
     pub fn new(out: W, index: &'a Index) -> io::Result<Timeline<'a, W>> {
-        let mut out = PacketWriter::new(out);
-        // Perfetto groups threads under a process by pid; a recording without one gets 1.
-        let pid = if index.pid == 0 { 1 } else { index.pid.min(i32::MAX as u32 / 2) as i32 };
-        out.push(
-            None,
-            PacketData::TrackDescriptor(TrackDescriptor {
-                uuid: Some(PROCESS_UUID),
-                process: Some(ProcessDescriptor {
-                    pid: Some(pid),
-                    process_name: Some(format!("volt runtime (pid {})", index.pid)),
-                }),
-                ..Default::default()
-            }),
-        )?;
         let workers = index.workers.min(MAX_WORKERS);
-        for w in 0..workers {
-            let name = format!("worker {w}");
-            out.push(
-                None,
-                PacketData::TrackDescriptor(TrackDescriptor {
-                    uuid: Some(WORKER_UUID + w as u64),
-                    name: Some(name.clone()),
-                    // A thread id of its own, never the pid (that is the main thread's).
-                    thread: Some(ThreadDescriptor {
-                        pid: Some(pid),
-                        tid: Some(pid + 1 + w as i32),
-                        thread_name: Some(name),
-                    }),
-                    ..Default::default()
-                }),
-            )?;
+        let mut out = PacketWriter::new(out);
+        for track in tracks(index.pid, workers) {
+            out.push(None, PacketData::TrackDescriptor(track))?;
         }
-        out.push(
-            None,
-            PacketData::TrackDescriptor(TrackDescriptor {
-                uuid: Some(OUTSIDE_UUID),
-                name: Some("outside the workers".into()),
-                parent_uuid: Some(PROCESS_UUID),
-                ..Default::default()
-            }),
-        )?;
         Ok(Timeline {
             out,
             index,
             workers: (0..workers).map(|w| WorkerTrack::new(WORKER_UUID + w as u64)).collect(),
-            pending_flows: HashMap::new(),
-            next_flow: 1,
+            flows: Flows::default(),
             last_ts: 0,
             counts: Counts::default(),
         })
@@ -408,72 +394,24 @@ impl<'a, W: Write> Timeline<'a, W> {
         if kind == K::Stall {
             return self.stall(e);
         }
-        let Some(w) = e.worker else { return self.outside(kind, e) };
-        let w = w as usize;
+        let Some(w) = e.worker.map(|w| w as usize) else { return self.outside(kind, e) };
         if w >= self.workers.len() {
             self.counts.ignored += 1;
             return Ok(());
         }
         match kind {
             K::PollStart => self.poll_start(w, e),
-            K::PollEnd => self.poll_end(w, e),
-            K::Park => {
-                let track = &mut self.workers[w];
-                let ts = track.at(e.timestamp_ns);
-                // A park with one open already: the unpark in between is missing.
-                if track.parked() {
-                    track.close_to(track.open - 1, ts, &mut self.counts.unfinished);
-                    self.counts.unfinished += 1;
-                }
-                let name = if e.arg == 1 { "parked in reactor" } else { "parked" };
-                track.push(Span::new(SpanKind::Park, name.into(), ts), true);
-                self.counts.parks += 1;
-                self.write_overflow(w)
-            }
-            K::Unpark => {
-                let track = &mut self.workers[w];
-                let ts = track.at(e.timestamp_ns);
-                if track.parked() {
-                    let woke = if e.arg == 1 { "notified" } else { "timeout or I/O" };
-                    track.open_at(track.open - 1).args.push(DebugAnnotation::new("woke", str_arg(woke)));
-                    track.close_to(track.open - 1, ts, &mut self.counts.unfinished);
-                } else {
-                    self.counts.unmatched_ends += 1;
-                }
+            K::PollEnd => {
+                self.poll_end(w, e);
                 Ok(())
             }
-            K::Steal => {
-                let span = Span::new(SpanKind::Instant, "steal".into(), e.timestamp_ns)
-                    .arg("victim", AnnotationValue::Uint(e.arg >> 32))
-                    .arg("count", AnnotationValue::Uint(e.arg & 0xffff_ffff))
-                    .arg("runs_task", AnnotationValue::Uint(e.task_id));
-                self.counts.steals += 1;
-                self.instant(w, span)
-            }
-            K::Overflow => {
-                let span = Span::new(SpanKind::Instant, "overflow to the global queue".into(), e.timestamp_ns)
-                    .arg("count", AnnotationValue::Uint(e.arg));
-                self.instant(w, span)
-            }
-            K::Cancel | K::Panic => {
-                let what = if kind == K::Cancel { "cancel" } else { "panic" };
-                let span = self.task_instant(what, e);
-                self.forget(e.task_id);
-                self.instant(w, span)
-            }
-            K::Complete => {
-                self.forget(e.task_id);
+            K::Park => self.park(w, e),
+            K::Unpark => {
+                self.unpark(w, e);
                 Ok(())
             }
             K::Spawn => {
-                // A spawn inside a poll: a flow from that poll to the new task's first.
-                let track = &mut self.workers[w];
-                if let Some(d) = track.innermost_open(|s| matches!(s.kind, SpanKind::Poll { .. })) {
-                    let span = track.open_at(d);
-                    let (from, flow) = (span.begin, self.next_flow);
-                    span.flows_out.push(flow);
-                    self.new_flow(from, e.task_id);
-                }
+                self.spawn_in_poll(w, e.task_id);
                 Ok(())
             }
             K::Schedule => {
@@ -482,78 +420,111 @@ impl<'a, W: Write> Timeline<'a, W> {
                 }
                 Ok(())
             }
+            K::Complete => {
+                self.flows.forget(e.task_id);
+                Ok(())
+            }
+            K::Steal | K::Overflow | K::Cancel | K::Panic => {
+                let span = match kind {
+                    K::Steal => {
+                        self.counts.steals += 1;
+                        Span::new(SpanKind::Instant, "steal".into(), e.timestamp_ns)
+                            .arg("victim", AnnotationValue::Uint(e.arg >> 32))
+                            .arg("count", AnnotationValue::Uint(e.arg & 0xffff_ffff))
+                            .arg("runs_task", AnnotationValue::Uint(e.task_id))
+                    }
+                    K::Overflow => Span::new(SpanKind::Instant, "overflow to the global queue".into(), e.timestamp_ns)
+                        .arg("count", AnnotationValue::Uint(e.arg)),
+                    _ => {
+                        self.flows.forget(e.task_id);
+                        self.task_instant(if kind == K::Cancel { "cancel" } else { "panic" }, e)
+                    }
+                };
+                self.instant(w, span)
+            }
             K::Transition | K::Stall | K::Unspecified => Ok(()),
         }
     }
 
+    /// A poll begins: a slice named by its task, where the flows waiting for it end.
     fn poll_start(&mut self, w: usize, e: &proto::Event) -> io::Result<()> {
-        let name = self.index.task_name(e.task_id);
         let track = &mut self.workers[w];
         let ts = track.at(e.timestamp_ns);
-        let mut span =
-            Span::new(SpanKind::Poll { task: e.task_id }, name, ts).arg("task_id", AnnotationValue::Uint(e.task_id));
-        if let Some(flows) = self.pending_flows.remove(&e.task_id) {
-            // A flow goes forward in time: one that would end before it starts (clocks
-            // of two workers a tick apart) is left out, as a trace processor would.
-            span.flows_in = flows.into_iter().filter(|&(_, from)| from <= ts).map(|(flow, _)| flow).collect();
-            self.counts.flows_ended += span.flows_in.len() as u64;
-        }
+        let mut span = Span::new(SpanKind::Poll { task: e.task_id }, self.index.task_name(e.task_id), ts)
+            .arg("task_id", AnnotationValue::Uint(e.task_id));
+        self.flows.end_at(&mut span, e.task_id);
         track.push(span, true);
         self.counts.polls += 1;
         self.write_overflow(w)
     }
 
-    fn poll_end(&mut self, w: usize, e: &proto::Event) -> io::Result<()> {
+    /// A poll ends: the innermost open poll of its task closes (and whatever is open
+    /// inside it), with its outcome. With no such poll open, the end is dropped.
+    fn poll_end(&mut self, w: usize, e: &proto::Event) {
         let track = &mut self.workers[w];
         let ts = track.at(e.timestamp_ns);
         let Some(depth) = track.open_poll_depth(e.task_id) else {
             self.counts.unmatched_ends += 1;
-            return Ok(());
+            return;
         };
         let outcome = if e.arg & 0xff == 1 { "ready" } else { "pending" };
         track.open_at(depth).args.push(DebugAnnotation::new("outcome", str_arg(outcome)));
         let path = track.open_path(depth);
         track.close_to(depth, ts, &mut self.counts.unfinished);
         track.last_poll = Some(path);
-        Ok(())
+    }
+
+    /// The worker parks: a slice until it unparks. A park while one is open means the
+    /// unpark between them is missing: the open one ends here.
+    fn park(&mut self, w: usize, e: &proto::Event) -> io::Result<()> {
+        let track = &mut self.workers[w];
+        let ts = track.at(e.timestamp_ns);
+        if track.parked() {
+            track.close_to(track.open - 1, ts, &mut self.counts.unfinished);
+            self.counts.unfinished += 1;
+        }
+        let name = if e.arg == 1 { "parked in reactor" } else { "parked" };
+        track.push(Span::new(SpanKind::Park, name.into(), ts), true);
+        self.counts.parks += 1;
+        self.write_overflow(w)
+    }
+
+    /// The worker unparks: the open park closes, saying what woke it. With none open,
+    /// the unpark is dropped.
+    fn unpark(&mut self, w: usize, e: &proto::Event) {
+        let track = &mut self.workers[w];
+        let ts = track.at(e.timestamp_ns);
+        if !track.parked() {
+            self.counts.unmatched_ends += 1;
+            return;
+        }
+        let woke = if e.arg == 1 { "notified" } else { "timeout or I/O" };
+        let depth = track.open - 1;
+        track.open_at(depth).args.push(DebugAnnotation::new("woke", str_arg(woke)));
+        track.close_to(depth, ts, &mut self.counts.unfinished);
+    }
+
+    /// A spawn on worker `w`: inside a poll, a flow from that poll to the new task's
+    /// first.
+    fn spawn_in_poll(&mut self, w: usize, child: u64) {
+        let track = &mut self.workers[w];
+        if let Some(depth) = track.innermost_open(|s| matches!(s.kind, SpanKind::Poll { .. })) {
+            self.flows.start(track.open_at(depth), child);
+        }
     }
 
     /// A wake by task `waker` recorded on worker `w`: a flow from the waker's poll there
     /// (open, or just ended) to `woken`'s next poll.
     fn wake_from_poll(&mut self, w: usize, waker: u64, woken: u64) {
         let track = &mut self.workers[w];
-        let source = match track.open_poll_depth(waker) {
-            Some(depth) => Source::Open(depth),
-            None => match track.last_poll.clone() {
-                Some((seq, path)) if track.span_at(seq, &path).is_some_and(|s| s.is_poll_of(waker)) => {
-                    Source::Ended(seq, path)
-                }
-                _ => return,
-            },
-        };
-        let track = &mut self.workers[w];
-        let span = match source {
-            Source::Open(depth) => track.open_at(depth),
-            Source::Ended(seq, path) => track.span_at(seq, &path).expect("found above"),
-        };
-        let from = span.begin;
-        let flow = self.next_flow;
-        span.flows_out.push(flow);
-        self.new_flow(from, woken);
-    }
-
-    /// A new flow from a span that begins at `from` to `task`'s next poll.
-    fn new_flow(&mut self, from: u64, task: u64) -> u64 {
-        let flow = self.next_flow;
-        self.next_flow += 1;
-        self.counts.flows += 1;
-        self.pending_flows.entry(task).or_default().push((flow, from));
-        flow
-    }
-
-    /// A finished task has no next poll: its waiting flows go.
-    fn forget(&mut self, task: u64) {
-        self.pending_flows.remove(&task);
+        if let Some(depth) = track.open_poll_depth(waker) {
+            self.flows.start(track.open_at(depth), woken);
+            return;
+        }
+        let Some((seq, path)) = track.last_poll.clone() else { return };
+        if let Some(poll) = track.span_at(seq, &path).filter(|s| s.is_poll_of(waker)) {
+            self.flows.start(poll, woken);
+        }
     }
 
     fn task_instant(&self, what: &str, e: &proto::Event) -> Span {
@@ -586,9 +557,9 @@ impl<'a, W: Write> Timeline<'a, W> {
             _ => return Ok(()),
         };
         if matches!(kind, K::Spawn | K::Schedule) {
-            span.flows_out.push(self.new_flow(span.begin, e.task_id));
+            self.flows.start(&mut span, e.task_id);
         } else {
-            self.forget(e.task_id);
+            self.flows.forget(e.task_id);
         }
         write_span(&mut self.out, OUTSIDE_UUID, &span)
     }
@@ -601,20 +572,21 @@ impl<'a, W: Write> Timeline<'a, W> {
             return Ok(());
         }
         let duration_us = e.arg & ((1 << STALL_WORKER_SHIFT) - 1);
+        let duration_ns = duration_us.saturating_mul(1_000);
         let end = e.timestamp_ns;
-        let begin = end.saturating_sub(duration_us.saturating_mul(1_000));
+        let begin = end.saturating_sub(duration_ns);
         let track = &mut self.workers[w];
         let overlapping = |p: &Span| p.begin <= end && p.end.is_none_or(|e| e >= begin);
-        // Stamped when it was recorded, after its poll ended: the stuck time counts from
-        // the poll's start.
-        let late = track.newest_poll(e.task_id, &overlapping).is_none();
-        let mark = if late {
-            track.newest_poll(e.task_id, &|p: &Span| p.begin <= end).map(|poll| {
-                let begin = poll.begin;
-                (poll, begin, begin.saturating_add(duration_us.saturating_mul(1_000)))
-            })
-        } else {
+        // Stamped when it was recorded, after its poll ended: the newest poll of the task
+        // before it that lasted that long, stuck from its start.
+        let late = |p: &Span| p.begin <= end && p.end.is_none_or(|e| e - p.begin >= duration_ns);
+        let mark = if track.newest_poll(e.task_id, &overlapping).is_some() {
             track.newest_poll(e.task_id, &overlapping).map(|poll| (poll, begin, end))
+        } else {
+            track.newest_poll(e.task_id, &late).map(|poll| {
+                let begin = poll.begin;
+                (poll, begin, begin.saturating_add(duration_ns))
+            })
         };
         if let Some((poll, begin, end)) = mark {
             poll.stall = Some(match poll.stall {
@@ -634,10 +606,14 @@ impl<'a, W: Write> Timeline<'a, W> {
         // Its poll is not in the data (or long written): an instant where it was seen,
         // written now, at its own time; an instant nests wherever it falls.
         self.counts.stall_instants += 1;
-        let span = stall_args(Span::new(SpanKind::Instant, "stall".into(), end), self.index, e.task_id, duration_us);
+        let span = Span::new(SpanKind::Instant, "stall".into(), end)
+            .arg("task_id", AnnotationValue::Uint(e.task_id))
+            .arg("task", str_arg(&self.index.task_name(e.task_id)))
+            .arg("duration_ms", AnnotationValue::Double(duration_us as f64 / 1e3));
         write_span(&mut self.out, track.uuid, &span)
     }
 
+    /// Write the spans that fell out of worker `w`'s window.
     fn write_overflow(&mut self, w: usize) -> io::Result<()> {
         let track = &mut self.workers[w];
         let uuid = track.uuid;
@@ -648,7 +624,7 @@ impl<'a, W: Write> Timeline<'a, W> {
     }
 
     /// Close what is still open at the data's last timestamp, write everything held, and
-    /// give the output back.
+    /// give the output back with what was drawn.
     pub fn finish(mut self) -> io::Result<(W, Counts)> {
         let last = self.last_ts;
         for track in &mut self.workers {
@@ -667,19 +643,44 @@ impl<'a, W: Write> Timeline<'a, W> {
                 write_span(&mut self.out, track.uuid, &span)?;
             }
         }
+        self.counts.flows = self.flows.started;
+        self.counts.flows_ended = self.flows.ended;
         Ok((self.out.finish()?, self.counts))
     }
 }
 
-fn str_arg(s: &str) -> AnnotationValue {
-    AnnotationValue::String(s.to_string())
+/// The tracks of a trace: the runtime's process (Perfetto groups threads under it by
+/// pid; a recording without one gets 1), a thread per worker, and the track for events
+/// off the workers under the process.
+fn tracks(pid: u32, workers: usize) -> Vec<TrackDescriptor> {
+    let shown = pid;
+    let pid = if pid == 0 { 1 } else { pid.min(i32::MAX as u32 / 2) as i32 };
+    let mut out = vec![TrackDescriptor {
+        uuid: Some(PROCESS_UUID),
+        process: Some(ProcessDescriptor { pid: Some(pid), process_name: Some(format!("volt runtime (pid {shown})")) }),
+        ..Default::default()
+    }];
+    for w in 0..workers {
+        let name = format!("worker {w}");
+        out.push(TrackDescriptor {
+            uuid: Some(WORKER_UUID + w as u64),
+            name: Some(name.clone()),
+            // A thread id of its own, never the pid (that is the main thread's).
+            thread: Some(ThreadDescriptor { pid: Some(pid), tid: Some(pid + 1 + w as i32), thread_name: Some(name) }),
+            ..Default::default()
+        });
+    }
+    out.push(TrackDescriptor {
+        uuid: Some(OUTSIDE_UUID),
+        name: Some("outside the workers".into()),
+        parent_uuid: Some(PROCESS_UUID),
+        ..Default::default()
+    });
+    out
 }
 
-/// A stall's arguments: the task (id and name) and the duration.
-fn stall_args(span: Span, index: &Index, task: u64, duration_us: u64) -> Span {
-    span.arg("task_id", AnnotationValue::Uint(task))
-        .arg("task", str_arg(&index.task_name(task)))
-        .arg("duration_ms", AnnotationValue::Double(duration_us as f64 / 1e3))
+fn str_arg(s: &str) -> AnnotationValue {
+    AnnotationValue::String(s.to_string())
 }
 
 /// Write `span` and everything nested in it: its begin (or the instant), the stall
@@ -750,4 +751,303 @@ fn slice_end(track: u64) -> PacketData {
         track_uuid: Some(track),
         ..Default::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perfetto::trace::Trace;
+    use prost::Message;
+    use proto::EventKind as K;
+
+    const W0: Option<u32> = Some(0);
+    const W1: Option<u32> = Some(1);
+
+    fn ev(timestamp_ns: u64, worker: Option<u32>, kind: K, task_id: u64, arg: u64) -> proto::Event {
+        proto::Event { timestamp_ns, worker, kind: kind as i32, task_id, arg }
+    }
+
+    /// A `Schedule` argument: the local queue, woken by task `waker`.
+    fn woken_by(waker: u64) -> u64 {
+        (SOURCE_TASK | waker << SOURCE_KIND_BITS) << SCHEDULE_SOURCE_SHIFT | 1
+    }
+
+    /// A slice as a trace processor builds it from one track's events.
+    #[derive(Debug, PartialEq)]
+    struct Drawn {
+        track: u64,
+        name: String,
+        begin: u64,
+        end: u64,
+        depth: usize,
+        flows_out: Vec<u64>,
+        flows_in: Vec<u64>,
+        args: Vec<(String, String)>,
+    }
+
+    /// Run `events` through a timeline of two workers (task 1 named `one`), and rebuild
+    /// the slices per track: sorted by time (file order within a time), matched as a
+    /// stack; an end with nothing open fails the test.
+    fn draw(events: &[proto::Event]) -> (Vec<Drawn>, Counts) {
+        let mut index = Index::default();
+        (index.workers, index.pid) = (2, 42);
+        index.names.insert(1, "one".into());
+        let mut t = Timeline::new(Vec::new(), &index).unwrap();
+        for e in events {
+            t.event(e).unwrap();
+        }
+        let (bytes, counts) = t.finish().unwrap();
+        let trace = Trace::decode(&bytes[..]).unwrap();
+        let mut by_track: HashMap<u64, Vec<(u64, usize, TrackEvent)>> = HashMap::new();
+        for (i, p) in trace.packet.into_iter().enumerate() {
+            if let Some(PacketData::TrackEvent(e)) = p.data {
+                by_track.entry(e.track_uuid.unwrap()).or_default().push((p.timestamp.unwrap(), i, e));
+            }
+        }
+        let mut out = Vec::new();
+        let mut tracks: Vec<_> = by_track.into_iter().collect();
+        tracks.sort_by_key(|t| t.0);
+        for (track, mut evs) in tracks {
+            evs.sort_by_key(|e| (e.0, e.1));
+            let mut open: Vec<usize> = Vec::new();
+            for (ts, _, e) in evs {
+                if e.r#type == Some(EventType::SliceEnd as i32) {
+                    let i = open.pop().expect("an end with nothing open");
+                    out[i] = Drawn { end: ts, ..std::mem::replace(&mut out[i], blank()) };
+                    continue;
+                }
+                let args = e
+                    .debug_annotations
+                    .iter()
+                    .map(|a| {
+                        let v = match a.value.as_ref().unwrap() {
+                            AnnotationValue::Uint(v) => v.to_string(),
+                            AnnotationValue::Double(v) => v.to_string(),
+                            AnnotationValue::String(v) => v.clone(),
+                        };
+                        (a.name.clone().unwrap(), v)
+                    })
+                    .collect();
+                out.push(Drawn {
+                    track,
+                    name: e.name.unwrap(),
+                    begin: ts,
+                    end: ts,
+                    depth: open.len(),
+                    flows_out: e.flow_ids,
+                    flows_in: e.terminating_flow_ids,
+                    args,
+                });
+                if e.r#type == Some(EventType::SliceBegin as i32) {
+                    open.push(out.len() - 1);
+                }
+            }
+            assert!(open.is_empty(), "left open on track {track}");
+        }
+        (out, counts)
+    }
+
+    fn blank() -> Drawn {
+        Drawn {
+            track: 0,
+            name: String::new(),
+            begin: 0,
+            end: 0,
+            depth: 0,
+            flows_out: vec![],
+            flows_in: vec![],
+            args: vec![],
+        }
+    }
+
+    fn shape(d: &[Drawn]) -> Vec<(u64, &str, u64, u64, usize)> {
+        d.iter().map(|s| (s.track, s.name.as_str(), s.begin, s.end, s.depth)).collect()
+    }
+
+    fn arg<'a>(d: &'a Drawn, name: &str) -> Option<&'a str> {
+        d.args.iter().find(|a| a.0 == name).map(|a| a.1.as_str())
+    }
+
+    const T0: u64 = WORKER_UUID;
+    const T1: u64 = WORKER_UUID + 1;
+
+    #[test]
+    fn polls_nest_parks_are_slices_and_ends_without_a_begin_are_dropped() {
+        let (d, counts) = draw(&[
+            ev(5, W0, K::PollEnd, 9, 0),
+            ev(10, W0, K::PollStart, 1, 0),
+            // `join` helping: a poll inside a poll.
+            ev(12, W0, K::PollStart, 2, 0),
+            ev(15, W0, K::PollEnd, 2, 1),
+            ev(20, W0, K::PollEnd, 1, 0),
+            ev(21, W0, K::Unpark, 0, 1),
+            ev(22, W0, K::Park, 0, 1),
+            ev(30, W0, K::Unpark, 0, 1),
+            ev(31, W0, K::Steal, 5, 1 << 32 | 3),
+        ]);
+        assert_eq!(
+            shape(&d),
+            vec![
+                (T0, "one", 10, 20, 0),
+                (T0, "task 2", 12, 15, 1),
+                (T0, "parked in reactor", 22, 30, 0),
+                (T0, "steal", 31, 31, 0)
+            ]
+        );
+        assert_eq!(arg(&d[0], "outcome"), Some("pending"));
+        assert_eq!(arg(&d[1], "outcome"), Some("ready"));
+        assert_eq!(arg(&d[2], "woke"), Some("notified"));
+        assert_eq!(
+            (arg(&d[3], "victim"), arg(&d[3], "count"), arg(&d[3], "runs_task")),
+            (Some("1"), Some("3"), Some("5"))
+        );
+        assert_eq!(counts.unmatched_ends, 2);
+        assert_eq!((counts.polls, counts.parks, counts.steals), (2, 1, 1));
+    }
+
+    #[test]
+    fn what_is_left_open_closes_with_its_parent_or_at_the_last_timestamp() {
+        let (d, counts) = draw(&[
+            ev(10, W0, K::PollStart, 1, 0),
+            ev(11, W0, K::PollStart, 2, 0),
+            // The end of 2 is missing: it ends with 1.
+            ev(20, W0, K::PollEnd, 1, 1),
+            ev(25, W0, K::PollStart, 3, 0),
+            ev(50, W1, K::Park, 0, 0),
+            ev(70, W1, K::Steal, 0, 0),
+        ]);
+        assert_eq!(
+            shape(&d),
+            vec![
+                (T0, "one", 10, 20, 0),
+                (T0, "task 2", 11, 20, 1),
+                (T0, "task 3", 25, 70, 0),
+                (T1, "parked", 50, 70, 0),
+                (T1, "steal", 70, 70, 1)
+            ]
+        );
+        assert_eq!(arg(&d[2], "outcome"), Some("unfinished"));
+        assert_eq!(counts.unfinished, 3);
+    }
+
+    #[test]
+    fn time_never_goes_back_on_a_track() {
+        let (d, _) = draw(&[
+            ev(100, W0, K::PollStart, 1, 0),
+            ev(200, W0, K::PollEnd, 1, 0),
+            // Put back from its length, a tick before the previous end.
+            ev(199, W0, K::PollStart, 2, 0),
+            ev(300, W0, K::PollEnd, 2, 0),
+        ]);
+        assert_eq!(shape(&d), vec![(T0, "one", 100, 200, 0), (T0, "task 2", 200, 300, 0)]);
+    }
+
+    #[test]
+    fn wakes_and_spawns_are_flows_from_the_waking_poll_to_the_next_one() {
+        let (d, counts) = draw(&[
+            ev(10, W0, K::PollStart, 1, 0),
+            ev(10, W0, K::Spawn, 2, 0),
+            ev(10, W0, K::Schedule, 3, woken_by(1)),
+            ev(20, W0, K::PollEnd, 1, 0),
+            // Woken during its own poll: queued as the poll ends.
+            ev(20, W0, K::Schedule, 1, woken_by(1)),
+            ev(25, W1, K::PollStart, 2, 0),
+            ev(30, W1, K::PollEnd, 2, 1),
+            ev(31, W1, K::PollStart, 3, 0),
+            ev(35, W1, K::PollEnd, 3, 0),
+            ev(40, W0, K::PollStart, 1, 0),
+            ev(45, W0, K::PollEnd, 1, 0),
+            // A wake by a task polled nowhere here: no flow.
+            ev(46, W0, K::Schedule, 3, woken_by(77)),
+            // From outside: an instant, and a flow to the task's next poll.
+            ev(50, None, K::Schedule, 3, 0 << SCHEDULE_SOURCE_SHIFT | 2),
+            ev(60, W1, K::PollStart, 3, 0),
+            ev(61, W1, K::PollEnd, 3, 1),
+        ]);
+        let find = |name: &str, begin: u64| d.iter().find(|s| s.name == name && s.begin == begin).unwrap();
+        let first = find("one", 10);
+        assert_eq!(first.flows_out.len(), 3, "{first:?}");
+        for target in [find("task 2", 25), find("task 3", 31), find("one", 40)] {
+            assert_eq!(target.flows_in.len(), 1, "{target:?}");
+            assert!(first.flows_out.contains(&target.flows_in[0]), "{target:?}");
+        }
+        let wake = find("wake task 3", 50);
+        assert_eq!(wake.track, OUTSIDE_UUID);
+        assert_eq!(arg(wake, "woken_by"), Some("a thread outside the runtime"));
+        assert_eq!(find("task 3", 60).flows_in, wake.flows_out);
+        assert_eq!((counts.flows, counts.flows_ended), (4, 4));
+    }
+
+    #[test]
+    fn a_stall_is_drawn_inside_its_poll_whoever_recorded_it() {
+        let stall = |worker: u64, us: u64| worker << STALL_WORKER_SHIFT | us;
+        let (d, counts) = draw(&[
+            // Recorded by the worker as the poll ended, with the poll's length.
+            ev(1_000_000, W0, K::PollStart, 7, 0),
+            ev(61_000_000, W0, K::PollEnd, 7, 0),
+            ev(61_000_000, W0, K::Stall, 7, stall(0, 60_000)),
+            // Recorded by another thread while the poll ran, as far as it had run.
+            ev(70_000_000, W1, K::PollStart, 1, 0),
+            ev(90_000_000, None, K::Stall, 1, stall(1, 20_000)),
+            ev(95_000_000, W1, K::PollEnd, 1, 1),
+            // Recorded late, after its poll ended: stuck from the poll's start. The
+            // poll after it was too short to be the stalled one.
+            ev(100_000_000, W0, K::PollStart, 8, 0),
+            ev(130_000_000, W0, K::PollEnd, 8, 0),
+            ev(130_000_100, W0, K::PollStart, 8, 0),
+            ev(130_000_200, W0, K::PollEnd, 8, 1),
+            ev(150_000_000, None, K::Stall, 8, stall(0, 12_000)),
+            // A stall whose poll is not in the data: an instant.
+            ev(160_000_000, None, K::Stall, 9, stall(1, 15_000)),
+        ]);
+        let stalls: Vec<_> = d.iter().filter(|s| s.name == "stall").collect();
+        let spans: Vec<_> = stalls.iter().map(|s| (s.track, s.begin, s.end, s.depth)).collect();
+        assert_eq!(
+            spans,
+            vec![
+                (T0, 1_000_000, 61_000_000, 1),
+                (T0, 100_000_000, 112_000_000, 1),
+                (T1, 70_000_000, 90_000_000, 1),
+                (T1, 160_000_000, 160_000_000, 0)
+            ]
+        );
+        assert_eq!((arg(stalls[0], "task_id"), arg(stalls[0], "duration_ms")), (Some("7"), Some("60")));
+        assert_eq!(arg(stalls[2], "task"), Some("one"));
+        assert_eq!((counts.stalls, counts.stall_instants), (3, 1));
+    }
+
+    #[test]
+    fn a_stall_around_nested_polls_holds_them() {
+        let (d, _) = draw(&[
+            ev(10_000_000, W0, K::PollStart, 1, 0),
+            ev(11_000_000, W0, K::PollStart, 2, 0),
+            ev(12_000_000, W0, K::PollEnd, 2, 1),
+            ev(30_000_000, W0, K::PollEnd, 1, 0),
+            // Its span starts after the nested poll did: widened to hold it.
+            ev(30_000_000, W0, K::Stall, 1, 15_000),
+        ]);
+        assert_eq!(
+            shape(&d),
+            vec![
+                (T0, "one", 10_000_000, 30_000_000, 0),
+                (T0, "stall", 11_000_000, 30_000_000, 1),
+                (T0, "task 2", 11_000_000, 12_000_000, 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn events_past_the_window_are_written_in_order() {
+        let mut events = Vec::new();
+        for i in 0..(3 * WINDOW as u64) {
+            events.push(ev(10 * i, W0, K::PollStart, 100 + i, 0));
+            events.push(ev(10 * i + 5, W0, K::PollEnd, 100 + i, 1));
+        }
+        // A wake from the first poll, long after it was written: nothing to attach to.
+        events.push(ev(100_000, W0, K::Schedule, 5, woken_by(100)));
+        let (d, counts) = draw(&events);
+        assert_eq!(d.len(), 3 * WINDOW);
+        assert!(d.iter().enumerate().all(|(i, s)| s.begin == 10 * i as u64 && s.end == s.begin + 5 && s.depth == 0));
+        assert_eq!(counts.flows, 0);
+    }
 }
