@@ -2,10 +2,12 @@
 //! written. The tracks are declared up front, so the pass counts the workers (the
 //! runtime's info, the snapshots, and any worker an event names); a slice is named when
 //! it is written, and a task's name may come in a task list after its first polls, so
-//! the pass collects every name first. It also finds where the recording moves on to
-//! another runtime (a reconnection to a restarted process), since timestamps start over
-//! there: the export stops at that point.
+//! the pass collects every name first; a stall report may come long after its poll (see
+//! the timeline's docs), so the pass collects the reports too. It also finds where the
+//! recording moves on to another runtime (a reconnection to a restarted process), since
+//! timestamps start over there: the export stops at that point.
 
+use super::timeline::{StallReport, MAX_WORKERS};
 use std::collections::HashMap;
 use volt_console_proto as proto;
 
@@ -14,6 +16,8 @@ use volt_console_proto as proto;
 pub struct Index {
     /// Task names, from the task lists and stall reports.
     pub names: HashMap<u64, String>,
+    /// Stall events by worker and task, in the order they came.
+    pub stalls: HashMap<(usize, u64), Vec<StallReport>>,
     /// Worker tracks to declare.
     pub workers: usize,
     /// The runtime's process id (0: not in the recording).
@@ -48,7 +52,6 @@ impl Index {
         if let Some(s) = &u.snapshot {
             self.workers = self.workers.max(s.workers.len());
             for stall in &s.recent_stalls {
-                self.workers = self.workers.max(stall.worker as usize + 1);
                 if let Some(name) = &stall.task_name {
                     self.names.insert(stall.task_id, name.clone());
                 }
@@ -64,13 +67,24 @@ impl Index {
         self.events += u.events.len() as u64;
         for e in &u.events {
             if let Some(w) = e.worker {
-                self.workers = self.workers.max(w as usize + 1);
+                self.see_worker(w as usize);
             }
             if e.kind == proto::EventKind::Stall as i32 {
-                self.workers = self.workers.max(super::timeline::stall_worker(e.arg) + 1);
+                let (w, report) = StallReport::of(e);
+                if w < MAX_WORKERS {
+                    self.see_worker(w);
+                    self.stalls.entry((w, e.task_id)).or_default().push(report);
+                }
             }
         }
         true
+    }
+
+    /// A worker some event names (past [`MAX_WORKERS`]: damage, left out).
+    fn see_worker(&mut self, w: usize) {
+        if w < MAX_WORKERS {
+            self.workers = self.workers.max(w + 1);
+        }
     }
 
     /// The name a poll of task `id` is shown under.

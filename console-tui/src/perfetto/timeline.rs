@@ -12,11 +12,11 @@
 //! off) is moved up to it, so slices on a track always nest.
 //!
 //! # Written late, within a window
-//! A slice is not written when it opens: wakes and spawns inside it add flows to it, and
-//! a stall reported later marks it. So each track keeps its newest top-level slices
-//! (with everything nested in them) and writes the oldest once it holds more than
-//! [`WINDOW`]: a flow or a stall that reaches further back than that finds nothing to
-//! attach to and is drawn on its own (a stall as an instant) or not at all (a flow).
+//! A slice is not written when it opens: wakes and spawns inside it add flows to it, even
+//! just after it ended (a task woken during its own poll is queued as the poll ends). So
+//! each track keeps its newest top-level slices (with everything nested in them) and
+//! writes the oldest once it holds more than [`WINDOW`]; a flow from a slice further back
+//! than that is not drawn.
 //!
 //! # Flows: who woke whom
 //! A `Schedule` whose wake source is a task starts a flow at that task's poll on the
@@ -27,15 +27,16 @@
 //! outside track, and their flows start there.
 //!
 //! # Stalls
-//! A `Stall` says which worker was stuck, in which task, for how long, and is stamped
-//! when the poll ended (or when it was seen): the stall is `[timestamp - duration,
-//! timestamp]`, whichever thread recorded it. It is drawn inside the poll of that task
-//! on that worker that overlaps it, clamped to the poll and widened to hold the poll's
-//! own children, so it nests. A report stamped after its poll ended (recorded late, by
-//! another thread) overlaps none: it goes into the newest poll of its task that began
-//! before it, over the poll's first `duration` (the stuck time counts from the poll's
-//! start). Several reports of one poll make one slice, the longest duration. A stall
-//! with no such poll in the window is an instant at its timestamp.
+//! A `Stall` says which worker was stuck in which task, for how long, and is stamped when
+//! the poll ended (or, recorded by another thread, when it was seen): the stall is
+//! `[timestamp - duration, timestamp]`, whoever recorded it. The first pass collects the
+//! reports (they are few), so a report need not come near its poll in the stream. As a
+//! poll ends, the reports of its task on its worker that overlap it are drawn inside it,
+//! clamped to the poll and widened to hold the poll's own children so that it nests;
+//! several make one slice, the longest duration. A report stamped after its poll ended
+//! (seen late) overlaps none: the first poll of its task before it that lasted that long
+//! takes it, stuck from its start. A report no poll takes (its poll is not in the data)
+//! is an instant at its timestamp.
 
 use super::index::Index;
 use super::trace::{
@@ -61,9 +62,25 @@ const SOURCE_SPAWN: u64 = 5;
 /// A `Stall`'s argument: the worker above its duration in microseconds.
 const STALL_WORKER_SHIFT: u32 = 48;
 
-/// The worker a `Stall` event's argument names.
-pub fn stall_worker(arg: u64) -> usize {
-    (arg >> STALL_WORKER_SHIFT) as usize
+/// A stall report: when it was stamped, and how long the poll had been stuck then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StallReport {
+    pub ts: u64,
+    pub duration_ns: u64,
+}
+
+impl StallReport {
+    /// A `Stall` event as its worker and report.
+    pub fn of(e: &proto::Event) -> (usize, StallReport) {
+        let duration_us = e.arg & ((1 << STALL_WORKER_SHIFT) - 1);
+        let report = StallReport { ts: e.timestamp_ns, duration_ns: duration_us.saturating_mul(1_000) };
+        ((e.arg >> STALL_WORKER_SHIFT) as usize, report)
+    }
+
+    /// The span it stands for.
+    fn span(&self) -> (u64, u64) {
+        (self.ts.saturating_sub(self.duration_ns), self.ts)
+    }
 }
 
 /// The process track's uuid; worker `w`'s is `WORKER_UUID + w`.
@@ -111,12 +128,26 @@ enum SpanKind {
     Instant,
 }
 
-/// A stall marked on a poll: its span and what the report said.
+/// A stall marked on a poll: its span and the longest duration reported.
 #[derive(Clone, Copy, Debug)]
 struct StallMark {
     begin: u64,
     end: u64,
-    duration_us: u64,
+    duration_ns: u64,
+}
+
+impl StallMark {
+    /// This mark and `(begin, end, duration_ns)` as one.
+    fn merge(this: Option<StallMark>, begin: u64, end: u64, duration_ns: u64) -> StallMark {
+        match this {
+            Some(m) => StallMark {
+                begin: m.begin.min(begin),
+                end: m.end.max(end),
+                duration_ns: m.duration_ns.max(duration_ns),
+            },
+            None => StallMark { begin, end, duration_ns },
+        }
+    }
 }
 
 /// A slice (or an instant) on a track, with what is nested in it.
@@ -157,14 +188,6 @@ impl Span {
 
     fn is_poll_of(&self, task: u64) -> bool {
         self.kind == SpanKind::Poll { task }
-    }
-
-    /// The newest poll of `task` in this subtree that `fits`.
-    fn find_poll(&mut self, task: u64, fits: &impl Fn(&Span) -> bool) -> Option<&mut Span> {
-        if self.is_poll_of(task) && fits(self) {
-            return Some(self);
-        }
-        self.children.iter_mut().rev().find_map(|c| c.find_poll(task, fits))
     }
 }
 
@@ -278,11 +301,6 @@ impl WorkerTrack {
         (seq, path)
     }
 
-    /// The newest poll of `task` held here that `fits`.
-    fn newest_poll(&mut self, task: u64, fits: &impl Fn(&Span) -> bool) -> Option<&mut Span> {
-        self.recent.iter_mut().rev().find_map(|s| s.find_poll(task, fits))
-    }
-
     /// The top-level spans past the window, oldest first, to be written.
     fn overflow(&mut self) -> Vec<Span> {
         let mut out = Vec::new();
@@ -305,7 +323,7 @@ pub struct Counts {
     pub steals: u64,
     /// Stalls drawn as slices inside their poll.
     pub stalls: u64,
-    /// Stalls whose poll was not in the data, drawn as instants.
+    /// Stall reports no poll in the data took, drawn as instants.
     pub stall_instants: u64,
     /// Flows started (a flow whose end never came is not drawn).
     pub flows: u64,
@@ -360,6 +378,8 @@ pub struct Timeline<'a, W: Write> {
     index: &'a Index,
     workers: Vec<WorkerTrack>,
     flows: Flows,
+    /// Stall reports no poll has taken yet, by worker and task, oldest first.
+    stalls: HashMap<(usize, u64), VecDeque<StallReport>>,
     /// The latest timestamp of the data.
     last_ts: u64,
     counts: Counts,
@@ -378,6 +398,7 @@ impl<'a, W: Write> Timeline<'a, W> {
             index,
             workers: (0..workers).map(|w| WorkerTrack::new(WORKER_UUID + w as u64)).collect(),
             flows: Flows::default(),
+            stalls: index.stalls.iter().map(|(k, v)| (*k, v.iter().copied().collect())).collect(),
             last_ts: 0,
             counts: Counts::default(),
         })
@@ -391,9 +412,6 @@ impl<'a, W: Write> Timeline<'a, W> {
             self.counts.ignored += 1;
             return Ok(());
         };
-        if kind == K::Stall {
-            return self.stall(e);
-        }
         let Some(w) = e.worker.map(|w| w as usize) else { return self.outside(kind, e) };
         if w >= self.workers.len() {
             self.counts.ignored += 1;
@@ -401,10 +419,7 @@ impl<'a, W: Write> Timeline<'a, W> {
         }
         match kind {
             K::PollStart => self.poll_start(w, e),
-            K::PollEnd => {
-                self.poll_end(w, e);
-                Ok(())
-            }
+            K::PollEnd => self.poll_end(w, e),
             K::Park => self.park(w, e),
             K::Unpark => {
                 self.unpark(w, e);
@@ -442,6 +457,7 @@ impl<'a, W: Write> Timeline<'a, W> {
                 };
                 self.instant(w, span)
             }
+            // Stalls come from the first pass (see the module docs).
             K::Transition | K::Stall | K::Unspecified => Ok(()),
         }
     }
@@ -459,19 +475,72 @@ impl<'a, W: Write> Timeline<'a, W> {
     }
 
     /// A poll ends: the innermost open poll of its task closes (and whatever is open
-    /// inside it), with its outcome. With no such poll open, the end is dropped.
-    fn poll_end(&mut self, w: usize, e: &proto::Event) {
+    /// inside it), with its outcome and the stalls reported of it. With no such poll
+    /// open, the end is dropped.
+    fn poll_end(&mut self, w: usize, e: &proto::Event) -> io::Result<()> {
         let track = &mut self.workers[w];
         let ts = track.at(e.timestamp_ns);
         let Some(depth) = track.open_poll_depth(e.task_id) else {
             self.counts.unmatched_ends += 1;
-            return;
+            return Ok(());
         };
         let outcome = if e.arg & 0xff == 1 { "ready" } else { "pending" };
         track.open_at(depth).args.push(DebugAnnotation::new("outcome", str_arg(outcome)));
-        let path = track.open_path(depth);
+        let (seq, path) = track.open_path(depth);
         track.close_to(depth, ts, &mut self.counts.unfinished);
-        track.last_poll = Some(path);
+        self.mark_stalls(w, e.task_id, seq, &path)?;
+        self.workers[w].last_poll = Some((seq, path));
+        Ok(())
+    }
+
+    /// Mark on the poll of `task` that just closed on worker `w` (at `path` below
+    /// top-level span `seq`) the stall reports that are its (see the module docs).
+    /// Reports stamped before it began are no later poll's either: instants.
+    fn mark_stalls(&mut self, w: usize, task: u64, seq: u64, path: &[usize]) -> io::Result<()> {
+        let Some(reports) = self.stalls.get_mut(&(w, task)) else { return Ok(()) };
+        let poll = self.workers[w].span_at(seq, path).expect("the poll just closed");
+        let (begin, end) = (poll.begin, poll.end.expect("closed"));
+        let mut stale = Vec::new();
+        let mut mark = None;
+        reports.retain(|r| {
+            let (from, to) = r.span();
+            if to < begin {
+                stale.push(*r);
+            } else if from < end {
+                mark = Some(StallMark::merge(mark, from, to, r.duration_ns));
+            } else {
+                return true;
+            }
+            false
+        });
+        if mark.is_none() {
+            let late = reports.iter().position(|r| r.ts > end && end - begin >= r.duration_ns);
+            if let Some(r) = late.and_then(|i| reports.remove(i)) {
+                mark = Some(StallMark { begin, end: begin + r.duration_ns, duration_ns: r.duration_ns });
+            }
+        }
+        if reports.is_empty() {
+            self.stalls.remove(&(w, task));
+        }
+        if mark.is_some() {
+            self.counts.stalls += 1;
+            self.workers[w].span_at(seq, path).expect("the poll just closed").stall = mark;
+        }
+        for r in stale {
+            self.stall_instant(w, task, r)?;
+        }
+        Ok(())
+    }
+
+    /// A stall report no poll took: an instant where it was stamped, written now (an
+    /// instant nests wherever it falls).
+    fn stall_instant(&mut self, w: usize, task: u64, r: StallReport) -> io::Result<()> {
+        self.counts.stall_instants += 1;
+        let span = Span::new(SpanKind::Instant, "stall".into(), r.ts)
+            .arg("task_id", AnnotationValue::Uint(task))
+            .arg("task", str_arg(&self.index.task_name(task)))
+            .arg("duration_ms", AnnotationValue::Double(r.duration_ns as f64 / 1e6));
+        write_span(&mut self.out, self.workers[w].uuid, &span)
     }
 
     /// The worker parks: a slice until it unparks. A park while one is open means the
@@ -564,55 +633,6 @@ impl<'a, W: Write> Timeline<'a, W> {
         write_span(&mut self.out, OUTSIDE_UUID, &span)
     }
 
-    /// A stall report: marked on its poll if the window holds it, else an instant.
-    fn stall(&mut self, e: &proto::Event) -> io::Result<()> {
-        let w = stall_worker(e.arg);
-        if w >= self.workers.len() {
-            self.counts.ignored += 1;
-            return Ok(());
-        }
-        let duration_us = e.arg & ((1 << STALL_WORKER_SHIFT) - 1);
-        let duration_ns = duration_us.saturating_mul(1_000);
-        let end = e.timestamp_ns;
-        let begin = end.saturating_sub(duration_ns);
-        let track = &mut self.workers[w];
-        let overlapping = |p: &Span| p.begin <= end && p.end.is_none_or(|e| e >= begin);
-        // Stamped when it was recorded, after its poll ended: the newest poll of the task
-        // before it that lasted that long, stuck from its start.
-        let late = |p: &Span| p.begin <= end && p.end.is_none_or(|e| e - p.begin >= duration_ns);
-        let mark = if track.newest_poll(e.task_id, &overlapping).is_some() {
-            track.newest_poll(e.task_id, &overlapping).map(|poll| (poll, begin, end))
-        } else {
-            track.newest_poll(e.task_id, &late).map(|poll| {
-                let begin = poll.begin;
-                (poll, begin, begin.saturating_add(duration_ns))
-            })
-        };
-        if let Some((poll, begin, end)) = mark {
-            poll.stall = Some(match poll.stall {
-                // One poll, reported again: one slice over both, the longest duration.
-                Some(s) => StallMark {
-                    begin: s.begin.min(begin),
-                    end: s.end.max(end),
-                    duration_us: s.duration_us.max(duration_us),
-                },
-                None => {
-                    self.counts.stalls += 1;
-                    StallMark { begin, end, duration_us }
-                }
-            });
-            return Ok(());
-        }
-        // Its poll is not in the data (or long written): an instant where it was seen,
-        // written now, at its own time; an instant nests wherever it falls.
-        self.counts.stall_instants += 1;
-        let span = Span::new(SpanKind::Instant, "stall".into(), end)
-            .arg("task_id", AnnotationValue::Uint(e.task_id))
-            .arg("task", str_arg(&self.index.task_name(e.task_id)))
-            .arg("duration_ms", AnnotationValue::Double(duration_us as f64 / 1e3));
-        write_span(&mut self.out, track.uuid, &span)
-    }
-
     /// Write the spans that fell out of worker `w`'s window.
     fn write_overflow(&mut self, w: usize) -> io::Result<()> {
         let track = &mut self.workers[w];
@@ -627,20 +647,37 @@ impl<'a, W: Write> Timeline<'a, W> {
     /// give the output back with what was drawn.
     pub fn finish(mut self) -> io::Result<(W, Counts)> {
         let last = self.last_ts;
-        for track in &mut self.workers {
-            if track.open > 0 {
-                let ts = track.at(last);
-                // The top-level one counts too: nothing closed it.
-                self.counts.unfinished += 1;
-                for d in 0..track.open {
-                    if let SpanKind::Poll { .. } = track.open_at(d).kind {
-                        track.open_at(d).args.push(DebugAnnotation::new("outcome", str_arg("unfinished")));
-                    }
-                }
-                track.close_to(0, ts, &mut self.counts.unfinished);
+        for w in 0..self.workers.len() {
+            let track = &mut self.workers[w];
+            if track.open == 0 {
+                continue;
             }
+            let ts = track.at(last);
+            // The top-level one counts too: nothing closed it.
+            self.counts.unfinished += 1;
+            let mut polls = Vec::new();
+            for d in 0..track.open {
+                if let SpanKind::Poll { task } = track.open_at(d).kind {
+                    track.open_at(d).args.push(DebugAnnotation::new("outcome", str_arg("unfinished")));
+                    polls.push((task, track.open_path(d)));
+                }
+            }
+            track.close_to(0, ts, &mut self.counts.unfinished);
+            // Innermost first, as they would have ended.
+            for (task, (seq, path)) in polls.into_iter().rev() {
+                self.mark_stalls(w, task, seq, &path)?;
+            }
+        }
+        for track in &mut self.workers {
             for span in track.recent.drain(..) {
                 write_span(&mut self.out, track.uuid, &span)?;
+            }
+        }
+        let mut left: Vec<_> = std::mem::take(&mut self.stalls).into_iter().collect();
+        left.sort_by_key(|(key, _)| *key);
+        for ((w, task), reports) in left {
+            for r in reports {
+                self.stall_instant(w, task, r)?;
             }
         }
         self.counts.flows = self.flows.started;
@@ -709,7 +746,7 @@ fn write_span<W: Write>(out: &mut PacketWriter<W>, track: u64, span: &Span) -> i
             args.push(DebugAnnotation::new("task_id", AnnotationValue::Uint(task)));
             args.push(DebugAnnotation::new("task", str_arg(&span.name)));
         }
-        args.push(DebugAnnotation::new("duration_ms", AnnotationValue::Double(mark.duration_us as f64 / 1e3)));
+        args.push(DebugAnnotation::new("duration_ms", AnnotationValue::Double(mark.duration_ns as f64 / 1e6)));
         out.push(Some(begin), slice_begin(track, "stall", args))?;
         for child in &span.children {
             write_span(out, track, child)?;
@@ -785,13 +822,18 @@ mod tests {
         args: Vec<(String, String)>,
     }
 
-    /// Run `events` through a timeline of two workers (task 1 named `one`), and rebuild
-    /// the slices per track: sorted by time (file order within a time), matched as a
-    /// stack; an end with nothing open fails the test.
+    /// Run `events` through both passes as one update of a runtime of two workers (task
+    /// 1 named `one`), and rebuild the slices per track: sorted by time (file order
+    /// within a time), matched as a stack; an end with nothing open fails the test.
     fn draw(events: &[proto::Event]) -> (Vec<Drawn>, Counts) {
         let mut index = Index::default();
-        (index.workers, index.pid) = (2, 42);
-        index.names.insert(1, "one".into());
+        let one = proto::Task { id: 1, name: Some("one".into()), ..Default::default() };
+        index.learn(&proto::Update {
+            runtime: Some(proto::RuntimeInfo { workers: 2, pid: 42, ..Default::default() }),
+            tasks: Some(proto::TaskChanges { changed: vec![one], ..Default::default() }),
+            events: events.to_vec(),
+            ..Default::default()
+        });
         let mut t = Timeline::new(Vec::new(), &index).unwrap();
         for e in events {
             t.event(e).unwrap();
