@@ -28,7 +28,7 @@ use volt_console_proto as proto;
 #[command(name = "volt-console", version, about = "A live dashboard of a Volt runtime's scheduler")]
 struct Args {
     /// The console server: host:port or http://host:port.
-    #[arg(default_value = client::DEFAULT_ADDR)]
+    #[arg(default_value = client::DEFAULT_ADDR, conflicts_with = "export_perfetto")]
     addr: String,
     /// Start a demo runtime (with the console on a free loopback port) in this process and
     /// watch it.
