@@ -339,13 +339,8 @@ fn decode(path: &Path) -> Decoded {
         for (ts, i) in evs {
             let e = trace.packet[i].track_event();
             let ty = e.type_();
-            if ty == Type::TYPE_SLICE_END {
-                let open = stack.pop().unwrap_or_else(|| panic!("an end at {ts} on track {track} with nothing open"));
-                slices[open].end = ts;
-                continue;
-            }
-            assert!(ty == Type::TYPE_SLICE_BEGIN || ty == Type::TYPE_INSTANT, "{ty:?}");
-            let args = e
+            assert!(matches!(ty, Type::TYPE_SLICE_BEGIN | Type::TYPE_SLICE_END | Type::TYPE_INSTANT), "{ty:?}");
+            let args: HashMap<String, Arg> = e
                 .debug_annotations
                 .iter()
                 .map(|a| {
@@ -359,6 +354,14 @@ fn decode(path: &Path) -> Decoded {
                     (a.name().to_string(), v)
                 })
                 .collect();
+            if ty == Type::TYPE_SLICE_END {
+                // An end's arguments and flows are its slice's, as a trace processor takes them.
+                let open = stack.pop().unwrap_or_else(|| panic!("an end at {ts} on track {track} with nothing open"));
+                slices[open].end = ts;
+                slices[open].args.extend(args);
+                slices[open].flows_out.extend(&e.flow_ids);
+                continue;
+            }
             slices.push(Slice {
                 track,
                 name: e.name().to_string(),

@@ -16,7 +16,10 @@
 //! just after it ended (a task woken during its own poll is queued as the poll ends). So
 //! each track keeps its newest top-level slices (with everything nested in them) and
 //! writes the oldest once it holds more than [`WINDOW`]; a flow from a slice further back
-//! than that is not drawn.
+//! than that is not drawn. A slice that stays open long with much nested in it (a `join`
+//! helping for seconds) would hold all of that: past [`SPILL`] nested slices, its begin
+//! and everything closed inside it are written, and what is added to it later (its
+//! outcome, flows from it) goes on its end, which Perfetto reads as well.
 //!
 //! # Flows: who woke whom
 //! A `Schedule` whose wake source is a task starts a flow at that task's poll on the
@@ -50,15 +53,17 @@ use volt_console_proto as proto;
 /// Top-level slices a worker's track keeps unwritten (see the module docs).
 pub const WINDOW: usize = 256;
 
+/// Slices held inside an open top-level slice before what can be is written.
+pub const SPILL: usize = 4096;
+
 /// The most worker tracks a trace declares; an event naming a worker past it is left out.
 pub const MAX_WORKERS: usize = 4096;
 
-/// A `Schedule`'s argument: the queue in the low byte, the wake source above it.
+/// A `Schedule`'s argument: the queue in the low byte, the wake source above it: its
+/// kind in the low [`SOURCE_KIND_BITS`] (0 outside, 1 the timer wheel, 2 the I/O
+/// driver, 3 a task, 4 the blocking pool, 5 the task's spawn) and a task's id above them.
 const SCHEDULE_SOURCE_SHIFT: u32 = 8;
-/// A wake source: its kind in the low bits, a task's id above them.
 const SOURCE_KIND_BITS: u32 = 3;
-const SOURCE_TASK: u64 = 3;
-const SOURCE_SPAWN: u64 = 5;
 /// A `Stall`'s argument: the worker above its duration in microseconds.
 const STALL_WORKER_SHIFT: u32 = 48;
 
@@ -91,31 +96,36 @@ const WORKER_UUID: u64 = 16;
 /// What a `Schedule` says woke its task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WakeSource {
+    Outside,
+    Timer,
+    Io,
     Task(u64),
+    Blocking,
     /// The task's spawn queued it (not a wake).
     Spawn,
-    /// Anything else (a timer, I/O, the blocking pool, a thread outside).
-    Other(u64),
 }
 
 impl WakeSource {
     fn from_schedule_arg(arg: u64) -> WakeSource {
         let packed = arg >> SCHEDULE_SOURCE_SHIFT;
         match packed & ((1 << SOURCE_KIND_BITS) - 1) {
-            SOURCE_TASK => WakeSource::Task(packed >> SOURCE_KIND_BITS),
-            SOURCE_SPAWN => WakeSource::Spawn,
-            other => WakeSource::Other(other),
+            1 => WakeSource::Timer,
+            2 => WakeSource::Io,
+            3 => WakeSource::Task(packed >> SOURCE_KIND_BITS),
+            4 => WakeSource::Blocking,
+            5 => WakeSource::Spawn,
+            _ => WakeSource::Outside,
         }
     }
 
     fn describe(self) -> String {
         match self {
+            WakeSource::Outside => "a thread outside the runtime".into(),
+            WakeSource::Timer => "the timer wheel".into(),
+            WakeSource::Io => "the I/O driver".into(),
             WakeSource::Task(id) => format!("task {id}"),
+            WakeSource::Blocking => "the blocking pool".into(),
             WakeSource::Spawn => "its spawn".into(),
-            WakeSource::Other(1) => "the timer wheel".into(),
-            WakeSource::Other(2) => "the I/O driver".into(),
-            WakeSource::Other(4) => "the blocking pool".into(),
-            WakeSource::Other(_) => "a thread outside the runtime".into(),
         }
     }
 }
@@ -163,6 +173,9 @@ struct Span {
     flows_in: Vec<u64>,
     stall: Option<StallMark>,
     children: Vec<Span>,
+    /// Its begin is written (with this many of its arguments and flows out): the rest
+    /// go on its end.
+    begun: Option<(usize, usize)>,
 }
 
 impl Span {
@@ -178,6 +191,7 @@ impl Span {
             flows_in: Vec::new(),
             stall: None,
             children: Vec::new(),
+            begun: None,
         }
     }
 
@@ -207,11 +221,13 @@ struct WorkerTrack {
     first_seq: u64,
     /// The latest timestamp on this track.
     now: u64,
+    /// Spans held inside the open top-level span.
+    nested: usize,
 }
 
 impl WorkerTrack {
     fn new(uuid: u64) -> WorkerTrack {
-        WorkerTrack { uuid, recent: VecDeque::new(), open: 0, last_poll: None, first_seq: 0, now: 0 }
+        WorkerTrack { uuid, recent: VecDeque::new(), open: 0, last_poll: None, first_seq: 0, now: 0, nested: 0 }
     }
 
     /// `ts`, moved up to the track's latest timestamp if it is before it.
@@ -258,6 +274,7 @@ impl WorkerTrack {
         } else {
             let depth = self.open - 1;
             self.open_at(depth).children.push(span);
+            self.nested += 1;
         }
         if opens {
             self.open += 1;
@@ -276,6 +293,9 @@ impl WorkerTrack {
             }
             self.open -= 1;
         }
+        if self.open == 0 {
+            self.nested = 0;
+        }
     }
 
     /// The span at `path` below top-level span `seq`, if it is still held.
@@ -288,9 +308,9 @@ impl WorkerTrack {
         Some(s)
     }
 
-    /// The path to the innermost open span (the top-level span's sequence number, then
+    /// The path to the open span at `depth` (the top-level span's sequence number, then
     /// child indices).
-    fn open_path(&mut self, depth: usize) -> (u64, Vec<usize>) {
+    fn open_path(&self, depth: usize) -> (u64, Vec<usize>) {
         let seq = self.first_seq + self.recent.len() as u64 - 1;
         let mut path = Vec::with_capacity(depth);
         let mut s = self.recent.back().expect("an open span");
@@ -299,6 +319,35 @@ impl WorkerTrack {
             s = s.children.last().expect("the open chain");
         }
         (seq, path)
+    }
+
+    /// Past [`SPILL`] spans held inside the open top-level one: write the open spans'
+    /// begins and everything closed inside them, keeping only the open chain.
+    fn spill<W: Write>(&mut self, out: &mut PacketWriter<W>) -> io::Result<()> {
+        if self.nested <= SPILL {
+            return Ok(());
+        }
+        // Paths into the spans written are gone.
+        if self.last_poll.as_ref().is_some_and(|(seq, _)| *seq + 1 == self.first_seq + self.recent.len() as u64) {
+            self.last_poll = None;
+        }
+        let uuid = self.uuid;
+        for depth in 0..self.open {
+            let inner_open = depth + 1 < self.open;
+            let span = self.open_at(depth);
+            if span.begun.is_none() {
+                write_begin(out, uuid, span)?;
+                span.begun = Some((span.args.len(), span.flows_out.len()));
+            }
+            // The last child is the next open span, if there is one: it stays.
+            let keep = usize::from(inner_open);
+            let closed = span.children.len() - keep;
+            for child in span.children.drain(..closed) {
+                write_span(out, uuid, &child)?;
+            }
+        }
+        self.nested = self.open.saturating_sub(1);
+        Ok(())
     }
 
     /// The top-level spans past the window, oldest first, to be written.
@@ -471,7 +520,7 @@ impl<'a, W: Write> Timeline<'a, W> {
         self.flows.end_at(&mut span, e.task_id);
         track.push(span, true);
         self.counts.polls += 1;
-        self.write_overflow(w)
+        self.write_held(w)
     }
 
     /// A poll ends: the innermost open poll of its task closes (and whatever is open
@@ -522,9 +571,16 @@ impl<'a, W: Write> Timeline<'a, W> {
         if reports.is_empty() {
             self.stalls.remove(&(w, task));
         }
-        if mark.is_some() {
-            self.counts.stalls += 1;
-            self.workers[w].span_at(seq, path).expect("the poll just closed").stall = mark;
+        if let Some(m) = mark {
+            let poll = self.workers[w].span_at(seq, path).expect("the poll just closed");
+            if poll.begun.is_some() {
+                // What it holds is written already: the stall cannot go around it.
+                let r = StallReport { ts: m.end, duration_ns: m.duration_ns };
+                self.stall_instant(w, task, r)?;
+            } else {
+                self.counts.stalls += 1;
+                poll.stall = mark;
+            }
         }
         for r in stale {
             self.stall_instant(w, task, r)?;
@@ -555,7 +611,7 @@ impl<'a, W: Write> Timeline<'a, W> {
         let name = if e.arg == 1 { "parked in reactor" } else { "parked" };
         track.push(Span::new(SpanKind::Park, name.into(), ts), true);
         self.counts.parks += 1;
-        self.write_overflow(w)
+        self.write_held(w)
     }
 
     /// The worker unparks: the open park closes, saying what woke it. With none open,
@@ -607,7 +663,7 @@ impl<'a, W: Write> Timeline<'a, W> {
         span.begin = track.at(span.begin);
         span.end = Some(span.begin);
         track.push(span, false);
-        self.write_overflow(w)
+        self.write_held(w)
     }
 
     /// An event recorded off the workers: an instant on the outside track; a spawn or a
@@ -633,14 +689,15 @@ impl<'a, W: Write> Timeline<'a, W> {
         write_span(&mut self.out, OUTSIDE_UUID, &span)
     }
 
-    /// Write the spans that fell out of worker `w`'s window.
-    fn write_overflow(&mut self, w: usize) -> io::Result<()> {
+    /// Write what worker `w`'s track need not hold any more: the spans that fell out of
+    /// its window, and past [`SPILL`] what is closed inside its open span.
+    fn write_held(&mut self, w: usize) -> io::Result<()> {
         let track = &mut self.workers[w];
         let uuid = track.uuid;
         for span in track.overflow() {
             write_span(&mut self.out, uuid, &span)?;
         }
-        Ok(())
+        track.spill(&mut self.out)
     }
 
     /// Close what is still open at the data's last timestamp, write everything held, and
@@ -723,19 +780,10 @@ fn str_arg(s: &str) -> AnnotationValue {
 /// Write `span` and everything nested in it: its begin (or the instant), the stall
 /// marked on it, its children, its end.
 fn write_span<W: Write>(out: &mut PacketWriter<W>, track: u64, span: &Span) -> io::Result<()> {
-    let kind = if span.kind == SpanKind::Instant { EventType::Instant } else { EventType::SliceBegin };
-    out.push(
-        Some(span.begin),
-        PacketData::TrackEvent(TrackEvent {
-            r#type: Some(kind as i32),
-            track_uuid: Some(track),
-            name: Some(span.name.clone()),
-            debug_annotations: span.args.clone(),
-            flow_ids: span.flows_out.clone(),
-            terminating_flow_ids: span.flows_in.clone(),
-        }),
-    )?;
-    if kind == EventType::Instant {
+    if span.begun.is_none() {
+        write_begin(out, track, span)?;
+    }
+    if span.kind == SpanKind::Instant {
         return Ok(());
     }
     let end = span.end.expect("written spans are closed");
@@ -751,13 +799,31 @@ fn write_span<W: Write>(out: &mut PacketWriter<W>, track: u64, span: &Span) -> i
         for child in &span.children {
             write_span(out, track, child)?;
         }
-        out.push(Some(stall_end), slice_end(track))?;
+        out.push(Some(stall_end), slice_end(track, Vec::new(), Vec::new()))?;
     } else {
         for child in &span.children {
             write_span(out, track, child)?;
         }
     }
-    out.push(Some(end), slice_end(track))
+    // What came after its begin was written goes on its end.
+    let (args, flows) = span.begun.unwrap_or((span.args.len(), span.flows_out.len()));
+    out.push(Some(end), slice_end(track, span.args[args..].to_vec(), span.flows_out[flows..].to_vec()))
+}
+
+/// Write `span`'s begin (or the instant), with its arguments and flows so far.
+fn write_begin<W: Write>(out: &mut PacketWriter<W>, track: u64, span: &Span) -> io::Result<()> {
+    let kind = if span.kind == SpanKind::Instant { EventType::Instant } else { EventType::SliceBegin };
+    out.push(
+        Some(span.begin),
+        PacketData::TrackEvent(TrackEvent {
+            r#type: Some(kind as i32),
+            track_uuid: Some(track),
+            name: Some(span.name.clone()),
+            debug_annotations: span.args.clone(),
+            flow_ids: span.flows_out.clone(),
+            terminating_flow_ids: span.flows_in.clone(),
+        }),
+    )
 }
 
 /// A stall's slice inside `span` (which ends at `end`): the report's span clamped to the
@@ -782,10 +848,12 @@ fn slice_begin(track: u64, name: &str, args: Vec<DebugAnnotation>) -> PacketData
     })
 }
 
-fn slice_end(track: u64) -> PacketData {
+fn slice_end(track: u64, args: Vec<DebugAnnotation>, flow_ids: Vec<u64>) -> PacketData {
     PacketData::TrackEvent(TrackEvent {
         r#type: Some(EventType::SliceEnd as i32),
         track_uuid: Some(track),
+        debug_annotations: args,
+        flow_ids,
         ..Default::default()
     })
 }
@@ -806,7 +874,7 @@ mod tests {
 
     /// A `Schedule` argument: the local queue, woken by task `waker`.
     fn woken_by(waker: u64) -> u64 {
-        (SOURCE_TASK | waker << SOURCE_KIND_BITS) << SCHEDULE_SOURCE_SHIFT | 1
+        (3 | waker << SOURCE_KIND_BITS) << SCHEDULE_SOURCE_SHIFT | 1
     }
 
     /// A slice as a trace processor builds it from one track's events.
@@ -853,12 +921,7 @@ mod tests {
             evs.sort_by_key(|e| (e.0, e.1));
             let mut open: Vec<usize> = Vec::new();
             for (ts, _, e) in evs {
-                if e.r#type == Some(EventType::SliceEnd as i32) {
-                    let i = open.pop().expect("an end with nothing open");
-                    out[i] = Drawn { end: ts, ..std::mem::replace(&mut out[i], blank()) };
-                    continue;
-                }
-                let args = e
+                let args: Vec<_> = e
                     .debug_annotations
                     .iter()
                     .map(|a| {
@@ -870,6 +933,14 @@ mod tests {
                         (a.name.clone().unwrap(), v)
                     })
                     .collect();
+                if e.r#type == Some(EventType::SliceEnd as i32) {
+                    // An end's arguments and flows are its slice's, as Perfetto reads them.
+                    let s: &mut Drawn = &mut out[open.pop().expect("an end with nothing open")];
+                    s.end = ts;
+                    s.args.extend(args);
+                    s.flows_out.extend(e.flow_ids);
+                    continue;
+                }
                 out.push(Drawn {
                     track,
                     name: e.name.unwrap(),
@@ -887,19 +958,6 @@ mod tests {
             assert!(open.is_empty(), "left open on track {track}");
         }
         (out, counts)
-    }
-
-    fn blank() -> Drawn {
-        Drawn {
-            track: 0,
-            name: String::new(),
-            begin: 0,
-            end: 0,
-            depth: 0,
-            flows_out: vec![],
-            flows_in: vec![],
-            args: vec![],
-        }
     }
 
     fn shape(d: &[Drawn]) -> Vec<(u64, &str, u64, u64, usize)> {
@@ -1076,6 +1134,44 @@ mod tests {
                 (T0, "task 2", 11_000_000, 12_000_000, 2)
             ]
         );
+    }
+
+    /// A poll that helps a `join` for long holds only its open chain: past `SPILL`
+    /// nested polls its begin and theirs are written, and its outcome and a flow from it
+    /// go on its end.
+    #[test]
+    fn a_long_join_writes_what_it_holds_as_it_goes() {
+        let n = 2 * SPILL as u64 + 10;
+        let mut events = vec![ev(0, W0, K::PollStart, 1, 0)];
+        for i in 0..n {
+            events.push(ev(10 + 2 * i, W0, K::PollStart, 1000 + i, 0));
+            events.push(ev(11 + 2 * i, W0, K::PollEnd, 1000 + i, 1));
+        }
+        let end = 20 + 2 * n;
+        events.push(ev(end, W0, K::Schedule, 5, woken_by(1)));
+        events.push(ev(end, W0, K::PollEnd, 1, 1));
+        events.push(ev(end + 1, W1, K::PollStart, 5, 0));
+        events.push(ev(end + 2, W1, K::PollEnd, 5, 0));
+        // Held: never more than the bound, however many it nests.
+        let mut index = Index::default();
+        index.workers = 2;
+        let mut t = Timeline::new(std::io::sink(), &index).unwrap();
+        for e in &events {
+            t.event(e).unwrap();
+            assert!(t.workers[0].nested <= SPILL + 1);
+        }
+        let (d, counts) = draw(&events);
+        let outer = &d[0];
+        assert_eq!((outer.name.as_str(), outer.begin, outer.end, outer.depth), ("one", 0, end, 0));
+        assert_eq!(arg(outer, "outcome"), Some("ready"));
+        let nested = &d[1..=n as usize];
+        assert!(nested
+            .iter()
+            .enumerate()
+            .all(|(i, s)| s.depth == 1 && s.begin == 10 + 2 * i as u64 && s.end == s.begin + 1));
+        let woken = d.iter().find(|s| s.name == "task 5").unwrap();
+        assert_eq!(outer.flows_out, woken.flows_in);
+        assert_eq!(counts.flows_ended, 1);
     }
 
     #[test]
