@@ -114,5 +114,6 @@ impl Drop for TempRecording {
     }
 }
 
-/// How long a capture may be: a day (the recording grows with it; memory does not).
-pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// The longest a live capture may be: a day (the temporary recording grows with it;
+/// memory does not).
+pub const MAX_CAPTURE: Duration = Duration::from_secs(24 * 3600);

@@ -27,14 +27,16 @@
 //! Who woke whom is drawn as flow arrows: from the poll of the task that woke (or
 //! spawned) another to that task's next (or first) poll. Spawns and wakes from threads
 //! outside the workers are instants on the outside track, with their arrows starting
-//! there. How events become slices, flows and stalls is `timeline`'s business; what
-//! needs the whole recording first (task names, the workers) is `index`'s.
+//! there, as are cancels and panics recorded there. How events become slices, flows and
+//! stalls is `timeline`'s business; what needs the whole recording first (the workers,
+//! task names, stall reports) is `index`'s.
 //!
 //! # Two passes, bounded memory
-//! A recording is read twice, one update at a time: once for the names and the workers,
-//! once to write the packets. A live process's stream is recorded into a temporary
-//! recording first (`live`), then exported the same way. Memory holds the task names
-//! and, per worker, a window of recent slices, whatever the recording's length.
+//! A recording is read twice, one update at a time: once for the workers, the task names
+//! and the stall reports, once to write the packets. A live process's stream is recorded
+//! into a temporary recording first (`live`), then exported the same way. Memory holds
+//! the names, the stall reports and, per worker, a window of recent slices, whatever the
+//! recording's length.
 //!
 //! # The format
 //! `trace` declares the few messages the export writes with prost, with Perfetto's own
@@ -42,7 +44,7 @@
 //! prost-build when compiled, which needs a `protoc` installed on the machine (the
 //! workspace takes its protoc from a crate instead), or generate all of Perfetto's
 //! hundreds of schema files for another protobuf runtime, minutes of compiling for the
-//! nine messages written here. The export's test reads the file back with Perfetto's own
+//! seven messages written here. The export's test reads the file back with Perfetto's own
 //! definitions.
 
 mod index;
@@ -50,7 +52,7 @@ mod live;
 mod timeline;
 mod trace;
 
-pub use live::MAX_DURATION as MAX_CAPTURE;
+pub use live::MAX_CAPTURE;
 pub use timeline::Counts;
 
 use index::Index;
