@@ -14,6 +14,8 @@
 //! - [`warnings`]: what is worth a look, computed from the data model.
 //! - [`view`] (also named [`ui`]): drawing only; it reads an `App` and does no I/O.
 //! - [`record`]: recording the stream and playing it back ([`record::Player`]).
+//! - [`perfetto`]: a recording (or a live console) as a Perfetto trace, a timeline of
+//!   every worker's polls, parks, steals and stalls, with arrows from waker to woken.
 //!
 //! [`demo`] is the demo workload, the `volt-demo` crate under `examples/demo/`, shared with
 //! the `demo` example.
@@ -22,6 +24,7 @@ pub mod app;
 pub mod client;
 pub mod conn;
 pub mod input;
+pub mod perfetto;
 pub mod record;
 pub mod state;
 pub mod view;

@@ -7,25 +7,28 @@
 //!              [--tasks N|all] [--sort id|busy|polls|name]
 //! volt-console --record FILE [ADDR]   watch and record the stream
 //! volt-console --replay FILE          play a recording back (space pauses, . steps)
+//! volt-console --export-perfetto SOURCE OUT [--seconds N]
+//!                                     a Perfetto trace (ui.perfetto.dev) of a recording,
+//!                                     or of N seconds (default 5) of the console at SOURCE
 //! ```
 
 use clap::Parser;
 use crossterm::event::{self, Event as TermEvent, KeyEventKind};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::Duration;
 use volt_console::app::{Action, App, Status};
 use volt_console::client;
 use volt_console::record::{self, RecordWriter};
-use volt_console::{conn, demo, ui};
+use volt_console::{conn, demo, perfetto, ui};
 use volt_console_proto as proto;
 
 #[derive(Parser, Debug)]
 #[command(name = "volt-console", version, about = "A live dashboard of a Volt runtime's scheduler")]
 struct Args {
     /// The console server: host:port or http://host:port.
-    #[arg(default_value = client::DEFAULT_ADDR)]
+    #[arg(default_value = client::DEFAULT_ADDR, conflicts_with = "export_perfetto")]
     addr: String,
     /// Start a demo runtime (with the console on a free loopback port) in this process and
     /// watch it.
@@ -50,6 +53,15 @@ struct Args {
     /// Play back a recording made with --record.
     #[arg(long, value_name = "FILE", conflicts_with = "once")]
     replay: Option<PathBuf>,
+    /// Write a Perfetto trace of SOURCE into OUT (open it at ui.perfetto.dev): SOURCE is a
+    /// recording made with --record, or a console's address to record from for --seconds.
+    #[arg(long, num_args = 2, value_names = ["SOURCE", "OUT"],
+          conflicts_with_all = ["demo", "once", "record", "replay"])]
+    export_perfetto: Option<Vec<String>>,
+    /// With --export-perfetto from a live console: how long to record, in seconds
+    /// (default 5).
+    #[arg(long, value_name = "N", requires = "export_perfetto", value_parser = parse_seconds)]
+    seconds: Option<Duration>,
     /// Testing only: panic right after the first frame, to check the terminal is restored.
     #[arg(long, hide = true)]
     panic_after_first_frame: bool,
@@ -68,6 +80,14 @@ fn parse_tasks(s: &str) -> Result<u64, String> {
     match s {
         "all" => Ok(u64::MAX),
         n => n.parse().map_err(|_| format!("{n:?} is neither a number of tasks nor `all`")),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let max = perfetto::MAX_CAPTURE;
+    match s.parse::<f64>() {
+        Ok(n) if n > 0.0 && n <= max.as_secs_f64() => Ok(Duration::from_secs_f64(n)),
+        _ => Err(format!("{s:?} is not a number of seconds above 0 and at most {}", max.as_secs())),
     }
 }
 
@@ -94,6 +114,9 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> Result<(), String> {
     let token = client::token_from(args.token.clone());
+    if let Some([source, out]) = args.export_perfetto.as_deref() {
+        return export_perfetto(source, Path::new(out), &args, token);
+    }
     if let Some(path) = &args.replay {
         // The header is checked first (a file that is not a recording fails here, having
         // read 8 bytes), then updates are read one at a time as they are due.
@@ -136,6 +159,26 @@ fn run(args: Args) -> Result<(), String> {
     app.recording = args.record.as_ref().map(|p| p.display().to_string());
     tui(&mut app, Source::Live(conn::Conn::new(rx, recorder, watcher)), args.panic_after_first_frame)
         .map_err(|e| e.to_string())
+}
+
+/// `--export-perfetto SOURCE OUT`: the library does the work; this says what happened.
+fn export_perfetto(source: &str, out: &Path, args: &Args, token: Option<String>) -> Result<(), String> {
+    let source = perfetto::Source::parse(source).map_err(|e| e.to_string())?;
+    let mut live = perfetto::LiveOptions { token, max_events: args.max_events, ..Default::default() };
+    match (&source, args.seconds) {
+        (perfetto::Source::Recording(p), Some(_)) => {
+            return Err(format!("--seconds is for a live console; the recording {} is exported whole", p.display()))
+        }
+        (perfetto::Source::Live(addr), seconds) => {
+            live.duration = seconds.unwrap_or(live.duration);
+            eprintln!("volt-console: recording {:.1} s of {addr}", live.duration.as_secs_f64());
+        }
+        (perfetto::Source::Recording(_), None) => {}
+    }
+    let summary = perfetto::export(&source, out, &live).map_err(|e| e.to_string())?;
+    println!("wrote {}: {summary}", out.display());
+    println!("open it at https://ui.perfetto.dev");
+    Ok(())
 }
 
 fn app_with(app: &mut App) -> &mut App {
