@@ -410,7 +410,8 @@ impl StallMonitor {
         // for the stretches between them; it is a stall only if it was counted as one.
         let nested = polls.get() != poll;
         let long = end.saturating_sub(start) >= self.threshold_ticks;
-        if !(long && !nested) && !slot.poll.is_claimed(poll) {
+        let stall = (long && !nested) || slot.poll.is_claimed(poll);
+        if !stall {
             return None;
         }
         let mut ips = [0usize; MAX_FRAMES];
