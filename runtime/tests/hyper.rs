@@ -584,7 +584,8 @@ fn connection_tasks_are_named_for_the_console() {
         rt.handle().telemetry().tasks().iter().any(|t| t.name.as_deref() == Some(volt::hyper::CONNECTION_TASK_NAME))
     });
     // What each connection waits on, through `volt::hyper::Io` and the handler: the one
-    // in `/sleep` on its sleep, a silent one on a read from its peer, the server on accept.
+    // in `/sleep` on its sleep (beside its socket, which hyper polls in the same poll), a
+    // silent one on a read from its peer, the server on accept.
     let silent = std::net::TcpStream::connect(addr).unwrap();
     let silent_addr = silent.local_addr().unwrap();
     let mut waits = Vec::new();
@@ -593,7 +594,7 @@ fn connection_tasks_are_named_for_the_console() {
         waits = tasks
             .iter()
             .filter(|t| t.name.as_deref() == Some(volt::hyper::CONNECTION_TASK_NAME))
-            .filter_map(|t| t.waiting_on.clone())
+            .flat_map(|t| t.waits.clone())
             .collect();
         let accepting = tasks
             .iter()
