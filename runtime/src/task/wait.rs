@@ -692,7 +692,8 @@ mod tests {
             .ip(),
         );
         let at = (now + Duration::from_secs(3)).duration_since(base()).as_nanos() as u64;
-        let cases: Vec<(Box<dyn Fn(&WaitRecord, u32)>, Wait)> = vec![
+        type Write = Box<dyn Fn(&WaitRecord, u32)>;
+        let cases: Vec<(Write, Wait)> = vec![
             (Box::new(|r, s| r.push(s, W_JOIN as u32, 42, None)), Wait::Join(42)),
             (
                 Box::new(move |r, s| {

@@ -1,35 +1,7 @@
 //! Naming a wait for the telemetry: [`waiting_on`] inside a leaf future of your own, and
-//! [`WaitingOnExt::waiting_on`] around a future you do not own.
-//!
-//! A task's wait list (`TaskInfo::waits`, the console's "waiting on" column) holds what
-//! Volt's leaf futures recorded in the task's latest poll. A future of another library
-//! (a `futures` channel, a pool from a crate written for any runtime) records nothing,
-//! and a task idle on one shows `unknown`. Wrapping it names the wait:
-//!
-//! ```
-//! use volt::task::WaitingOnExt;
-//!
-//! let rt = volt::runtime::Builder::new().worker_threads(1).event_ring(1024).build().unwrap();
-//! let (tx, rx) = futures::channel::oneshot::channel::<u32>();
-//! let key = 42;
-//! let h = rt.spawn(async move { rx.waiting_on(format!("cache fill for key {key}")).await });
-//! // ... `Telemetry::tasks()` shows the task waiting on "cache fill for key 42" ...
-//! tx.send(7).unwrap();
-//! assert_eq!(rt.block_on(h).unwrap(), Ok(7));
-//! ```
-//!
-//! # How a label and the waits inside combine
-//! The wrapper records its label only after its future returned `Pending` (a wrapper
-//! whose future completed leaves nothing behind), and puts it in front of the waits that
-//! Volt's leaf futures inside recorded in the same poll: the label is the user's name for
-//! the whole operation, so it comes first (it is `TaskInfo::waiting_on`), and the waits
-//! inside follow as its detail ("GET /users/7", then "read 10.0.0.5:443"). Nested
-//! wrappers nest the same way, outer label first. A label already in the poll's list is
-//! not listed again.
-//!
-//! Labels are copied into the task's record, so a `String` label is readable after the
-//! wrapper (or the task) is gone. The labels of one poll share 40 bytes; a label that
-//! does not fit is cut at a character boundary and shown ending in `…`.
+//! [`WaitingOnExt::waiting_on`] around a future you do not own. How a wrapper's label
+//! and the waits recorded inside it combine is on [`WaitingOnExt`]; the record itself is
+//! `task::wait`.
 
 use super::wait;
 use std::borrow::Cow;
@@ -67,8 +39,40 @@ pub fn waiting_on(label: &'static str) {
 }
 
 /// Names the wait of any future: `fut.waiting_on("db pool")`,
-/// `fut.waiting_on(format!("GET {url}"))`. See the [module doc](self) for how the label
-/// and the waits recorded inside combine.
+/// `fut.waiting_on(format!("GET {url}"))`.
+///
+/// A task's wait list (`TaskInfo::waits`, the console's "waiting on" column) holds what
+/// Volt's leaf futures recorded in the task's latest poll. A future of another library
+/// (a `futures` channel, a pool from a crate written for any runtime) records nothing,
+/// and a task idle on one shows `unknown`. Wrapping it names the wait:
+///
+/// ```
+/// use volt::task::WaitingOnExt;
+///
+/// let rt = volt::runtime::Builder::new().worker_threads(1).event_ring(1024).build().unwrap();
+/// let (tx, rx) = futures::channel::oneshot::channel::<u32>();
+/// let key = 42;
+/// let h = rt.spawn(async move { rx.waiting_on(format!("cache fill for key {key}")).await });
+/// // ... `Telemetry::tasks()` shows the task waiting on "cache fill for key 42" ...
+/// tx.send(7).unwrap();
+/// assert_eq!(rt.block_on(h).unwrap(), Ok(7));
+/// ```
+///
+/// # How a label and the waits inside combine
+/// The wrapper records its label only after its future returned `Pending` (a wrapper
+/// whose future completed leaves nothing behind), and puts it in front of the waits that
+/// Volt's leaf futures inside recorded in the same poll: the label is your name for the
+/// whole operation, so it comes first (it is `TaskInfo::waiting_on`), and the waits
+/// inside follow as its detail ("GET /users/7", then "read 10.0.0.5:443"). Nested
+/// wrappers nest the same way, outer label first. A label already in the poll's list is
+/// not listed again.
+///
+/// Labels are copied into the task's record, so a `String` label is readable after the
+/// wrapper (or the task) is gone. The labels of one poll share 40 bytes; a label that
+/// does not fit is cut at a character boundary and shown ending in `…`.
+///
+/// Without `Builder::event_ring` no task keeps statistics, and the wrapper only polls
+/// its future (plus a thread-local load and a branch).
 pub trait WaitingOnExt: Future + Sized {
     /// Wrap this future so that while it is pending, the task's wait list names `label`
     /// (a `&'static str` or a `String`: a URL, a key), in front of the waits the future
