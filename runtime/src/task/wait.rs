@@ -397,7 +397,7 @@ fn current_wait<'a>() -> Option<(u32, &'a WaitRecord)> {
         // The poll count after the poll that runs now.
         let stamp = st.polls.load(Relaxed).wrapping_add(1) as u32;
         // SAFETY: this thread polls the task (see `current_stats`).
-        (stamp, unsafe { &st.poller().wait })
+        (stamp, unsafe { st.wait_writer() })
     })
 }
 

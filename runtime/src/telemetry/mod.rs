@@ -400,7 +400,7 @@ fn read_task<'a>(
     let polls = st.polls.load(Relaxed);
     // Only the waits its latest poll named (see `task::wait`); an idle task whose latest
     // poll named none waits on something no Volt leaf names: `unknown`, never an older
-    // poll's wait and never nothing. (A task that never recorded has no poller part:
+    // poll's wait and never nothing. (A task that never recorded has no wait record:
     // the same.) A queued task that its own poll queued again (`yield_now`, or a wake
     // during the poll), with no wake since, waits on its yield: the poll's end stamped
     // `scheduled_at` and `last_poll_end` with the same reading, and a later wake would
@@ -411,7 +411,7 @@ fn read_task<'a>(
         && st.woken_at.load(Relaxed) <= last;
     use crate::task::wait::WaitWords;
     let wait = if idle {
-        let latest = st.polled().and_then(|p| p.wait.read()).filter(|w| w.is_current(polls) && w.names_any());
+        let latest = st.wait_record().and_then(|w| w.read()).filter(|w| w.is_current(polls) && w.names_any());
         latest.unwrap_or_else(WaitWords::unknown)
     } else if yielded {
         WaitWords::yielded()
