@@ -185,12 +185,6 @@ pub(crate) struct WaitWords {
     text: [u64; LABEL_WORDS],
 }
 
-/// How a record call's label ended up in the text.
-struct Placed {
-    head: u32,
-    len: usize,
-}
-
 impl WaitRecord {
     /// The poll word as the writer of poll `stamp` sees it: an older poll's list reads
     /// as empty.
@@ -288,8 +282,8 @@ impl WaitRecord {
     }
 
     /// Copy `label` into the label bytes from `p.text` on, cut at a character boundary
-    /// to the room left (inside an open write).
-    fn store_text(&self, p: &mut PollWord, label: &str) -> Placed {
+    /// to the room left (inside an open write). Returns the label's slot head.
+    fn store_text(&self, p: &mut PollWord, label: &str) -> u32 {
         let room = LABEL_BYTES - p.text;
         let mut len = label.len().min(room);
         while !label.is_char_boundary(len) {
@@ -308,7 +302,7 @@ impl WaitRecord {
         }
         p.text += len;
         let cut = if len < label.len() { F_LABEL_CUT } else { 0 };
-        Placed { head: W_LABEL as u32 | (at as u32) << LABEL_AT_SHIFT | (len as u32) << LABEL_LEN_SHIFT | cut, len }
+        W_LABEL as u32 | (at as u32) << LABEL_AT_SHIFT | (len as u32) << LABEL_LEN_SHIFT | cut
     }
 
     /// Add `label` to the list of poll `stamp` at slot `at` (the polling thread only),
@@ -338,9 +332,8 @@ impl WaitRecord {
                 self.heads[i + 1].store(self.heads[i].load(Relaxed), Relaxed);
                 self.payloads[i + 1].store(self.payloads[i].load(Relaxed), Relaxed);
             }
-            let placed = self.store_text(&mut p, label);
-            debug_assert!(placed.len <= label.len());
-            self.heads[at].store(placed.head, Relaxed);
+            let head = self.store_text(&mut p, label);
+            self.heads[at].store(head, Relaxed);
             self.payloads[at].store(0, Relaxed);
             p.used += 1;
         }
