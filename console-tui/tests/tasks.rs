@@ -795,3 +795,148 @@ fn a_connection_with_many_costly_streams_waits_its_own_turn() {
         }
     });
 }
+
+/// The dashboard drawn on a `TestBackend`, as lines of text.
+fn screen(app: &volt_console::app::App) -> Vec<String> {
+    let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(160, 40)).unwrap();
+    t.draw(|f| volt_console::ui::draw(f, app)).unwrap();
+    let b = t.backend().buffer();
+    (0..b.area.height).map(|y| (0..b.area.width).map(|x| b[(x, y)].symbol()).collect()).collect()
+}
+
+/// A task that read a socket and then waits on a `futures` oneshot (which names nothing)
+/// says `unknown` over gRPC, in the dashboard's task list and details, and in
+/// `volt-console --once --json`; a poll that waited on a sleep and a read at once sends
+/// both, the list showing the first and "+1", the details each of them.
+#[test]
+fn unknown_and_every_wait_of_a_poll_reach_the_wire_the_dashboard_and_once_json() {
+    use futures::AsyncReadExt;
+    use std::io::Write;
+    let rt = runtime(2);
+    let (peer_tx, peer_rx) = std::sync::mpsc::channel();
+    let (_done_tx, done_rx) = futures::channel::oneshot::channel::<()>();
+    let unknown = volt::task::Builder::new()
+        .name("read-then-oneshot")
+        .spawn_on(
+            async move {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let addr = l.local_addr().unwrap();
+                let mut s = volt::net::TcpStream::connect(addr).await.unwrap();
+                peer_tx.send((l.accept().unwrap().0, addr)).unwrap();
+                s.read_exact(&mut [0u8; 1]).await.unwrap();
+                let _ = done_rx.await;
+            },
+            rt.handle(),
+        )
+        .id();
+    let peers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let p = peers.clone();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let select = volt::task::Builder::new()
+        .name("select")
+        .spawn_on(
+            async move {
+                let mut s = connected(&p).await;
+                addr_tx.send(s.peer_addr().unwrap()).unwrap();
+                let mut buf = [0u8; 8];
+                let sleep = std::pin::pin!(volt::time::sleep(Duration::from_secs(3600)));
+                let read = std::pin::pin!(s.read(&mut buf));
+                let _ = futures::future::select(sleep, read).await;
+            },
+            rt.handle(),
+        )
+        .id();
+    let (mut peer, read_addr) = peer_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let select_addr = addr_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let local = |id: u64| rt.handle().telemetry().tasks().into_iter().find(|t| t.id == id);
+    let settle = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}: {:#?}", rt.handle().telemetry().tasks());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    settle("the read is named", &|| {
+        local(unknown)
+            .is_some_and(|t| t.waiting_on == Some(volt::telemetry::WaitReason::Read { addr: Some(read_addr) }))
+    });
+    let polls = local(unknown).unwrap().polls;
+    peer.write_all(b"x").unwrap();
+    settle("idle on the oneshot, the select on both", &|| {
+        local(unknown).is_some_and(|t| t.polls > polls && t.state == volt::telemetry::TaskState::Idle)
+            && local(select).is_some_and(|t| t.waits.len() == 2)
+    });
+    assert_eq!(local(unknown).unwrap().waits, [volt::telemetry::WaitReason::Unknown]);
+    let unknown_wait = proto::TaskWait { description: "unknown".into(), kind: "unknown".into() };
+    let read_line = format!("read {select_addr}");
+    let check = |t: &proto::Task| {
+        if t.id == unknown {
+            assert_eq!(t.waiting_on.as_deref(), Some("unknown"), "{t:?}");
+            assert_eq!(t.waiting_kind.as_deref(), Some("unknown"), "{t:?}");
+            assert_eq!((t.waits.as_slice(), t.more_waits), ([unknown_wait.clone()].as_slice(), 0), "{t:?}");
+        } else {
+            let kinds: Vec<&str> = t.waits.iter().map(|w| w.kind.as_str()).collect();
+            assert_eq!(kinds, ["sleep", "read"], "{t:?}");
+            assert_eq!(t.waits[1].description, read_line);
+            assert_eq!(t.waiting_on.as_ref(), Some(&t.waits[0].description), "waiting_on is the first");
+        }
+    };
+    let (app, details) = tokio_rt().block_on(async {
+        let mut c = stock_client(&rt).await;
+        let mut details = std::collections::HashMap::new();
+        for id in [unknown, select] {
+            let d = c.get_task(proto::TaskRequest { id }).await.unwrap().into_inner();
+            check(d.task.as_ref().unwrap());
+            details.insert(id, d);
+        }
+        // The task index's rows (a page, a snapshot) carry the same.
+        let q = proto::TaskQuery { limit: 100, ..Default::default() };
+        let page = c.list_tasks(q).await.unwrap().into_inner();
+        for id in [unknown, select] {
+            check(page.tasks.iter().find(|t| t.id == id).expect("listed"));
+        }
+        let snapshot = c.get_snapshot(proto::SnapshotRequest::default()).await.unwrap().into_inner();
+        let mut app = volt_console::app::App::new(rt.console_addr().unwrap().to_string());
+        app.status = volt_console::app::Status::Live;
+        app.apply(snapshot);
+        (app, details)
+    });
+    // The dashboard: the list shows the first wait and how many more; the details show
+    // each wait, and a hint for `unknown`.
+    let mut app = app;
+    app.view = volt_console::app::View::Tasks;
+    let lines = screen(&app);
+    let row = |name: &str| lines.iter().find(|l| l.contains(name)).unwrap_or_else(|| panic!("{name}: {lines:#?}"));
+    assert!(row("read-then-oneshot").contains("unknown"), "{}", row("read-then-oneshot"));
+    let r = row(" select ");
+    assert!(r.contains("sleep until +") && r.contains(" +1 "), "{r}");
+    for (id, d) in details {
+        app.detail = Some(id);
+        app.apply_task(id, Ok(d));
+        let lines = screen(&app);
+        let has = |text: &str| lines.iter().any(|l| l.contains(text));
+        if id == select {
+            assert!(has("waiting on  sleep until +"), "{lines:#?}");
+            assert!(has(&format!("            {read_line}")), "{lines:#?}");
+        } else {
+            assert!(has("waiting on  unknown, for "), "{lines:#?}");
+            assert!(has("wrap it with .waiting_on(label)"), "{lines:#?}");
+        }
+    }
+    // `--once --json` prints the lists as the wire has them.
+    let bin = env!("CARGO_BIN_EXE_volt-console");
+    let out = std::process::Command::new(bin)
+        .args(["--once", "--json", &rt.console_addr().unwrap().to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let task =
+        |id: u64| v["tasks"]["changed"].as_array().unwrap().iter().find(|t| t["id"] == id).cloned().expect("listed");
+    let t = task(unknown);
+    assert_eq!(t["waits"], serde_json::json!([{ "description": "unknown", "kind": "unknown" }]), "{t}");
+    assert_eq!(t["more_waits"], 0, "{t}");
+    let t = task(select);
+    assert_eq!(t["waits"][1], serde_json::json!({ "description": read_line, "kind": "read" }), "{t}");
+    drop(peers);
+}

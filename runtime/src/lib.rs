@@ -22,7 +22,8 @@
 //!   (`handle.rs`); the thread-local context: the current runtime and worker (`context.rs`);
 //! * `task/`: the 64-bit packed state word (`state.rs`), the one-allocation cell and vtable
 //!   (`raw.rs`), the per-worker cell cache it allocates from (`cellcache.rs`),
-//!   `JoinHandle`/`JoinError` (`join.rs`), the owned-task list (`list.rs`), shields and
+//!   `JoinHandle`/`JoinError` (`join.rs`), the owned-task list (`list.rs`), what a task
+//!   waits on (`wait.rs`) and naming it (`waiting_on.rs`: `WaitingOnExt`), shields and
 //!   `yield_now` (`mod.rs`);
 //! * `scheduler/`: the local ring `WorkStealQueue` (`queue.rs`), the global injection queue
 //!   (`inject.rs`), the idle state with the parked bitmap and "last searcher must notify"

@@ -582,7 +582,7 @@ fn a_task_waiting_on_tokio_shows_the_bridge_and_a_volt_wait_inside_wins() {
         rt.handle().telemetry().tasks().into_iter().find(|t| t.name.as_deref() == Some(name)).and_then(|t| t.waiting_on)
     };
     wait_until("the bridged tasks' waits", || {
-        waits("on-tokio") == Some(volt::telemetry::WaitReason::Label(volt::bridge::BRIDGE_WAIT))
+        waits("on-tokio") == Some(volt::telemetry::WaitReason::Label(volt::bridge::BRIDGE_WAIT.into()))
             && matches!(waits("on-volt"), Some(volt::telemetry::WaitReason::Sleep { remaining: Some(_) }))
     });
     assert_eq!(volt::bridge::BRIDGE_WAIT.to_string(), "tokio (bridge)");

@@ -584,23 +584,26 @@ fn connection_tasks_are_named_for_the_console() {
         rt.handle().telemetry().tasks().iter().any(|t| t.name.as_deref() == Some(volt::hyper::CONNECTION_TASK_NAME))
     });
     // What each connection waits on, through `volt::hyper::Io` and the handler: the one
-    // in `/sleep` on its sleep, a silent one on a read from its peer, the server on accept.
+    // in `/sleep` on its socket and its sleep (hyper polls both in one poll, in that
+    // order), a silent one on a read from its peer, the server on accept.
     let silent = std::net::TcpStream::connect(addr).unwrap();
     let silent_addr = silent.local_addr().unwrap();
-    let mut waits = Vec::new();
+    let sleeping_addr = s.local_addr().unwrap();
+    use volt::telemetry::WaitReason;
     wait_until("the connections' waits", || {
         let tasks = rt.handle().telemetry().tasks();
-        waits = tasks
+        let waits: Vec<&[WaitReason]> = tasks
             .iter()
             .filter(|t| t.name.as_deref() == Some(volt::hyper::CONNECTION_TASK_NAME))
-            .filter_map(|t| t.waiting_on.clone())
+            .map(|t| t.waits.as_slice())
             .collect();
-        let accepting = tasks
-            .iter()
-            .any(|t| matches!(t.waiting_on, Some(volt::telemetry::WaitReason::Accept { addr: Some(a) }) if a == addr));
+        let accepting =
+            tasks.iter().any(|t| matches!(t.waiting_on, Some(WaitReason::Accept { addr: Some(a) }) if a == addr));
         accepting
-            && waits.iter().any(|w| matches!(w, volt::telemetry::WaitReason::Sleep { .. }))
-            && waits.contains(&volt::telemetry::WaitReason::Read { addr: Some(silent_addr) })
+            && waits.iter().any(
+                |w| matches!(w, [WaitReason::Read { addr: Some(a) }, WaitReason::Sleep { .. }] if *a == sleeping_addr),
+            )
+            && waits.contains(&[WaitReason::Read { addr: Some(silent_addr) }].as_slice())
     });
     drop(silent);
     drop(s);

@@ -194,8 +194,9 @@ fn each_kind_of_leaf_future_names_its_wait() {
     assert!(matches!(wait("interval"), WaitReason::Interval { remaining: Some(_) }), "{:?}", wait("interval"));
     assert_eq!(wait("joiner"), WaitReason::Join { task_id: target_id });
     assert_eq!(wait("blocker"), WaitReason::Blocking { task_id: *blocking_id.lock().unwrap() });
-    assert_eq!(wait("labelled"), WaitReason::Label("db pool permit"));
+    assert_eq!(wait("labelled"), WaitReason::Label("db pool permit".into()));
     assert_eq!(wait("labelled").to_string(), "db pool permit");
+    assert_eq!(wait("lost"), WaitReason::Unknown, "its poll named no wait");
     assert_eq!(wait("joiner").to_string(), format!("join task {target_id}"));
     assert_eq!(wait("reader").to_string(), format!("read {}", addr_of["reader"]));
     assert!(wait("sleeper").to_string().starts_with("sleep until +"), "{}", wait("sleeper"));
@@ -265,7 +266,7 @@ fn wake_sources_name_the_timer_the_reactor_a_task_and_an_outside_thread() {
     let tasks = wait_for(&rt, "woken, then parked", |ts| {
         ["timer", "socket", "joiner"]
             .iter()
-            .all(|n| named(ts, n).is_some_and(|t| t.waiting_on == Some(WaitReason::Label("parked"))))
+            .all(|n| named(ts, n).is_some_and(|t| t.waiting_on == Some(WaitReason::Label("parked".into()))))
     });
     let by = |n: &str| named(&tasks, n).unwrap().last_woken_by;
     assert_eq!(by("timer"), Some(WakeSource::Timer));
@@ -287,10 +288,12 @@ fn a_wake_from_an_outside_thread_says_so() {
         gate(&f, "first").await;
         park_labelled(p).await;
     });
-    wait_for(&rt, "parked", |ts| named(ts, "woken").is_some_and(|t| t.waiting_on == Some(WaitReason::Label("first"))));
+    wait_for(&rt, "parked", |ts| {
+        named(ts, "woken").is_some_and(|t| t.waiting_on == Some(WaitReason::Label("first".into())))
+    });
     std::thread::spawn(move || first.lock().unwrap().take().unwrap().wake()).join().unwrap();
     let tasks = wait_for(&rt, "woken from outside", |ts| {
-        named(ts, "woken").is_some_and(|t| t.waiting_on == Some(WaitReason::Label("parked")))
+        named(ts, "woken").is_some_and(|t| t.waiting_on == Some(WaitReason::Label("parked".into())))
     });
     assert_eq!(named(&tasks, "woken").unwrap().last_woken_by, Some(WakeSource::Outside));
     drop(parked);
@@ -325,7 +328,7 @@ fn schedule_events_name_their_wake_source() {
     let child = id_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     wait_for(&rt, "the parent waits on its child, the child on its gate", |ts| {
         named(ts, "parent").is_some_and(|t| t.waiting_on == Some(WaitReason::Join { task_id: child }))
-            && ts.iter().any(|t| t.id == child && t.waiting_on == Some(WaitReason::Label("gate")))
+            && ts.iter().any(|t| t.id == child && t.waiting_on == Some(WaitReason::Label("gate".into())))
     });
     slot.lock().unwrap().take().unwrap().wake();
     parent.join().unwrap();
@@ -414,7 +417,7 @@ fn a_timeout_names_the_wait_only_when_its_future_names_none() {
     });
     assert_eq!(named(&tasks, "timed-read").unwrap().waiting_on, Some(WaitReason::Read { addr: Some(addr) }));
     let after = named(&tasks, "after-timeout").unwrap();
-    assert_eq!(after.waiting_on, None, "no timeout is pending any more: {after:?}");
+    assert_eq!(after.waiting_on, Some(WaitReason::Unknown), "no timeout is pending any more: {after:?}");
     assert!(!after.lost_waker, "the unnamed future holds its waker");
 }
 
@@ -465,4 +468,219 @@ fn per_task_histograms_count_every_poll_however_many_there_were() {
     let bucket = ((63 - busy.leading_zeros()) as usize).clamp(10, 25);
     assert_eq!(once.poll_histogram.buckets[bucket], 1, "{busy} ns: {once:?}");
     assert!(volt::telemetry::Histogram::bucket_range(bucket).contains(&busy) || bucket == 25, "{busy} ns");
+}
+
+/// A Volt stream on loopback, connected to a plain socket whose end is returned too.
+async fn loopback() -> (volt::net::TcpStream, std::net::TcpStream, std::net::SocketAddr) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let s = volt::net::TcpStream::connect(addr).await.unwrap();
+    let (peer, _) = l.accept().unwrap();
+    (s, peer, addr)
+}
+
+/// A task that waited on a socket read, got its byte, and now waits on a foreign future
+/// (a `futures` oneshot, which names nothing) shows `unknown`: not the read it finished,
+/// and not nothing.
+#[test]
+fn a_task_that_read_a_socket_then_awaits_a_oneshot_shows_unknown() {
+    let rt = runtime();
+    let (peer_tx, peer_rx) = std::sync::mpsc::channel();
+    let (_done_tx, done_rx) = futures::channel::oneshot::channel::<()>();
+    spawn_named(&rt, "read-then-oneshot", async move {
+        let (mut s, peer, addr) = loopback().await;
+        peer_tx.send((peer, addr)).unwrap();
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).await.unwrap();
+        let _ = done_rx.await;
+    });
+    let (mut peer, addr) = peer_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let tasks = wait_for(&rt, "waiting on the read", |ts| {
+        named(ts, "read-then-oneshot").is_some_and(|t| t.waiting_on == Some(WaitReason::Read { addr: Some(addr) }))
+    });
+    let polls = named(&tasks, "read-then-oneshot").unwrap().polls;
+    peer.write_all(b"x").unwrap();
+    let tasks = wait_for(&rt, "idle again after the read", |ts| {
+        named(ts, "read-then-oneshot").is_some_and(|t| t.state == TaskState::Idle && t.polls > polls)
+    });
+    let t = named(&tasks, "read-then-oneshot").unwrap();
+    assert_eq!(t.waiting_on, Some(WaitReason::Unknown), "{t:?}");
+    assert_eq!((t.waits.as_slice(), t.more_waits), ([WaitReason::Unknown].as_slice(), 0), "{t:?}");
+    assert!(t.waiting_on.as_ref().unwrap().to_string().starts_with("unknown"));
+    assert_eq!(t.waiting_on.as_ref().unwrap().kind(), "unknown");
+    assert!(t.waiting_since.is_some() && !t.lost_waker, "{t:?}");
+}
+
+/// A leaf that waits on a Volt sleep until this thread releases it: a wait named in one
+/// poll, gone by the next.
+struct SleepUntilReleased {
+    sleep: Pin<Box<volt::time::Sleep>>,
+    released: Arc<std::sync::atomic::AtomicBool>,
+    slot: Arc<Mutex<Option<Waker>>>,
+}
+
+impl Future for SleepUntilReleased {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.released.load(std::sync::atomic::Ordering::SeqCst) {
+            return Poll::Ready(());
+        }
+        *self.slot.lock().unwrap() = Some(cx.waker().clone());
+        let _ = self.sleep.as_mut().poll(cx);
+        Poll::Pending
+    }
+}
+
+/// A task that waited on a sleep in one poll and on a foreign future in the next never
+/// shows the sleep again, however often it is read.
+#[test]
+fn a_sleep_from_an_earlier_poll_never_shows_again() {
+    let rt = runtime();
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let slot = Arc::new(Mutex::new(None));
+    let (r, s) = (released.clone(), slot.clone());
+    let (_done_tx, done_rx) = futures::channel::oneshot::channel::<()>();
+    spawn_named(&rt, "sleep-then-foreign", async move {
+        let sleep = Box::pin(volt::time::sleep(Duration::from_secs(3600)));
+        SleepUntilReleased { sleep, released: r, slot: s }.await;
+        let _ = done_rx.await;
+    });
+    let tasks = wait_for(&rt, "asleep", |ts| {
+        named(ts, "sleep-then-foreign").is_some_and(|t| matches!(t.waiting_on, Some(WaitReason::Sleep { .. })))
+    });
+    let polls = named(&tasks, "sleep-then-foreign").unwrap().polls;
+    released.store(true, std::sync::atomic::Ordering::SeqCst);
+    slot.lock().unwrap().take().expect("the leaf kept its waker").wake();
+    wait_for(&rt, "idle on the foreign future", |ts| {
+        named(ts, "sleep-then-foreign").is_some_and(|t| t.state == TaskState::Idle && t.polls > polls)
+    });
+    for _ in 0..100 {
+        let tasks = rt.handle().telemetry().tasks();
+        let t = named(&tasks, "sleep-then-foreign").unwrap();
+        assert_eq!(t.waits, [WaitReason::Unknown], "{t:?}");
+    }
+}
+
+/// A `select!`-style poll over a Volt sleep and a Volt socket read lists both, in the
+/// order they were polled; the first is `waiting_on`. A wait recorded twice in one poll
+/// (a loop polling the same read) is listed once.
+#[test]
+fn a_select_over_a_sleep_and_a_read_lists_both() {
+    let rt = runtime();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let peers = Arc::new(Mutex::new(Vec::new()));
+    let p = peers.clone();
+    let a = addr_tx.clone();
+    spawn_named(&rt, "select", async move {
+        let (mut s, peer, addr) = loopback().await;
+        p.lock().unwrap().push(peer);
+        a.send(("select", addr)).unwrap();
+        let mut buf = [0u8; 8];
+        let sleep = std::pin::pin!(volt::time::sleep(Duration::from_secs(3600)));
+        let read = std::pin::pin!(s.read(&mut buf));
+        let _ = futures::future::select(sleep, read).await;
+    });
+    let p = peers.clone();
+    spawn_named(&rt, "twice", async move {
+        let (mut s, peer, addr) = loopback().await;
+        p.lock().unwrap().push(peer);
+        addr_tx.send(("twice", addr)).unwrap();
+        let mut buf = [0u8; 8];
+        let mut read = std::pin::pin!(s.read(&mut buf));
+        std::future::poll_fn(|cx| {
+            let _ = read.as_mut().poll(cx);
+            read.as_mut().poll(cx)
+        })
+        .await
+    });
+    let mut addr_of = std::collections::HashMap::new();
+    for _ in 0..2 {
+        let (name, addr) = addr_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        addr_of.insert(name, addr);
+    }
+    let tasks = wait_for(&rt, "both waiting", |ts| {
+        ["select", "twice"].iter().all(|n| named(ts, n).is_some_and(|t| t.state == TaskState::Idle && t.polls >= 1))
+            && named(ts, "select").is_some_and(|t| t.waits.len() == 2)
+    });
+    let t = named(&tasks, "select").unwrap();
+    assert!(
+        matches!(t.waits[0], WaitReason::Sleep { remaining: Some(_) }),
+        "the sleep was polled first: {:?}",
+        t.waits
+    );
+    assert_eq!(t.waits[1], WaitReason::Read { addr: Some(addr_of["select"]) });
+    assert_eq!(t.waiting_on.as_ref(), t.waits.first(), "waiting_on is the first");
+    assert_eq!(t.more_waits, 0);
+    let t = named(&tasks, "twice").unwrap();
+    assert_eq!(t.waits, [WaitReason::Read { addr: Some(addr_of["twice"]) }], "listed once: {t:?}");
+    drop(peers);
+}
+
+/// `fut.waiting_on(String)` names a future that names nothing itself, and stands in front
+/// of the waits Volt's leaves inside it record; the label is the task's own copy, so the
+/// task reads right after the labelled future (and its `String`) are gone and the task
+/// waits on something else.
+#[test]
+fn an_owned_label_names_a_foreign_future_and_goes_before_the_waits_inside() {
+    use volt::task::WaitingOnExt;
+    let rt = runtime();
+    let (tx, rx) = futures::channel::oneshot::channel::<u32>();
+    let (_done_tx, done_rx) = futures::channel::oneshot::channel::<()>();
+    let key = 17;
+    spawn_named(&rt, "owned", async move {
+        let got = rx.waiting_on(format!("cache fill for key {key}")).await;
+        assert_eq!(got, Ok(7));
+        // The labelled future and its String are dropped: the task moves on.
+        let _ = done_rx.await;
+    });
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    spawn_named(&rt, "wrapped-read", async move {
+        let (mut s, peer, addr) = loopback().await;
+        addr_tx.send((peer, addr)).unwrap();
+        let mut buf = [0u8; 8];
+        let n = 7;
+        let _ = s.read(&mut buf).waiting_on(format!("GET /users/{n}")).await;
+    });
+    let (_peer, addr) = addr_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let tasks = wait_for(&rt, "both labelled", |ts| {
+        named(ts, "owned").is_some_and(|t| t.state == TaskState::Idle && t.polls >= 1)
+            && named(ts, "wrapped-read").is_some_and(|t| t.waits.len() == 2)
+    });
+    let t = named(&tasks, "owned").unwrap();
+    assert_eq!(t.waits, [WaitReason::Label("cache fill for key 17".into())], "{t:?}");
+    assert_eq!(t.waiting_on.as_ref().unwrap().to_string(), "cache fill for key 17");
+    let t = named(&tasks, "wrapped-read").unwrap();
+    assert_eq!(
+        t.waits,
+        [WaitReason::Label("GET /users/7".into()), WaitReason::Read { addr: Some(addr) }],
+        "the label first, then what it waits on inside"
+    );
+    let polls = named(&tasks, "owned").unwrap().polls;
+    tx.send(7).unwrap();
+    let tasks = wait_for(&rt, "moved on", |ts| {
+        named(ts, "owned").is_some_and(|t| t.state == TaskState::Idle && t.polls > polls)
+    });
+    assert_eq!(named(&tasks, "owned").unwrap().waits, [WaitReason::Unknown]);
+}
+
+/// A label longer than the task's record keeps is cut at a character boundary and marked
+/// with `…`, not dropped; the free function takes `&'static str` as before.
+#[test]
+fn a_long_owned_label_is_cut_and_marked_not_lost() {
+    use volt::task::WaitingOnExt;
+    let rt = runtime();
+    let url = format!("https://api.example.com/v1/{}", "é".repeat(40));
+    let (_tx, rx) = futures::channel::oneshot::channel::<()>();
+    let label = url.clone();
+    spawn_named(&rt, "long", async move {
+        let _ = rx.waiting_on(label).await;
+    });
+    let tasks = wait_for(&rt, "labelled", |ts| {
+        named(ts, "long").is_some_and(|t| matches!(t.waiting_on, Some(WaitReason::Label(_))))
+    });
+    let shown = named(&tasks, "long").unwrap().waiting_on.as_ref().unwrap().to_string();
+    let kept = shown.strip_suffix('…').unwrap_or_else(|| panic!("marked as cut: {shown:?}"));
+    assert!(kept.len() >= 32 && kept.len() <= 40, "{} bytes kept: {shown:?}", kept.len());
+    assert!(url.starts_with(kept), "a prefix of the label: {shown:?}");
+    assert!(kept.starts_with("https://api.example.com/v1/é"), "{shown:?}");
 }

@@ -383,12 +383,6 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
                 proto::TaskState::Complete => "complete",
             };
             let waited = t.waiting_since_ns.map(|n| dur(n + app.uptime_ns.saturating_sub(r.seen_at_ns)));
-            let waiting = match (&t.waiting_on, t.lost_waker) {
-                (_, true) => "nothing (waker lost)".to_string(),
-                (Some(w), false) => w.clone(),
-                (None, false) if t.state == proto::TaskState::Idle as i32 => "?".to_string(),
-                (None, false) => "-".to_string(),
-            };
             Row::new(keep(vec![
                 t.id.to_string(),
                 t.name.clone().unwrap_or_default(),
@@ -396,7 +390,7 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
                 si(t.polls as f64),
                 dur(t.busy_ns),
                 dur(t.scheduled_ns),
-                waiting,
+                waiting_cell(t),
                 waited.unwrap_or_else(|| "-".into()),
             ]))
         })
@@ -443,6 +437,44 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
         area,
         &mut state,
     );
+}
+
+/// What a task's row says it waits on: its first wait, and "+N" for the others its latest
+/// poll recorded (the details list them).
+fn waiting_cell(t: &proto::Task) -> String {
+    if t.lost_waker {
+        return "nothing (waker lost)".into();
+    }
+    match &t.waiting_on {
+        Some(w) => match t.waits.len().saturating_sub(1) as u64 + t.more_waits as u64 {
+            0 => w.clone(),
+            others => format!("{w} +{others}"),
+        },
+        // A server from before "unknown" sent nothing for such a wait.
+        None if t.state == proto::TaskState::Idle as i32 => "?".into(),
+        None => "-".into(),
+    }
+}
+
+/// The details' lines for what a task waits on: every wait its latest poll recorded,
+/// the first with how long it has waited, then how many more there were.
+fn waiting_lines(t: &proto::Task, waited: String) -> Vec<Line<'static>> {
+    if t.lost_waker {
+        return vec![Line::styled(
+            "waiting on  nothing can wake it: every waker was dropped",
+            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        )];
+    }
+    let Some(first) = &t.waiting_on else { return Vec::new() };
+    let mut lines = vec![Line::from(format!("waiting on  {first}, for {waited}"))];
+    lines.extend(t.waits.iter().skip(1).map(|w| Line::from(format!("            {}", w.description))));
+    if t.more_waits > 0 {
+        lines.push(Line::from(format!("            +{} more", t.more_waits)));
+    }
+    if t.waiting_kind.as_deref() == Some("unknown") {
+        lines.push(Line::from("            (a future that names no wait: wrap it with .waiting_on(label))"));
+    }
+    lines
 }
 
 /// A log2 histogram on one line: its populated range as bars, `1µs ▁▃█▂ 1ms`, and
@@ -573,14 +605,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
         Line::from(format!("mean poll   {}", t.busy_ns.checked_div(t.polls).map_or("-".into(), dur))),
     ];
     let aged = |ns: u64| dur(ns + app.uptime_ns.saturating_sub(row.seen_at_ns));
-    if t.lost_waker {
-        lines.push(Line::styled(
-            "waiting on  nothing can wake it: every waker was dropped",
-            Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-        ));
-    } else if let Some(w) = &t.waiting_on {
-        lines.push(Line::from(format!("waiting on  {w}, for {}", t.waiting_since_ns.map_or("-".into(), aged))));
-    }
+    lines.extend(waiting_lines(t, t.waiting_since_ns.map_or("-".into(), aged)));
     if let Some(by) = &t.last_woken_by {
         let name = t.last_woken_by_task.map(|id| app.task_name(id)).unwrap_or_default();
         lines.push(Line::from(format!("last woken by {by}{name}, {} ago", t.last_woken_ns.map_or("-".into(), aged))));

@@ -155,6 +155,8 @@ impl From<&TaskInfo> for proto::Task {
             since_last_poll_ns: t.since_last_poll.map(|d| d.as_nanos() as u64),
             waiting_on: t.waiting_on.as_ref().map(|w| w.to_string()),
             waiting_kind: t.waiting_on.as_ref().map(|w| w.kind().to_string()),
+            waits: t.waits.iter().map(proto::TaskWait::from).collect(),
+            more_waits: t.more_waits,
             waiting_since_ns: t.waiting_since.map(|d| d.as_nanos() as u64),
             lost_waker: t.lost_waker,
             last_woken_by: t.last_woken_by.map(|s| s.to_string()),
@@ -164,6 +166,12 @@ impl From<&TaskInfo> for proto::Task {
                 _ => None,
             },
         }
+    }
+}
+
+impl From<&crate::telemetry::WaitReason> for proto::TaskWait {
+    fn from(w: &crate::telemetry::WaitReason) -> proto::TaskWait {
+        proto::TaskWait { description: w.to_string(), kind: w.kind().to_string() }
     }
 }
 

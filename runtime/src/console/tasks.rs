@@ -31,7 +31,7 @@ struct Entry {
     scheduled_ns: u64,
     last_poll_end_ns: u64,
     name: Option<Arc<str>>,
-    /// The wait record as read, decoded when sent (its deadlines are relative).
+    /// The wait list as read, decoded when sent (its deadlines are relative).
     wait: crate::task::wait::WaitWords,
     lost_waker: bool,
     woken_by: u64,
@@ -407,8 +407,10 @@ fn cut_name(n: &str) -> &str {
 
 fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
     let idle = e.state == TaskState::Idle;
-    // The reading kept a wait only for an idle task, or a yield for a queued one.
-    let waiting = e.wait.decode(std::time::Instant::now()).map(WaitReason::from_wait);
+    // The reading kept waits only for an idle task, or a yield for a queued one.
+    let (waits, more_waits) = e.wait.decode(std::time::Instant::now());
+    let waits: Vec<WaitReason> = waits.into_iter().map(WaitReason::from_wait).collect();
+    let waiting = waits.first();
     let woken_by = (e.woken_by != 0).then(|| WakeSource::from_packed(e.woken_by - 1));
     proto::Task {
         id,
@@ -418,8 +420,8 @@ fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
         busy_ns: e.busy_ns,
         scheduled_ns: e.scheduled_ns,
         since_last_poll_ns: (e.last_poll_end_ns != 0).then(|| now_ns.saturating_sub(e.last_poll_end_ns)),
-        waiting_on: waiting.as_ref().map(|w| w.to_string()),
-        waiting_kind: waiting.as_ref().map(|w| w.kind().to_string()),
+        waiting_on: waiting.map(|w| w.to_string()),
+        waiting_kind: waiting.map(|w| w.kind().to_string()),
         waiting_since_ns: (idle && e.last_poll_end_ns != 0).then(|| now_ns.saturating_sub(e.last_poll_end_ns)),
         lost_waker: e.lost_waker,
         last_woken_by: woken_by.map(|w| w.to_string()),
@@ -428,6 +430,8 @@ fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
             Some(WakeSource::Task(id)) => Some(id),
             _ => None,
         },
+        waits: waits.iter().map(proto::TaskWait::from).collect(),
+        more_waits,
     }
 }
 

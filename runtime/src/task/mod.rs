@@ -1,6 +1,7 @@
 //! Tasks: the packed state word (`state`), the one-allocation cell and its vtable
-//! (`raw`), `JoinHandle`/`JoinError` (`join`), the owned-task list (`list`), and the
-//! user-facing helpers `spawn`, `yield_now` and `shield`.
+//! (`raw`), `JoinHandle`/`JoinError` (`join`), the owned-task list (`list`), what a task
+//! waits on (`wait`, and naming it: `waiting_on`), and the user-facing helpers `spawn`,
+//! `yield_now` and `shield`.
 
 pub(crate) mod cellcache;
 pub(crate) mod coop;
@@ -13,8 +14,10 @@ mod state_loom;
 #[cfg(test)]
 pub(crate) mod test_util;
 pub(crate) mod wait;
+mod waiting_on;
 
 pub use join::{JoinError, JoinHandle};
+pub use waiting_on::{waiting_on, WaitingOn, WaitingOnExt};
 
 use raw::Header;
 use std::cell::Cell;
@@ -196,12 +199,14 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
 /// raw recorder ticks; only the thread running the task writes the poll fields.
 ///
 /// In declaration order (`repr(C)`): what every wake and every poll's end write comes
-/// first, and the name, which the spawner writes with them; then [`PollStats`], which
-/// only the task's poller writes. The spawner leaves that part uninitialized, and the
-/// poller writes it when it first needs it (see [`TaskStats::poller`]): a leaf future's
-/// wait, or the histograms from the second poll on. A spawn writes about 80 bytes
-/// rather than 180, and a task polled once that waited on no leaf never touches the
-/// rest.
+/// first, and the name, which the spawner writes with them (80 bytes); then two parts
+/// only the task's poller writes, [`PollStats`] (its histograms, 64 bytes) and its
+/// [`WaitRecord`](wait::WaitRecord) (104 bytes). The spawner leaves those two
+/// uninitialized, and the poller writes each when it first needs it: the wait record
+/// when a leaf future first records a wait ([`TaskStats::wait_writer`]), the histograms
+/// at the end of the second poll ([`TaskStats::poller`]). A spawn writes 80 bytes of the
+/// 248; a task polled once that waited on no leaf never touches the rest, and one that
+/// waited (a join in a fork-join tree) touches the wait record only.
 #[repr(C)]
 pub(crate) struct TaskStats {
     pub(crate) polls: std::sync::atomic::AtomicU64,
@@ -219,38 +224,79 @@ pub(crate) struct TaskStats {
     /// Set (release) once the poller has written `poll`; a reader reads `poll` only after
     /// seeing it set (acquire).
     poll_ready: std::sync::atomic::AtomicBool,
+    /// The same for `wait`.
+    wait_ready: std::sync::atomic::AtomicBool,
     pub(crate) name: Option<Box<str>>,
     /// Uninitialized until `poll_ready` is set.
     poll: std::cell::UnsafeCell<std::mem::MaybeUninit<PollStats>>,
+    /// Uninitialized until `wait_ready` is set.
+    wait: std::cell::UnsafeCell<std::mem::MaybeUninit<wait::WaitRecord>>,
 }
 
-// SAFETY: every field but `poll` is `Sync`. `poll` is written once, by the thread that
-// polls the task (RUNNING is exclusive, and a later poller synchronizes with it through
-// the state word) before it sets `poll_ready` with release; every other access is a
-// shared read of atomics after an acquire load saw `poll_ready` set, or the poller's
-// own, after its own write.
+// SAFETY: every field but `poll` and `wait` is `Sync`. Each of those is written once, by
+// the thread that polls the task (RUNNING is exclusive, and a later poller synchronizes
+// with it through the state word) before it sets its flag with release; every other
+// access is a shared read of atomics after an acquire load saw the flag set, or the
+// poller's own, after its own write.
 unsafe impl Sync for TaskStats {}
 
-/// The part of [`TaskStats`] only the task's poller writes: histograms of its poll times
-/// and of its waits in a queue (see `TaskHistogram`), and what it waits on (written by
-/// the leaf futures during its polls; see `wait`).
+/// The histograms of a task's poll times and of its waits in a queue (see
+/// `TaskHistogram`): one cache line, written by the task's poller from the end of its
+/// second poll on.
 #[derive(Default)]
 pub(crate) struct PollStats {
     pub(crate) poll_hist: TaskHistogram,
     pub(crate) schedule_hist: TaskHistogram,
-    pub(crate) wait: wait::WaitRecord,
+}
+
+/// A part of [`TaskStats`] for a reader: `None` until the poller's first use wrote it
+/// and set `ready`.
+#[inline]
+fn lazy_read<'a, T>(
+    ready: &std::sync::atomic::AtomicBool,
+    part: &'a std::cell::UnsafeCell<std::mem::MaybeUninit<T>>,
+) -> Option<&'a T> {
+    if !ready.load(std::sync::atomic::Ordering::Acquire) {
+        return None;
+    }
+    // SAFETY: set with release after the part was written, never cleared; from then on
+    // the part is only accessed through shared references to its atomics.
+    Some(unsafe { (*part.get()).assume_init_ref() })
+}
+
+/// A part of [`TaskStats`] for the thread polling the task (its only writer), written
+/// first (zeroed) if this is its first use.
+///
+/// # Safety
+/// The caller polls the task now (holds RUNNING).
+#[inline]
+unsafe fn lazy_write<'a, T: Default>(
+    ready: &std::sync::atomic::AtomicBool,
+    part: &'a std::cell::UnsafeCell<std::mem::MaybeUninit<T>>,
+) -> &'a T {
+    use std::sync::atomic::Ordering::{Relaxed, Release};
+    // Relaxed suffices for the poller: the poll that set it happened before this one
+    // (through the task's state word), or was this one.
+    if !ready.load(Relaxed) {
+        // SAFETY: not yet written, so no reader looks at it (they wait for the flag),
+        // and the caller is the only thread that may write it now.
+        unsafe { (*part.get()).write(T::default()) };
+        ready.store(true, Release);
+    }
+    // SAFETY: written, by this thread or an earlier poller (see above).
+    unsafe { (*part.get()).assume_init_ref() }
 }
 
 impl TaskStats {
     /// Write a new task's statistics at `dst`, queued at `scheduled_at` (raw ticks; 0:
-    /// not yet), leaving `PollStats` for its first poll.
+    /// not yet), leaving the poller's parts for its polls.
     ///
     /// # Safety
     /// `dst` is valid for writes of a `TaskStats` and aligned for one.
     pub(crate) unsafe fn write_new(dst: *mut TaskStats, name: Option<Box<str>>, scheduled_at: u64) {
         use std::sync::atomic::{AtomicBool, AtomicU64};
-        // SAFETY: the caller's contract; each field is written in place, and `poll`
-        // stays uninitialized (it is a `MaybeUninit`).
+        // SAFETY: the caller's contract; each field is written in place, and `poll` and
+        // `wait` stay uninitialized (they are `MaybeUninit`s).
         unsafe {
             (&raw mut (*dst).polls).write(AtomicU64::new(0));
             (&raw mut (*dst).busy_ticks).write(AtomicU64::new(0));
@@ -261,6 +307,7 @@ impl TaskStats {
             (&raw mut (*dst).woken_at).write(AtomicU64::new(0));
             (&raw mut (*dst).queued).write(crate::loom::AtomicBool::new(false));
             (&raw mut (*dst).poll_ready).write(AtomicBool::new(false));
+            (&raw mut (*dst).wait_ready).write(AtomicBool::new(false));
             (&raw mut (*dst).name).write(name);
         }
     }
@@ -280,39 +327,25 @@ impl TaskStats {
         (poll.read(), schedule.read())
     }
 
-    /// The poller's part, for a reader: `None` until the task's first use of it.
+    /// The histograms, for a reader: `None` until the poller's first use of them.
     #[inline]
     pub(crate) fn polled(&self) -> Option<&PollStats> {
-        if !self.poll_ready.load(std::sync::atomic::Ordering::Acquire) {
-            return None;
-        }
-        // SAFETY: set with release after `poll` was written, never cleared; from then on
-        // `poll` is only accessed through shared references to its atomics.
-        Some(unsafe { (*self.poll.get()).assume_init_ref() })
+        lazy_read(&self.poll_ready, &self.poll)
     }
 
-    /// The poller's part, for the thread polling the task (the only writer), written
-    /// first if this is its first use.
+    /// The histograms, for the thread polling the task (the only writer), written first
+    /// if this is their first use.
     ///
     /// # Safety
     /// The caller polls the task now (holds RUNNING).
     #[inline]
     pub(crate) unsafe fn poller(&self) -> &PollStats {
-        use std::sync::atomic::Ordering::{Relaxed, Release};
-        // Relaxed suffices for the poller: the poll that set it happened before this one
-        // (through the task's state word), or was this one.
-        if !self.poll_ready.load(Relaxed) {
-            // SAFETY: not yet written, so no reader looks at it (they wait for the flag),
-            // and the caller is the only thread that may write it now.
-            unsafe { (*self.poll.get()).write(PollStats::default()) };
-            self.poll_ready.store(true, Release);
-        }
-        // SAFETY: written, by this thread or an earlier poller (see above).
-        unsafe { (*self.poll.get()).assume_init_ref() }
+        // SAFETY: the caller's contract.
+        unsafe { lazy_write(&self.poll_ready, &self.poll) }
     }
 
-    /// [`TaskStats::poller`] for a task whose poller part is surely written (the end of
-    /// its second poll writes it): no check.
+    /// [`TaskStats::poller`] for a task whose histograms are surely written (the end of
+    /// its second poll writes them): no check.
     ///
     /// # Safety
     /// The caller polls the task now (holds RUNNING), and `poller` was called before.
@@ -321,6 +354,23 @@ impl TaskStats {
         debug_assert!(self.poll_ready.load(std::sync::atomic::Ordering::Relaxed));
         // SAFETY: the caller's contract: an earlier `poller` wrote it.
         unsafe { (*self.poll.get()).assume_init_ref() }
+    }
+
+    /// The wait record, for a reader: `None` until a leaf future first recorded a wait.
+    #[inline]
+    pub(crate) fn wait_record(&self) -> Option<&wait::WaitRecord> {
+        lazy_read(&self.wait_ready, &self.wait)
+    }
+
+    /// The wait record, for the thread polling the task (the only writer), written first
+    /// if this is its first use.
+    ///
+    /// # Safety
+    /// The caller polls the task now (holds RUNNING).
+    #[inline]
+    pub(crate) unsafe fn wait_writer(&self) -> &wait::WaitRecord {
+        // SAFETY: the caller's contract.
+        unsafe { lazy_write(&self.wait_ready, &self.wait) }
     }
 }
 
@@ -377,9 +427,9 @@ impl TaskHistogram {
 mod histogram_tests {
     use super::*;
 
-    /// The spawner's write leaves the poller's part alone; a reader sees none of it until
-    /// the poller's first use writes it, and then sees what the poller recorded. (Under
-    /// Miri: no read of the uninitialized part, and the name is dropped once.)
+    /// The spawner's write leaves the poller's parts alone; a reader sees neither until
+    /// the poller's first use of each writes it, and then sees what the poller recorded.
+    /// (Under Miri: no read of an uninitialized part, and the name is dropped once.)
     #[test]
     fn the_pollers_part_is_written_at_its_first_use_and_read_only_after() {
         let mut mem = std::mem::MaybeUninit::<TaskStats>::uninit();
@@ -392,7 +442,11 @@ mod histogram_tests {
         // SAFETY: this thread stands for the task's poller.
         let p = unsafe { st.poller() };
         p.poll_hist.record(3_000);
-        assert_eq!(p.wait.read().map(|w| w.head), Some(0), "a fresh record names no wait");
+        assert!(st.wait_record().is_none(), "the wait record is written at its own first use");
+        // SAFETY: as above.
+        let w = unsafe { st.wait_writer() };
+        assert_eq!(w.read().map(|w| w.names_any()), Some(false), "a fresh record names no wait");
+        assert!(st.wait_record().is_some());
         // SAFETY: as above; the second use finds it written and keeps what it holds.
         unsafe { st.poller() }.poll_hist.record(3_000);
         let read = st.polled().expect("written by the poller").poll_hist.read();
@@ -609,34 +663,6 @@ impl Drop for CurrentTaskGuard {
     fn drop(&mut self) {
         CURRENT_TASK.with(|c| c.set(self.0));
     }
-}
-
-/// Name what the current task waits on, for the telemetry (`TaskInfo::waiting_on`, the
-/// console's "waiting on" column): call it in a leaf future (a channel, a lock, a pool)
-/// just before it returns `Pending`. The label stays until the task's next poll, unless
-/// a later `Pending` leaf in the same poll names another wait.
-///
-/// It costs one thread-local load and a branch when the runtime does not record tasks
-/// (no `Builder::event_ring`), and a few stores into the task's own statistics when it
-/// does; outside a task it does nothing.
-///
-/// ```no_run
-/// use std::future::Future;
-/// use std::pin::Pin;
-/// use std::task::{Context, Poll};
-///
-/// struct Permit;
-/// impl Future for Permit {
-///     type Output = ();
-///     fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
-///         // ... store the waker where the pool will find it ...
-///         volt::task::waiting_on("db pool permit");
-///         Poll::Pending
-///     }
-/// }
-/// ```
-pub fn waiting_on(label: &'static str) {
-    wait::record_label(label);
 }
 
 /// Yield to the scheduler once: the task goes to the back of its worker's queue.

@@ -2,27 +2,55 @@
 //! into the task's statistics, read by the telemetry.
 //!
 //! # Recording a wait
-//! A leaf future (a sleep, a socket, a join handle, a user's channel through
-//! [`waiting_on`](crate::task::waiting_on)) that returns `Pending` calls one of the
-//! `record_*` functions. They find the task being polled on this thread through the
-//! thread-local the poll sets anyway (for shields), and write only if the task keeps
-//! statistics (the runtime records events); otherwise recording is a thread-local load,
-//! a load of the task's state word (in cache: the poll just wrote it) and a branch, and
-//! only on `Pending`. Each record is stamped with the number of the poll that wrote it
-//! (the task's poll count, which the poll's end advances), and a reader takes it only if
-//! it comes from the task's latest poll: a wait left by an earlier poll never outlives
-//! the poll that stopped waiting on it, and no poll has to clear anything. The last leaf
-//! to return `Pending` in a poll names the wait.
+//! A leaf future (a sleep, a socket, a join handle, a user's label through
+//! [`waiting_on`](crate::task::waiting_on) or [`WaitingOnExt`](crate::task::WaitingOnExt))
+//! that returns `Pending` calls one of the `record_*` functions. They find the task being
+//! polled on this thread through the thread-local the poll sets anyway (for shields), and
+//! write only if the task keeps statistics (the runtime records events); otherwise
+//! recording is a thread-local load, a load of the task's state word (in cache: the poll
+//! just wrote it) and a branch, and only on `Pending`.
+//!
+//! # One list per poll
+//! The record lists the waits of one poll, in the order they were recorded: up to
+//! [`SLOTS`] of them, and a count of those that did not fit (`more`). A `select!` over a
+//! sleep and a read lists both; hyper polling a connection's socket while its handler
+//! waits on a lock lists both. The list belongs to the poll whose number it is stamped
+//! with (the task's poll count, which the poll's end advances): the first record of a
+//! poll finds an older stamp and starts the list afresh, and a reader takes the list only
+//! if it comes from the task's latest poll. So a wait left by an earlier poll never
+//! outlives the poll that stopped waiting on it, no poll has to clear anything, and an
+//! idle task whose latest poll recorded nothing waits on something no Volt leaf names
+//! (the reader says `unknown`). A wait equal to one already in the list (a loop that polls
+//! the same socket twice in a poll) is not listed again.
+//!
+//! Labels are copied, text and all, into [`LABEL_BYTES`] bytes the record keeps: a
+//! reader never follows a pointer into memory the task may have freed (a label owned by a
+//! future that has since been dropped), and the labels of one poll share those bytes. A
+//! label that does not fit is cut at a character boundary and marked as cut, which the
+//! reader shows as a trailing `…`.
+//!
+//! A wrapper (a timeout, the Tokio bridge, [`WaitingOn`](crate::task::WaitingOn)) takes a
+//! [`Mark`] before it polls the future it wraps. A timeout and the bridge name the wait
+//! only when the inner future recorded none ([`Mark::unchanged`]); `WaitingOn` puts its
+//! label in front of whatever the inner future recorded ([`record_label_at`]), since the
+//! user's name for the whole operation is what a reader wants first. Recording only after
+//! a `Pending`, like every leaf, never leaves a wrapper's wait behind after a poll where
+//! the wrapper completed.
 //!
 //! # The record: a sequence lock with one writer
 //! Only the thread polling the task writes its record (RUNNING is exclusive), so the
 //! record is a sequence lock with a single writer: the writer makes the sequence odd,
 //! writes the words, and makes it even again; a reader takes the words only if it saw the
 //! same even sequence before and after. Every word is an atomic, so a torn read is never
-//! undefined, only discarded. A label is a `&'static str` kept as pointer and length:
-//! it is rebuilt only from a pair that passed the sequence check, so it is always a
-//! string some writer stored. The pointer stays a pointer (`AtomicPtr`), never an
-//! integer, so it keeps its provenance.
+//! undefined, only discarded; the writer reads its own words back with plain loads (it
+//! is the only one that stores them). The record holds no pointer, so a copy can be kept
+//! and decoded at any time.
+//!
+//! It is 104 bytes: the sequence, the poll word (the stamp, the slots used, the label
+//! bytes used, `more`, and a count of record calls for [`Mark`]), four 4-byte slot heads
+//! (a kind, flags, a port, a label's place in the text), four 8-byte payloads (a
+//! deadline, an IPv4 address or half an IPv6 one, a task id) and the 40 label bytes. An
+//! IPv6 address takes two slots.
 //!
 //! # Wake sources
 //! The wake path asks [`wake_source`]: the reactor and the timer wheel mark their wake
@@ -33,14 +61,20 @@ use super::TaskStats;
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{fence, AtomicPtr, AtomicU64};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64};
 use std::time::{Duration, Instant};
 
 thread_local! {
     static SOURCE: Cell<u8> = const { Cell::new(SRC_OUTSIDE) };
 }
 
-// Wait kinds, as stored in the low byte of the record's first word.
+/// Waits one poll's list holds (an IPv6 address takes two slots).
+pub(crate) const SLOTS: usize = 4;
+/// Bytes of label text one poll's list holds, shared by its labels.
+pub(crate) const LABEL_BYTES: usize = 40;
+const LABEL_WORDS: usize = LABEL_BYTES / 8;
+
+// Wait kinds, as stored in the low byte of a slot's head.
 // 0: no wait recorded.
 pub(crate) const W_SLEEP: u8 = 1;
 pub(crate) const W_TIMEOUT: u8 = 2;
@@ -54,81 +88,257 @@ pub(crate) const W_JOIN: u8 = 9;
 pub(crate) const W_BLOCKING: u8 = 10;
 pub(crate) const W_YIELD: u8 = 11;
 pub(crate) const W_LABEL: u8 = 12;
+/// The second slot of an IPv6 address: its low 64 bits.
+const W_SPILL: u8 = 13;
+/// Never recorded: what a reader puts in its copy for an idle task whose latest poll
+/// named no wait.
+const W_UNKNOWN: u8 = 14;
 
-// Flags in the first word, above the kind.
-const F_ADDR_V4: u64 = 1 << 8;
-const F_ADDR_V6: u64 = 1 << 9;
-const F_DEADLINE: u64 = 1 << 10;
+// Flags in a slot's head, above the kind.
+const F_ADDR_V4: u32 = 1 << 8;
+const F_ADDR_V6: u32 = 1 << 9;
+const F_DEADLINE: u32 = 1 << 10;
 const PORT_SHIFT: u32 = 16;
-/// The writing poll's number (its low 16 bits), at bits 32..48.
-const STAMP_SHIFT: u32 = 32;
-const STAMP_MASK: u64 = 0xffff;
+// A label's head: where its text starts in the label bytes, its length, and whether it
+// was cut.
+const LABEL_AT_SHIFT: u32 = 8;
+const LABEL_LEN_SHIFT: u32 = 16;
+const F_LABEL_CUT: u32 = 1 << 24;
 
-/// A task's wait record (see the module doc).
-pub(crate) struct WaitRecord {
-    seq: AtomicU64,
-    /// Kind (low byte), flags, a port (bits 16..32) and the stamp (bits 32..48).
-    head: AtomicU64,
-    a: AtomicU64,
-    b: AtomicU64,
-    /// A label's pointer (its length is in `b`), kept as a pointer so it keeps its
-    /// provenance.
-    label: AtomicPtr<u8>,
+/// The poll word: what the list of the poll it is stamped with holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PollWord {
+    /// Slots used.
+    used: usize,
+    /// Label bytes used.
+    text: usize,
+    /// Waits recorded that did not fit (saturating).
+    more: u32,
+    /// Record calls in this poll, repeats included (wrapping): what [`Mark`] compares.
+    calls: u32,
 }
 
-impl Default for WaitRecord {
-    fn default() -> WaitRecord {
-        WaitRecord {
-            seq: AtomicU64::new(0),
-            head: AtomicU64::new(0),
-            a: AtomicU64::new(0),
-            b: AtomicU64::new(0),
-            label: AtomicPtr::new(std::ptr::null_mut()),
+const USED_BITS: u32 = 3;
+const TEXT_SHIFT: u32 = USED_BITS;
+const TEXT_BITS: u32 = 6;
+const MORE_SHIFT: u32 = TEXT_SHIFT + TEXT_BITS;
+const MORE_BITS: u32 = 11;
+const CALLS_SHIFT: u32 = MORE_SHIFT + MORE_BITS;
+const CALLS_BITS: u32 = 12;
+/// The writing poll's number (its low 32 bits), at bits 32..64.
+const STAMP_SHIFT: u32 = 32;
+
+const fn mask(bits: u32) -> u64 {
+    (1 << bits) - 1
+}
+
+// The fields fit their bits, and leave the stamp its half of the word.
+const _: () = assert!(SLOTS as u64 <= mask(USED_BITS) && LABEL_BYTES as u64 <= mask(TEXT_BITS));
+const _: () = assert!(CALLS_SHIFT + CALLS_BITS <= STAMP_SHIFT && LABEL_BYTES % 8 == 0);
+
+impl PollWord {
+    fn unpack(w: u64) -> PollWord {
+        PollWord {
+            used: (w & mask(USED_BITS)) as usize,
+            text: ((w >> TEXT_SHIFT) & mask(TEXT_BITS)) as usize,
+            more: ((w >> MORE_SHIFT) & mask(MORE_BITS)) as u32,
+            calls: ((w >> CALLS_SHIFT) & mask(CALLS_BITS)) as u32,
         }
+    }
+
+    fn pack(self, stamp: u32) -> u64 {
+        self.used as u64
+            | (self.text as u64) << TEXT_SHIFT
+            | (self.more as u64) << MORE_SHIFT
+            | (self.calls as u64 & mask(CALLS_BITS)) << CALLS_SHIFT
+            | (stamp as u64) << STAMP_SHIFT
+    }
+
+    /// One more wait that did not fit.
+    fn add_more(&mut self) {
+        self.more = (self.more + 1).min(mask(MORE_BITS) as u32);
     }
 }
 
-/// A record as read: the raw words, decoded by `telemetry::wait`.
+/// A task's wait record (see the module doc).
+#[derive(Default)]
+pub(crate) struct WaitRecord {
+    seq: AtomicU64,
+    /// The poll word ([`PollWord`] and the stamp).
+    poll: AtomicU64,
+    /// Each slot's kind, flags and port, or a label's place in `text`.
+    heads: [AtomicU32; SLOTS],
+    /// Each slot's payload: a deadline, an address, a task id (unused by a label).
+    payloads: [AtomicU64; SLOTS],
+    /// The labels' bytes, eight to a word, little-endian.
+    text: [AtomicU64; LABEL_WORDS],
+}
+
+/// A record as read: the raw words, decoded by `telemetry::wait`. A plain copy: it holds
+/// the labels' bytes, not pointers to them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct WaitWords {
-    pub(crate) head: u64,
-    pub(crate) a: u64,
-    pub(crate) b: u64,
-    /// The label, rebuilt from a consistent read.
-    pub(crate) label: Option<&'static str>,
+    /// The poll word, without the count of calls (a writer's own business).
+    poll: u64,
+    heads: [u32; SLOTS],
+    payloads: [u64; SLOTS],
+    text: [u64; LABEL_WORDS],
 }
 
 impl WaitRecord {
-    /// Store a record (the polling thread only). Only the words `head`'s kind uses are
-    /// written: a reader never looks at the others (`decode`), so a wait with no payload
-    /// (a yield) costs three stores.
+    /// The poll word as the writer of poll `stamp` sees it: an older poll's list reads
+    /// as empty.
     #[inline(always)]
-    fn write_parts(&self, head: u64, a: Option<u64>, b: Option<u64>, label: Option<*mut u8>) {
+    fn current(&self, stamp: u32) -> PollWord {
+        let w = self.poll.load(Relaxed);
+        if (w >> STAMP_SHIFT) as u32 == stamp {
+            PollWord::unpack(w)
+        } else {
+            PollWord::default()
+        }
+    }
+
+    /// Open a write: the sequence goes odd. Returns it as it was.
+    #[inline(always)]
+    fn begin(&self) -> u64 {
         let s = self.seq.load(Relaxed);
         self.seq.store(s.wrapping_add(1), Relaxed);
         fence(Release);
-        self.head.store(head, Relaxed);
-        if let Some(a) = a {
-            self.a.store(a, Relaxed);
-        }
-        if let Some(b) = b {
-            self.b.store(b, Relaxed);
-        }
-        if let Some(l) = label {
-            self.label.store(l, Relaxed);
-        }
+        s
+    }
+
+    /// Close the write `begin` opened: the sequence goes even again.
+    #[inline(always)]
+    fn end(&self, s: u64) {
         self.seq.store(s.wrapping_add(2), Release);
     }
 
-    #[cfg(test)]
-    fn write(&self, head: u64, a: u64, b: u64) {
-        self.write_parts(head, Some(a), Some(b), None);
+    /// A repeat of a listed wait: only the count of calls moves. Readers ignore that
+    /// count, so it needs no sequence: a reader sees the same list either way.
+    #[inline(always)]
+    fn count_call(&self, p: PollWord, stamp: u32) {
+        self.poll.store(p.pack(stamp), Relaxed);
     }
 
-    /// Store a label (the polling thread only).
+    /// Whether the first `used` slots list the wait `head`, `payload` (with `spill` in
+    /// the slot after it, for an IPv6 address).
+    #[inline(always)]
+    fn lists(&self, used: usize, head: u32, payload: u64, spill: Option<u64>) -> bool {
+        (0..used).any(|i| {
+            self.heads[i].load(Relaxed) == head
+                && self.payloads[i].load(Relaxed) == payload
+                && spill.is_none_or(|lo| i + 1 < used && self.payloads[i + 1].load(Relaxed) == lo)
+        })
+    }
+
+    /// Add a wait to the list of poll `stamp` (the polling thread only): `head` and
+    /// `payload` in the next slot, and `spill` (an IPv6 address's low half) in the one
+    /// after it. A wait already listed is not added again; one that does not fit is
+    /// counted in `more`.
     #[inline]
-    fn write_label(&self, head: u64, label: &'static str) {
-        self.write_parts(head, None, Some(label.len() as u64), Some(label.as_ptr().cast_mut()));
+    fn push(&self, stamp: u32, head: u32, payload: u64, spill: Option<u64>) {
+        let mut p = self.current(stamp);
+        p.calls = p.calls.wrapping_add(1);
+        if self.lists(p.used, head, payload, spill) {
+            return self.count_call(p, stamp);
+        }
+        let need = 1 + spill.is_some() as usize;
+        let s = self.begin();
+        if p.used + need <= SLOTS {
+            self.heads[p.used].store(head, Relaxed);
+            self.payloads[p.used].store(payload, Relaxed);
+            if let Some(lo) = spill {
+                self.heads[p.used + 1].store(W_SPILL as u32, Relaxed);
+                self.payloads[p.used + 1].store(lo, Relaxed);
+            }
+            p.used += need;
+        } else {
+            p.add_more();
+        }
+        self.poll.store(p.pack(stamp), Relaxed);
+        self.end(s);
+    }
+
+    /// The label bytes `[at, at + len)`, as the writer stored them.
+    fn text_bytes(&self, at: usize, len: usize) -> [u8; LABEL_BYTES] {
+        let mut all = [0u8; LABEL_BYTES];
+        for (i, w) in self.text.iter().enumerate().skip(at / 8).take((at + len).div_ceil(8) - at / 8) {
+            all[i * 8..i * 8 + 8].copy_from_slice(&w.load(Relaxed).to_le_bytes());
+        }
+        all
+    }
+
+    /// Whether the first `used` slots list `label` (as stored: cut, or whole).
+    fn lists_label(&self, used: usize, label: &str) -> bool {
+        (0..used).any(|i| {
+            let head = self.heads[i].load(Relaxed);
+            if head as u8 != W_LABEL {
+                return false;
+            }
+            let (at, len, cut) = label_place(head);
+            let stored = &self.text_bytes(at, len)[at..at + len];
+            label.as_bytes().starts_with(stored) && if cut { label.len() > len } else { label.len() == len }
+        })
+    }
+
+    /// Copy `label` into the label bytes from `p.text` on, cut at a character boundary
+    /// to the room left (inside an open write). Returns the label's slot head.
+    fn store_text(&self, p: &mut PollWord, label: &str) -> u32 {
+        let room = LABEL_BYTES - p.text;
+        let mut len = label.len().min(room);
+        while !label.is_char_boundary(len) {
+            len -= 1;
+        }
+        let at = p.text;
+        let bytes = &label.as_bytes()[..len];
+        for w in at / 8..(at + len).div_ceil(8) {
+            let mut word = self.text[w].load(Relaxed).to_le_bytes();
+            for (k, b) in word.iter_mut().enumerate() {
+                if let Some(&c) = (w * 8 + k).checked_sub(at).and_then(|j| bytes.get(j)) {
+                    *b = c;
+                }
+            }
+            self.text[w].store(u64::from_le_bytes(word), Relaxed);
+        }
+        p.text += len;
+        let cut = if len < label.len() { F_LABEL_CUT } else { 0 };
+        W_LABEL as u32 | (at as u32) << LABEL_AT_SHIFT | (len as u32) << LABEL_LEN_SHIFT | cut
+    }
+
+    /// Add `label` to the list of poll `stamp` at slot `at` (the polling thread only),
+    /// moving the waits from there on one slot down; a wait pushed off the end counts in
+    /// `more`. `at` is where the list ended when a wrapper took its [`Mark`], or
+    /// `usize::MAX` for the end. A label already listed is not added again.
+    fn put_label(&self, stamp: u32, label: &str, at: usize) {
+        let mut p = self.current(stamp);
+        p.calls = p.calls.wrapping_add(1);
+        if self.lists_label(p.used, label) {
+            return self.count_call(p, stamp);
+        }
+        let at = at.min(p.used);
+        let s = self.begin();
+        if at >= SLOTS {
+            p.add_more();
+        } else {
+            if p.used == SLOTS {
+                // Full: the last wait makes room (both slots, for an IPv6 address). `at`
+                // is at a wait's first slot, so it is at or before the last wait's.
+                let last_spills = self.heads[SLOTS - 1].load(Relaxed) as u8 == W_SPILL;
+                p.used -= 1 + last_spills as usize;
+                p.add_more();
+            }
+            let at = at.min(p.used);
+            for i in (at..p.used).rev() {
+                self.heads[i + 1].store(self.heads[i].load(Relaxed), Relaxed);
+                self.payloads[i + 1].store(self.payloads[i].load(Relaxed), Relaxed);
+            }
+            let head = self.store_text(&mut p, label);
+            self.heads[at].store(head, Relaxed);
+            self.payloads[at].store(0, Relaxed);
+            p.used += 1;
+        }
+        self.poll.store(p.pack(stamp), Relaxed);
+        self.end(s);
     }
 
     /// A consistent copy, or `None` if every try raced with the writer.
@@ -139,27 +349,29 @@ impl WaitRecord {
                 std::hint::spin_loop();
                 continue;
             }
-            let mut w = WaitWords {
-                head: self.head.load(Relaxed),
-                a: self.a.load(Relaxed),
-                b: self.b.load(Relaxed),
-                label: None,
+            let w = WaitWords {
+                poll: self.poll.load(Relaxed) & !(mask(CALLS_BITS) << CALLS_SHIFT),
+                heads: std::array::from_fn(|i| self.heads[i].load(Relaxed)),
+                payloads: std::array::from_fn(|i| self.payloads[i].load(Relaxed)),
+                text: std::array::from_fn(|i| self.text[i].load(Relaxed)),
             };
-            let label = self.label.load(Relaxed);
             fence(Acquire);
             if self.seq.load(Relaxed) == s1 {
-                if w.head as u8 == W_LABEL && !label.is_null() {
-                    let len = w.b as usize;
-                    // SAFETY: the sequence did not move, so the pointer and the length
-                    // are the ones one `write_label` stored together, from a
-                    // `&'static str`.
-                    w.label = Some(unsafe { std::str::from_utf8_unchecked(std::slice::from_raw_parts(label, len)) });
-                }
                 return Some(w);
             }
         }
         None
     }
+}
+
+/// A label head's place in the label bytes: start, length, and whether it was cut.
+fn label_place(head: u32) -> (usize, usize, bool) {
+    let at = ((head >> LABEL_AT_SHIFT) & 0xff) as usize;
+    let len = ((head >> LABEL_LEN_SHIFT) & 0xff) as usize;
+    // A copy's fields are bounded by the writer; clamping keeps a reader in bounds even
+    // so.
+    let at = at.min(LABEL_BYTES);
+    (at, len.min(LABEL_BYTES - at), head & F_LABEL_CUT != 0)
 }
 
 /// The stats of the task this thread polls, if it keeps them.
@@ -170,36 +382,34 @@ fn current_stats<'a>() -> Option<&'a TaskStats> {
     super::current_task().and_then(super::raw::stats)
 }
 
-/// The wait record of the task this thread polls, if it keeps statistics.
+/// The wait record of the task this thread polls, if it keeps statistics, and the
+/// number of the poll running now (the stamp of its list).
 #[inline(always)]
-fn current_wait<'a>() -> Option<(&'a TaskStats, &'a WaitRecord)> {
-    // SAFETY: this thread polls the task (see `current_stats`).
-    current_stats().map(|st| (st, unsafe { &st.poller().wait }))
-}
-
-/// `head` stamped with the number of the poll running now: the poll count after it.
-#[inline(always)]
-fn stamped(st: &TaskStats, head: u64) -> u64 {
-    let n = st.polls.load(Relaxed).wrapping_add(1);
-    head | (n & STAMP_MASK) << STAMP_SHIFT
+fn current_wait<'a>() -> Option<(u32, &'a WaitRecord)> {
+    current_stats().map(|st| {
+        // The poll count after the poll that runs now.
+        let stamp = st.polls.load(Relaxed).wrapping_add(1) as u32;
+        // SAFETY: this thread polls the task (see `current_stats`).
+        (stamp, unsafe { st.wait_writer() })
+    })
 }
 
 /// Record a wait on another task (a join).
 #[inline]
 pub(crate) fn record_task(kind: u8, id: u64) {
-    if let Some((st, wait)) = current_wait() {
-        wait.write_parts(stamped(st, kind as u64), Some(id), None, None);
+    if let Some((stamp, wait)) = current_wait() {
+        wait.push(stamp, kind as u32, id, None);
     }
 }
 
 /// Record a wait until `deadline` (a sleep, a timeout, an interval's next tick).
 #[inline]
 pub(crate) fn record_deadline(kind: u8, deadline: Instant) {
-    if let Some((st, wait)) = current_wait() {
+    if let Some((stamp, wait)) = current_wait() {
         // A deadline years away is how "never" is written (`Duration::MAX`): no deadline.
         match deadline.checked_duration_since(base()).filter(|d| *d < NEVER) {
-            Some(d) => wait.write_parts(stamped(st, kind as u64 | F_DEADLINE), Some(d.as_nanos() as u64), None, None),
-            None => wait.write_parts(stamped(st, kind as u64), None, None, None),
+            Some(d) => wait.push(stamp, kind as u32 | F_DEADLINE, d.as_nanos() as u64, None),
+            None => wait.push(stamp, kind as u32, 0, None),
         }
     }
 }
@@ -207,47 +417,57 @@ pub(crate) fn record_deadline(kind: u8, deadline: Instant) {
 /// Record a wait on a socket, with its address if known.
 #[inline]
 pub(crate) fn record_addr(kind: u8, addr: Option<SocketAddr>) {
-    let Some((st, wait)) = current_wait() else { return };
-    let (head, a, b) = match addr {
-        None => (kind as u64, 0, 0),
+    let Some((stamp, wait)) = current_wait() else { return };
+    match addr {
+        None => wait.push(stamp, kind as u32, 0, None),
         Some(SocketAddr::V4(v4)) => {
-            (kind as u64 | F_ADDR_V4 | (v4.port() as u64) << PORT_SHIFT, u32::from(*v4.ip()) as u64, 0)
+            let head = kind as u32 | F_ADDR_V4 | (v4.port() as u32) << PORT_SHIFT;
+            wait.push(stamp, head, u32::from(*v4.ip()) as u64, None)
         }
         Some(SocketAddr::V6(v6)) => {
             let ip = u128::from(*v6.ip());
-            (kind as u64 | F_ADDR_V6 | (v6.port() as u64) << PORT_SHIFT, (ip >> 64) as u64, ip as u64)
+            let head = kind as u32 | F_ADDR_V6 | (v6.port() as u32) << PORT_SHIFT;
+            wait.push(stamp, head, (ip >> 64) as u64, Some(ip as u64))
         }
-    };
-    wait.write_parts(stamped(st, head), Some(a), Some(b), None);
-}
-
-/// Record a user's label.
-#[inline]
-pub(crate) fn record_label(label: &'static str) {
-    if let Some((st, wait)) = current_wait() {
-        wait.write_label(stamped(st, W_LABEL as u64), label);
     }
 }
 
-/// Where the current task's record stands, taken before a wrapper (a timeout, the Tokio
-/// bridge) polls the future it wraps: with [`Mark::unchanged`] after that poll, the
-/// wrapper names the wait only when the inner future named none of its own. Recording
-/// only after a `Pending`, like every leaf, never leaves a wrapper's wait behind after
-/// a poll where the wrapper completed.
+/// Record a user's label, after the waits recorded so far in this poll.
+#[inline]
+pub(crate) fn record_label(label: &str) {
+    if let Some((stamp, wait)) = current_wait() {
+        wait.put_label(stamp, label, usize::MAX);
+    }
+}
+
+/// Record a wrapper's label in front of the waits its future recorded since `mark`.
+#[inline]
+pub(crate) fn record_label_at(mark: Mark, label: &str) {
+    let Some(m) = mark.0 else { return };
+    if let Some((stamp, wait)) = current_wait() {
+        wait.put_label(stamp, label, m.used);
+    }
+}
+
+/// Where the current task's list stands, taken before a wrapper (a timeout, the Tokio
+/// bridge, `WaitingOn`) polls the future it wraps: after that poll, [`Mark::unchanged`]
+/// says whether the inner future recorded anything, and [`record_label_at`] puts a label
+/// where the inner future's waits begin.
 #[derive(Clone, Copy)]
-pub(crate) struct Mark(Option<u64>);
+pub(crate) struct Mark(Option<PollWord>);
 
 impl Mark {
     #[inline]
     pub(crate) fn now() -> Mark {
-        Mark(current_wait().map(|(_, w)| w.seq.load(Relaxed)))
+        Mark(current_wait().map(|(stamp, w)| w.current(stamp)))
     }
 
-    /// Whether the task records waits and nothing recorded one since `self`.
+    /// Whether the task records waits and nothing recorded one since `self` (a repeat of
+    /// a listed wait counts as recorded: the inner future named its wait).
     #[inline]
     pub(crate) fn unchanged(self) -> bool {
         // The polling thread is the record's only writer, so its own load is exact.
-        self.0.is_some_and(|seq| current_wait().is_some_and(|(_, w)| w.seq.load(Relaxed) == seq))
+        self.0.is_some_and(|m| current_wait().is_some_and(|(stamp, w)| w.current(stamp).calls == m.calls))
     }
 }
 
@@ -262,7 +482,7 @@ fn base() -> Instant {
 }
 
 /// A decoded wait: what `telemetry::WaitReason` is built from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Wait {
     Sleep(Option<Duration>),
     Timeout(Option<Duration>),
@@ -275,41 +495,78 @@ pub(crate) enum Wait {
     Join(u64),
     Blocking(u64),
     Yield,
-    Label(&'static str),
+    /// A label, with `…` after it if it was cut.
+    Label(String),
+    Unknown,
 }
 
 impl WaitWords {
+    /// A copy that says one thing: `kind` (a reader's inference, never recorded).
+    fn only(kind: u8) -> WaitWords {
+        let mut w = WaitWords { poll: PollWord { used: 1, ..PollWord::default() }.pack(0), ..WaitWords::default() };
+        w.heads[0] = kind as u32;
+        w
+    }
+
     /// A yield, as a reader infers it (nothing records it: see `yield_now`).
     pub(crate) fn yielded() -> WaitWords {
-        WaitWords { head: W_YIELD as u64, ..WaitWords::default() }
+        WaitWords::only(W_YIELD)
     }
 
-    /// Whether the record comes from the poll that left the task with `polls` polls.
+    /// An idle task's wait when its latest poll recorded none.
+    pub(crate) fn unknown() -> WaitWords {
+        WaitWords::only(W_UNKNOWN)
+    }
+
+    /// Whether the list comes from the poll that left the task with `polls` polls.
     pub(crate) fn is_current(&self, polls: u64) -> bool {
-        (self.head >> STAMP_SHIFT) & STAMP_MASK == polls & STAMP_MASK
+        (self.poll >> STAMP_SHIFT) as u32 == polls as u32
     }
 
-    /// Decode, with time left until a deadline measured at `now`.
-    pub(crate) fn decode(self, now: Instant) -> Option<Wait> {
-        let kind = self.head as u8;
+    /// Whether the list names any wait.
+    pub(crate) fn names_any(&self) -> bool {
+        PollWord::unpack(self.poll).used > 0
+    }
+
+    /// Decode, with time left until a deadline measured at `now`: the listed waits in
+    /// the order they were recorded, and how many more were recorded than listed.
+    pub(crate) fn decode(&self, now: Instant) -> (Vec<Wait>, u32) {
+        let p = PollWord::unpack(self.poll);
+        let used = p.used.min(SLOTS);
+        let mut out = Vec::with_capacity(used);
+        let mut i = 0;
+        while i < used {
+            let (head, a) = (self.heads[i], self.payloads[i]);
+            // An IPv6 address's low half, from the slot after it.
+            let spill = (head & F_ADDR_V6 != 0 && i + 1 < used && self.heads[i + 1] as u8 == W_SPILL)
+                .then(|| self.payloads[i + 1]);
+            i += 1 + spill.is_some() as usize;
+            if let Some(w) = self.decode_slot(head, a, spill, now) {
+                out.push(w);
+            }
+        }
+        (out, p.more)
+    }
+
+    fn decode_slot(&self, head: u32, a: u64, spill: Option<u64>, now: Instant) -> Option<Wait> {
         let addr = || {
-            let port = (self.head >> PORT_SHIFT) as u16;
-            if self.head & F_ADDR_V4 != 0 {
-                Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(self.a as u32)), port))
-            } else if self.head & F_ADDR_V6 != 0 {
-                let ip = (self.a as u128) << 64 | self.b as u128;
+            let port = (head >> PORT_SHIFT) as u16;
+            if head & F_ADDR_V4 != 0 {
+                Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(a as u32)), port))
+            } else if head & F_ADDR_V6 != 0 {
+                let ip = (a as u128) << 64 | spill? as u128;
                 Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(ip)), port))
             } else {
                 None
             }
         };
         let left = || {
-            (self.head & F_DEADLINE != 0).then(|| {
-                let deadline = base() + Duration::from_nanos(self.a);
+            (head & F_DEADLINE != 0).then(|| {
+                let deadline = base() + Duration::from_nanos(a);
                 deadline.saturating_duration_since(now)
             })
         };
-        Some(match kind {
+        Some(match head as u8 {
             W_SLEEP => Wait::Sleep(left()),
             W_TIMEOUT => Wait::Timeout(left()),
             W_INTERVAL => Wait::Interval(left()),
@@ -318,12 +575,29 @@ impl WaitWords {
             W_WRITE => Wait::Write(addr()),
             W_RECV => Wait::Recv(addr()),
             W_SEND => Wait::Send(addr()),
-            W_JOIN => Wait::Join(self.a),
-            W_BLOCKING => Wait::Blocking(self.a),
+            W_JOIN => Wait::Join(a),
+            W_BLOCKING => Wait::Blocking(a),
             W_YIELD => Wait::Yield,
-            W_LABEL => Wait::Label(self.label?),
+            W_LABEL => Wait::Label(self.label(head)),
+            W_UNKNOWN => Wait::Unknown,
             _ => return None,
         })
+    }
+
+    /// A label's text, with `…` after it if it was cut.
+    fn label(&self, head: u32) -> String {
+        let (at, len, cut) = label_place(head);
+        let mut bytes = [0u8; LABEL_BYTES];
+        for (i, w) in self.text.iter().enumerate() {
+            bytes[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        // The writer cut at a character boundary; a lossy decode keeps a reader safe
+        // from anything else.
+        let mut s = String::from_utf8_lossy(&bytes[at..at + len]).into_owned();
+        if cut {
+            s.push('…');
+        }
+        s
     }
 }
 
@@ -386,50 +660,175 @@ pub(crate) fn wake_source() -> u64 {
 mod tests {
     use super::*;
 
-    fn addr_words(kind: u8, addr: SocketAddr) -> (u64, u64, u64) {
-        match addr {
-            SocketAddr::V4(v4) => {
-                (kind as u64 | F_ADDR_V4 | (v4.port() as u64) << PORT_SHIFT, u32::from(*v4.ip()) as u64, 0)
-            }
-            SocketAddr::V6(v6) => {
-                let ip = u128::from(*v6.ip());
-                (kind as u64 | F_ADDR_V6 | (v6.port() as u64) << PORT_SHIFT, (ip >> 64) as u64, ip as u64)
-            }
-        }
+    fn v4_head(kind: u8, addr: SocketAddr) -> (u32, u64) {
+        let SocketAddr::V4(v4) = addr else { unreachable!() };
+        (kind as u32 | F_ADDR_V4 | (v4.port() as u32) << PORT_SHIFT, u32::from(*v4.ip()) as u64)
+    }
+
+    fn waits(r: &WaitRecord, now: Instant) -> (Vec<Wait>, u32) {
+        r.read().expect("no writer races this test").decode(now)
     }
 
     #[test]
     fn records_round_trip_through_the_words() {
         let r = WaitRecord::default();
         let now = Instant::now();
-        assert_eq!(r.read().unwrap().decode(now), None, "a new record waits on nothing");
-        r.write(W_JOIN as u64, 42, 0);
-        assert_eq!(r.read().unwrap().decode(now), Some(Wait::Join(42)));
+        assert_eq!(waits(&r, now), (vec![], 0), "a new record lists nothing");
+        assert!(!r.read().unwrap().names_any());
         let v6: SocketAddr = "[2001:db8::7]:5000".parse().unwrap();
         let v4: SocketAddr = "127.0.0.1:5000".parse().unwrap();
-        let (h, a, b) = addr_words(W_READ, v6);
-        r.write(h, a, b);
-        assert_eq!(r.read().unwrap().decode(now), Some(Wait::Read(Some(v6))));
-        let (h, a, b) = addr_words(W_ACCEPT, v4);
-        r.write(h, a, b);
-        assert_eq!(r.read().unwrap().decode(now), Some(Wait::Accept(Some(v4))));
-        r.write_label(W_LABEL as u64, "a channel");
-        assert_eq!(r.read().unwrap().decode(now), Some(Wait::Label("a channel")));
+        let ip = u128::from(
+            *match v6 {
+                SocketAddr::V6(a) => a,
+                _ => unreachable!(),
+            }
+            .ip(),
+        );
         let at = (now + Duration::from_secs(3)).duration_since(base()).as_nanos() as u64;
-        r.write(W_SLEEP as u64 | F_DEADLINE, at, 0);
-        assert_eq!(r.read().unwrap().decode(now), Some(Wait::Sleep(Some(Duration::from_secs(3)))));
-        r.write(W_TIMEOUT as u64, 0, 0);
-        assert_eq!(r.read().unwrap().decode(now), Some(Wait::Timeout(None)), "no deadline: never");
-        // Stamps: a record is current only for the poll count it was stamped with.
-        r.write(W_YIELD as u64 | 7 << STAMP_SHIFT, 0, 0);
-        let w = r.read().unwrap();
-        assert!(w.is_current(7) && w.is_current(7 + 65_536) && !w.is_current(8));
+        type Write = Box<dyn Fn(&WaitRecord, u32)>;
+        let cases: Vec<(Write, Wait)> = vec![
+            (Box::new(|r, s| r.push(s, W_JOIN as u32, 42, None)), Wait::Join(42)),
+            (
+                Box::new(move |r, s| {
+                    let head = W_READ as u32 | F_ADDR_V6 | 5000 << PORT_SHIFT;
+                    r.push(s, head, (ip >> 64) as u64, Some(ip as u64))
+                }),
+                Wait::Read(Some(v6)),
+            ),
+            (
+                Box::new(move |r, s| {
+                    let (h, a) = v4_head(W_ACCEPT, v4);
+                    r.push(s, h, a, None)
+                }),
+                Wait::Accept(Some(v4)),
+            ),
+            (Box::new(|r, s| r.put_label(s, "a channel", usize::MAX)), Wait::Label("a channel".into())),
+            (
+                Box::new(move |r, s| r.push(s, W_SLEEP as u32 | F_DEADLINE, at, None)),
+                Wait::Sleep(Some(Duration::from_secs(3))),
+            ),
+            (Box::new(|r, s| r.push(s, W_TIMEOUT as u32, 0, None)), Wait::Timeout(None)),
+        ];
+        // Each in a poll of its own: the list of a new poll starts afresh.
+        for (stamp, (write, want)) in (1..).zip(cases) {
+            write(&r, stamp);
+            assert_eq!(waits(&r, now), (vec![want], 0));
+            let w = r.read().unwrap();
+            assert!(
+                w.is_current(stamp as u64) && w.is_current(stamp as u64 + (1 << 32)) && !w.is_current(stamp as u64 + 1)
+            );
+        }
+        assert_eq!(WaitWords::unknown().decode(now), (vec![Wait::Unknown], 0));
+        assert_eq!(WaitWords::yielded().decode(now), (vec![Wait::Yield], 0));
+    }
+
+    /// One poll's waits are listed in order, a repeat once, the ones past the slots
+    /// counted; an IPv6 address that no longer fits is counted, not half listed.
+    #[test]
+    fn a_poll_lists_its_waits_in_order_once_each_and_counts_the_rest() {
+        let r = WaitRecord::default();
+        let now = Instant::now();
+        let v6 = |r: &WaitRecord| r.push(9, W_WRITE as u32 | F_ADDR_V6 | 80 << PORT_SHIFT, 1, Some(2));
+        let v6_addr: SocketAddr = "[::1:0:0:0:2]:80".parse().unwrap();
+        r.push(9, W_JOIN as u32, 1, None);
+        v6(&r);
+        r.push(9, W_JOIN as u32, 1, None);
+        v6(&r);
+        assert_eq!(waits(&r, now), (vec![Wait::Join(1), Wait::Write(Some(v6_addr))], 0), "repeats listed once");
+        r.push(9, W_JOIN as u32, 2, None);
+        v6(&r);
+        assert_eq!(waits(&r, now), (vec![Wait::Join(1), Wait::Write(Some(v6_addr)), Wait::Join(2)], 0), "full");
+        v6(&r);
+        r.push(9, W_JOIN as u32, 3, None);
+        r.put_label(9, "late", usize::MAX);
+        assert_eq!(waits(&r, now), (vec![Wait::Join(1), Wait::Write(Some(v6_addr)), Wait::Join(2)], 2));
+        // With one slot left, an IPv6 address (two slots) is counted, not half listed.
+        r.push(11, W_JOIN as u32, 1, None);
+        r.push(11, W_JOIN as u32, 2, None);
+        r.push(11, W_JOIN as u32, 3, None);
+        r.push(11, W_READ as u32 | F_ADDR_V6, 5, Some(6));
+        r.push(11, W_JOIN as u32, 4, None);
+        assert_eq!(waits(&r, now), (vec![Wait::Join(1), Wait::Join(2), Wait::Join(3), Wait::Join(4)], 1));
+        // The next poll starts afresh.
+        r.push(12, W_JOIN as u32, 7, None);
+        assert_eq!(waits(&r, now), (vec![Wait::Join(7)], 0));
+    }
+
+    /// Labels are copied into the record: an owned one is readable after it is dropped,
+    /// a long one is cut at a character boundary and marked, and the labels of a poll
+    /// share the bytes.
+    #[test]
+    fn labels_are_copied_cut_and_marked() {
+        let r = WaitRecord::default();
+        let now = Instant::now();
+        let owned = format!("GET /users/{}", 12345);
+        r.put_label(1, &owned, usize::MAX);
+        drop(owned);
+        assert_eq!(waits(&r, now).0, vec![Wait::Label("GET /users/12345".into())]);
+        // 38 bytes of 'x', then a 3-byte character across the 40-byte limit.
+        let long = format!("{}€ and more", "x".repeat(38));
+        r.put_label(2, &long, usize::MAX);
+        assert_eq!(waits(&r, now).0, vec![Wait::Label(format!("{}…", "x".repeat(38)))]);
+        r.put_label(2, &long, usize::MAX);
+        assert_eq!(waits(&r, now).0.len(), 1, "the same cut label is a repeat");
+        // Two labels in one poll: the second gets what the first left.
+        r.put_label(3, "db pool permit", usize::MAX);
+        r.put_label(3, "a lock on the user table, row 12345678", usize::MAX);
+        r.put_label(3, "third", usize::MAX);
+        let (w, more) = waits(&r, now);
+        assert_eq!(
+            w,
+            vec![
+                Wait::Label("db pool permit".into()),
+                Wait::Label("a lock on the user table, …".into()),
+                Wait::Label("…".into())
+            ]
+        );
+        assert_eq!(more, 0);
+    }
+
+    /// A wrapper's label goes where its future's waits begin, ahead of them; on a full
+    /// list the last wait makes room (both slots of an IPv6 address).
+    #[test]
+    fn a_wrappers_label_goes_in_front_of_its_futures_waits() {
+        let r = WaitRecord::default();
+        let now = Instant::now();
+        r.push(4, W_JOIN as u32, 1, None);
+        let mark = r.current(4);
+        r.push(4, W_JOIN as u32, 2, None);
+        r.push(4, W_JOIN as u32, 3, None);
+        r.put_label(4, "outer", mark.used);
+        assert_eq!(waits(&r, now), (vec![Wait::Join(1), Wait::Label("outer".into()), Wait::Join(2), Wait::Join(3)], 0));
+        r.put_label(4, "outer", mark.used);
+        assert_eq!(waits(&r, now).0.len(), 4, "a repeat");
+        r.put_label(4, "front", 0);
+        assert_eq!(
+            waits(&r, now),
+            (vec![Wait::Label("front".into()), Wait::Join(1), Wait::Label("outer".into()), Wait::Join(2)], 1)
+        );
+        r.put_label(4, "past the end", SLOTS);
+        assert_eq!(waits(&r, now).1, 2);
+        r.push(5, W_JOIN as u32, 1, None);
+        r.push(5, W_READ as u32 | F_ADDR_V6, 5, Some(6));
+        r.push(5, W_JOIN as u32, 2, None);
+        r.put_label(5, "mid", 1);
+        let (w, more) = waits(&r, now);
+        assert_eq!((w.len(), more), (3, 1), "{w:?}");
+        assert_eq!(w[1], Wait::Label("mid".into()));
+        assert!(matches!(w[2], Wait::Read(Some(_))), "{w:?}");
+    }
+
+    /// The record stays small: it lives in every task's statistics.
+    #[test]
+    fn the_record_is_104_bytes() {
+        assert_eq!(std::mem::size_of::<WaitRecord>(), 104);
     }
 
     #[test]
     fn outside_a_poll_nothing_is_recorded_and_the_source_is_outside() {
         record_label("x");
         record_task(W_JOIN, 3);
+        assert!(!Mark::now().unchanged(), "no task: nothing to compare");
         assert_eq!(wake_source(), SRC_OUTSIDE as u64);
         {
             let _g = SourceGuard::new(SRC_TIMER);

@@ -284,12 +284,26 @@ pub struct TaskInfo {
     pub scheduled: std::time::Duration,
     /// Time since its last poll ended (`None` if it was never polled).
     pub since_last_poll: Option<std::time::Duration>,
-    /// What it waits on, while idle: the last of Volt's leaf futures (or a user's
-    /// [`waiting_on`](crate::task::waiting_on) label) that returned `Pending` in its
-    /// latest poll; for a task queued again by its own poll (`yield_now`), `Yield`.
-    /// `None` when it runs or was woken, or its wait is on something that does not say
-    /// (a future of another library with no label).
+    /// What it waits on, while idle: the first of [`TaskInfo::waits`], the waits its
+    /// latest poll recorded; [`WaitReason::Unknown`] when that poll recorded none (it
+    /// waits on a future of another library with no label). For a task queued again by
+    /// its own poll (`yield_now`), `Yield`. `None` only while it runs or sits in a run
+    /// queue after a wake.
+    ///
+    /// The first wait, not the last: a poll that waits on several things (a `select!`,
+    /// hyper polling a connection's socket while its handler waits) names them in the
+    /// order it polled them, and [`TaskInfo::waits`] lists them all.
     pub waiting_on: Option<WaitReason>,
+    /// Every wait its latest poll recorded, while idle, in the order they were recorded
+    /// (a wait recorded twice in the poll once): up to four (an IPv6 address counts two
+    /// of them), the rest counted in [`TaskInfo::more_waits`]. `[Unknown]` when that poll
+    /// recorded none, `[Yield]` for a task queued again by its own poll, empty while it
+    /// runs or waits in a run queue after a wake. Its first is
+    /// [`TaskInfo::waiting_on`].
+    pub waits: Vec<WaitReason>,
+    /// How many waits its latest poll recorded past those in [`TaskInfo::waits`] (shown
+    /// as "+N more").
+    pub more_waits: u32,
     /// How long it has waited, while idle: the time since its last poll ended.
     pub waiting_since: Option<std::time::Duration>,
     /// It is idle and nothing but its owner and its `JoinHandle` holds a reference to
@@ -320,7 +334,8 @@ pub(crate) struct TaskRow {
     pub(crate) last_poll_end_ns: u64,
     /// Time since then, at the reading (`None`: never polled).
     pub(crate) since_last_poll_ns: Option<u64>,
-    /// Its wait record as read (all zero: none, or not idle).
+    /// Its wait list as read: its latest poll's while it is idle (or `unknown`), a yield
+    /// for a task its own poll queued again, all zero otherwise.
     pub(crate) wait: crate::task::wait::WaitWords,
     pub(crate) lost_waker: bool,
     /// Who woke it last (`wait::wake_source` + 1; 0: never) and when, in ns since the
@@ -330,9 +345,11 @@ pub(crate) struct TaskRow {
 }
 
 impl TaskRow {
-    /// The wait, decoded with deadlines measured from now.
-    pub(crate) fn waiting_on(&self) -> Option<WaitReason> {
-        self.wait.decode(std::time::Instant::now()).map(WaitReason::from_wait)
+    /// The waits, decoded with deadlines measured from now, and how many more were
+    /// recorded than listed.
+    pub(crate) fn waits(&self) -> (Vec<WaitReason>, u32) {
+        let (waits, more) = self.wait.decode(std::time::Instant::now());
+        (waits.into_iter().map(WaitReason::from_wait).collect(), more)
     }
 
     pub(crate) fn last_woken_by(&self) -> Option<WakeSource> {
@@ -401,20 +418,25 @@ fn read_task<'a>(
     let last = st.last_poll_end.load(Relaxed);
     let woken_at = st.woken_at.load(Relaxed);
     let polls = st.polls.load(Relaxed);
-    // Only a wait its latest poll named (see `task::wait`). A queued task that its own
-    // poll queued again (`yield_now`, or a wake during the poll), with no wake since,
-    // waits on its yield: the poll's end stamped `scheduled_at` and `last_poll_end`
-    // with the same reading, and a later wake would have moved `woken_at` past it.
+    // Only the waits its latest poll named (see `task::wait`); an idle task whose latest
+    // poll named none waits on something no Volt leaf names: `unknown`, never an older
+    // poll's wait and never nothing. (A task that never recorded has no wait record:
+    // the same.) A queued task that its own poll queued again (`yield_now`, or a wake
+    // during the poll), with no wake since, waits on its yield: the poll's end stamped
+    // `scheduled_at` and `last_poll_end` with the same reading, and a later wake would
+    // have moved `woken_at` past it.
     let yielded = state == TaskState::Scheduled
         && last != 0
         && st.scheduled_at.load(Relaxed) == last
         && st.woken_at.load(Relaxed) <= last;
+    use crate::task::wait::WaitWords;
     let wait = if idle {
-        st.polled().and_then(|p| p.wait.read()).filter(|w| w.is_current(polls))
+        let latest = st.wait_record().and_then(|w| w.read()).filter(|w| w.is_current(polls) && w.names_any());
+        latest.unwrap_or_else(WaitWords::unknown)
     } else if yielded {
-        Some(crate::task::wait::WaitWords::yielded())
+        WaitWords::yielded()
     } else {
-        None
+        WaitWords::default()
     };
     let row = TaskRow {
         id: h.id,
@@ -424,7 +446,7 @@ fn read_task<'a>(
         scheduled_ns: clock.ticks_to_ns(st.scheduled_ticks.load(Relaxed)),
         last_poll_end_ns: if last == 0 { 0 } else { clock.since_start_ns(last).max(1) },
         since_last_poll_ns: (last != 0).then(|| clock.ticks_to_ns(now.saturating_sub(last))),
-        wait: wait.unwrap_or_default(),
+        wait,
         lost_waker,
         woken_by: st.woken_by.load(Relaxed),
         woken_at_ns: if woken_at == 0 { 0 } else { clock.since_start_ns(woken_at).max(1) },
@@ -437,6 +459,7 @@ fn task_info(row: &TaskRow, name: Option<&str>, st: &crate::task::TaskStats, now
     use std::time::Duration;
     let idle = row.state == TaskState::Idle;
     let (poll_histogram, schedule_histogram) = task_histograms(st, row);
+    let (waits, more_waits) = row.waits();
     TaskInfo {
         id: row.id,
         name: name.map(String::from),
@@ -445,7 +468,9 @@ fn task_info(row: &TaskRow, name: Option<&str>, st: &crate::task::TaskStats, now
         busy: Duration::from_nanos(row.busy_ns),
         scheduled: Duration::from_nanos(row.scheduled_ns),
         since_last_poll: row.since_last_poll_ns.map(Duration::from_nanos),
-        waiting_on: row.waiting_on(),
+        waiting_on: waits.first().cloned(),
+        waits,
+        more_waits,
         waiting_since: if idle { row.since_last_poll_ns.map(Duration::from_nanos) } else { None },
         lost_waker: row.lost_waker,
         last_woken_by: row.last_woken_by(),

@@ -3,17 +3,19 @@
 //! futures and the wake path record them (`task::wait`).
 
 use crate::task::wait::{self as w, Wait};
+use std::borrow::Cow;
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// What an idle task waits on: the last of Volt's leaf futures (or a user's label, see
-/// [`volt::task::waiting_on`](crate::task::waiting_on)) that returned `Pending` in its
-/// latest poll.
+/// What an idle task waits on: one of the waits Volt's leaf futures (or a user's label,
+/// see [`WaitingOnExt`](crate::task::WaitingOnExt) and
+/// [`volt::task::waiting_on`](crate::task::waiting_on)) recorded as they returned
+/// `Pending` in its latest poll, or [`WaitReason::Unknown`] when none did.
 ///
 /// Its `Display` begins with the kind's word (`sleep`, `timeout`, `interval`, `accept`,
-/// `read`, `write`, `recv`, `send`, `join`, `blocking`, `yield`) or is the user's label:
-/// `sleep until +1.2 s`, `read 127.0.0.1:5000`, `join task 42`.
+/// `read`, `write`, `recv`, `send`, `join`, `blocking`, `yield`, `unknown`) or is the
+/// user's label: `sleep until +1.2 s`, `read 127.0.0.1:5000`, `join task 42`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WaitReason {
@@ -70,8 +72,16 @@ pub enum WaitReason {
     },
     /// `volt::task::yield_now` (the task is queued again at once).
     Yield,
-    /// A label set by the user's leaf future with `volt::task::waiting_on`.
-    Label(&'static str),
+    /// A label set by the user: a leaf future calling `volt::task::waiting_on`, or a
+    /// future wrapped with [`WaitingOnExt::waiting_on`](crate::task::WaitingOnExt::waiting_on).
+    /// Labels longer than the task's record keeps (40 bytes, shared by the labels of one
+    /// poll) are cut at a character boundary and end in `…`.
+    Label(Cow<'static, str>),
+    /// The task is idle, and its latest poll returned `Pending` without any of Volt's
+    /// leaf futures naming a wait: it waits on a future of another library (a
+    /// `futures::channel::oneshot::Receiver`, say) that says nothing. Wrap that future
+    /// with [`WaitingOnExt::waiting_on`](crate::task::WaitingOnExt::waiting_on) to name it.
+    Unknown,
 }
 
 impl WaitReason {
@@ -88,12 +98,13 @@ impl WaitReason {
             Wait::Join(task_id) => WaitReason::Join { task_id },
             Wait::Blocking(task_id) => WaitReason::Blocking { task_id },
             Wait::Yield => WaitReason::Yield,
-            Wait::Label(l) => WaitReason::Label(l),
+            Wait::Label(l) => WaitReason::Label(Cow::Owned(l)),
+            Wait::Unknown => WaitReason::Unknown,
         }
     }
 
-    /// The kind's word (`sleep`, `read`, ...), or the label.
-    pub fn kind(&self) -> &'static str {
+    /// The kind's word (`sleep`, `read`, ..., `unknown`), or the label.
+    pub fn kind(&self) -> &str {
         match self {
             WaitReason::Sleep { .. } => "sleep",
             WaitReason::Timeout { .. } => "timeout",
@@ -107,6 +118,7 @@ impl WaitReason {
             WaitReason::Blocking { .. } => "blocking",
             WaitReason::Yield => "yield",
             WaitReason::Label(l) => l,
+            WaitReason::Unknown => "unknown",
         }
     }
 }
@@ -149,6 +161,7 @@ impl fmt::Display for WaitReason {
             WaitReason::Blocking { task_id } => write!(f, "blocking task {task_id}"),
             WaitReason::Yield => f.write_str("yield"),
             WaitReason::Label(l) => f.write_str(l),
+            WaitReason::Unknown => f.write_str("unknown"),
         }
     }
 }
@@ -224,7 +237,8 @@ mod tests {
             (WaitReason::Read { addr: Some(a) }, "read 127.0.0.1:5000"),
             (WaitReason::Join { task_id: 42 }, "join task 42"),
             (WaitReason::Timeout { remaining: None }, "timeout (no deadline)"),
-            (WaitReason::Label("db pool"), "db pool"),
+            (WaitReason::Label("db pool".into()), "db pool"),
+            (WaitReason::Unknown, "unknown"),
         ];
         for (r, want) in cases {
             assert_eq!(r.to_string(), want);
