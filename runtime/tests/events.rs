@@ -6,8 +6,11 @@ use common::*;
 use std::time::Duration;
 use volt::telemetry::{Event, EventDetail, EventKind, ScheduleTarget, WakeSource};
 
+/// A runtime with the ring and no stall threshold: these tests check the exact events of
+/// a task's life, and a poll the OS took off its CPU for 10 ms on a loaded machine (or
+/// any poll under Miri) would add a `Stall` record to them.
 fn rt_with_ring(workers: usize, capacity: usize) -> volt::Runtime {
-    volt::runtime::Builder::new().worker_threads(workers).event_ring(capacity).build().unwrap()
+    volt::runtime::Builder::new().worker_threads(workers).event_ring(capacity).stall_threshold(None).build().unwrap()
 }
 
 #[test]
