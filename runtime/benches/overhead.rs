@@ -1,8 +1,9 @@
 //! What the event ring costs: the same Volt runtime with the ring off and with it on
 //! (4,096 events per worker), over the Tokio-comparison workloads, alternating in one
-//! process; and, as a third runtime, what the default poll timing and stall checks cost
-//! (the same runtime with `poll_time_histogram(false)` and `stall_threshold(None)`). `cargo bench -p volt --bench overhead` prints
-//! medians, the ratios per workload (the median of the back-to-back samples' ratios), and
+//! process; as a third runtime, what the default poll timing and stall checks cost (the
+//! same runtime with `poll_time_histogram(false)` and `stall_threshold(None)`); and as a
+//! fourth, what the stall checks alone cost (the default with `stall_threshold(None)`).
+//! `cargo bench -p volt --bench overhead` prints medians, the ratios per workload (the median of the back-to-back samples' ratios), and
 //! their geometric means. `VOLT_BENCH_SAMPLES` sets the samples (default 64);
 //! `VOLT_BENCH_ONLY=name` runs the workloads whose name contains `name`. A sample repeats
 //! its workload to last about 5 ms and reports the time per run. In a `_busy` row, spinning
@@ -79,6 +80,9 @@ impl Spinners {
 enum Config {
     /// `poll_time_histogram(false)`, `stall_threshold(None)`, no ring: polls are not timed.
     Untimed,
+    /// The default without the stall threshold (`stall_threshold(None)`): what the stall
+    /// checks cost is default/this.
+    NoStalls,
     /// The default: polls timed for the poll-time histogram, no ring.
     Default,
     /// The default plus the event ring.
@@ -91,6 +95,9 @@ fn build(config: Config, workers: usize) -> volt::Runtime {
     match config {
         Config::Untimed => {
             b.poll_time_histogram(false).stall_threshold(None);
+        }
+        Config::NoStalls => {
+            b.stall_threshold(None);
         }
         Config::Default => {}
         Config::Ring => {
@@ -123,24 +130,30 @@ fn main() {
 
     println!(
         "Volt with the event ring off vs on, {WORKERS} workers ({} in the `_busy` rows), {samples} samples each (a quarter for the two slowest) \
-         over {pairs} fresh runtime triples, alternating, each sample ~5 ms of repeats. \"untimed\" is the same \
-         runtime built with `poll_time_histogram(false)`, `stall_threshold(None)` and no ring: what the default's one clock read and stall check per poll cost.\n",
+         over {pairs} fresh runtime sets of four, alternating, each sample ~5 ms of repeats. \"untimed\" is the same \
+         runtime built with `poll_time_histogram(false)`, `stall_threshold(None)` and no ring: what the default's one clock read and stall check per poll cost; \
+         \"no stalls\" is the default with `stall_threshold(None)` only: what the stall checks cost.\n",
         busy_workers()
     );
-    println!("| workload | untimed | default (ring off) | ring on | default/untimed | **ring on/off** |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| workload | untimed | no stalls | default (ring off) | ring on | default/untimed | default/no stalls | **ring on/off** |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let only = std::env::var("VOLT_BENCH_ONLY").ok();
     let workloads: Vec<_> = workloads.into_iter().filter(|w| only.as_deref().is_none_or(|o| w.0.contains(o))).collect();
-    let (mut log_ring, mut log_timed) = (0.0, 0.0);
+    let (mut log_ring, mut log_timed, mut log_stalls) = (0.0, 0.0, 0.0);
     let (mut recorded, mut dropped) = (0, 0);
     for (name, run, busy) in &workloads {
         let n = samples_for(name, samples);
         let per_pair = n.div_ceil(pairs);
-        // Samples of: untimed, default (ring off), ring on.
-        let mut times: [Vec<Duration>; 3] = Default::default();
+        // Samples of: untimed, default (ring off), ring on, no stalls.
+        let mut times: [Vec<Duration>; 4] = Default::default();
         for _ in 0..pairs {
             let workers = if *busy { busy_workers() } else { WORKERS };
-            let rts = [build(Config::Untimed, workers), build(Config::Default, workers), build(Config::Ring, workers)];
+            let rts = [
+                build(Config::Untimed, workers),
+                build(Config::Default, workers),
+                build(Config::Ring, workers),
+                build(Config::NoStalls, workers),
+            ];
             let addrs: Vec<std::net::SocketAddr> = rts
                 .iter()
                 .map(|rt| {
@@ -169,10 +182,10 @@ fn main() {
                 if quick { 1 } else { (SAMPLE_TIME.as_nanos() / t.elapsed().as_nanos().max(1)).clamp(1, 200) as u32 };
             for i in 0..per_pair {
                 // Rotate which runtime goes first, so none always follows the same one.
-                for k in 0..3 {
-                    let c = (i + k) % 3;
-                    // Only the runtime being timed is kept busy: with all three busy at
-                    // once, six busy workers share the two cores, and the row measures
+                for k in 0..rts.len() {
+                    let c = (i + k) % rts.len();
+                    // Only the runtime being timed is kept busy: with all of them busy at
+                    // once, six busy workers or more share the two cores, and the row measures
                     // how the OS shares them out rather than the runtime.
                     let spinners = busy.then(|| Spinners::start(&rts[c]));
                     let t = Instant::now();
@@ -191,17 +204,25 @@ fn main() {
         }
         let ring = paired_ratio(&times[2], &times[1]);
         let timed = paired_ratio(&times[1], &times[0]);
-        let [mut u, mut d, mut r] = times;
+        let stalls = paired_ratio(&times[1], &times[3]);
+        let [mut u, mut d, mut r, mut ns] = times;
         log_ring += ring.ln();
         log_timed += timed.ln();
+        log_stalls += stalls.ln();
         println!(
-            "| {name} | {} | {} | {} | {timed:.2} | **{ring:.2}** |",
+            "| {name} | {} | {} | {} | {} | {timed:.2} | {stalls:.2} | **{ring:.2}** |",
             fmt(median(&mut u)),
+            fmt(median(&mut ns)),
             fmt(median(&mut d)),
             fmt(median(&mut r))
         );
     }
     let n = workloads.len() as f64;
-    println!("| **geomean** | | | | **{:.2}** | **{:.2}** |", (log_timed / n).exp(), (log_ring / n).exp());
+    println!(
+        "| **geomean** | | | | | **{:.2}** | **{:.2}** | **{:.2}** |",
+        (log_timed / n).exp(),
+        (log_stalls / n).exp(),
+        (log_ring / n).exp()
+    );
     println!("\nring on: {recorded} events recorded, {dropped} overwritten (memory fixed at 4,096 per ring)");
 }
