@@ -208,6 +208,7 @@ async fn watch(
                 }
                 if let Some(s) = &u.snapshot {
                     metrics.publish(s);
+                    metrics.publish_groups(&u.task_groups);
                 }
             }
             Ok(None) => return Some("the stream ended".into()),

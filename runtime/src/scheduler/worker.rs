@@ -151,7 +151,8 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    pub(crate) fn new(index: usize, ns_per_tick_fp: u64) -> Worker {
+    /// `task_groups`: the runtime keeps task statistics (see `WorkerCounters::new`).
+    pub(crate) fn new(index: usize, ns_per_tick_fp: u64, task_groups: bool) -> Worker {
         let core = Core::new(index, ns_per_tick_fp);
         Worker {
             index,
@@ -159,7 +160,7 @@ impl Worker {
             lifo: LifoSlot::new(),
             park: ParkState::new(),
             transitioning_to_park: AtomicBool::new(false),
-            counters: WorkerCounters::new(core.stats.interval(), core.stats.ewma_task_ns()),
+            counters: WorkerCounters::new(core.stats.interval(), core.stats.ewma_task_ns(), task_groups),
             cache: Box::new(CellCache::new()),
             core,
         }

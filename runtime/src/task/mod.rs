@@ -26,6 +26,7 @@ use std::task::{Context, Poll};
 
 /// Spawn a future onto the current runtime. Same as [`crate::spawn`].
 #[cfg(not(loom))]
+#[track_caller]
 pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
@@ -41,8 +42,9 @@ where
 /// start one.
 ///
 /// # Panics
-/// Outside a Volt runtime.
+/// Outside a Volt runtime (the panic names the caller's line).
 #[cfg(not(loom))]
+#[track_caller]
 pub fn spawn_blocking<F, R>(f: F) -> JoinHandle<R>
 where
     F: FnOnce() -> R + Send + 'static,
@@ -100,6 +102,9 @@ pub(crate) struct PollToken {
     /// histogram (the worker scheduler does so whenever it records into a ring);
     /// [`PollToken::NOT_QUEUED`] before.
     pub(crate) busy_ns: u64,
+    /// Scheduler-defined (the worker scheduler: the task's group and whether this was
+    /// its first poll, `telemetry::groups::poll_tag`; `NO_GROUP` when not read).
+    pub(crate) group: u32,
 }
 
 impl PollToken {
@@ -112,6 +117,7 @@ impl PollToken {
         extra: 0,
         waited: Self::NOT_QUEUED,
         busy_ns: Self::NOT_QUEUED,
+        group: u32::MAX,
     };
     /// `waited` (or `busy_ns`) when the value is not known.
     pub(crate) const NOT_QUEUED: u64 = u64::MAX;
@@ -140,8 +146,8 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     /// Unlink the task from the owned list; true if it was linked (its reference returns
     /// to the caller).
     fn release(&self, task: NonNull<Header>) -> bool;
-    /// Count a finished task.
-    fn on_complete(&self, id: u64, outcome: Outcome);
+    /// Count a finished task (the caller holds it; it is COMPLETE next).
+    fn on_complete(&self, task: NonNull<Header>, outcome: Outcome);
     /// Whether the runtime behind this scheduler has begun to shut down (a blocking join
     /// then stops waiting for good: see `scheduler::join`).
     #[inline(always)]
@@ -192,7 +198,8 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
 /// raw recorder ticks; only the thread running the task writes the poll fields.
 ///
 /// In declaration order (`repr(C)`): what every wake and every poll's end write comes
-/// first, and the name, which the spawner writes with them; then [`PollStats`], which
+/// first, and the group, name and spawn location, which the spawner writes with them;
+/// then [`PollStats`], which
 /// only the task's poller writes. The spawner leaves that part uninitialized, and the
 /// poller writes it when it first needs it (see [`TaskStats::poller`]): a leaf future's
 /// wait, or the histograms from the second poll on. A spawn writes about 80 bytes
@@ -215,7 +222,11 @@ pub(crate) struct TaskStats {
     /// Set (release) once the poller has written `poll`; a reader reads `poll` only after
     /// seeing it set (acquire).
     poll_ready: std::sync::atomic::AtomicBool,
+    /// The index of its task group (`telemetry::groups`), found once at its spawn.
+    pub(crate) group: u8,
     pub(crate) name: Option<Box<str>>,
+    /// Where it was spawned (the caller of `spawn`, through `#[track_caller]`).
+    pub(crate) spawned_at: &'static std::panic::Location<'static>,
     /// Uninitialized until `poll_ready` is set.
     poll: std::cell::UnsafeCell<std::mem::MaybeUninit<PollStats>>,
 }
@@ -237,13 +248,22 @@ pub(crate) struct PollStats {
     pub(crate) wait: wait::WaitRecord,
 }
 
+/// What a spawn gives a new task's [`TaskStats`].
+pub(crate) struct NewTaskStats {
+    pub(crate) name: Option<Box<str>>,
+    /// When it was queued (raw ticks; 0: not yet).
+    pub(crate) scheduled_at: u64,
+    pub(crate) spawned_at: &'static std::panic::Location<'static>,
+    /// The index of its task group (`telemetry::groups`).
+    pub(crate) group: u8,
+}
+
 impl TaskStats {
-    /// Write a new task's statistics at `dst`, queued at `scheduled_at` (raw ticks; 0:
-    /// not yet), leaving `PollStats` for its first poll.
+    /// Write a new task's statistics at `dst`, leaving `PollStats` for its first poll.
     ///
     /// # Safety
     /// `dst` is valid for writes of a `TaskStats` and aligned for one.
-    pub(crate) unsafe fn write_new(dst: *mut TaskStats, name: Option<Box<str>>, scheduled_at: u64) {
+    pub(crate) unsafe fn write_new(dst: *mut TaskStats, new: NewTaskStats) {
         use std::sync::atomic::{AtomicBool, AtomicU64};
         // SAFETY: the caller's contract; each field is written in place, and `poll`
         // stays uninitialized (it is a `MaybeUninit`).
@@ -251,13 +271,15 @@ impl TaskStats {
             (&raw mut (*dst).polls).write(AtomicU64::new(0));
             (&raw mut (*dst).busy_ticks).write(AtomicU64::new(0));
             (&raw mut (*dst).scheduled_ticks).write(AtomicU64::new(0));
-            (&raw mut (*dst).scheduled_at).write(AtomicU64::new(scheduled_at));
+            (&raw mut (*dst).scheduled_at).write(AtomicU64::new(new.scheduled_at));
             (&raw mut (*dst).last_poll_end).write(AtomicU64::new(0));
             (&raw mut (*dst).woken_by).write(AtomicU64::new(0));
             (&raw mut (*dst).woken_at).write(AtomicU64::new(0));
             (&raw mut (*dst).queued).write(crate::loom::AtomicBool::new(false));
             (&raw mut (*dst).poll_ready).write(AtomicBool::new(false));
-            (&raw mut (*dst).name).write(name);
+            (&raw mut (*dst).group).write(new.group);
+            (&raw mut (*dst).name).write(new.name);
+            (&raw mut (*dst).spawned_at).write(new.spawned_at);
         }
     }
 
@@ -380,7 +402,13 @@ mod histogram_tests {
     fn the_pollers_part_is_written_at_its_first_use_and_read_only_after() {
         let mut mem = std::mem::MaybeUninit::<TaskStats>::uninit();
         // SAFETY: a `MaybeUninit<TaskStats>` is valid and aligned for one.
-        unsafe { TaskStats::write_new(mem.as_mut_ptr(), Some("t".into()), 7) };
+        let new = NewTaskStats {
+            name: Some("t".into()),
+            scheduled_at: 7,
+            spawned_at: std::panic::Location::caller(),
+            group: 0,
+        };
+        unsafe { TaskStats::write_new(mem.as_mut_ptr(), new) };
         // SAFETY: `write_new` initialized everything but the `MaybeUninit` part.
         let st = unsafe { mem.assume_init_ref() };
         assert_eq!(st.scheduled_at.load(std::sync::atomic::Ordering::Relaxed), 7);
@@ -502,14 +530,13 @@ impl<S: 'static> Notified<S> {
     }
 }
 
-/// Allocate a task, with statistics (its name and when it was queued, as for
-/// [`TaskStats::write_new`]) if `stats` is given. Returns the owned-list reference, the
-/// queue entry and the handle.
+/// Allocate a task, with statistics (see [`TaskStats::write_new`]) if `stats` is given.
+/// Returns the owned-list reference, the queue entry and the handle.
 pub(crate) fn new_task<F, S>(
     future: F,
     scheduler: S,
     id: u64,
-    stats: Option<(Option<Box<str>>, u64)>,
+    stats: Option<NewTaskStats>,
 ) -> (Task<S>, Notified<S>, JoinHandle<F::Output>)
 where
     F: Future + Send + 'static,
@@ -547,10 +574,12 @@ impl Builder {
         self
     }
 
-    /// Spawn onto the current runtime, like [`crate::spawn`].
+    /// Spawn onto the current runtime, like [`crate::spawn`] (the caller's location is
+    /// the task's spawn location).
     ///
     /// # Panics
     /// Outside a Volt runtime.
+    #[track_caller]
     pub fn spawn<F>(self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -558,16 +587,17 @@ impl Builder {
     {
         let shared = crate::runtime::context::current_handle()
             .expect("volt::task::Builder::spawn called outside a Volt runtime: use `spawn_on` with a `Handle`");
-        crate::runtime::handle::Shared::spawn_named(&shared, future, self.name)
+        crate::runtime::handle::Shared::spawn_named(&shared, future, self.name, std::panic::Location::caller())
     }
 
     /// Spawn onto the runtime of `handle`, from any thread.
+    #[track_caller]
     pub fn spawn_on<F>(self, future: F, handle: &crate::runtime::Handle) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::runtime::handle::Shared::spawn_named(&handle.shared, future, self.name)
+        crate::runtime::handle::Shared::spawn_named(&handle.shared, future, self.name, std::panic::Location::caller())
     }
 }
 

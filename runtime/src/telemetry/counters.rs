@@ -18,6 +18,7 @@
 //! runtime-wide total also needs its `Snapshot` field (and `RemoteCounters`' if other
 //! threads count it too).
 
+use super::groups::{WorkerGroups, NO_GROUP};
 use super::histogram::LogHistogram;
 use super::{Histogram, Snapshot, WorkerState};
 use std::sync::atomic::Ordering::Relaxed;
@@ -27,7 +28,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 ///
 /// `per_worker`: counters each worker reports as its own ([`WorkerSnapshot`] and the wire
 /// carry them per worker): `doc name [Prometheus family, help];` (`[]`: no family from the
-/// list; the exporter renders `parked_ns` by hand, in seconds). `totals`: counters summed
+/// list; the exporter renders `parked_ns` and `busy_ns` by hand, in seconds). `totals`: counters summed
 /// over the workers into [`Snapshot`]'s field of the same name.
 macro_rules! for_each_worker_counter {
     ($callback:ident $(, $($extra:tt)*)?) => {
@@ -48,6 +49,10 @@ macro_rules! for_each_worker_counter {
                 times_parked ["volt_worker_parks_total", "Times the worker parked."];
                 /// Nanoseconds it spent asleep, the sleep it may be in now included.
                 parked_ns [];
+                /// Nanoseconds it spent polling tasks: its timed polls' durations summed (0
+                /// when the runtime does not time polls, `Builder::poll_time_histogram(false)`
+                /// without the event ring). A poll is counted when it ends.
+                busy_ns [];
                 /// Polls served from the LIFO slot.
                 lifo_hits ["volt_worker_lifo_hits_total", "Polls served from the worker's LIFO slot."];
                 /// Batches fetched from the global queue.
@@ -144,6 +149,9 @@ macro_rules! declare_worker_counters {
             /// The histograms (1 KiB), in their own allocation so the counters the hot paths
             /// touch stay packed together.
             pub(crate) histograms: Box<WorkerHistograms>,
+            /// Its share of the task groups' figures (`telemetry::groups`), while the
+            /// runtime keeps task statistics.
+            pub(crate) groups: Option<Box<WorkerGroups>>,
             /// Gauges, owner-written.
             pub(crate) ewma_task_ns: AtomicU64,
             pub(crate) global_queue_interval: AtomicU32,
@@ -160,11 +168,13 @@ macro_rules! declare_worker_counters {
         }
 
         impl WorkerCounters {
-            pub(crate) fn new(interval: u32, ewma: u64) -> WorkerCounters {
+            /// `task_groups`: whether the runtime keeps task statistics, and so groups.
+            pub(crate) fn new(interval: u32, ewma: u64, task_groups: bool) -> WorkerCounters {
                 WorkerCounters {
                     $( $name: Counter::default(), )*
                     $( $total: Counter::default(), )*
                     histograms: Box::default(),
+                    groups: task_groups.then(|| Box::new(WorkerGroups::new())),
                     ewma_task_ns: AtomicU64::new(ewma),
                     global_queue_interval: AtomicU32::new(interval),
                     state: AtomicU8::new(WorkerState::Running as u8),
@@ -307,6 +317,19 @@ macro_rules! declare_worker_counters {
 for_each_worker_counter!(declare_worker_counters);
 
 impl WorkerCounters {
+    /// Owner only: a timed poll of `busy_ns` ended. It counts in the worker's busy time,
+    /// and in its task's group (`group_tag`: `groups::poll_tag`, or `NO_GROUP` for a poll
+    /// whose task's statistics were not read) with the `waited_ns` it spent queued before.
+    #[inline(always)]
+    pub(crate) fn on_timed_poll(&self, busy_ns: u64, group_tag: u32, waited_ns: u64) {
+        self.busy_ns.add(busy_ns);
+        if group_tag != NO_GROUP {
+            if let Some(g) = &self.groups {
+                g.on_poll(group_tag, busy_ns, waited_ns);
+            }
+        }
+    }
+
     #[inline(always)]
     pub(crate) fn set_state(&self, s: WorkerState) {
         #[cfg(not(volt_no_counters))]
@@ -350,7 +373,7 @@ mod park_time_tests {
     /// sleep that ended is counted once: the total is what the sleeps took.
     #[test]
     fn the_parked_time_never_goes_down_and_counts_each_sleep_once() {
-        let c = Arc::new(WorkerCounters::new(61, 0));
+        let c = Arc::new(WorkerCounters::new(61, 0, false));
         let done = Arc::new(AtomicBool::new(false));
         let reader = {
             let (c, done) = (Arc::clone(&c), Arc::clone(&done));
