@@ -60,18 +60,21 @@ impl App {
             KeyCode::Char('?') | KeyCode::Char('h') => self.help = true,
             KeyCode::Tab => self.switch(match self.view {
                 View::Workers => View::Tasks,
-                View::Tasks => View::Events,
+                View::Tasks => View::Groups,
+                View::Groups => View::Events,
                 View::Events => View::Stalls,
                 View::Stalls => View::Workers,
             }),
             KeyCode::BackTab => self.switch(match self.view {
                 View::Workers => View::Stalls,
                 View::Tasks => View::Workers,
-                View::Events => View::Tasks,
+                View::Groups => View::Tasks,
+                View::Events => View::Groups,
                 View::Stalls => View::Events,
             }),
             KeyCode::Char('w') => self.switch(View::Workers),
             KeyCode::Char('t') => self.switch(View::Tasks),
+            KeyCode::Char('o') => self.switch(View::Groups),
             KeyCode::Char('e') => self.switch(View::Events),
             KeyCode::Char('s') | KeyCode::Char('S') => self.switch(View::Stalls),
             KeyCode::Down | KeyCode::Char('j') => {
@@ -94,7 +97,7 @@ impl App {
             KeyCode::PageUp => self.selected = self.selected.saturating_sub(20),
             KeyCode::Char('b') => self.sort = SortKey::Busy,
             KeyCode::Char('p') => self.sort = SortKey::Polls,
-            KeyCode::Char('n') if self.view == View::Tasks => self.sort = SortKey::Name,
+            KeyCode::Char('n') if matches!(self.view, View::Tasks | View::Groups) => self.sort = SortKey::Name,
             KeyCode::Char('l') if self.view == View::Tasks => self.sort = SortKey::Wait,
             KeyCode::Char('/') if self.view == View::Tasks => self.filter_input = Some(self.name_filter.clone()),
             KeyCode::Char('f') if self.view == View::Tasks => {
