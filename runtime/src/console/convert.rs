@@ -22,6 +22,7 @@ macro_rules! worker_to_proto {
             ewma_task_ns: $w.ewma_task_ns,
             global_queue_interval: $w.global_queue_interval,
             poll_time_histogram: histogram(&$w.poll_time_histogram),
+            busy_ns: $w.busy_ns,
         }
     };
 }

@@ -154,7 +154,10 @@ impl Shared {
         // reading is a fresh one).
         let now = this.spawn_timestamp(worker);
         // With task statistics, the task's group is found here, once.
-        let group = this.recorder.as_ref().map(|r| r.groups.group_of(name.as_deref(), spawned_at));
+        let group = this.recorder.as_ref().map(|r| {
+            let local = worker.and_then(|w| w.counters.groups.as_deref());
+            r.groups.group_of(name.as_deref(), spawned_at, local)
+        });
         let stats = group.map(|group| NewTaskStats {
             name: name.map(Into::into),
             scheduled_at: now.max(1),

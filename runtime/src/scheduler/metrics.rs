@@ -643,7 +643,7 @@ impl Shared {
             h.schedule_latency.record(token.waited);
         }
         h.poll_time.record(busy_ns);
-        // Busy time, and the task's group (`telemetry::groups`).
-        w.counters.on_timed_poll(busy_ns, token.group, token.waited);
+        // The task's group (`telemetry::groups`).
+        w.counters.count_group_poll(busy_ns, token.group, token.waited);
     }
 }

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 ///
 /// `per_worker`: counters each worker reports as its own ([`WorkerSnapshot`] and the wire
 /// carry them per worker): `doc name [Prometheus family, help];` (`[]`: no family from the
-/// list; the exporter renders `parked_ns` and `busy_ns` by hand, in seconds). `totals`: counters summed
+/// list; the exporter renders `parked_ns` by hand, in seconds). `totals`: counters summed
 /// over the workers into [`Snapshot`]'s field of the same name.
 macro_rules! for_each_worker_counter {
     ($callback:ident $(, $($extra:tt)*)?) => {
@@ -49,10 +49,6 @@ macro_rules! for_each_worker_counter {
                 times_parked ["volt_worker_parks_total", "Times the worker parked."];
                 /// Nanoseconds it spent asleep, the sleep it may be in now included.
                 parked_ns [];
-                /// Nanoseconds it spent polling tasks: its timed polls' durations summed (0
-                /// when the runtime does not time polls, `Builder::poll_time_histogram(false)`
-                /// without the event ring). A poll is counted when it ends.
-                busy_ns [];
                 /// Polls served from the LIFO slot.
                 lifo_hits ["volt_worker_lifo_hits_total", "Polls served from the worker's LIFO slot."];
                 /// Batches fetched from the global queue.
@@ -274,7 +270,10 @@ macro_rules! declare_worker_counters {
                         self.histograms.poll_time.add_to(&mut h);
                         h
                     },
+                    busy_ns: 0,
                 };
+                // The poll-time histogram's sum is the time its polls took.
+                w.busy_ns = w.poll_time_histogram.sum;
                 // With the sleep going on now, read consistently with its start.
                 w.parked_ns = self.parked_ns_now();
                 w
@@ -310,6 +309,10 @@ macro_rules! declare_worker_counters {
             /// runtime was built with `Builder::poll_time_histogram(false)` and no event ring
             /// (timing a poll costs one clock read).
             pub poll_time_histogram: Histogram,
+            /// Nanoseconds it spent polling tasks: its timed polls' durations summed, the
+            /// sum of `poll_time_histogram` (0 when the runtime does not time polls). A
+            /// poll counts when it ends.
+            pub busy_ns: u64,
         }
     };
 }
@@ -317,12 +320,12 @@ macro_rules! declare_worker_counters {
 for_each_worker_counter!(declare_worker_counters);
 
 impl WorkerCounters {
-    /// Owner only: a timed poll of `busy_ns` ended. It counts in the worker's busy time,
-    /// and in its task's group (`group_tag`: `groups::poll_tag`, or `NO_GROUP` for a poll
-    /// whose task's statistics were not read) with the `waited_ns` it spent queued before.
+    /// Owner only: a timed poll of `busy_ns` ended (the worker's own busy time is its
+    /// poll-time histogram's sum). It counts in its task's group (`group_tag`:
+    /// `groups::poll_tag`, or `NO_GROUP` for a poll whose task's statistics were not read)
+    /// with the `waited_ns` it spent queued before.
     #[inline(always)]
-    pub(crate) fn on_timed_poll(&self, busy_ns: u64, group_tag: u32, waited_ns: u64) {
-        self.busy_ns.add(busy_ns);
+    pub(crate) fn count_group_poll(&self, busy_ns: u64, group_tag: u32, waited_ns: u64) {
         if group_tag != NO_GROUP {
             if let Some(g) = &self.groups {
                 g.on_poll(group_tag, busy_ns, waited_ns);

@@ -30,6 +30,9 @@
 //!   after its claim and then marks it ready. A probe compares keys once the slot is
 //!   ready, and until then goes by the hash alone (a 56-bit coincidence between two keys
 //!   in that window of a few instructions is the only way it could be wrong).
+//! * A worker keeps the groups of the last spawn locations it looked up, by the
+//!   `Location`'s address: a worker spawning from one place over and over finds the group
+//!   with one load and a compare, without hashing the file name.
 //! * With every index taken, a new key goes to the group named [`OTHER_TASK_GROUP`] and is
 //!   not put in the table: at most 100 keys ever are, so a probe stays short. (A lookup
 //!   that finds no index free in the instant a losing claim is giving one back answers
@@ -48,7 +51,7 @@
 //! torn a little (a task's end may be read before its poll); its alive count is read so
 //! that it never goes below zero, and at rest every figure adds up.
 
-use super::histogram::LogHistogram;
+use super::histogram::{bucket, BUCKETS};
 use super::{Counter, Histogram};
 use crate::task::Outcome;
 use std::cell::UnsafeCell;
@@ -417,13 +420,13 @@ impl GroupTable {
 
 // ---- The cells ----------------------------------------------------------------------------
 
-/// One group's figures on one worker, written by that worker only. What every poll
-/// writes (the histogram and the schedule delay) comes first.
+/// One group's figures on one worker, written by that worker only. What a task's spawn,
+/// polls and end write shares the first cache line (all but the poll's bucket).
 #[repr(C, align(64))]
 #[derive(Default)]
 struct GroupCells {
-    /// Poll times: its count is the polls, its sum the busy time.
-    poll_time: LogHistogram,
+    /// The polls' time: the sum of the poll-time histogram.
+    busy_ns: Counter,
     schedule_delay_ns: Counter,
     spawned: Counter,
     completed: Counter,
@@ -433,6 +436,8 @@ struct GroupCells {
     first_poll_delay_ns: Counter,
     slow_polls: Counter,
     slow_poll_ns: Counter,
+    /// Poll times (the runtime's log2 buckets): their count is the polls.
+    poll_buckets: [Counter; BUCKETS],
 }
 
 impl GroupCells {
@@ -454,20 +459,56 @@ impl GroupCells {
 }
 
 /// One worker's cells, one per group and one for [`OTHER_TASK_GROUP`] (about 38 KiB),
-/// beside its counters (`WorkerCounters::groups`).
-pub(crate) struct WorkerGroups(Box<[GroupCells]>);
+/// beside its counters (`WorkerCounters::groups`), and the groups of the spawn locations
+/// it looked up last.
+pub(crate) struct WorkerGroups {
+    cells: Box<[GroupCells]>,
+    /// A small direct-mapped memory of spawn locations (by address) and their groups,
+    /// `address << 8 | group` (0: empty), written by the worker only: a worker that
+    /// spawns from one place over and over finds the group with one load instead of
+    /// hashing the file name. A location static of the same place at another address
+    /// (each copy of a generic caller may have one) goes through the table, which
+    /// compares contents, and finds the same group.
+    recent: [AtomicU64; RECENT],
+}
+
+/// Entries of [`WorkerGroups::recent`].
+const RECENT: usize = 16;
 
 impl WorkerGroups {
     pub(crate) fn new() -> WorkerGroups {
-        WorkerGroups((0..=MAX_TASK_GROUPS).map(|_| GroupCells::default()).collect())
+        WorkerGroups {
+            cells: (0..=MAX_TASK_GROUPS).map(|_| GroupCells::default()).collect(),
+            recent: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// Owner only: the group of spawn location `at`, from the recent ones or `look_up`.
+    #[inline]
+    fn group_of_location(&self, at: &'static Location<'static>, look_up: impl FnOnce() -> GroupId) -> GroupId {
+        // User-space addresses fit in 56 bits, so the address and a group fit one word.
+        let addr = at as *const Location<'static> as u64;
+        let slot = &self.recent[(addr >> 3) as usize % RECENT];
+        let e = slot.load(Relaxed);
+        if e >> 8 == addr {
+            return GroupId((e & 0xff) as u8);
+        }
+        let g = look_up();
+        // `other` is not kept: a lookup can answer it for a moment while the table fills
+        // (see the module doc), and the table's answer is the one that lasts.
+        if g != GroupId::OTHER && addr >> 56 == 0 {
+            slot.store(addr << 8 | g.0 as u64, Relaxed);
+        }
+        g
     }
 
     /// Owner only: a poll that took `busy_ns`, of a task that waited `waited_ns` in a
     /// queue before it (`PollToken::NOT_QUEUED`: not known), tagged with `poll_tag`.
     #[inline(always)]
     pub(crate) fn on_poll(&self, tag: u32, busy_ns: u64, waited_ns: u64) {
-        let Some(c) = self.0.get((tag & 0xff) as usize) else { return };
-        c.poll_time.record(busy_ns);
+        let Some(c) = self.cells.get((tag & 0xff) as usize) else { return };
+        c.poll_buckets[bucket(busy_ns)].inc();
+        c.busy_ns.add(busy_ns);
         if busy_ns >= SLOW_POLL_NS {
             c.slow_poll(busy_ns);
         }
@@ -520,13 +561,20 @@ impl TaskGroups {
         TaskGroups { table: GroupTable::new(), remote: (0..=MAX_TASK_GROUPS).map(|_| RemoteCells::default()).collect() }
     }
 
-    /// The group of a task named `name` (unnamed: spawned at `spawned_at`).
+    /// The group of a task named `name` (unnamed: spawned at `spawned_at`). `local`: the
+    /// calling worker's cells, if it is a worker (their recent spawn locations).
     #[inline]
-    pub(crate) fn group_of(&self, name: Option<&str>, spawned_at: &'static Location<'static>) -> GroupId {
-        self.table.group_of(match name {
-            Some(n) => Lookup::Name(n),
-            None => Lookup::Spawned(spawned_at),
-        })
+    pub(crate) fn group_of(
+        &self,
+        name: Option<&str>,
+        spawned_at: &'static Location<'static>,
+        local: Option<&WorkerGroups>,
+    ) -> GroupId {
+        match (name, local) {
+            (Some(n), _) => self.table.group_of(Lookup::Name(n)),
+            (None, Some(w)) => w.group_of_location(spawned_at, || self.table.group_of(Lookup::Spawned(spawned_at))),
+            (None, None) => self.table.group_of(Lookup::Spawned(spawned_at)),
+        }
     }
 
     /// Count `event` in `group`: in `local`, the calling worker's own cells, or in the
@@ -536,7 +584,7 @@ impl TaskGroups {
         let i = group.0 as usize;
         match local {
             Some(w) => {
-                let c = &w.0[i];
+                let c = &w.cells[i];
                 match event {
                     GroupEvent::Spawned => c.spawned.inc(),
                     GroupEvent::Ended(o) => c.end_counter(o).inc(),
@@ -586,7 +634,7 @@ impl TaskGroups {
         let (mut completed, mut cancelled, mut panicked) =
             (r.completed.load(Relaxed), r.cancelled.load(Relaxed), r.panicked.load(Relaxed));
         for w in workers.clone() {
-            let c = &w.0[i];
+            let c = &w.cells[i];
             completed += c.completed.get();
             cancelled += c.cancelled.get();
             panicked += c.panicked.get();
@@ -595,9 +643,12 @@ impl TaskGroups {
         let mut hist = Histogram::default();
         let mut sums = [0u64; 5];
         for w in workers {
-            let c = &w.0[i];
+            let c = &w.cells[i];
             spawned += c.spawned.get();
-            c.poll_time.add_to(&mut hist);
+            for (h, b) in hist.buckets.iter_mut().zip(&c.poll_buckets) {
+                *h += b.get();
+            }
+            hist.sum += c.busy_ns.get();
             for (s, v) in sums.iter_mut().zip([
                 &c.slow_polls,
                 &c.slow_poll_ns,
@@ -673,21 +724,26 @@ mod tests {
     #[test]
     fn keys_get_groups_until_the_table_is_full() {
         let t = TaskGroups::new();
-        let a = t.group_of(Some("a"), here());
-        assert_eq!(t.group_of(Some("a"), here()), a);
+        let a = t.group_of(Some("a"), here(), None);
+        assert_eq!(t.group_of(Some("a"), here(), None), a);
         let at = here();
-        let l = t.group_of(None, at);
+        let l = t.group_of(None, at, None);
         assert_ne!(l, a);
-        assert_eq!(t.group_of(None, at), l);
+        assert_eq!(t.group_of(None, at, None), l);
+        // A worker's memory of recent locations answers the same, looked up or kept.
+        let w = WorkerGroups::new();
+        assert_eq!(t.group_of(None, at, Some(&w)), l);
+        assert_eq!(t.group_of(None, at, Some(&w)), l);
+        assert_ne!(w.recent.iter().map(|e| e.load(Relaxed)).max(), Some(0), "kept");
         let names: Vec<String> = (0..150).map(|i| format!("n{i}")).collect();
-        let ids: Vec<GroupId> = names.iter().map(|n| t.group_of(Some(n), here())).collect();
+        let ids: Vec<GroupId> = names.iter().map(|n| t.group_of(Some(n), here(), None)).collect();
         let distinct: std::collections::HashSet<u8> = ids.iter().map(|g| g.0).collect();
         // Two groups were made before: 98 of the names get one of their own.
         assert_eq!(ids.iter().filter(|g| **g != GroupId::OTHER).count(), 98);
         assert_eq!(distinct.len(), 99, "98 groups and other");
         assert!(ids[98..].iter().all(|g| *g == GroupId::OTHER));
-        assert_eq!(t.group_of(Some("a"), here()), a);
-        assert_eq!(t.group_of(Some(&names[10]), here()), ids[10]);
+        assert_eq!(t.group_of(Some("a"), here(), None), a);
+        assert_eq!(t.group_of(Some(&names[10]), here(), None), ids[10]);
     }
 
     /// Names longer than the table keeps are told apart by their whole hash, and read
@@ -697,9 +753,9 @@ mod tests {
         let t = TaskGroups::new();
         let long = "x".repeat(LABEL_BYTES + 10);
         let (a, b) = (format!("{long}a"), format!("{long}b"));
-        let (ga, gb) = (t.group_of(Some(&a), here()), t.group_of(Some(&b), here()));
+        let (ga, gb) = (t.group_of(Some(&a), here(), None), t.group_of(Some(&b), here(), None));
         assert_ne!(ga, gb);
-        assert_eq!(t.group_of(Some(&a), here()), ga);
+        assert_eq!(t.group_of(Some(&a), here(), None), ga);
         assert_eq!(t.table.label(ga.0 as usize).unwrap().0, "x".repeat(LABEL_BYTES));
     }
 
@@ -715,7 +771,7 @@ mod tests {
         let threads: Vec<_> = (0..4)
             .map(|_| {
                 let (t, names) = (t.clone(), names.clone());
-                std::thread::spawn(move || names.iter().map(|n| t.group_of(Some(n), here())).collect::<Vec<_>>())
+                std::thread::spawn(move || names.iter().map(|n| t.group_of(Some(n), here(), None)).collect::<Vec<_>>())
             })
             .collect();
         let answers: Vec<Vec<GroupId>> = threads.into_iter().map(|h| h.join().unwrap()).collect();
