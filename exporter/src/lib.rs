@@ -650,8 +650,11 @@ const GROUP: &[Rendered<proto::TaskGroup>] = &[
     },
 ];
 
+/// A gauge family read off a group when the group has the figure: name, help, reader.
+type GroupGauge = (&'static str, &'static str, fn(&proto::TaskGroup) -> Option<u64>);
+
 /// The groups' poll-time quantiles, present for a group once it has been polled.
-const GROUP_QUANTILES: [(&str, &str, fn(&proto::TaskGroup) -> Option<u64>); 2] = [
+const GROUP_QUANTILES: [GroupGauge; 2] = [
     (
         "volt_task_group_poll_p50_seconds",
         "Median poll time of the group's tasks since the runtime started (the upper bound of its log2 bucket).",

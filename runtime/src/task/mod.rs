@@ -401,13 +401,13 @@ mod histogram_tests {
     #[test]
     fn the_pollers_part_is_written_at_its_first_use_and_read_only_after() {
         let mut mem = std::mem::MaybeUninit::<TaskStats>::uninit();
-        // SAFETY: a `MaybeUninit<TaskStats>` is valid and aligned for one.
         let new = NewTaskStats {
             name: Some("t".into()),
             scheduled_at: 7,
             spawned_at: std::panic::Location::caller(),
             group: 0,
         };
+        // SAFETY: a `MaybeUninit<TaskStats>` is valid and aligned for one.
         unsafe { TaskStats::write_new(mem.as_mut_ptr(), new) };
         // SAFETY: `write_new` initialized everything but the `MaybeUninit` part.
         let st = unsafe { mem.assume_init_ref() };
