@@ -8,8 +8,8 @@
 //!
 //! # What a group counts
 //! Tasks spawned, completed, cancelled and panicked (alive: spawned less the three);
-//! polls and the time they took, as a log2 histogram of poll times (its count is the
-//! polls, its sum the busy time, its buckets give p50 and p99); slow polls, those of at
+//! polls and the time they took, with a log2 histogram of poll times (its count is the
+//! polls, its buckets give p50 and p99); slow polls, those of at
 //! least [`SLOW_POLL_THRESHOLD`], and their time; the first-poll delay, from a task's
 //! spawn to its first poll; and the schedule delay, the time a task waited in a run
 //! queue before each later poll (from the wake that queued it, or from the end of the
@@ -43,7 +43,8 @@
 //! store, one writer), which the reader sums; a spawn or a cancellation off the workers
 //! (a spawn from `block_on` or another thread, a task the shutdown cancels) adds to
 //! the runtime's remote cells with `fetch_add`. Polls happen only on workers. A poll
-//! touches its group's histogram and schedule-delay counter, two or three stores.
+//! adds to its group's histogram bucket, busy time and schedule delay: three stores, in
+//! two cache lines that a task's spawn and end touch too.
 //!
 //! # Reading
 //! [`TaskGroups::read`] visits every group's cells on every worker: O(groups x workers),
@@ -97,12 +98,13 @@ impl GroupId {
     }
 }
 
-/// A poll's tag, carried from its end (which reads the task's group) to the worker's
-/// accounting after it: the group's index, and whether this was the task's first poll.
+/// The tag of a poll whose task's group was not read (see [`poll_tag`]).
 pub(crate) const NO_GROUP: u32 = u32::MAX;
 const FIRST_POLL: u32 = 1 << 8;
 
-/// The tag of a poll of a task of group `group` (`first`: its first poll).
+/// A poll's tag, carried in its `PollToken` from its end (which reads the task's
+/// statistics) to the worker's accounting after the state transition: the index of the
+/// task's group (`group`), and whether this was its first poll.
 #[inline(always)]
 pub(crate) fn poll_tag(group: u8, first: bool) -> u32 {
     group as u32 | (first as u32) << 8
