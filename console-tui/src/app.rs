@@ -11,7 +11,7 @@ use volt_console_proto as proto;
 
 pub use crate::input::Action;
 pub(crate) use crate::state::{merge_history, TaskTrack};
-pub use crate::state::{Rates, TaskHistory, TaskRow, EVENT_LOG, HISTORY, STALL_LOG, TASK_WINDOW};
+pub use crate::state::{GroupRates, Rates, TaskHistory, TaskRow, EVENT_LOG, HISTORY, STALL_LOG, TASK_WINDOW};
 pub use crate::view::format::{dur, si};
 pub use crate::warnings::{SELF_WAKE_LIMIT, SLOW_POLL_NS, STALL_WARNING_NS};
 /// Where updates come from, and how that is going (the connection reports it).
@@ -26,6 +26,8 @@ pub enum View {
     /// The polls stalled now and the stalls that ended, newest first, with the picked
     /// one's stack.
     Stalls,
+    /// The task groups: the tasks of each name (or spawn location) added up.
+    Groups,
 }
 
 /// The task list's order.
@@ -70,6 +72,13 @@ pub struct App {
     pub updates: u64,
     /// The rows of the task window the server sent (at most [`TASK_WINDOW`]).
     pub tasks: BTreeMap<u64, TaskRow>,
+    /// The task groups, as the last update had them (the server sends them all each
+    /// time; none without task statistics).
+    pub task_groups: Vec<proto::TaskGroup>,
+    /// Each group's rates since the update before, by name.
+    pub group_rates: HashMap<String, GroupRates>,
+    /// The uptime of the update the groups came in.
+    pub(crate) groups_at: Option<u64>,
     /// All live tasks by state, from the server (`None` from a server without windows).
     pub task_counts: Option<proto::TaskCounts>,
     /// Tasks that pass the filters, from the server: the list's length.
@@ -141,6 +150,9 @@ impl App {
             updates_missed: 0,
             updates: 0,
             tasks: BTreeMap::new(),
+            task_groups: Vec::new(),
+            group_rates: HashMap::new(),
+            groups_at: None,
             task_counts: None,
             task_matching: 0,
             task_offset: 0,
@@ -269,6 +281,7 @@ impl App {
             },
             View::Events => self.events.len(),
             View::Stalls => self.ongoing_stalls().len() + self.stalls.len(),
+            View::Groups => self.task_groups.len(),
         }
     }
 
@@ -280,6 +293,18 @@ impl App {
     /// The stalls view's rows: the polls stalled now, then the ended stalls, newest first.
     pub fn stall_rows(&self) -> Vec<&proto::Stall> {
         self.ongoing_stalls().iter().chain(self.stalls.iter().rev()).collect()
+    }
+
+    /// The task groups in the chosen order: by busy time (also for the longest-wait
+    /// order, which groups do not have), by polls, or by name; `other` sorts as a name.
+    pub fn sorted_groups(&self) -> Vec<&proto::TaskGroup> {
+        let mut v: Vec<&proto::TaskGroup> = self.task_groups.iter().collect();
+        match self.sort {
+            SortKey::Busy | SortKey::Wait => v.sort_by(|a, b| b.busy_ns.cmp(&a.busy_ns).then(a.name.cmp(&b.name))),
+            SortKey::Polls => v.sort_by(|a, b| b.polls.cmp(&a.polls).then(a.name.cmp(&b.name))),
+            SortKey::Name => v.sort_by(|a, b| a.name.cmp(&b.name)),
+        }
+        v
     }
 
     /// The row at position `selected` of the whole sorted list, if it is held.

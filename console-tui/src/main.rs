@@ -367,6 +367,9 @@ fn once(args: &Args, token: Option<&str>) -> Result<(), String> {
     if !head_written {
         print_text(&u);
     }
+    for g in &u.task_groups {
+        writeln!(out, "{}", group_line(g)).map_err(err)?;
+    }
     if let Some(t) = &u.tasks {
         let c = t.counts.clone().unwrap_or_default();
         writeln!(
@@ -385,7 +388,7 @@ fn once(args: &Args, token: Option<&str>) -> Result<(), String> {
 
 fn task_line(t: &proto::Task) -> String {
     format!(
-        "task {:>8}  {:<9}  polls {:>8}  busy {:>12} ns  scheduled {:>12} ns  {}",
+        "task {:>8}  {:<9}  polls {:>8}  busy {:>12} ns  scheduled {:>12} ns  {}  (spawned at {})",
         t.id,
         proto::TaskState::try_from(t.state)
             .map(|s| s.as_str_name().trim_start_matches("TASK_STATE_").to_lowercase())
@@ -393,7 +396,22 @@ fn task_line(t: &proto::Task) -> String {
         t.polls,
         t.busy_ns,
         t.scheduled_ns,
-        t.name.as_deref().unwrap_or("")
+        t.name.as_deref().unwrap_or(""),
+        t.spawned_at.as_deref().unwrap_or("?")
+    )
+}
+
+fn group_line(g: &proto::TaskGroup) -> String {
+    format!(
+        "group {:<40}  alive {:>7}  completed {:>9}  polls {:>10}  busy {:>14} ns  slow {:>7}  p50 < {} ns  p99 < {} ns",
+        g.name,
+        g.alive,
+        g.completed,
+        g.polls,
+        g.busy_ns,
+        g.slow_polls,
+        g.poll_p50_ns.map_or("-".into(), |n| n.to_string()),
+        g.poll_p99_ns.map_or("-".into(), |n| n.to_string()),
     )
 }
 
@@ -406,15 +424,25 @@ fn json(u: &proto::Update) -> serde_json::Value {
     name_enum(&mut v, "/tasks/changed", |i| {
         proto::TaskState::try_from(i).ok().map(|s| s.as_str_name().trim_start_matches("TASK_STATE_").to_lowercase())
     });
+    name_enum_field(&mut v, "/task_groups", "kind", |i| {
+        proto::TaskGroupKind::try_from(i)
+            .ok()
+            .map(|k| k.as_str_name().trim_start_matches("TASK_GROUP_KIND_").to_lowercase())
+    });
     v
 }
 
 /// Replace the numeric `state` of every object in the array at `pointer` with its name.
 fn name_enum(v: &mut serde_json::Value, pointer: &str, name: impl Fn(i32) -> Option<String>) {
+    name_enum_field(v, pointer, "state", name)
+}
+
+/// Replace the numeric `field` of every object in the array at `pointer` with its name.
+fn name_enum_field(v: &mut serde_json::Value, pointer: &str, field: &str, name: impl Fn(i32) -> Option<String>) {
     let Some(items) = v.pointer_mut(pointer).and_then(|w| w.as_array_mut()) else { return };
     for item in items {
-        if let Some(n) = item.get("state").and_then(|s| s.as_i64()).and_then(|s| name(s as i32)) {
-            item["state"] = serde_json::Value::String(n);
+        if let Some(n) = item.get(field).and_then(|s| s.as_i64()).and_then(|s| name(s as i32)) {
+            item[field] = serde_json::Value::String(n);
         }
     }
 }

@@ -16,6 +16,8 @@ fn worker(index: u32, state: proto::WorkerState, depth: u64, polled: u64) -> pro
         local_queue_depth: depth,
         lifo_occupied: index == 0,
         tasks_polled: polled,
+        // 0.4 ms a poll: 1000 polls a second keep a worker busy 40% of the time.
+        busy_ns: polled * 400_000,
         tasks_stolen: polled / 10,
         times_parked: polled / 100,
         ewma_task_ns: 8_100 + index as u64 * 1000,
@@ -114,17 +116,17 @@ fn the_workers_table_has_one_row_per_worker() {
     let (y, head) = find(&t, "local queue");
     assert_eq!(
         head.trim_end().trim_end_matches('│').trim_end(),
-        "│#   state      local queue      LIFO  polls/s   steals/s  parks/s  EWMA task  gq int"
+        "│#   state      local queue      LIFO  polls/s   busy  steals/s  parks/s  EWMA task  gq int"
     );
     let rows: Vec<String> =
         (y + 1..y + 5).map(|y| line(&t, y).trim_end().trim_end_matches('│').trim_end().to_string()).collect();
     assert_eq!(
         rows,
         [
-            "│0   running    █████░░░░░  128  ●     1000      100       10       8.1µs      61",
-            "│1   searching  ░░░░░░░░░░    0  ○     500       50        5        9.1µs      60",
-            "│2   parked     ░░░░░░░░░░    0  ○     0         0         0        10.1µs     59",
-            "│3   parked     ░░░░░░░░░░    0  ○     0         0         0        11.1µs     58",
+            "│0   running    █████░░░░░  128  ●     1000      40%   100       10       8.1µs      61",
+            "│1   searching  ░░░░░░░░░░    0  ○     500       20%   50        5        9.1µs      60",
+            "│2   parked     ░░░░░░░░░░    0  ○     0         0%    0         0        10.1µs     59",
+            "│3   parked     ░░░░░░░░░░    0  ○     0         0%    0         0        11.1µs     58",
         ]
     );
     // The state column is coloured by state.
@@ -183,6 +185,8 @@ fn keys_switch_views_move_sort_open_details_and_quit() {
     assert!(app.paused);
     app.on_key(key(KeyCode::Char('e')));
     assert_eq!(app.view, View::Events);
+    app.on_key(key(KeyCode::BackTab));
+    assert_eq!(app.view, View::Groups);
     app.on_key(key(KeyCode::BackTab));
     assert_eq!(app.view, View::Tasks);
     // A finished task leaves the list.
@@ -683,4 +687,56 @@ fn a_slow_poll_warning_expires() {
     assert!(app.warnings().iter().any(|w| w.contains("polled for")));
     app.apply(update(1 + volt_console::app::STALL_WARNING_NS / 1_000_000_000, [0; 4], 0));
     assert!(!app.warnings().iter().any(|w| w.contains("polled for")), "{:?}", app.warnings());
+}
+
+fn group(name: &str, kind: proto::TaskGroupKind, polls: u64, busy_ns: u64) -> proto::TaskGroup {
+    proto::TaskGroup {
+        name: name.into(),
+        kind: kind as i32,
+        spawned: 10,
+        alive: 4,
+        completed: 6,
+        polls,
+        busy_ns,
+        poll_p50_ns: Some(8192),
+        poll_p99_ns: Some(65_536),
+        ..Default::default()
+    }
+}
+
+/// The groups view: a row per group, by busy time (or polls, or name), with each group's
+/// polls/s and busy share between the last two updates; narrow, it keeps the name and the
+/// counts.
+#[test]
+fn the_groups_view_shows_each_group_with_its_rates() {
+    use proto::TaskGroupKind::*;
+    let mut app = fixed_app();
+    let mut u = update(3, [3000, 2000, 1000, 1000], 3000);
+    u.task_groups =
+        vec![group("conn", Named, 1000, 100_000_000), group("src/main.rs:9:5", SpawnLocation, 50, 1_000_000)];
+    app.apply(u);
+    let mut u = update(4, [4000, 2500, 1000, 1000], 4000);
+    // One second later: conn polled 2,000 times more and took half a second of a worker.
+    u.task_groups =
+        vec![group("conn", Named, 3000, 600_000_000), group("src/main.rs:9:5", SpawnLocation, 60, 3_000_000)];
+    app.apply(u);
+    app.on_key(key(KeyCode::Char('o')));
+    assert_eq!(app.view, View::Groups);
+    let t = render(&app, 160, 40);
+    let (y, head) = find(&t, "busy total");
+    assert!(head.contains("│group"), "{head}");
+    let first: Vec<String> = line(&t, y + 1).trim_matches('│').split_whitespace().map(String::from).collect();
+    assert_eq!(first[..6], ["conn", "4", "6", "2000", "50%", "600.00ms"], "{first:?}");
+    assert!(line(&t, y + 1).contains("<8.2µs"), "the p50 bound");
+    let second: Vec<String> = line(&t, y + 2).trim_matches('│').split_whitespace().map(String::from).collect();
+    assert_eq!(second[..5], ["src/main.rs:9:5", "4", "6", "10", "0%"]);
+    app.on_key(key(KeyCode::Char('n')));
+    let t = render(&app, 160, 40);
+    let (y, _) = find(&t, "sorted by name");
+    assert!(line(&t, y + 2).contains("conn"), "by name, conn first");
+    // 50 columns: the name, alive, done, polls/s and busy stay, whole.
+    let t = render(&app, 50, 20);
+    let (y, head) = find(&t, "alive");
+    assert!(head.contains("polls/s") && head.contains("busy") && !head.contains("p50"), "{head}");
+    assert!(line(&t, y + 1).contains("conn"));
 }

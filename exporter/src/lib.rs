@@ -24,11 +24,14 @@
 //! of figures the `metrics` API cannot carry are rendered next to them, in the same text
 //! format: the histograms, which the runtime has already bucketed (log2 buckets of
 //! nanoseconds; `metrics` histograms take one observation at a time, which would cost the
-//! sampler a call per poll), and `volt_worker_parked_seconds_total`, a counter in
-//! fractional seconds (`metrics` counters are integers). The Tokio bridge's families
-//! (`volt_bridge_*`, from `Snapshot::bridge`) are rendered by hand too, from their own
-//! table: they are there exactly while the runtime reports a running bridge, which a
-//! registered series, kept once set, could not follow. HTTP is served by axum.
+//! sampler a call per poll), and `volt_worker_parked_seconds_total` and
+//! `volt_worker_busy_seconds_total`, counters in fractional seconds (`metrics` counters
+//! are integers). The Tokio bridge's families (`volt_bridge_*`, from `Snapshot::bridge`)
+//! are rendered by hand too, from their own table: they are there exactly while the
+//! runtime reports a running bridge, which a registered series, kept once set, could not
+//! follow. So are the task groups' families (`volt_task_group_*`, label `group`, from
+//! `Telemetry::task_groups` or the console's `Update.task_groups`): one series per group
+//! the runtime reports, at most 101 (100 groups and `other`). HTTP is served by axum.
 //!
 //! # Connections that never finish
 //! The HTTP server takes at most 256 connections at once, and each must send each
@@ -145,6 +148,8 @@ impl Builder {
                 let mut snap = proto::Snapshot::from(&telemetry.snapshot());
                 snap.tasks_lost_waker = lost;
                 m.publish(&snap);
+                let groups: Vec<proto::TaskGroup> = telemetry.task_groups().iter().map(Into::into).collect();
+                m.publish_groups(&groups);
             }
         })
     }
@@ -566,6 +571,123 @@ const BRIDGE: &[Rendered<proto::BridgeSnapshot>] = &[
     },
 ];
 
+/// The task groups' families (label `group`), one series per group.
+const GROUP: &[Rendered<proto::TaskGroup>] = &[
+    Rendered {
+        name: "volt_task_group_spawned_total",
+        help: "Tasks of the group spawned.",
+        kind: "counter",
+        read: |g| g.spawned as f64,
+    },
+    Rendered {
+        name: "volt_task_group_alive",
+        help: "Tasks of the group spawned and not yet finished.",
+        kind: "gauge",
+        read: |g| g.alive as f64,
+    },
+    Rendered {
+        name: "volt_task_group_completed_total",
+        help: "Tasks of the group that returned their output.",
+        kind: "counter",
+        read: |g| g.completed as f64,
+    },
+    Rendered {
+        name: "volt_task_group_cancelled_total",
+        help: "Tasks of the group aborted or dropped by shutdown.",
+        kind: "counter",
+        read: |g| g.cancelled as f64,
+    },
+    Rendered {
+        name: "volt_task_group_panicked_total",
+        help: "Tasks of the group that panicked.",
+        kind: "counter",
+        read: |g| g.panicked as f64,
+    },
+    Rendered {
+        name: "volt_task_group_polls_total",
+        help: "Polls of the group's tasks.",
+        kind: "counter",
+        read: |g| g.polls as f64,
+    },
+    Rendered {
+        name: "volt_task_group_busy_seconds_total",
+        help: "Time spent polling the group's tasks.",
+        kind: "counter",
+        read: |g| g.busy_ns as f64 / 1e9,
+    },
+    Rendered {
+        name: "volt_task_group_slow_polls_total",
+        help: "Polls of the group's tasks that took at least 50 microseconds.",
+        kind: "counter",
+        read: |g| g.slow_polls as f64,
+    },
+    Rendered {
+        name: "volt_task_group_slow_poll_seconds_total",
+        help: "Time the group's slow polls (at least 50 microseconds) took.",
+        kind: "counter",
+        read: |g| g.slow_poll_busy_ns as f64 / 1e9,
+    },
+    Rendered {
+        name: "volt_task_group_first_polls_total",
+        help: "Tasks of the group polled at least once.",
+        kind: "counter",
+        read: |g| g.first_polls as f64,
+    },
+    Rendered {
+        name: "volt_task_group_first_poll_delay_seconds_total",
+        help: "Time from spawn to first poll, summed over the group's tasks polled at least once.",
+        kind: "counter",
+        read: |g| g.first_poll_delay_ns as f64 / 1e9,
+    },
+    Rendered {
+        name: "volt_task_group_scheduled_polls_total",
+        help: "Polls of the group's tasks after their first (each after a wait in a run queue).",
+        kind: "counter",
+        read: |g| g.scheduled as f64,
+    },
+    Rendered {
+        name: "volt_task_group_schedule_delay_seconds_total",
+        help: "Time the group's tasks waited in a run queue before their polls after the first, summed.",
+        kind: "counter",
+        read: |g| g.schedule_delay_ns as f64 / 1e9,
+    },
+];
+
+/// A gauge family read off a group when the group has the figure: name, help, reader.
+type GroupGauge = (&'static str, &'static str, fn(&proto::TaskGroup) -> Option<u64>);
+
+/// The groups' poll-time quantiles, present for a group once it has been polled.
+const GROUP_QUANTILES: [GroupGauge; 2] = [
+    (
+        "volt_task_group_poll_p50_seconds",
+        "Median poll time of the group's tasks since the runtime started (the upper bound of its log2 bucket).",
+        |g| g.poll_p50_ns,
+    ),
+    (
+        "volt_task_group_poll_p99_seconds",
+        "99th percentile poll time of the group's tasks since the runtime started (the upper bound of its log2 bucket).",
+        |g| g.poll_p99_ns,
+    ),
+];
+
+/// `v` as a label value: backslash, double quote and newline escaped.
+fn label_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The most groups a scrape shows: the runtime's bound (100 groups and `other`), kept
+/// here too for a console that is not Volt's.
+const MAX_GROUPS: usize = volt::telemetry::MAX_TASK_GROUPS + 1;
+
 /// A registered family: its handle, and how to read its figure off `T`.
 enum Handle<T> {
     Total(Counter, fn(&T) -> u64),
@@ -620,8 +742,12 @@ struct Registry {
     /// the largest makes the counter's rendering (by hand, not through `metrics`, whose
     /// counters keep their largest value) keep that promise for any source.
     parked_ns: Vec<u64>,
+    /// The same for each worker's busy time.
+    busy_ns: Vec<u64>,
     /// The last lost-waker count (kept when an update carries none).
     lost_waker: Option<u64>,
+    /// The task groups last published, each name once, at most [`MAX_GROUPS`].
+    groups: Vec<proto::TaskGroup>,
 }
 
 /// The metric families, with their help text: one place for both the `metrics` side and
@@ -635,6 +761,7 @@ const SCHEDULE_HISTOGRAM: (&str, &str) = (
     "How long woken tasks waited in a run queue before their poll, all workers: every wake with the event ring on, one wake in eight without it (empty with poll_time_histogram(false) and no event ring).",
 );
 const PARKED_SECONDS: (&str, &str) = ("volt_worker_parked_seconds_total", "Time the worker spent parked.");
+const BUSY_SECONDS: (&str, &str) = ("volt_worker_busy_seconds_total", "Time the worker spent polling tasks.");
 /// Present once counted: a walk of every task, so only while scraped (in-process) or while
 /// the console counts it (the sidecar); 0 without an event ring.
 const LOST_WAKER: (&str, &str) = (
@@ -649,7 +776,16 @@ impl Registry {
             describe(GLOBAL);
             describe(&WORKER);
         });
-        Registry { recorder, global: None, workers: Vec::new(), last: None, parked_ns: Vec::new(), lost_waker: None }
+        Registry {
+            recorder,
+            global: None,
+            workers: Vec::new(),
+            last: None,
+            parked_ns: Vec::new(),
+            busy_ns: Vec::new(),
+            lost_waker: None,
+            groups: Vec::new(),
+        }
     }
 
     fn worker(&mut self, i: usize) -> &[Handle<proto::WorkerSnapshot>] {
@@ -675,10 +811,12 @@ impl Registry {
         for w in &s.workers {
             let i = w.index as usize;
             if i < s.workers.len() {
-                if self.parked_ns.len() <= i {
-                    self.parked_ns.resize(i + 1, 0);
+                for (kept, now) in [(&mut self.parked_ns, w.parked_ns), (&mut self.busy_ns, w.busy_ns)] {
+                    if kept.len() <= i {
+                        kept.resize(i + 1, 0);
+                    }
+                    kept[i] = kept[i].max(now);
                 }
-                self.parked_ns[i] = self.parked_ns[i].max(w.parked_ns);
             }
         }
         if s.tasks_lost_waker.is_some() {
@@ -693,10 +831,11 @@ impl Registry {
         if !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
-        let (name, help) = PARKED_SECONDS;
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-        for (i, ns) in self.parked_ns.iter().enumerate() {
-            let _ = writeln!(out, "{name}{{worker=\"{i}\"}} {}", *ns as f64 / 1e9);
+        for ((name, help), per_worker) in [(PARKED_SECONDS, &self.parked_ns), (BUSY_SECONDS, &self.busy_ns)] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (i, ns) in per_worker.iter().enumerate() {
+                let _ = writeln!(out, "{name}{{worker=\"{i}\"}} {}", *ns as f64 / 1e9);
+            }
         }
         if let Some(n) = self.lost_waker {
             let (name, help) = LOST_WAKER;
@@ -727,7 +866,36 @@ impl Registry {
                 let _ = writeln!(out, "# HELP {name} {}\n# TYPE {name} {}\n{name} {}", f.help, f.kind, (f.read)(b));
             }
         }
+        self.render_groups(&mut out);
         out
+    }
+
+    /// The task groups' families, each with one series per group (none without groups).
+    fn render_groups(&self, out: &mut String) {
+        if self.groups.is_empty() {
+            return;
+        }
+        let labels: Vec<String> = self.groups.iter().map(|g| label_value(&g.name)).collect();
+        for f in GROUP {
+            let name = f.name;
+            let _ = writeln!(out, "# HELP {name} {}\n# TYPE {name} {}", f.help, f.kind);
+            for (g, label) in self.groups.iter().zip(&labels) {
+                let _ = writeln!(out, "{name}{{group=\"{label}\"}} {}", (f.read)(g));
+            }
+        }
+        for (name, help, read) in GROUP_QUANTILES {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for (g, label) in self.groups.iter().zip(&labels) {
+                if let Some(ns) = read(g) {
+                    let _ = writeln!(out, "{name}{{group=\"{label}\"}} {}", ns as f64 / 1e9);
+                }
+            }
+        }
+    }
+
+    fn publish_groups(&mut self, groups: &[proto::TaskGroup]) {
+        let mut seen = std::collections::HashSet::new();
+        self.groups = groups.iter().filter(|g| seen.insert(g.name.as_str())).take(MAX_GROUPS).cloned().collect();
     }
 }
 
@@ -872,6 +1040,14 @@ impl Metrics {
     /// Set every metric from `s` (served while the source is up; see the type's doc).
     pub fn publish(&self, s: &proto::Snapshot) {
         self.served().runtime.publish(s);
+    }
+
+    /// Set the task groups' series from `groups` (the runtime's `task_groups`, or an
+    /// update's): one series per group and family; a group no longer listed goes. A name
+    /// listed twice (a console that is not Volt's) keeps its first entry, and past the
+    /// runtime's bound of 101 the rest are left out.
+    pub fn publish_groups(&self, groups: &[proto::TaskGroup]) {
+        self.served().runtime.publish_groups(groups);
     }
 
     /// Drop every series (a different process is being watched now).

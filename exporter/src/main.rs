@@ -211,6 +211,7 @@ async fn watch(
                 }
                 if let Some(s) = &u.snapshot {
                     metrics.publish(s);
+                    metrics.publish_groups(&u.task_groups);
                 }
                 if u.runtime.is_some() {
                     // Up only once the first snapshot is in, so a scrape that says up has

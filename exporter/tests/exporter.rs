@@ -55,6 +55,7 @@ const WORKER_COUNTERS: &[&str] = &[
     "volt_worker_steal_operations_total",
     "volt_worker_parks_total",
     "volt_worker_parked_seconds_total",
+    "volt_worker_busy_seconds_total",
     "volt_worker_lifo_hits_total",
     "volt_worker_overflows_total",
     "volt_worker_budget_yields_total",
@@ -949,4 +950,141 @@ fn nothing_is_served_before_the_first_snapshot() {
     m.publish(&volt_console_proto::Snapshot { tasks_lost_waker: Some(2), ..Default::default() });
     m.publish(&volt_console_proto::Snapshot::default());
     assert!(m.render().contains("volt_tasks_lost_waker 2"), "the last count stands");
+}
+
+/// The task groups' families: each group's series by label `group`.
+const GROUP_COUNTERS: &[&str] = &[
+    "volt_task_group_spawned_total",
+    "volt_task_group_completed_total",
+    "volt_task_group_cancelled_total",
+    "volt_task_group_panicked_total",
+    "volt_task_group_polls_total",
+    "volt_task_group_busy_seconds_total",
+    "volt_task_group_slow_polls_total",
+    "volt_task_group_slow_poll_seconds_total",
+    "volt_task_group_first_polls_total",
+    "volt_task_group_first_poll_delay_seconds_total",
+    "volt_task_group_scheduled_polls_total",
+    "volt_task_group_schedule_delay_seconds_total",
+];
+const GROUP_GAUGES: &[&str] =
+    &["volt_task_group_alive", "volt_task_group_poll_p50_seconds", "volt_task_group_poll_p99_seconds"];
+
+/// `name`'s value for group `group`, if the scrape has it.
+fn group_value(s: &Scrape, name: &str, group: &str) -> Option<f64> {
+    samples(s, name).into_iter().find(|x| x.labels.get("group") == Some(group)).map(value)
+}
+
+/// Each group family typed and described, with one series per group of `groups`.
+fn check_group_families(s: &Scrape, groups: &[&str]) {
+    for name in GROUP_COUNTERS.iter().chain(GROUP_GAUGES) {
+        assert!(s.docs.get(*name).is_some_and(|d| !d.is_empty()), "{name} has no help text");
+        for g in groups {
+            let x = samples(s, name).into_iter().find(|x| x.labels.get("group") == Some(*g));
+            let x = x.unwrap_or_else(|| panic!("{name} has no series for group {g:?}"));
+            let typed = if GROUP_COUNTERS.contains(name) {
+                matches!(x.value, Value::Counter(_))
+            } else {
+                matches!(x.value, Value::Gauge(_))
+            };
+            assert!(typed, "{name}: {:?}", x.value);
+        }
+    }
+}
+
+/// Spawn `n` tasks named `name` that yield once, and wait for them.
+fn named_work(rt: &volt::Runtime, name: &str, n: usize) {
+    let hs: Vec<_> = (0..n)
+        .map(|_| volt::task::Builder::new().name(name).spawn_on(async { volt::task::yield_now().await }, rt.handle()))
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+}
+
+/// In-process: every group the runtime counts has its series, with the counts of its
+/// tasks; a name that needs escaping in a label still makes a scrape promtool passes;
+/// the workers' busy time is there too.
+#[test]
+fn in_process_scrape_has_the_task_groups() {
+    let rt = busy_runtime(2);
+    named_work(&rt, "svc", 40);
+    let odd = "a \"quoted\" \\ name";
+    named_work(&rt, odd, 3);
+    let live = volt::task::Builder::new().name("svc").spawn_on(std::future::pending::<()>(), rt.handle());
+    let exporter = fast_exporter(&rt);
+    let addr = exporter.local_addr();
+    let mut s = scrape(addr);
+    wait_until("the groups' series", Duration::from_secs(30), || {
+        s = scrape(addr);
+        group_value(&s, "volt_task_group_alive", "svc") == Some(1.0)
+    });
+    check_group_families(&s, &["svc"]);
+    assert_eq!(group_value(&s, "volt_task_group_spawned_total", "svc"), Some(41.0));
+    assert_eq!(group_value(&s, "volt_task_group_completed_total", "svc"), Some(40.0));
+    assert!(group_value(&s, "volt_task_group_polls_total", "svc").unwrap() >= 80.0);
+    assert!(group_value(&s, "volt_task_group_busy_seconds_total", "svc").unwrap() > 0.0);
+    let text = scrape_text(addr).unwrap();
+    assert!(text.contains(r#"volt_task_group_spawned_total{group="a \"quoted\" \\ name"} 3"#), "{text}");
+    assert!(per_worker(&s, "volt_worker_busy_seconds_total").iter().map(|w| w.1).sum::<f64>() > 0.0);
+    promtool_check(&text);
+    drop(live);
+    drop(exporter);
+}
+
+/// 150 names: the scrape has 101 groups (100 and `other`), every task counted once.
+#[test]
+fn the_group_series_are_bounded() {
+    let rt = busy_runtime(2);
+    for i in 0..150 {
+        named_work(&rt, &format!("n{i}"), 1);
+    }
+    let exporter = fast_exporter(&rt);
+    let addr = exporter.local_addr();
+    let mut s = scrape(addr);
+    wait_until("the groups' series", Duration::from_secs(30), || {
+        s = scrape(addr);
+        !samples(&s, "volt_task_group_spawned_total").is_empty()
+    });
+    let spawned = samples(&s, "volt_task_group_spawned_total");
+    let groups: BTreeSet<&str> = spawned.iter().filter_map(|x| x.labels.get("group")).collect();
+    assert_eq!(groups.len(), 101, "{groups:?}");
+    assert_eq!(group_value(&s, "volt_task_group_spawned_total", "other"), Some(50.0));
+    assert_eq!(spawned.iter().map(|x| value(x)).sum::<f64>(), 150.0);
+    promtool_check(&scrape_text(addr).unwrap());
+}
+
+/// Without task statistics there are no groups, and no group family.
+#[test]
+fn no_group_series_without_the_event_ring() {
+    let rt = volt::runtime::Builder::new().worker_threads(1).build().unwrap();
+    work(&rt, 10);
+    let exporter = fast_exporter(&rt);
+    let addr = exporter.local_addr();
+    wait_until("a first sample", Duration::from_secs(30), || !samples(&scrape(addr), "volt_workers").is_empty());
+    let text = scrape_text(addr).unwrap();
+    assert!(!text.contains("volt_task_group_"), "{text}");
+}
+
+/// The sidecar serves the groups from the console's updates.
+#[test]
+fn the_sidecar_serves_the_task_groups() {
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(2)
+        .event_ring(4096)
+        .console_bind("127.0.0.1:0")
+        .console_publish_interval(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    named_work(&rt, "svc", 25);
+    let side = sidecar(&format!("http://{}", rt.console_addr().unwrap()));
+    let mut s = scrape(side.addr);
+    wait_until("the sidecar to show the groups", Duration::from_secs(30), || {
+        s = scrape(side.addr);
+        group_value(&s, "volt_task_group_completed_total", "svc") == Some(25.0)
+    });
+    check_group_families(&s, &["svc"]);
+    assert!(per_worker(&s, "volt_worker_busy_seconds_total").iter().map(|w| w.1).sum::<f64>() > 0.0);
+    promtool_check(&scrape_text(side.addr).unwrap());
+    drop(rt);
 }

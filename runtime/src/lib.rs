@@ -102,15 +102,19 @@ pub use task::JoinHandle;
 /// Spawn a future onto the runtime this thread is in: a worker's task, or inside
 /// `Runtime::block_on`. From a worker it goes into that worker's LIFO slot.
 ///
+/// The caller's location is kept as the task's spawn location (`TaskInfo::spawned_at`,
+/// and the task group of unnamed tasks), when the runtime records events.
+///
 /// # Panics
 /// When called outside a Volt runtime. Use [`runtime::Handle::spawn`] there.
 #[cfg(not(loom))]
+#[track_caller]
 pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
 where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    match runtime::handle::spawn_current(future) {
+    match runtime::handle::spawn_current(future, std::panic::Location::caller()) {
         Some(h) => h,
         None => panic!(
             "volt::spawn called outside a Volt runtime: call it from a task or inside `Runtime::block_on`, \

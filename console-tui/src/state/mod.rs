@@ -7,8 +7,8 @@
 
 mod rates;
 
-pub use rates::Rates;
-use rates::{push, rates};
+use rates::{group_rates, push, rates};
+pub use rates::{GroupRates, Rates};
 
 use crate::app::App;
 use crate::warnings::SLOW_POLL_NS;
@@ -103,6 +103,7 @@ impl App {
             if let Some(t) = u.tasks {
                 self.apply_tasks(t, u.uptime_ns);
             }
+            self.apply_groups(u.task_groups, u.uptime_ns);
         }
         if let Some(mut s) = u.snapshot {
             if full {
@@ -161,6 +162,9 @@ impl App {
             self.tracks_refused = 0;
             self.parked_with_work = 0;
             self.tasks.clear();
+            self.task_groups.clear();
+            self.group_rates.clear();
+            self.groups_at = None;
             self.stall_arrived_ns = None;
             self.detail = None;
             self.detail_row = None;
@@ -169,6 +173,22 @@ impl App {
             self.uptime_ns = 0;
         }
         self.info = Some(info);
+    }
+
+    /// Take in the task groups (each update carries them whole; none from a runtime
+    /// without task statistics), with their rates since the last update that had them.
+    fn apply_groups(&mut self, groups: Vec<proto::TaskGroup>, uptime_ns: u64) {
+        if groups.is_empty() {
+            return;
+        }
+        if let Some(at) = self.groups_at {
+            let dt = uptime_ns.saturating_sub(at) as f64 / 1e9;
+            if dt > 0.0 {
+                self.group_rates = group_rates(&self.task_groups, &groups, dt);
+            }
+        }
+        self.groups_at = Some(uptime_ns);
+        self.task_groups = groups;
     }
 
     /// Take in the task window's changes.

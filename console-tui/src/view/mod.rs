@@ -17,6 +17,7 @@
 //! ```
 
 pub mod format;
+mod groups;
 
 use crate::app::{App, SortKey, Status, TaskHistory, View};
 use format::{dur, si};
@@ -42,6 +43,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Tasks => draw_tasks(f, app, body),
         View::Events => draw_events(f, app, body, app.selected),
         View::Stalls => draw_stalls(f, app, body),
+        View::Groups => groups::draw_groups(f, app, body),
     }
     draw_footer(f, app, footer);
     if app.detail.is_some() {
@@ -265,20 +267,21 @@ pub fn queue_bar(depth: u64) -> String {
 }
 
 /// The worker table's columns: heading and width.
-const WORKER_COLUMNS: [(&str, u16); 9] = [
+const WORKER_COLUMNS: [(&str, u16); 10] = [
     ("#", 3),
     ("state", 10),
     ("local queue", 16),
     ("LIFO", 5),
     ("polls/s", 9),
+    ("busy", 5),
     ("steals/s", 9),
     ("parks/s", 8),
     ("EWMA task", 10),
     ("gq int", 6),
 ];
 /// Which worker columns go first when the terminal is narrow: the global-queue interval,
-/// the EWMA, parks, LIFO, steals, then the queue bar; worker, state and polls stay.
-const WORKER_DROP_ORDER: [usize; 6] = [8, 7, 6, 3, 5, 2];
+/// the EWMA, parks, LIFO, steals, the queue bar, then busy; worker, state and polls stay.
+const WORKER_DROP_ORDER: [usize; 7] = [9, 8, 7, 3, 6, 2, 5];
 
 fn draw_worker_table(f: &mut Frame, app: &App, area: Rect) {
     let widths: Vec<u16> = WORKER_COLUMNS.iter().map(|c| c.1).collect();
@@ -294,12 +297,15 @@ fn draw_worker_table(f: &mut Frame, app: &App, area: Rect) {
         .flat_map(|s| s.workers.iter().enumerate())
         .map(|(i, w)| {
             let (polls, steals, parks) = app.rates.workers.get(i).copied().unwrap_or_default();
+            // The share of the time it spent in polls since the last update.
+            let busy = app.rates.worker_busy.get(i).map_or("-".into(), |b| format!("{:.0}%", b * 100.0));
             Row::new(keep(vec![
                 Cell::from(w.index.to_string()),
                 state_cell(w.state),
                 Cell::from(queue_bar(w.local_queue_depth)),
                 Cell::from(if w.lifo_occupied { "●" } else { "○" }),
                 Cell::from(si(polls)),
+                Cell::from(busy),
                 Cell::from(si(steals)),
                 Cell::from(si(parks)),
                 Cell::from(dur(w.ewma_task_ns)),
@@ -383,9 +389,11 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
                 proto::TaskState::Complete => "complete",
             };
             let waited = t.waiting_since_ns.map(|n| dur(n + app.uptime_ns.saturating_sub(r.seen_at_ns)));
+            // An unnamed task shows where it was spawned instead.
+            let name = t.name.clone().or_else(|| t.spawned_at.as_ref().map(|at| format!("at {at}")));
             Row::new(keep(vec![
                 t.id.to_string(),
-                t.name.clone().unwrap_or_default(),
+                name.unwrap_or_default(),
                 state.to_string(),
                 si(t.polls as f64),
                 dur(t.busy_ns),
@@ -599,6 +607,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
     let mut lines = vec![
         Line::from(format!("id          {}", t.id)),
         Line::from(format!("name        {}", t.name.as_deref().unwrap_or("-"))),
+        Line::from(format!("spawned at  {}", t.spawned_at.as_deref().unwrap_or("-"))),
         Line::from(format!("polls       {}", t.polls)),
         Line::from(format!("busy        {}", dur(t.busy_ns))),
         Line::from(format!("scheduled   {}", dur(t.scheduled_ns))),
@@ -637,10 +646,11 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
 const HELP: &str = "\
 q, Ctrl-C     quit
 Tab, S-Tab    next / previous view
-w t e s       workers, tasks, events, stalls view
+w t o e s     workers, tasks, groups, events, stalls
 ↑ ↓, j k      move        g G   first / last
 Enter         task details (tasks view); Esc closes
 b p n l       sort by busy, polls, name, longest wait
+              (groups: b p n)
 / f           filter tasks by name, by state
 f             stalls view: unfold / fold plumbing frames
 space         pause this display (replay: playback)
@@ -678,7 +688,7 @@ fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
     // is too narrow for them.
     let mut hints = vec!["Tab switch", "j/k move", "Enter details", "space pause"];
     let kept = ["? help", "q quit"];
-    let tabs = [" w workers ", " t tasks ", " e events ", " s stalls "];
+    let tabs = [" w workers ", " t tasks ", " o groups ", " e events ", " s stalls "];
     let width = |hints: &[&str]| {
         tabs.iter().map(|t| t.chars().count()).sum::<usize>()
             + hints.iter().chain(kept.iter()).map(|h| h.chars().count() + 2).sum::<usize>()
@@ -691,8 +701,9 @@ fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
         Paragraph::new(Line::from(vec![
             tab(View::Workers, tabs[0]),
             tab(View::Tasks, tabs[1]),
-            tab(View::Events, tabs[2]),
-            tab(View::Stalls, tabs[3]),
+            tab(View::Groups, tabs[2]),
+            tab(View::Events, tabs[3]),
+            tab(View::Stalls, tabs[4]),
             Span::styled(keys, Style::new().fg(Color::DarkGray)),
         ])),
         area,

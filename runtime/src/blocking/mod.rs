@@ -401,7 +401,7 @@ impl Schedule for Arc<Pool> {
     fn release(&self, _task: NonNull<Header>) -> bool {
         false
     }
-    fn on_complete(&self, _id: u64, _outcome: Outcome) {}
+    fn on_complete(&self, _task: NonNull<Header>, _outcome: Outcome) {}
 }
 
 #[cfg(test)]

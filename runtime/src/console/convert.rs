@@ -3,7 +3,7 @@
 
 use super::proto;
 use crate::telemetry::for_each_worker_counter;
-use crate::telemetry::{Event, EventKind, Snapshot, TaskInfo, TaskState, WorkerState};
+use crate::telemetry::{Event, EventKind, Snapshot, TaskGroup, TaskGroupKind, TaskInfo, TaskState, WorkerState};
 
 /// A `telemetry::WorkerSnapshot` as the wire's, from the counter list (see
 /// `telemetry/counters.rs`): the counters field for field by name.
@@ -22,6 +22,7 @@ macro_rules! worker_to_proto {
             ewma_task_ns: $w.ewma_task_ns,
             global_queue_interval: $w.global_queue_interval,
             poll_time_histogram: histogram(&$w.poll_time_histogram),
+            busy_ns: $w.busy_ns,
         }
     };
 }
@@ -143,6 +144,7 @@ impl From<&TaskInfo> for proto::Task {
         proto::Task {
             id: t.id,
             name: t.name.clone(),
+            spawned_at: Some(t.spawned_at.to_string()),
             state: match t.state {
                 TaskState::Idle => proto::TaskState::Idle,
                 TaskState::Scheduled => proto::TaskState::Scheduled,
@@ -172,6 +174,37 @@ impl From<&TaskInfo> for proto::Task {
 impl From<&crate::telemetry::WaitReason> for proto::TaskWait {
     fn from(w: &crate::telemetry::WaitReason) -> proto::TaskWait {
         proto::TaskWait { description: w.to_string(), kind: w.kind().to_string() }
+    }
+}
+
+impl From<&TaskGroup> for proto::TaskGroup {
+    fn from(g: &TaskGroup) -> proto::TaskGroup {
+        let ns = |d: std::time::Duration| d.as_nanos() as u64;
+        let quantile = |q| g.poll_time_quantile(q).map(ns);
+        proto::TaskGroup {
+            name: g.name.clone(),
+            kind: match g.kind {
+                TaskGroupKind::Named => proto::TaskGroupKind::Named,
+                TaskGroupKind::SpawnLocation => proto::TaskGroupKind::SpawnLocation,
+                TaskGroupKind::Other => proto::TaskGroupKind::Other,
+            } as i32,
+            spawned: g.spawned,
+            alive: g.alive,
+            completed: g.completed,
+            cancelled: g.cancelled,
+            panicked: g.panicked,
+            polls: g.polls,
+            busy_ns: ns(g.busy),
+            slow_polls: g.slow_polls,
+            slow_poll_busy_ns: ns(g.slow_poll_busy),
+            first_polls: g.first_polls,
+            first_poll_delay_ns: ns(g.first_poll_delay),
+            scheduled: g.scheduled,
+            schedule_delay_ns: ns(g.schedule_delay),
+            poll_p50_ns: quantile(0.5),
+            poll_p99_ns: quantile(0.99),
+            poll_time_histogram: histogram(&g.poll_time_histogram),
+        }
     }
 }
 

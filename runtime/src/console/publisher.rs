@@ -466,9 +466,15 @@ impl State {
             snapshot: Some(snapshot),
             tasks,
             runtime: Some(self.info.clone()),
+            task_groups: self.task_groups(),
             ..Default::default()
         };
         (update, stalls_seen)
+    }
+
+    /// The task groups on the wire (none without task statistics).
+    fn task_groups(&self) -> Vec<proto::TaskGroup> {
+        self.telemetry.task_groups().iter().map(proto::TaskGroup::from).collect()
     }
 
     /// The lost-waker count to publish: the last walk's, or 0 without task statistics
@@ -513,6 +519,7 @@ impl State {
             tasks: None,
             updates_missed: 0,
             runtime: None,
+            task_groups: self.task_groups(),
             ..Default::default()
         }
     }
@@ -526,8 +533,9 @@ impl State {
             s.ongoing_stalls = feed.ongoing.clone();
         }
         let at = update.seq;
-        // Its events are counted once, for as long as some stream holds it.
-        let events = update.events.len();
+        // Its events (and task groups) are counted once, for as long as some stream
+        // holds it.
+        let events = update.events.len() + update.task_groups.len();
         self.queued.fetch_add(events, Relaxed);
         let rows = Queued { rows: events, stream: None, all: Arc::clone(&self.queued) };
         let update = Arc::new(Published { update, _rows: Some(rows) });
@@ -682,6 +690,7 @@ pub(super) fn for_client(u: &proto::Update, updates_missed: u64, max_events: usi
         runtime: u.runtime.clone(),
         watch_id: u.watch_id,
         tasks_more: u.tasks_more,
+        task_groups: u.task_groups.clone(),
     }
 }
 

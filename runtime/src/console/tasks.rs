@@ -25,6 +25,7 @@ pub const MAX_NAME_BYTES: usize = 256;
 /// One task as the index keeps it.
 #[derive(Clone, Debug)]
 struct Entry {
+    spawned_at: &'static std::panic::Location<'static>,
     state: TaskState,
     polls: u64,
     busy_ns: u64,
@@ -379,6 +380,7 @@ impl TaskIndex {
 
 fn entry(row: &TaskRow, name: Option<&str>, kept: Option<Arc<str>>) -> Entry {
     Entry {
+        spawned_at: row.spawned_at,
         state: row.state,
         polls: row.polls,
         busy_ns: row.busy_ns,
@@ -415,6 +417,7 @@ fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
     proto::Task {
         id,
         name: e.name.as_deref().map(String::from),
+        spawned_at: Some(e.spawned_at.to_string()),
         state: proto_state(e.state) as i32,
         polls: e.polls,
         busy_ns: e.busy_ns,

@@ -67,6 +67,7 @@ fn deadline_after(d: Duration) -> Instant {
     crate::time::deadline_after(Instant::now(), d)
 }
 
+#[track_caller]
 fn spawn_named<F>(shared: &Arc<Shared>, name: &'static str, future: F) -> crate::JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
@@ -74,7 +75,7 @@ where
 {
     // A name is only kept while the runtime records events: don't allocate one otherwise.
     let name = shared.recorder.is_some().then(|| name.to_owned());
-    Shared::spawn_named(shared, future, name)
+    Shared::spawn_named(shared, future, name, std::panic::Location::caller())
 }
 
 fn current_shared(what: &str) -> Arc<Shared> {

@@ -24,10 +24,11 @@ use crate::scheduler::inject::Inject;
 use crate::scheduler::queue::CachePadded;
 use crate::scheduler::worker::Worker;
 use crate::task::list::OwnedTasks;
-use crate::task::{new_task, next_task_id, JoinHandle};
+use crate::task::{new_task, next_task_id, JoinHandle, NewTaskStats};
 use crate::telemetry::events::Clock;
 use crate::telemetry::{Recorder, RemoteCounters};
 use std::future::Future;
+use std::panic::Location;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex};
@@ -105,7 +106,9 @@ impl Shared {
             recorder: event_ring.map(|cap| Recorder::new(num_workers, cap, clock.expect("the ring has a clock"))),
             clock,
             blocking: Arc::new(Pool::new(blocking, weak.clone())),
-            workers: (0..num_workers).map(|index| Worker::new(index, ns_per_tick_fp, stall_check)).collect(),
+            workers: (0..num_workers)
+                .map(|index| Worker::new(index, ns_per_tick_fp, stall_check, event_ring.is_some()))
+                .collect(),
             inject: CachePadded(Inject::new()),
             idle: CachePadded(Idle::new(num_workers)),
             owned: OwnedTasks::new(num_workers * 4),
@@ -127,17 +130,27 @@ impl Shared {
     }
 
     /// Spawn: allocate, link into the owned list, schedule (LIFO slot from a worker of
-    /// this runtime, the global queue otherwise).
-    pub(crate) fn spawn<F>(this: &Arc<Shared>, future: F) -> JoinHandle<F::Output>
+    /// this runtime, the global queue otherwise). `spawned_at`: the caller of the public
+    /// spawn function (kept only when recording events).
+    pub(crate) fn spawn<F>(
+        this: &Arc<Shared>,
+        future: F,
+        spawned_at: &'static Location<'static>,
+    ) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        Shared::spawn_named(this, future, None)
+        Shared::spawn_named(this, future, None, spawned_at)
     }
 
     /// `spawn` with an optional name (kept only when recording events).
-    pub(crate) fn spawn_named<F>(this: &Arc<Shared>, future: F, name: Option<String>) -> JoinHandle<F::Output>
+    pub(crate) fn spawn_named<F>(
+        this: &Arc<Shared>,
+        future: F,
+        name: Option<String>,
+        spawned_at: &'static Location<'static>,
+    ) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
@@ -146,9 +159,19 @@ impl Shared {
         // One clock reading for the record and the queued time (off a worker, each
         // reading is a fresh one).
         let now = this.spawn_timestamp(worker);
-        let stats = this.recorder.as_ref().map(|_| (name.map(Into::into), now.max(1)));
+        // With task statistics, the task's group is found here, once.
+        let group = this.recorder.as_ref().map(|r| {
+            let local = worker.and_then(|w| w.counters.groups.as_deref());
+            r.groups.group_of(name.as_deref(), spawned_at, local)
+        });
+        let stats = group.map(|group| NewTaskStats {
+            name: name.map(Into::into),
+            scheduled_at: now.max(1),
+            spawned_at,
+            group: group.index(),
+        });
         let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id(), stats);
-        this.on_spawn(worker, task.header().id, now);
+        this.on_spawn(worker, task.header().id, now, group);
         if this.is_shutdown() || !this.owned.bind(task.raw()) {
             // Shut down (or shutting down): the task is cancelled before it ever runs.
             task.shutdown();
@@ -211,11 +234,11 @@ impl Shared {
 }
 
 /// `volt::spawn`: spawn onto the runtime this thread is in.
-pub(crate) fn spawn_current<F>(future: F) -> Option<JoinHandle<F::Output>>
+pub(crate) fn spawn_current<F>(future: F, spawned_at: &'static Location<'static>) -> Option<JoinHandle<F::Output>>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let shared = context::current_shared()?;
-    Some(Shared::spawn(&shared, future))
+    Some(Shared::spawn(&shared, future, spawned_at))
 }

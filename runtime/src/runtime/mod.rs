@@ -414,6 +414,7 @@ impl Runtime {
     }
 
     /// Spawn a task; same as `self.handle().spawn(future)`.
+    #[track_caller]
     pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -581,17 +582,20 @@ impl Handle {
 
     /// Spawn a task. From a worker of this runtime it goes into that worker's LIFO slot;
     /// from any other thread into the global queue, waking a parked worker. After
-    /// shutdown, the task is cancelled at once (its handle reports `is_cancelled()`).
+    /// shutdown, the task is cancelled at once (its handle reports `is_cancelled()`). The
+    /// caller's location is the task's spawn location (`TaskInfo::spawned_at`).
+    #[track_caller]
     pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        Shared::spawn(&self.shared, future)
+        Shared::spawn(&self.shared, future, std::panic::Location::caller())
     }
 
     /// Run a blocking function on this runtime's blocking pool, from any thread. Same as
     /// [`volt::task::spawn_blocking`](crate::task::spawn_blocking) inside the runtime.
+    #[track_caller]
     pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
     where
         F: FnOnce() -> R + Send + 'static,

@@ -15,6 +15,7 @@ use crate::runtime::handle::Shared;
 use crate::task::cellcache;
 use crate::task::raw::Header;
 use crate::task::{Notified, Outcome, PollOutcome, PollToken, Schedule};
+use crate::telemetry::groups::GroupId;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -92,8 +93,11 @@ impl Schedule for Arc<Shared> {
         }
     }
 
-    fn on_complete(&self, id: u64, outcome: Outcome) {
-        Shared::on_complete(self, id, outcome);
+    fn on_complete(&self, task: NonNull<Header>, outcome: Outcome) {
+        // SAFETY: the caller holds the task.
+        let id = unsafe { task.as_ref() }.id;
+        let group = crate::task::raw::stats(task).map(|st| GroupId::from_index(st.group));
+        Shared::on_complete(self, id, outcome, group);
     }
 
     fn is_shut_down(&self) -> bool {

@@ -48,6 +48,7 @@ use crate::runtime::handle::Shared;
 use crate::task::raw::Header;
 use crate::task::{Outcome, PollOutcome, PollToken};
 use crate::telemetry::events::{self, Clock, EventKind, EventRing, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
+use crate::telemetry::groups::{self, GroupEvent, GroupId, NO_GROUP};
 use crate::telemetry::{Counter, Recorder, RemoteCounters, WorkerCounters, WorkerState};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicU64;
@@ -181,6 +182,15 @@ impl Shared {
         }
     }
 
+    /// Count one event in a task group: in `w`'s own cells, or the runtime's remote ones
+    /// off the workers (see `telemetry::groups`).
+    #[inline(always)]
+    fn count_in_group(&self, w: Option<&Worker>, group: Option<GroupId>, event: GroupEvent) {
+        if let (Some(r), Some(g)) = (&self.recorder, group) {
+            r.groups.count(w.and_then(|w| w.counters.groups.as_deref()), g, event);
+        }
+    }
+
     /// Take a fresh clock reading on `w` (when polls are timed): what happened since the
     /// last poll (a driver pass, the start of the loop) is not part of the next one.
     #[inline(always)]
@@ -198,9 +208,10 @@ impl Shared {
         self.recorder.as_ref().map_or(0, |r| self.ts_cached(r, w))
     }
 
-    /// A task was spawned (`now`: `spawn_timestamp`).
+    /// A task was spawned (`now`: `spawn_timestamp`; `group`: its task group, with task
+    /// statistics).
     #[inline(always)]
-    pub(crate) fn on_spawn(&self, w: Option<&Worker>, id: u64, now: u64) {
+    pub(crate) fn on_spawn(&self, w: Option<&Worker>, id: u64, now: u64, group: Option<GroupId>) {
         if let Some(r) = &self.recorder {
             // One record for the spawn and where it is queued (the reader expands it).
             let arg = w.is_none() as u64 | (Self::schedule_target(w) << 1);
@@ -210,6 +221,7 @@ impl Shared {
         tracing::trace_span!(target: "volt::task", "spawn", task.id = id, remote = w.is_none())
             .in_scope(|| tracing::trace!(target: "volt::task", "spawned"));
         self.count(w, |c| &c.tasks_spawned, |c| &c.tasks_spawned);
+        self.count_in_group(w, group, GroupEvent::Spawned);
     }
 
     /// `task` changed in a way a reader of the task list should see (bound, released).
@@ -268,10 +280,12 @@ impl Shared {
         }
     }
 
-    /// A task finished (on this thread's worker, if any).
+    /// A task finished (on this thread's worker, if any); `group`: its task group, with
+    /// task statistics.
     #[inline(always)]
-    pub(crate) fn on_complete(&self, id: u64, outcome: Outcome) {
+    pub(crate) fn on_complete(&self, id: u64, outcome: Outcome, group: Option<GroupId>) {
         let w = self.current_worker();
+        self.count_in_group(w, group, GroupEvent::Ended(outcome));
         match outcome {
             // Only a poll completes a task, and its `PollEnd` record (outcome ready)
             // stands for the `Complete` too: the reader expands it.
@@ -524,6 +538,7 @@ impl Shared {
             waited,
             busy_ns: PollToken::NOT_QUEUED,
             poll: w.counters.tasks_polled.get(),
+            group: NO_GROUP,
         }
     }
 
@@ -572,6 +587,7 @@ impl Shared {
         // store below for a requeue), so it is never stale here.
         let queued_at = st.scheduled_at.load(Relaxed);
         let polls = st.polls.load(Relaxed);
+        token.group = groups::poll_tag(st.group, polls == 0);
         let busy_before = st.busy_ticks.load(Relaxed);
         // Each duration is scaled to nanoseconds once, here, for the task's histograms
         // and the worker's (`on_poll_outcome`).
@@ -668,5 +684,7 @@ impl Shared {
             h.schedule_latency.record(token.waited);
         }
         h.poll_time.record(busy_ns);
+        // The task's group (`telemetry::groups`).
+        w.counters.count_group_poll(busy_ns, token.group, token.waited);
     }
 }

@@ -151,8 +151,9 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// `stall_check`: see `Core::stall_check_ticks`.
-    pub(crate) fn new(index: usize, ns_per_tick_fp: u64, stall_check: u64) -> Worker {
+    /// `stall_check`: see `Core::stall_check_ticks`; `task_groups`: the runtime keeps task
+    /// statistics (see `WorkerCounters::new`).
+    pub(crate) fn new(index: usize, ns_per_tick_fp: u64, stall_check: u64, task_groups: bool) -> Worker {
         let core = Core::new(index, ns_per_tick_fp, stall_check);
         Worker {
             index,
@@ -160,7 +161,7 @@ impl Worker {
             lifo: LifoSlot::new(),
             park: ParkState::new(),
             transitioning_to_park: AtomicBool::new(false),
-            counters: WorkerCounters::new(core.stats.interval(), core.stats.ewma_task_ns()),
+            counters: WorkerCounters::new(core.stats.interval(), core.stats.ewma_task_ns(), task_groups),
             cache: Box::new(CellCache::new()),
             core,
         }

@@ -29,6 +29,7 @@ use std::task::{Context, Poll};
 
 /// Spawn a future onto the current runtime. Same as [`crate::spawn`].
 #[cfg(not(loom))]
+#[track_caller]
 pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
@@ -44,8 +45,9 @@ where
 /// start one.
 ///
 /// # Panics
-/// Outside a Volt runtime.
+/// Outside a Volt runtime (the panic names the caller's line).
 #[cfg(not(loom))]
+#[track_caller]
 pub fn spawn_blocking<F, R>(f: F) -> JoinHandle<R>
 where
     F: FnOnce() -> R + Send + 'static,
@@ -106,6 +108,9 @@ pub(crate) struct PollToken {
     /// Scheduler-defined (the worker scheduler: the poll's number, its worker's poll
     /// count at the start).
     pub(crate) poll: u64,
+    /// Scheduler-defined (the worker scheduler: the task's group and whether this was
+    /// its first poll, `telemetry::groups::poll_tag`; `NO_GROUP` when not read).
+    pub(crate) group: u32,
 }
 
 impl PollToken {
@@ -119,6 +124,7 @@ impl PollToken {
         waited: Self::NOT_QUEUED,
         busy_ns: Self::NOT_QUEUED,
         poll: 0,
+        group: u32::MAX,
     };
     /// `waited` (or `busy_ns`) when the value is not known.
     pub(crate) const NOT_QUEUED: u64 = u64::MAX;
@@ -147,8 +153,8 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
     /// Unlink the task from the owned list; true if it was linked (its reference returns
     /// to the caller).
     fn release(&self, task: NonNull<Header>) -> bool;
-    /// Count a finished task.
-    fn on_complete(&self, id: u64, outcome: Outcome);
+    /// Count a finished task (the caller holds it; it is COMPLETE next).
+    fn on_complete(&self, task: NonNull<Header>, outcome: Outcome);
     /// Whether the runtime behind this scheduler has begun to shut down (a blocking join
     /// then stops waiting for good: see `scheduler::join`).
     #[inline(always)]
@@ -199,14 +205,14 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
 /// raw recorder ticks; only the thread running the task writes the poll fields.
 ///
 /// In declaration order (`repr(C)`): what every wake and every poll's end write comes
-/// first, and the name, which the spawner writes with them (80 bytes); then two parts
-/// only the task's poller writes, [`PollStats`] (its histograms, 64 bytes) and its
-/// [`WaitRecord`](wait::WaitRecord) (104 bytes). The spawner leaves those two
-/// uninitialized, and the poller writes each when it first needs it: the wait record
-/// when a leaf future first records a wait ([`TaskStats::wait_writer`]), the histograms
-/// at the end of the second poll ([`TaskStats::poller`]). A spawn writes 80 bytes of the
-/// 248; a task polled once that waited on no leaf never touches the rest, and one that
-/// waited (a join in a fork-join tree) touches the wait record only.
+/// first, and the group, name and spawn location, which the spawner writes with them
+/// (about 90 bytes); then two parts only the task's poller writes, [`PollStats`] (its
+/// histograms, 64 bytes) and its [`WaitRecord`](wait::WaitRecord) (104 bytes). The
+/// spawner leaves those two uninitialized, and the poller writes each when it first
+/// needs it: the wait record when a leaf future first records a wait
+/// ([`TaskStats::wait_writer`]), the histograms at the end of the second poll
+/// ([`TaskStats::poller`]). A task polled once that waited on no leaf never touches the
+/// rest, and one that waited (a join in a fork-join tree) touches the wait record only.
 #[repr(C)]
 pub(crate) struct TaskStats {
     pub(crate) polls: std::sync::atomic::AtomicU64,
@@ -226,7 +232,11 @@ pub(crate) struct TaskStats {
     poll_ready: std::sync::atomic::AtomicBool,
     /// The same for `wait`.
     wait_ready: std::sync::atomic::AtomicBool,
+    /// The index of its task group (`telemetry::groups`), found once at its spawn.
+    pub(crate) group: u8,
     pub(crate) name: Option<Box<str>>,
+    /// Where it was spawned (the caller of `spawn`, through `#[track_caller]`).
+    pub(crate) spawned_at: &'static std::panic::Location<'static>,
     /// Uninitialized until `poll_ready` is set.
     poll: std::cell::UnsafeCell<std::mem::MaybeUninit<PollStats>>,
     /// Uninitialized until `wait_ready` is set.
@@ -287,13 +297,23 @@ unsafe fn lazy_write<'a, T: Default>(
     unsafe { (*part.get()).assume_init_ref() }
 }
 
+/// What a spawn gives a new task's [`TaskStats`].
+pub(crate) struct NewTaskStats {
+    pub(crate) name: Option<Box<str>>,
+    /// When it was queued (raw ticks; 0: not yet).
+    pub(crate) scheduled_at: u64,
+    pub(crate) spawned_at: &'static std::panic::Location<'static>,
+    /// The index of its task group (`telemetry::groups`).
+    pub(crate) group: u8,
+}
+
 impl TaskStats {
     /// Write a new task's statistics at `dst`, queued at `scheduled_at` (raw ticks; 0:
     /// not yet), leaving the poller's parts for its polls.
     ///
     /// # Safety
     /// `dst` is valid for writes of a `TaskStats` and aligned for one.
-    pub(crate) unsafe fn write_new(dst: *mut TaskStats, name: Option<Box<str>>, scheduled_at: u64) {
+    pub(crate) unsafe fn write_new(dst: *mut TaskStats, new: NewTaskStats) {
         use std::sync::atomic::{AtomicBool, AtomicU64};
         // SAFETY: the caller's contract; each field is written in place, and `poll` and
         // `wait` stay uninitialized (they are `MaybeUninit`s).
@@ -301,14 +321,16 @@ impl TaskStats {
             (&raw mut (*dst).polls).write(AtomicU64::new(0));
             (&raw mut (*dst).busy_ticks).write(AtomicU64::new(0));
             (&raw mut (*dst).scheduled_ticks).write(AtomicU64::new(0));
-            (&raw mut (*dst).scheduled_at).write(AtomicU64::new(scheduled_at));
+            (&raw mut (*dst).scheduled_at).write(AtomicU64::new(new.scheduled_at));
             (&raw mut (*dst).last_poll_end).write(AtomicU64::new(0));
             (&raw mut (*dst).woken_by).write(AtomicU64::new(0));
             (&raw mut (*dst).woken_at).write(AtomicU64::new(0));
             (&raw mut (*dst).queued).write(crate::loom::AtomicBool::new(false));
             (&raw mut (*dst).poll_ready).write(AtomicBool::new(false));
             (&raw mut (*dst).wait_ready).write(AtomicBool::new(false));
-            (&raw mut (*dst).name).write(name);
+            (&raw mut (*dst).group).write(new.group);
+            (&raw mut (*dst).name).write(new.name);
+            (&raw mut (*dst).spawned_at).write(new.spawned_at);
         }
     }
 
@@ -433,8 +455,14 @@ mod histogram_tests {
     #[test]
     fn the_pollers_part_is_written_at_its_first_use_and_read_only_after() {
         let mut mem = std::mem::MaybeUninit::<TaskStats>::uninit();
+        let new = NewTaskStats {
+            name: Some("t".into()),
+            scheduled_at: 7,
+            spawned_at: std::panic::Location::caller(),
+            group: 0,
+        };
         // SAFETY: a `MaybeUninit<TaskStats>` is valid and aligned for one.
-        unsafe { TaskStats::write_new(mem.as_mut_ptr(), Some("t".into()), 7) };
+        unsafe { TaskStats::write_new(mem.as_mut_ptr(), new) };
         // SAFETY: `write_new` initialized everything but the `MaybeUninit` part.
         let st = unsafe { mem.assume_init_ref() };
         assert_eq!(st.scheduled_at.load(std::sync::atomic::Ordering::Relaxed), 7);
@@ -560,14 +588,13 @@ impl<S: 'static> Notified<S> {
     }
 }
 
-/// Allocate a task, with statistics (its name and when it was queued, as for
-/// [`TaskStats::write_new`]) if `stats` is given. Returns the owned-list reference, the
-/// queue entry and the handle.
+/// Allocate a task, with statistics (see [`TaskStats::write_new`]) if `stats` is given.
+/// Returns the owned-list reference, the queue entry and the handle.
 pub(crate) fn new_task<F, S>(
     future: F,
     scheduler: S,
     id: u64,
-    stats: Option<(Option<Box<str>>, u64)>,
+    stats: Option<NewTaskStats>,
 ) -> (Task<S>, Notified<S>, JoinHandle<F::Output>)
 where
     F: Future + Send + 'static,
@@ -605,10 +632,12 @@ impl Builder {
         self
     }
 
-    /// Spawn onto the current runtime, like [`crate::spawn`].
+    /// Spawn onto the current runtime, like [`crate::spawn`] (the caller's location is
+    /// the task's spawn location).
     ///
     /// # Panics
     /// Outside a Volt runtime.
+    #[track_caller]
     pub fn spawn<F>(self, future: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
@@ -616,16 +645,17 @@ impl Builder {
     {
         let shared = crate::runtime::context::current_handle()
             .expect("volt::task::Builder::spawn called outside a Volt runtime: use `spawn_on` with a `Handle`");
-        crate::runtime::handle::Shared::spawn_named(&shared, future, self.name)
+        crate::runtime::handle::Shared::spawn_named(&shared, future, self.name, std::panic::Location::caller())
     }
 
     /// Spawn onto the runtime of `handle`, from any thread.
+    #[track_caller]
     pub fn spawn_on<F>(self, future: F, handle: &crate::runtime::Handle) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::runtime::handle::Shared::spawn_named(&handle.shared, future, self.name)
+        crate::runtime::handle::Shared::spawn_named(&handle.shared, future, self.name, std::panic::Location::caller())
     }
 }
 

@@ -181,21 +181,16 @@ where
     /// Allocate a new task (one allocation, stats included). It starts SCHEDULED with
     /// three references (owned list, join handle, queue entry), which the caller turns
     /// into those three things.
-    pub(crate) fn allocate(
-        future: F,
-        scheduler: S,
-        id: u64,
-        stats: Option<(Option<Box<str>>, u64)>,
-    ) -> NonNull<Header> {
+    pub(crate) fn allocate(future: F, scheduler: S, id: u64, stats: Option<super::NewTaskStats>) -> NonNull<Header> {
         let (layout, stats_offset) = Self::layout(stats.is_some());
         // The scheduler's cell cache, or the global allocator.
         let (mem, owner) = scheduler.alloc_cell(layout);
         let mem = mem.as_ptr();
         let has_stats = stats.is_some();
-        if let Some((name, scheduled_at)) = stats {
+        if let Some(new) = stats {
             // SAFETY: `stats_offset` lies inside the allocation and is aligned for
             // `TaskStats` (from `Layout::extend`); the memory is fresh.
-            unsafe { super::TaskStats::write_new(mem.add(stats_offset).cast(), name, scheduled_at) };
+            unsafe { super::TaskStats::write_new(mem.add(stats_offset).cast(), new) };
         }
         let cell = Cell {
             header: Header {
@@ -401,7 +396,7 @@ where
     // SAFETY: exclusive access until the transition below publishes it (AcqRel).
     cell.stage.with_mut(|stage| unsafe { *stage = Stage::Finished(output) });
     // Count first, so whoever observes COMPLETE also observes the count.
-    cell.scheduler.on_complete(cell.header.id, outcome);
+    cell.scheduler.on_complete(ptr, outcome);
     let prev = cell.header.state.transition_to_complete();
     if !prev.is_join_interested() {
         // Nobody will read it. The handle is gone, so the stage is ours again.

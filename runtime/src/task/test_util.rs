@@ -63,7 +63,7 @@ impl Schedule for Arc<MockScheduler> {
     fn release(&self, task: NonNull<Header>) -> bool {
         self.owned.remove(task)
     }
-    fn on_complete(&self, _id: u64, outcome: Outcome) {
+    fn on_complete(&self, _task: NonNull<Header>, outcome: Outcome) {
         let c = match outcome {
             Outcome::Completed => &self.completed,
             Outcome::Cancelled => &self.cancelled,

@@ -18,6 +18,7 @@
 //! runtime-wide total also needs its `Snapshot` field (and `RemoteCounters`' if other
 //! threads count it too).
 
+use super::groups::{WorkerGroups, NO_GROUP};
 use super::histogram::LogHistogram;
 use super::{Histogram, Snapshot, WorkerState};
 use std::sync::atomic::Ordering::Relaxed;
@@ -153,6 +154,9 @@ macro_rules! declare_worker_counters {
             /// The histograms (1 KiB), in their own allocation so the counters the hot paths
             /// touch stay packed together.
             pub(crate) histograms: Box<WorkerHistograms>,
+            /// Its share of the task groups' figures (`telemetry::groups`), while the
+            /// runtime keeps task statistics.
+            pub(crate) groups: Option<Box<WorkerGroups>>,
             /// Gauges, owner-written.
             pub(crate) ewma_task_ns: AtomicU64,
             pub(crate) global_queue_interval: AtomicU32,
@@ -169,11 +173,13 @@ macro_rules! declare_worker_counters {
         }
 
         impl WorkerCounters {
-            pub(crate) fn new(interval: u32, ewma: u64) -> WorkerCounters {
+            /// `task_groups`: whether the runtime keeps task statistics, and so groups.
+            pub(crate) fn new(interval: u32, ewma: u64, task_groups: bool) -> WorkerCounters {
                 WorkerCounters {
                     $( $name: Counter::default(), )*
                     $( $total: Counter::default(), )*
                     histograms: Box::default(),
+                    groups: task_groups.then(|| Box::new(WorkerGroups::new())),
                     ewma_task_ns: AtomicU64::new(ewma),
                     global_queue_interval: AtomicU32::new(interval),
                     state: AtomicU8::new(WorkerState::Running as u8),
@@ -273,7 +279,10 @@ macro_rules! declare_worker_counters {
                         self.histograms.poll_time.add_to(&mut h);
                         h
                     },
+                    busy_ns: 0,
                 };
+                // The poll-time histogram's sum is the time its polls took.
+                w.busy_ns = w.poll_time_histogram.sum;
                 // With the sleep going on now, read consistently with its start.
                 w.parked_ns = self.parked_ns_now();
                 w
@@ -309,6 +318,10 @@ macro_rules! declare_worker_counters {
             /// runtime was built with `Builder::poll_time_histogram(false)` and no event ring
             /// (timing a poll costs one clock read).
             pub poll_time_histogram: Histogram,
+            /// Nanoseconds it spent polling tasks: its timed polls' durations summed, the
+            /// sum of `poll_time_histogram` (0 when the runtime does not time polls). A
+            /// poll counts when it ends.
+            pub busy_ns: u64,
         }
     };
 }
@@ -316,6 +329,19 @@ macro_rules! declare_worker_counters {
 for_each_worker_counter!(declare_worker_counters);
 
 impl WorkerCounters {
+    /// Owner only: a timed poll of `busy_ns` ended (the worker's own busy time is its
+    /// poll-time histogram's sum). It counts in its task's group (`group_tag`:
+    /// `groups::poll_tag`, or `NO_GROUP` for a poll whose task's statistics were not read)
+    /// with the `waited_ns` it spent queued before.
+    #[inline(always)]
+    pub(crate) fn count_group_poll(&self, busy_ns: u64, group_tag: u32, waited_ns: u64) {
+        if group_tag != NO_GROUP {
+            if let Some(g) = &self.groups {
+                g.on_poll(group_tag, busy_ns, waited_ns);
+            }
+        }
+    }
+
     #[inline(always)]
     pub(crate) fn set_state(&self, s: WorkerState) {
         #[cfg(not(volt_no_counters))]
@@ -359,7 +385,7 @@ mod park_time_tests {
     /// sleep that ended is counted once: the total is what the sleeps took.
     #[test]
     fn the_parked_time_never_goes_down_and_counts_each_sleep_once() {
-        let c = Arc::new(WorkerCounters::new(61, 0));
+        let c = Arc::new(WorkerCounters::new(61, 0, false));
         let done = Arc::new(AtomicBool::new(false));
         let reader = {
             let (c, done) = (Arc::clone(&c), Arc::clone(&done));

@@ -17,7 +17,7 @@ pub(crate) struct LogHistogram {
 }
 
 #[inline]
-fn bucket(v: u64) -> usize {
+pub(crate) fn bucket(v: u64) -> usize {
     ((63 - (v | 1).leading_zeros()) as usize).min(BUCKETS - 1)
 }
 
