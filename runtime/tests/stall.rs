@@ -312,19 +312,34 @@ fn a_slow_thread_start_hook_is_not_a_stall() {
     assert_eq!(hook_stalls, Vec::new(), "a thread start hook reported as a stall");
 }
 
+fn one_worker(name: &str) -> volt::Runtime {
+    volt::runtime::Builder::new()
+        .worker_threads(1)
+        .event_ring(4096)
+        .thread_name(name)
+        .stall_threshold(Some(THRESHOLD))
+        .build()
+        .unwrap()
+}
+
 /// A poll that stalls and then runs another task inline in a blocking join held its
 /// worker for the stretch before: that is reported once, as it stood when the join
-/// began, and the inline poll is not part of it.
+/// began, and the task run inline (a trivial one, on the same worker) is no stall.
 #[test]
-fn a_stall_before_a_blocking_join_is_reported_once() {
-    let rt = runtime("stall-join");
+fn a_stall_before_a_blocking_join_is_reported_once_and_the_inline_task_is_none() {
+    let rt = one_worker("stall-join");
     let t = rt.handle().telemetry();
-    let h = rt.spawn(async {
-        let inner = volt::spawn(async { 7 });
-        let measured = compute_for(Duration::from_millis(40));
-        // Runs `inner` on this worker, inside this poll.
-        assert_eq!(inner.join().unwrap(), 7);
-        measured
+    let inner_id = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let h = rt.spawn({
+        let inner_id = Arc::clone(&inner_id);
+        async move {
+            // Into this worker's LIFO slot: the join runs it inline.
+            let inner = volt::spawn(async { 7 });
+            inner_id.store(inner.id(), SeqCst);
+            let measured = compute_for(Duration::from_millis(40));
+            assert_eq!(inner.join().unwrap(), 7);
+            measured
+        }
     });
     let id = h.id();
     let measured = h.join().unwrap();
@@ -332,7 +347,52 @@ fn a_stall_before_a_blocking_join_is_reported_once() {
     let mine: Vec<_> = stalls.iter().filter(|s| s.task_id == id).collect();
     assert_eq!(mine.len(), 1, "{stalls:#?}");
     assert!(mine[0].duration >= measured.mul_f64(0.99), "{:#?}", mine[0]);
+    let inner = inner_id.load(SeqCst);
+    assert!(stalls.iter().all(|s| s.task_id != inner), "the task run inline is no stall: {stalls:#?}");
     assert_eq!(t.snapshot().stalls_total, stalls.len() as u64);
+}
+
+/// What a poll does after a blocking join ran a task inline still holds the worker: a
+/// long stretch after the join is a stall of its own, reported with its length.
+#[test]
+fn a_stall_after_a_blocking_join_is_reported() {
+    let rt = one_worker("stall-after-join");
+    let t = rt.handle().telemetry();
+    let h = rt.spawn(async {
+        let inner = volt::spawn(async { 7 });
+        assert_eq!(inner.join().unwrap(), 7);
+        compute_for(Duration::from_millis(200))
+    });
+    let id = h.id();
+    let measured = h.join().unwrap();
+    let stalls = t.stalls();
+    let mine: Vec<_> = stalls.iter().filter(|s| s.task_id == id).collect();
+    assert_eq!(mine.len(), 1, "{stalls:#?}");
+    assert!(mine[0].duration >= measured.mul_f64(0.99), "{:#?}", mine[0]);
+    assert_eq!(t.snapshot().stalls_total, 1);
+}
+
+/// A task aborted while it waits in a queue is never polled: its worker does not show
+/// as stuck in it afterwards (its slot is opened after the task's transition to
+/// running, which a cancelled task never makes).
+#[test]
+fn a_task_cancelled_in_its_queue_is_no_stall() {
+    let rt = one_worker("stall-cancelled");
+    let t = rt.handle().telemetry();
+    let victim = rt
+        .spawn(async {
+            // Queued on this worker behind this poll, and aborted before it runs.
+            let v = volt::spawn(async { std::future::pending::<()>().await });
+            v.abort();
+            v.id()
+        })
+        .join()
+        .unwrap();
+    // Idle now, well past the threshold: nothing may show as a stall.
+    std::thread::sleep(Duration::from_millis(100));
+    let stalls = t.stalls();
+    assert!(stalls.iter().all(|s| s.task_id != victim), "{stalls:#?}");
+    assert_eq!(t.snapshot().stalls_total, 0, "{stalls:#?}");
 }
 
 fn threads_named(part: &str) -> usize {

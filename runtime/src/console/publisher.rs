@@ -237,22 +237,46 @@ pub(super) struct StallFeed {
     cursor: Vec<u64>,
     /// Ended stalls read so far (the next one's number).
     pub(super) next: u64,
-    /// The newest [`MAX_STALLS_PER_UPDATE`] ended stalls read, numbered.
+    /// The newest [`STALLS_KEPT`] ended stalls read, numbered: a stream is sent at most
+    /// [`MAX_STALLS_PER_UPDATE`] an update, the oldest it was not sent first, so a burst
+    /// reaches it over several updates.
     recent: VecDeque<(u64, proto::Stall)>,
     /// The polls running past the threshold at the last publish.
     pub(super) ongoing: Vec<proto::Stall>,
 }
 
+/// Ended stalls the publisher keeps for its streams.
+const STALLS_KEPT: usize = crate::telemetry::STALL_HISTORY;
+
 impl StallFeed {
-    /// The ended stalls numbered `seen` or later that the feed still holds, oldest first.
-    pub(super) fn since(&self, seen: u64) -> Vec<proto::Stall> {
-        self.recent.iter().filter(|(n, _)| *n >= seen).map(|(_, s)| s.clone()).collect()
+    /// The oldest [`MAX_STALLS_PER_UPDATE`] ended stalls numbered `seen` or later that the
+    /// feed holds, and the number after the last of them (`seen` if none).
+    pub(super) fn since(&self, seen: u64) -> (Vec<proto::Stall>, u64) {
+        let mut next = seen;
+        let stalls = self
+            .recent
+            .iter()
+            .filter(|(n, _)| *n >= seen)
+            .take(MAX_STALLS_PER_UPDATE)
+            .map(|(n, s)| {
+                next = n + 1;
+                s.clone()
+            })
+            .collect();
+        (stalls, next)
+    }
+
+    /// The newest [`MAX_STALLS_PER_UPDATE`] ended stalls, for a stream's first update.
+    fn newest(&self) -> Vec<proto::Stall> {
+        let skip = self.recent.len().saturating_sub(MAX_STALLS_PER_UPDATE);
+        self.recent.iter().skip(skip).map(|(_, s)| s.clone()).collect()
     }
 }
 
 impl State {
     /// Read the stalls that ended since the last call and the polls running past the
-    /// threshold now, naming their stacks on a blocking thread.
+    /// threshold now, naming their stacks on a blocking thread. The publish loop runs it
+    /// as a task of its own and goes on publishing meanwhile.
     async fn refresh_stalls(&self) {
         let cursor = self.stalls.lock().unwrap_or_else(|e| e.into_inner()).cursor.clone();
         let had_ongoing = !self.stalls.lock().unwrap_or_else(|e| e.into_inner()).ongoing.is_empty();
@@ -262,7 +286,7 @@ impl State {
         let t = self.telemetry.clone();
         let read = tokio::task::spawn_blocking(move || {
             let mut cursor = cursor;
-            let ended = t.stalls_since(&mut cursor, MAX_STALLS_PER_UPDATE);
+            let ended = t.stalls_since(&mut cursor, STALLS_KEPT);
             let mut ongoing = t.stalls_ongoing();
             ongoing.truncate(MAX_STALLS_PER_UPDATE);
             let wire = |v: Vec<crate::telemetry::Stall>| v.iter().map(proto::Stall::from).collect::<Vec<_>>();
@@ -276,7 +300,7 @@ impl State {
             let n = feed.next;
             feed.next += 1;
             feed.recent.push_back((n, s));
-            if feed.recent.len() > MAX_STALLS_PER_UPDATE {
+            if feed.recent.len() > STALLS_KEPT {
                 feed.recent.pop_front();
             }
         }
@@ -455,7 +479,7 @@ impl State {
         let mut snapshot: proto::Snapshot = (&self.telemetry.snapshot()).into();
         let stalls_seen = {
             let feed = self.stalls.lock().unwrap_or_else(|e| e.into_inner());
-            snapshot.recent_stalls = feed.since(0);
+            snapshot.recent_stalls = feed.newest();
             snapshot.ongoing_stalls = feed.ongoing.clone();
             feed.next
         };
@@ -526,7 +550,7 @@ impl State {
 
     /// Offer `update` to every client without waiting for any of them, each with its
     /// window of the task list from `idx`, and the stalls it has not been sent (at most
-    /// [`MAX_STALLS_PER_UPDATE`], the newest; nothing is read while there are none).
+    /// [`MAX_STALLS_PER_UPDATE`], the oldest of them; the rest come with later updates).
     pub(super) fn broadcast(&self, mut update: proto::Update, idx: Option<&TaskIndex>) {
         let feed = self.stalls.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = update.snapshot.as_mut() {
@@ -561,11 +585,8 @@ impl State {
                 Some(idx) if c.wants_tasks => Some(c.view.changes(idx, now, recompute, at)),
                 _ => None,
             };
-            let (stalls, seen) = if feed.next > c.stalls_seen {
-                (feed.since(c.stalls_seen), feed.next)
-            } else {
-                (Vec::new(), c.stalls_seen)
-            };
+            let (stalls, seen) =
+                if feed.next > c.stalls_seen { feed.since(c.stalls_seen) } else { (Vec::new(), c.stalls_seen) };
             let empty = c.tx.capacity() == c.tx.max_capacity();
             let Some(queued) = self.reserve(&c.queued, own_rows(tasks.as_ref(), &stalls), events, empty) else {
                 // Past its share of the queued rows: it misses this update, as if its
@@ -623,7 +644,8 @@ impl State {
 
 /// The most stalls one update carries (their stacks make them large). A stream's first
 /// update and `GetSnapshot` carry the newest; each later update only those the client
-/// was not yet sent, so a stall crosses the wire once per client.
+/// was not yet sent, oldest first, so a stall crosses the wire once per client (unless
+/// the client falls more than `STALL_HISTORY` stalls behind).
 pub(super) const MAX_STALLS_PER_UPDATE: usize = 8;
 
 pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) {
@@ -634,12 +656,19 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
     // The lost-waker count walks every task: at most once a second, while someone listens.
     let mut lost: Option<Instant> = None;
     let recording = state.info.event_ring_capacity > 0;
+    let mut refreshing: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = stop.wait_for(|s| *s) => break,
         }
-        state.refresh_stalls().await;
+        // Stalls are read (and their stacks named, which the first time loads the debug
+        // info) beside the publishing, never in its way: this update carries what the
+        // last finished read found.
+        if refreshing.as_ref().is_none_or(|h| h.is_finished()) {
+            let st = Arc::clone(&state);
+            refreshing = Some(tokio::spawn(async move { st.refresh_stalls().await }));
+        }
         let mut update = state.next_update(&mut cursor, &mut dropped);
         let listened = state.clients.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|c| c.wants_lost_wakers);
         if !listened {

@@ -197,8 +197,9 @@ impl Builder {
     /// uses (never while it sleeps), which catches a poll that computes however busy the
     /// machine is; and a poll blocked in a system call is sent the signal by another
     /// worker or by a monitor thread (`<thread_name>-stall-monitor`, which samples every
-    /// 250 ms while the workers sample, every half threshold while none does, and sleeps
-    /// while every worker is parked). A system call interrupted by the signal restarts,
+    /// 250 ms, or the threshold if longer, while the workers sample, every half threshold
+    /// while none does, and sleeps while every worker is parked). A system call
+    /// interrupted by the signal restarts,
     /// except those the kernel never restarts after a handled signal (socket reads and
     /// writes with a timeout set, `poll`, `epoll_wait`, `nanosleep`), which fail with
     /// `EINTR` (`ErrorKind::Interrupted`; std's `read_exact`, `write_all` and

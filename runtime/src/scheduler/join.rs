@@ -166,6 +166,10 @@ impl Shared {
         target: NonNull<Header>,
         poll_join: &mut dyn FnMut(&Waker) -> bool,
     ) {
+        // The joining task, whose poll goes on holding the worker after each task run
+        // inline (see `telemetry::stall`).
+        // SAFETY: the task being polled on this thread is alive for its poll.
+        let me = crate::task::current_task().map_or(0, |t| unsafe { t.as_ref() }.id);
         let mut inline_polls = 0;
         loop {
             if raw::is_complete(target) || this.is_shutdown() {
@@ -183,6 +187,7 @@ impl Shared {
                 // The target blocked in a join of its own and handed this worker off.
                 return block_off_worker(target, poll_join, &thread_waker());
             }
+            this.on_poll_resumed(w, me);
         }
         let waker = thread_waker();
         if poll_join(&waker) {
@@ -193,7 +198,10 @@ impl Shared {
             Err(()) => {
                 // No thread could take the worker: keep it and wait without running
                 // anything (the ring stays open to thieves, the LIFO slot to the rescue of
-                // a stuck worker's slot), looking at the shutdown flag now and then.
+                // a stuck worker's slot), looking at the shutdown flag now and then. This
+                // thread is the worker's again, stuck in this poll.
+                this.stall.enter_thread(w.index);
+                this.on_poll_resumed(w, me);
                 while !poll_join(&waker) && !this.is_shutdown() {
                     std::thread::park_timeout(HAND_OFF_FAILED_RECHECK);
                 }

@@ -49,6 +49,7 @@ use crate::task::raw::Header;
 use crate::task::{Outcome, PollOutcome, PollToken};
 use crate::telemetry::events::{self, Clock, EventKind, EventRing, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
 use crate::telemetry::groups::{self, GroupEvent, GroupId, NO_GROUP};
+use crate::telemetry::stall::slot::Running;
 use crate::telemetry::{Counter, Recorder, RemoteCounters, WorkerCounters, WorkerState};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicU64;
@@ -353,25 +354,18 @@ impl Shared {
     /// in one poll. The poll's start (the worker's last clock reading, which the poll
     /// hooks take as its start too) and the task go to the worker's stall slot first.
     #[inline(always)]
-    pub(crate) fn on_poll(&self, w: &Worker, id: u64) {
-        self.stall.polling(w.index, id, w.core.last_ts.get(), &w.counters.tasks_polled);
+    pub(crate) fn on_poll(&self, w: &Worker) {
+        w.counters.tasks_polled.inc_always();
     }
 
-    /// A poll on `w` of the task at `ptr` ran at least `Core::stall_check_ticks`: report
-    /// it if it is a stall (see `telemetry::stall`), with the stall's ring record and
-    /// `tracing` event. While the poller still owns the task, so its name can be read.
+    /// A poll (or a stretch of one) on `w` of the task at `ptr`, which may be a stall,
+    /// ended at clock reading `end`: its report if it is one (see `telemetry::stall`).
+    /// While the poller still owns the task, so its name can be read.
     #[cold]
     #[inline(never)]
-    fn on_long_poll(&self, w: &Worker, ptr: NonNull<Header>, token: &PollToken) {
-        // SAFETY: the poller holds the task (RUNNING).
-        let id = unsafe { ptr.as_ref() }.id;
+    fn on_long_poll(&self, w: &Worker, ptr: NonNull<Header>, r: Running, end: u64) -> Option<Duration> {
         let name = crate::task::raw::stats(ptr).and_then(|st| st.name.as_deref());
-        let counters = (&w.counters.tasks_polled, &w.counters.stalls);
-        let Some(d) = self.stall.poll_ended_long(w.index, token.poll, id, (token.start, token.end), name, counters)
-        else {
-            return;
-        };
-        self.on_stall(Some(w), id, w.index, d, token.end);
+        self.stall.report(w.index, r, end, name, &w.counters.stalls)
     }
 
     /// A poll of task `task_id` held worker `worker` for `held`, up to clock reading `at`
@@ -392,13 +386,24 @@ impl Shared {
         tracing::warn!(target: "volt::scheduler", worker, task.id = task_id, ?held, "stall");
     }
 
-    /// The poll running on `w` stops being one poll: a blocking join in it runs another
-    /// task inline or gives the worker away. If it was a stall so far, it is reported now.
+    /// The poll running on `w` stops holding the worker: a blocking join in it runs
+    /// another task inline or gives the worker away. If it was a stall so far, it is
+    /// reported now; the next poll starts from this moment, not from the last reading.
     pub(crate) fn on_poll_interrupted(&self, w: &Worker) {
-        if let Some((task, held)) = self.stall.interrupt_poll(w.index, (&w.counters.tasks_polled, &w.counters.stalls)) {
-            let at = self.clock.map_or(0, |c| c.raw());
-            self.on_stall(Some(w), task, w.index, held, at);
+        let Some(clock) = &self.clock else { return };
+        let now = self.ts_fresh(clock, Some(w));
+        if let Some((task, held)) = self.stall.interrupt_poll(w.index, now, &w.counters.stalls) {
+            self.on_stall(Some(w), task, w.index, held, now);
         }
+    }
+
+    /// The poll of task `task` that a blocking join interrupted on `w` goes on holding
+    /// the worker (the task the join ran inline has returned, or the worker could not
+    /// be handed off): from now on, a stretch of its own.
+    pub(crate) fn on_poll_resumed(&self, w: &Worker, task: u64) {
+        let Some(clock) = &self.clock else { return };
+        let now = self.ts_fresh(clock, Some(w));
+        self.stall.poll_begins(w.index, task, now);
     }
 
     /// `w` took a task from its LIFO slot.
@@ -509,6 +514,10 @@ impl Shared {
         // worker's own thread, alive while `self` is.
         let w = unsafe { &*cx.cast::<Worker>() };
         let now = w.core.last_ts.get();
+        // After the transition to running: a task cancelled in its queue never shows as
+        // polled. (A stall threshold always has the clock: see `Shared::new`.)
+        // SAFETY: the poller holds the task (RUNNING).
+        self.stall.poll_begins(w.index, unsafe { ptr.as_ref() }.id, now);
         let ring = w.core.ring.get();
         if !ring.is_null() {
             // Written lazily: see "Lazy poll starts" in `telemetry::events`.
@@ -537,7 +546,6 @@ impl Shared {
             extra: 0,
             waited,
             busy_ns: PollToken::NOT_QUEUED,
-            poll: w.counters.tasks_polled.get(),
             group: NO_GROUP,
         }
     }
@@ -560,11 +568,12 @@ impl Shared {
         token.end = now;
         // SAFETY: `token.cx` is the polling worker (`on_poll_start`), on its own thread.
         let w = unsafe { &*token.cx.cast::<Worker>() };
-        // A stall's report is written before the poll stops showing as running.
-        if now.saturating_sub(token.start) >= w.core.stall_check_ticks {
-            self.on_long_poll(w, ptr, token);
+        // A stall's report is written before the poll stops showing as running (or, for
+        // one a reader marked as it ended, right after).
+        let check = w.core.stall_check_ticks;
+        if let Some((r, held)) = self.stall.poll_ends(w.index, now, check, |r| self.on_long_poll(w, ptr, r, now)) {
+            self.on_stall(Some(w), r.task, w.index, held, now);
         }
-        self.stall.polled(w.index);
         if token.ring.is_null() {
             // Timed for the poll-time histogram only: no ring, no task stats.
             return;

@@ -464,7 +464,7 @@ impl Shared {
             }
         }
         core.tick.set(core.tick.get().wrapping_add(1));
-        self.on_poll(w, task.header().id);
+        self.on_poll(w);
         // The poll hooks get the worker from here (`on_poll_start`), not from the thread-local.
         task.run_on((w as *const Worker).cast());
     }

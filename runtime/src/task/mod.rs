@@ -105,9 +105,6 @@ pub(crate) struct PollToken {
     /// histogram (the worker scheduler does so whenever it records into a ring);
     /// [`PollToken::NOT_QUEUED`] before.
     pub(crate) busy_ns: u64,
-    /// Scheduler-defined (the worker scheduler: the poll's number, its worker's poll
-    /// count at the start).
-    pub(crate) poll: u64,
     /// Scheduler-defined (the worker scheduler: the task's group and whether this was
     /// its first poll, `telemetry::groups::poll_tag`; `NO_GROUP` when not read).
     pub(crate) group: u32,
@@ -123,7 +120,6 @@ impl PollToken {
         extra: 0,
         waited: Self::NOT_QUEUED,
         busy_ns: Self::NOT_QUEUED,
-        poll: 0,
         group: u32::MAX,
     };
     /// `waited` (or `busy_ns`) when the value is not known.

@@ -29,7 +29,10 @@
 //! made, and stalls come without a stack. The walk starts in the handler; the frames up to
 //! the one the signal interrupted (its address is in the signal's context) are left out
 //! of the report. The buffer is the worker's own, in its slot, so the walk needs no more
-//! of the signal stack than the unwinder's own state.
+//! stack than the unwinder's own state, on the worker's own stack. The walk is lock-free
+//! only with libgcc's unwinder of GCC 12 or later (which asks `_dl_find_object`) and no
+//! frames registered at run time (`__register_frame`, as JIT compilers do); a program
+//! with those can turn stacks off (`Builder::stall_stacks(false)`).
 //!
 //! A system call the thread is blocked in when the signal comes restarts, except those
 //! the kernel never restarts after a handled signal (`poll`, `epoll_wait`, `nanosleep`,
@@ -59,8 +62,9 @@ thread_local! {
     /// a destructor, so reading it is a plain thread-local load, safe in a signal handler.
     static VIEW: Cell<ThreadView> =
         const { Cell::new(ThreadView { monitor: std::ptr::null(), index: 0 }) };
-    /// This thread's CPU-time timer, while it runs a worker (null: none).
-    static TIMER: Cell<libc::timer_t> = const { Cell::new(std::ptr::null_mut()) };
+    /// This thread's CPU-time timer, while it runs a worker. (An `Option`: glibc gives the
+    /// kernel's first timer id, 0, as a null `timer_t`.)
+    static TIMER: Cell<Option<libc::timer_t>> = const { Cell::new(None) };
 }
 
 /// Whether this process can take a stack in a signal handler (glibc 2.35 or later: see
@@ -112,7 +116,10 @@ pub(super) fn install() {
             PREVIOUS.store(Box::into_raw(Box::new(old)), Release);
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = handler as *const () as usize;
-            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+            // Not `SA_ONSTACK`: the walk runs on the worker's own stack (megabytes, with
+            // half kept free by the blocking join's help), not std's small alternate
+            // stack for overflow reports, which a deep walk could run past.
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(libc::SIGURG, &sa, std::ptr::null_mut());
         }
@@ -148,7 +155,7 @@ pub(super) unsafe fn enter(monitor: *const StallMonitor, index: usize, period: O
             libc::timer_delete(id);
             return;
         }
-        TIMER.with(|t| t.set(id));
+        TIMER.with(|t| t.set(Some(id)));
     }
 }
 
@@ -157,8 +164,7 @@ pub(super) unsafe fn enter(monitor: *const StallMonitor, index: usize, period: O
 /// signal of that timer still pending finds no worker and is dropped.
 pub(super) fn leave() {
     VIEW.with(|v| v.set(ThreadView { monitor: std::ptr::null(), index: 0 }));
-    let id = TIMER.with(|t| t.replace(std::ptr::null_mut()));
-    if !id.is_null() {
+    if let Some(id) = TIMER.with(|t| t.take()) {
         // SAFETY: a timer this thread made in `enter`, deleted once.
         unsafe { libc::timer_delete(id) };
     }

@@ -9,8 +9,11 @@
 //! threshold is a stall, and the worker itself writes its report into a ring of its own
 //! ([`record`]), with the length measured there and then. Nothing has to catch it in the
 //! act: however busy the machine, and whether or not any other thread ran meanwhile, a
-//! long poll is reported, once. On the hot path this is four stores, a subtraction and a
-//! compare per poll; the report is written only for a stall.
+//! long poll is reported, once. On the hot path this is four stores, a few loads of the
+//! worker's own slot, a subtraction and a compare per poll; the report is written only
+//! for a stall. A poll that a blocking join interrupts (to run another task inline, or
+//! to hand the worker to another thread) is measured in stretches: each stretch that
+//! held the worker is judged on its own, with a number of its own.
 //!
 //! # A poll still running
 //! A poll whose start is a threshold old is a stall already. Whoever sees that first
@@ -48,8 +51,8 @@
 //! `scheduler::idle`). Once half a threshold has passed since the last sample, the worker
 //! that wins a compare-and-swap on the due time samples: a few loads per worker, and a
 //! signal for a stuck poll with no stack yet. The monitor's thread (only where stacks are
-//! taken) samples every [`NET_PERIOD`] while the workers sample, and every half
-//! threshold while none does (one worker, every worker stuck, or the others parked with
+//! taken) samples every [`NET_PERIOD`] (or the threshold, if longer) while the workers
+//! sample, and every half threshold while none does (one worker, every worker stuck, or the others parked with
 //! nobody watching); it runs at the default priority, and it is needed only for the
 //! stacks of polls blocked in a system call.
 //!
@@ -363,55 +366,65 @@ impl StallMonitor {
 
     // ---- The worker's side ------------------------------------------------------------
 
-    /// Worker `index` is about to poll task `id`, from clock reading `start`; `polls` is
-    /// its poll count, advanced here: it numbers the poll.
+    /// Worker `index` begins a poll (or a poll's next stretch) of task `id` at clock
+    /// reading `start`, after the task's transition to running.
     #[inline(always)]
-    pub(crate) fn polling(&self, index: usize, id: u64, start: u64, polls: &Counter) {
+    pub(crate) fn poll_begins(&self, index: usize, id: u64, start: u64) {
         debug_assert!(index < self.slots.len());
-        polls.inc_always();
         // SAFETY: `index` is a worker index of this runtime, and there is a slot per
         // worker (hot path: no bounds check beyond the debug assertion above).
-        unsafe { self.slots.get_unchecked(index) }.poll.begin(polls.get(), id, start);
+        unsafe { self.slots.get_unchecked(index) }.poll.begin(id, start);
     }
 
-    /// Worker `index`'s poll returned (and its report is written, if it was a stall).
+    /// Worker `index`'s poll returned at clock reading `end`. A poll that ran at least
+    /// `check` ticks (`end_check_ticks`, the worker's copy) goes to `long` first, which
+    /// reports it if it is a stall; after the poll shows as ended, one a reader marked
+    /// stuck meanwhile (whose report the worker still owes) goes to `long` too. `long`
+    /// gets the poll and returns the stall's length if it reported one. One load of the
+    /// slot's mark beyond the stores.
     #[inline(always)]
-    pub(crate) fn polled(&self, index: usize) {
-        // SAFETY: as in `polling`.
-        unsafe { self.slots.get_unchecked(index) }.poll.end();
-    }
-
-    /// The end of a poll of `task` that ran at least [`StallMonitor::end_check_ticks`]:
-    /// write its report if it is a stall (longer than the threshold, or counted as one
-    /// while it ran). `poll` is the poll's number, `polls` and `stalls` the worker's
-    /// counters, `start` and `end` the poll's clock readings, `name` the task's name if
-    /// known. Returns the stall's length if it was one. Called before [`polled`], while
-    /// the poll still shows as running. Allocates nothing and takes no lock.
-    ///
-    /// [`polled`]: StallMonitor::polled
-    #[cold]
-    #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn poll_ended_long(
+    pub(crate) fn poll_ends(
         &self,
         index: usize,
-        poll: u64,
-        task: u64,
-        (start, end): (u64, u64),
+        end: u64,
+        check: u64,
+        long: impl Fn(Running) -> Option<Duration>,
+    ) -> Option<(Running, Duration)> {
+        // SAFETY: as in `poll_begins`.
+        let slot = unsafe { self.slots.get_unchecked(index) };
+        let r = slot.poll.own()?;
+        let mut stalled = None;
+        if end.saturating_sub(r.start) >= check {
+            stalled = long(r);
+        }
+        slot.poll.end();
+        if stalled.is_none() && slot.poll.is_marked(r.poll) {
+            stalled = long(r);
+        }
+        stalled.map(|d| (r, d))
+    }
+
+    /// The report of worker `index`'s poll `r` that ended at clock reading `end`, if it
+    /// is a stall: longer than the threshold, or marked stuck by a reader while it ran.
+    /// `name` is the task's name if known; `stalls` the worker's stall counter. Writes the
+    /// report (once per poll) and counts it unless a reader did; returns its length.
+    /// Allocates nothing and takes no lock.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn report(
+        &self,
+        index: usize,
+        r: Running,
+        end: u64,
         name: Option<&str>,
-        (polls, stalls): (&Counter, &Counter),
+        stalls: &Counter,
     ) -> Option<Duration> {
         let slot = &self.slots[index];
-        if slot.recorded.load(Relaxed) == poll {
-            // Reported already, when a blocking join ran other tasks inside this poll.
+        if slot.recorded.load(Relaxed) == r.poll {
             return None;
         }
-        // A poll that ran others inside it (a blocking join's help) held the worker only
-        // for the stretches between them; it is a stall only if it was counted as one.
-        let nested = polls.get() != poll;
-        let long = end.saturating_sub(start) >= self.threshold_ticks;
-        let stall = (long && !nested) || slot.poll.is_claimed(poll);
-        if !stall {
+        let long = end.saturating_sub(r.start) >= self.threshold_ticks;
+        if !long && !slot.poll.is_marked(r.poll) {
             return None;
         }
         let mut ips = [0usize; MAX_FRAMES];
@@ -421,32 +434,29 @@ impl StallMonitor {
             // Taken by this thread's own handler (the buffer is this worker's, and the
             // handler leaves it alone once the poll is no longer running, or has its
             // stack): a stack taken after the poll's end is not the poll's.
-            Stacks::On => match slot.stack.read(poll, &mut ips) {
+            Stacks::On => match slot.stack.read(r.poll, &mut ips) {
                 Some((n, at)) if at <= end => (n, at, 0),
                 _ => (0, 0, MissingStack::PollEnded.code()),
             },
         };
-        slot.ended.push(&EndedPoll { task, poll, start, end, stack_at, missing }, &ips[..n], name);
-        slot.recorded.store(poll, Release);
+        let e = EndedPoll { task: r.task, poll: r.poll, start: r.start, end, stack_at, missing };
+        slot.ended.push(&e, &ips[..n], name);
+        slot.recorded.store(r.poll, Release);
         // Counted once the report is in: a reader that sees the count finds it.
-        self.claim(index, poll, stalls);
-        Some(Duration::from_nanos(self.ticks_to_ns(end.saturating_sub(start))))
+        if slot.poll.mark(r.poll) && slot.poll.count(r.poll) {
+            stalls.add_shared(1);
+        }
+        Some(Duration::from_nanos(self.ticks_to_ns(end.saturating_sub(r.start))))
     }
 
-    /// The poll running on worker `index` stops being one poll now: a blocking join in it
-    /// is about to run another task inline, or to hand the worker to another thread.
-    /// Reported as a stall, with its length so far, if it is one (or was counted as
-    /// one). Returns the task and the length in that case.
-    pub(crate) fn interrupt_poll(
-        &self,
-        index: usize,
-        (polls, stalls): (&Counter, &Counter),
-    ) -> Option<(u64, Duration)> {
-        let clock = self.clock?;
-        let r = self.slots[index].poll.own()?;
-        let stalled = self.poll_ended_long(index, r.poll, r.task, (r.start, clock.raw()), None, (polls, stalls));
-        self.polled(index);
-        stalled.map(|d| (r.task, d))
+    /// The poll running on worker `index` stops holding the worker at clock reading
+    /// `now`: a blocking join in it is about to run another task inline, or to hand the
+    /// worker to another thread. That stretch is reported as a stall if it is one; the
+    /// rest of the poll, if the worker comes back to it, is a stretch of its own
+    /// ([`StallMonitor::poll_begins`] again, with a new number). Returns the task and the
+    /// length if it was a stall.
+    pub(crate) fn interrupt_poll(&self, index: usize, now: u64, stalls: &Counter) -> Option<(u64, Duration)> {
+        self.poll_ends(index, now, 0, |r| self.report(index, r, now, None, stalls)).map(|(r, d)| (r.task, d))
     }
 
     /// The calling thread now runs worker `index`'s loop: its stack may be taken, by its
@@ -505,17 +515,10 @@ impl StallMonitor {
 
     // ---- Counting -----------------------------------------------------------------------
 
-    /// Count worker `index`'s poll `poll` as a stall unless it was counted already.
-    fn claim(&self, index: usize, poll: u64, stalls: &Counter) -> bool {
-        let counted = self.slots[index].poll.claim(poll);
-        if counted {
-            stalls.add_shared(1);
-        }
-        counted
-    }
-
-    /// The polls running past the threshold now (counted as stalls here if nobody had
-    /// yet), by worker.
+    /// The polls running past the threshold now (marked, and counted here if the worker
+    /// is still in them and nobody had yet: see `slot`), by worker. The clock is read
+    /// before the slots: a poll seen running after that reading had run at least that
+    /// long.
     fn stuck_now(&self, shared: &Shared) -> Vec<(usize, Running)> {
         let Some(clock) = self.clock.filter(|_| self.threshold.is_some()) else { return Vec::new() };
         let now = clock.raw();
@@ -523,7 +526,9 @@ impl StallMonitor {
         for (i, w) in shared.workers.iter().enumerate() {
             if let Some(r) = self.slots[i].poll.running() {
                 if now.saturating_sub(r.start) >= self.threshold_ticks {
-                    self.claim(i, r.poll, &w.counters.stalls);
+                    if self.slots[i].poll.claim_running(r.poll) {
+                        w.counters.stalls.add_shared(1);
+                    }
                     out.push((i, r));
                 }
             }
@@ -808,67 +813,52 @@ mod tests {
         assert_eq!(StallMonitor::new(1, None, true, c).end_check_ticks(), u64::MAX);
     }
 
-    /// Each poll counts once, whoever sees it first, and the count never goes back.
-    #[test]
-    fn a_poll_is_claimed_once() {
-        let m = StallMonitor::new(1, Some(Duration::from_millis(10)), false, Some(Clock::new()));
-        let stalls = Counter::default();
-        assert!(m.claim(0, 5, &stalls));
-        assert!(!m.claim(0, 5, &stalls), "the same poll again");
-        assert!(!m.claim(0, 4, &stalls), "an older poll");
-        assert!(m.claim(0, 9, &stalls));
-        assert_eq!(stalls.get(), 2);
-    }
-
     /// The end of a long poll writes one report with the poll's own length; a short one,
-    /// none; a poll counted while it ran is reported even if its end reads it a little
-    /// short of the threshold; a poll reported when a join interrupted it is not
-    /// reported again at its end.
+    /// none; a poll a reader marked stuck while it ran is reported even if its end reads
+    /// it a little short of the threshold, and counted once; a stretch reported when a
+    /// join interrupted it is not reported again.
     #[test]
     fn a_long_polls_end_reports_it_once_with_its_length() {
         let clock = Clock::new();
         let m = StallMonitor::new(1, Some(Duration::from_millis(10)), false, Some(clock));
-        let (polls, stalls) = (Counter::default(), Counter::default());
+        let stalls = Counter::default();
         let ms = |n: u64| clock.ns_to_ticks(n * 1_000_000);
+        let check = m.end_check_ticks();
         let t0 = 1_000_000;
-        m.polling(0, 7, t0, &polls);
-        let p = polls.get();
-        let d = m.poll_ended_long(0, p, 7, (t0, t0 + ms(600)), Some("long"), (&polls, &stalls));
-        m.polled(0);
-        let d = d.expect("a stall");
+        let end = |at: u64, name: Option<&'static str>| {
+            m.poll_ends(0, at, check, |r| m.report(0, r, at, name, &stalls)).map(|(_, d)| d)
+        };
+        m.poll_begins(0, 7, t0);
+        let d = end(t0 + ms(600), Some("long")).expect("a stall");
         assert!(d >= Duration::from_millis(599) && d <= Duration::from_millis(601), "{d:?}");
         assert_eq!(stalls.get(), 1);
         // Short: not a stall.
-        m.polling(0, 8, t0, &polls);
-        assert_eq!(m.poll_ended_long(0, polls.get(), 8, (t0, t0 + ms(9)), None, (&polls, &stalls)), None);
-        m.polled(0);
-        // Counted while running, ended a little short by this reading: reported.
-        m.polling(0, 9, t0, &polls);
-        assert!(m.claim(0, polls.get(), &stalls));
-        assert!(m.poll_ended_long(0, polls.get(), 9, (t0, t0 + ms(9)), None, (&polls, &stalls)).is_some());
-        assert!(m.poll_ended_long(0, polls.get(), 9, (t0, t0 + ms(20)), None, (&polls, &stalls)).is_none(), "twice");
-        m.polled(0);
+        m.poll_begins(0, 8, t0);
+        assert_eq!(end(t0 + ms(9), None), None);
+        // Marked by a reader while it ran (and counted there), ended a little short by
+        // this reading: reported, not counted again.
+        m.poll_begins(0, 9, t0);
+        let r = m.slots[0].poll.running().unwrap();
+        assert!(m.slots[0].poll.claim_running(r.poll));
+        stalls.add_shared(1);
+        assert!(end(t0 + ms(9), None).is_some());
         assert_eq!(stalls.get(), 2, "the counted poll is not counted again at its end");
+        // Marked by a reader that saw it end before counting it: the worker counts it.
+        m.poll_begins(0, 10, t0);
+        let r = m.slots[0].poll.running().unwrap();
+        assert!(m.slots[0].poll.mark(r.poll));
+        assert!(end(t0 + ms(3), None).is_some());
+        assert_eq!(stalls.get(), 3);
+        // Interrupted past the threshold (a join's help), then resumed and ended short:
+        // one report, for the stretch before.
+        m.poll_begins(0, 11, t0);
+        assert!(m.interrupt_poll(0, t0 + ms(40), &stalls).is_some());
+        m.poll_begins(0, 11, t0 + ms(41));
+        assert_eq!(end(t0 + ms(42), None), None);
+        assert_eq!(stalls.get(), 4);
         let reports = m.slots[0].ended.read_from(0).0;
-        assert_eq!(reports.len(), 2);
-        assert_eq!((reports[0].poll.task, reports[0].name.as_deref()), (7, Some("long")));
+        assert_eq!(reports.iter().map(|e| e.poll.task).collect::<Vec<_>>(), vec![7, 9, 10, 11]);
+        assert_eq!(reports[0].name.as_deref(), Some("long"));
         assert_eq!(MissingStack::from_code(reports[0].poll.missing), Some(MissingStack::Off));
-        assert_eq!(reports[1].poll.task, 9);
-    }
-
-    /// A poll that ran other tasks inside it (a blocking join's help) is not a stall by
-    /// its length alone.
-    #[test]
-    fn a_poll_with_polls_inside_is_a_stall_only_if_counted() {
-        let clock = Clock::new();
-        let m = StallMonitor::new(1, Some(Duration::from_millis(10)), false, Some(clock));
-        let (polls, stalls) = (Counter::default(), Counter::default());
-        m.polling(0, 3, 1, &polls);
-        let outer = polls.get();
-        m.polling(0, 4, 2, &polls);
-        m.polled(0);
-        let end = 1 + clock.ns_to_ticks(50_000_000);
-        assert_eq!(m.poll_ended_long(0, outer, 3, (1, end), None, (&polls, &stalls)), None);
-        assert_eq!(stalls.get(), 0);
     }
 }
