@@ -870,7 +870,20 @@ fn polls(rt: &volt::Runtime) -> u64 {
 /// the response, the idle connection is closed at once.
 #[test]
 fn a_zero_header_read_timeout_does_not_spin_while_a_handler_waits() {
-    let rt = volt_rt(2);
+    zero_header_read_timeout_with_a_waiting_handler(2);
+}
+
+/// The same on one worker, where nothing turns the reactor between the accept and the
+/// connection's first poll: a request already in the socket must still be read at once
+/// (an accepted socket's readiness used to wait for the reactor's first event, and the
+/// zero timeout cut every such connection before its request was read).
+#[test]
+fn a_zero_header_read_timeout_reads_a_request_already_there_on_one_worker() {
+    zero_header_read_timeout_with_a_waiting_handler(1);
+}
+
+fn zero_header_read_timeout_with_a_waiting_handler(workers: usize) {
+    let rt = volt_rt(workers);
     let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
     let (release_tx, release_rx) = futures::channel::oneshot::channel::<()>();
     let release_rx = Arc::new(std::sync::Mutex::new(Some(release_rx)));

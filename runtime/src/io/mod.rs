@@ -99,8 +99,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl ScheduledIo {
-    fn new() -> ScheduledIo {
-        ScheduledIo { readiness: AtomicU64::new(0), reader: Mutex::new(None), writer: Mutex::new(None) }
+    fn new(ready: u64) -> ScheduledIo {
+        ScheduledIo { readiness: AtomicU64::new(ready), reader: Mutex::new(None), writer: Mutex::new(None) }
     }
 
     /// Add readiness bits (bumping the generation) and collect the wakers to wake.
@@ -363,13 +363,37 @@ pub(crate) struct WaitAs {
 }
 
 impl Registration {
-    /// Register `source` with the current runtime's reactor.
+    /// Register `source` with the current runtime's reactor. Its first operation waits
+    /// for the reactor's first event.
     pub(crate) fn new(source: &mut impl mio::event::Source, interest: mio::Interest) -> io::Result<Registration> {
+        Registration::with_readiness(source, interest, 0)
+    }
+
+    /// Register an established stream (accepted, or adopted connected): its first read
+    /// and write are tried at once instead of waiting for the reactor's first event.
+    ///
+    /// Such a socket is writable, and often already holds its peer's first bytes (a
+    /// client writes its request right after connecting, and under load the accept comes
+    /// later). Waiting for the reactor to report what the kernel already knows costs a
+    /// trip through it, and a worker that is not scheduled in time delays that trip: a
+    /// request that arrived with its connection would be kept waiting by the reactor.
+    /// A guess that proves wrong costs one `WouldBlock`, which clears the guessed bits
+    /// (only if no event has arrived meanwhile: the generation check of
+    /// [`clear_readiness`](Self::clear_readiness)).
+    pub(crate) fn established(source: &mut impl mio::event::Source) -> io::Result<Registration> {
+        Registration::with_readiness(source, mio::Interest::READABLE | mio::Interest::WRITABLE, READABLE | WRITABLE)
+    }
+
+    fn with_readiness(
+        source: &mut impl mio::event::Source,
+        interest: mio::Interest,
+        ready: u64,
+    ) -> io::Result<Registration> {
         let shared = crate::runtime::context::current_handle().ok_or_else(|| {
             io::Error::other("volt I/O resources must be created inside a Volt runtime (a task or `Runtime::block_on`)")
         })?;
         let driver = &shared.driver;
-        let io = Arc::new(ScheduledIo::new());
+        let io = Arc::new(ScheduledIo::new(ready));
         let token = {
             let mut sources = lock(&driver.io.sources);
             // Checked under the lock `Driver::shutdown` takes after setting the flag: a
@@ -546,7 +570,7 @@ mod tests {
     #[test]
     fn a_freed_slots_old_token_finds_nothing() {
         let mut s = Sources::default();
-        let (a, b) = (Arc::new(ScheduledIo::new()), Arc::new(ScheduledIo::new()));
+        let (a, b) = (Arc::new(ScheduledIo::new(0)), Arc::new(ScheduledIo::new(0)));
         let old = s.insert(Arc::clone(&a)).unwrap();
         assert!(s.get(old).is_some_and(|x| Arc::ptr_eq(x, &a)));
         assert!(s.remove(old, &a));

@@ -44,8 +44,9 @@ impl TcpListener {
     /// Accept a connection if one is waiting; otherwise arrange for `cx` to be woken when
     /// one may be. Only the waker of the last call is kept (one accepting task at a time).
     pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
-        let (stream, addr) = ready!(self.reg.poll_io(cx, Direction::Read, || self.io.accept()))?;
-        Poll::Ready(Ok((TcpStream::from_mio(stream, Some(addr))?, addr)))
+        let (mut stream, addr) = ready!(self.reg.poll_io(cx, Direction::Read, || self.io.accept()))?;
+        let reg = Registration::established(&mut stream)?;
+        Poll::Ready(Ok((TcpStream::with_registration(stream, reg, Some(addr)), addr)))
     }
 
     /// The address it listens on.
@@ -121,16 +122,22 @@ impl TcpStream {
 
     /// `peer`: the address a wait on the stream shows.
     fn from_mio(mut io: mio::net::TcpStream, peer: Option<SocketAddr>) -> io::Result<TcpStream> {
-        let mut reg = Registration::new(&mut io, mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+        let reg = Registration::new(&mut io, mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+        Ok(TcpStream::with_registration(io, reg, peer))
+    }
+
+    fn with_registration(io: mio::net::TcpStream, mut reg: Registration, peer: Option<SocketAddr>) -> TcpStream {
         reg.set_wait(WaitAs { read: wait::W_READ, write: wait::W_WRITE, addr: peer });
-        Ok(TcpStream { io, reg })
+        TcpStream { io, reg }
     }
 
     /// Adopt a connected std stream (it is switched to non-blocking).
     pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
         stream.set_nonblocking(true)?;
         let peer = stream.peer_addr().ok();
-        TcpStream::from_mio(mio::net::TcpStream::from_std(stream), peer)
+        let mut io = mio::net::TcpStream::from_std(stream);
+        let reg = Registration::established(&mut io)?;
+        Ok(TcpStream::with_registration(io, reg, peer))
     }
 
     /// Take the socket out of the runtime as a std stream. It stays in non-blocking mode
