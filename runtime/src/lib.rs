@@ -31,8 +31,11 @@
 //!   queued (`schedule.rs`), the worker's driver pass (`driver.rs`), the EWMA and the
 //!   global-queue interval (`stats.rs`), the `Schedule` hooks (`hooks.rs`), the blocking
 //!   join (`join.rs`), one method per telemetry event (`metrics.rs`), the PRNG (`rand.rs`);
-//! * `time/`: the timing wheel and `sleep`/`timeout`/`interval`; `io/`: the mio reactor
-//!   and the driver protocol; `net/`: `TcpListener`, `TcpStream`, `UdpSocket`;
+//! * `time/`: the timing wheel and `sleep`/`timeout`/`interval`; `reactor/`: the mio
+//!   reactor and the driver protocol; `net/`: `TcpListener`, `TcpStream`, `UdpSocket`;
+//! * Tokio's modules, for applications that name Volt as `tokio`: `io/` (Tokio's I/O
+//!   traits and utilities, and stdin/stdout/stderr), `sync/` (Volt's own locks and
+//!   channels, each wait named), `fs/`, `signal/` and `process/`;
 //!   `blocking/`: the `spawn_blocking` pool;
 //! * `telemetry/`: counters, gauges and `Snapshot`, the event ring, histograms, wait
 //!   reasons and wake sources (`wait.rs`, with the records in `task/wait.rs`), stalls
@@ -61,14 +64,23 @@ pub(crate) mod blocking;
 pub mod bridge;
 #[cfg(all(feature = "console", not(loom)))]
 pub mod console;
+#[cfg(all(feature = "fs", not(loom)))]
+pub mod fs;
 #[cfg(all(feature = "hyper", not(loom)))]
 pub mod hyper;
 #[cfg(not(loom))]
-pub(crate) mod io;
+pub mod io;
 #[cfg(not(loom))]
 pub mod net;
+#[cfg(all(feature = "process", not(loom)))]
+pub mod process;
+#[cfg(not(loom))]
+pub(crate) mod reactor;
 #[cfg(not(loom))]
 pub mod runtime;
+#[cfg(all(feature = "signal", not(loom)))]
+pub mod signal;
+pub mod sync;
 #[cfg(not(loom))]
 pub mod telemetry;
 #[cfg(not(loom))]

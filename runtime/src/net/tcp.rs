@@ -2,7 +2,7 @@
 
 use super::split::{self, OwnedReadHalf, OwnedWriteHalf, ReadHalf, WriteHalf};
 use super::ToSocketAddrs;
-use crate::io::{Direction, Registration, WaitAs};
+use crate::reactor::{Direction, Registration, WaitAs};
 use crate::task::wait;
 use futures_io::{AsyncRead, AsyncWrite};
 use std::future::poll_fn;

@@ -1,7 +1,7 @@
 //! `UdpSocket`.
 
 use super::ToSocketAddrs;
-use crate::io::{Direction, Registration, WaitAs};
+use crate::reactor::{Direction, Registration, WaitAs};
 use crate::task::wait;
 use std::future::poll_fn;
 use std::io;

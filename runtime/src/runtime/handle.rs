@@ -17,7 +17,7 @@
 
 use super::context;
 use crate::blocking::{Pool, PoolConfig};
-use crate::io::Driver;
+use crate::reactor::Driver;
 use crate::scheduler::exits::Exits;
 use crate::scheduler::idle::Idle;
 use crate::scheduler::inject::Inject;
@@ -189,7 +189,7 @@ impl Shared {
         join
     }
 
-    /// Fail pending I/O and fire every timer (see `io::Driver::shutdown`), counting those
+    /// Fail pending I/O and fire every timer (see `reactor::Driver::shutdown`), counting those
     /// timers as fired.
     pub(crate) fn shut_down_driver(&self) {
         let fired = self.driver.shutdown();

@@ -68,7 +68,7 @@ impl Shared {
     /// worker runs the first itself, and the rest must be visible to a thief that is
     /// awake, in case that first one polls for long. One decision for the batch instead
     /// of one per woken task (see "Waking others after a dispatch").
-    pub(super) fn dispatch_driver(&self, w: &Worker, d: &mut crate::io::DriverCore, now: Instant) {
+    pub(super) fn dispatch_driver(&self, w: &Worker, d: &mut crate::reactor::DriverCore, now: Instant) {
         w.core.dispatching.set(true);
         self.driver.dispatch(d, now, |c| self.on_dispatched(w, c));
         w.core.dispatching.set(false);

@@ -42,7 +42,7 @@
 //! sampled wake took the slot meanwhile (that sample is dropped).
 
 use super::worker::Worker;
-use crate::io::Dispatched;
+use crate::reactor::Dispatched;
 use crate::runtime::context;
 use crate::runtime::handle::Shared;
 use crate::task::raw::Header;

@@ -5,7 +5,7 @@
 //! poll (a sleep created and dropped unpolled costs nothing) and unlinked when dropped.
 //!
 //! # Who fires timers
-//! The worker holding the driver (see `io::Driver`): a running worker checks at the start
+//! The worker holding the driver (see `reactor::Driver`): a running worker checks at the start
 //! of each budget tick (one atomic load when nothing is due), and the worker parked in
 //! the reactor sleeps no longer than the next deadline.
 //!

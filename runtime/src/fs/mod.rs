@@ -1,0 +1,1 @@
+//! Tokio's `fs`: files and directories, on Volt's blocking pool.

@@ -1,0 +1,1 @@
+//! Tokio's `process`: child processes with piped stdio.

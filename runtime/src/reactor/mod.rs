@@ -1,0 +1,587 @@
+//! The driver: a mio reactor plus the timer wheel, owned by whichever worker holds its
+//! lock.
+//!
+//! # Who polls the reactor
+//! * A worker that runs out of work `try_lock`s the driver on its way to park. If it gets
+//!   it, it parks *in the reactor*: it blocks in `mio::Poll::poll` with a timeout at the
+//!   next timer deadline (or none), instead of on its futex. Events that are already
+//!   waiting make that poll return at once, so this one system call both collects them
+//!   and, when there are none, puts the worker to sleep. So while any worker is parked,
+//!   one of them is always listening for I/O and timers; the others sleep on their
+//!   futexes. (The worker that parks last finds the driver free and takes it, unless an
+//!   earlier parker already sleeps in it, which serves the same purpose.)
+//! * A running worker `try_lock`s the driver (never waiting for it) at the start of a
+//!   budget tick when a timer is due, and whenever it has run `IO_POLL_INTERVAL` (64) polls
+//!   since it last polled the reactor; then it polls mio with a zero timeout (if any I/O
+//!   source is registered) and fires due timers. Polling the reactor at every tick instead
+//!   made a worker that keeps finding a little work spin on `epoll_wait(0)`, each call
+//!   returning a handful of events, where blocking when idle collects many per call and
+//!   leaves the CPU to others meanwhile. When nothing is due this costs a subtraction, a
+//!   compare and, for the timers, an atomic load.
+//!
+//! # Waking a worker parked in the reactor
+//! The worker's park word goes UNPARKED -> PARKED_DRIVER (CAS) before it calls
+//! `mio::Poll::poll`. `unpark` swaps in NOTIFIED and, if it saw PARKED_DRIVER, writes the
+//! `mio::Waker` (an eventfd) instead of the futex. The eventfd stays readable until the
+//! next poll reads it, so a wake that lands between the CAS and the `poll` call makes the
+//! poll return at once: no wake is lost and none waits for the timeout. A new timer earlier
+//! than the reactor's timeout also writes the waker (see `time`). `loom_park_in_reactor_*`
+//! models this, and `tests/io.rs` stresses it.
+//!
+//! After the poll, the worker leaves the parked state first and only then dispatches:
+//! readiness is stored in each source's `ScheduledIo`, the tasks waiting on it and the due
+//! timers' tasks are woken onto this worker's own queues, and, once the batch is queued,
+//! one parked worker is notified to steal from there if more than one task waits (the
+//! dispatching worker runs the first itself).
+//!
+//! # Readiness
+//! Each registered source has a `ScheduledIo`: readiness bits plus a generation, bumped
+//! by every event, in one `AtomicU64`, and one waker each for readers and writers. An
+//! operation that hits `WouldBlock` clears the readiness it acted on only if the generation
+//! is unchanged, so an event that arrived meanwhile is never erased (mio is edge-triggered).
+//! At shutdown every source is marked `SHUTDOWN` and woken: later operations on it fail
+//! with an error instead of waiting forever.
+
+use crate::runtime::handle::Shared;
+use crate::task::wait;
+use crate::time::TimeDriver;
+use std::io;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+const WAKER_TOKEN: mio::Token = mio::Token(0);
+const EVENTS_CAPACITY: usize = 1024;
+
+pub(crate) const READABLE: u64 = 1;
+pub(crate) const WRITABLE: u64 = 1 << 1;
+const READ_CLOSED: u64 = 1 << 2;
+const WRITE_CLOSED: u64 = 1 << 3;
+const ERROR: u64 = 1 << 4;
+const SHUTDOWN: u64 = 1 << 5;
+const GEN_SHIFT: u32 = 16;
+const GEN_ONE: u64 = 1 << GEN_SHIFT;
+
+/// Which half of a source an operation waits on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Read,
+    Write,
+}
+
+impl Direction {
+    fn mask(self) -> u64 {
+        match self {
+            Direction::Read => READABLE | READ_CLOSED | ERROR,
+            Direction::Write => WRITABLE | WRITE_CLOSED | ERROR,
+        }
+    }
+}
+
+/// The readiness an operation observed, so it can clear exactly that.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadyEvent {
+    generation: u64,
+    ready: u64,
+}
+
+/// Per-source readiness and wakers.
+pub(crate) struct ScheduledIo {
+    readiness: AtomicU64,
+    reader: Mutex<Option<Waker>>,
+    writer: Mutex<Option<Waker>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ScheduledIo {
+    fn new(ready: u64) -> ScheduledIo {
+        ScheduledIo { readiness: AtomicU64::new(ready), reader: Mutex::new(None), writer: Mutex::new(None) }
+    }
+
+    /// Add readiness bits (bumping the generation) and collect the wakers to wake.
+    fn set_readiness(&self, bits: u64, wake: &mut Vec<Waker>) {
+        let _ = self.readiness.fetch_update(AcqRel, Acquire, |cur| Some((cur | bits).wrapping_add(GEN_ONE)));
+        if bits & (Direction::Read.mask() | SHUTDOWN) != 0 {
+            wake.extend(lock(&self.reader).take());
+        }
+        if bits & (Direction::Write.mask() | SHUTDOWN) != 0 {
+            wake.extend(lock(&self.writer).take());
+        }
+    }
+}
+
+/// A slab of registered sources. A source's token holds its slot `i` as `i + 1` in the
+/// low [`INDEX_BITS`] (token 0 is the waker) and the slot's generation above them.
+///
+/// The generation is what keeps an event from reaching the wrong source. Events wait in
+/// the driver between the reactor's poll and their dispatch, and meanwhile another worker
+/// may drop their source and register a new one in the freed slot (an accept loop under
+/// connection churn does exactly that). A stale "peer closed" delivered to the newcomer
+/// would say its first read may proceed when it may not, and fail a fresh `connect`.
+/// Each free bumps the slot's generation, so the old token no longer matches.
+#[derive(Default)]
+struct Sources {
+    slots: Vec<Option<Arc<ScheduledIo>>>,
+    /// Each slot's generation (wrapping within the token's high bits).
+    gens: Vec<usize>,
+    free: Vec<usize>,
+}
+
+/// Token bits that hold the slot (the rest hold its generation).
+const INDEX_BITS: u32 = if usize::BITS >= 64 { 32 } else { 24 };
+const INDEX_MASK: usize = (1 << INDEX_BITS) - 1;
+
+impl Sources {
+    /// Put `io` in a free slot; its token.
+    fn insert(&mut self, io: Arc<ScheduledIo>) -> io::Result<usize> {
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.slots[i] = Some(io);
+                i
+            }
+            None => {
+                if self.slots.len() >= INDEX_MASK {
+                    return Err(io::Error::other("too many I/O sources registered with this runtime"));
+                }
+                self.slots.push(Some(io));
+                self.gens.push(0);
+                self.slots.len() - 1
+            }
+        };
+        Ok((idx + 1) | (self.gens[idx] << INDEX_BITS))
+    }
+
+    /// The source `token` was given to, if it is still registered.
+    fn get(&self, token: usize) -> Option<&Arc<ScheduledIo>> {
+        let idx = (token & INDEX_MASK).checked_sub(1)?;
+        if self.gens.get(idx) != Some(&(token >> INDEX_BITS)) {
+            return None;
+        }
+        self.slots.get(idx)?.as_ref()
+    }
+
+    /// Free `token`'s slot if it still holds `io`; whether it did.
+    fn remove(&mut self, token: usize, io: &Arc<ScheduledIo>) -> bool {
+        if !self.get(token).is_some_and(|x| Arc::ptr_eq(x, io)) {
+            return false;
+        }
+        let idx = (token & INDEX_MASK) - 1;
+        self.slots[idx] = None;
+        self.gens[idx] = self.gens[idx].wrapping_add(1) & (usize::MAX >> INDEX_BITS);
+        self.free.push(idx);
+        true
+    }
+}
+
+/// The I/O half shared with registrations (no driver lock needed).
+pub(crate) struct IoShared {
+    registry: mio::Registry,
+    waker: mio::Waker,
+    sources: Mutex<Sources>,
+    registered: AtomicUsize,
+    shutdown: AtomicBool,
+}
+
+/// What only the driver holder touches.
+pub(crate) struct DriverCore {
+    poll: mio::Poll,
+    events: mio::Events,
+    wake: Vec<Waker>,
+}
+
+/// The runtime's reactor and timers.
+pub(crate) struct Driver {
+    core: Mutex<DriverCore>,
+    pub(crate) io: IoShared,
+    pub(crate) time: TimeDriver,
+}
+
+/// What one dispatch delivered, for the worker's counters.
+#[derive(Default, Clone, Copy, Debug)]
+pub(crate) struct Dispatched {
+    pub(crate) io_events: u64,
+    pub(crate) timers_fired: u64,
+}
+
+impl Driver {
+    pub(crate) fn new() -> io::Result<Driver> {
+        let poll = mio::Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let waker = mio::Waker::new(poll.registry(), WAKER_TOKEN)?;
+        Ok(Driver {
+            core: Mutex::new(DriverCore {
+                poll,
+                events: mio::Events::with_capacity(EVENTS_CAPACITY),
+                wake: Vec::new(),
+            }),
+            io: IoShared {
+                registry,
+                waker,
+                sources: Mutex::new(Sources::default()),
+                registered: AtomicUsize::new(0),
+                shutdown: AtomicBool::new(false),
+            },
+            time: TimeDriver::new(),
+        })
+    }
+
+    /// Take the driver if nobody has it. Never waits.
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, DriverCore>> {
+        match self.core.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Whether any I/O source is registered (else a non-blocking poll has nothing to find).
+    pub(crate) fn has_io_sources(&self) -> bool {
+        self.io.registered.load(Relaxed) > 0
+    }
+
+    /// Interrupt the worker blocked in the reactor (or make its next poll return).
+    pub(crate) fn wake_reactor(&self) {
+        let _ = self.io.waker.wake();
+    }
+
+    /// Poll mio for events (blocking up to `timeout`; `Some(ZERO)` never blocks). The
+    /// events stay in `core` until `dispatch`.
+    pub(crate) fn poll_io(&self, core: &mut DriverCore, timeout: Option<Duration>) {
+        let DriverCore { poll, events, .. } = core;
+        if self.io.registered.load(Relaxed) == 0 && timeout == Some(Duration::ZERO) {
+            events.clear();
+            return;
+        }
+        if let Err(e) = poll.poll(events, timeout) {
+            // EINTR just ends this poll early; anything else leaves no events to handle.
+            if e.kind() != io::ErrorKind::Interrupted {
+                events.clear();
+            }
+        }
+    }
+
+    /// Deliver the polled events and fire due timers, then wake their tasks (from the
+    /// caller's thread, a worker, so they land in its own queues). `count` records the
+    /// figures *before* the wakes, so whoever a wake reaches also sees them counted.
+    pub(crate) fn dispatch(&self, core: &mut DriverCore, now: Instant, count: impl FnOnce(Dispatched)) {
+        let DriverCore { events, wake, .. } = core;
+        let mut out = Dispatched::default();
+        // A pass for timers only has no events: skip the sources lock. Readiness is stored
+        // while the lock is held, which keeps each source alive without an `Arc` clone per
+        // event (nothing takes the sources lock while holding a waker slot's lock).
+        if !events.is_empty() {
+            let sources = lock(&self.io.sources);
+            for ev in events.iter() {
+                if ev.token() == WAKER_TOKEN {
+                    continue;
+                }
+                // An event for a source dropped since the poll finds nothing (or, for a
+                // slot used again, a newer generation): see `Sources`.
+                let Some(io) = sources.get(ev.token().0) else { continue };
+                let mut bits = 0;
+                if ev.is_readable() {
+                    bits |= READABLE;
+                }
+                if ev.is_writable() {
+                    bits |= WRITABLE;
+                }
+                if ev.is_read_closed() {
+                    bits |= READ_CLOSED;
+                }
+                if ev.is_write_closed() {
+                    bits |= WRITE_CLOSED;
+                }
+                if ev.is_error() {
+                    bits |= ERROR;
+                }
+                io.set_readiness(bits, wake);
+                out.io_events += 1;
+            }
+        }
+        events.clear();
+        let io_wakes = wake.len();
+        if self.time.is_due(now) {
+            out.timers_fired = self.time.process(now, wake) as u64;
+        }
+        count(out);
+        if io_wakes > 0 {
+            let _source = wait::SourceGuard::new(wait::SRC_IO);
+            for w in wake.drain(..io_wakes) {
+                w.wake();
+            }
+        }
+        if !wake.is_empty() {
+            let _source = wait::SourceGuard::new(wait::SRC_TIMER);
+            for w in wake.drain(..) {
+                w.wake();
+            }
+        }
+    }
+
+    /// Runtime shutdown: every source fails from now on, and its waiters wake to see it;
+    /// every timer fires (see `TimeDriver::shutdown`). Returns how many timers fired.
+    pub(crate) fn shutdown(&self) -> u64 {
+        self.io.shutdown.store(true, Relaxed);
+        let taken: Vec<Arc<ScheduledIo>> = lock(&self.io.sources).slots.iter().flatten().cloned().collect();
+        let (mut wake, timers_fired) = self.time.shutdown();
+        for io in taken {
+            io.set_readiness(SHUTDOWN, &mut wake);
+        }
+        for w in wake {
+            w.wake();
+        }
+        timers_fired
+    }
+}
+
+fn shutdown_error() -> io::Error {
+    io::Error::other("the Volt runtime this I/O resource belongs to has shut down")
+}
+
+/// A source's registration with its runtime's reactor.
+pub(crate) struct Registration {
+    shared: Arc<Shared>,
+    io: Arc<ScheduledIo>,
+    token: usize,
+    /// What a task waiting on this source waits on (`task::wait`), set by the socket.
+    wait: WaitAs,
+}
+
+/// How a wait on a source is named: the kinds of its read and write waits, and the
+/// address shown with them (the peer of a stream, the local address of a listener or a
+/// datagram socket).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WaitAs {
+    pub(crate) read: u8,
+    pub(crate) write: u8,
+    pub(crate) addr: Option<std::net::SocketAddr>,
+}
+
+impl Registration {
+    /// Register `source` with the current runtime's reactor. Its first operation waits
+    /// for the reactor's first event.
+    pub(crate) fn new(source: &mut impl mio::event::Source, interest: mio::Interest) -> io::Result<Registration> {
+        Registration::with_readiness(source, interest, 0)
+    }
+
+    /// Register an established stream (accepted, or adopted connected): its first read
+    /// and write are tried at once instead of waiting for the reactor's first event.
+    ///
+    /// Such a socket is writable, and often already holds its peer's first bytes (a
+    /// client writes its request right after connecting, and under load the accept comes
+    /// later). Waiting for the reactor to report what the kernel already knows costs a
+    /// trip through it, and a worker that is not scheduled in time delays that trip: a
+    /// request that arrived with its connection would be kept waiting by the reactor.
+    /// A guess that proves wrong costs one `WouldBlock`, which clears the guessed bits
+    /// (only if no event has arrived meanwhile: the generation check of
+    /// [`clear_readiness`](Self::clear_readiness)).
+    pub(crate) fn established(source: &mut impl mio::event::Source) -> io::Result<Registration> {
+        Registration::with_readiness(source, mio::Interest::READABLE | mio::Interest::WRITABLE, READABLE | WRITABLE)
+    }
+
+    fn with_readiness(
+        source: &mut impl mio::event::Source,
+        interest: mio::Interest,
+        ready: u64,
+    ) -> io::Result<Registration> {
+        let shared = crate::runtime::context::current_handle().ok_or_else(|| {
+            io::Error::other("volt I/O resources must be created inside a Volt runtime (a task or `Runtime::block_on`)")
+        })?;
+        let driver = &shared.driver;
+        let io = Arc::new(ScheduledIo::new(ready));
+        let token = {
+            let mut sources = lock(&driver.io.sources);
+            // Checked under the lock `Driver::shutdown` takes after setting the flag: a
+            // source is either in its walk (and marked) or sees the flag here.
+            if driver.io.shutdown.load(Relaxed) {
+                return Err(shutdown_error());
+            }
+            sources.insert(Arc::clone(&io))?
+        };
+        if let Err(e) = driver.io.registry.register(source, mio::Token(token), interest) {
+            lock(&driver.io.sources).remove(token, &io);
+            return Err(e);
+        }
+        driver.io.registered.fetch_add(1, Relaxed);
+        let wait = WaitAs { read: wait::W_READ, write: wait::W_WRITE, addr: None };
+        Ok(Registration { shared, io, token, wait })
+    }
+
+    /// Name the waits on this source (see [`WaitAs`]).
+    pub(crate) fn set_wait(&mut self, wait: WaitAs) {
+        self.wait = wait;
+    }
+
+    /// Wait until the source may be ready in `dir` (or has failed, or the runtime shut down).
+    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
+        // A task that spent its poll's budget yields here (see `task::coop`).
+        std::task::ready!(crate::task::coop::poll_proceed(cx));
+        let r = self.poll_ready_now(cx, dir);
+        if r.is_ready() {
+            crate::task::coop::spend();
+        }
+        r
+    }
+
+    fn poll_ready_now(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
+        let mask = dir.mask();
+        let check = |cur: u64| -> Option<io::Result<ReadyEvent>> {
+            if cur & SHUTDOWN != 0 {
+                return Some(Err(shutdown_error()));
+            }
+            (cur & mask != 0).then_some(Ok(ReadyEvent { generation: cur >> GEN_SHIFT, ready: cur & mask }))
+        };
+        if let Some(r) = check(self.io.readiness.load(Acquire)) {
+            return Poll::Ready(r);
+        }
+        {
+            let slot = match dir {
+                Direction::Read => &self.io.reader,
+                Direction::Write => &self.io.writer,
+            };
+            let mut slot = lock(slot);
+            if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *slot = Some(cx.waker().clone());
+            }
+        }
+        // An event may have landed before the waker was stored.
+        match check(self.io.readiness.load(Acquire)) {
+            Some(r) => Poll::Ready(r),
+            None => {
+                let kind = match dir {
+                    Direction::Read => self.wait.read,
+                    Direction::Write => self.wait.write,
+                };
+                wait::record_addr(kind, self.wait.addr);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// After `WouldBlock`: clear the readiness `ev` saw, unless a newer event arrived.
+    ///
+    /// Every bit it saw goes, the closed and error bits too. An operation that answers
+    /// `WouldBlock` has shown that none of them holds any more: a closed half answers
+    /// end-of-stream or an error, never `WouldBlock`, and a socket error is reported by
+    /// the one call that consumes it (a connected UDP socket's `ConnectionRefused`, say).
+    /// A bit left set would make the next wait return at once, and the operation loop
+    /// in [`poll_io`](Self::poll_io) would spin inside one poll for good.
+    pub(crate) fn clear_readiness(&self, ev: ReadyEvent) {
+        let clear = ev.ready;
+        let _ = self
+            .io
+            .readiness
+            .fetch_update(AcqRel, Acquire, |cur| (cur >> GEN_SHIFT == ev.generation).then_some(cur & !clear));
+    }
+
+    /// Run a non-blocking operation, waiting for readiness until it stops saying
+    /// `WouldBlock`.
+    pub(crate) fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+        mut op: impl FnMut() -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            let ev = match self.poll_ready(cx, dir) {
+                Poll::Ready(Ok(ev)) => ev,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    /// [`poll_io`](Self::poll_io) for a read of up to `len` bytes. A read that returns
+    /// fewer bytes than asked (but not 0, which is end of stream) drained the socket's
+    /// receive buffer, so the readiness it saw is cleared at once: the next read waits for
+    /// the reactor's next event instead of paying a system call that answers `WouldBlock`.
+    /// mio is edge-triggered, so data arriving after this read brings a new event (a new
+    /// generation), which the clear leaves alone.
+    pub(crate) fn poll_read_io(
+        &self,
+        cx: &mut Context<'_>,
+        len: usize,
+        mut op: impl FnMut() -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let ev = match self.poll_ready(cx, Direction::Read) {
+                Poll::Ready(Ok(ev)) => ev,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.clear_readiness(ev),
+                Ok(n) if n > 0 && n < len && ev.ready & (READ_CLOSED | ERROR) == 0 => {
+                    self.clear_readiness(ev);
+                    return Poll::Ready(Ok(n));
+                }
+                r => return Poll::Ready(r),
+            }
+        }
+    }
+
+    /// Clear the readiness `ev` saw for a non-blocking attempt made outside `poll_io`
+    /// (`try_read`, `try_write`) that hit `WouldBlock`.
+    pub(crate) fn try_io<R>(&self, dir: Direction, op: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        let cur = self.io.readiness.load(Acquire);
+        if cur & SHUTDOWN != 0 {
+            return Err(shutdown_error());
+        }
+        let ev = ReadyEvent { generation: cur >> GEN_SHIFT, ready: cur & dir.mask() };
+        match op() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.clear_readiness(ev);
+                Err(e)
+            }
+            r => r,
+        }
+    }
+
+    /// Remove `source` from the reactor (call before dropping the registration).
+    pub(crate) fn deregister(&self, source: &mut impl mio::event::Source) {
+        let _ = self.shared.driver.io.registry.deregister(source);
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let io = &self.shared.driver.io;
+        if lock(&io.sources).remove(self.token, &self.io) {
+            io.registered.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A slot used again answers only to its new token: an event still carrying the old
+    /// one (polled before the old source was dropped) finds nothing.
+    #[test]
+    fn a_freed_slots_old_token_finds_nothing() {
+        let mut s = Sources::default();
+        let (a, b) = (Arc::new(ScheduledIo::new(0)), Arc::new(ScheduledIo::new(0)));
+        let old = s.insert(Arc::clone(&a)).unwrap();
+        assert!(s.get(old).is_some_and(|x| Arc::ptr_eq(x, &a)));
+        assert!(s.remove(old, &a));
+        assert!(!s.remove(old, &a), "freed twice");
+        let new = s.insert(Arc::clone(&b)).unwrap();
+        assert_eq!(new & INDEX_MASK, old & INDEX_MASK, "the freed slot is used again");
+        assert_ne!(new, old);
+        assert!(s.get(old).is_none(), "the old token reached the slot's new source");
+        assert!(s.get(new).is_some_and(|x| Arc::ptr_eq(x, &b)));
+        assert!(!s.remove(old, &a), "the old registration freed the new one's slot");
+        assert!(s.get(new).is_some(), "the new source is still there");
+        assert!(s.get(0).is_none() && s.get(12345).is_none(), "tokens never given find nothing");
+    }
+}

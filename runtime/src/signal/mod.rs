@@ -1,0 +1,1 @@
+//! Tokio's `signal`: `ctrl_c` and Unix signals, on Volt's reactor.

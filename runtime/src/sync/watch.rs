@@ -1,0 +1,1 @@
+//! Tokio's `sync::watch` channel.
