@@ -159,9 +159,12 @@ fn in_process_scrape_has_every_family_and_counters_grow() {
     let exporter = fast_exporter(&rt);
     let addr = exporter.local_addr();
     let mut first = scrape(addr);
-    wait_until("a first sample", Duration::from_secs(30), || {
+    // The lost-waker gauge is counted only once a scraper has shown up (it walks every
+    // task), so the first samples may come without it: wait for a sample taken after
+    // the scrapes began.
+    wait_until("a first sample with the lost-waker count", Duration::from_secs(30), || {
         first = scrape(addr);
-        !samples(&first, "volt_worker_polls_total").is_empty()
+        !samples(&first, "volt_worker_polls_total").is_empty() && !samples(&first, "volt_tasks_lost_waker").is_empty()
     });
     check_families(&first, 2);
     let polls0: f64 = per_worker(&first, "volt_worker_polls_total").iter().map(|p| p.1).sum();
