@@ -24,14 +24,36 @@
 //! operations fail with an `io::Error` rather than wait forever.
 
 mod addr;
+pub(crate) mod ready;
+mod socket;
 mod split;
-mod tcp;
+#[path = "tcp.rs"]
+mod tcp_impl;
 mod udp;
+#[cfg(unix)]
+pub mod unix;
 
 pub use addr::ToSocketAddrs;
+pub use ready::{Interest, Ready};
+pub use socket::TcpSocket;
 pub use split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, WriteHalf};
-pub use tcp::{TcpListener, TcpStream};
+pub use tcp_impl::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
+#[cfg(unix)]
+pub use unix::{UnixDatagram, UnixListener, UnixStream};
+
+/// The halves of a split [`TcpStream`], at Tokio's path for them (`tokio::net::tcp`).
+pub mod tcp {
+    pub use super::split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, WriteHalf};
+}
+
+/// Look `host` up (`"example.com:443"`, `("localhost", 80)`, or any other
+/// [`ToSocketAddrs`]): its socket addresses. A numeric address is answered at once; a
+/// host name is resolved with the system's resolver on the runtime's blocking pool, so
+/// only inside a Volt runtime.
+pub async fn lookup_host<T: ToSocketAddrs>(host: T) -> io::Result<impl Iterator<Item = SocketAddr>> {
+    addr::resolve(&host).await
+}
 
 use std::io;
 use std::net::SocketAddr;
