@@ -129,3 +129,273 @@ fn bad_signals_are_errors_not_panics() {
     assert_eq!(SignalKind::from_raw(libc::SIGTERM), SignalKind::terminate());
     assert_eq!(SignalKind::interrupt().as_raw_value(), libc::SIGINT);
 }
+
+// ---- net ----
+
+use std::net::SocketAddr;
+use volt::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use volt::net::{lookup_host, TcpListener, TcpSocket, TcpStream, UdpSocket, UnixDatagram, UnixListener, UnixStream};
+
+/// A fresh directory for this test's socket files, removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("volt-signal-net-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One echo exchange on an accepted connection: read until end of stream, write it back.
+async fn echo_once(mut s: TcpStream) {
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.unwrap();
+    s.write_all(&buf).await.unwrap();
+}
+
+#[test]
+fn connect_and_bind_take_every_address_form_tokio_takes() {
+    let rt = runtime();
+    rt.block_on(within(async {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = volt::spawn(async move {
+            for _ in 0..4 {
+                let (s, _) = listener.accept().await.unwrap();
+                volt::spawn(echo_once(s));
+            }
+        });
+        let port = addr.port();
+        // A host name (resolved on the blocking pool; `localhost` may give `::1` first,
+        // which is refused, then 127.0.0.1), a `String`, a `SocketAddr` and a slice.
+        let streams = vec![
+            TcpStream::connect(("localhost", port)).await.unwrap(),
+            TcpStream::connect(format!("127.0.0.1:{port}")).await.unwrap(),
+            TcpStream::connect(addr).await.unwrap(),
+            TcpStream::connect(&[addr][..]).await.unwrap(),
+        ];
+        for (i, mut s) in streams.into_iter().enumerate() {
+            let msg = format!("hello {i}");
+            s.write_all(msg.as_bytes()).await.unwrap();
+            s.shutdown().await.unwrap();
+            let mut back = String::new();
+            s.read_to_string(&mut back).await.unwrap();
+            assert_eq!(back, msg);
+        }
+        server.await.unwrap();
+
+        // UDP: bind with a (host, port) pair, send to a `String`, connect to a slice.
+        let a = UdpSocket::bind(("127.0.0.1", 0)).await.unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0".to_string()).await.unwrap();
+        let b_addr = b.local_addr().unwrap();
+        assert_eq!(a.send_to(b"one", b_addr.to_string()).await.unwrap(), 3);
+        let mut buf = [0u8; 16];
+        let (n, from) = b.peek_from(&mut buf).await.unwrap();
+        assert_eq!((&buf[..n], from), (&b"one"[..], a.local_addr().unwrap()));
+        let (n, from) = b.recv_from(&mut buf).await.unwrap();
+        assert_eq!((&buf[..n], from), (&b"one"[..], a.local_addr().unwrap()));
+        a.connect(&[b_addr][..]).await.unwrap();
+        a.send(b"two").await.unwrap();
+        assert_eq!(b.recv_from(&mut buf).await.unwrap().0, 3);
+        assert!(a.try_recv(&mut buf).is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock));
+
+        // Malformed input is an error, not a panic or a lookup.
+        let e = TcpStream::connect("localhost").await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    }));
+}
+
+#[test]
+fn lookup_host_resolves_localhost_and_passes_numbers_through() {
+    let rt = runtime();
+    rt.block_on(within(async {
+        let addrs: Vec<SocketAddr> = lookup_host("localhost:80").await.unwrap().collect();
+        assert!(!addrs.is_empty());
+        assert!(addrs.iter().all(|a| a.ip().is_loopback() && a.port() == 80), "{addrs:?}");
+        let addrs: Vec<SocketAddr> = lookup_host(("127.0.0.1", 5)).await.unwrap().collect();
+        assert_eq!(addrs, ["127.0.0.1:5".parse::<SocketAddr>().unwrap()]);
+        assert!(lookup_host("no-port-here").await.is_err());
+    }));
+}
+
+#[test]
+fn tcp_socket_binds_with_reuseaddr_listens_and_connects() {
+    let rt = runtime();
+    rt.block_on(within(async {
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.set_reuseaddr(true).unwrap();
+        assert!(socket.reuseaddr().unwrap());
+        socket.set_recv_buffer_size(64 * 1024).unwrap();
+        assert!(socket.recv_buffer_size().unwrap() > 0);
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = socket.local_addr().unwrap();
+        assert_ne!(addr.port(), 0);
+        let listener = socket.listen(16).unwrap();
+        assert_eq!(listener.local_addr().unwrap(), addr);
+
+        let client = TcpSocket::new_v4().unwrap();
+        client.set_nodelay(true).unwrap();
+        client.set_send_buffer_size(64 * 1024).unwrap();
+        let (c, accepted) = futures::join!(client.connect(addr), listener.accept());
+        let mut c = c.unwrap();
+        let (mut s, peer) = accepted.unwrap();
+        assert_eq!(peer, c.local_addr().unwrap());
+        assert!(c.nodelay().unwrap());
+
+        // `ready` sees a fresh connection writable, and readable once the peer writes.
+        let r = c.ready(Interest::READABLE | Interest::WRITABLE).await.unwrap();
+        assert!(r.is_writable());
+        s.write_all(b"ping").await.unwrap();
+        loop {
+            let r = c.ready(Interest::READABLE).await.unwrap();
+            assert!(r.is_readable());
+            let mut buf = [0u8; 8];
+            match c.try_read(&mut buf) {
+                Ok(n) => {
+                    assert_eq!(&buf[..n], b"ping");
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => panic!("try_read: {e}"),
+            }
+        }
+
+        // The server side closes first, so its port is left in TIME_WAIT: binding it again
+        // needs SO_REUSEADDR.
+        drop(s);
+        let mut rest = Vec::new();
+        c.read_to_end(&mut rest).await.unwrap();
+        drop(c);
+        drop(listener);
+        let again = TcpSocket::new_v4().unwrap();
+        again.set_reuseaddr(true).unwrap();
+        again.bind(addr).expect("SO_REUSEADDR did not allow binding the port in TIME_WAIT again");
+        let _listener = again.listen(16).unwrap();
+
+        // Two sockets with SO_REUSEPORT listen on one port.
+        let one = TcpSocket::new_v4().unwrap();
+        one.set_reuseport(true).unwrap();
+        one.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let shared = one.local_addr().unwrap();
+        let two = TcpSocket::new_v4().unwrap();
+        two.set_reuseport(true).unwrap();
+        assert!(two.reuseport().unwrap());
+        two.bind(shared).unwrap();
+        let (_l1, _l2) = (one.listen(8).unwrap(), two.listen(8).unwrap());
+        TcpStream::connect(shared).await.unwrap();
+    }));
+}
+
+#[test]
+fn unix_stream_echo_round_trip_with_split_halves() {
+    let dir = TempDir::new("stream");
+    let path = dir.0.join("echo.sock");
+    let rt = runtime();
+    let listener = rt.block_on(async { UnixListener::bind(&path).unwrap() });
+    assert_eq!(listener.local_addr().unwrap().as_pathname(), Some(path.as_path()));
+    let server = volt::task::Builder::new().name("unix-echo").spawn_on(
+        async move {
+            let (stream, peer) = listener.accept().await.unwrap();
+            assert!(peer.is_unnamed());
+            // SAFETY: `getuid` has no preconditions.
+            assert_eq!(stream.peer_cred().unwrap().uid(), unsafe { libc::getuid() });
+            let (mut r, mut w) = stream.into_split();
+            let n = volt::io::copy(&mut r, &mut w).await.unwrap();
+            w.shutdown().await.unwrap();
+            n
+        },
+        rt.handle(),
+    );
+    let client = volt::task::Builder::new().name("unix-client").spawn_on(
+        {
+            let path = path.clone();
+            async move {
+                let mut s = UnixStream::connect(&path).await.unwrap();
+                assert_eq!(s.peer_addr().unwrap().as_pathname(), Some(path.as_path()));
+                // Wait (named) for the first byte before writing anything: nothing comes.
+                let mut first = [0u8; 1];
+                let (mut r, mut w) = s.split();
+                let read = async { r.read(&mut first).await.unwrap() };
+                let write = async {
+                    volt::time::sleep(Duration::from_millis(50)).await;
+                    w.write_all(b"hello over unix").await.unwrap();
+                    w.shutdown().await.unwrap();
+                };
+                let (n, ()) = futures::join!(read, write);
+                assert_eq!(n, 1);
+                let mut rest = Vec::new();
+                s.read_to_end(&mut rest).await.unwrap();
+                [&first[..], &rest].concat()
+            }
+        },
+        rt.handle(),
+    );
+    rt.block_on(async {
+        assert_eq!(within(client).await.unwrap(), b"hello over unix");
+        assert_eq!(within(server).await.unwrap(), 15);
+    });
+
+    // A reader waiting on a Unix stream shows as `read` with no address.
+    let (a, b) = rt.block_on(async { UnixStream::pair().unwrap() });
+    let waiter = volt::task::Builder::new().name("unix-reader").spawn_on(
+        async move {
+            let mut a = a;
+            let mut buf = [0u8; 4];
+            a.read_exact(&mut buf).await.unwrap();
+            buf
+        },
+        rt.handle(),
+    );
+    wait_for(&rt, "the reader waits on its Unix stream", |ts| {
+        named(ts, "unix-reader").is_some_and(|t| t.waiting_on == Some(WaitReason::Read { addr: None }))
+    });
+    rt.block_on(async {
+        let mut b = b;
+        b.write_all(b"pair").await.unwrap();
+        assert_eq!(&within(waiter).await.unwrap(), b"pair");
+    });
+}
+
+#[test]
+fn unix_datagrams_reach_their_path_with_the_sender_address() {
+    let dir = TempDir::new("dgram");
+    let (a_path, b_path) = (dir.0.join("a.sock"), dir.0.join("b.sock"));
+    let rt = runtime();
+    rt.block_on(within(async {
+        let a = UnixDatagram::bind(&a_path).unwrap();
+        let b = UnixDatagram::bind(&b_path).unwrap();
+        assert_eq!(a.send_to(b"ping", &b_path).await.unwrap(), 4);
+        let mut buf = [0u8; 16];
+        let (n, from) = b.recv_from(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"ping");
+        assert_eq!(from.as_pathname(), Some(a_path.as_path()));
+        b.connect(&a_path).unwrap();
+        b.send(b"pong").await.unwrap();
+        assert_eq!(a.recv(&mut buf).await.unwrap(), 4);
+        assert_eq!(&buf[..4], b"pong");
+        assert!(a.try_recv(&mut buf).is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock));
+
+        let (x, y) = UnixDatagram::pair().unwrap();
+        let receiver = volt::spawn(async move {
+            let mut buf = [0u8; 16];
+            let mut got = Vec::new();
+            for _ in 0..3 {
+                let n = y.recv(&mut buf).await.unwrap();
+                got.push(buf[..n].to_vec());
+            }
+            got
+        });
+        for m in [&b"1"[..], b"22", b"333"] {
+            x.send(m).await.unwrap();
+        }
+        assert_eq!(receiver.await.unwrap(), [b"1".to_vec(), b"22".to_vec(), b"333".to_vec()]);
+    }));
+}

@@ -239,16 +239,6 @@ impl TcpStream {
         self.io.ttl()
     }
 
-    /// Shut down the reading half, the writing half, or both (`shutdown(2)`).
-    /// `Shutdown::Write` sends a FIN: the peer reads end of stream.
-    ///
-    /// This method takes precedence over the extension traits' `shutdown()`/`close()`;
-    /// those do the same as `shutdown(Shutdown::Write)` and can be called as
-    /// `tokio::io::AsyncWriteExt::shutdown(&mut stream)`.
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.io.shutdown(how)
-    }
-
     /// Wait until the socket may be readable: data, end of stream or an error. It may
     /// wake spuriously; follow it with [`try_read`](Self::try_read), which answers
     /// `WouldBlock` then.
