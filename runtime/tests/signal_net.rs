@@ -41,8 +41,8 @@ fn named<'a>(tasks: &'a [TaskInfo], name: &str) -> Option<&'a TaskInfo> {
     tasks.iter().find(|t| t.name.as_deref() == Some(name))
 }
 
-fn within<F: Future>(f: F) -> impl Future<Output = F::Output> {
-    async move { volt::time::timeout(BOUND, f).await.expect("did not happen within 10 s") }
+async fn within<F: Future>(f: F) -> F::Output {
+    volt::time::timeout(BOUND, f).await.expect("did not happen within 10 s")
 }
 
 #[test]

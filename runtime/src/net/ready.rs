@@ -188,3 +188,20 @@ pub(crate) fn poll_interest(reg: &Registration, cx: &mut Context<'_>, interest: 
         Poll::Ready(Ok(ready))
     }
 }
+
+/// `async_io`: wait for `interest`, run `f`, and wait again while it answers
+/// `WouldBlock` (which clears the readiness it saw, so the next wait is for a new event).
+pub(crate) async fn async_io<R>(
+    reg: &Registration,
+    interest: Interest,
+    mut f: impl FnMut() -> io::Result<R>,
+) -> io::Result<R> {
+    let dir = if interest.is_readable() { Direction::Read } else { Direction::Write };
+    loop {
+        std::future::poll_fn(|cx| poll_interest(reg, cx, interest)).await?;
+        match reg.try_io(dir, &mut f) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            r => return r,
+        }
+    }
+}

@@ -216,6 +216,12 @@ impl TcpStream {
         poll_fn(|cx| super::ready::poll_interest(&self.reg, cx, interest)).await
     }
 
+    /// Wait until the socket is ready for `interest`, then run `f`, a non-blocking
+    /// operation on it, again after each `WouldBlock` until it gives another answer.
+    pub async fn async_io<R>(&self, interest: Interest, f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        super::ready::async_io(&self.reg, interest, f).await
+    }
+
     /// Run `f`, a non-blocking operation on the socket (through its fd), as `try_read`
     /// does: its `WouldBlock` clears the readiness for `interest` (so the next `ready`
     /// waits for a new event) and is returned as it is.

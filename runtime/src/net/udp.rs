@@ -238,9 +238,32 @@ impl UdpSocket {
         poll_fn(|cx| super::ready::poll_interest(&self.reg, cx, interest)).await
     }
 
+    /// Wait for a datagram and say who sent it, without taking it off the socket.
+    pub async fn peek_sender(&self) -> io::Result<SocketAddr> {
+        poll_fn(|cx| self.poll_peek_sender(cx)).await
+    }
+
+    /// [`peek_sender`](Self::peek_sender) as a poll function.
+    pub fn poll_peek_sender(&self, cx: &mut Context<'_>) -> Poll<io::Result<SocketAddr>> {
+        // An empty buffer: the kernel reports the sender and leaves the datagram whole.
+        self.reg.poll_io(cx, Direction::Read, || self.io.peek_from(&mut []).map(|(_, a)| a))
+    }
+
+    /// The sender of the waiting datagram, without waiting or taking it; `WouldBlock` if
+    /// none is waiting.
+    pub fn try_peek_sender(&self) -> io::Result<SocketAddr> {
+        self.reg.try_io(Direction::Read, || self.io.peek_from(&mut []).map(|(_, a)| a))
+    }
+
     /// Peek at a datagram without waiting or taking it; `WouldBlock` if none is waiting.
     pub fn try_peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         self.reg.try_io(Direction::Read, || self.io.peek_from(buf))
+    }
+
+    /// Wait until the socket is ready for `interest`, then run `f`, a non-blocking
+    /// operation on it, again after each `WouldBlock` until it gives another answer.
+    pub async fn async_io<R>(&self, interest: Interest, f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        super::ready::async_io(&self.reg, interest, f).await
     }
 
     /// Run `f`, a non-blocking operation on the socket, as the `try_*` methods do (see

@@ -108,7 +108,9 @@ pub(crate) fn slot_for(signum: libc::c_int) -> io::Result<&'static Slot> {
     if FORBIDDEN.contains(&signum) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("volt: signal {signum} cannot be listened for (it cannot be caught, or its handler must not return)"),
+            format!(
+                "volt: signal {signum} cannot be listened for (it cannot be caught, or its handler must not return)"
+            ),
         ));
     }
     let g = globals()?;

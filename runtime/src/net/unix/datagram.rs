@@ -125,6 +125,12 @@ impl UnixDatagram {
         self.reg.try_io(Direction::Read, || self.io.recv_from(buf)).map(|(n, a)| (n, SocketAddr(a)))
     }
 
+    /// Wait until the socket is ready for `interest`, then run `f`, a non-blocking
+    /// operation on it, again after each `WouldBlock` until it gives another answer.
+    pub async fn async_io<R>(&self, interest: Interest, f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        crate::net::ready::async_io(&self.reg, interest, f).await
+    }
+
     /// Run `f`, a non-blocking operation on the socket, as the `try_*` methods do.
     pub fn try_io<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
         let dir = if interest.is_readable() { Direction::Read } else { Direction::Write };

@@ -143,6 +143,12 @@ impl UnixStream {
         self.reg.try_io(Direction::Write, || (&self.io).write_vectored(bufs))
     }
 
+    /// Wait until the socket is ready for `interest`, then run `f`, a non-blocking
+    /// operation on it, again after each `WouldBlock` until it gives another answer.
+    pub async fn async_io<R>(&self, interest: Interest, f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        crate::net::ready::async_io(&self.reg, interest, f).await
+    }
+
     /// Run `f`, a non-blocking operation on the socket, as the `try_*` methods do (see
     /// [`TcpStream::try_io`](crate::net::TcpStream::try_io)).
     pub fn try_io<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
