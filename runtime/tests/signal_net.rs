@@ -98,6 +98,18 @@ fn a_signal_before_recv_is_not_lost() {
 }
 
 #[test]
+fn one_delivery_reaches_listeners_in_two_runtimes() {
+    let (rt1, rt2) = (runtime(), runtime());
+    let mut s1 = rt1.block_on(async { signal(SignalKind::alarm()).unwrap() });
+    let mut s2 = rt2.block_on(async { signal(SignalKind::alarm()).unwrap() });
+    let h1 = rt1.spawn(async move { s1.recv().await });
+    let h2 = rt2.spawn(async move { s2.recv().await });
+    kill_self(libc::SIGALRM);
+    assert_eq!(rt1.block_on(within(h1)).unwrap(), Some(()));
+    assert_eq!(rt2.block_on(within(h2)).unwrap(), Some(()));
+}
+
+#[test]
 fn a_listener_of_a_runtime_that_shut_down_answers_none() {
     let rt = runtime();
     // A task still waiting when the runtime is dropped must not hold the drop up.

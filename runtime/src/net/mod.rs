@@ -1,9 +1,16 @@
-//! TCP and UDP on the runtime's reactor.
+//! TCP, UDP and Unix sockets on the runtime's reactor.
 //!
 //! * [`TcpListener`], [`TcpStream`] and [`UdpSocket`] offer the methods Tokio users reach
 //!   for, under the same names: `accept`/`poll_accept`, `peek`, `readable`/`writable`,
-//!   `try_read`/`try_write`, `poll_recv_from`/`poll_send_to`, `set_nodelay`, `set_linger`,
-//!   `set_ttl`, and the socket's fd through `AsFd`/`AsRawFd`.
+//!   `ready` with an [`Interest`] (answering a [`Ready`]), `try_read`/`try_write`,
+//!   `try_io`/`async_io`, `poll_recv_from`/`poll_send_to`, `set_nodelay`, `set_linger`,
+//!   `set_ttl`, multicast, and the socket's fd through `AsFd`/`AsRawFd`.
+//! * [`TcpSocket`] sets a socket's options (`SO_REUSEADDR`, `SO_REUSEPORT`, buffer sizes)
+//!   before it binds, then connects or listens.
+//! * [`UnixListener`], [`UnixStream`] and [`UnixDatagram`] are the Unix domain sockets,
+//!   with the halves of a split stream, its address type and the peer's credentials in
+//!   [`unix`]. A wait on one shows as `read`/`write` (or `recv`/`send`) with no address.
+//! * [`lookup_host`] resolves a host name as `connect` does.
 //! * `TcpStream` and its halves always implement the runtime-neutral
 //!   `futures_io::AsyncRead`/`AsyncWrite`, so `futures::AsyncReadExt`/`AsyncWriteExt` (and
 //!   libraries written against them) work on them. With the `tokio-io` feature they also

@@ -1,5 +1,5 @@
-//! Unix domain sockets: [`UnixListener`](super::UnixListener),
-//! [`UnixStream`](super::UnixStream) and [`UnixDatagram`](super::UnixDatagram) (at
+//! Unix domain sockets: [`UnixListener`],
+//! [`UnixStream`] and [`UnixDatagram`] (at
 //! `volt::net::`, as in Tokio), and the types that go with them here at
 //! `volt::net::unix::` (the halves of a split stream, the socket address, the peer's
 //! credentials).
