@@ -411,3 +411,27 @@ fn unix_datagrams_reach_their_path_with_the_sender_address() {
         assert_eq!(receiver.await.unwrap(), [b"1".to_vec(), b"22".to_vec(), b"333".to_vec()]);
     }));
 }
+
+#[test]
+fn refused_or_missing_peers_are_errors_not_hangs() {
+    let dir = TempDir::new("errors");
+    let rt = runtime();
+    rt.block_on(within(async {
+        // A port nobody listens on any more.
+        let closed = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+        let e = TcpSocket::new_v4().unwrap().connect(closed).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused);
+        // An IPv4 socket cannot bind an IPv6 address.
+        assert!(TcpSocket::new_v4().unwrap().bind("[::1]:0".parse().unwrap()).is_err());
+
+        let e = UnixStream::connect(dir.0.join("nobody.sock")).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+        let path = dir.0.join("taken.sock");
+        let _first = UnixListener::bind(&path).unwrap();
+        let e = UnixListener::bind(&path).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
+    }));
+    // Sockets belong to a runtime: outside one, making them is an error.
+    assert!(UnixStream::pair().is_err());
+    assert!(UnixDatagram::unbound().is_err());
+}
