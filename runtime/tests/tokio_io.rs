@@ -290,7 +290,7 @@ fn dropping_the_owned_write_half_sends_a_fin() {
     }));
 }
 
-/// `TcpStream::shutdown(Write)` sends a FIN after what was written, keeps the read side
+/// `AsyncWriteExt::shutdown` sends a FIN after what was written, keeps the read side
 /// open, and a later write is an error rather than a hang.
 #[test]
 fn shutdown_of_the_write_side_ends_the_peers_reads_and_keeps_the_other_way_open() {
@@ -298,7 +298,7 @@ fn shutdown_of_the_write_side_ends_the_peers_reads_and_keeps_the_other_way_open(
     rt.block_on(bounded(async {
         let (mut client, mut server) = pair().await;
         client.write_all(b"last words").await.unwrap();
-        client.shutdown(std::net::Shutdown::Write).unwrap();
+        client.shutdown().await.unwrap();
         let mut got = Vec::new();
         server.read_to_end(&mut got).await.unwrap();
         assert_eq!(got, b"last words");

@@ -17,3 +17,7 @@ pub use tokio::io::{
 };
 
 pub use std::io::{Error, ErrorKind, Result, SeekFrom};
+
+/// What a socket's `ready` waits for and what it found (Volt's own, as `volt::net` has
+/// them: Tokio's are tied to Tokio's reactor).
+pub use crate::net::{Interest, Ready};

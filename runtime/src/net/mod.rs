@@ -1,9 +1,16 @@
-//! TCP and UDP on the runtime's reactor.
+//! TCP, UDP and Unix sockets on the runtime's reactor.
 //!
 //! * [`TcpListener`], [`TcpStream`] and [`UdpSocket`] offer the methods Tokio users reach
 //!   for, under the same names: `accept`/`poll_accept`, `peek`, `readable`/`writable`,
-//!   `try_read`/`try_write`, `poll_recv_from`/`poll_send_to`, `set_nodelay`, `set_linger`,
-//!   `set_ttl`, and the socket's fd through `AsFd`/`AsRawFd`.
+//!   `ready` with an [`Interest`] (answering a [`Ready`]), `try_read`/`try_write`,
+//!   `try_io`/`async_io`, `poll_recv_from`/`poll_send_to`, `set_nodelay`, `set_linger`,
+//!   `set_ttl`, multicast, and the socket's fd through `AsFd`/`AsRawFd`.
+//! * [`TcpSocket`] sets a socket's options (`SO_REUSEADDR`, `SO_REUSEPORT`, buffer sizes)
+//!   before it binds, then connects or listens.
+//! * [`UnixListener`], [`UnixStream`] and [`UnixDatagram`] are the Unix domain sockets,
+//!   with the halves of a split stream, its address type and the peer's credentials in
+//!   [`unix`]. A wait on one shows as `read`/`write` (or `recv`/`send`) with no address.
+//! * [`lookup_host`] resolves a host name as `connect` does.
 //! * `TcpStream` and its halves always implement the runtime-neutral
 //!   `futures_io::AsyncRead`/`AsyncWrite`, so `futures::AsyncReadExt`/`AsyncWriteExt` (and
 //!   libraries written against them) work on them. With the `tokio-io` feature they also
@@ -24,14 +31,36 @@
 //! operations fail with an `io::Error` rather than wait forever.
 
 mod addr;
+pub(crate) mod ready;
+mod socket;
 mod split;
-mod tcp;
+#[path = "tcp.rs"]
+mod tcp_impl;
 mod udp;
+#[cfg(unix)]
+pub mod unix;
 
 pub use addr::ToSocketAddrs;
+pub use ready::{Interest, Ready};
+pub use socket::TcpSocket;
 pub use split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, WriteHalf};
-pub use tcp::{TcpListener, TcpStream};
+pub use tcp_impl::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
+#[cfg(unix)]
+pub use unix::{UnixDatagram, UnixListener, UnixStream};
+
+/// The halves of a split [`TcpStream`], at Tokio's path for them (`tokio::net::tcp`).
+pub mod tcp {
+    pub use super::split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, WriteHalf};
+}
+
+/// Look `host` up (`"example.com:443"`, `("localhost", 80)`, or any other
+/// [`ToSocketAddrs`]): its socket addresses. A numeric address is answered at once; a
+/// host name is resolved with the system's resolver on the runtime's blocking pool, so
+/// only inside a Volt runtime.
+pub async fn lookup_host<T: ToSocketAddrs>(host: T) -> io::Result<impl Iterator<Item = SocketAddr>> {
+    addr::resolve(&host).await
+}
 
 use std::io;
 use std::net::SocketAddr;

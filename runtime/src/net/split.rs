@@ -7,7 +7,7 @@
 use super::TcpStream;
 use futures_io::{AsyncRead, AsyncWrite};
 use std::io;
-use std::net::{Shutdown, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -198,7 +198,7 @@ impl OwnedWriteHalf {
 impl Drop for OwnedWriteHalf {
     fn drop(&mut self) {
         if self.shutdown_on_drop {
-            let _ = self.stream.shutdown(Shutdown::Write);
+            let _ = self.stream.shutdown_write();
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `TcpListener` and `TcpStream`.
 
 use super::split::{self, OwnedReadHalf, OwnedWriteHalf, ReadHalf, WriteHalf};
-use super::ToSocketAddrs;
+use super::{Interest, Ready, ToSocketAddrs};
 use crate::reactor::{Direction, Registration, WaitAs};
 use crate::task::wait;
 use futures_io::{AsyncRead, AsyncWrite};
@@ -63,6 +63,19 @@ impl TcpListener {
     pub fn ttl(&self) -> io::Result<u32> {
         self.io.ttl()
     }
+
+    /// Take the listener out of the runtime as a std listener (still non-blocking).
+    pub fn into_std(self) -> io::Result<std::net::TcpListener> {
+        let mut this = ManuallyDrop::new(self);
+        let TcpListener { io, reg } = &mut *this;
+        reg.deregister(io);
+        // SAFETY: `this` is never used or dropped after these two reads, so each field is
+        // moved out exactly once.
+        let (io, reg) = unsafe { (std::ptr::read(io), std::ptr::read(reg)) };
+        drop(reg);
+        // SAFETY: `into_raw_fd` hands over the fd, open and owned by nobody else now.
+        Ok(unsafe { std::net::TcpListener::from_raw_fd(io.into_raw_fd()) })
+    }
 }
 
 impl Drop for TcpListener {
@@ -107,17 +120,20 @@ impl TcpStream {
     /// Connect to `addr` (trying each resolved address; a host name is resolved on the
     /// blocking pool). A closed port gives `ConnectionRefused`.
     pub async fn connect<A: ToSocketAddrs>(addr: A) -> io::Result<TcpStream> {
-        super::each_addr(addr, |a| async move {
-            let stream = TcpStream::from_mio(mio::net::TcpStream::connect(a)?, Some(a))?;
-            // The connect finishes (or fails) when the socket becomes writable.
-            poll_fn(|cx| stream.reg.poll_ready(cx, Direction::Write)).await?;
-            if let Some(e) = stream.io.take_error()? {
-                return Err(e);
-            }
-            stream.io.peer_addr()?;
-            Ok(stream)
-        })
-        .await
+        super::each_addr(addr, |a| async move { TcpStream::finish_connect(mio::net::TcpStream::connect(a)?, a).await })
+            .await
+    }
+
+    /// Register a socket whose non-blocking connect to `peer` has begun, and wait for it
+    /// to finish (or fail), which it does when the socket becomes writable.
+    pub(super) async fn finish_connect(io: mio::net::TcpStream, peer: SocketAddr) -> io::Result<TcpStream> {
+        let stream = TcpStream::from_mio(io, Some(peer))?;
+        poll_fn(|cx| stream.reg.poll_ready(cx, Direction::Write)).await?;
+        if let Some(e) = stream.io.take_error()? {
+            return Err(e);
+        }
+        stream.io.peer_addr()?;
+        Ok(stream)
     }
 
     /// `peer`: the address a wait on the stream shows.
@@ -185,14 +201,38 @@ impl TcpStream {
     /// The wait happens in `close(2)`, on whatever thread drops the stream; a worker
     /// blocked there runs no other task, so prefer `None` or zero in async code.
     pub fn set_linger(&self, dur: Option<Duration>) -> io::Result<()> {
-        let linger = libc::linger { l_onoff: libc::c_int::from(dur.is_some()), l_linger: dur.map_or(0, linger_secs) };
-        setsockopt(self.io.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, linger)
+        set_linger_fd(self.io.as_raw_fd(), dur)
     }
 
     /// The `SO_LINGER` option (see [`set_linger`](Self::set_linger)).
     pub fn linger(&self) -> io::Result<Option<Duration>> {
-        let linger = getsockopt_linger(self.io.as_raw_fd())?;
-        Ok((linger.l_onoff != 0).then(|| Duration::from_secs(linger.l_linger.max(0) as u64)))
+        linger_fd(self.io.as_raw_fd())
+    }
+
+    /// Wait until the socket is ready for any part of `interest`, and say what it found.
+    /// It may wake spuriously: follow it with `try_read`/`try_write`, which answer
+    /// `WouldBlock` then. A read wait and a write wait each use their waker slot.
+    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
+        poll_fn(|cx| super::ready::poll_interest(&self.reg, cx, interest)).await
+    }
+
+    /// Wait until the socket is ready for `interest`, then run `f`, a non-blocking
+    /// operation on it, again after each `WouldBlock` until it gives another answer.
+    pub async fn async_io<R>(&self, interest: Interest, f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        super::ready::async_io(&self.reg, interest, f).await
+    }
+
+    /// Run `f`, a non-blocking operation on the socket (through its fd), as `try_read`
+    /// does: its `WouldBlock` clears the readiness for `interest` (so the next `ready`
+    /// waits for a new event) and is returned as it is.
+    pub fn try_io<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        let dir = if interest.is_readable() { Direction::Read } else { Direction::Write };
+        self.reg.try_io(dir, f)
+    }
+
+    /// The pending socket error (`SO_ERROR`), taken.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.io.take_error()
     }
 
     /// Set `IP_TTL`, the time-to-live of the packets this socket sends.
@@ -203,16 +243,6 @@ impl TcpStream {
     /// The `IP_TTL` option.
     pub fn ttl(&self) -> io::Result<u32> {
         self.io.ttl()
-    }
-
-    /// Shut down the reading half, the writing half, or both (`shutdown(2)`).
-    /// `Shutdown::Write` sends a FIN: the peer reads end of stream.
-    ///
-    /// This method takes precedence over the extension traits' `shutdown()`/`close()`;
-    /// those do the same as `shutdown(Shutdown::Write)` and can be called as
-    /// `tokio::io::AsyncWriteExt::shutdown(&mut stream)`.
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.io.shutdown(how)
     }
 
     /// Wait until the socket may be readable: data, end of stream or an error. It may
@@ -368,6 +398,18 @@ impl TcpStream {
             r => r,
         }
     }
+}
+
+/// Set `SO_LINGER` on `fd` (see [`TcpStream::set_linger`]).
+pub(super) fn set_linger_fd(fd: RawFd, dur: Option<Duration>) -> io::Result<()> {
+    let linger = libc::linger { l_onoff: libc::c_int::from(dur.is_some()), l_linger: dur.map_or(0, linger_secs) };
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_LINGER, linger)
+}
+
+/// Read `SO_LINGER` on `fd`.
+pub(super) fn linger_fd(fd: RawFd) -> io::Result<Option<Duration>> {
+    let linger = getsockopt_linger(fd)?;
+    Ok((linger.l_onoff != 0).then(|| Duration::from_secs(linger.l_linger.max(0) as u64)))
 }
 
 /// `SO_LINGER`'s `l_linger` for a wait of `d`: whole seconds, rounded up so that only a

@@ -1,12 +1,13 @@
 //! `UdpSocket`.
 
-use super::ToSocketAddrs;
+use super::{Interest, Ready, ToSocketAddrs};
 use crate::reactor::{Direction, Registration, WaitAs};
 use crate::task::wait;
 use std::future::poll_fn;
 use std::io;
-use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::mem::ManuallyDrop;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, RawFd};
 use std::task::{Context, Poll};
 
 /// A UDP socket.
@@ -172,6 +173,117 @@ impl UdpSocket {
     /// The `IP_TTL` option.
     pub fn ttl(&self) -> io::Result<u32> {
         self.io.ttl()
+    }
+
+    /// Join the IPv4 multicast group `multiaddr` on the interface with address
+    /// `interface` (`Ipv4Addr::UNSPECIFIED` lets the kernel choose).
+    pub fn join_multicast_v4(&self, multiaddr: Ipv4Addr, interface: Ipv4Addr) -> io::Result<()> {
+        self.io.join_multicast_v4(&multiaddr, &interface)
+    }
+
+    /// Leave an IPv4 multicast group (see [`join_multicast_v4`](Self::join_multicast_v4)).
+    pub fn leave_multicast_v4(&self, multiaddr: Ipv4Addr, interface: Ipv4Addr) -> io::Result<()> {
+        self.io.leave_multicast_v4(&multiaddr, &interface)
+    }
+
+    /// Join the IPv6 multicast group `multiaddr` on interface number `interface` (0 lets
+    /// the kernel choose).
+    pub fn join_multicast_v6(&self, multiaddr: &Ipv6Addr, interface: u32) -> io::Result<()> {
+        self.io.join_multicast_v6(multiaddr, interface)
+    }
+
+    /// Leave an IPv6 multicast group.
+    pub fn leave_multicast_v6(&self, multiaddr: &Ipv6Addr, interface: u32) -> io::Result<()> {
+        self.io.leave_multicast_v6(multiaddr, interface)
+    }
+
+    /// Set `IP_MULTICAST_LOOP`: whether this host receives its own IPv4 multicasts.
+    pub fn set_multicast_loop_v4(&self, on: bool) -> io::Result<()> {
+        self.io.set_multicast_loop_v4(on)
+    }
+
+    /// The `IP_MULTICAST_LOOP` option.
+    pub fn multicast_loop_v4(&self) -> io::Result<bool> {
+        self.io.multicast_loop_v4()
+    }
+
+    /// Set `IP_MULTICAST_TTL`, the time-to-live of IPv4 multicasts.
+    pub fn set_multicast_ttl_v4(&self, ttl: u32) -> io::Result<()> {
+        self.io.set_multicast_ttl_v4(ttl)
+    }
+
+    /// The `IP_MULTICAST_TTL` option.
+    pub fn multicast_ttl_v4(&self) -> io::Result<u32> {
+        self.io.multicast_ttl_v4()
+    }
+
+    /// Set `IPV6_MULTICAST_LOOP`: whether this host receives its own IPv6 multicasts.
+    pub fn set_multicast_loop_v6(&self, on: bool) -> io::Result<()> {
+        self.io.set_multicast_loop_v6(on)
+    }
+
+    /// The `IPV6_MULTICAST_LOOP` option.
+    pub fn multicast_loop_v6(&self) -> io::Result<bool> {
+        self.io.multicast_loop_v6()
+    }
+
+    /// The pending socket error (`SO_ERROR`), taken.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.io.take_error()
+    }
+
+    /// Wait until the socket is ready for any part of `interest`, and say what it found
+    /// (see [`TcpStream::ready`](super::TcpStream::ready)).
+    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
+        poll_fn(|cx| super::ready::poll_interest(&self.reg, cx, interest)).await
+    }
+
+    /// Wait for a datagram and say who sent it, without taking it off the socket.
+    pub async fn peek_sender(&self) -> io::Result<SocketAddr> {
+        poll_fn(|cx| self.poll_peek_sender(cx)).await
+    }
+
+    /// [`peek_sender`](Self::peek_sender) as a poll function.
+    pub fn poll_peek_sender(&self, cx: &mut Context<'_>) -> Poll<io::Result<SocketAddr>> {
+        // An empty buffer: the kernel reports the sender and leaves the datagram whole.
+        self.reg.poll_io(cx, Direction::Read, || self.io.peek_from(&mut []).map(|(_, a)| a))
+    }
+
+    /// The sender of the waiting datagram, without waiting or taking it; `WouldBlock` if
+    /// none is waiting.
+    pub fn try_peek_sender(&self) -> io::Result<SocketAddr> {
+        self.reg.try_io(Direction::Read, || self.io.peek_from(&mut []).map(|(_, a)| a))
+    }
+
+    /// Peek at a datagram without waiting or taking it; `WouldBlock` if none is waiting.
+    pub fn try_peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.reg.try_io(Direction::Read, || self.io.peek_from(buf))
+    }
+
+    /// Wait until the socket is ready for `interest`, then run `f`, a non-blocking
+    /// operation on it, again after each `WouldBlock` until it gives another answer.
+    pub async fn async_io<R>(&self, interest: Interest, f: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        super::ready::async_io(&self.reg, interest, f).await
+    }
+
+    /// Run `f`, a non-blocking operation on the socket, as the `try_*` methods do (see
+    /// [`TcpStream::try_io`](super::TcpStream::try_io)).
+    pub fn try_io<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        let dir = if interest.is_readable() { Direction::Read } else { Direction::Write };
+        self.reg.try_io(dir, f)
+    }
+
+    /// Take the socket out of the runtime as a std socket (still non-blocking).
+    pub fn into_std(self) -> io::Result<std::net::UdpSocket> {
+        let mut this = ManuallyDrop::new(self);
+        let UdpSocket { io, reg } = &mut *this;
+        reg.deregister(io);
+        // SAFETY: `this` is never used or dropped after these two reads, so each field is
+        // moved out exactly once.
+        let (io, reg) = unsafe { (std::ptr::read(io), std::ptr::read(reg)) };
+        drop(reg);
+        // SAFETY: `into_raw_fd` hands over the fd, open and owned by nobody else now.
+        Ok(unsafe { std::net::UdpSocket::from_raw_fd(io.into_raw_fd()) })
     }
 }
 

@@ -57,9 +57,9 @@ const EVENTS_CAPACITY: usize = 1024;
 
 pub(crate) const READABLE: u64 = 1;
 pub(crate) const WRITABLE: u64 = 1 << 1;
-const READ_CLOSED: u64 = 1 << 2;
-const WRITE_CLOSED: u64 = 1 << 3;
-const ERROR: u64 = 1 << 4;
+pub(crate) const READ_CLOSED: u64 = 1 << 2;
+pub(crate) const WRITE_CLOSED: u64 = 1 << 3;
+pub(crate) const ERROR: u64 = 1 << 4;
 const SHUTDOWN: u64 = 1 << 5;
 const GEN_SHIFT: u32 = 16;
 const GEN_ONE: u64 = 1 << GEN_SHIFT;
@@ -85,6 +85,14 @@ impl Direction {
 pub(crate) struct ReadyEvent {
     generation: u64,
     ready: u64,
+}
+
+impl ReadyEvent {
+    /// The readiness bits seen (`READABLE`, `WRITABLE`, `READ_CLOSED`, ...), for
+    /// `net::Ready`.
+    pub(crate) fn bits(&self) -> u64 {
+        self.ready
+    }
 }
 
 /// Per-source readiness and wakers.

@@ -682,6 +682,13 @@ impl CurrentTaskGuard {
     pub(crate) fn enter(task: NonNull<Header>) -> CurrentTaskGuard {
         CurrentTaskGuard(CURRENT_TASK.with(|c| c.replace(Some(task))))
     }
+
+    /// No task is current until dropped: for work a poll does on behalf of no task (the
+    /// signal driver arming itself with the reactor), whose waits are not the task's.
+    #[cfg_attr(not(feature = "signal"), allow(dead_code))]
+    pub(crate) fn none() -> CurrentTaskGuard {
+        CurrentTaskGuard(CURRENT_TASK.with(|c| c.replace(None)))
+    }
 }
 
 impl Drop for CurrentTaskGuard {

@@ -1,0 +1,107 @@
+//! Unix domain sockets: [`UnixListener`],
+//! [`UnixStream`] and [`UnixDatagram`] (at
+//! `volt::net::`, as in Tokio), and the types that go with them here at
+//! `volt::net::unix::` (the halves of a split stream, the socket address, the peer's
+//! credentials).
+//!
+//! A wait on a Unix socket shows as `read` or `write` (`recv`/`send` for datagrams) with
+//! no address.
+
+mod datagram;
+mod listener;
+mod split;
+mod stream;
+
+pub use datagram::UnixDatagram;
+pub use listener::UnixListener;
+pub use split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, WriteHalf};
+pub use stream::UnixStream;
+
+use std::path::Path;
+
+/// The address of a Unix socket: a path, or unnamed (a socket from `pair`, or a client
+/// that never bound).
+#[derive(Clone)]
+pub struct SocketAddr(pub(crate) std::os::unix::net::SocketAddr);
+
+impl SocketAddr {
+    /// Whether the address has no name.
+    pub fn is_unnamed(&self) -> bool {
+        self.0.is_unnamed()
+    }
+
+    /// The path, if the address is one.
+    pub fn as_pathname(&self) -> Option<&Path> {
+        self.0.as_pathname()
+    }
+}
+
+impl std::fmt::Debug for SocketAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<std::os::unix::net::SocketAddr> for SocketAddr {
+    fn from(addr: std::os::unix::net::SocketAddr) -> SocketAddr {
+        SocketAddr(addr)
+    }
+}
+
+impl From<SocketAddr> for std::os::unix::net::SocketAddr {
+    fn from(addr: SocketAddr) -> std::os::unix::net::SocketAddr {
+        addr.0
+    }
+}
+
+/// The credentials of the process at the other end of a [`UnixStream`]
+/// ([`UnixStream::peer_cred`]), as of when it connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct UCred {
+    pid: Option<libc::pid_t>,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+}
+
+impl UCred {
+    /// The peer's user id.
+    pub fn uid(&self) -> libc::uid_t {
+        self.uid
+    }
+
+    /// The peer's group id.
+    pub fn gid(&self) -> libc::gid_t {
+        self.gid
+    }
+
+    /// The peer's process id, where the system tells it (Linux and Android).
+    pub fn pid(&self) -> Option<libc::pid_t> {
+        self.pid
+    }
+}
+
+/// The credentials of the peer of the Unix socket `fd`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn peer_cred(fd: std::os::fd::RawFd) -> std::io::Result<UCred> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` is valid for writes of `len` bytes, passed by pointer as
+    // `getsockopt(2)` expects; any bit pattern is a valid `ucred` (three integers).
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, (&raw mut cred).cast(), &mut len) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(UCred { pid: Some(cred.pid), uid: cred.uid, gid: cred.gid })
+}
+
+/// The credentials of the peer of the Unix socket `fd`.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn peer_cred(fd: std::os::fd::RawFd) -> std::io::Result<UCred> {
+    let (mut uid, mut gid) = (0, 0);
+    // SAFETY: both out-pointers are valid for one write each.
+    let rc = unsafe { libc::getpeereid(fd, &mut uid, &mut gid) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(UCred { pid: None, uid, gid })
+}
