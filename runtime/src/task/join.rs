@@ -144,14 +144,23 @@ impl<T> JoinHandle<T> {
     }
 }
 
-impl<T> Future for JoinHandle<T> {
-    type Output = Result<T, JoinError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+impl<T> JoinHandle<T> {
+    /// Poll for the output, registering `waker`, without naming the caller's wait (a
+    /// `JoinSet` names its own).
+    pub(crate) fn poll_output(&mut self, waker: &Waker) -> Poll<Result<T, JoinError>> {
         let mut out: Poll<Result<T, JoinError>> = Poll::Pending;
         // SAFETY: `out` has the type the vtable writes; the handle's reference keeps the
         // task alive.
-        unsafe { (self.header().vtable.try_read_output)(self.raw, &mut out as *mut _ as *mut (), cx.waker()) };
+        unsafe { (self.header().vtable.try_read_output)(self.raw, &mut out as *mut _ as *mut (), waker) };
+        out
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let out = self.poll_output(cx.waker());
         if out.is_pending() {
             record_join_wait(self.header());
         }

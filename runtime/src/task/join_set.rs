@@ -16,7 +16,6 @@ use super::{AbortHandle, Id, JoinError, JoinHandle};
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
@@ -291,8 +290,7 @@ impl<T> JoinSet<T> {
         // Cleared before the poll: a wake from here on queues the slot again.
         slot.entry.queued.store(false, Ordering::Release);
         let handle = slot.handle.as_mut()?;
-        let mut cx = Context::from_waker(&slot.waker);
-        let out = match Pin::new(&mut *handle).poll(&mut cx) {
+        let out = match handle.poll_output(&slot.waker) {
             Poll::Pending => return None,
             Poll::Ready(out) => out,
         };
@@ -319,6 +317,9 @@ impl<T> JoinSet<T> {
             }
         }
         self.len = 0;
+        // Detached tasks keep their wakers (pointing at this set's ready list) until they
+        // finish: they must not keep the waiting task alive meanwhile.
+        self.ready.lock().waiter = None;
     }
 
     /// Abort every task, and wait until all have finished (their futures dropped). The
@@ -394,6 +395,9 @@ impl<T> Default for JoinSet<T> {
 impl<T> Drop for JoinSet<T> {
     fn drop(&mut self) {
         self.abort_all();
+        // The wakers of the tasks may outlive the set (until each task is freed): let go
+        // of the task that waited in `join_next` now, not with the last of them.
+        self.ready.lock().waiter = None;
     }
 }
 
