@@ -204,7 +204,8 @@ fn a_changed_task_is_sent_and_an_unchanged_one_is_not_resent() {
     let changer = volt::task::Builder::new()
         .name("changer")
         .spawn_on(async move { while rx.recv().await.is_some() {} }, rt.handle())
-        .id().as_u64();
+        .id()
+        .as_u64();
     tokio_rt().block_on(async {
         let mut c = client::connect(&rt.console_addr().unwrap().to_string()).await.unwrap();
         let q = proto::TaskQuery { sort: proto::TaskSort::Id as i32, ..Default::default() };
@@ -646,7 +647,8 @@ fn get_task_carries_every_kind_of_wait_and_the_waking_task() {
             },
             rt.handle(),
         )
-        .id().as_u64();
+        .id()
+        .as_u64();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !rt.handle().telemetry().tasks().iter().any(|t| {
         t.id == parked && t.polls >= 2 && t.last_woken_by == Some(volt::telemetry::WakeSource::Task(waker_task))
@@ -765,7 +767,8 @@ fn a_connection_with_many_costly_streams_waits_its_own_turn() {
             let id = volt::task::Builder::new()
                 .name(format!("needle-{round}"))
                 .spawn_on(std::future::pending::<()>(), rt.handle())
-                .id().as_u64();
+                .id()
+                .as_u64();
             needles.push(id);
             // A snapshot after the spawn: its page takes the spawn into the index, and
             // its `seq` is the publish under way. Counted in publishes from there, not in
@@ -828,7 +831,8 @@ fn unknown_and_every_wait_of_a_poll_reach_the_wire_the_dashboard_and_once_json()
             },
             rt.handle(),
         )
-        .id().as_u64();
+        .id()
+        .as_u64();
     let peers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let p = peers.clone();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -845,7 +849,8 @@ fn unknown_and_every_wait_of_a_poll_reach_the_wire_the_dashboard_and_once_json()
             },
             rt.handle(),
         )
-        .id().as_u64();
+        .id()
+        .as_u64();
     let (mut peer, read_addr) = peer_rx.recv_timeout(Duration::from_secs(30)).unwrap();
     let select_addr = addr_rx.recv_timeout(Duration::from_secs(30)).unwrap();
     let local = |id: u64| rt.handle().telemetry().tasks().into_iter().find(|t| t.id == id);

@@ -123,7 +123,9 @@ fn the_watcher_fetches_a_task_history_from_before_it_connected() {
                     asked = true;
                 }
             }
-            client::Msg::Task { id, details } if id == h.id().as_u64() => answer = Some(details.expect("the task is live")),
+            client::Msg::Task { id, details } if id == h.id().as_u64() => {
+                answer = Some(details.expect("the task is live"))
+            }
             client::Msg::Task { id, details } => {
                 assert_eq!(id, u64::MAX);
                 unknown = Some(details.expect_err("no such task"));

@@ -253,7 +253,7 @@ fn task_id_inside_equals_the_handles() {
     let h = rt.spawn(async { task::id() });
     let id = h.id();
     assert_eq!(rt.block_on(h).unwrap(), id);
-    let b = rt.block_on(async { task::spawn_blocking(task::try_id) });
+    let b = rt.handle().spawn_blocking(task::try_id);
     let bid = b.id();
     assert_eq!(rt.block_on(b).unwrap(), Some(bid), "a blocking closure is a task with an id");
     assert_eq!(rt.block_on(async { task::try_id() }), None, "block_on's future is not a task");

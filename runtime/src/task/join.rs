@@ -34,8 +34,8 @@
 //! itself needs what its joiner holds), which deadlocks on any runtime.
 
 use super::raw::{self, Header};
-use super::Id;
 use super::state::TransitionToScheduled;
+use super::Id;
 use std::any::Any;
 use std::fmt;
 use std::future::Future;

@@ -131,8 +131,11 @@ impl<T> JoinSet<T> {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
-                let entry =
-                    Arc::new(EntryWaker { index: self.slots.len(), queued: AtomicBool::new(false), list: self.ready.clone() });
+                let entry = Arc::new(EntryWaker {
+                    index: self.slots.len(),
+                    queued: AtomicBool::new(false),
+                    list: self.ready.clone(),
+                });
                 let waker = Waker::from(entry.clone());
                 self.slots.push(Slot { handle: None, waker, entry });
                 self.slots.len() - 1

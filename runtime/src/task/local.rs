@@ -112,8 +112,7 @@ impl LocalShared {
         // `LocalSet`'s methods, on the set's thread (which is this one: the set is
         // entered here, or `&LocalSet` is held here, and it is neither `Send` nor
         // `Sync`); `is_shut_down` is false.
-        let (task, notified, join) =
-            unsafe { super::new_local_task(future, Arc::clone(this), super::next_task_id()) };
+        let (task, notified, join) = unsafe { super::new_local_task(future, Arc::clone(this), super::next_task_id()) };
         if !this.owned.bind(task.raw()) {
             // The set is being dropped: cancel it here, before it ever runs.
             task.shutdown();

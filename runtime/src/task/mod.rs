@@ -1,16 +1,18 @@
 //! Tasks: the packed state word (`state`), the one-allocation cell and its vtable
-//! (`raw`), `JoinHandle`/`JoinError` (`join`), the owned-task list (`list`), what a task
+//! (`raw`), `JoinHandle`/`AbortHandle`/`JoinError` (`join`), `JoinSet` (`join_set`),
+//! `LocalSet` and `spawn_local` (`local`), the owned-task list (`list`), what a task
 //! waits on (`wait`, and naming it: `waiting_on`), and the user-facing helpers `spawn`,
-//! `yield_now` and `shield`.
+//! `spawn_blocking`, `block_in_place`, `yield_now`, `shield` and the task [`Id`]
+//! (`id`, `try_id`).
 
 pub(crate) mod cellcache;
 pub(crate) mod coop;
 mod join;
 #[cfg(not(loom))]
 mod join_set;
+pub(crate) mod list;
 #[cfg(not(loom))]
 mod local;
-pub(crate) mod list;
 pub(crate) mod raw;
 pub(crate) mod state;
 #[cfg(all(loom, test))]
@@ -20,7 +22,8 @@ pub(crate) mod test_util;
 pub(crate) mod wait;
 mod waiting_on;
 
-pub use join::{AbortHandle, JoinError, JoinHandle};
+pub use join::AbortHandle;
+pub use join::{JoinError, JoinHandle};
 #[cfg(not(loom))]
 pub use join_set::JoinSet;
 #[cfg(not(loom))]
