@@ -513,3 +513,70 @@ fn a_task_in_join_next_names_its_wait() {
     });
     waiter.abort();
 }
+
+/// As Tokio's: `block_in_place` refuses to run inside a running `LocalSet` (its tasks
+/// could not move to another thread meanwhile), both in a local task and in
+/// `run_until`'s own future; after the set, it runs again.
+#[test]
+fn block_in_place_panics_inside_a_local_set() {
+    let rt = rt(2);
+    let local = LocalSet::new();
+    let h = local.spawn_local(async { task::block_in_place(|| 1) });
+    let err = local.block_on(&rt, h).unwrap_err();
+    assert!(err.is_panic());
+    let msg = err.into_panic();
+    let msg = msg.downcast_ref::<&str>().copied().or(msg.downcast_ref::<String>().map(String::as_str));
+    assert_eq!(msg, Some("can call blocking only when running on the multi-threaded runtime"));
+    let in_run_until = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        local.block_on(&rt, async { task::block_in_place(|| 2) })
+    }));
+    assert!(in_run_until.is_err());
+    assert_eq!(task::block_in_place(|| 3), 3, "outside the set it runs");
+}
+
+/// A set's tasks spawned on a runtime that is then dropped come back cancelled through
+/// another runtime (Tokio's `runtime_gone`).
+#[test]
+fn join_set_of_a_dropped_runtime_gives_cancelled() {
+    let mut set = JoinSet::new();
+    let drops = Arc::new(AtomicUsize::new(0));
+    {
+        let first = rt(1);
+        let d = DropCount(drops.clone());
+        set.spawn_on(
+            async move {
+                let _d = d;
+                std::future::pending::<()>().await
+            },
+            first.handle(),
+        );
+        drop(first);
+    }
+    let second = rt(1);
+    let res = second.block_on(async { volt::time::timeout(BOUND, set.join_next()).await }).expect("not within bound");
+    assert!(res.unwrap().unwrap_err().is_cancelled());
+    assert_eq!(drops.load(SeqCst), 1);
+    assert!(set.is_empty());
+}
+
+/// A local task spawned while `run_until` waits on something else wakes the set (Tokio's
+/// `spawn_wakes_localset`), and a local task's handle can be awaited on a worker.
+#[test]
+fn spawn_local_wakes_the_waiting_set_and_handles_travel() {
+    let rt = rt(2);
+    let local = LocalSet::new();
+    let (tx, rx) = mpsc::channel();
+    let out = local.block_on(&rt, async {
+        // Spawned from inside `run_until`'s future: the set runs it while that future waits.
+        let h = task::spawn_local(async move {
+            let rc = Rc::new(5u32);
+            volt::time::sleep(Duration::from_millis(1)).await;
+            tx.send(()).unwrap();
+            *rc
+        });
+        // The `Send` handle of a local task, awaited by a task on a worker.
+        volt::spawn(async move { h.await.unwrap() * 2 }).await.unwrap()
+    });
+    assert_eq!(out, 10);
+    rx.recv_timeout(BOUND).unwrap();
+}

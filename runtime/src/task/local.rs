@@ -21,7 +21,7 @@
 use super::list::OwnedTasks;
 use super::raw::Header;
 use super::{JoinHandle, Notified, Outcome, Schedule, Task};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
@@ -38,6 +38,31 @@ const TICK_BUDGET: usize = 61;
 thread_local! {
     /// The set being driven (or entered) on this thread, for `spawn_local`.
     static CURRENT: RefCell<Option<Arc<LocalShared>>> = const { RefCell::new(None) };
+    /// How many sets are running their tasks (or `run_until`'s future, or their drop) on
+    /// this thread right now: `block_in_place` refuses to run there, as Tokio's does, since
+    /// the set's tasks could not move to another thread while it blocks.
+    static RUNNING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Whether a `LocalSet` is running its tasks on this thread (see `RUNNING`).
+pub(crate) fn running_here() -> bool {
+    RUNNING.with(|r| r.get() > 0)
+}
+
+/// Counts this thread in `RUNNING` while it lives.
+struct Running;
+
+impl Running {
+    fn enter() -> Running {
+        RUNNING.with(|r| r.set(r.get() + 1));
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.with(|r| r.set(r.get() - 1));
+    }
 }
 
 /// A set of tasks that run on the thread that drives it, so their futures need not be
@@ -248,6 +273,7 @@ impl Future for LocalSet {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let _enter = self.enter();
+        let _running = Running::enter();
         self.register(cx.waker());
         if self.tick() {
             cx.waker().wake_by_ref();
@@ -266,6 +292,7 @@ impl Drop for LocalSet {
         // Entered, so a future whose `Drop` spawns a local task finds the set (its task
         // is refused by the closed list, and cancelled at once).
         let _enter = self.enter();
+        let _running = Running::enter();
         self.shared.lock().closed = true;
         // Every unfinished task is cancelled here, on the set's thread: its future is
         // dropped now.
@@ -298,6 +325,7 @@ impl<F: Future> Future for RunUntil<'_, F> {
         let this = unsafe { self.get_unchecked_mut() };
         let set = this.set;
         let _enter = set.enter();
+        let _running = Running::enter();
         set.register(cx.waker());
         // SAFETY: as above.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };

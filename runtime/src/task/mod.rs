@@ -81,13 +81,21 @@ where
 /// runs. Unlike `spawn_blocking`, `f` may borrow from the caller; but the whole task
 /// (everything it `join!`s, say) waits for `f`.
 ///
-/// Volt has no current-thread runtime yet; on one, this will panic as Tokio's does.
+/// # Panics
+/// Inside a [`LocalSet`] that is running (in a local task, in `run_until`'s future, in
+/// the drop of a local task's future), as Tokio's does: the set's other tasks cannot move
+/// to another thread, so they would all wait. (Volt has no current-thread runtime yet; on
+/// one, this is to panic too, as Tokio's does.)
+#[track_caller]
 pub fn block_in_place<F, R>(f: F) -> R
 where
     F: FnOnce() -> R,
 {
     #[cfg(not(loom))]
     {
+        if local::running_here() {
+            panic!("can call blocking only when running on the multi-threaded runtime");
+        }
         // If no thread could be started to take the worker, `f` runs on it anyway: a
         // stall of this worker rather than a failure.
         let _ = crate::scheduler::join::hand_off_current_worker();
