@@ -580,3 +580,60 @@ fn spawn_local_wakes_the_waiting_set_and_handles_travel() {
     assert_eq!(out, 10);
     rx.recv_timeout(BOUND).unwrap();
 }
+
+/// `consume_budget` makes a busy loop let the worker's other tasks run: on one worker, a
+/// loop that waits for a flag another task sets finishes.
+#[test]
+fn consume_budget_lets_other_tasks_run() {
+    let rt = rt(1);
+    let out = rt.block_on(async {
+        volt::spawn(async {
+            let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let f = flag.clone();
+            volt::spawn(async move { f.store(true, SeqCst) });
+            let mut spins = 0u64;
+            // Never waits on anything but the budget.
+            while !flag.load(SeqCst) && spins < 50_000_000 {
+                task::consume_budget().await;
+                spins += 1;
+            }
+            flag.load(SeqCst)
+        })
+        .await
+        .unwrap()
+    });
+    assert!(out, "the other task never ran");
+}
+
+/// The budget runs out after enough cooperative operations in one poll, comes back after
+/// a yield, and `unconstrained` lifts it.
+#[test]
+fn cooperative_spends_the_budget_and_unconstrained_lifts_it() {
+    use volt::task::coop::{cooperative, has_budget_remaining};
+    let rt = rt(1);
+    let h = rt.spawn(async {
+        assert!(has_budget_remaining(), "a fresh poll has a budget");
+        let mut ops = 0;
+        while has_budget_remaining() && ops < 100_000 {
+            cooperative(std::future::ready(())).await;
+            ops += 1;
+        }
+        let ran_out = !has_budget_remaining();
+        // Spent: the next cooperative operation yields, and the poll after has a budget.
+        cooperative(std::future::ready(())).await;
+        let refilled = has_budget_remaining();
+        let free = task::unconstrained(async {
+            for _ in 0..100_000 {
+                cooperative(std::future::ready(())).await;
+            }
+            has_budget_remaining()
+        })
+        .await;
+        (ran_out, ops, refilled, free)
+    });
+    let (ran_out, ops, refilled, free) = rt.block_on(h).unwrap();
+    assert!(ran_out, "the budget never ran out in {ops} operations");
+    assert!(ops > 0);
+    assert!(refilled);
+    assert!(free, "unconstrained spent a budget");
+}

@@ -107,7 +107,7 @@ impl<T> JoinHandle<T> {
     /// On a worker thread of a Volt runtime, a target waiting in this worker's queues runs
     /// inline; otherwise the worker's queue goes to another thread and this one blocks,
     /// so no worker is lost to the wait and no other task runs under the caller's locks
-    /// (see the [module doc](self)). On any other thread it parks without spinning,
+    /// (see the doc of `task/join.rs`). On any other thread it parks without spinning,
     /// waking every 50 ms to see whether the target's runtime has begun to shut down.
     ///
     /// Like any blocking call inside a task, a cycle of joins between tasks deadlocks (until

@@ -6,7 +6,7 @@
 //! (`id`, `try_id`).
 
 pub(crate) mod cellcache;
-pub(crate) mod coop;
+pub mod coop;
 mod join;
 #[cfg(not(loom))]
 mod join_set;
@@ -22,6 +22,7 @@ pub(crate) mod test_util;
 pub(crate) mod wait;
 mod waiting_on;
 
+pub use coop::{consume_budget, unconstrained, Unconstrained};
 pub use join::AbortHandle;
 pub use join::{JoinError, JoinHandle};
 #[cfg(not(loom))]
