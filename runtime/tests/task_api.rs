@@ -637,3 +637,41 @@ fn cooperative_spends_the_budget_and_unconstrained_lifts_it() {
     assert!(refilled);
     assert!(free, "unconstrained spent a budget");
 }
+
+/// Many tasks in `block_in_place` at once on two workers, each awaiting again after it:
+/// every one finishes, and the runtime keeps running other tasks throughout.
+#[test]
+fn many_block_in_place_calls_at_once_all_finish() {
+    let rt = rt(2);
+    let done = Arc::new(AtomicUsize::new(0));
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let t = ticks.clone();
+    let ticker = rt.spawn(async move {
+        for _ in 0..20 {
+            volt::time::sleep(Duration::from_millis(1)).await;
+            t.fetch_add(1, SeqCst);
+        }
+    });
+    let handles: Vec<_> = (0..16)
+        .map(|i| {
+            let done = done.clone();
+            rt.spawn(async move {
+                let a = task::block_in_place(|| {
+                    std::thread::sleep(Duration::from_millis(5));
+                    i
+                });
+                // The task goes on as usual after the closure.
+                volt::time::sleep(Duration::from_millis(1)).await;
+                let b = volt::spawn(async move { i * 2 }).await.unwrap();
+                let c = task::block_in_place(|| i * 3);
+                done.fetch_add(1, SeqCst);
+                a + b + c
+            })
+        })
+        .collect();
+    let sums: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(sums, (0..16).map(|i| i * 6).collect::<Vec<_>>());
+    assert_eq!(done.load(SeqCst), 16);
+    ticker.join().unwrap();
+    assert_eq!(ticks.load(SeqCst), 20);
+}

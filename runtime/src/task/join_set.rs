@@ -441,3 +441,61 @@ where
         set
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The ready list against the mock scheduler: a finished task is found without
+    //! looking at the others.
+    use super::*;
+    use crate::task::test_util::{spawn, MockScheduler};
+
+    fn poll_next<T>(set: &mut JoinSet<T>) -> Poll<Option<Result<T, JoinError>>> {
+        set.poll_join_next(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn join_next_polls_only_the_slots_that_were_woken() {
+        let sched = MockScheduler::new();
+        let mut set = JoinSet::new();
+        let mut senders = Vec::new();
+        for i in 0..1000u32 {
+            let (tx, rx) = futures::channel::oneshot::channel::<()>();
+            senders.push(tx);
+            set.insert(spawn(&sched, async move {
+                let _ = rx.await;
+                i
+            }));
+        }
+        assert_eq!(sched.run_all(), 1000);
+        // The first poll registers each new entry's waker once.
+        assert_eq!(set.ready.lock().slots.len(), 1000);
+        assert!(poll_next(&mut set).is_pending());
+        assert!(set.ready.lock().slots.is_empty());
+        // One task finishes: only its slot is queued, and only it is polled.
+        senders.remove(500).send(()).unwrap();
+        assert_eq!(sched.run_all(), 1);
+        assert_eq!(set.ready.lock().slots.iter().copied().collect::<Vec<_>>(), [500]);
+        match poll_next(&mut set) {
+            Poll::Ready(Some(Ok(v))) => assert_eq!(v, 500),
+            other => panic!("expected the finished task: {:?}", other.map(|o| o.map(|r| r.is_ok()))),
+        }
+        assert_eq!(set.len(), 999);
+        assert!(poll_next(&mut set).is_pending());
+        // Two finish: each of their slots is queued once.
+        senders.remove(0).send(()).unwrap();
+        senders.remove(0).send(()).unwrap();
+        assert_eq!(sched.run_all(), 2);
+        assert_eq!(set.ready.lock().slots.len(), 2);
+        let mut got = Vec::new();
+        while let Some(r) = set.try_join_next() {
+            got.push(r.unwrap());
+        }
+        got.sort();
+        assert_eq!(got, [0, 1]);
+        // The freed slots are reused; dropping the set aborts the rest.
+        drop(senders);
+        drop(set);
+        sched.run_all();
+        assert_eq!(sched.finished(), 1000);
+    }
+}
