@@ -675,3 +675,35 @@ fn many_block_in_place_calls_at_once_all_finish() {
     ticker.join().unwrap();
     assert_eq!(ticks.load(SeqCst), 20);
 }
+
+/// A `LocalSet` kept in a thread-local (Tokio's `localset_in_thread_local`) is dropped by
+/// the thread's exit with a task still pending: the future is dropped then, on that
+/// thread, and nothing panics (a panic there would abort the process).
+#[test]
+fn a_local_set_in_a_thread_local_drops_its_tasks_at_thread_exit() {
+    thread_local! {
+        static LOCAL: LocalSet = LocalSet::new();
+    }
+    struct OnDrop(mpsc::Sender<std::thread::ThreadId>);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.send(std::thread::current().id());
+        }
+    }
+    let rt = Arc::new(rt(1));
+    let (tx, rx) = mpsc::channel();
+    let r = rt.clone();
+    let t = std::thread::spawn(move || {
+        LOCAL.with(|local| {
+            let d = OnDrop(tx);
+            local.spawn_local(async move {
+                let _d = d;
+                std::future::pending::<()>().await
+            });
+            local.block_on(&r, task::yield_now());
+        });
+        std::thread::current().id()
+    });
+    let tid = t.join().expect("the thread exited cleanly");
+    assert_eq!(rx.recv_timeout(BOUND).expect("the future was dropped"), tid);
+}

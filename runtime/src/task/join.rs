@@ -147,6 +147,7 @@ impl<T> JoinHandle<T> {
 impl<T> JoinHandle<T> {
     /// Poll for the output, registering `waker`, without naming the caller's wait (a
     /// `JoinSet` names its own).
+    #[inline]
     pub(crate) fn poll_output(&mut self, waker: &Waker) -> Poll<Result<T, JoinError>> {
         let mut out: Poll<Result<T, JoinError>> = Poll::Pending;
         // SAFETY: `out` has the type the vtable writes; the handle's reference keeps the

@@ -173,13 +173,20 @@ impl Schedule for Arc<LocalShared> {
 /// Returned by [`LocalSet::enter`]; dropping it leaves the set.
 pub struct LocalEnterGuard {
     prev: Option<Arc<LocalShared>>,
+    /// False when the thread's `CURRENT` was already destroyed (a set dropped by a
+    /// thread-local's destructor): nothing to restore then.
+    entered: bool,
     _not_send: PhantomData<*const ()>,
 }
 
 impl Drop for LocalEnterGuard {
     fn drop(&mut self) {
+        if !self.entered {
+            return;
+        }
         let prev = self.prev.take();
-        CURRENT.with(|c| *c.borrow_mut() = prev);
+        // `try_with`: a set kept in a thread-local may drop after `CURRENT` is gone.
+        let _ = CURRENT.try_with(|c| *c.borrow_mut() = prev);
     }
 }
 
@@ -204,8 +211,12 @@ impl LocalSet {
     /// Make this set the one [`spawn_local`] spawns onto, on this thread, until the guard
     /// drops. The tasks still run only while the set is driven.
     pub fn enter(&self) -> LocalEnterGuard {
-        let prev = CURRENT.with(|c| c.borrow_mut().replace(Arc::clone(&self.shared)));
-        LocalEnterGuard { prev, _not_send: PhantomData }
+        match CURRENT.try_with(|c| c.borrow_mut().replace(Arc::clone(&self.shared))) {
+            Ok(prev) => LocalEnterGuard { prev, entered: true, _not_send: PhantomData },
+            // The thread is tearing down its thread-locals: `spawn_local` will not find
+            // the set, which is being dropped anyway.
+            Err(_) => LocalEnterGuard { prev: None, entered: false, _not_send: PhantomData },
+        }
     }
 
     /// Spawn the `!Send` future `future` on this set. It runs when the set is driven
@@ -351,7 +362,7 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let shared = CURRENT.with(|c| c.borrow().clone());
+    let shared = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten();
     match shared {
         Some(shared) => LocalShared::spawn(&shared, future),
         None => panic!("`spawn_local` called from outside of a `task::LocalSet`"),
