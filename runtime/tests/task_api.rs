@@ -707,3 +707,37 @@ fn a_local_set_in_a_thread_local_drops_its_tasks_at_thread_exit() {
     let tid = t.join().expect("the thread exited cleanly");
     assert_eq!(rx.recv_timeout(BOUND).expect("the future was dropped"), tid);
 }
+
+/// A local task aborted from another thread is cancelled on the set's thread (its
+/// `!Send` future dropped there), and awaiting the set then ends (Tokio's
+/// `remote_abort_local_set_3929`).
+#[test]
+fn a_local_task_aborted_from_another_thread_is_dropped_on_the_sets_thread() {
+    struct DropCheck(std::thread::ThreadId, Arc<AtomicUsize>, std::marker::PhantomData<*const ()>);
+    impl Drop for DropCheck {
+        fn drop(&mut self) {
+            // Counted only when dropped on the thread it was made on.
+            if std::thread::current().id() == self.0 {
+                self.1.fetch_add(1, SeqCst);
+            }
+        }
+    }
+    let rt = rt(1);
+    let local = LocalSet::new();
+    let on_home = Arc::new(AtomicUsize::new(0));
+    let check = DropCheck(std::thread::current().id(), on_home.clone(), std::marker::PhantomData);
+    let jh = local.spawn_local(async move {
+        std::future::pending::<()>().await;
+        drop(check);
+    });
+    let aborter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(10));
+        jh.abort();
+        jh
+    });
+    rt.block_on(async { volt::time::timeout(BOUND, local).await }).expect("the set ended after the abort");
+    let jh = aborter.join().unwrap();
+    assert!(jh.is_finished());
+    assert_eq!(on_home.load(SeqCst), 1, "the future was dropped once, on the set's thread");
+    assert!(rt.block_on(jh).unwrap_err().is_cancelled());
+}
