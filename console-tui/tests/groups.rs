@@ -105,7 +105,7 @@ fn once_json_has_the_groups_and_spawn_locations() {
         .expect("the unnamed task's group");
     assert_eq!((place["kind"].as_str(), place["alive"].as_u64()), (Some("spawn_location"), Some(1)));
     let tasks = v["tasks"]["changed"].as_array().expect("tasks");
-    let t = tasks.iter().find(|t| t["id"] == unnamed.id()).expect("the unnamed task listed");
+    let t = tasks.iter().find(|t| t["id"] == unnamed.id().as_u64()).expect("the unnamed task listed");
     assert!(t["spawned_at"].as_str().is_some_and(|at| at.starts_with(&site)), "{t}");
     let _ = tx.send(());
 }

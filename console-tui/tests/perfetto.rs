@@ -121,7 +121,7 @@ impl Workload {
                             let child = volt::task::Builder::new().name(name.clone()).spawn(async {
                                 volt::task::yield_now().await;
                             });
-                            spawned.lock().unwrap().insert(child.id(), name);
+                            spawned.lock().unwrap().insert(child.id().as_u64(), name);
                             child
                         })
                         .collect();
@@ -133,7 +133,7 @@ impl Workload {
             },
             rt.handle(),
         );
-        let (ping, pong, spawner) = (ping.id(), pong.id(), spawner.id());
+        let (ping, pong, spawner) = (ping.id().as_u64(), pong.id().as_u64(), spawner.id().as_u64());
         names.lock().unwrap().extend([(ping, "ping".into()), (pong, "pong".into()), (spawner, "spawner".into())]);
         Workload { stop, ping, pong, spawner, names }
     }
@@ -157,7 +157,7 @@ fn spawn_staller(rt: &volt::Runtime, work: &Workload) -> volt::task::JoinHandle<
         },
         rt.handle(),
     );
-    work.names.lock().unwrap().insert(h.id(), "staller".into());
+    work.names.lock().unwrap().insert(h.id().as_u64(), "staller".into());
     h
 }
 
@@ -185,7 +185,7 @@ fn record(rt: &volt::Runtime, work: &Workload, path: &Path) -> Vec<u64> {
         let mut out = RecordWriter::create(path).unwrap();
         let mut stallers = vec![];
         let mut staller = spawn_staller(rt, work);
-        stallers.push(staller.id());
+        stallers.push(staller.id().as_u64());
         let (mut stalled, mut woke, mut spawned) = (false, false, false);
         let mut idle_since_staller = 0;
         let mut after = 0;
@@ -208,7 +208,7 @@ fn record(rt: &volt::Runtime, work: &Workload, path: &Path) -> Vec<u64> {
                 idle_since_staller += 1;
                 if idle_since_staller > 25 {
                     staller = spawn_staller(rt, work);
-                    stallers.push(staller.id());
+                    stallers.push(staller.id().as_u64());
                     idle_since_staller = 0;
                 }
             }

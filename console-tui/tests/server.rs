@@ -171,12 +171,12 @@ fn get_task_returns_a_live_task_with_its_events() {
         let mut c = client(&rt).await;
         // Let the publisher see it (GetTask's history comes from published events).
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let d = c.get_task(proto::TaskRequest { id: h.id() }).await.unwrap().into_inner();
+        let d = c.get_task(proto::TaskRequest { id: h.id().as_u64() }).await.unwrap().into_inner();
         let task = d.task.unwrap();
-        assert_eq!(task.id, h.id());
+        assert_eq!(task.id, h.id().as_u64());
         assert_eq!(task.name.as_deref(), Some("waiter"));
         assert!(task.polls >= 4, "{task:?}");
-        assert!(d.recent_events.iter().all(|e| e.task_id == h.id()));
+        assert!(d.recent_events.iter().all(|e| e.task_id == h.id().as_u64()));
         assert!(d.recent_events.iter().any(|e| e.kind == proto::EventKind::PollStart as i32), "{:?}", d.recent_events);
     });
     tx.send(()).unwrap();

@@ -40,8 +40,8 @@ fn spawn_sleepers(rt: &volt::Runtime, n: usize, name: impl Fn(usize) -> Option<S
         .map(|i| {
             let fut = std::future::pending::<()>();
             match name(i) {
-                Some(n) => volt::task::Builder::new().name(n).spawn_on(fut, rt.handle()).id(),
-                None => rt.spawn(fut).id(),
+                Some(n) => volt::task::Builder::new().name(n).spawn_on(fut, rt.handle()).id().as_u64(),
+                None => rt.spawn(fut).id().as_u64(),
             }
         })
         .collect();
@@ -204,7 +204,8 @@ fn a_changed_task_is_sent_and_an_unchanged_one_is_not_resent() {
     let changer = volt::task::Builder::new()
         .name("changer")
         .spawn_on(async move { while rx.recv().await.is_some() {} }, rt.handle())
-        .id();
+        .id()
+        .as_u64();
     tokio_rt().block_on(async {
         let mut c = client::connect(&rt.console_addr().unwrap().to_string()).await.unwrap();
         let q = proto::TaskQuery { sort: proto::TaskSort::Id as i32, ..Default::default() };
@@ -266,7 +267,7 @@ fn the_server_sorts_and_filters_the_top_n() {
             },
             rt.handle(),
         );
-        busy.push(h.id());
+        busy.push(h.id().as_u64());
     }
     // One task inside a long poll: running (until this guard goes, even on a failed
     // assertion, so the runtime's drop does not wait on it forever).
@@ -333,7 +334,7 @@ fn the_server_sorts_and_filters_the_top_n() {
         assert!(!named.more);
 
         let run = list(proto::TaskQuery { states: vec![proto::TaskState::Running as i32], ..Default::default() }).await;
-        assert_eq!(ids(&run), [running.id()], "{:?}", run.tasks);
+        assert_eq!(ids(&run), [running.id().as_u64()], "{:?}", run.tasks);
         assert_eq!(run.counts.as_ref().unwrap().running, 1);
         let idle = list(proto::TaskQuery {
             states: vec![proto::TaskState::Idle as i32],
@@ -487,13 +488,13 @@ fn get_task_and_the_task_list_say_what_a_task_waits_on() {
         .spawn_on(async { volt::time::sleep(Duration::from_secs(3600)).await }, rt.handle());
     let lost = spawn_sleepers(&rt, 1, |_| Some("lost".into()))[0];
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !rt.handle().telemetry().tasks().iter().any(|t| t.id == sleeper.id() && t.waiting_on.is_some()) {
+    while !rt.handle().telemetry().tasks().iter().any(|t| t.id == sleeper.id().as_u64() && t.waiting_on.is_some()) {
         assert!(Instant::now() < deadline, "the sleeper never waited");
         std::thread::sleep(Duration::from_millis(5));
     }
     tokio_rt().block_on(async {
         let mut c = stock_client(&rt).await;
-        let d = c.get_task(proto::TaskRequest { id: sleeper.id() }).await.unwrap().into_inner();
+        let d = c.get_task(proto::TaskRequest { id: sleeper.id().as_u64() }).await.unwrap().into_inner();
         let t = d.task.unwrap();
         assert!(t.waiting_on.as_deref().is_some_and(|w| w.starts_with("sleep until +")), "{t:?}");
         assert_eq!(t.waiting_kind.as_deref(), Some("sleep"));
@@ -510,7 +511,7 @@ fn get_task_and_the_task_list_say_what_a_task_waits_on() {
         assert_eq!(counts.lost_waker_ids, vec![lost]);
         let waits: Vec<u64> = page.tasks.iter().filter_map(|t| t.waiting_since_ns).collect();
         assert!(waits.windows(2).all(|w| w[0] >= w[1]), "longest wait first: {waits:?}");
-        let row = page.tasks.iter().find(|t| t.id == sleeper.id()).expect("listed");
+        let row = page.tasks.iter().find(|t| t.id == sleeper.id().as_u64()).expect("listed");
         assert!(row.waiting_on.as_deref().is_some_and(|w| w.starts_with("sleep")), "{row:?}");
     });
 }
@@ -545,7 +546,7 @@ fn get_task_carries_every_kind_of_wait_and_the_waking_task() {
     use futures::{AsyncReadExt, AsyncWriteExt};
     let rt = runtime(2);
     fn spawn<F: std::future::Future<Output = ()> + Send + 'static>(rt: &volt::Runtime, name: &str, f: F) -> u64 {
-        volt::task::Builder::new().name(name).spawn_on(f, rt.handle()).id()
+        volt::task::Builder::new().name(name).spawn_on(f, rt.handle()).id().as_u64()
     }
     let mut ids: Vec<(&str, u64)> = Vec::new();
     ids.push((
@@ -646,7 +647,8 @@ fn get_task_carries_every_kind_of_wait_and_the_waking_task() {
             },
             rt.handle(),
         )
-        .id();
+        .id()
+        .as_u64();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !rt.handle().telemetry().tasks().iter().any(|t| {
         t.id == parked && t.polls >= 2 && t.last_woken_by == Some(volt::telemetry::WakeSource::Task(waker_task))
@@ -765,7 +767,8 @@ fn a_connection_with_many_costly_streams_waits_its_own_turn() {
             let id = volt::task::Builder::new()
                 .name(format!("needle-{round}"))
                 .spawn_on(std::future::pending::<()>(), rt.handle())
-                .id();
+                .id()
+                .as_u64();
             needles.push(id);
             // A snapshot after the spawn: its page takes the spawn into the index, and
             // its `seq` is the publish under way. Counted in publishes from there, not in
@@ -828,7 +831,8 @@ fn unknown_and_every_wait_of_a_poll_reach_the_wire_the_dashboard_and_once_json()
             },
             rt.handle(),
         )
-        .id();
+        .id()
+        .as_u64();
     let peers = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let p = peers.clone();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -845,7 +849,8 @@ fn unknown_and_every_wait_of_a_poll_reach_the_wire_the_dashboard_and_once_json()
             },
             rt.handle(),
         )
-        .id();
+        .id()
+        .as_u64();
     let (mut peer, read_addr) = peer_rx.recv_timeout(Duration::from_secs(30)).unwrap();
     let select_addr = addr_rx.recv_timeout(Duration::from_secs(30)).unwrap();
     let local = |id: u64| rt.handle().telemetry().tasks().into_iter().find(|t| t.id == id);

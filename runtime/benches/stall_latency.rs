@@ -100,7 +100,7 @@ fn run(rt: &volt::Runtime, f: fn(Duration), n: usize) -> (Vec<Duration>, Vec<Dur
                 f(HOLD);
             }
         });
-        ids.push(h.id());
+        ids.push(h.id().as_u64());
         // The scraper: watch for the count to move.
         loop {
             if t.snapshot().stalls_total > counted_before {

@@ -74,7 +74,7 @@ fn spawn_poll_complete_share_the_task_id() {
     let rt = rt_with_ring(2, 1024);
     let id = rt.block_on(async {
         let h = volt::spawn(async { 5 });
-        let id = h.id();
+        let id = h.id().as_u64();
         assert_eq!(h.await.unwrap(), 5);
         id
     });
@@ -91,10 +91,10 @@ fn spawn_poll_complete_share_the_task_id() {
     assert_eq!(mine[1].detail(), EventDetail::Schedule { target: ScheduleTarget::Global, source: WakeSource::Spawn });
     assert_eq!(mine[3].detail(), EventDetail::PollEnd { ready: true }, "the poll was ready");
     let panicked = rt.spawn(async { panic!("x") });
-    let pid = panicked.id();
+    let pid = panicked.id().as_u64();
     assert!(panicked.join().unwrap_err().is_panic());
     let aborted = rt.spawn(Never);
-    let aid = aborted.id();
+    let aid = aborted.id().as_u64();
     aborted.abort();
     assert!(aborted.join().unwrap_err().is_cancelled());
     let events = rt.handle().telemetry().events().read();
@@ -121,7 +121,7 @@ fn spawns_from_many_outside_threads_all_come_out_once_in_each_threads_order() {
                 let h = rt.handle().clone();
                 s.spawn(move || {
                     let handles: Vec<_> = (0..EACH).map(|_| h.spawn(async {})).collect();
-                    let ids = handles.iter().map(|j| j.id()).collect::<Vec<_>>();
+                    let ids = handles.iter().map(|j| j.id().as_u64()).collect::<Vec<_>>();
                     for j in handles {
                         j.join().unwrap();
                     }
@@ -372,7 +372,7 @@ fn tasks_lists_live_named_tasks_with_their_statistics() {
         },
         rt.handle(),
     );
-    let id = h.id();
+    let id = h.id().as_u64();
     // Polls are counted as they start: wait for the second one to have ended too.
     assert!(wait_until(Duration::from_secs(30), || {
         rt.handle()

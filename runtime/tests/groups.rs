@@ -50,20 +50,20 @@ fn every_spawn_entry_point_keeps_its_callers_location() {
     let here = |line: u32| (file!(), line);
     let mut expected: Vec<(&str, u64, (&str, u32))> = Vec::new();
     let (h, line) = (rt.spawn(wait()), line!());
-    expected.push(("Runtime::spawn", h.id(), here(line)));
+    expected.push(("Runtime::spawn", h.id().as_u64(), here(line)));
     let (h, line) = (handle.spawn(wait()), line!());
-    expected.push(("Handle::spawn", h.id(), here(line)));
+    expected.push(("Handle::spawn", h.id().as_u64(), here(line)));
     let (h, line) = (volt::task::Builder::new().spawn_on(wait(), &handle), line!());
-    expected.push(("Builder::spawn_on", h.id(), here(line)));
+    expected.push(("Builder::spawn_on", h.id().as_u64(), here(line)));
     let inside = rt.block_on({
         async move {
             let mut v = Vec::new();
             let (h, line) = (volt::spawn(wait()), line!());
-            v.push(("volt::spawn", h.id(), line));
+            v.push(("volt::spawn", h.id().as_u64(), line));
             let (h, line) = (volt::task::spawn(wait()), line!());
-            v.push(("volt::task::spawn", h.id(), line));
+            v.push(("volt::task::spawn", h.id().as_u64(), line));
             let (h, line) = (volt::task::Builder::new().name("named").spawn(wait()), line!());
-            v.push(("Builder::spawn", h.id(), line));
+            v.push(("Builder::spawn", h.id().as_u64(), line));
             v
         }
     });

@@ -681,10 +681,10 @@ fn builder_refuses_a_nul_in_the_thread_name_and_a_huge_event_ring() {
 fn join_error_formats() {
     let rt = rt(1);
     let h = rt.spawn(Never);
-    let id = h.id();
+    let id = h.id().as_u64();
     h.abort();
     let e = h.join().unwrap_err();
-    assert_eq!(e.id(), id);
+    assert_eq!(e.id().as_u64(), id);
     assert_eq!(e.to_string(), format!("task {id} was cancelled"));
     assert!(format!("{e:?}").contains("Cancelled"));
     let e: Box<dyn std::error::Error> = Box::new(e);

@@ -78,7 +78,7 @@ fn runtime(name: &str) -> volt::Runtime {
 /// Run `f` in one poll of a task named `name`; returns its id and what `f` measured.
 fn one_poll(rt: &volt::Runtime, name: &str, f: fn(Duration) -> Duration, d: Duration) -> (u64, Duration) {
     let h = volt::task::Builder::new().name(name).spawn_on(async move { f(d) }, rt.handle());
-    let id = h.id();
+    let id = h.id().as_u64();
     (id, h.join().unwrap())
 }
 
@@ -184,7 +184,7 @@ fn six_hundred_polls_of_15_ms_are_six_hundred_stalls() {
     let t = rt.handle().telemetry();
     let handles: Vec<_> =
         (0..600).map(|_| rt.spawn(async { block_in_a_system_call(Duration::from_millis(15)) })).collect();
-    let ids: std::collections::HashSet<u64> = handles.iter().map(|h| h.id()).collect();
+    let ids: std::collections::HashSet<u64> = handles.iter().map(|h| h.id().as_u64()).collect();
     let measured: Vec<Duration> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     assert!(measured.iter().all(|&d| d >= Duration::from_millis(15)));
     assert_eq!(t.snapshot().stalls_total, 600);
@@ -217,7 +217,7 @@ fn a_poll_still_running_is_an_ongoing_stall_and_the_same_one_once_it_ends() {
             start.elapsed()
         }
     });
-    let id = h.id();
+    let id = h.id().as_u64();
     let start = Instant::now();
     let ongoing = loop {
         if let Some(s) = t.stalls().into_iter().find(|s| s.task_id == id) {
@@ -335,13 +335,13 @@ fn a_stall_before_a_blocking_join_is_reported_once_and_the_inline_task_is_none()
         async move {
             // Into this worker's LIFO slot: the join runs it inline.
             let inner = volt::spawn(async { 7 });
-            inner_id.store(inner.id(), SeqCst);
+            inner_id.store(inner.id().as_u64(), SeqCst);
             let measured = compute_for(Duration::from_millis(40));
             assert_eq!(inner.join().unwrap(), 7);
             measured
         }
     });
-    let id = h.id();
+    let id = h.id().as_u64();
     let measured = h.join().unwrap();
     let stalls = t.stalls();
     let mine: Vec<_> = stalls.iter().filter(|s| s.task_id == id).collect();
@@ -363,7 +363,7 @@ fn a_stall_after_a_blocking_join_is_reported() {
         assert_eq!(inner.join().unwrap(), 7);
         compute_for(Duration::from_millis(200))
     });
-    let id = h.id();
+    let id = h.id().as_u64();
     let measured = h.join().unwrap();
     let stalls = t.stalls();
     let mine: Vec<_> = stalls.iter().filter(|s| s.task_id == id).collect();
@@ -384,7 +384,7 @@ fn a_task_cancelled_in_its_queue_is_no_stall() {
             // Queued on this worker behind this poll, and aborted before it runs.
             let v = volt::spawn(async { std::future::pending::<()>().await });
             v.abort();
-            v.id()
+            v.id().as_u64()
         })
         .join()
         .unwrap();

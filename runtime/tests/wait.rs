@@ -149,7 +149,7 @@ fn each_kind_of_leaf_future_names_its_wait() {
     });
     // Tasks: a join, a blocking closure, a user's label, a lost waker.
     let target = spawn_named(&rt, "target", async { volt::time::sleep(Duration::from_secs(3600)).await });
-    let target_id = target.id();
+    let target_id = target.id().as_u64();
     spawn_named(&rt, "joiner", async move {
         let _ = target.await;
     });
@@ -160,7 +160,7 @@ fn each_kind_of_leaf_future_names_its_wait() {
         let h = volt::task::spawn_blocking(move || {
             let _ = release_rx.recv();
         });
-        *b.lock().unwrap() = h.id();
+        *b.lock().unwrap() = h.id().as_u64();
         let _ = h.await;
     });
     let slot = Arc::new(Mutex::new(None));
@@ -252,7 +252,7 @@ fn wake_sources_name_the_timer_the_reactor_a_task_and_an_outside_thread() {
             // Wait until the joiner is parked in its join, then finish.
             gate(&g, "gate").await;
         });
-        id_tx.send(h.id()).unwrap();
+        id_tx.send(h.id().as_u64()).unwrap();
         let _ = h.await;
         park_labelled(s).await;
     });
@@ -308,7 +308,7 @@ fn schedule_events_name_their_wake_source() {
     let mut cursor = rt.handle().telemetry().events();
     let sleeper = rt.block_on(async {
         let sleeper = volt::spawn(async { volt::time::sleep(Duration::from_millis(2)).await });
-        let id = sleeper.id();
+        let id = sleeper.id().as_u64();
         sleeper.await.unwrap();
         id
     });
@@ -322,7 +322,7 @@ fn schedule_events_name_their_wake_source() {
             volt::task::yield_now().await;
             gate(&g, "gate").await;
         });
-        id_tx.send(c.id()).unwrap();
+        id_tx.send(c.id().as_u64()).unwrap();
         c.await.unwrap();
     });
     let child = id_rx.recv_timeout(Duration::from_secs(10)).unwrap();

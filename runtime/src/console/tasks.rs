@@ -474,7 +474,7 @@ mod tests {
         }));
         let waker = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("polled within 30 s");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while t.task(h.id()).is_none_or(|i| i.state != TaskState::Idle) {
+        while t.task(h.id().as_u64()).is_none_or(|i| i.state != TaskState::Idle) {
             assert!(std::time::Instant::now() < deadline, "the task never went idle");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
@@ -482,14 +482,14 @@ mod tests {
         assert_eq!(idx.counts().lost_waker, 0, "a waker is still held");
         drop(waker);
         let ids = t.lost_waker_ids();
-        assert_eq!(ids, vec![h.id()]);
+        assert_eq!(ids, vec![h.id().as_u64()]);
         let g = idx.generation;
         idx.mark_lost(&[u64::MAX]);
         assert_eq!(idx.generation, g);
         idx.mark_lost(&ids);
         assert!(idx.generation > g);
         assert_eq!(idx.counts().lost_waker, 1);
-        assert_eq!(idx.counts().lost_waker_ids, vec![h.id()]);
+        assert_eq!(idx.counts().lost_waker_ids, vec![h.id().as_u64()]);
         let g = idx.generation;
         idx.mark_lost(&ids);
         assert_eq!(idx.generation, g, "nothing new");

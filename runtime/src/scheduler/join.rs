@@ -117,6 +117,31 @@ pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn 
     true
 }
 
+/// `task::block_in_place`: if this thread is a worker, give the worker to another thread
+/// (as a blocking join does: `hand_off`), so its queued tasks run on while the caller
+/// blocks; the rest of the current poll then runs on this thread as a plain thread of the
+/// runtime. False when this is a worker that could not be handed off (no thread could be
+/// started): it stays this thread's, as a join's failed hand-off does.
+pub(crate) fn hand_off_current_worker() -> bool {
+    let worker = context::current_worker_ptr();
+    if worker.is_null() {
+        return true;
+    }
+    let shared = context::current_shared().expect("worker context");
+    // SAFETY: a worker's context points at that worker of `shared`, which is alive.
+    let w = unsafe { &*worker };
+    match Shared::hand_off(&shared, w) {
+        Ok(()) => true,
+        Err(()) => {
+            // SAFETY: the task being polled on this thread is alive for its poll.
+            let me = crate::task::current_task().map_or(0, |t| unsafe { t.as_ref() }.id);
+            shared.stall.enter_thread(w.index);
+            shared.on_poll_resumed(w, me);
+            false
+        }
+    }
+}
+
 /// Park this thread (not a worker, or no longer one) until the join's output is ready
 /// (`waker` unparks this thread), or until the target's runtime shuts down (see "Off a
 /// worker").

@@ -5,7 +5,7 @@
 //! accept loop in a connection flood) and a sleep that has already elapsed answer
 //! `Ready` at once, so a task looping on them would never return `Pending`: its worker
 //! would run no other task, fire no timer and poll no I/O, and the runtime's shutdown
-//! would wait for the loop to end. So each poll of a task gets [`BUDGET`] operations;
+//! would wait for the loop to end. So each poll of a task gets `BUDGET` (128) operations;
 //! once they are spent, a socket's readiness and a `Sleep` answer `Pending` and wake the
 //! task at once, which puts it at the back of its worker's queue. Its next poll has a
 //! new budget. Only operations that complete count; one that answers `Pending` costs
@@ -78,6 +78,84 @@ pub(crate) fn spend() {
             l.set(left.saturating_sub(1));
         }
     });
+}
+
+// ---- Tokio's public API over the budget (`tokio::task::coop`) -----------------------
+
+/// Whether the poll running on this thread may still complete an operation on Volt's
+/// resources before it is made to yield. Always true outside a task's poll.
+#[inline]
+pub fn has_budget_remaining() -> bool {
+    LEFT.with(|l| l.get()) != 0
+}
+
+/// Spend one unit of the current task's budget, yielding to the scheduler first if the
+/// budget is spent (the task is queued again at once, and its next poll has a new one).
+///
+/// For a loop that does much work without touching Volt's resources (which spend the
+/// budget themselves), so that it still lets the worker's other tasks run. Outside a
+/// task's poll it returns at once.
+pub async fn consume_budget() {
+    std::future::poll_fn(|cx| {
+        // No wait is recorded on `Pending`: the task is queued again at once, as with
+        // `yield_now`.
+        std::task::ready!(poll_proceed(cx));
+        spend();
+        Poll::Ready(())
+    })
+    .await
+}
+
+/// A future polled with no budget: see [`unconstrained`].
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+#[derive(Debug)]
+pub struct Unconstrained<F> {
+    inner: F,
+}
+
+/// Poll `inner` without a cooperative budget: Volt's resources inside it never make it
+/// yield. A future that is always ready then runs without letting the worker's other
+/// tasks run, so use it with care.
+pub fn unconstrained<F: std::future::Future>(inner: F) -> Unconstrained<F> {
+    Unconstrained { inner }
+}
+
+impl<F: std::future::Future> std::future::Future for Unconstrained<F> {
+    type Output = F::Output;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let _free = Budget::unlimited();
+        // SAFETY: `inner` is structurally pinned: it is never moved out of `self`, and
+        // `Unconstrained` is `Unpin` only when `F` is (the auto impl), with no `Drop`.
+        unsafe { self.map_unchecked_mut(|s| &mut s.inner) }.poll(cx)
+    }
+}
+
+/// A future that spends the task's budget as Volt's own resources do: see
+/// [`cooperative`].
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+#[derive(Debug)]
+pub struct Coop<F> {
+    inner: F,
+}
+
+/// Make `fut` cooperate with the scheduler like Volt's own resources: each poll first
+/// checks the task's budget (yielding if it is spent), and its completion spends one
+/// unit. For futures of other libraries that may be ready again and again.
+pub fn cooperative<F: std::future::Future>(fut: F) -> Coop<F> {
+    Coop { inner: fut }
+}
+
+impl<F: std::future::Future> std::future::Future for Coop<F> {
+    type Output = F::Output;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        std::task::ready!(poll_proceed(cx));
+        // SAFETY: `inner` is structurally pinned, as in `Unconstrained::poll`.
+        let out = std::task::ready!(unsafe { self.map_unchecked_mut(|s| &mut s.inner) }.poll(cx));
+        spend();
+        Poll::Ready(out)
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@
 
 use super::raw::{self, Header};
 use super::state::TransitionToScheduled;
+use super::Id;
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
@@ -89,9 +90,16 @@ impl<T> JoinHandle<T> {
         raw::is_complete(self.raw)
     }
 
-    /// The task's id: unique for the life of the process.
-    pub fn id(&self) -> u64 {
-        self.header().id
+    /// The task's id: unique for the life of the process. The same value
+    /// [`task::id`](crate::task::id) returns inside the task.
+    pub fn id(&self) -> Id {
+        Id::from_u64(self.header().id)
+    }
+
+    /// A handle that can cancel the task (and ask whether it finished) without owning
+    /// its output: it may outlive this handle, and be sent elsewhere.
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle::new(self.raw)
     }
 
     /// Block the current thread until the task finishes, and return its output.
@@ -99,7 +107,7 @@ impl<T> JoinHandle<T> {
     /// On a worker thread of a Volt runtime, a target waiting in this worker's queues runs
     /// inline; otherwise the worker's queue goes to another thread and this one blocks,
     /// so no worker is lost to the wait and no other task runs under the caller's locks
-    /// (see the [module doc](self)). On any other thread it parks without spinning,
+    /// (see the doc of `task/join.rs`). On any other thread it parks without spinning,
     /// waking every 50 ms to see whether the target's runtime has begun to shut down.
     ///
     /// Like any blocking call inside a task, a cycle of joins between tasks deadlocks (until
@@ -131,19 +139,29 @@ impl<T> JoinHandle<T> {
         match out {
             Poll::Ready(out) => out,
             // The runtime shut down while this worker waited: the task is being cancelled.
-            Poll::Pending => Err(JoinError::cancelled(self.id())),
+            Poll::Pending => Err(JoinError::cancelled(self.header().id)),
         }
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Poll for the output, registering `waker`, without naming the caller's wait (a
+    /// `JoinSet` names its own).
+    #[inline]
+    pub(crate) fn poll_output(&mut self, waker: &Waker) -> Poll<Result<T, JoinError>> {
+        let mut out: Poll<Result<T, JoinError>> = Poll::Pending;
+        // SAFETY: `out` has the type the vtable writes; the handle's reference keeps the
+        // task alive.
+        unsafe { (self.header().vtable.try_read_output)(self.raw, &mut out as *mut _ as *mut (), waker) };
+        out
     }
 }
 
 impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut out: Poll<Result<T, JoinError>> = Poll::Pending;
-        // SAFETY: `out` has the type the vtable writes; the handle's reference keeps the
-        // task alive.
-        unsafe { (self.header().vtable.try_read_output)(self.raw, &mut out as *mut _ as *mut (), cx.waker()) };
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let out = self.poll_output(cx.waker());
         if out.is_pending() {
             record_join_wait(self.header());
         }
@@ -176,7 +194,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 
 /// Why a task did not produce its output.
 pub struct JoinError {
-    id: u64,
+    id: Id,
     repr: Repr,
 }
 
@@ -187,11 +205,11 @@ enum Repr {
 
 impl JoinError {
     pub(crate) fn cancelled(id: u64) -> JoinError {
-        JoinError { id, repr: Repr::Cancelled }
+        JoinError { id: Id::from_u64(id), repr: Repr::Cancelled }
     }
 
     pub(crate) fn panic(id: u64, payload: Box<dyn Any + Send + 'static>) -> JoinError {
-        JoinError { id, repr: Repr::Panic(payload) }
+        JoinError { id: Id::from_u64(id), repr: Repr::Panic(payload) }
     }
 
     /// The task was aborted, or dropped by runtime shutdown.
@@ -221,7 +239,7 @@ impl JoinError {
     }
 
     /// The id of the task that failed.
-    pub fn id(&self) -> u64 {
+    pub fn id(&self) -> Id {
         self.id
     }
 }
@@ -259,5 +277,77 @@ impl std::error::Error for JoinError {}
 impl From<JoinError> for std::io::Error {
     fn from(e: JoinError) -> std::io::Error {
         std::io::Error::other(e.to_string())
+    }
+}
+
+/// Cancels a task without owning its output: see [`JoinHandle::abort_handle`].
+///
+/// Dropping it does nothing to the task. Unlike a `JoinHandle` it can be cloned and
+/// kept by many owners.
+pub struct AbortHandle {
+    raw: NonNull<Header>,
+}
+
+// SAFETY: the handle only touches the task's atomic state word and its `Send + Sync`
+// header, and owns a reference that keeps the task alive; it never touches the future
+// or its output.
+unsafe impl Send for AbortHandle {}
+// SAFETY: as for `Send`: every method takes `&self` and touches atomics only.
+unsafe impl Sync for AbortHandle {}
+
+impl std::panic::UnwindSafe for AbortHandle {}
+impl std::panic::RefUnwindSafe for AbortHandle {}
+
+impl AbortHandle {
+    /// Take a reference of its own on the task `raw`, which the caller keeps alive now.
+    pub(crate) fn new(raw: NonNull<Header>) -> AbortHandle {
+        // SAFETY: the caller's reference keeps the task alive while we add ours.
+        unsafe { raw.as_ref() }.state.ref_inc();
+        AbortHandle { raw }
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the handle's reference keeps the task alive.
+        unsafe { self.raw.as_ref() }
+    }
+
+    /// Cancel the task, as [`JoinHandle::abort`] does. Nothing happens if it already
+    /// finished.
+    pub fn abort(&self) {
+        if self.header().state.transition_to_cancelled_remote() == TransitionToScheduled::Submit {
+            // SAFETY: the transition took a queue reference, which `schedule` consumes.
+            unsafe { (self.header().vtable.schedule)(self.raw) };
+        }
+    }
+
+    /// Whether the task has finished (completed, panicked or been cancelled).
+    pub fn is_finished(&self) -> bool {
+        raw::is_complete(self.raw)
+    }
+
+    /// The task's id, the same as its `JoinHandle::id`.
+    pub fn id(&self) -> Id {
+        Id::from_u64(self.header().id)
+    }
+}
+
+impl Clone for AbortHandle {
+    fn clone(&self) -> AbortHandle {
+        AbortHandle::new(self.raw)
+    }
+}
+
+impl Drop for AbortHandle {
+    fn drop(&mut self) {
+        if self.header().state.ref_dec() {
+            // SAFETY: that was the last reference.
+            unsafe { (self.header().vtable.dealloc)(self.raw) };
+        }
+    }
+}
+
+impl fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AbortHandle").field("id", &self.id()).field("finished", &self.is_finished()).finish()
     }
 }

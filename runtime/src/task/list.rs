@@ -284,7 +284,7 @@ mod tests {
     fn with_task_finds_each_linked_task_and_only_those() {
         let sched = MockScheduler::new();
         let handles: Vec<_> = (0..20).map(|_| spawn(&sched, async {})).collect();
-        let ids: Vec<u64> = handles.iter().map(|h| h.id()).collect();
+        let ids: Vec<u64> = handles.iter().map(|h| h.id().as_u64()).collect();
         for &id in &ids {
             // SAFETY: `with_task` hands over a linked, live task.
             assert_eq!(sched.owned.with_task(id, |t| unsafe { t.as_ref() }.id), Some(id));
@@ -311,7 +311,7 @@ mod tests {
         assert_eq!(sched.run_all(), N, "each task polled once, now idle");
         // The list is newest first: walk position p is the task spawned (N - 1 - p)th.
         let at = |p: usize| N - 1 - p;
-        let id_at: Vec<u64> = (0..N).map(|p| handles[at(p)].as_ref().unwrap().id()).collect();
+        let id_at: Vec<u64> = (0..N).map(|p| handles[at(p)].as_ref().unwrap().id().as_u64()).collect();
         // Unlinked while the walk holds the first batch: the paused place (the first task
         // of the second batch), one after it, one deep in the third batch, the last task,
         // and two of the first batch, which the walk has taken already.
@@ -366,11 +366,11 @@ mod tests {
         let handles: Vec<_> = (0..N).map(|_| spawn(&sched, std::future::pending::<()>())).collect();
         sched.run_all();
         // The oldest task is the last in the walk, in the third batch.
-        let oldest = handles[0].id();
+        let oldest = handles[0].id().as_u64();
         // SAFETY: `with_task` hands over a task the walk holds.
         assert_eq!(sched.owned.with_task(oldest, |t| unsafe { t.as_ref() }.id), Some(oldest));
         // Stops in the first batch, with a place in the second.
-        let newest = handles[N - 1].id();
+        let newest = handles[N - 1].id().as_u64();
         assert!(sched.owned.with_task(newest, |_| ()).is_some());
         assert!(sched.owned.shards[0].lock().unwrap().cursor.is_none());
         for h in &handles {
@@ -405,7 +405,7 @@ mod unwind_tests {
         assert!(r.is_err());
         for h in &handles {
             // SAFETY: `with_task` hands over a task the walk holds.
-            let refs = sched.owned.with_task(h.id(), |t| unsafe { t.as_ref() }.state.load().ref_count());
+            let refs = sched.owned.with_task(h.id().as_u64(), |t| unsafe { t.as_ref() }.state.load().ref_count());
             assert_eq!(refs, Some(3), "the list, the join handle and this walk");
         }
         for h in &handles {
@@ -434,7 +434,7 @@ mod loom_tests {
             // Polled once each, then idle; the walk meets them newest first.
             let mut handles: Vec<_> = (0..3).map(|_| spawn(&sched, std::future::pending::<()>())).collect();
             assert_eq!(sched.run_all(), 3);
-            let ids: Vec<u64> = handles.iter().map(|h| h.id()).collect();
+            let ids: Vec<u64> = handles.iter().map(|h| h.id().as_u64()).collect();
             // The middle one (the walk's place after its first batch) and the oldest (the
             // place after its second) complete during the walk, and their join handles
             // go with them: the walk's reference may be the last, and free the task.

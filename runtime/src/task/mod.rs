@@ -1,12 +1,18 @@
 //! Tasks: the packed state word (`state`), the one-allocation cell and its vtable
-//! (`raw`), `JoinHandle`/`JoinError` (`join`), the owned-task list (`list`), what a task
+//! (`raw`), `JoinHandle`/`AbortHandle`/`JoinError` (`join`), `JoinSet` (`join_set`),
+//! `LocalSet` and `spawn_local` (`local`), the owned-task list (`list`), what a task
 //! waits on (`wait`, and naming it: `waiting_on`), and the user-facing helpers `spawn`,
-//! `yield_now` and `shield`.
+//! `spawn_blocking`, `block_in_place`, `yield_now`, `shield` and the task [`Id`]
+//! (`id`, `try_id`).
 
 pub(crate) mod cellcache;
-pub(crate) mod coop;
+pub mod coop;
 mod join;
+#[cfg(not(loom))]
+mod join_set;
 pub(crate) mod list;
+#[cfg(not(loom))]
+mod local;
 pub(crate) mod raw;
 pub(crate) mod state;
 #[cfg(all(loom, test))]
@@ -16,7 +22,13 @@ pub(crate) mod test_util;
 pub(crate) mod wait;
 mod waiting_on;
 
+pub use coop::{consume_budget, unconstrained, Unconstrained};
+pub use join::AbortHandle;
 pub use join::{JoinError, JoinHandle};
+#[cfg(not(loom))]
+pub use join_set::JoinSet;
+#[cfg(not(loom))]
+pub use local::{spawn_local, LocalEnterGuard, LocalSet};
 pub use waiting_on::{waiting_on, WaitingOn, WaitingOnExt};
 
 use raw::Header;
@@ -57,6 +69,44 @@ where
         "volt::task::spawn_blocking called outside a Volt runtime: call it from a task or inside `Runtime::block_on`",
     );
     shared.blocking.spawn(f)
+}
+
+/// Run the blocking closure `f` right here, on this thread, telling the runtime first so
+/// that the other tasks of this thread's worker keep running meanwhile.
+///
+/// On a worker thread the worker (its queued tasks and its duties) is handed to another
+/// thread first, the way a blocking [`JoinHandle::join`] hands it off; the task that
+/// called `block_in_place` finishes its current poll on this thread, which then leaves
+/// the worker, and the task's later polls run on the workers as usual. Anywhere else
+/// (inside `Runtime::block_on`, on a `spawn_blocking` thread, outside a runtime) `f` just
+/// runs. Unlike `spawn_blocking`, `f` may borrow from the caller; but the whole task
+/// (everything it `join!`s, say) waits for `f`.
+///
+/// # Panics
+/// Inside a [`LocalSet`] that is running (in a local task, in `run_until`'s future, in
+/// the drop of a local task's future), as Tokio's does: the set's other tasks cannot move
+/// to another thread, so they would all wait. (Volt has no current-thread runtime yet; on
+/// one, this is to panic too, as Tokio's does.)
+#[track_caller]
+pub fn block_in_place<F, R>(f: F) -> R
+where
+    F: FnOnce() -> R,
+{
+    #[cfg(not(loom))]
+    {
+        if local::running_here() {
+            panic!("can call blocking only when running on the multi-threaded runtime");
+        }
+        // If no thread could be started to take the worker, `f` runs on it anyway: a
+        // stall of this worker rather than a failure.
+        let _ = crate::scheduler::join::hand_off_current_worker();
+        // A blocking closure runs whole: nothing in it should see a cooperative budget
+        // run out (see `coop`).
+        let _budget = coop::Budget::unlimited();
+        f()
+    }
+    #[cfg(loom)]
+    f()
 }
 
 /// How a task ended, for the telemetry counters.
@@ -601,6 +651,27 @@ where
     (Task::from_raw(raw), Notified(Task::from_raw(raw)), JoinHandle::new(raw))
 }
 
+/// [`new_task`] for a future that need not be `Send` (a `LocalSet`'s task).
+///
+/// # Safety
+/// The scheduler `S` must poll the task, run its shutdown and drop its queue entries only
+/// on the one thread that may touch `future`, and its `is_shut_down` must be false (so no
+/// joiner on another thread cancels it); the join handle of a `!Send` output stays on
+/// that thread by its own type.
+pub(crate) unsafe fn new_local_task<F, S>(
+    future: F,
+    scheduler: S,
+    id: u64,
+) -> (Task<S>, Notified<S>, JoinHandle<F::Output>)
+where
+    F: Future + 'static,
+    F::Output: 'static,
+    S: Schedule,
+{
+    let raw = raw::Cell::<F, S>::allocate(future, scheduler, id, None);
+    (Task::from_raw(raw), Notified(Task::from_raw(raw)), JoinHandle::new(raw))
+}
+
 /// Spawns a task with options (a name, for now).
 ///
 /// ```
@@ -653,6 +724,51 @@ impl Builder {
     {
         crate::runtime::handle::Shared::spawn_named(&handle.shared, future, self.name, std::panic::Location::caller())
     }
+}
+
+/// A task's id: unique among all tasks of the process (ids are never reused), and the
+/// same for every handle of one task ([`JoinHandle::id`], [`AbortHandle::id`],
+/// [`JoinError::id`]) and inside it ([`id`]).
+///
+/// It displays as its number, which is also the `id` the telemetry shows
+/// (`Id::as_u64`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Id(std::num::NonZeroU64);
+
+impl Id {
+    /// The id of a task whose header says `id` (ids start at 1).
+    pub(crate) fn from_u64(id: u64) -> Id {
+        Id(std::num::NonZeroU64::new(id).expect("volt: task ids start at 1"))
+    }
+
+    /// The id as a number, as telemetry (`TaskInfo::id`, the event ring, the console)
+    /// names the task.
+    pub fn as_u64(&self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl std::fmt::Display for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// The id of the task being polled on this thread.
+///
+/// # Panics
+/// Outside a task (in `Runtime::block_on`, say, or on a thread of one's own); use
+/// [`try_id`] there.
+#[track_caller]
+pub fn id() -> Id {
+    try_id().expect("volt::task::id called outside a task")
+}
+
+/// The id of the task being polled on this thread, or `None` outside a task. A closure of
+/// `spawn_blocking` is a task with an id of its own.
+pub fn try_id() -> Option<Id> {
+    // SAFETY: the current task is alive while it is being polled on this thread.
+    current_task().map(|t| Id::from_u64(unsafe { t.as_ref() }.id))
 }
 
 /// A process-wide task id, never reused.

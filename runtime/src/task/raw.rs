@@ -131,6 +131,10 @@ pub(crate) enum Stage<F: Future> {
 }
 
 /// The single allocation behind a task.
+///
+/// Nothing here requires the future or its output to be `Send`: the spawn functions do
+/// (`new_task`), and a `LocalSet`'s tasks, which are not, are polled and dropped only on
+/// the thread that drives the set (`new_local_task` and `task::local`).
 #[repr(C)]
 pub(crate) struct Cell<F: Future, S> {
     pub(crate) header: Header,
@@ -143,8 +147,8 @@ pub(crate) struct Cell<F: Future, S> {
 
 impl<F, S> Cell<F, S>
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + 'static,
+    F::Output: 'static,
     S: Schedule,
 {
     const VTABLE: Vtable = Vtable {
@@ -226,8 +230,8 @@ unsafe fn cell<'a, F: Future, S>(ptr: NonNull<Header>) -> &'a Cell<F, S> {
 /// `cx` is the scheduler's poll context for `Schedule::poll_start` (null: none).
 unsafe fn poll<F, S>(ptr: NonNull<Header>, cx: *const ())
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + 'static,
+    F::Output: 'static,
     S: Schedule,
 {
     // SAFETY: the queue reference we hold keeps the cell alive.
@@ -297,7 +301,7 @@ where
 /// The caller must own the task in RUNNING.
 unsafe fn poll_future<F, S>(cell: &Cell<F, S>, ptr: NonNull<Header>) -> Poll<Result<F::Output, JoinError>>
 where
-    F: Future + Send + 'static,
+    F: Future + 'static,
     S: Schedule,
 {
     // The worker's reference stands in for the waker's: no refcount traffic per poll.
@@ -359,8 +363,8 @@ unsafe fn drop_future_or_output<F: Future, S>(cell: &Cell<F, S>) -> Option<Box<d
 /// task's pointer as allocated (it carries the provenance `dealloc` needs).
 unsafe fn cancel_and_complete<F, S>(ptr: NonNull<Header>)
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + 'static,
+    F::Output: 'static,
     S: Schedule,
 {
     // SAFETY: our reference keeps the cell alive until `complete` releases it.
@@ -385,8 +389,8 @@ where
 /// not a `&Cell`: a reference argument would still be live when the cell is freed here.
 unsafe fn complete<F, S>(ptr: NonNull<Header>, output: Result<F::Output, JoinError>, outcome: Outcome)
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + 'static,
+    F::Output: 'static,
     S: Schedule,
 {
     // SAFETY: our reference keeps the cell alive until the final `ref_dec_n` below.
@@ -424,8 +428,8 @@ where
 /// Push a task that a waker (or an abort) moved to SCHEDULED.
 unsafe fn schedule<F, S>(ptr: NonNull<Header>)
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + 'static,
+    F::Output: 'static,
     S: Schedule,
 {
     // SAFETY: the queue reference the caller transfers keeps the cell alive.
@@ -435,8 +439,8 @@ where
 
 unsafe fn dealloc<F, S>(ptr: NonNull<Header>)
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + 'static,
+    F::Output: 'static,
     S: Schedule,
 {
     // SAFETY: the reference count reached zero, so this is the only pointer left; it is
@@ -463,8 +467,8 @@ where
 /// (a `*mut Poll<Result<T, JoinError>>`); otherwise make sure `waker` will be woken.
 unsafe fn try_read_output<F, S>(ptr: NonNull<Header>, dst: *mut (), waker: &Waker)
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + 'static,
+    F::Output: 'static,
     S: Schedule,
 {
     // SAFETY: the handle's reference keeps the cell alive.
@@ -508,8 +512,8 @@ fn can_read_output<F: Future, S>(cell: &Cell<F, S>, waker: &Waker) -> bool {
 
 unsafe fn drop_join_handle<F, S>(ptr: NonNull<Header>)
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + 'static,
+    F::Output: 'static,
     S: Schedule,
 {
     // SAFETY: the handle's reference keeps the cell alive.
@@ -528,8 +532,8 @@ where
 
 unsafe fn shutdown<F, S>(ptr: NonNull<Header>)
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + 'static,
+    F::Output: 'static,
     S: Schedule,
 {
     // SAFETY: the caller holds a reference.
@@ -546,8 +550,8 @@ where
 /// The caller holds a reference.
 unsafe fn runtime_shut_down<F, S>(ptr: NonNull<Header>) -> bool
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + 'static,
+    F::Output: 'static,
     S: Schedule,
 {
     // SAFETY: the caller's reference keeps the cell alive.
@@ -561,8 +565,8 @@ where
 /// The caller holds a reference.
 unsafe fn cancel_if_shut_down<F, S>(ptr: NonNull<Header>) -> bool
 where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
+    F: Future + 'static,
+    F::Output: 'static,
     S: Schedule,
 {
     // SAFETY: the caller's reference keeps the cell alive.
