@@ -311,7 +311,9 @@ fn status_gives_the_exit_code() {
         assert!(c.try_wait().unwrap().is_none());
         c.kill().await.unwrap();
         assert!(!c.wait().await.unwrap().success());
-        assert_eq!(c.start_kill().unwrap_err().kind(), ErrorKind::InvalidInput);
+        // Once the exit is collected, a kill sends nothing and is no error (Tokio's).
+        c.start_kill().unwrap();
+        c.kill().await.unwrap();
     });
 }
 
@@ -432,5 +434,104 @@ fn stdout_and_stderr_write_through() {
         let mut err = volt::io::stderr();
         err.write_all(b"volt stderr test line\n").await.unwrap();
         err.flush().await.unwrap();
+    });
+}
+
+#[test]
+fn vectored_writes_clones_dir_builder_and_small_buffers() {
+    let dir = TempDir::new("more");
+    let d = dir.path().to_owned();
+    runtime().block_on(async move {
+        let p = d.join("v");
+        let mut f = volt::fs::File::create(&p).await.unwrap();
+        let n = f.write_vectored(&[std::io::IoSlice::new(b"hello "), std::io::IoSlice::new(b"world")]).await.unwrap();
+        assert_eq!(n, 11, "both slices are taken at once");
+        // A clone shares the open file: its write lands after the first.
+        let mut clone = f.try_clone().await.unwrap();
+        clone.write_all(b"!").await.unwrap();
+        clone.shutdown().await.unwrap();
+        f.shutdown().await.unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"hello world!");
+
+        // set_max_buf_size bounds one operation.
+        let mut f = volt::fs::File::open(&p).await.unwrap();
+        f.set_max_buf_size(1);
+        let mut buf = [0u8; 64];
+        assert_eq!(f.read(&mut buf).await.unwrap(), 1);
+        let mut w = volt::fs::OpenOptions::new().append(true).open(&p).await.unwrap();
+        w.set_max_buf_size(1);
+        assert_eq!(w.write(b"abc").await.unwrap(), 1);
+        w.flush().await.unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"hello world!a");
+
+        // An empty read answers at once, and is not end of file.
+        let mut f = volt::fs::File::open(&p).await.unwrap();
+        assert_eq!(f.read(&mut []).await.unwrap(), 0);
+        assert_eq!(f.read(&mut buf).await.unwrap(), 13);
+
+        // create_new refuses an existing file.
+        assert_eq!(volt::fs::File::create_new(&p).await.unwrap_err().kind(), ErrorKind::AlreadyExists);
+
+        volt::fs::DirBuilder::new().recursive(true).create(d.join("p/q/r")).await.unwrap();
+        assert!(volt::fs::metadata(d.join("p/q/r")).await.unwrap().is_dir());
+        assert_eq!(volt::fs::DirBuilder::new().create(d.join("s/t")).await.unwrap_err().kind(), ErrorKind::NotFound);
+    });
+}
+
+/// Tokio's `process_change_of_runtime`: a child spawned in one runtime is waited for in
+/// another, after the first has gone.
+#[test]
+fn a_child_is_waited_for_in_another_runtime() {
+    let mut child = runtime().block_on(async {
+        // Still running when its runtime goes: the wait cannot just find it exited.
+        volt::process::Command::new("sh").args(["-c", "sleep 0.3"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap()
+    });
+    let status = runtime().block_on(async { child.wait().await.unwrap() });
+    assert!(status.success());
+}
+
+/// Outside a runtime, `spawn` says so, as an error.
+#[test]
+fn spawn_outside_a_runtime_is_an_error() {
+    let err = volt::process::Command::new("true").spawn().unwrap_err();
+    assert!(err.to_string().contains("inside a Volt runtime"), "{err}");
+}
+
+/// Tokio's `process_issue_2174`: a writer blocked on a full stdin pipe fails (rather
+/// than hanging) once the child is killed.
+#[test]
+fn a_writer_blocked_on_a_full_pipe_fails_when_the_child_dies() {
+    runtime().block_on(async {
+        let mut child = volt::process::Command::new("sleep")
+            .arg("30")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        let writer = volt::spawn(async move {
+            let data = [0u8; 8192];
+            loop {
+                input.write_all(&data).await?;
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), std::io::Error>(())
+        });
+        volt::time::sleep(Duration::from_millis(300)).await;
+        child.kill().await.unwrap();
+        let r = volt::time::timeout(Duration::from_secs(10), writer).await.expect("the writer ends").unwrap();
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::BrokenPipe);
+    });
+}
+
+/// One child's stdout piped into another's stdin (`TryInto<Stdio>`).
+#[test]
+fn a_child_pipe_feeds_another_child() {
+    runtime().block_on(async {
+        let mut first = volt::process::Command::new("echo").arg("chained").stdout(Stdio::piped()).spawn().unwrap();
+        let pipe: Stdio = first.stdout.take().unwrap().try_into().unwrap();
+        let out = volt::process::Command::new("cat").stdin(pipe).output().await.unwrap();
+        assert_eq!(out.stdout, b"chained\n");
+        assert!(first.wait().await.unwrap().success());
     });
 }

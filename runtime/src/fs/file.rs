@@ -84,14 +84,6 @@ impl Buf {
         }
     }
 
-    fn copy_from(&mut self, src: &[u8], max: usize) -> usize {
-        debug_assert!(self.is_empty());
-        let n = src.len().min(max);
-        self.clear();
-        self.buf.extend_from_slice(&src[..n]);
-        n
-    }
-
     fn clear(&mut self) {
         self.buf.clear();
         self.pos = 0;
@@ -232,6 +224,15 @@ impl File {
         .await
     }
 
+    /// A second `File` for the same open file (a duplicated descriptor, sharing the
+    /// position), made after the operation in flight completes.
+    pub async fn try_clone(&self) -> io::Result<File> {
+        self.complete_inflight().await?;
+        let std = Arc::clone(&self.std);
+        let clone = self.on_pool("try_clone", move || std.try_clone()).await?;
+        Ok(File::with_label(clone, self.path))
+    }
+
     /// Wait for the operation in flight, then give back the `std::fs::File`.
     pub async fn into_std(self) -> std::fs::File {
         let _ = self.complete_inflight().await;
@@ -363,9 +364,15 @@ impl tokio::io::AsyncRead for File {
     }
 }
 
-impl tokio::io::AsyncWrite for File {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
-        let me = self.get_mut();
+impl File {
+    /// Hand a write to the pool once none is in flight: `fill` copies the caller's bytes
+    /// (up to the given limit) into the (empty) buffer and says how many it took.
+    fn poll_write_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut fill: impl FnMut(&mut Vec<u8>, usize) -> usize,
+    ) -> Poll<io::Result<usize>> {
+        let me = self;
         let (std, max, path) = (&me.std, me.max_buf_size, me.path);
         let inner = me.inner.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = inner.last_write_err.take() {
@@ -377,7 +384,8 @@ impl tokio::io::AsyncWrite for File {
                 // Read-ahead bytes the caller never took: the write goes where the caller
                 // stopped reading.
                 let seek = (!buf.is_empty()).then(|| SeekFrom::Current(buf.discard_read()));
-                let n = buf.copy_from(src, max);
+                buf.clear();
+                let n = fill(&mut buf.buf, max);
                 let std = Arc::clone(std);
                 inner.state = State::Busy(
                     crate::task::spawn_blocking(move || {
@@ -398,6 +406,38 @@ impl tokio::io::AsyncWrite for File {
                 _ => {}
             }
         }
+    }
+
+}
+
+impl tokio::io::AsyncWrite for File {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_with(cx, |buf, max| {
+            let n = src.len().min(max);
+            buf.extend_from_slice(&src[..n]);
+            n
+        })
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_write_with(cx, |buf, max| {
+            for b in bufs {
+                let n = b.len().min(max - buf.len());
+                buf.extend_from_slice(&b[..n]);
+                if buf.len() == max {
+                    break;
+                }
+            }
+            buf.len()
+        })
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -473,6 +513,15 @@ impl std::fmt::Debug for File {
 impl std::os::unix::io::AsRawFd for File {
     fn as_raw_fd(&self) -> std::os::unix::io::RawFd {
         self.std.as_raw_fd()
+    }
+}
+
+#[cfg(unix)]
+impl std::os::unix::io::FromRawFd for File {
+    unsafe fn from_raw_fd(fd: std::os::unix::io::RawFd) -> File {
+        // SAFETY: the caller hands over an open descriptor it owns, as
+        // `std::fs::File::from_raw_fd` requires.
+        File::from_std(unsafe { std::fs::File::from_raw_fd(fd) })
     }
 }
 

@@ -145,3 +145,44 @@ pub async fn set_permissions(path: impl AsRef<Path>, perm: Permissions) -> io::R
 pub async fn read_link(path: impl AsRef<Path>) -> io::Result<PathBuf> {
     on_pool("read_link", path.as_ref(), std::fs::read_link).await
 }
+
+/// A builder for creating directories with options (recursive, mode), as
+/// `std::fs::DirBuilder`; `create` runs on the blocking pool.
+#[derive(Debug, Default)]
+pub struct DirBuilder {
+    recursive: bool,
+    #[cfg(unix)]
+    mode: Option<u32>,
+}
+
+impl DirBuilder {
+    /// Options off: the parent must exist, the mode is the default (`0o777` before the
+    /// umask).
+    pub fn new() -> DirBuilder {
+        DirBuilder::default()
+    }
+
+    /// Create missing parents too (and succeed if the directory exists).
+    pub fn recursive(&mut self, recursive: bool) -> &mut DirBuilder {
+        self.recursive = recursive;
+        self
+    }
+
+    /// The permission bits of the directories made (before the umask).
+    #[cfg(unix)]
+    pub fn mode(&mut self, mode: u32) -> &mut DirBuilder {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Create the directory at `path`.
+    pub async fn create(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(self.recursive);
+        #[cfg(unix)]
+        if let Some(mode) = self.mode {
+            std::os::unix::fs::DirBuilderExt::mode(&mut b, mode);
+        }
+        on_pool("create_dir", path.as_ref(), move |p| b.create(p)).await
+    }
+}

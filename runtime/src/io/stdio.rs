@@ -224,3 +224,68 @@ raw_fd!(Stdin, libc::STDIN_FILENO);
 raw_fd!(Stdout, libc::STDOUT_FILENO);
 #[cfg(unix)]
 raw_fd!(Stderr, libc::STDERR_FILENO);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::io::FromRawFd;
+
+    /// The machinery behind `stdin()`, over a pipe nobody writes yet: the read waits on
+    /// the pool, named `read stdin`, and gets the bytes once they come.
+    #[test]
+    fn a_blocked_read_is_named_and_completes() {
+        let rt = crate::runtime::Builder::new().worker_threads(2).event_ring(1024).build().unwrap();
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors `pipe(2)` writes.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: both descriptors are new and owned by nothing else.
+        let (rd, mut wr) = unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) };
+        let reader = crate::task::Builder::new().name("stdin-reader").spawn_on(
+            async move {
+                let mut b = Blocking::new(rd, "read stdin");
+                let mut out = [0u8; 16];
+                let mut rb = tokio::io::ReadBuf::new(&mut out);
+                std::future::poll_fn(|cx| b.poll_read(cx, &mut rb)).await.unwrap();
+                rb.filled().to_vec()
+            },
+            rt.handle(),
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let tasks = rt.handle().telemetry().tasks();
+            let t = tasks.iter().find(|t| t.name.as_deref() == Some("stdin-reader"));
+            if t.and_then(|t| t.waiting_on.as_ref()).is_some_and(|w| w.to_string() == "read stdin") {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "not named: {t:?}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        wr.write_all(b"typed").unwrap();
+        assert_eq!(rt.block_on(reader).unwrap(), b"typed");
+    }
+
+    /// Each write reaches the stream whole, in order, once flushed.
+    #[test]
+    fn writes_arrive_in_order() {
+        let rt = crate::runtime::Builder::new().worker_threads(2).build().unwrap();
+        let mut fds = [0; 2];
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: as above.
+        let (mut rd, wr) = unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) };
+        rt.block_on(async move {
+            let mut b = Blocking::new(wr, "write stdout");
+            for part in [&b"one "[..], b"two ", b"three"] {
+                let mut left = part;
+                while !left.is_empty() {
+                    let n = std::future::poll_fn(|cx| b.poll_write(cx, left)).await.unwrap();
+                    left = &left[n..];
+                }
+            }
+            std::future::poll_fn(|cx| b.poll_flush(cx)).await.unwrap();
+        });
+        let mut got = String::new();
+        rd.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "one two three");
+    }
+}

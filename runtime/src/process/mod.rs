@@ -36,8 +36,6 @@ use std::task::{ready, Context, Poll};
 pub struct Command {
     std: std::process::Command,
     kill_on_drop: bool,
-    /// Whether `stdin` was set: `output` gives the child a null stdin otherwise.
-    stdin_set: bool,
 }
 
 impl Command {
@@ -101,7 +99,6 @@ impl Command {
     /// The child's stdin: `Stdio::piped()` gives [`Child::stdin`].
     pub fn stdin(&mut self, cfg: impl Into<Stdio>) -> &mut Command {
         self.std.stdin(cfg);
-        self.stdin_set = true;
         self
     }
 
@@ -233,14 +230,13 @@ impl Command {
         }
     }
 
-    /// Run the child to its end, capturing its stdout and stderr (and, unless `stdin`
-    /// was set, with an empty stdin), and return them with its exit status.
+    /// Run the child to its end, capturing its stdout and stderr, and return them with
+    /// its exit status. As Tokio's (and unlike std's), stdout and stderr are made pipes
+    /// whatever they were set to, and the command keeps that setting; stdin is as set
+    /// (inherited by default).
     pub fn output(&mut self) -> impl Future<Output = io::Result<Output>> + use<> {
         self.std.stdout(Stdio::piped());
         self.std.stderr(Stdio::piped());
-        if !self.stdin_set {
-            self.std.stdin(Stdio::null());
-        }
         let child = self.spawn();
         async move { child?.wait_with_output().await }
     }
@@ -248,7 +244,7 @@ impl Command {
 
 impl From<std::process::Command> for Command {
     fn from(std: std::process::Command) -> Command {
-        Command { std, kill_on_drop: false, stdin_set: false }
+        Command { std, kill_on_drop: false }
     }
 }
 
@@ -271,7 +267,8 @@ struct ChildInner {
     status: Option<ExitStatus>,
     watch: ExitWatch,
     kill_on_drop: bool,
-    /// The runtime the child was spawned on: the background reaper runs there.
+    /// The runtime the child was spawned on, or the one that waits for it after that
+    /// one shut down: the pool fallback's jobs run there.
     handle: crate::runtime::Handle,
 }
 
@@ -292,6 +289,10 @@ enum ExitWatch {
 
 impl ExitWatch {
     fn new(pid: u32) -> io::Result<ExitWatch> {
+        #[cfg(test)]
+        if tests::FORCE_POOL.with(|f| f.get()) {
+            return Ok(ExitWatch::Pool(None));
+        }
         match pidfd_open(pid) {
             Some(fd) => {
                 let raw = fd.as_raw_fd();
@@ -373,7 +374,20 @@ impl ChildInner {
             let label = self.label();
             match &mut self.watch {
                 ExitWatch::Pidfd { reg, .. } => {
-                    let ev = ready!(poll_labelled(&label, cx, |cx| reg.poll_ready(cx, Direction::Read)))?;
+                    let ev = match ready!(poll_labelled(&label, cx, |cx| reg.poll_ready(cx, Direction::Read))) {
+                        Ok(ev) => ev,
+                        // The runtime the child was spawned on has shut down, and a wait
+                        // goes on in another one (Tokio allows it): wait through that
+                        // runtime's blocking pool instead.
+                        Err(e) => match crate::runtime::Handle::try_current() {
+                            Some(h) => {
+                                self.handle = h;
+                                self.watch = ExitWatch::Pool(None);
+                                continue;
+                            }
+                            None => return Poll::Ready(Err(e)),
+                        },
+                    };
                     if let Some(s) = self.try_wait()? {
                         return Poll::Ready(Ok(s));
                     }
@@ -385,7 +399,8 @@ impl ChildInner {
                 }
                 ExitWatch::Pool(job) => {
                     let pid = self.std.id();
-                    let h = job.get_or_insert_with(|| crate::task::spawn_blocking(move || wait_exit_unreaped(pid)));
+                    let handle = &self.handle;
+                    let h = job.get_or_insert_with(|| handle.spawn_blocking(move || wait_exit_unreaped(pid)));
                     let r = ready!(poll_labelled(&label, cx, |cx| Pin::new(&mut *h).poll(cx)));
                     *job = None;
                     r.map_err(join_error)?;
@@ -395,8 +410,10 @@ impl ChildInner {
     }
 
     fn start_kill(&mut self) -> io::Result<()> {
+        // A child already reaped has nothing left to kill (and its pid may name another
+        // process by now): nothing is sent, and that is no error.
         if self.try_wait()?.is_some() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "can't kill an exited process"));
+            return Ok(());
         }
         self.std.kill()
     }
@@ -426,8 +443,9 @@ impl Child {
         self.inner().try_wait()
     }
 
-    /// Send the child `SIGKILL` without waiting for its exit. Fails with `InvalidInput`
-    /// if the child's exit was already collected.
+    /// Send the child `SIGKILL` without waiting for its exit (nothing, and `Ok`, once its
+    /// exit was collected). Until `wait` or `try_wait` collects the exit, the killed
+    /// child stays a zombie.
     pub fn start_kill(&mut self) -> io::Result<()> {
         self.inner().start_kill()
     }
@@ -489,9 +507,77 @@ impl Drop for Child {
         // Reap it in the background: a task on the child's runtime waits for the exit
         // (holding no thread with a pidfd). A runtime that has shut down cancels the
         // task, and the child is left to the OS.
-        let handle = inner.handle.clone();
+        // The current runtime if there is one (the child's own may have shut down).
+        let handle = crate::runtime::Handle::try_current().unwrap_or_else(|| inner.handle.clone());
         drop(handle.spawn(async move {
             let _ = poll_fn(|cx| inner.poll_wait(cx)).await;
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Spawn with the blocking-pool exit watch, as where there is no pidfd.
+        pub(super) static FORCE_POOL: Cell<bool> = const { Cell::new(false) };
+    }
+
+    fn runtime() -> crate::Runtime {
+        crate::runtime::Builder::new().worker_threads(2).event_ring(1024).build().unwrap()
+    }
+
+    /// Without a pidfd, the exit is awaited on the pool: the status is right, the wait is
+    /// named, and a killed or dropped child is reaped all the same.
+    #[test]
+    fn the_pool_fallback_waits_reaps_and_names_the_wait() {
+        let rt = runtime();
+        FORCE_POOL.with(|f| f.set(true));
+        let (codes, pid) = rt.block_on(async {
+            let mut codes = Vec::new();
+            for i in 0..8 {
+                let mut c = Command::new("sh").args(["-c", &format!("exit {i}")]).spawn().unwrap();
+                assert!(matches!(c.inner().watch, ExitWatch::Pool(_)));
+                codes.push(c.wait().await.unwrap().code().unwrap());
+            }
+            let out = Command::new("echo").arg("pool").output().await.unwrap();
+            assert_eq!(out.stdout, b"pool\n");
+            let dropped = Command::new("sleep").arg("30").kill_on_drop(true).spawn().unwrap();
+            let pid = dropped.id().unwrap();
+            drop(dropped);
+            (codes, pid)
+        });
+        assert_eq!(codes, (0..8).collect::<Vec<_>>());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // SAFETY: signal 0 only checks whether the pid names a process (a zombie too).
+        while unsafe { libc::kill(pid as libc::pid_t, 0) } == 0 {
+            assert!(std::time::Instant::now() < deadline, "the dropped child was not reaped");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+
+        // A wait on the pool is named for the console.
+        let mut child = rt.block_on(async { Command::new("sleep").arg("30").kill_on_drop(true).spawn() }).unwrap();
+        FORCE_POOL.with(|f| f.set(false));
+        let pid = child.id().unwrap();
+        let waiter = crate::task::Builder::new()
+            .name("pool-waiter")
+            .spawn_on(async move { (child.wait().await, child) }, rt.handle());
+        let want = format!("wait process {pid}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let tasks = rt.handle().telemetry().tasks();
+            let t = tasks.iter().find(|t| t.name.as_deref() == Some("pool-waiter"));
+            if t.and_then(|t| t.waiting_on.as_ref()).is_some_and(|w| w.to_string() == want) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "not named: {t:?}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // SAFETY: killing our own child.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        let (status, _child) = rt.block_on(waiter).unwrap();
+        assert!(!status.unwrap().success());
     }
 }
