@@ -223,7 +223,8 @@ fn a_blocked_fs_read_is_named_with_its_path() {
 
     let rt = runtime();
     let f2 = fifo.clone();
-    let h = volt::task::Builder::new().name("fifo-reader").spawn_on(async move { volt::fs::read(&f2).await }, rt.handle());
+    let h =
+        volt::task::Builder::new().name("fifo-reader").spawn_on(async move { volt::fs::read(&f2).await }, rt.handle());
     // The record keeps 40 bytes of label text and marks a cut with `…`.
     let full = format!("fs read {}", fifo.display());
     let mut cut = 40;
@@ -391,7 +392,9 @@ fn output_larger_than_a_pipe_buffer_does_not_deadlock() {
 fn process_waits_are_named() {
     let rt = runtime();
     let mut child = rt
-        .block_on(async { volt::process::Command::new("sleep").arg("30").stdout(Stdio::piped()).kill_on_drop(true).spawn() })
+        .block_on(async {
+            volt::process::Command::new("sleep").arg("30").stdout(Stdio::piped()).kill_on_drop(true).spawn()
+        })
         .unwrap();
     let pid = child.id().unwrap();
     let mut stdout = child.stdout.take().unwrap();
@@ -484,7 +487,12 @@ fn vectored_writes_clones_dir_builder_and_small_buffers() {
 fn a_child_is_waited_for_in_another_runtime() {
     let mut child = runtime().block_on(async {
         // Still running when its runtime goes: the wait cannot just find it exited.
-        volt::process::Command::new("sh").args(["-c", "sleep 0.3"]).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap()
+        volt::process::Command::new("sh")
+            .args(["-c", "sleep 0.3"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
     });
     let status = runtime().block_on(async { child.wait().await.unwrap() });
     assert!(status.success());
@@ -502,12 +510,8 @@ fn spawn_outside_a_runtime_is_an_error() {
 #[test]
 fn a_writer_blocked_on_a_full_pipe_fails_when_the_child_dies() {
     runtime().block_on(async {
-        let mut child = volt::process::Command::new("sleep")
-            .arg("30")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child =
+            volt::process::Command::new("sleep").arg("30").stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
         let mut input = child.stdin.take().unwrap();
         let writer = volt::spawn(async move {
             let data = [0u8; 8192];

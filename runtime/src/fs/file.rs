@@ -240,7 +240,9 @@ impl File {
             Ok(std) => std,
             // A `metadata` (or similar) call whose future was dropped may still hold the
             // file on the pool: a second descriptor for the same open file serves.
-            Err(shared) => shared.try_clone().unwrap_or_else(|e| panic!("volt::fs::File::into_std: cannot duplicate the file descriptor: {e}")),
+            Err(shared) => shared
+                .try_clone()
+                .unwrap_or_else(|e| panic!("volt::fs::File::into_std: cannot duplicate the file descriptor: {e}")),
         }
     }
 
@@ -268,19 +270,14 @@ impl File {
 
     /// Wait until no operation is in flight; a write's error is returned.
     async fn complete_inflight(&self) -> io::Result<()> {
-        poll_fn(|cx| lock(&self.inner).poll_flush(cx, &self.path))
-        .await
+        poll_fn(|cx| lock(&self.inner).poll_flush(cx, &self.path)).await
     }
 }
 
 impl Inner {
     /// Wait for the operation in flight, recording its outcome; `Err` only when the job
     /// itself failed (a panic, or the pool shut down).
-    fn poll_busy(
-        &mut self,
-        cx: &mut Context<'_>,
-        path: &StackLabel,
-    ) -> Poll<io::Result<Option<Op>>> {
+    fn poll_busy(&mut self, cx: &mut Context<'_>, path: &StackLabel) -> Poll<io::Result<Option<Op>>> {
         let State::Busy(handle, op) = &mut self.state else { return Poll::Ready(Ok(None)) };
         let name: &'static str = op;
         let out = ready!(poll_labelled(&file_label(name, path), cx, |cx| Pin::new(handle).poll(cx)));
@@ -319,11 +316,7 @@ impl Inner {
 }
 
 impl tokio::io::AsyncRead for File {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        dst: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, dst: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
         let me = self.get_mut();
         let (std, max, path) = (&me.std, me.max_buf_size, me.path);
         let inner = me.inner.get_mut().unwrap_or_else(|e| e.into_inner());
@@ -407,7 +400,6 @@ impl File {
             }
         }
     }
-
 }
 
 impl tokio::io::AsyncWrite for File {

@@ -120,7 +120,7 @@ pub async fn hard_link(src: impl AsRef<Path>, dst: impl AsRef<Path>) -> io::Resu
 /// Make `dst` a symbolic link to `src` (`std::os::unix::fs::symlink`).
 #[cfg(unix)]
 pub async fn symlink(src: impl AsRef<Path>, dst: impl AsRef<Path>) -> io::Result<()> {
-    on_pool2("symlink", src.as_ref(), dst.as_ref(), |s, d| std::os::unix::fs::symlink(s, d)).await
+    on_pool2("symlink", src.as_ref(), dst.as_ref(), std::os::unix::fs::symlink).await
 }
 
 /// The absolute form of `path`, with every symbolic link resolved

@@ -172,11 +172,7 @@ impl<T: Write + Send + 'static> Blocking<T> {
 }
 
 impl tokio::io::AsyncRead for Stdin {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
         self.get_mut().0.poll_read(cx, buf)
     }
 }

@@ -5,7 +5,9 @@
 //! ([`LABEL_BYTES`](crate::task::wait::LABEL_BYTES)), so naming a wait never allocates;
 //! text past that size would be cut by the record anyway.
 
-#![cfg_attr(not(any(feature = "fs", feature = "io-std", feature = "process")), allow(dead_code))]
+// Each of `fs`, `io-std` and `process` uses a part of this, and any of them may be built
+// alone (or none: the lean build).
+#![allow(dead_code)]
 
 use crate::task::wait::{self, LABEL_BYTES};
 use crate::task::JoinHandle;
@@ -132,7 +134,8 @@ impl<T> Future for Labelled<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
         let this = self.get_mut();
-        poll_labelled(&this.label, cx, |cx| Pin::new(&mut this.handle).poll(cx)).map(|r| r.unwrap_or_else(|e| Err(join_error(e))))
+        poll_labelled(&this.label, cx, |cx| Pin::new(&mut this.handle).poll(cx))
+            .map(|r| r.unwrap_or_else(|e| Err(join_error(e))))
     }
 }
 

@@ -182,9 +182,8 @@ impl Command {
     /// Start the child. Its piped stdio and its exit are registered with the current
     /// runtime's reactor, so this must run inside a Volt runtime (an error otherwise).
     pub fn spawn(&mut self) -> io::Result<Child> {
-        let handle = crate::runtime::Handle::try_current().ok_or_else(|| {
-            io::Error::other("volt::process::Command::spawn must be called inside a Volt runtime")
-        })?;
+        let handle = crate::runtime::Handle::try_current()
+            .ok_or_else(|| io::Error::other("volt::process::Command::spawn must be called inside a Volt runtime"))?;
         let mut std = self.std.spawn()?;
         let pipes = (|| -> io::Result<_> {
             Ok((
@@ -202,13 +201,7 @@ impl Command {
                 stdin,
                 stdout,
                 stderr,
-                inner: Some(ChildInner {
-                    std,
-                    status: None,
-                    watch,
-                    kill_on_drop: self.kill_on_drop,
-                    handle,
-                }),
+                inner: Some(ChildInner { std, status: None, watch, kill_on_drop: self.kill_on_drop, handle }),
             }),
             (Err(e), _) | (_, Err(e)) => {
                 // A child nobody can wait for would be left running and unreaped.
@@ -343,9 +336,7 @@ fn wait_exit_unreaped(pid: u32) {
         // overwrite.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: `info` is a live `siginfo_t` the call writes into.
-        let rc = unsafe {
-            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT)
-        };
+        let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
         if rc == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
             return;
         }
@@ -469,13 +460,17 @@ impl Child {
         let inner = self.inner();
         poll_fn(|cx| {
             if !out_done {
-                if let Poll::Ready(r) = out_pipe.as_ref().map_or(Poll::Ready(Ok(())), |p| p.pipe().poll_read_to_end(cx, &mut out)) {
+                if let Poll::Ready(r) =
+                    out_pipe.as_ref().map_or(Poll::Ready(Ok(())), |p| p.pipe().poll_read_to_end(cx, &mut out))
+                {
                     r?;
                     out_done = true;
                 }
             }
             if !err_done {
-                if let Poll::Ready(r) = err_pipe.as_ref().map_or(Poll::Ready(Ok(())), |p| p.pipe().poll_read_to_end(cx, &mut err)) {
+                if let Poll::Ready(r) =
+                    err_pipe.as_ref().map_or(Poll::Ready(Ok(())), |p| p.pipe().poll_read_to_end(cx, &mut err))
+                {
                     r?;
                     err_done = true;
                 }
