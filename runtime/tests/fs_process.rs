@@ -539,3 +539,46 @@ fn a_child_pipe_feeds_another_child() {
         assert!(first.wait().await.unwrap().success());
     });
 }
+
+/// Several tasks in `&self` methods wait for the same write in flight: each is woken
+/// (a job's handle keeps one waker), none hangs.
+#[test]
+fn concurrent_syncs_on_a_shared_file_all_finish() {
+    let dir = TempDir::new("shared");
+    let p = dir.path().join("f");
+    let rt = runtime();
+    rt.block_on(async move {
+        for round in 0..20 {
+            let mut f = volt::fs::File::create(&p).await.unwrap();
+            // A write in flight that the syncs below must wait for.
+            f.write_all(&vec![round as u8; 256 * 1024]).await.unwrap();
+            let f = std::sync::Arc::new(f);
+            let tasks: Vec<_> = (0..4)
+                .map(|i| {
+                    let f = std::sync::Arc::clone(&f);
+                    volt::spawn(async move {
+                        match i % 3 {
+                            0 => f.sync_all().await,
+                            1 => f.sync_data().await,
+                            _ => f.set_len(256 * 1024).await,
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                volt::time::timeout(Duration::from_secs(10), t).await.expect("no hang").unwrap().unwrap();
+            }
+            assert_eq!(f.metadata().await.unwrap().len(), 256 * 1024);
+        }
+    });
+}
+
+/// Outside a runtime, fs calls fail with an error that says why (no panic).
+#[test]
+fn fs_outside_a_runtime_is_an_error() {
+    let err = futures::executor::block_on(volt::fs::read("/etc/hostname")).unwrap_err();
+    assert!(err.to_string().contains("inside a Volt runtime"), "{err}");
+    let mut f = volt::fs::File::from_std(std::fs::File::open("/dev/null").unwrap());
+    let err = futures::executor::block_on(f.read(&mut [0u8; 8])).unwrap_err();
+    assert!(err.to_string().contains("inside a Volt runtime"), "{err}");
+}

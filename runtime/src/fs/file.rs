@@ -11,7 +11,7 @@
 //! file's position is where the caller thinks it is.
 
 use super::OpenOptions;
-use crate::io::wait_label::{join_error, path_bytes, poll_labelled, StackLabel};
+use crate::io::wait_label::{join_error, path_bytes, poll_labelled, pool, StackLabel};
 use crate::task::JoinHandle;
 use std::fs::{Metadata, Permissions};
 use std::future::{poll_fn, Future};
@@ -19,7 +19,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{ready, Context, Poll};
+use std::task::{ready, Context, Poll, Waker};
 
 /// The largest buffer one read or write hands to the pool, as Tokio's default (2 MiB):
 /// a bigger write is taken in parts.
@@ -46,6 +46,10 @@ struct Inner {
     last_write_err: Option<io::Error>,
     /// The position the latest seek returned.
     pos: u64,
+    /// Tasks in `&self` methods (`sync_all`, `set_len`, ...) waiting for the operation
+    /// in flight besides the one whose waker the job holds: a job's handle keeps one
+    /// waker, so each waiter leaves its own here and whoever collects the job wakes them.
+    waiters: Vec<Waker>,
 }
 
 enum State {
@@ -159,7 +163,12 @@ impl File {
     fn with_label(std: std::fs::File, path: StackLabel) -> File {
         File {
             std: Arc::new(std),
-            inner: Mutex::new(Inner { state: State::Idle(Some(Buf::default())), last_write_err: None, pos: 0 }),
+            inner: Mutex::new(Inner {
+                state: State::Idle(Some(Buf::default())),
+                last_write_err: None,
+                pos: 0,
+                waiters: Vec::new(),
+            }),
             max_buf_size: DEFAULT_MAX_BUF_SIZE,
             path,
         }
@@ -247,6 +256,8 @@ impl File {
     }
 
     /// Give back the `std::fs::File` at once, or `self` if an operation is in flight.
+    // Tokio's signature: the file itself comes back on failure.
+    #[allow(clippy::result_large_err)]
     pub fn try_into_std(mut self) -> Result<std::fs::File, File> {
         if matches!(self.inner.get_mut().unwrap_or_else(|e| e.into_inner()).state, State::Busy(..)) {
             return Err(self);
@@ -270,7 +281,15 @@ impl File {
 
     /// Wait until no operation is in flight; a write's error is returned.
     async fn complete_inflight(&self) -> io::Result<()> {
-        poll_fn(|cx| lock(&self.inner).poll_flush(cx, &self.path)).await
+        poll_fn(|cx| {
+            let mut inner = lock(&self.inner);
+            let r = inner.poll_flush(cx, &self.path);
+            if r.is_pending() && !inner.waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                inner.waiters.push(cx.waker().clone());
+            }
+            r
+        })
+        .await
     }
 }
 
@@ -281,6 +300,9 @@ impl Inner {
         let State::Busy(handle, op) = &mut self.state else { return Poll::Ready(Ok(None)) };
         let name: &'static str = op;
         let out = ready!(poll_labelled(&file_label(name, path), cx, |cx| Pin::new(handle).poll(cx)));
+        for w in self.waiters.drain(..) {
+            w.wake();
+        }
         match out {
             Ok((op, buf)) => {
                 self.state = State::Idle(Some(buf));
@@ -331,9 +353,16 @@ impl tokio::io::AsyncRead for File {
                     inner.state = State::Idle(Some(buf));
                     return Poll::Ready(Ok(()));
                 }
+                let pool = match pool() {
+                    Ok(p) => p,
+                    Err(e) => {
+                        inner.state = State::Idle(Some(buf));
+                        return Poll::Ready(Err(e));
+                    }
+                };
                 let (std, want) = (Arc::clone(std), dst.remaining().min(max));
                 inner.state = State::Busy(
-                    crate::task::spawn_blocking(move || {
+                    pool.spawn_blocking(move || {
                         let r = buf.read_from(&std, want);
                         (Op::Read(r), buf)
                     }),
@@ -373,6 +402,7 @@ impl File {
         }
         loop {
             if let State::Idle(_) = inner.state {
+                let pool = pool()?;
                 let mut buf = inner.take_idle();
                 // Read-ahead bytes the caller never took: the write goes where the caller
                 // stopped reading.
@@ -381,7 +411,7 @@ impl File {
                 let n = fill(&mut buf.buf, max);
                 let std = Arc::clone(std);
                 inner.state = State::Busy(
-                    crate::task::spawn_blocking(move || {
+                    pool.spawn_blocking(move || {
                         let r = match seek {
                             Some(seek) => (&*std).seek(seek).and_then(|_| buf.write_to(&std)),
                             None => buf.write_to(&std),
@@ -451,6 +481,7 @@ impl tokio::io::AsyncSeek for File {
         if let State::Busy(..) = inner.state {
             return Err(io::Error::other("other file operation is pending, call poll_complete before start_seek"));
         }
+        let pool = pool()?;
         let mut buf = inner.take_idle();
         if !buf.is_empty() {
             // The caller's position is behind the file's by the read-ahead bytes.
@@ -460,7 +491,7 @@ impl tokio::io::AsyncSeek for File {
             }
         }
         inner.state = State::Busy(
-            crate::task::spawn_blocking(move || {
+            pool.spawn_blocking(move || {
                 let r = (&*std).seek(pos);
                 (Op::Seek(r), buf)
             }),

@@ -1,7 +1,7 @@
 //! `read_dir`: a directory's entries, read in batches on the blocking pool.
 
 use super::label;
-use crate::io::wait_label::{join_error, poll_labelled, StackLabel};
+use crate::io::wait_label::{join_error, poll_labelled, pool, StackLabel};
 use crate::task::JoinHandle;
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -70,8 +70,9 @@ impl ReadDir {
                     if b.done {
                         return Poll::Ready(Ok(None));
                     }
+                    let pool = pool()?;
                     let mut b = batch.take().expect("checked above");
-                    self.state = State::Pending(crate::task::spawn_blocking(move || {
+                    self.state = State::Pending(pool.spawn_blocking(move || {
                         for _ in 0..BATCH {
                             match b.std.next() {
                                 Some(r) => b.buf.push_back(r.map(|e| DirEntry(Arc::new(e)))),

@@ -9,7 +9,7 @@
 //! the future leaves the pool thread reading until input or end of file arrives, as in
 //! Tokio (so a runtime that shuts down waits for it up to its shutdown timeout).
 
-use super::wait_label::{join_error, poll_labelled, StackLabel};
+use super::wait_label::{join_error, poll_labelled, pool, StackLabel};
 use crate::task::JoinHandle;
 use std::future::Future;
 use std::io::{self, Read, Write};
@@ -106,6 +106,7 @@ impl<T: Read + Send + 'static> Blocking<T> {
         loop {
             match &mut self.state {
                 State::Idle(slot) => {
+                    let pool = pool()?;
                     let Some((mut inner, mut buf, pos)) = slot.take() else { return Poll::Ready(Err(Self::lost())) };
                     if pos < buf.len() {
                         let n = (buf.len() - pos).min(dst.remaining());
@@ -114,7 +115,7 @@ impl<T: Read + Send + 'static> Blocking<T> {
                         return Poll::Ready(Ok(()));
                     }
                     let want = dst.remaining().min(MAX_BUF);
-                    self.state = State::Busy(crate::task::spawn_blocking(move || {
+                    self.state = State::Busy(pool.spawn_blocking(move || {
                         buf.clear();
                         buf.resize(want, 0);
                         let r = loop {
@@ -143,11 +144,12 @@ impl<T: Write + Send + 'static> Blocking<T> {
         loop {
             match &mut self.state {
                 State::Idle(slot) => {
+                    let pool = pool()?;
                     let Some((mut inner, mut buf, _)) = slot.take() else { return Poll::Ready(Err(Self::lost())) };
                     let n = src.len().min(MAX_BUF);
                     buf.clear();
                     buf.extend_from_slice(&src[..n]);
-                    self.state = State::Busy(crate::task::spawn_blocking(move || {
+                    self.state = State::Busy(pool.spawn_blocking(move || {
                         let r = inner.write_all(&buf).and_then(|()| inner.flush()).map(|()| 0);
                         buf.clear();
                         (r, inner, buf)

@@ -114,18 +114,17 @@ pub(crate) fn poll_labelled<T>(
 /// A blocking-pool job that names its wait with a label, and turns a failed job (a
 /// panic, or a pool that shut down) into an I/O error.
 pub(crate) struct Labelled<T> {
-    handle: JoinHandle<io::Result<T>>,
+    /// `None` when there was no runtime to run the job: the first poll says so.
+    handle: Option<JoinHandle<io::Result<T>>>,
     label: StackLabel,
 }
 
 impl<T: Send + 'static> Labelled<T> {
-    /// Run `f` on the current runtime's blocking pool.
-    ///
-    /// # Panics
-    /// Outside a Volt runtime, as `spawn_blocking` (and Tokio's `fs`) does.
-    #[track_caller]
+    /// Run `f` on the current runtime's blocking pool. Outside a Volt runtime the
+    /// future fails with an error that says so (Tokio's `fs` panics there instead).
     pub(crate) fn spawn(label: StackLabel, f: impl FnOnce() -> io::Result<T> + Send + 'static) -> Labelled<T> {
-        Labelled { handle: crate::task::spawn_blocking(f), label }
+        let handle = pool().ok().map(|h| h.spawn_blocking(f));
+        Labelled { handle, label }
     }
 }
 
@@ -134,9 +133,21 @@ impl<T> Future for Labelled<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
         let this = self.get_mut();
-        poll_labelled(&this.label, cx, |cx| Pin::new(&mut this.handle).poll(cx))
-            .map(|r| r.unwrap_or_else(|e| Err(join_error(e))))
+        let Some(handle) = this.handle.as_mut() else {
+            return Poll::Ready(Err(pool().err().unwrap_or_else(|| io::Error::other("no Volt runtime"))));
+        };
+        poll_labelled(&this.label, cx, |cx| Pin::new(handle).poll(cx)).map(|r| r.unwrap_or_else(|e| Err(join_error(e))))
     }
+}
+
+/// The current runtime, whose blocking pool runs the job, or the error a caller
+/// outside any runtime gets (Tokio panics there instead).
+pub(crate) fn pool() -> io::Result<crate::runtime::Handle> {
+    crate::runtime::Handle::try_current().ok_or_else(|| {
+        io::Error::other(
+            "volt::fs and the standard streams must be used inside a Volt runtime (a task or `Runtime::block_on`)",
+        )
+    })
 }
 
 /// A blocking job that did not return: the error an I/O caller sees.
