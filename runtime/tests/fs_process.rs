@@ -215,7 +215,8 @@ fn file_write_flush_seek_read() {
 /// named `fs read <path>` in the task list.
 #[test]
 fn a_blocked_fs_read_is_named_with_its_path() {
-    let dir = TempDir::new("fifo");
+    // A path long enough that the label is cut (marked `…`).
+    let dir = TempDir::new("fifo-with-a-name-long-enough-to-be-cut");
     let fifo = dir.path().join("p");
     let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid C string path and a mode.
@@ -231,7 +232,8 @@ fn a_blocked_fs_read_is_named_with_its_path() {
     while !full.is_char_boundary(cut.min(full.len())) {
         cut -= 1;
     }
-    let want = if full.len() <= 40 { full.clone() } else { format!("{}…", &full[..cut]) };
+    assert!(full.len() > 40, "{full}");
+    let want = format!("{}…", &full[..cut]);
     let mut last = None;
     eventually("the reader's wait is named", || {
         let tasks = rt.handle().telemetry().tasks();
@@ -239,7 +241,6 @@ fn a_blocked_fs_read_is_named_with_its_path() {
         last = t.map(|t| (t.waiting_on.clone(), t.waits.clone()));
         t.and_then(label_of).as_deref() == Some(want.as_str())
     });
-    eprintln!("fifo reader waits: {last:?}");
     let (first, _) = last.unwrap();
     assert!(matches!(first, Some(WaitReason::Label(_))), "the label comes first: {first:?}");
 
@@ -417,8 +418,7 @@ fn process_waits_are_named() {
     let tasks = rt.handle().telemetry().tasks();
     for n in ["pipe-reader", "waiter"] {
         let t = tasks.iter().find(|t| t.name.as_deref() == Some(n)).unwrap();
-        eprintln!("{n}: waiting_on {:?}, waits {:?}", t.waiting_on, t.waits);
-        assert!(matches!(t.waiting_on, Some(WaitReason::Label(_))), "the label comes first");
+        assert!(matches!(t.waiting_on, Some(WaitReason::Label(_))), "the label comes first: {:?}", t.waits);
     }
     // SAFETY: sending SIGKILL to our own child.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };

@@ -1,9 +1,9 @@
 //! Wait labels built on the stack, and a blocking-pool job whose wait names itself: the
 //! pieces `fs`, the standard streams and `process` share.
 //!
-//! A label is written into a fixed array the size of what a task's wait record keeps
-//! ([`LABEL_BYTES`](crate::task::wait::LABEL_BYTES)), so naming a wait never allocates;
-//! text past that size would be cut by the record anyway.
+//! A label is written into a fixed array a little larger than what a task's wait record
+//! keeps ([`LABEL_BYTES`](crate::task::wait::LABEL_BYTES)), so naming a wait never
+//! allocates; the record cuts what is past its size (and marks the cut).
 
 // Each of `fs`, `io-std` and `process` uses a part of this, and any of them may be built
 // alone (or none: the lean build).
@@ -16,17 +16,21 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// A label of at most [`LABEL_BYTES`] bytes of UTF-8, kept inline.
+/// Bytes a label keeps: a little more than the record does, so that the record sees a
+/// longer label as longer, cuts it itself and marks the cut (`…`) for the reader.
+const CAP: usize = LABEL_BYTES + 4;
+
+/// A label of at most [`CAP`] bytes of UTF-8, kept inline.
 #[derive(Clone, Copy)]
 pub(crate) struct StackLabel {
-    bytes: [u8; LABEL_BYTES],
+    bytes: [u8; CAP],
     len: u8,
 }
 
 impl StackLabel {
     /// An empty label.
     pub(crate) const fn empty() -> StackLabel {
-        StackLabel { bytes: [0; LABEL_BYTES], len: 0 }
+        StackLabel { bytes: [0; CAP], len: 0 }
     }
 
     /// `parts` one after the other, cut where the space runs out.
@@ -41,7 +45,7 @@ impl StackLabel {
     /// Append `bytes` (cut where the space runs out).
     pub(crate) fn push(&mut self, bytes: &[u8]) {
         let at = self.len as usize;
-        let n = bytes.len().min(LABEL_BYTES - at);
+        let n = bytes.len().min(CAP - at);
         self.bytes[at..at + n].copy_from_slice(&bytes[..n]);
         self.len = (at + n) as u8;
     }
