@@ -582,3 +582,42 @@ fn fs_outside_a_runtime_is_an_error() {
     let err = futures::executor::block_on(f.read(&mut [0u8; 8])).unwrap_err();
     assert!(err.to_string().contains("inside a Volt runtime"), "{err}");
 }
+
+/// Tokio's `process_kill_on_drop`: only the child is killed; a grandchild holding the
+/// stdout pipe still writes to it, and the pipe outlives the dropped `Child`. (The
+/// shell's own `sleep 3` holds the pipe too, so the read ends when that ends; the killed
+/// shell never writes its last line.)
+#[test]
+fn kill_on_drop_kills_only_the_child_and_its_pipe_lives_on() {
+    runtime().block_on(async {
+        let mut child = volt::process::Command::new("sh")
+            .args(["-c", "sh -c 'sleep 1; echo child ran' & sleep 3; echo hello from beyond the grave"])
+            .kill_on_drop(true)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        volt::time::sleep(Duration::from_millis(300)).await;
+        let mut out = child.stdout.take().unwrap();
+        drop(child);
+        let mut msg = String::new();
+        volt::time::timeout(Duration::from_secs(10), out.read_to_string(&mut msg)).await.expect("no hang").unwrap();
+        assert_eq!(msg, "child ran\n");
+    });
+}
+
+/// Tokio's `process_smoke` and `process_arg0`: `wait` is fused, `id` is gone after it,
+/// and `arg0` names the program to itself.
+#[test]
+fn wait_is_fused_and_arg0_is_passed() {
+    runtime().block_on(async {
+        let mut child = volt::process::Command::new("sh").args(["-c", "exit 2"]).spawn().unwrap();
+        assert!(child.id().unwrap() > 0);
+        assert_eq!(child.wait().await.unwrap().code(), Some(2));
+        assert_eq!(child.wait().await.unwrap().code(), Some(2));
+        assert_eq!(child.try_wait().unwrap().and_then(|s| s.code()), Some(2));
+        assert_eq!(child.id(), None);
+
+        let out = volt::process::Command::new("sh").arg0("test_string").args(["-c", "echo $0"]).output().await.unwrap();
+        assert_eq!(out.stdout, b"test_string\n");
+    });
+}
