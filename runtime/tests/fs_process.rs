@@ -271,6 +271,29 @@ fn piped_stdin_to_stdout_round_trip() {
         assert!(child.wait().await.unwrap().success());
         assert_eq!(child.id(), None, "no pid once the status is collected");
 
+        // A vectored write reaches the child whole.
+        let mut child =
+            volt::process::Command::new("cat").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut n = 0;
+        while n < 9 {
+            let parts = [std::io::IoSlice::new(b"abc"), std::io::IoSlice::new(b"def"), std::io::IoSlice::new(b"ghi")];
+            let mut rest: Vec<std::io::IoSlice<'_>> = Vec::new();
+            let mut skip = n;
+            for p in &parts {
+                if skip >= p.len() {
+                    skip -= p.len();
+                } else {
+                    rest.push(std::io::IoSlice::new(&p[skip..]));
+                    skip = 0;
+                }
+            }
+            n += stdin.write_vectored(&rest).await.unwrap();
+        }
+        drop(stdin);
+        let out = child.wait_with_output().await.unwrap();
+        assert_eq!(out.stdout, b"abcdefghi");
+
         let out = volt::process::Command::new("echo").arg("hello").arg("volt").output().await.unwrap();
         assert!(out.status.success());
         assert_eq!(out.stdout, b"hello volt\n");

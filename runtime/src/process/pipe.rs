@@ -90,6 +90,25 @@ impl Pipe {
         })
     }
 
+    /// Write several buffers with one `writev(2)`, the wait named `write pipe`.
+    fn poll_write_vectored(&self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let fd = self.raw();
+        // More than IOV_MAX buffers is EINVAL: the rest go in a later call.
+        let n = bufs.len().min(1024);
+        poll_labelled(&StackLabel::new(&[b"write pipe"]), cx, |cx| {
+            self.reg.poll_io(cx, Direction::Write, || {
+                // SAFETY: `IoSlice` is ABI-compatible with `iovec` on Unix, and the `n`
+                // slices stay valid for reads for the call.
+                let r = unsafe { libc::writev(fd, bufs.as_ptr().cast(), n as libc::c_int) };
+                if r < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(r as usize)
+                }
+            })
+        })
+    }
+
     /// Take the descriptor out of the reactor, blocking again, for another process.
     fn into_owned_fd(mut self) -> io::Result<OwnedFd> {
         let fd = self.fd.take().expect("a pipe's descriptor is taken once");
@@ -189,6 +208,18 @@ impl ChildStderr {
 impl tokio::io::AsyncWrite for ChildStdin {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.0.poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.0.poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
     }
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
