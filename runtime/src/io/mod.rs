@@ -16,6 +16,13 @@ pub use tokio::io::{
     DuplexStream, Empty, Join, Lines, ReadHalf, Repeat, SimplexStream, Sink, Split, Take, WriteHalf,
 };
 
+pub(crate) mod wait_label;
+
+#[cfg(feature = "io-std")]
+mod stdio;
+#[cfg(feature = "io-std")]
+pub use stdio::{stderr, stdin, stdout, Stderr, Stdin, Stdout};
+
 pub use std::io::{Error, ErrorKind, Result, SeekFrom};
 
 /// What a socket's `ready` waits for and what it found (Volt's own, as `volt::net` has
