@@ -75,6 +75,8 @@ pub mod net;
 #[cfg(all(feature = "process", not(loom)))]
 pub mod process;
 #[cfg(not(loom))]
+mod macros;
+#[cfg(not(loom))]
 pub(crate) mod reactor;
 #[cfg(not(loom))]
 pub mod runtime;
@@ -110,6 +112,16 @@ pub(crate) mod stall_slot_loom;
 pub use runtime::Runtime;
 #[cfg(not(loom))]
 pub use task::JoinHandle;
+
+/// Start a runtime around `async fn main` (Tokio's `#[tokio::main]`; see `volt-macros`).
+#[cfg(all(feature = "macros", not(loom)))]
+pub use volt_macros::main;
+/// Run an `async fn` test on a fresh runtime (Tokio's `#[tokio::test]`; see `volt-macros`).
+#[cfg(all(feature = "macros", not(loom)))]
+pub use volt_macros::test;
+// Tokio's runtime-independent macros (see `macros/mod.rs`); they document themselves.
+#[cfg(all(feature = "macros", not(loom)))]
+pub use tokio::{join, pin, select, try_join};
 
 /// Spawn a future onto the runtime this thread is in: a worker's task, or inside
 /// `Runtime::block_on`. From a worker it goes into that worker's LIFO slot.

@@ -36,6 +36,7 @@
 //! or waker the program still holds.
 
 pub(crate) mod context;
+pub(crate) mod current;
 pub(crate) mod handle;
 
 use crate::scheduler::idle::MAX_WORKERS;
@@ -55,6 +56,8 @@ pub const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_millis(10);
 /// Configures and builds a [`Runtime`].
 #[derive(Debug, Clone)]
 pub struct Builder {
+    flavor: RuntimeFlavor,
+    start_paused: bool,
     worker_threads: Option<usize>,
     thread_name: String,
     thread_stack_size: usize,
@@ -82,6 +85,8 @@ impl Builder {
     /// up to 512 blocking-pool threads that exit after 10 s idle.
     pub fn new() -> Builder {
         Builder {
+            flavor: RuntimeFlavor::MultiThread,
+            start_paused: false,
             worker_threads: None,
             thread_name: "volt-worker".into(),
             thread_stack_size: 4 << 20,
@@ -97,6 +102,53 @@ impl Builder {
             #[cfg(feature = "tokio-bridge")]
             tokio_bridge_threads: crate::bridge::DEFAULT_THREADS,
         }
+    }
+
+    /// A multi-thread work-stealing runtime, as [`Builder::new`] (Tokio's name for it).
+    pub fn new_multi_thread() -> Builder {
+        Builder::new()
+    }
+
+    /// A current-thread runtime: no worker threads. Every task runs on the thread that
+    /// calls [`Runtime::block_on`] (or [`Handle::block_on`]), and only while some thread
+    /// is inside `block_on`; timers, sockets and `spawn_blocking` work as on the
+    /// multi-thread runtime, and telemetry shows its one worker. `worker_threads` has no
+    /// effect on it. A blocking `JoinHandle::join` inside one of its tasks never hands the
+    /// worker to another thread: it runs the target inline when it can, else it waits.
+    pub fn new_current_thread() -> Builder {
+        let mut b = Builder::new();
+        b.flavor = RuntimeFlavor::CurrentThread;
+        b
+    }
+
+    /// Accepted for Tokio's sake: a Volt runtime always has its reactor and timers.
+    pub fn enable_all(&mut self) -> &mut Builder {
+        self
+    }
+
+    /// Accepted for Tokio's sake: a Volt runtime always has its reactor.
+    pub fn enable_io(&mut self) -> &mut Builder {
+        self
+    }
+
+    /// Accepted for Tokio's sake: a Volt runtime always has its timers.
+    pub fn enable_time(&mut self) -> &mut Builder {
+        self
+    }
+
+    /// Start the runtime's clock paused (Tokio's `start_paused`): time only moves when
+    /// every task waits on a timer, or through `volt::time::advance`. Needs the
+    /// `test-util` feature to take effect; the `#[volt::test(start_paused = true)]`
+    /// attribute calls it.
+    pub fn start_paused(&mut self, start_paused: bool) -> &mut Builder {
+        self.start_paused = start_paused;
+        self
+    }
+
+    /// Whether [`Builder::start_paused`] asked for a paused clock (read by `time/`).
+    #[allow(dead_code)]
+    pub(crate) fn start_paused_requested(&self) -> bool {
+        self.start_paused
     }
 
     /// Serve the console (gRPC, `volt.console.v1.Console`) on `VOLT_CONSOLE_BIND`, or
@@ -280,7 +332,10 @@ impl Builder {
 
     /// Start the worker threads.
     pub fn build(&mut self) -> io::Result<Runtime> {
+        let current_thread = self.flavor == RuntimeFlavor::CurrentThread;
         let n = match self.worker_threads {
+            // The current-thread runtime's one worker runs on the `block_on` thread.
+            _ if current_thread => 1,
             Some(n) => n,
             None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(MAX_WORKERS),
         };
@@ -318,6 +373,7 @@ impl Builder {
             self.event_ring,
             self.poll_time_histogram,
             (self.stall_threshold, self.stall_stacks),
+            current_thread,
         )?;
         #[cfg(feature = "tokio-bridge")]
         shared.bridge.configure(
@@ -335,8 +391,11 @@ impl Builder {
         };
         // Workers not started count as exited, so the drop of `rt` (on an error, or a panic
         // from `spawn`) does not wait for them.
-        let mut unstarted = Unstarted { shared: Arc::clone(&shared), left: n };
-        for index in 0..n {
+        // A current-thread runtime starts no worker thread: its worker runs inside
+        // `block_on`, and its exit is counted by `current::exit_core`.
+        let started = if current_thread { 0 } else { n };
+        let mut unstarted = Unstarted { shared: Arc::clone(&shared), left: started };
+        for index in 0..started {
             let shared = Arc::clone(&shared);
             let hooks = self.thread_hooks.clone();
             let spawned = std::thread::Builder::new()
@@ -424,32 +483,40 @@ impl Runtime {
         self.handle.spawn(future)
     }
 
-    /// Run `future` to completion on the calling thread (which is not a worker), with this
-    /// runtime as the context for `volt::spawn`.
+    /// Run `future` to completion on the calling thread, with this runtime as the context
+    /// for `volt::spawn`. On a current-thread runtime the calling thread also runs the
+    /// runtime's tasks, timers and I/O while it waits (see [`Builder::new_current_thread`]).
     ///
     /// # Panics
-    /// When called on a worker thread: that would block the worker. Use `.await`, or
-    /// `JoinHandle::join`, which keeps the worker busy with other tasks.
+    /// When called on a worker thread (inside a task): that would block the worker. Use
+    /// `.await`, or `JoinHandle::join`, which keeps the worker busy with other tasks.
+    #[track_caller]
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        assert!(
-            !context::on_worker_thread(),
-            "volt: `Runtime::block_on` called on a runtime worker thread, where it would block the worker; \
-             `.await` the future or use `JoinHandle::join` instead"
-        );
-        let _enter = context::enter(&self.handle.shared);
-        // Its own polls never yield to a scheduler: no cooperative budget (see
-        // `task::coop`), even when called from inside a task's poll on a thread that
-        // handed its worker away, or from a blocking closure.
-        let _budget = crate::task::coop::Budget::unlimited();
-        let waker = context::thread_waker();
-        let mut cx = Context::from_waker(&waker);
-        let mut future = pin!(future);
-        loop {
-            if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
-                return v;
-            }
-            std::thread::park();
-        }
+        self.handle.block_on(future)
+    }
+
+    /// Run a blocking function on the runtime's blocking pool; same as
+    /// `self.handle().spawn_blocking(f)`.
+    #[track_caller]
+    pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.handle.spawn_blocking(f)
+    }
+
+    /// Make this runtime the calling thread's current one until the guard drops, so that
+    /// `volt::spawn`, `Handle::current` and the leaf futures' constructors find it.
+    pub fn enter(&self) -> EnterGuard<'_> {
+        self.handle.enter()
+    }
+
+    /// Shut down without waiting for anything: as [`Runtime::shutdown_timeout`] with a
+    /// zero timeout. Tasks the workers are not polling are still cancelled and their
+    /// futures dropped; threads still busy exit on their own.
+    pub fn shutdown_background(self) {
+        self.shutdown_timeout(Duration::ZERO);
     }
 
     /// Shut down, waiting at most `timeout` for the workers to finish the polls they are in
@@ -476,6 +543,11 @@ impl Runtime {
         }
         // The stall monitor sees the flag when it wakes, and leaves.
         shared.stall.unpark();
+        if shared.current_thread {
+            // Its worker has no thread: count its exit here, unless a thread inside
+            // `block_on` has it (that thread does it as it leaves; see `current`).
+            current::exit_core(shared);
+        }
         let n = shared.workers.len();
         if context::current_handle().is_some_and(|s| Arc::ptr_eq(&s, shared)) {
             // On one of this runtime's own threads (inside a task, a blocking call, or a
@@ -576,9 +648,61 @@ impl Handle {
         Handle::try_current().expect("volt: `Handle::current` called outside a Volt runtime")
     }
 
-    /// The handle of the runtime this thread is in, if any.
-    pub fn try_current() -> Option<Handle> {
-        context::current_handle().map(|shared| Handle { shared })
+    /// The handle of the runtime this thread is in, or an error saying why there is none.
+    pub fn try_current() -> Result<Handle, TryCurrentError> {
+        context::current_handle().map(|shared| Handle { shared }).ok_or(TryCurrentError { _private: () })
+    }
+
+    /// Make this runtime the calling thread's current one until the guard drops (guards
+    /// nest: dropping one restores what was current before it). Drop guards in the reverse
+    /// order of their creation.
+    pub fn enter(&self) -> EnterGuard<'_> {
+        EnterGuard { _guard: context::enter(&self.shared), _handle: std::marker::PhantomData }
+    }
+
+    /// Run `future` to completion on the calling thread, with this runtime as the context.
+    ///
+    /// From a thread outside the runtime: on a multi-thread runtime the workers run the
+    /// timers and the reactor that wake the future; on a current-thread runtime this call
+    /// runs the runtime's worker (its tasks, timers and I/O) while it waits, unless
+    /// another thread inside `block_on` has it (then this thread takes the worker over
+    /// when that one leaves).
+    ///
+    /// # Panics
+    /// When called on a worker thread (inside a task): that would block the worker.
+    #[track_caller]
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        assert!(
+            !context::on_worker_thread(),
+            "volt: `block_on` called on a runtime worker thread (inside a task), where it would block the worker; \
+             `.await` the future or use `JoinHandle::join` instead"
+        );
+        if self.shared.current_thread {
+            return current::block_on(&self.shared, future);
+        }
+        let _enter = context::enter(&self.shared);
+        // Its own polls never yield to a scheduler: no cooperative budget (see
+        // `task::coop`), even when called from inside a task's poll on a thread that
+        // handed its worker away, or from a blocking closure.
+        let _budget = crate::task::coop::Budget::unlimited();
+        let waker = context::thread_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut future = pin!(future);
+        loop {
+            if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+                return v;
+            }
+            std::thread::park();
+        }
+    }
+
+    /// Which kind of runtime this is.
+    pub fn runtime_flavor(&self) -> RuntimeFlavor {
+        if self.shared.current_thread {
+            RuntimeFlavor::CurrentThread
+        } else {
+            RuntimeFlavor::MultiThread
+        }
     }
 
     /// Spawn a task. From a worker of this runtime it goes into that worker's LIFO slot;
@@ -639,3 +763,55 @@ impl std::fmt::Debug for Handle {
         f.debug_struct("Handle").field("workers", &self.shared.workers.len()).finish()
     }
 }
+
+/// The kind of a runtime: [`Builder::new_current_thread`] or
+/// [`Builder::new_multi_thread`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RuntimeFlavor {
+    /// One worker, run by the thread inside `block_on`.
+    CurrentThread,
+    /// Worker threads of their own, with work stealing.
+    MultiThread,
+}
+
+/// Keeps a runtime the thread's current one ([`Handle::enter`], [`Runtime::enter`]) until
+/// dropped, then restores the one before.
+#[must_use = "the runtime is current only while the guard lives"]
+pub struct EnterGuard<'a> {
+    _guard: context::EnterGuard,
+    _handle: std::marker::PhantomData<&'a Handle>,
+}
+
+impl std::fmt::Debug for EnterGuard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnterGuard").finish_non_exhaustive()
+    }
+}
+
+/// [`Handle::try_current`] found no runtime: the thread is not inside one.
+#[derive(Debug)]
+pub struct TryCurrentError {
+    _private: (),
+}
+
+impl TryCurrentError {
+    /// Whether the thread is simply outside any runtime (always so in Volt).
+    pub fn is_missing_context(&self) -> bool {
+        true
+    }
+
+    /// Whether the thread's runtime context was already destroyed (never so in Volt: the
+    /// context is a plain pointer that needs no destructor).
+    pub fn is_thread_local_destroyed(&self) -> bool {
+        false
+    }
+}
+
+impl std::fmt::Display for TryCurrentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("there is no reactor running, must be called from the context of a Volt runtime")
+    }
+}
+
+impl std::error::Error for TryCurrentError {}

@@ -246,6 +246,12 @@ impl Shared {
     /// its loop from where this thread left it, and make this thread a plain thread of
     /// the runtime. `Err` (and the worker kept) when no thread could be had.
     fn hand_off(this: &Arc<Shared>, w: &Worker) -> Result<(), ()> {
+        // A current-thread runtime's worker belongs to the thread in `block_on`: it is
+        // never handed to a pool thread (the join keeps it and waits, as when no thread
+        // can be had).
+        if this.current_thread {
+            return Err(());
+        }
         // Still the owner: send the joining poll's start out now, so the new owner's
         // records follow it in the ring.
         this.on_hand_off(w);

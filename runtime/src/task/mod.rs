@@ -18,6 +18,9 @@ mod waiting_on;
 
 pub use join::{JoinError, JoinHandle};
 pub use waiting_on::{waiting_on, WaitingOn, WaitingOnExt};
+// `task_local!`'s key and scope future (`macros/task_local.rs`), at Tokio's paths.
+#[cfg(not(loom))]
+pub use crate::macros::task_local::{AccessError, LocalKey, TaskLocalFuture};
 
 use raw::Header;
 use std::cell::Cell;
