@@ -1,0 +1,330 @@
+#![cfg(all(feature = "rt", feature = "net", feature = "time", feature = "io-util"))]
+//! `Builder::new_current_thread`: a runtime with no worker threads, whose tasks all run on
+//! the thread inside `block_on`.
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+use std::time::Duration;
+use volt::io::{AsyncReadExt, AsyncWriteExt};
+use volt::runtime::{Builder, Handle, RuntimeFlavor};
+
+fn rt() -> volt::Runtime {
+    Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// Every task, spawned from inside or before `block_on`, runs on the `block_on` thread.
+#[test]
+fn every_task_runs_on_the_block_on_thread() {
+    let rt = rt();
+    assert_eq!(rt.handle().runtime_flavor(), RuntimeFlavor::CurrentThread);
+    let seen: Arc<Mutex<Vec<ThreadId>>> = Arc::default();
+    // Spawned before anyone is in `block_on`: it waits for it.
+    let before = {
+        let seen = Arc::clone(&seen);
+        rt.spawn(async move { seen.lock().unwrap().push(std::thread::current().id()) })
+    };
+    let me = std::thread::current().id();
+    rt.block_on(async {
+        let mut handles = Vec::new();
+        for i in 0..100 {
+            let seen = Arc::clone(&seen);
+            handles.push(volt::spawn(async move {
+                if i % 3 == 0 {
+                    volt::task::yield_now().await;
+                }
+                // A task spawned from a task.
+                let inner = volt::spawn(async { std::thread::current().id() });
+                let id = inner.await.unwrap();
+                seen.lock().unwrap().push(id);
+                seen.lock().unwrap().push(std::thread::current().id());
+            }));
+        }
+        for h in handles {
+            h.await.unwrap();
+        }
+        before.await.unwrap();
+    });
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 201);
+    assert!(seen.iter().all(|&id| id == me), "a task ran on another thread");
+    // No worker thread: the one worker shows in telemetry.
+    assert_eq!(rt.handle().num_workers(), 1);
+    let snap = rt.handle().telemetry().snapshot();
+    assert_eq!(snap.workers.len(), 1);
+    assert!(snap.tasks_spawned >= 201, "{}", snap.tasks_spawned);
+}
+
+/// A task spawned through the handle runs only while some thread is inside `block_on`.
+#[test]
+fn tasks_wait_for_block_on() {
+    let rt = rt();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&ran);
+    let h = rt.spawn(async move {
+        r.fetch_add(1, SeqCst);
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(ran.load(SeqCst), 0, "a task ran with nobody in block_on");
+    rt.block_on(h).unwrap();
+    assert_eq!(ran.load(SeqCst), 1);
+}
+
+/// Timers fire for tasks and for the `block_on` future itself.
+#[test]
+fn timers_fire() {
+    let rt = rt();
+    let out = rt.block_on(async {
+        let t = volt::spawn(async {
+            volt::time::sleep(Duration::from_millis(20)).await;
+            1
+        });
+        volt::time::sleep(Duration::from_millis(10)).await;
+        let timed_out = volt::time::timeout(Duration::from_millis(5), std::future::pending::<()>()).await;
+        assert!(timed_out.is_err());
+        t.await.unwrap() + 1
+    });
+    assert_eq!(out, 2);
+}
+
+/// A TCP echo between two tasks of one current-thread runtime.
+#[test]
+fn tcp_echo() {
+    let rt = rt();
+    let me = std::thread::current().id();
+    rt.block_on(async move {
+        let listener = volt::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = volt::spawn(async move {
+            assert_eq!(std::thread::current().id(), me);
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            let mut total = 0;
+            loop {
+                let n = s.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                s.write_all(&buf[..n]).await.unwrap();
+                total += n;
+            }
+            total
+        });
+        let mut c = volt::net::TcpStream::connect(addr).await.unwrap();
+        // Larger than the socket buffers, so both sides wait on the reactor.
+        let data: Vec<u8> = (0..1_000_000u32).map(|i| i as u8).collect();
+        let (mut r, mut w) = c.split();
+        let send = async {
+            w.write_all(&data).await.unwrap();
+            w.shutdown().await.unwrap();
+        };
+        let recv = async {
+            let mut back = Vec::new();
+            r.read_to_end(&mut back).await.unwrap();
+            back
+        };
+        let ((), back) = volt::join!(send, recv);
+        assert_eq!(back, data);
+        assert_eq!(server.await.unwrap(), data.len());
+    });
+}
+
+/// `spawn_blocking` runs on the pool, and its result wakes the task.
+#[test]
+fn spawn_blocking_works() {
+    let rt = rt();
+    let me = std::thread::current().id();
+    let (other, n) = rt.block_on(async {
+        volt::spawn(async {
+            volt::task::spawn_blocking(|| {
+                std::thread::sleep(Duration::from_millis(10));
+                (std::thread::current().id(), 7)
+            })
+            .await
+            .unwrap()
+        })
+        .await
+        .unwrap()
+    });
+    assert_ne!(other, me);
+    assert_eq!(n, 7);
+    assert_eq!(rt.spawn_blocking(|| 3).join().unwrap(), 3);
+}
+
+struct CountDrop(Arc<AtomicUsize>);
+impl Drop for CountDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// A runtime dropped with pending tasks (some never polled, some waiting on a timer or a
+/// channel) drops every future, and their handles report cancelled.
+#[test]
+fn drop_with_pending_tasks_drops_every_future() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let rt = rt();
+    let mut handles = Vec::new();
+    // Never polled: nobody enters block_on for them.
+    for _ in 0..10 {
+        let d = CountDrop(Arc::clone(&dropped));
+        handles.push(rt.spawn(async move {
+            let _d = d;
+            std::future::pending::<()>().await;
+        }));
+    }
+    // Polled once, then waiting.
+    rt.block_on(async {
+        for i in 0..10 {
+            let d = CountDrop(Arc::clone(&dropped));
+            handles.push(volt::spawn(async move {
+                let _d = d;
+                if i % 2 == 0 {
+                    volt::time::sleep(Duration::from_secs(3600)).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            }));
+        }
+        // Let them all get their first poll.
+        for _ in 0..5 {
+            volt::task::yield_now().await;
+        }
+    });
+    assert_eq!(dropped.load(SeqCst), 0);
+    drop(rt);
+    assert_eq!(dropped.load(SeqCst), 20);
+    for h in handles {
+        let err = h.join().unwrap_err();
+        assert!(err.is_cancelled());
+    }
+}
+
+/// `shutdown_timeout` and `shutdown_background` drop pending tasks too.
+#[test]
+fn shutdown_background_and_timeout() {
+    for background in [false, true] {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let rt = rt();
+        let d = CountDrop(Arc::clone(&dropped));
+        rt.block_on(async move {
+            volt::spawn(async move {
+                let _d = d;
+                volt::time::sleep(Duration::from_secs(3600)).await;
+            });
+            volt::task::yield_now().await;
+        });
+        if background {
+            rt.shutdown_background();
+        } else {
+            rt.shutdown_timeout(Duration::from_secs(10));
+        }
+        assert_eq!(dropped.load(SeqCst), 1);
+    }
+}
+
+/// Two threads in `block_on` at once: both futures finish, the tasks run on one of the
+/// two threads, and the second takes the worker over when the first leaves.
+#[test]
+fn two_threads_in_block_on() {
+    let rt = Arc::new(rt());
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let ids: Arc<Mutex<Vec<ThreadId>>> = Arc::default();
+    let t = {
+        let rt = Arc::clone(&rt);
+        let ids = Arc::clone(&ids);
+        std::thread::spawn(move || {
+            rt.block_on(async move {
+                let _ = rx;
+                for _ in 0..20 {
+                    let ids = Arc::clone(&ids);
+                    volt::spawn(async move { ids.lock().unwrap().push(std::thread::current().id()) })
+                        .await
+                        .unwrap();
+                    volt::time::sleep(Duration::from_millis(2)).await;
+                }
+                std::thread::current().id()
+            })
+        })
+    };
+    let main_id = rt.block_on(async {
+        for _ in 0..20 {
+            volt::time::sleep(Duration::from_millis(2)).await;
+        }
+        std::thread::current().id()
+    });
+    let other_id = t.join().unwrap();
+    drop(tx);
+    let ids = ids.lock().unwrap();
+    assert_eq!(ids.len(), 20);
+    assert!(ids.iter().all(|&id| id == main_id || id == other_id));
+}
+
+/// `Handle::block_on` from a plain thread drives the runtime too.
+#[test]
+fn handle_block_on_drives_timers() {
+    let rt = rt();
+    let handle = rt.handle().clone();
+    let out = std::thread::spawn(move || {
+        handle.block_on(async {
+            let h = volt::spawn(async {
+                volt::time::sleep(Duration::from_millis(5)).await;
+                std::thread::current().id()
+            });
+            (h.await.unwrap(), std::thread::current().id())
+        })
+    })
+    .join()
+    .unwrap();
+    assert_eq!(out.0, out.1);
+}
+
+/// `Handle::current`, `try_current` and `enter`.
+#[test]
+fn handle_current_and_enter() {
+    let err = Handle::try_current().unwrap_err();
+    assert!(err.is_missing_context());
+    assert!(!err.to_string().is_empty());
+    let rt = rt();
+    {
+        let _g = rt.enter();
+        let h = Handle::current();
+        assert_eq!(h.runtime_flavor(), RuntimeFlavor::CurrentThread);
+        // Spawned in the entered context, run inside block_on.
+        let j = volt::spawn(async { 5 });
+        drop(_g);
+        assert!(Handle::try_current().is_err());
+        assert_eq!(rt.block_on(j).unwrap(), 5);
+    }
+    rt.block_on(async {
+        assert!(Handle::try_current().is_ok());
+    });
+}
+
+/// A task waiting on a timer names its wait, and the `block_on` thread's worker shows in
+/// telemetry.
+#[test]
+fn telemetry_names_waits() {
+    let rt = Builder::new_current_thread().event_ring(1024).build().unwrap();
+    rt.block_on(async {
+        let h = volt::spawn(async { volt::time::sleep(Duration::from_secs(3600)).await });
+        volt::task::yield_now().await;
+        volt::task::yield_now().await;
+        let tasks = volt::runtime::Handle::current().telemetry().tasks();
+        let t = tasks.iter().find(|t| t.id == h.id()).expect("the task is listed");
+        assert!(t.waiting_on.is_some(), "{:?}", t.waiting_on);
+        h.abort();
+    });
+    let snap = rt.handle().telemetry().snapshot();
+    assert_eq!(snap.workers.len(), 1);
+    assert!(snap.workers[0].tasks_polled >= 1);
+}
+
+/// `block_on` inside a task panics rather than deadlock.
+#[test]
+fn block_on_inside_a_task_panics() {
+    let rt = Arc::new(rt());
+    let rt2 = Arc::clone(&rt);
+    let r = rt.block_on(async move { volt::spawn(async move { rt2.block_on(async { 1 }) }).await });
+    assert!(r.unwrap_err().is_panic());
+}
