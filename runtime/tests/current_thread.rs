@@ -312,7 +312,11 @@ fn telemetry_names_waits() {
         volt::task::yield_now().await;
         let tasks = volt::runtime::Handle::current().telemetry().tasks();
         let t = tasks.iter().find(|t| t.id == h.id()).expect("the task is listed");
-        assert!(t.waiting_on.is_some(), "{:?}", t.waiting_on);
+        assert!(
+            matches!(t.waiting_on, Some(volt::telemetry::WaitReason::Sleep { .. })),
+            "{:?}",
+            t.waiting_on
+        );
         h.abort();
     });
     let snap = rt.handle().telemetry().snapshot();
