@@ -156,8 +156,9 @@ fn parse_config(args: TokenStream2, kind: Kind) -> syn::Result<Config> {
             "crate" => {
                 once(crate_path.is_some())?;
                 let s = lit_str(&arg.value, "crate")?;
-                let path = syn::parse_str::<syn::Path>(&s)
-                    .map_err(|e| syn::Error::new(arg.value.span(), format!("failed to parse `crate` as a path: {e}")))?;
+                let path = syn::parse_str::<syn::Path>(&s).map_err(|e| {
+                    syn::Error::new(arg.value.span(), format!("failed to parse `crate` as a path: {e}"))
+                })?;
                 crate_path = Some(path);
             }
             "core_threads" => {
@@ -207,16 +208,18 @@ fn lit_str(e: &Expr, what: &str) -> syn::Result<String> {
     match e {
         Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Ok(s.value()),
         // `flavor = current_thread` without quotes: take the word.
-        Expr::Path(p) if p.path.get_ident().is_some() => Ok(p.path.get_ident().map(|i| i.to_string()).unwrap_or_default()),
+        Expr::Path(p) if p.path.get_ident().is_some() => {
+            Ok(p.path.get_ident().map(|i| i.to_string()).unwrap_or_default())
+        }
         _ => Err(syn::Error::new(e.span(), format!("failed to parse value of `{what}` as a string"))),
     }
 }
 
 fn lit_int(e: &Expr, what: &str) -> syn::Result<usize> {
     match e {
-        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i
-            .base10_parse::<usize>()
-            .map_err(|err| syn::Error::new(e.span(), format!("failed to parse value of `{what}` as an integer: {err}"))),
+        Expr::Lit(ExprLit { lit: Lit::Int(i), .. }) => i.base10_parse::<usize>().map_err(|err| {
+            syn::Error::new(e.span(), format!("failed to parse value of `{what}` as an integer: {err}"))
+        }),
         _ => Err(syn::Error::new(e.span(), format!("failed to parse value of `{what}` as an integer"))),
     }
 }
@@ -230,7 +233,10 @@ fn lit_bool(e: &Expr, what: &str) -> syn::Result<bool> {
 
 fn check_fn(f: &syn::ItemFn, kind: Kind) -> syn::Result<()> {
     if f.sig.asyncness.is_none() {
-        return Err(syn::Error::new_spanned(f.sig.fn_token, "the `async` keyword is missing from the function declaration"));
+        return Err(syn::Error::new_spanned(
+            f.sig.fn_token,
+            "the `async` keyword is missing from the function declaration",
+        ));
     }
     match kind {
         Kind::Main => {
@@ -316,7 +322,7 @@ fn build(mut f: syn::ItemFn, config: Config, kind: Kind) -> TokenStream2 {
             }
         }
     };
-    f.block = Box::new(syn::parse2(new_body).expect("the generated body parses"));
+    *f.block = syn::parse2(new_body).expect("the generated body parses");
     let test_attr = match kind {
         Kind::Test => quote!(#[::core::prelude::v1::test]),
         Kind::Main => quote!(),
@@ -324,5 +330,88 @@ fn build(mut f: syn::ItemFn, config: Config, kind: Kind) -> TokenStream2 {
     quote! {
         #test_attr
         #f
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{expand, Kind};
+
+    fn err_of(args: &str, item: &str, kind: Kind) -> String {
+        let out = expand(args.parse().unwrap(), item.parse().unwrap(), kind).to_string();
+        assert!(out.contains("compile_error"), "no error in: {out}");
+        out
+    }
+
+    fn ok_of(args: &str, item: &str, kind: Kind) -> String {
+        let out = expand(args.parse().unwrap(), item.parse().unwrap(), kind).to_string();
+        assert!(!out.contains("compile_error"), "an error in: {out}");
+        out
+    }
+
+    #[test]
+    fn a_fn_that_is_not_async_is_an_error() {
+        let e = err_of("", "fn main() {}", Kind::Main);
+        assert!(e.contains("the `async` keyword is missing from the function declaration"), "{e}");
+        let e = err_of("", "fn t() {}", Kind::Test);
+        assert!(e.contains("the `async` keyword is missing"), "{e}");
+        // The function is still emitted, so the error is the only one.
+        assert!(e.contains("fn t"), "{e}");
+    }
+
+    #[test]
+    fn unknown_arguments_are_errors() {
+        let e = err_of("foo = 1", "async fn main() {}", Kind::Main);
+        assert!(e.contains("unknown attribute `foo`"), "{e}");
+        let e = err_of("flavor = \"single\"", "async fn main() {}", Kind::Main);
+        assert!(e.contains("no such runtime flavor `single`"), "{e}");
+        let e = err_of("worker_threads = \"x\"", "async fn main() {}", Kind::Main);
+        assert!(e.contains("failed to parse value of `worker_threads` as an integer"), "{e}");
+        let e = err_of("worker_threads = 0", "async fn main() {}", Kind::Main);
+        assert!(e.contains("must be greater than 0"), "{e}");
+        let e = err_of("flavor = \"multi_thread\", flavor = \"multi_thread\"", "async fn main() {}", Kind::Main);
+        assert!(e.contains("more than once"), "{e}");
+        let e = err_of("crate = \"1x\"", "async fn main() {}", Kind::Main);
+        assert!(e.contains("failed to parse `crate` as a path"), "{e}");
+    }
+
+    #[test]
+    fn worker_threads_needs_multi_thread() {
+        // `test` defaults to current_thread.
+        let e = err_of("worker_threads = 2", "async fn t() {}", Kind::Test);
+        assert!(e.contains("the `worker_threads` option requires the `multi_thread` runtime flavor"), "{e}");
+        let e = err_of("flavor = \"current_thread\", worker_threads = 2", "async fn main() {}", Kind::Main);
+        assert!(e.contains("requires the `multi_thread` runtime flavor"), "{e}");
+        ok_of("flavor = \"multi_thread\", worker_threads = 2", "async fn t() {}", Kind::Test);
+    }
+
+    #[test]
+    fn start_paused_needs_current_thread() {
+        let e = err_of("start_paused = true", "async fn main() {}", Kind::Main);
+        assert!(e.contains("the `start_paused` option requires the `current_thread` runtime flavor"), "{e}");
+        let out = ok_of("start_paused = true", "async fn t() {}", Kind::Test);
+        assert!(out.contains("start_paused (true)"), "{out}");
+    }
+
+    #[test]
+    fn main_takes_no_arguments_and_tests_have_one_test_attribute() {
+        let e = err_of("", "async fn main(x: u8) {}", Kind::Main);
+        assert!(e.contains("the main function cannot accept arguments"), "{e}");
+        let e = err_of("", "#[test] async fn t() {}", Kind::Test);
+        assert!(e.contains("second test attribute is supplied"), "{e}");
+    }
+
+    #[test]
+    fn defaults_and_crate_path() {
+        let out = ok_of("", "async fn main() {}", Kind::Main);
+        assert!(out.contains("new_multi_thread"), "{out}");
+        let out = ok_of("", "async fn t() {}", Kind::Test);
+        assert!(out.contains("new_current_thread"), "{out}");
+        assert!(out.contains("test"), "{out}");
+        let out = ok_of("crate = \"my::rt\"", "async fn t() {}", Kind::Test);
+        assert!(out.contains("my :: rt :: runtime :: Builder"), "{out}");
+        // This package names no `volt` dependency: the fallback is `::volt`.
+        let out = ok_of("", "async fn t() {}", Kind::Test);
+        assert!(out.contains(":: volt :: runtime :: Builder"), "{out}");
     }
 }

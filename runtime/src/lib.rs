@@ -71,11 +71,11 @@ pub mod hyper;
 #[cfg(not(loom))]
 pub mod io;
 #[cfg(not(loom))]
+mod macros;
+#[cfg(not(loom))]
 pub mod net;
 #[cfg(all(feature = "process", not(loom)))]
 pub mod process;
-#[cfg(not(loom))]
-mod macros;
 #[cfg(not(loom))]
 pub(crate) mod reactor;
 #[cfg(not(loom))]

@@ -238,9 +238,7 @@ fn two_threads_in_block_on() {
                 let _ = rx;
                 for _ in 0..20 {
                     let ids = Arc::clone(&ids);
-                    volt::spawn(async move { ids.lock().unwrap().push(std::thread::current().id()) })
-                        .await
-                        .unwrap();
+                    volt::spawn(async move { ids.lock().unwrap().push(std::thread::current().id()) }).await.unwrap();
                     volt::time::sleep(Duration::from_millis(2)).await;
                 }
                 std::thread::current().id()
@@ -312,11 +310,7 @@ fn telemetry_names_waits() {
         volt::task::yield_now().await;
         let tasks = volt::runtime::Handle::current().telemetry().tasks();
         let t = tasks.iter().find(|t| t.id == h.id()).expect("the task is listed");
-        assert!(
-            matches!(t.waiting_on, Some(volt::telemetry::WaitReason::Sleep { .. })),
-            "{:?}",
-            t.waiting_on
-        );
+        assert!(matches!(t.waiting_on, Some(volt::telemetry::WaitReason::Sleep { .. })), "{:?}", t.waiting_on);
         h.abort();
     });
     let snap = rt.handle().telemetry().snapshot();

@@ -104,9 +104,9 @@ impl ScopeError {
                 "volt: a task-local scope was entered while the same key is borrowed by `with` (a scope of a key \
                  inside its own `with` closure)"
             ),
-            ScopeError::Destroyed => panic!(
-                "volt: a task-local scope was entered while the thread's locals are being destroyed"
-            ),
+            ScopeError::Destroyed => {
+                panic!("volt: a task-local scope was entered while the thread's locals are being destroyed")
+            }
         }
     }
 }
