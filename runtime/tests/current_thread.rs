@@ -326,3 +326,34 @@ fn block_on_inside_a_task_panics() {
     let r = rt.block_on(async move { volt::spawn(async move { rt2.block_on(async { 1 }) }).await });
     assert!(r.unwrap_err().is_panic());
 }
+
+/// A blocking join inside a current-thread task: fine on a `spawn_blocking` target or one
+/// that finishes inline; a clear panic (not a hang) on a task that waits on a timer.
+#[test]
+fn blocking_join_inside_a_task() {
+    let rt = rt();
+    rt.block_on(async {
+        let ok = volt::spawn(async {
+            let b = volt::task::spawn_blocking(|| {
+                std::thread::sleep(Duration::from_millis(5));
+                1
+            });
+            let inline = volt::spawn(async { 2 });
+            b.join().unwrap() + inline.join().unwrap()
+        });
+        assert_eq!(ok.await.unwrap(), 3);
+        let stuck = volt::spawn(async {
+            let t = volt::spawn(async { volt::time::sleep(Duration::from_millis(20)).await });
+            t.join().unwrap();
+        });
+        let err = stuck.await.unwrap_err();
+        assert!(err.is_panic());
+        let msg = err.into_panic();
+        let msg = msg
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| msg.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        assert!(msg.contains("current-thread runtime"), "{msg}");
+    });
+}

@@ -136,10 +136,16 @@ fn drive<F: Future>(
             return None;
         }
         if main.woken.swap(false, AcqRel) {
+            // The future's spawns and wakes are recorded on the worker with its last
+            // clock reading: make it a fresh one, or they would carry the time of the
+            // last poll.
+            shared.refresh_clock(w);
             let _budget = Budget::unlimited();
             if let Poll::Ready(v) = future.as_mut().poll(cx) {
                 return Some(v);
             }
+            // What the future did is not part of the next task's poll.
+            shared.refresh_clock(w);
         }
         match shared.run_tick(w) {
             Some(0) => {
