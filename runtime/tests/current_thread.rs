@@ -357,3 +357,48 @@ fn blocking_join_inside_a_task() {
         assert!(msg.contains("current-thread runtime"), "{msg}");
     });
 }
+
+/// A `block_on` whose future panics gives the worker back: the next `block_on` runs the
+/// tasks left behind.
+#[test]
+fn a_panicking_block_on_releases_the_worker() {
+    let rt = rt();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(async {
+            volt::spawn(async { 1 });
+            panic!("main future panics");
+        })
+    }));
+    assert!(r.is_err());
+    let h = rt.spawn(async {
+        volt::time::sleep(Duration::from_millis(1)).await;
+        2
+    });
+    assert_eq!(rt.block_on(h).unwrap(), 2);
+}
+
+/// Dropping the runtime from inside its own `block_on` (moved into the future): every
+/// task is still cancelled and the future goes on to finish.
+#[test]
+fn dropped_inside_its_own_block_on() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let rt = rt();
+    let handle = rt.handle().clone();
+    let d = CountDrop(Arc::clone(&dropped));
+    let pending = rt.spawn(async move {
+        let _d = d;
+        std::future::pending::<()>().await;
+    });
+    let out = handle.block_on(async move {
+        volt::task::yield_now().await;
+        drop(rt);
+        5
+    });
+    assert_eq!(out, 5);
+    let start = std::time::Instant::now();
+    while dropped.load(SeqCst) == 0 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(dropped.load(SeqCst), 1);
+    assert!(pending.join().unwrap_err().is_cancelled());
+}
