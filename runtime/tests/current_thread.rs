@@ -402,3 +402,26 @@ fn dropped_inside_its_own_block_on() {
     assert_eq!(dropped.load(SeqCst), 1);
     assert!(pending.join().unwrap_err().is_cancelled());
 }
+
+/// Tokio's builder knobs: accepted, and `thread_name_fn` names the worker threads.
+#[test]
+fn builder_knobs() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = Arc::clone(&n);
+    let rt = Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name_fn(move || format!("app-worker-{}", n2.fetch_add(1, SeqCst)))
+        .global_queue_interval(31)
+        .event_interval(61)
+        .max_io_events_per_tick(1024)
+        .enable_io()
+        .enable_time()
+        .build()
+        .unwrap();
+    assert_eq!(n.load(SeqCst), 2);
+    let name = rt.block_on(async { volt::spawn(async { std::thread::current().name().map(String::from) }).await });
+    let name = name.unwrap().unwrap();
+    assert!(name.starts_with("app-worker-"), "{name}");
+    let bad = Builder::new_multi_thread().worker_threads(1).thread_name_fn(|| "a\0b".into()).build();
+    assert_eq!(bad.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+}

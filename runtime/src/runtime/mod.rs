@@ -58,6 +58,7 @@ pub const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_millis(10);
 pub struct Builder {
     flavor: RuntimeFlavor,
     start_paused: bool,
+    thread_name_fn: Option<ThreadNameFn>,
     worker_threads: Option<usize>,
     thread_name: String,
     thread_stack_size: usize,
@@ -87,6 +88,7 @@ impl Builder {
         Builder {
             flavor: RuntimeFlavor::MultiThread,
             start_paused: false,
+            thread_name_fn: None,
             worker_threads: None,
             thread_name: "volt-worker".into(),
             thread_stack_size: 4 << 20,
@@ -142,6 +144,43 @@ impl Builder {
     /// attribute calls it.
     pub fn start_paused(&mut self, start_paused: bool) -> &mut Builder {
         self.start_paused = start_paused;
+        self
+    }
+
+    /// Name each worker thread with what `f` returns, called once per thread as it is
+    /// started (instead of [`Builder::thread_name`]'s `NAME-N`). The blocking pool's
+    /// threads keep the name `thread_name` gives them (`NAME-blocking`).
+    pub fn thread_name_fn<F>(&mut self, f: F) -> &mut Builder
+    where
+        F: Fn() -> String + Send + Sync + 'static,
+    {
+        self.thread_name_fn = Some(ThreadNameFn(Arc::new(f)));
+        self
+    }
+
+    /// Accepted for Tokio's sake, with no effect: a Volt worker sets its global-queue
+    /// interval itself from its measured task times (1 ms of work between checks).
+    ///
+    /// # Panics
+    /// When `val` is 0, as Tokio's.
+    pub fn global_queue_interval(&mut self, val: u32) -> &mut Builder {
+        assert!(val > 0, "global_queue_interval must be greater than 0");
+        self
+    }
+
+    /// Accepted for Tokio's sake, with no effect: a Volt worker fires due timers at every
+    /// budget tick (128 polls) and polls the reactor every 64 polls.
+    ///
+    /// # Panics
+    /// When `val` is 0, as Tokio's.
+    pub fn event_interval(&mut self, val: u32) -> &mut Builder {
+        assert!(val > 0, "event_interval must be greater than 0");
+        self
+    }
+
+    /// Accepted for Tokio's sake, with no effect: Volt's reactor sizes its own event
+    /// buffer.
+    pub fn max_io_events_per_tick(&mut self, _capacity: usize) -> &mut Builder {
         self
     }
 
@@ -398,14 +437,23 @@ impl Builder {
         for index in 0..started {
             let shared = Arc::clone(&shared);
             let hooks = self.thread_hooks.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("{}-{index}", self.thread_name))
-                .stack_size(self.thread_stack_size)
-                .spawn(move || {
-                    // The hooks run in the runtime's context, outside any scheduler lock.
-                    let _enter = context::enter(&shared);
-                    hooks.run_thread(|| Shared::run_worker(Arc::clone(&shared), index));
-                });
+            let name = match &self.thread_name_fn {
+                Some(f) => (f.0)(),
+                None => format!("{}-{index}", self.thread_name),
+            };
+            if name.contains('\0') {
+                // std panics on such a name when it starts the thread; `rt`'s drop stops
+                // the workers already started.
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("volt: thread_name_fn returned {name:?}, which holds a NUL byte"),
+                ));
+            }
+            let spawned = std::thread::Builder::new().name(name).stack_size(self.thread_stack_size).spawn(move || {
+                // The hooks run in the runtime's context, outside any scheduler lock.
+                let _enter = context::enter(&shared);
+                hooks.run_thread(|| Shared::run_worker(Arc::clone(&shared), index));
+            });
             match spawned {
                 Ok(t) => {
                     rt.threads.push(t);
@@ -424,6 +472,16 @@ impl Builder {
             rt.console = Some(crate::console::start(config, rt.handle.telemetry())?);
         }
         Ok(rt)
+    }
+}
+
+/// `Builder::thread_name_fn`'s function.
+#[derive(Clone)]
+struct ThreadNameFn(Arc<dyn Fn() -> String + Send + Sync>);
+
+impl std::fmt::Debug for ThreadNameFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ThreadNameFn(..)")
     }
 }
 
