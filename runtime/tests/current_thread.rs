@@ -425,3 +425,24 @@ fn builder_knobs() {
     let bad = Builder::new_multi_thread().worker_threads(1).thread_name_fn(|| "a\0b".into()).build();
     assert_eq!(bad.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
 }
+
+/// Outside `block_on` the worker shows as parked; inside, as running.
+#[test]
+fn worker_state_between_calls() {
+    use volt::telemetry::WorkerState;
+    let rt = rt();
+    let state = |rt: &volt::Runtime| rt.handle().telemetry().snapshot().workers[0].state;
+    assert_eq!(state(&rt), WorkerState::Parked);
+    let inside = rt.block_on(async { Handle::current().telemetry().snapshot().workers[0].state });
+    assert_ne!(inside, WorkerState::Parked);
+    assert_eq!(state(&rt), WorkerState::Parked);
+    // A spawn from outside claims the parked worker; the next block_on still runs it, and
+    // several rounds keep the idle counts straight.
+    for i in 0..20 {
+        let h = rt.spawn(async move { i * 2 });
+        assert_eq!(rt.block_on(h).unwrap(), i * 2);
+        assert_eq!(state(&rt), WorkerState::Parked);
+    }
+    let snap = rt.handle().telemetry().snapshot();
+    assert_eq!(snap.num_searching, 0, "{snap:?}");
+}

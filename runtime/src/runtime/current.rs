@@ -18,6 +18,14 @@
 //! tries to claim the worker again every [`CORE_RETRY`], so its spawned tasks still run
 //! (on the holder's thread) and it takes the worker over once the holder leaves.
 //!
+//! # Idle between calls
+//! While nobody has the worker it counts as parked in the idle protocol (`idle`): built
+//! so, and parked again by each holder as it leaves. So a spawn from outside meanwhile
+//! claims it as a parked worker would be claimed (its wake only leaves a token for the
+//! next park), and the stall monitor, seeing every worker parked, sleeps instead of
+//! sampling a worker that runs nothing. The next holder takes it out of the parked
+//! bitmap as a worker leaving its park does.
+//!
 //! # Shutdown
 //! The worker has no thread to join, so its exit (releasing its queue entries, counting it
 //! in `Exits`) is done by whoever sees the shutdown with the worker free: the shutting-down
@@ -117,7 +125,11 @@ fn drive<F: Future>(
     impl Drop for Release<'_> {
         fn drop(&mut self) {
             let shared = self.0;
-            shared.on_state(&shared.workers[0], crate::telemetry::WorkerState::Parked);
+            let w = &shared.workers[0];
+            // Parked while nobody runs it (see "Idle between calls").
+            let was_searching = w.core.is_searching.replace(false);
+            let _ = shared.idle.transition_worker_to_parked(0, was_searching);
+            shared.on_state(w, crate::telemetry::WorkerState::Parked);
             shared.stall.leave_thread();
             shared.core.store(CORE_FREE, SeqCst);
             if shared.shutdown.load(SeqCst) {
@@ -131,6 +143,14 @@ fn drive<F: Future>(
     let _release = Release(shared);
     let _help = crate::scheduler::join::HelpStackGuard::start(shared.stack_size);
     shared.on_worker_start(w);
+    if !shared.idle.unpark_self(0) {
+        // A spawn from outside claimed the parked worker for its task, counting it as a
+        // searcher (as for a worker woken from its park).
+        w.core.is_searching.set(true);
+        shared.on_state(w, crate::telemetry::WorkerState::Searching);
+    }
+    // Out of the parked bitmap: the stall monitor watches again.
+    shared.stall.worker_woke();
     loop {
         if shared.is_shutdown() {
             return None;

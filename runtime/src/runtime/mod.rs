@@ -430,6 +430,12 @@ impl Builder {
         };
         // Workers not started count as exited, so the drop of `rt` (on an error, or a panic
         // from `spawn`) does not wait for them.
+        if current_thread {
+            // Its worker counts as parked while no thread is inside `block_on` (see
+            // "Idle between calls" in `current`).
+            let _ = shared.idle.transition_worker_to_parked(0, false);
+            shared.on_state(&shared.workers[0], crate::telemetry::WorkerState::Parked);
+        }
         // A current-thread runtime starts no worker thread: its worker runs inside
         // `block_on`, and its exit is counted by `current::exit_core`.
         let started = if current_thread { 0 } else { n };
