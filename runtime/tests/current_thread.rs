@@ -446,3 +446,43 @@ fn worker_state_between_calls() {
     let snap = rt.handle().telemetry().snapshot();
     assert_eq!(snap.num_searching, 0, "{snap:?}");
 }
+
+/// Context switches so far of this process's thread named `name` (Linux).
+#[cfg(target_os = "linux")]
+fn thread_switches(name: &str) -> Option<u64> {
+    for entry in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = entry.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim() == name {
+            let status = std::fs::read_to_string(dir.join("status")).ok()?;
+            let n = |key: &str| -> u64 {
+                status.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+            };
+            return Some(n("voluntary_ctxt_switches:") + n("nonvoluntary_ctxt_switches:"));
+        }
+    }
+    None
+}
+
+/// A current-thread runtime that nobody is inside makes no wakeups: its stall monitor
+/// sleeps (the worker counts as parked), where it would sample every few milliseconds.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_idle_current_thread_runtime_does_not_wake() {
+    let rt = Builder::new_current_thread().thread_name("ctidle").build().unwrap();
+    rt.block_on(async { volt::time::sleep(Duration::from_millis(5)).await });
+    // The monitor's name is cut to 15 bytes by the kernel.
+    let name = "ctidle-stall-mo";
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // Let it settle into its sleep, then count its wakeups over half a second.
+    loop {
+        let before = thread_switches(name).expect("the stall monitor's thread");
+        std::thread::sleep(Duration::from_millis(500));
+        let after = thread_switches(name).expect("the stall monitor's thread");
+        // Sampling every half threshold would be about 100 in 500 ms.
+        if after - before <= 3 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the stall monitor keeps waking: {} in 500 ms", after - before);
+    }
+}
