@@ -486,3 +486,27 @@ fn an_idle_current_thread_runtime_does_not_wake() {
         assert!(std::time::Instant::now() < deadline, "the stall monitor keeps waking: {} in 500 ms", after - before);
     }
 }
+
+/// Tokio's `RuntimeMetrics` names, on Volt's counters.
+#[test]
+fn runtime_metrics() {
+    let rt = rt();
+    let m = rt.metrics();
+    assert_eq!(m.num_workers(), 1);
+    let pending = rt.spawn(std::future::pending::<()>());
+    assert_eq!(m.num_alive_tasks(), 1);
+    assert_eq!(m.global_queue_depth(), 1);
+    rt.block_on(async {
+        for _ in 0..10 {
+            volt::spawn(async {}).await.unwrap();
+        }
+    });
+    assert_eq!(m.global_queue_depth(), 0);
+    assert_eq!(m.num_alive_tasks(), 1);
+    assert!(m.worker_poll_count(0) >= 11);
+    assert!(m.spawned_tasks_count() >= 11);
+    pending.abort();
+    rt.block_on(async { volt::task::yield_now().await });
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.worker_park_count(1)));
+    assert!(r.is_err(), "worker 1 does not exist");
+}

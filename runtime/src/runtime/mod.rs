@@ -38,6 +38,9 @@
 pub(crate) mod context;
 pub(crate) mod current;
 pub(crate) mod handle;
+mod metrics;
+
+pub use metrics::RuntimeMetrics;
 
 use crate::scheduler::idle::MAX_WORKERS;
 use crate::task::JoinHandle;
@@ -576,6 +579,11 @@ impl Runtime {
         self.handle.enter()
     }
 
+    /// Tokio's runtime metrics; same as `self.handle().metrics()`.
+    pub fn metrics(&self) -> RuntimeMetrics {
+        self.handle.metrics()
+    }
+
     /// Shut down without waiting for anything: as [`Runtime::shutdown_timeout`] with a
     /// zero timeout. Tasks the workers are not polling are still cancelled and their
     /// futures dropped; threads still busy exit on their own.
@@ -758,6 +766,12 @@ impl Handle {
             }
             std::thread::park();
         }
+    }
+
+    /// Tokio's runtime metrics, read from this runtime's telemetry (see
+    /// [`Handle::telemetry`] for all of it).
+    pub fn metrics(&self) -> RuntimeMetrics {
+        RuntimeMetrics::new(self.clone())
     }
 
     /// Which kind of runtime this is.
