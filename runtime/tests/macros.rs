@@ -310,3 +310,12 @@ fn task_local_take_value() {
         assert_eq!(f.as_mut().take_value(), None);
     });
 }
+
+#[volt::test]
+async fn test_question_mark_converts_into_the_declared_error() -> Result<(), Box<dyn std::error::Error>> {
+    // `?` converts `ParseIntError` into the boxed error of the signature.
+    let n: u32 = "12".parse()?;
+    volt::task::yield_now().await;
+    assert_eq!(n, 12);
+    Ok(())
+}

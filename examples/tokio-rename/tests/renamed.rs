@@ -21,3 +21,8 @@ fn main_runs_on_a_multi_thread_runtime() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "sum=45 flavor=MultiThread");
 }
+
+#[tokio::test(crate = "tokio")]
+async fn test_with_an_explicit_crate_path() {
+    assert_eq!(tokio::spawn(async { 3 }).await.unwrap(), 3);
+}
