@@ -510,3 +510,97 @@ fn runtime_metrics() {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.worker_park_count(1)));
     assert!(r.is_err(), "worker 1 does not exist");
 }
+
+/// A task spawned from another thread while the `block_on` thread sleeps (nothing else to
+/// run) wakes it, and its wake of the `block_on` future is seen.
+#[test]
+fn spawn_from_another_thread_wakes_an_idle_block_on() {
+    use std::task::{Poll, Waker};
+    let rt = rt();
+    let handle = rt.handle().clone();
+    let slot: Arc<Mutex<(Option<u32>, Option<Waker>)>> = Arc::default();
+    let s2 = Arc::clone(&slot);
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        handle.spawn(async move {
+            let mut g = s2.lock().unwrap();
+            g.0 = Some(9);
+            if let Some(w) = g.1.take() {
+                w.wake();
+            }
+        });
+    });
+    let v = rt.block_on(std::future::poll_fn(|cx| {
+        let mut g = slot.lock().unwrap();
+        match g.0 {
+            Some(v) => Poll::Ready(v),
+            None => {
+                g.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }));
+    assert_eq!(v, 9);
+    t.join().unwrap();
+}
+
+/// A task that is always ready (it yields in a loop) does not keep the `block_on` future,
+/// timers or the reactor from running.
+#[test]
+fn an_always_ready_task_does_not_starve_the_rest() {
+    use std::sync::atomic::AtomicBool;
+    let rt = rt();
+    let stop = Arc::new(AtomicBool::new(false));
+    let spins = Arc::new(AtomicUsize::new(0));
+    rt.block_on(async {
+        let (stop2, spins2) = (Arc::clone(&stop), Arc::clone(&spins));
+        let spinner = volt::spawn(async move {
+            while !stop2.load(SeqCst) {
+                spins2.fetch_add(1, SeqCst);
+                volt::task::yield_now().await;
+            }
+        });
+        // A timer, then a socket round trip, while the spinner runs.
+        volt::time::sleep(Duration::from_millis(20)).await;
+        let listener = volt::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = volt::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            s.write_all(b"hi").await.unwrap();
+        });
+        let mut c = volt::net::TcpStream::connect(addr).await.unwrap();
+        let mut buf = [0u8; 2];
+        c.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"hi");
+        server.await.unwrap();
+        stop.store(true, SeqCst);
+        spinner.await.unwrap();
+    });
+    assert!(spins.load(SeqCst) > 0);
+}
+
+/// A current-thread runtime kept in a thread-local is dropped as the thread exits.
+#[test]
+fn runtime_in_a_thread_local() {
+    use std::cell::RefCell;
+    thread_local! {
+        static RT: RefCell<Option<volt::Runtime>> = const { RefCell::new(None) };
+    }
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d2 = Arc::clone(&dropped);
+    std::thread::spawn(move || {
+        let rt = rt();
+        rt.block_on(async {
+            volt::time::sleep(Duration::from_millis(1)).await;
+        });
+        let d = CountDrop(d2);
+        rt.spawn(async move {
+            let _d = d;
+            std::future::pending::<()>().await
+        });
+        RT.with(|c| *c.borrow_mut() = Some(rt));
+    })
+    .join()
+    .unwrap();
+    assert_eq!(dropped.load(SeqCst), 1);
+}
