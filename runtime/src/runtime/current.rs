@@ -55,6 +55,10 @@ pub(crate) const CORE_HELD: u8 = 1;
 /// The runtime shut down and the worker's exit was counted.
 pub(crate) const CORE_EXITED: u8 = 2;
 
+/// The stack a `block_on` thread is assumed to have for a blocking join's inline help
+/// (which uses at most half of it).
+const CALLER_STACK: usize = 1 << 20;
+
 /// How often a `block_on` that found the worker taken tries to claim it again.
 pub(crate) const CORE_RETRY: Duration = Duration::from_millis(5);
 
@@ -141,7 +145,10 @@ fn drive<F: Future>(
     let _ctx = context::enter_worker(shared, w);
     shared.stall.enter_thread(0);
     let _release = Release(shared);
-    let _help = crate::scheduler::join::HelpStackGuard::start(shared.stack_size);
+    // A blocking join helps inline within half of this much stack: the `block_on` thread is
+    // the caller's, whose stack size we don't know, so assume the least std gives a thread
+    // it spawns (2 MiB), minus room for what the caller already uses.
+    let _help = crate::scheduler::join::HelpStackGuard::start(shared.stack_size.min(CALLER_STACK));
     shared.on_worker_start(w);
     if !shared.idle.unpark_self(0) {
         // A spawn from outside claimed the parked worker for its task, counting it as a
