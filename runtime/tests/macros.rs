@@ -254,6 +254,9 @@ async fn task_local_scope_follows_the_future_across_threads() {
     }
     // Not in any scope here.
     assert!(NUMBER.try_with(|_| ()).is_err());
+    assert!(NUMBER.try_get().is_err());
+    let f: volt::task::futures::TaskLocalFuture<u32, _> = NUMBER.scope(1, async { NUMBER.try_get() });
+    assert_eq!(f.await, Ok(1));
 }
 
 #[volt::test]

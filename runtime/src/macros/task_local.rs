@@ -200,6 +200,11 @@ impl<T: Clone + 'static> LocalKey<T> {
     pub fn get(&'static self) -> T {
         self.with(|v| v.clone())
     }
+
+    /// A copy of the key's value, or an error outside any scope of the key.
+    pub fn try_get(&'static self) -> Result<T, AccessError> {
+        self.try_with(|v| v.clone())
+    }
 }
 
 impl<T: 'static> fmt::Debug for LocalKey<T> {

@@ -22,6 +22,12 @@ pub use waiting_on::{waiting_on, WaitingOn, WaitingOnExt};
 #[cfg(not(loom))]
 pub use crate::macros::task_local::{AccessError, LocalKey, TaskLocalFuture};
 
+/// The task module's futures, at Tokio's path (`tokio::task::futures`).
+#[cfg(not(loom))]
+pub mod futures {
+    pub use crate::macros::task_local::TaskLocalFuture;
+}
+
 use raw::Header;
 use std::cell::Cell;
 use std::future::Future;
