@@ -604,3 +604,26 @@ fn runtime_in_a_thread_local() {
     .unwrap();
     assert_eq!(dropped.load(SeqCst), 1);
 }
+
+/// `Handle::block_on` inside `spawn_blocking`, while the `block_on` thread runs the worker
+/// (Tokio's pattern for calling async code from a blocking closure): its tasks and its
+/// timers still run.
+#[test]
+fn handle_block_on_inside_spawn_blocking() {
+    let rt = rt();
+    let me = std::thread::current().id();
+    let (v, task_thread) = rt.block_on(async {
+        let h = Handle::current();
+        volt::task::spawn_blocking(move || {
+            h.block_on(async {
+                volt::time::sleep(Duration::from_millis(5)).await;
+                volt::spawn(async { (4, std::thread::current().id()) }).await.unwrap()
+            })
+        })
+        .await
+        .unwrap()
+    });
+    assert_eq!(v, 4);
+    // The worker stayed with the outer `block_on` thread, which ran the task.
+    assert_eq!(task_thread, me);
+}
