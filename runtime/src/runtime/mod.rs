@@ -32,6 +32,10 @@
 //! call returns. Every pending future is still dropped and nothing is leaked; a spawn
 //! through a `Handle` after step 1 is cancelled at once.
 //!
+//! A current-thread runtime has no worker thread to join: its worker's exit (step 2) is
+//! counted by the thread that shuts down, or, when a thread is inside `block_on` then, by
+//! that thread as it leaves its loop (see `current`). The other steps are the same.
+//!
 //! Task memory is freed when the last reference goes: the runtime's, or a `JoinHandle`
 //! or waker the program still holds.
 
@@ -511,7 +515,9 @@ impl Drop for Unstarted {
     }
 }
 
-/// A multi-thread work-stealing runtime.
+/// A Volt runtime: multi-thread with work stealing ([`Builder::new_multi_thread`], the
+/// default), or current-thread, whose tasks run on the thread inside `block_on`
+/// ([`Builder::new_current_thread`]).
 pub struct Runtime {
     handle: Handle,
     threads: Vec<std::thread::JoinHandle<()>>,
