@@ -86,6 +86,9 @@ impl Wake for MainWaker {
 
 /// `block_on` on a current-thread runtime (see the module doc).
 pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output {
+    // Entered first, so the future is dropped (also when its poll panics) inside the
+    // runtime's context.
+    let _enter = context::enter(shared);
     let mut future = pin!(future);
     let main = Arc::new(MainWaker {
         woken: AtomicBool::new(true),
@@ -94,7 +97,6 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output 
     });
     let waker = Waker::from(Arc::clone(&main));
     let mut cx = Context::from_waker(&waker);
-    let _enter = context::enter(shared);
     loop {
         if shared.core.compare_exchange(CORE_FREE, CORE_HELD, Acquire, Acquire).is_ok() {
             if let Some(v) = drive(shared, &main, &mut cx, future.as_mut()) {
