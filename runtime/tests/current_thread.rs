@@ -450,11 +450,12 @@ fn worker_state_between_calls() {
 /// Context switches so far of this process's thread named `name` (Linux).
 #[cfg(target_os = "linux")]
 fn thread_switches(name: &str) -> Option<u64> {
-    for entry in std::fs::read_dir("/proc/self/task").ok()? {
-        let dir = entry.ok()?.path();
+    // Other tests' threads come and go meanwhile: an entry that fails to read is skipped.
+    for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let dir = entry.path();
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
         if comm.trim() == name {
-            let status = std::fs::read_to_string(dir.join("status")).ok()?;
+            let Ok(status) = std::fs::read_to_string(dir.join("status")) else { continue };
             let n = |key: &str| -> u64 {
                 status.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
             };
