@@ -259,7 +259,7 @@ where
 }
 
 fn current(what: &str) -> Handle {
-    Handle::try_current().unwrap_or_else(|| {
+    Handle::try_current().ok().unwrap_or_else(|| {
         panic!(
             "{what} called outside a Volt runtime: call it from a task or inside `Runtime::block_on`, \
              or go through a `volt::runtime::Handle` (`WithTokio::new_in`, `Handle::tokio_bridge`)"

@@ -20,6 +20,10 @@
 //! * `runtime/`: `Runtime`, `Builder` and `Handle` (`mod.rs`); the runtime's shared state,
 //!   which owns the driver, the blocking pool, the recorder and the clock, and spawns
 //!   (`handle.rs`); the thread-local context: the current runtime and worker (`context.rs`);
+//!   the current-thread flavor, whose one worker runs inside `block_on` (`current.rs`);
+//! * `macros/`: `task_local!` (`task_local.rs`), and the notes on `select!`, `join!`,
+//!   `try_join!` and `pin!` (Tokio's, re-exported with feature `macros`); `#[volt::main]`
+//!   and `#[volt::test]` come from the `volt-macros` crate;
 //! * `task/`: the 64-bit packed state word (`state.rs`), the one-allocation cell and vtable
 //!   (`raw.rs`), the per-worker cell cache it allocates from (`cellcache.rs`),
 //!   `JoinHandle`/`JoinError` (`join.rs`), the owned-task list (`list.rs`), what a task
@@ -71,6 +75,8 @@ pub mod hyper;
 #[cfg(not(loom))]
 pub mod io;
 #[cfg(not(loom))]
+mod macros;
+#[cfg(not(loom))]
 pub mod net;
 #[cfg(all(feature = "process", not(loom)))]
 pub mod process;
@@ -110,6 +116,16 @@ pub(crate) mod stall_slot_loom;
 pub use runtime::Runtime;
 #[cfg(not(loom))]
 pub use task::JoinHandle;
+
+/// Start a runtime around `async fn main` (Tokio's `#[tokio::main]`; see `volt-macros`).
+#[cfg(all(feature = "macros", not(loom)))]
+pub use volt_macros::main;
+/// Run an `async fn` test on a fresh runtime (Tokio's `#[tokio::test]`; see `volt-macros`).
+#[cfg(all(feature = "macros", not(loom)))]
+pub use volt_macros::test;
+// Tokio's runtime-independent macros (see `macros/mod.rs`); they document themselves.
+#[cfg(all(feature = "macros", not(loom)))]
+pub use tokio::{join, pin, select, try_join};
 
 /// Spawn a future onto the runtime this thread is in: a worker's task, or inside
 /// `Runtime::block_on`. From a worker it goes into that worker's LIFO slot.

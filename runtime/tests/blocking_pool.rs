@@ -288,7 +288,7 @@ fn thread_hooks_run_once_per_worker_and_blocking_thread() {
             .worker_threads(2)
             .on_thread_start(move || {
                 s.fetch_add(1, SeqCst);
-                if volt::runtime::Handle::try_current().is_some() {
+                if volt::runtime::Handle::try_current().is_ok() {
                     r.fetch_add(1, SeqCst);
                 }
             })

@@ -21,7 +21,7 @@ impl Executor {
     /// Spawn onto the runtime current when the executor runs a future (panics there if
     /// none is); made inside a runtime, onto that one from any thread.
     pub fn new() -> Executor {
-        Executor { handle: Handle::try_current(), name: EXECUTOR_TASK_NAME }
+        Executor { handle: Handle::try_current().ok(), name: EXECUTOR_TASK_NAME }
     }
 
     /// Spawn onto `handle`'s runtime.
@@ -67,7 +67,7 @@ impl Timer {
     /// Use the runtime current when a sleep is made (panics there if none is); made
     /// inside a runtime, that one from any thread.
     pub fn new() -> Timer {
-        Timer { handle: Handle::try_current() }
+        Timer { handle: Handle::try_current().ok() }
     }
 
     /// Use `handle`'s runtime.

@@ -147,7 +147,7 @@ impl<T> Future for Labelled<T> {
 /// The current runtime, whose blocking pool runs the job, or the error a caller
 /// outside any runtime gets (Tokio panics there instead).
 pub(crate) fn pool() -> io::Result<crate::runtime::Handle> {
-    crate::runtime::Handle::try_current().ok_or_else(|| {
+    crate::runtime::Handle::try_current().ok().ok_or_else(|| {
         io::Error::other(
             "volt::fs and the standard streams must be used inside a Volt runtime (a task or `Runtime::block_on`)",
         )

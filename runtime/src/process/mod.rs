@@ -183,6 +183,7 @@ impl Command {
     /// runtime's reactor, so this must run inside a Volt runtime (an error otherwise).
     pub fn spawn(&mut self) -> io::Result<Child> {
         let handle = crate::runtime::Handle::try_current()
+            .ok()
             .ok_or_else(|| io::Error::other("volt::process::Command::spawn must be called inside a Volt runtime"))?;
         let mut std = self.std.spawn()?;
         let pipes = (|| -> io::Result<_> {
@@ -370,7 +371,7 @@ impl ChildInner {
                         // The runtime the child was spawned on has shut down, and a wait
                         // goes on in another one (Tokio allows it): wait through that
                         // runtime's blocking pool instead.
-                        Err(e) => match crate::runtime::Handle::try_current() {
+                        Err(e) => match crate::runtime::Handle::try_current().ok() {
                             Some(h) => {
                                 self.handle = h;
                                 self.watch = ExitWatch::Pool(None);
@@ -503,7 +504,7 @@ impl Drop for Child {
         // (holding no thread with a pidfd). A runtime that has shut down cancels the
         // task, and the child is left to the OS.
         // The current runtime if there is one (the child's own may have shut down).
-        let handle = crate::runtime::Handle::try_current().unwrap_or_else(|| inner.handle.clone());
+        let handle = crate::runtime::Handle::try_current().unwrap_or_else(|_| inner.handle.clone());
         drop(handle.spawn(async move {
             let _ = poll_fn(|cx| inner.poll_wait(cx)).await;
         }));

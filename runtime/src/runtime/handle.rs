@@ -83,6 +83,11 @@ pub(crate) struct Shared {
     pub(crate) schedule_samples: crate::scheduler::metrics::ScheduleSamples,
     /// Each worker's poll as the stall machinery sees it, and its stall reports.
     pub(crate) stall: crate::telemetry::stall::StallMonitor,
+    /// Built by `Builder::new_current_thread`: the one worker has no thread of its own and
+    /// runs on whichever thread is inside `block_on` (see `runtime::current`).
+    pub(crate) current_thread: bool,
+    /// Current-thread runtimes: who has the one worker (see `runtime::current`).
+    pub(crate) core: std::sync::atomic::AtomicU8,
 }
 
 impl Shared {
@@ -92,6 +97,7 @@ impl Shared {
         event_ring: Option<usize>,
         poll_time_histogram: bool,
         stall: (Option<Duration>, bool),
+        current_thread: bool,
     ) -> std::io::Result<Arc<Shared>> {
         let driver = Driver::new()?;
         let clock =
@@ -120,6 +126,8 @@ impl Shared {
             stack_size,
             schedule_samples: crate::scheduler::metrics::ScheduleSamples::new(),
             stall,
+            current_thread,
+            core: std::sync::atomic::AtomicU8::new(super::current::CORE_FREE),
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))

@@ -32,11 +32,19 @@
 //! call returns. Every pending future is still dropped and nothing is leaked; a spawn
 //! through a `Handle` after step 1 is cancelled at once.
 //!
+//! A current-thread runtime has no worker thread to join: its worker's exit (step 2) is
+//! counted by the thread that shuts down, or, when a thread is inside `block_on` then, by
+//! that thread as it leaves its loop (see `current`). The other steps are the same.
+//!
 //! Task memory is freed when the last reference goes: the runtime's, or a `JoinHandle`
 //! or waker the program still holds.
 
 pub(crate) mod context;
+pub(crate) mod current;
 pub(crate) mod handle;
+mod metrics;
+
+pub use metrics::RuntimeMetrics;
 
 use crate::scheduler::idle::MAX_WORKERS;
 use crate::task::JoinHandle;
@@ -55,6 +63,9 @@ pub const DEFAULT_STALL_THRESHOLD: Duration = Duration::from_millis(10);
 /// Configures and builds a [`Runtime`].
 #[derive(Debug, Clone)]
 pub struct Builder {
+    flavor: RuntimeFlavor,
+    start_paused: bool,
+    thread_name_fn: Option<ThreadNameFn>,
     worker_threads: Option<usize>,
     thread_name: String,
     thread_stack_size: usize,
@@ -82,6 +93,9 @@ impl Builder {
     /// up to 512 blocking-pool threads that exit after 10 s idle.
     pub fn new() -> Builder {
         Builder {
+            flavor: RuntimeFlavor::MultiThread,
+            start_paused: false,
+            thread_name_fn: None,
             worker_threads: None,
             thread_name: "volt-worker".into(),
             thread_stack_size: 4 << 20,
@@ -97,6 +111,90 @@ impl Builder {
             #[cfg(feature = "tokio-bridge")]
             tokio_bridge_threads: crate::bridge::DEFAULT_THREADS,
         }
+    }
+
+    /// A multi-thread work-stealing runtime, as [`Builder::new`] (Tokio's name for it).
+    pub fn new_multi_thread() -> Builder {
+        Builder::new()
+    }
+
+    /// A current-thread runtime: no worker threads. Every task runs on the thread that
+    /// calls [`Runtime::block_on`] (or [`Handle::block_on`]), and only while some thread
+    /// is inside `block_on`; timers, sockets and `spawn_blocking` work as on the
+    /// multi-thread runtime, and telemetry shows its one worker. `worker_threads` has no
+    /// effect on it. A blocking `JoinHandle::join` inside one of its tasks never hands the
+    /// worker to another thread: it runs the target inline when it can, else it waits.
+    pub fn new_current_thread() -> Builder {
+        let mut b = Builder::new();
+        b.flavor = RuntimeFlavor::CurrentThread;
+        b
+    }
+
+    /// Accepted for Tokio's sake: a Volt runtime always has its reactor and timers.
+    pub fn enable_all(&mut self) -> &mut Builder {
+        self
+    }
+
+    /// Accepted for Tokio's sake: a Volt runtime always has its reactor.
+    pub fn enable_io(&mut self) -> &mut Builder {
+        self
+    }
+
+    /// Accepted for Tokio's sake: a Volt runtime always has its timers.
+    pub fn enable_time(&mut self) -> &mut Builder {
+        self
+    }
+
+    /// Start the runtime's clock paused (Tokio's `start_paused`): time only moves when
+    /// every task waits on a timer, or through `volt::time::advance`. Needs the
+    /// `test-util` feature to take effect; the `#[volt::test(start_paused = true)]`
+    /// attribute calls it.
+    pub fn start_paused(&mut self, start_paused: bool) -> &mut Builder {
+        self.start_paused = start_paused;
+        self
+    }
+
+    /// Name each worker thread with what `f` returns, called once per thread as it is
+    /// started (instead of [`Builder::thread_name`]'s `NAME-N`). The blocking pool's
+    /// threads keep the name `thread_name` gives them (`NAME-blocking`).
+    pub fn thread_name_fn<F>(&mut self, f: F) -> &mut Builder
+    where
+        F: Fn() -> String + Send + Sync + 'static,
+    {
+        self.thread_name_fn = Some(ThreadNameFn(Arc::new(f)));
+        self
+    }
+
+    /// Accepted for Tokio's sake, with no effect: a Volt worker sets its global-queue
+    /// interval itself from its measured task times (1 ms of work between checks).
+    ///
+    /// # Panics
+    /// When `val` is 0, as Tokio's.
+    pub fn global_queue_interval(&mut self, val: u32) -> &mut Builder {
+        assert!(val > 0, "global_queue_interval must be greater than 0");
+        self
+    }
+
+    /// Accepted for Tokio's sake, with no effect: a Volt worker fires due timers at every
+    /// budget tick (128 polls) and polls the reactor every 64 polls.
+    ///
+    /// # Panics
+    /// When `val` is 0, as Tokio's.
+    pub fn event_interval(&mut self, val: u32) -> &mut Builder {
+        assert!(val > 0, "event_interval must be greater than 0");
+        self
+    }
+
+    /// Accepted for Tokio's sake, with no effect: Volt's reactor sizes its own event
+    /// buffer.
+    pub fn max_io_events_per_tick(&mut self, _capacity: usize) -> &mut Builder {
+        self
+    }
+
+    /// Whether [`Builder::start_paused`] asked for a paused clock (read by `time/`).
+    #[allow(dead_code)]
+    pub(crate) fn start_paused_requested(&self) -> bool {
+        self.start_paused
     }
 
     /// Serve the console (gRPC, `volt.console.v1.Console`) on `VOLT_CONSOLE_BIND`, or
@@ -280,7 +378,10 @@ impl Builder {
 
     /// Start the worker threads.
     pub fn build(&mut self) -> io::Result<Runtime> {
+        let current_thread = self.flavor == RuntimeFlavor::CurrentThread;
         let n = match self.worker_threads {
+            // The current-thread runtime's one worker runs on the `block_on` thread.
+            _ if current_thread => 1,
             Some(n) => n,
             None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(MAX_WORKERS),
         };
@@ -318,6 +419,7 @@ impl Builder {
             self.event_ring,
             self.poll_time_histogram,
             (self.stall_threshold, self.stall_stacks),
+            current_thread,
         )?;
         #[cfg(feature = "tokio-bridge")]
         shared.bridge.configure(
@@ -335,18 +437,36 @@ impl Builder {
         };
         // Workers not started count as exited, so the drop of `rt` (on an error, or a panic
         // from `spawn`) does not wait for them.
-        let mut unstarted = Unstarted { shared: Arc::clone(&shared), left: n };
-        for index in 0..n {
+        if current_thread {
+            // Its worker counts as parked while no thread is inside `block_on` (see
+            // "Idle between calls" in `current`).
+            let _ = shared.idle.transition_worker_to_parked(0, false);
+            shared.on_state(&shared.workers[0], crate::telemetry::WorkerState::Parked);
+        }
+        // A current-thread runtime starts no worker thread: its worker runs inside
+        // `block_on`, and its exit is counted by `current::exit_core`.
+        let started = if current_thread { 0 } else { n };
+        let mut unstarted = Unstarted { shared: Arc::clone(&shared), left: started };
+        for index in 0..started {
             let shared = Arc::clone(&shared);
             let hooks = self.thread_hooks.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("{}-{index}", self.thread_name))
-                .stack_size(self.thread_stack_size)
-                .spawn(move || {
-                    // The hooks run in the runtime's context, outside any scheduler lock.
-                    let _enter = context::enter(&shared);
-                    hooks.run_thread(|| Shared::run_worker(Arc::clone(&shared), index));
-                });
+            let name = match &self.thread_name_fn {
+                Some(f) => (f.0)(),
+                None => format!("{}-{index}", self.thread_name),
+            };
+            if name.contains('\0') {
+                // std panics on such a name when it starts the thread; `rt`'s drop stops
+                // the workers already started.
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("volt: thread_name_fn returned {name:?}, which holds a NUL byte"),
+                ));
+            }
+            let spawned = std::thread::Builder::new().name(name).stack_size(self.thread_stack_size).spawn(move || {
+                // The hooks run in the runtime's context, outside any scheduler lock.
+                let _enter = context::enter(&shared);
+                hooks.run_thread(|| Shared::run_worker(Arc::clone(&shared), index));
+            });
             match spawned {
                 Ok(t) => {
                     rt.threads.push(t);
@@ -368,6 +488,16 @@ impl Builder {
     }
 }
 
+/// `Builder::thread_name_fn`'s function.
+#[derive(Clone)]
+struct ThreadNameFn(Arc<dyn Fn() -> String + Send + Sync>);
+
+impl std::fmt::Debug for ThreadNameFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ThreadNameFn(..)")
+    }
+}
+
 /// The most events [`Builder::event_ring`] keeps per worker (16 Mi, 512 MiB a ring).
 pub const MAX_EVENT_RING: usize = 1 << 24;
 
@@ -385,7 +515,9 @@ impl Drop for Unstarted {
     }
 }
 
-/// A multi-thread work-stealing runtime.
+/// A Volt runtime: multi-thread with work stealing ([`Builder::new_multi_thread`], the
+/// default), or current-thread, whose tasks run on the thread inside `block_on`
+/// ([`Builder::new_current_thread`]).
 pub struct Runtime {
     handle: Handle,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -424,32 +556,45 @@ impl Runtime {
         self.handle.spawn(future)
     }
 
-    /// Run `future` to completion on the calling thread (which is not a worker), with this
-    /// runtime as the context for `volt::spawn`.
+    /// Run `future` to completion on the calling thread, with this runtime as the context
+    /// for `volt::spawn`. On a current-thread runtime the calling thread also runs the
+    /// runtime's tasks, timers and I/O while it waits (see [`Builder::new_current_thread`]).
     ///
     /// # Panics
-    /// When called on a worker thread: that would block the worker. Use `.await`, or
-    /// `JoinHandle::join`, which keeps the worker busy with other tasks.
+    /// When called on a worker thread (inside a task): that would block the worker. Use
+    /// `.await`, or `JoinHandle::join`, which keeps the worker busy with other tasks.
+    #[track_caller]
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        assert!(
-            !context::on_worker_thread(),
-            "volt: `Runtime::block_on` called on a runtime worker thread, where it would block the worker; \
-             `.await` the future or use `JoinHandle::join` instead"
-        );
-        let _enter = context::enter(&self.handle.shared);
-        // Its own polls never yield to a scheduler: no cooperative budget (see
-        // `task::coop`), even when called from inside a task's poll on a thread that
-        // handed its worker away, or from a blocking closure.
-        let _budget = crate::task::coop::Budget::unlimited();
-        let waker = context::thread_waker();
-        let mut cx = Context::from_waker(&waker);
-        let mut future = pin!(future);
-        loop {
-            if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
-                return v;
-            }
-            std::thread::park();
-        }
+        self.handle.block_on(future)
+    }
+
+    /// Run a blocking function on the runtime's blocking pool; same as
+    /// `self.handle().spawn_blocking(f)`.
+    #[track_caller]
+    pub fn spawn_blocking<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.handle.spawn_blocking(f)
+    }
+
+    /// Make this runtime the calling thread's current one until the guard drops, so that
+    /// `volt::spawn`, `Handle::current` and the leaf futures' constructors find it.
+    pub fn enter(&self) -> EnterGuard<'_> {
+        self.handle.enter()
+    }
+
+    /// Tokio's runtime metrics; same as `self.handle().metrics()`.
+    pub fn metrics(&self) -> RuntimeMetrics {
+        self.handle.metrics()
+    }
+
+    /// Shut down without waiting for anything: as [`Runtime::shutdown_timeout`] with a
+    /// zero timeout. Tasks the workers are not polling are still cancelled and their
+    /// futures dropped; threads still busy exit on their own.
+    pub fn shutdown_background(self) {
+        self.shutdown_timeout(Duration::ZERO);
     }
 
     /// Shut down, waiting at most `timeout` for the workers to finish the polls they are in
@@ -476,6 +621,11 @@ impl Runtime {
         }
         // The stall monitor sees the flag when it wakes, and leaves.
         shared.stall.unpark();
+        if shared.current_thread {
+            // Its worker has no thread: count its exit here, unless a thread inside
+            // `block_on` has it (that thread does it as it leaves; see `current`).
+            current::exit_core(shared);
+        }
         let n = shared.workers.len();
         if context::current_handle().is_some_and(|s| Arc::ptr_eq(&s, shared)) {
             // On one of this runtime's own threads (inside a task, a blocking call, or a
@@ -576,9 +726,67 @@ impl Handle {
         Handle::try_current().expect("volt: `Handle::current` called outside a Volt runtime")
     }
 
-    /// The handle of the runtime this thread is in, if any.
-    pub fn try_current() -> Option<Handle> {
-        context::current_handle().map(|shared| Handle { shared })
+    /// The handle of the runtime this thread is in, or an error saying why there is none.
+    pub fn try_current() -> Result<Handle, TryCurrentError> {
+        context::current_handle().map(|shared| Handle { shared }).ok_or(TryCurrentError { _private: () })
+    }
+
+    /// Make this runtime the calling thread's current one until the guard drops (guards
+    /// nest: dropping one restores what was current before it). Drop guards in the reverse
+    /// order of their creation.
+    pub fn enter(&self) -> EnterGuard<'_> {
+        EnterGuard { _guard: context::enter(&self.shared), _handle: std::marker::PhantomData }
+    }
+
+    /// Run `future` to completion on the calling thread, with this runtime as the context.
+    ///
+    /// From a thread outside the runtime: on a multi-thread runtime the workers run the
+    /// timers and the reactor that wake the future; on a current-thread runtime this call
+    /// runs the runtime's worker (its tasks, timers and I/O) while it waits, unless
+    /// another thread inside `block_on` has it (then this thread takes the worker over
+    /// when that one leaves).
+    ///
+    /// # Panics
+    /// When called on a worker thread (inside a task): that would block the worker.
+    #[track_caller]
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        assert!(
+            !context::on_worker_thread(),
+            "volt: `block_on` called on a runtime worker thread (inside a task), where it would block the worker; \
+             `.await` the future or use `JoinHandle::join` instead"
+        );
+        if self.shared.current_thread {
+            return current::block_on(&self.shared, future);
+        }
+        let _enter = context::enter(&self.shared);
+        // Its own polls never yield to a scheduler: no cooperative budget (see
+        // `task::coop`), even when called from inside a task's poll on a thread that
+        // handed its worker away, or from a blocking closure.
+        let _budget = crate::task::coop::Budget::unlimited();
+        let waker = context::thread_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut future = pin!(future);
+        loop {
+            if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+                return v;
+            }
+            std::thread::park();
+        }
+    }
+
+    /// Tokio's runtime metrics, read from this runtime's telemetry (see
+    /// [`Handle::telemetry`] for all of it).
+    pub fn metrics(&self) -> RuntimeMetrics {
+        RuntimeMetrics::new(self.clone())
+    }
+
+    /// Which kind of runtime this is.
+    pub fn runtime_flavor(&self) -> RuntimeFlavor {
+        if self.shared.current_thread {
+            RuntimeFlavor::CurrentThread
+        } else {
+            RuntimeFlavor::MultiThread
+        }
     }
 
     /// Spawn a task. From a worker of this runtime it goes into that worker's LIFO slot;
@@ -639,3 +847,55 @@ impl std::fmt::Debug for Handle {
         f.debug_struct("Handle").field("workers", &self.shared.workers.len()).finish()
     }
 }
+
+/// The kind of a runtime: [`Builder::new_current_thread`] or
+/// [`Builder::new_multi_thread`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RuntimeFlavor {
+    /// One worker, run by the thread inside `block_on`.
+    CurrentThread,
+    /// Worker threads of their own, with work stealing.
+    MultiThread,
+}
+
+/// Keeps a runtime the thread's current one ([`Handle::enter`], [`Runtime::enter`]) until
+/// dropped, then restores the one before.
+#[must_use = "the runtime is current only while the guard lives"]
+pub struct EnterGuard<'a> {
+    _guard: context::EnterGuard,
+    _handle: std::marker::PhantomData<&'a Handle>,
+}
+
+impl std::fmt::Debug for EnterGuard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnterGuard").finish_non_exhaustive()
+    }
+}
+
+/// [`Handle::try_current`] found no runtime: the thread is not inside one.
+#[derive(Debug)]
+pub struct TryCurrentError {
+    _private: (),
+}
+
+impl TryCurrentError {
+    /// Whether the thread is simply outside any runtime (always so in Volt).
+    pub fn is_missing_context(&self) -> bool {
+        true
+    }
+
+    /// Whether the thread's runtime context was already destroyed (never so in Volt: the
+    /// context is a plain pointer that needs no destructor).
+    pub fn is_thread_local_destroyed(&self) -> bool {
+        false
+    }
+}
+
+impl std::fmt::Display for TryCurrentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("there is no reactor running, must be called from the context of a Volt runtime")
+    }
+}
+
+impl std::error::Error for TryCurrentError {}

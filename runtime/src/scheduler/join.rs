@@ -218,6 +218,17 @@ impl Shared {
         if poll_join(&waker) {
             return;
         }
+        // SAFETY: the joiner's `JoinHandle` holds a reference to the target.
+        if this.current_thread && !unsafe { target.as_ref() }.vtable.blocking {
+            // The only worker is this thread, which the wait would hold: an async target
+            // could never run again. A clear panic instead of a hang (Tokio's
+            // `block_in_place` panics on its current-thread runtime the same way).
+            panic!(
+                "volt: blocking `JoinHandle::join` inside a task of a current-thread runtime, on a task that did not \
+                 finish inline: it would wait for good, since the runtime's only worker is this thread; `.await` \
+                 the handle instead"
+            );
+        }
         match Shared::hand_off(this, w) {
             Ok(()) => block_off_worker(target, poll_join, &waker),
             Err(()) => {
@@ -275,6 +286,12 @@ impl Shared {
         // records follow it in the ring.
         this.on_hand_off(w);
         w.core.lifo_watch.set(None);
+        // A current-thread runtime's worker belongs to the thread in `block_on`: it is
+        // never handed to a pool thread (the join keeps it and waits, as when no thread
+        // can be had).
+        if this.current_thread {
+            return Err(());
+        }
         let plain = context::hand_off_worker(this);
         let handoff = HandedOff { shared: Some(Arc::clone(this)), index: w.index };
         // The pool's lock orders everything this thread did to the worker before the new

@@ -308,7 +308,7 @@ impl Shared {
 
     /// One budget tick. Returns how many tasks ran, or `None` when a task's blocking join
     /// handed the worker to another thread (then nothing of `w` may be touched here again).
-    fn run_tick(&self, w: &Worker) -> Option<u32> {
+    pub(crate) fn run_tick(&self, w: &Worker) -> Option<u32> {
         let core = &w.core;
         let start = Instant::now();
         self.maintain_driver(w, start);
@@ -510,7 +510,7 @@ impl Shared {
         LifoCheck::Nothing
     }
 
-    fn park(&self, w: &Worker) {
+    pub(crate) fn park(&self, w: &Worker) {
         let core = &w.core;
         let watch = match self.check_stuck_lifo(w) {
             LifoCheck::Stole(t) => {
@@ -586,7 +586,7 @@ impl Shared {
 
     /// On a worker's own thread as it exits: release the queue entries it holds. The
     /// tasks themselves are cancelled through the owned-task list.
-    pub(super) fn drain_local(&self, w: &Worker) {
+    pub(crate) fn drain_local(&self, w: &Worker) {
         if let Some(t) = w.lifo.pop() {
             // SAFETY: the slot held a queue reference, now ours.
             drop(unsafe { Notified::<Arc<Shared>>::from_raw(t) });

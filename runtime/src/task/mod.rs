@@ -30,6 +30,15 @@ pub use join_set::JoinSet;
 #[cfg(not(loom))]
 pub use local::{spawn_local, LocalEnterGuard, LocalSet};
 pub use waiting_on::{waiting_on, WaitingOn, WaitingOnExt};
+// `task_local!`'s key and scope future (`macros/task_local.rs`), at Tokio's paths.
+#[cfg(not(loom))]
+pub use crate::macros::task_local::{AccessError, LocalKey, TaskLocalFuture};
+
+/// The task module's futures, at Tokio's path (`tokio::task::futures`).
+#[cfg(not(loom))]
+pub mod futures {
+    pub use crate::macros::task_local::TaskLocalFuture;
+}
 
 use raw::Header;
 use std::cell::Cell;

@@ -1,0 +1,28 @@
+//! `#[tokio::test]` and `#[tokio::main]` with Volt named `tokio`.
+
+use tokio::runtime::{Handle, RuntimeFlavor};
+
+#[tokio::test]
+async fn test_runs_on_a_current_thread_volt_runtime() {
+    assert_eq!(Handle::current().runtime_flavor(), RuntimeFlavor::CurrentThread);
+    assert_eq!(volt_tokio_rename::run(10).await, 45);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_multi_thread() {
+    assert_eq!(Handle::current().num_workers(), 2);
+    let (a, b) = tokio::join!(volt_tokio_rename::run(4), async { 1 });
+    assert_eq!(a + b, 7);
+}
+
+#[test]
+fn main_runs_on_a_multi_thread_runtime() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_volt-tokio-rename")).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "sum=45 flavor=MultiThread");
+}
+
+#[tokio::test(crate = "tokio")]
+async fn test_with_an_explicit_crate_path() {
+    assert_eq!(tokio::spawn(async { 3 }).await.unwrap(), 3);
+}
