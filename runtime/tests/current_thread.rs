@@ -628,3 +628,22 @@ fn handle_block_on_inside_spawn_blocking() {
     // The worker stayed with the outer `block_on` thread, which ran the task.
     assert_eq!(task_thread, me);
 }
+
+/// `block_in_place` on a current-thread runtime panics, as Tokio's does: there is no
+/// other thread to run the runtime's tasks while the closure blocks. The panic ends only
+/// the task that called it.
+#[test]
+fn block_in_place_panics_on_a_current_thread_runtime() {
+    let rt = rt();
+    let out = rt.block_on(async {
+        let failed = volt::spawn(async { volt::task::block_in_place(|| 1) }).await;
+        let fine = volt::spawn(async { 2 }).await;
+        (failed, fine)
+    });
+    let err = out.0.expect_err("block_in_place panicked");
+    assert!(err.is_panic());
+    let msg = err.into_panic();
+    let msg = msg.downcast_ref::<&str>().copied().or(msg.downcast_ref::<String>().map(|s| s.as_str()));
+    assert_eq!(msg, Some("can call blocking only when running on the multi-threaded runtime"));
+    assert_eq!(out.1.unwrap(), 2, "the runtime goes on");
+}

@@ -103,7 +103,9 @@ where
 {
     #[cfg(not(loom))]
     {
-        if local::running_here() {
+        // A current-thread runtime has no other thread to run its tasks while `f` blocks.
+        let current_thread = crate::runtime::context::current_shared().is_some_and(|s| s.current_thread);
+        if local::running_here() || current_thread {
             panic!("can call blocking only when running on the multi-threaded runtime");
         }
         // If no thread could be started to take the worker, `f` runs on it anyway: a
