@@ -441,14 +441,17 @@ impl Runtime {
         // `task::coop`), even when called from inside a task's poll on a thread that
         // handed its worker away, or from a blocking closure.
         let _budget = crate::task::coop::Budget::unlimited();
-        let waker = context::thread_waker();
+        // The park counts this thread as busy while it polls, for a paused clock's
+        // auto-advance (`time::clock`).
+        let park = crate::time::clock::BlockOnPark::new(&self.handle.shared);
+        let waker = park.waker();
         let mut cx = Context::from_waker(&waker);
         let mut future = pin!(future);
         loop {
             if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
                 return v;
             }
-            std::thread::park();
+            park.park();
         }
     }
 
