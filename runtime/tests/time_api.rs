@@ -435,6 +435,36 @@ fn real_io_works_while_paused() {
 }
 
 #[test]
+fn a_cancelled_timer_never_moves_the_paused_clock() {
+    on_each_runtime(|| async {
+        use futures::AsyncReadExt;
+        use std::io::Write;
+        time::pause();
+        let start = Instant::now();
+        // A timeout whose future is ready at once: its timer is armed, then cancelled.
+        assert_eq!(time::timeout(Duration::from_secs(10), async { 1 }).await, Ok(1));
+        let mut armed = time::timeout(Duration::from_secs(20), std::future::pending::<()>());
+        assert!(futures::poll!(&mut armed).is_pending());
+        drop(armed);
+        // Then wait for real I/O from a peer outside the runtime, which answers a while
+        // later: the runtime sits idle meanwhile with no timer pending, so the clock
+        // has nowhere to go.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            std::thread::sleep(ms(30));
+            s.write_all(b"x").unwrap();
+        });
+        let mut c = volt::net::TcpStream::connect(addr).await.unwrap();
+        let mut b = [0u8; 1];
+        c.read_exact(&mut b).await.unwrap();
+        peer.join().unwrap();
+        assert_eq!(Instant::now(), start, "the clock jumped to a cancelled timer's deadline");
+    });
+}
+
+#[test]
 fn resume_runs_the_clock_from_where_it_stood() {
     on_each_runtime(|| async {
         time::pause();

@@ -580,7 +580,17 @@ impl Shared {
                     core.last_io_poll.set(core.tick.get());
                     woke
                 }
-                None => w.park.park(cap),
+                None => {
+                    // With a paused clock, the last worker to park tells the one in the
+                    // reactor, which may have found the runtime busy (this worker was
+                    // out) and sleeps for a timer's real distance: the runtime may be
+                    // idle now, and the time may jump (see `time::clock`).
+                    #[cfg(feature = "test-util")]
+                    if self.driver.time.clock.is_paused() && self.idle.all_parked() {
+                        self.driver.wake_reactor();
+                    }
+                    w.park.park(cap)
+                }
             };
             if watching {
                 // Claimed again at the next park if a worker is still out; meanwhile

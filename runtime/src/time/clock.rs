@@ -110,7 +110,7 @@ pub(crate) struct ClockState {
 
 #[cfg(feature = "test-util")]
 impl ClockState {
-    fn now(&self) -> std::time::Instant {
+    pub(crate) fn now(&self) -> std::time::Instant {
         match (self.base, self.unfrozen) {
             (Some(base), Some(since)) => base + since.elapsed(),
             (Some(base), None) => base,

@@ -216,9 +216,16 @@ impl TimeDriver {
         if !st.paused || self.clock.outside_busy() != 0 {
             return false;
         }
-        let next = self.next_deadline.load(SeqCst);
-        if next == u64::MAX {
-            return false;
+        // From the wheel itself, not `next_deadline`, which a cancelled timer leaves
+        // early: the time must never jump for a timer that no longer exists. (Lock order:
+        // the clock, then the wheel; nothing takes them the other way round.)
+        let Some(next) = self.lock().next_deadline() else { return false };
+        let now_tick = self.now_tick(st.now());
+        if next <= now_tick {
+            // A slot that has begun: the caller's dispatch must pass over the wheel
+            // (firing what is due, re-filing the rest lower down) before the time moves.
+            self.next_deadline.fetch_min(now_tick, SeqCst);
+            return true;
         }
         // A tick beyond what `Instant` holds never comes.
         let Some(at) = self.start.checked_add(Duration::from_millis(next)) else { return false };
