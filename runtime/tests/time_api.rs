@@ -104,7 +104,8 @@ fn instant_arithmetic_and_conversions() {
 #[test]
 fn elapsed_error_is_tokios() {
     let rt = runtime(1);
-    let e = bounded(move || rt.block_on(async { time::timeout(ms(0), std::future::pending::<()>()).await.unwrap_err() }));
+    let e =
+        bounded(move || rt.block_on(async { time::timeout(ms(0), std::future::pending::<()>()).await.unwrap_err() }));
     assert_eq!(e.to_string(), "deadline has elapsed");
     assert_eq!(e, e.clone());
     let io: std::io::Error = e.into();
@@ -168,7 +169,10 @@ fn missed_ticks_burst() {
     on_each_runtime(|| async {
         let got = ticks_after_a_stall(MissedTickBehavior::Burst).await;
         // The missed ticks at once (the clock still at 350), then on the old schedule.
-        assert_eq!(got, vec![(ms(100), ms(350)), (ms(200), ms(350)), (ms(300), ms(350)), (ms(400), ms(400)), (ms(500), ms(500))]);
+        assert_eq!(
+            got,
+            vec![(ms(100), ms(350)), (ms(200), ms(350)), (ms(300), ms(350)), (ms(400), ms(400)), (ms(500), ms(500))]
+        );
     });
 }
 
@@ -177,7 +181,10 @@ fn missed_ticks_delay() {
     on_each_runtime(|| async {
         let got = ticks_after_a_stall(MissedTickBehavior::Delay).await;
         // One late tick, then a period after it each time.
-        assert_eq!(got, vec![(ms(100), ms(350)), (ms(450), ms(450)), (ms(550), ms(550)), (ms(650), ms(650)), (ms(750), ms(750))]);
+        assert_eq!(
+            got,
+            vec![(ms(100), ms(350)), (ms(450), ms(450)), (ms(550), ms(550)), (ms(650), ms(650)), (ms(750), ms(750))]
+        );
     });
 }
 
@@ -186,7 +193,10 @@ fn missed_ticks_skip() {
     on_each_runtime(|| async {
         let got = ticks_after_a_stall(MissedTickBehavior::Skip).await;
         // One late tick, then the next ones of the original schedule.
-        assert_eq!(got, vec![(ms(100), ms(350)), (ms(400), ms(400)), (ms(500), ms(500)), (ms(600), ms(600)), (ms(700), ms(700))]);
+        assert_eq!(
+            got,
+            vec![(ms(100), ms(350)), (ms(400), ms(400)), (ms(500), ms(500)), (ms(600), ms(600)), (ms(700), ms(700))]
+        );
     });
 }
 
@@ -247,13 +257,26 @@ fn timeout_at_elapses_at_its_deadline() {
     });
 }
 
+/// A future that completes at once with the number it holds.
+struct Number(u32);
+
+impl Future for Number {
+    type Output = u32;
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<u32> {
+        Poll::Ready(self.0)
+    }
+}
+
 #[test]
 fn timeout_accessors() {
     on_each_runtime(|| async {
-        let mut t = time::timeout(ms(10), std::future::ready(5u8));
-        assert_eq!(t.get_ref().clone().await, 5);
-        let _: &mut std::future::Ready<u8> = t.get_mut();
-        assert_eq!(t.into_inner().await, 5);
+        let mut t = time::timeout(ms(10), Number(5));
+        assert_eq!(t.get_ref().0, 5);
+        t.get_mut().0 = 9;
+        assert_eq!(t.get_ref().0, 9);
+        let inner = t.into_inner();
+        assert_eq!(inner.0, 9);
+        assert_eq!(time::timeout(ms(10), inner).await, Ok(9));
     });
 }
 
@@ -541,9 +564,7 @@ fn a_paused_sleep_names_its_wait() {
             time::pause();
             // A task waits on a sleep while this future holds the runtime busy (a block_on
             // that polls keeps the clock from auto-advancing), so it stays pending.
-            let h = volt::task::Builder::new()
-                .name("paused sleeper")
-                .spawn(time::sleep(Duration::from_secs(3600)));
+            let h = volt::task::Builder::new().name("paused sleeper").spawn(time::sleep(Duration::from_secs(3600)));
             let until = std::time::Instant::now() + BOUND;
             loop {
                 let tasks = volt::runtime::Handle::current().telemetry().tasks();

@@ -136,7 +136,6 @@ impl Clock {
         }
         real()
     }
-
 }
 
 #[cfg(feature = "test-util")]
