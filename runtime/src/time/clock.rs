@@ -146,6 +146,12 @@ impl Clock {
         self.inner.paused.load(SeqCst)
     }
 
+    /// Whether the clock was ever paused (so it may differ from std's).
+    #[inline]
+    pub(crate) fn is_altered(&self) -> bool {
+        self.inner.altered.load(Relaxed)
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, ClockState> {
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -72,6 +72,63 @@ pub mod error {
             std::io::ErrorKind::TimedOut.into()
         }
     }
+
+    /// A timer that could not be set, as Tokio names the cases. Volt's timers report
+    /// none of them (a sleep outside a runtime panics, the wheel has no capacity limit,
+    /// and any duration is accepted), but code written against Tokio may name the type.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Error(Kind);
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        Shutdown,
+        AtCapacity,
+        Invalid,
+    }
+
+    impl Error {
+        /// The error for timers whose runtime has shut down.
+        pub fn shutdown() -> Error {
+            Error(Kind::Shutdown)
+        }
+
+        /// Whether the runtime's timers had shut down.
+        pub fn is_shutdown(&self) -> bool {
+            self.0 == Kind::Shutdown
+        }
+
+        /// The error for a timer refused because too many are set.
+        pub fn at_capacity() -> Error {
+            Error(Kind::AtCapacity)
+        }
+
+        /// Whether too many timers were set.
+        pub fn is_at_capacity(&self) -> bool {
+            self.0 == Kind::AtCapacity
+        }
+
+        /// The error for a timer whose duration is out of range.
+        pub fn invalid() -> Error {
+            Error(Kind::Invalid)
+        }
+
+        /// Whether the duration was out of range.
+        pub fn is_invalid(&self) -> bool {
+            self.0 == Kind::Invalid
+        }
+    }
+
+    impl fmt::Display for Error {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(match self.0 {
+                Kind::Shutdown => "the runtime's timers have shut down",
+                Kind::AtCapacity => "no room for another timer",
+                Kind::Invalid => "the timer's duration is out of range",
+            })
+        }
+    }
+
+    impl std::error::Error for Error {}
 }
 
 /// How far ahead a saturated deadline lies: later than any program waits for (about a
@@ -197,6 +254,23 @@ impl TimeDriver {
     /// The clock's time now.
     pub(crate) fn now(&self) -> Instant {
         Instant::from_std(self.clock.now())
+    }
+
+    /// `deadline` on std's time line, for the task's wait record (whose reader counts
+    /// the time left against std's clock): the same distance from now as on the
+    /// runtime's clock, which a test may have paused or moved.
+    #[inline]
+    fn deadline_for_record(&self, deadline: Instant) -> std::time::Instant {
+        #[cfg(feature = "test-util")]
+        if self.clock.is_altered() {
+            let real = std::time::Instant::now();
+            let now = self.clock.now();
+            return match deadline.into_std().checked_duration_since(now) {
+                Some(left) => deadline_after(real, left),
+                None => real.checked_sub(now - deadline.into_std()).unwrap_or(real),
+            };
+        }
+        deadline.into_std()
     }
 }
 
@@ -455,7 +529,7 @@ impl Future for Sleep {
         std::task::ready!(crate::task::coop::poll_proceed(cx));
         let r = self.poll_timer(cx);
         if r.is_pending() {
-            wait::record_deadline(self.kind, self.deadline.into_std());
+            wait::record_deadline(self.kind, self.shared.driver.time.deadline_for_record(self.deadline));
         } else {
             crate::task::coop::spend();
         }
@@ -587,7 +661,8 @@ impl<F: Future> Future for Timeout<F> {
             Poll::Ready(()) => Poll::Ready(Err(error::Elapsed(()))),
             Poll::Pending => {
                 if mark.unchanged() {
-                    wait::record_deadline(wait::W_TIMEOUT, this.sleep.deadline.into_std());
+                    let at = this.sleep.shared.driver.time.deadline_for_record(this.sleep.deadline);
+                    wait::record_deadline(wait::W_TIMEOUT, at);
                 }
                 Poll::Pending
             }
