@@ -593,3 +593,90 @@ fn a_paused_sleep_names_its_wait() {
         })
     });
 }
+
+#[test]
+fn advance_moves_the_clock_by_exactly_the_duration_even_below_a_millisecond() {
+    on_each_runtime(|| async {
+        time::pause();
+        for d in [Duration::from_micros(51_592), Duration::from_micros(1), ms(1), Duration::from_micros(3_141_592)] {
+            let before = Instant::now();
+            time::advance(d).await;
+            assert_eq!(before.elapsed(), d);
+        }
+    });
+}
+
+#[test]
+fn quarter_millisecond_advances_fire_a_1ms_sleep_on_the_fourth() {
+    on_each_runtime(|| async {
+        time::pause();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let w = Waker::from(Arc::new(Recorder { id: 1, log: log.clone() }));
+        let mut s = time::sleep(ms(1));
+        assert!(poll_once(&mut s, &w).is_pending());
+        for step in 1..=3 {
+            time::advance(Duration::from_micros(250)).await;
+            assert!(log.lock().unwrap().is_empty(), "woken early, at step {step}");
+            assert!(poll_once(&mut s, &w).is_pending(), "ready early, at step {step}");
+        }
+        time::advance(Duration::from_micros(250)).await;
+        assert_eq!(*log.lock().unwrap(), vec![1], "woken when its deadline came");
+        assert_eq!(poll_once(&mut s, &w), Poll::Ready(()));
+    });
+}
+
+#[test]
+fn an_interval_polled_across_manual_advances() {
+    on_each_runtime(|| async {
+        time::pause();
+        let start = Instant::now();
+        time::advance(ms(1)).await;
+        let mut i = time::interval_at(start, ms(300));
+        let w = Waker::noop();
+        let mut poll = |i: &mut time::Interval| i.poll_tick(&mut Context::from_waker(w));
+        assert_eq!(poll(&mut i), Poll::Ready(start));
+        assert!(poll(&mut i).is_pending());
+        time::advance(ms(100)).await;
+        assert!(poll(&mut i).is_pending());
+        time::advance(ms(200)).await;
+        // 1 ms late: on schedule.
+        assert_eq!(poll(&mut i), Poll::Ready(start + ms(300)));
+        assert!(poll(&mut i).is_pending());
+        time::advance(ms(400)).await;
+        assert_eq!(poll(&mut i), Poll::Ready(start + ms(600)));
+        assert!(poll(&mut i).is_pending(), "the 900 ms tick is still ahead");
+        time::advance(ms(500)).await;
+        // Burst: the missed tick and the one just due, back to back.
+        assert_eq!(poll(&mut i), Poll::Ready(start + ms(900)));
+        assert_eq!(poll(&mut i), Poll::Ready(start + ms(1200)));
+        assert!(poll(&mut i).is_pending());
+    });
+}
+
+/// Many sleeps of pseudo-random lengths (some below a millisecond) one after another on
+/// a paused clock: the times each one ends at.
+fn paused_sleep_run(workers: usize) -> Vec<Duration> {
+    runtime(workers).block_on(async {
+        time::pause();
+        let start = Instant::now();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut times = vec![];
+        for _ in 0..1_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            time::sleep(Duration::from_micros(x % 1_000_000)).await;
+            times.push(start.elapsed());
+        }
+        times
+    })
+}
+
+#[test]
+fn paused_time_is_deterministic() {
+    for workers in [1, 2] {
+        let (a, b) = bounded(move || (paused_sleep_run(workers), paused_sleep_run(workers)));
+        assert_eq!(a, b, "on {workers} workers");
+        assert!(a.windows(2).all(|w| w[0] <= w[1]));
+    }
+}
