@@ -633,7 +633,7 @@ fn an_interval_polled_across_manual_advances() {
         time::advance(ms(1)).await;
         let mut i = time::interval_at(start, ms(300));
         let w = Waker::noop();
-        let mut poll = |i: &mut time::Interval| i.poll_tick(&mut Context::from_waker(w));
+        let poll = |i: &mut time::Interval| i.poll_tick(&mut Context::from_waker(w));
         assert_eq!(poll(&mut i), Poll::Ready(start));
         assert!(poll(&mut i).is_pending());
         time::advance(ms(100)).await;
