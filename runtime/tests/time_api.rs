@@ -680,3 +680,45 @@ fn paused_time_is_deterministic() {
         assert!(a.windows(2).all(|w| w[0] <= w[1]));
     }
 }
+
+/// Parks so far, over every worker.
+fn parks(rt: &volt::runtime::Handle) -> u64 {
+    rt.telemetry().snapshot().workers.iter().map(|w| w.times_parked).sum()
+}
+
+#[test]
+fn a_paused_idle_runtime_sleeps_instead_of_spinning() {
+    // Paused, with a cancelled timer left behind, a pending one held back by a busy
+    // `block_on`, and then nothing but a wait on a thread outside: in none of these
+    // may a worker go round its park loop without sleeping. A spinning worker parks
+    // thousands of times in the 200 ms below; one that sleeps, a handful.
+    bounded(|| {
+        let rt = runtime(2);
+        let h = rt.handle().clone();
+        rt.block_on(async move {
+            time::pause();
+            drop(time::timeout(Duration::from_secs(5), std::future::pending::<()>()));
+            let mut armed = time::sleep(Duration::from_secs(7));
+            assert!(futures::poll!(&mut armed).is_pending());
+            drop(armed);
+            let _pending = volt::spawn(time::sleep(Duration::from_secs(3600)));
+            volt::task::yield_now().await;
+            let before = parks(&h);
+            // Busy: the hour-long sleep must not fire, and the workers must not spin.
+            std::thread::sleep(ms(100));
+            let busy = parks(&h) - before;
+            _pending.abort();
+            let _ = _pending.await;
+            // Idle, waiting on another thread, with only cancelled timers behind.
+            let (tx, rx) = futures::channel::oneshot::channel();
+            std::thread::spawn(move || {
+                std::thread::sleep(ms(100));
+                let _ = tx.send(());
+            });
+            let before = parks(&h);
+            rx.await.unwrap();
+            let idle = parks(&h) - before;
+            assert!(busy < 200 && idle < 200, "parks while busy: {busy}, while idle: {idle}");
+        });
+    });
+}

@@ -470,11 +470,13 @@ impl Shared {
     }
 
     /// For a paused clock's auto-advance: every worker parked, every queue and LIFO slot
-    /// empty, and the blocking pool idle (the `block_on` callers are the clock's own
-    /// count).
+    /// empty, the blocking pool idle, and no `block_on` caller busy. (Checked once more
+    /// under the clock's lock before the time moves; a check that fails here makes the
+    /// worker sleep until something wakes the reactor, instead of trying again at once.)
     #[cfg(feature = "test-util")]
     fn runtime_idle(&self) -> bool {
-        self.idle.all_parked()
+        self.driver.time.clock.outside_busy() == 0
+            && self.idle.all_parked()
             && !self.any_work()
             && self.workers.iter().all(|w| w.lifo.peek().is_none())
             && !self.blocking.is_busy()

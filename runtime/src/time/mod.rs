@@ -293,12 +293,19 @@ impl TimeDriver {
         // From the wheel itself, not `next_deadline`, which a cancelled timer leaves
         // early: the time must never jump for a timer that no longer exists. (Lock order:
         // the clock, then the wheel; nothing takes them the other way round.)
-        let Some(next) = self.lock().next_deadline() else { return false };
-        let now_tick = self.now_tick(st.now());
-        if next <= now_tick {
+        // The shared reading is refreshed from it too, under the wheel's lock as
+        // `process` does (an arm's `fetch_min` comes after its insert, so none is lost):
+        // a stale one would make the parking worker try again at once, and spin.
+        let next = {
+            let wheel = self.lock();
+            let next = wheel.next_deadline();
+            self.next_deadline.store(next.unwrap_or(u64::MAX), SeqCst);
+            next
+        };
+        let Some(next) = next else { return false };
+        if next <= self.now_tick(st.now()) {
             // A slot that has begun: the caller's dispatch must pass over the wheel
             // (firing what is due, re-filing the rest lower down) before the time moves.
-            self.next_deadline.fetch_min(now_tick, SeqCst);
             return true;
         }
         // A tick beyond what `Instant` holds never comes.
