@@ -25,7 +25,7 @@
 //! # "Never"
 //! `Duration::MAX` (and any duration or deadline past what `Instant` can hold) is the usual
 //! way to write "no timeout", so nothing here adds durations unchecked: a deadline that
-//! overflows saturates to [`FAR_FUTURE`] from now, a tick past `u64` saturates, and the
+//! overflows saturates to `FAR_FUTURE` from now, a tick past `u64` saturates, and the
 //! wheel keeps a deadline beyond its span filed at the top level until it is truly due
 //! (it never fires early). Such a sleep stays pending, costs one wheel entry, and is
 //! dropped like any other; or it completes when the runtime shuts down, when every timer
