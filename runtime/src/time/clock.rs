@@ -357,3 +357,26 @@ impl Drop for BlockOnPark {
         }
     }
 }
+
+#[cfg(all(test, feature = "test-util", not(loom)))]
+mod tests {
+    use crate::time::{self, Instant};
+    use std::time::Duration;
+
+    /// The hook `Builder::start_paused(true)` calls: the clock is paused before the first
+    /// task, on a whole millisecond of the wheel, so a sleep of whole milliseconds started
+    /// at once ends exactly on time.
+    #[test]
+    fn pause_at_start_pauses_before_the_first_task() {
+        let rt = crate::runtime::Builder::new().worker_threads(2).build().unwrap();
+        super::pause_at_start(&rt.handle().shared);
+        let (start, end) = rt.block_on(async {
+            let start = Instant::now();
+            // Paused already: pausing again is the misuse Tokio reports.
+            assert!(std::panic::catch_unwind(time::pause).is_err());
+            time::sleep(Duration::from_millis(1_500)).await;
+            (start, Instant::now())
+        });
+        assert_eq!(end - start, Duration::from_millis(1_500));
+    }
+}
