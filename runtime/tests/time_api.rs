@@ -722,3 +722,23 @@ fn a_paused_idle_runtime_sleeps_instead_of_spinning() {
         });
     });
 }
+
+#[test]
+fn a_blocking_join_on_a_worker_lets_the_paused_clock_advance() {
+    // A task joins, blocking its worker, a task that sleeps a minute: the worker's loop
+    // goes to another thread, and the joiner is waiting, not working, so the clock
+    // advances to the sleep's end.
+    on_each_runtime(|| async {
+        time::pause();
+        let start = Instant::now();
+        let outer = volt::spawn(async move {
+            let target = volt::spawn(async move {
+                time::sleep(Duration::from_secs(60)).await;
+                Instant::now() - start
+            });
+            target.join().unwrap()
+        });
+        assert_eq!(outer.await.unwrap(), Duration::from_secs(60));
+        assert_eq!(Instant::now() - start, Duration::from_secs(60));
+    });
+}

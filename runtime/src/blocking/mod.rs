@@ -70,7 +70,7 @@ struct PoolState {
     num_worker_loops: usize,
     num_idle: usize,
     /// Tasks running now (worker loops included): a paused clock does not auto-advance
-    /// while the pool works.
+    /// while the pool runs a blocking task (see `is_busy`).
     num_running: usize,
     /// Notifications sent to idle threads and not yet taken.
     num_notified: usize,
@@ -317,7 +317,7 @@ impl Pool {
                 task.run();
                 st = self.lock();
                 st.num_running -= 1;
-                if st.num_running == 0 && st.queue.is_empty() && crate::time::clock::any_paused() {
+                if st.queue.len() + st.num_running <= st.num_worker_loops && crate::time::clock::any_paused() {
                     // The runtime may have nothing to do now: a paused clock's worker in
                     // the reactor looks again (see `time::clock`). Outside the lock: the
                     // runtime's last reference may go with `rt`.
@@ -358,11 +358,15 @@ impl Pool {
         self.exited.notify_all();
     }
 
-    /// Whether a task is queued or running (for a paused clock's auto-advance).
+    /// Whether a blocking task is queued or running (for a paused clock's auto-advance).
+    /// A worker loop handed to a pool thread by a blocking join is not one: that worker
+    /// parks like any other, and the idle protocol accounts for it. Each loop is counted
+    /// from its queueing (in the queue) to its slot's release inside its run (in
+    /// `num_running` until just after), so the difference never undercounts.
     #[cfg(feature = "test-util")]
     pub(crate) fn is_busy(&self) -> bool {
         let st = self.lock();
-        st.num_running > 0 || !st.queue.is_empty()
+        st.queue.len() + st.num_running > st.num_worker_loops
     }
 
     /// Cancel queued tasks, let running ones finish, join the threads (waiting at most
