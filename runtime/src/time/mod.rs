@@ -38,6 +38,9 @@ mod wheel;
 
 pub use instant::Instant;
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
+/// std's `Duration`, re-exported here as Tokio's `time` module does.
+#[doc(no_inline)]
+pub use std::time::Duration;
 
 use crate::runtime::handle::Shared;
 use crate::task::wait;
@@ -47,7 +50,6 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 
 pub(crate) use wheel::{TimerKey, Wheel};
 
