@@ -745,3 +745,50 @@ fn a_blocking_join_on_a_worker_lets_the_paused_clock_advance() {
         assert_eq!(Instant::now() - start, Duration::from_secs(60));
     });
 }
+
+/// Poll `i` once: `Some(offset from start)` for a tick, `None` for pending.
+fn next_tick(i: &mut time::Interval, start: Instant) -> Option<u64> {
+    match i.poll_tick(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(at) => Some((at - start).as_millis() as u64),
+        Poll::Pending => None,
+    }
+}
+
+/// Drive an interval of 300 ms from `start` through a series of manual advances; at
+/// each step, the ticks (as offsets from `start`) a poll loop gets before `Pending`.
+/// The clock starts 1 ms past `start`, as a timer's deadline must be passed to fire.
+async fn interval_script(behavior: MissedTickBehavior, steps: &[u64], reset_at_step: Option<usize>) -> Vec<Vec<u64>> {
+    let start = Instant::now();
+    time::advance(ms(1)).await;
+    let mut i = time::interval_at(start, ms(300));
+    i.set_missed_tick_behavior(behavior);
+    let mut out = vec![];
+    let drain = |i: &mut time::Interval| std::iter::from_fn(|| next_tick(i, start)).collect::<Vec<_>>();
+    out.push(drain(&mut i));
+    for (n, &step) in steps.iter().enumerate() {
+        if reset_at_step == Some(n) {
+            i.reset();
+        }
+        time::advance(ms(step)).await;
+        out.push(drain(&mut i));
+    }
+    out
+}
+
+#[test]
+fn interval_schedules_under_manual_advances() {
+    on_each_runtime(|| async {
+        time::pause();
+        let burst = interval_script(MissedTickBehavior::Burst, &[100, 200, 650, 200, 100, 250, 300], None).await;
+        assert_eq!(burst, vec![vec![0], vec![], vec![300], vec![600, 900], vec![], vec![1200], vec![1500], vec![1800]]);
+        // Delay: after the late tick at 951, a period from then (1251, 1551, ...).
+        let delay = interval_script(MissedTickBehavior::Delay, &[100, 200, 650, 100, 201, 300, 300], None).await;
+        assert_eq!(delay, vec![vec![0], vec![], vec![300], vec![600], vec![], vec![1251], vec![1551], vec![1851]]);
+        // Skip: after the late tick at 951, the original schedule's next (1200, ...).
+        let skip = interval_script(MissedTickBehavior::Skip, &[100, 200, 650, 250, 300, 300], None).await;
+        assert_eq!(skip, vec![vec![0], vec![], vec![300], vec![600], vec![1200], vec![1500], vec![1800]]);
+        // reset at 401: the next tick a period later (701), then on from there.
+        let reset = interval_script(MissedTickBehavior::Burst, &[100, 200, 100, 250, 50, 300], Some(3)).await;
+        assert_eq!(reset, vec![vec![0], vec![], vec![300], vec![], vec![], vec![701], vec![1001]]);
+    });
+}
