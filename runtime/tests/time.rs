@@ -9,7 +9,8 @@ use common::*;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use volt::time::Instant;
 use volt::time::{interval, sleep, sleep_until, timeout};
 
 #[test]

@@ -69,6 +69,9 @@ struct PoolState {
     /// thread of its own, which `max_threads` does not count.
     num_worker_loops: usize,
     num_idle: usize,
+    /// Tasks running now (worker loops included): a paused clock does not auto-advance
+    /// while the pool runs a blocking task (see `is_busy`).
+    num_running: usize,
     /// Notifications sent to idle threads and not yet taken.
     num_notified: usize,
     shutdown: bool,
@@ -166,6 +169,7 @@ impl Pool {
                 num_threads: 0,
                 num_worker_loops: 0,
                 num_idle: 0,
+                num_running: 0,
                 num_notified: 0,
                 shutdown: false,
                 threads: Vec::new(),
@@ -304,6 +308,7 @@ impl Pool {
         loop {
             if let Some(task) = st.queue.pop_front() {
                 self.queue_depth_gauge.store(st.queue.len() as u64, Relaxed);
+                st.num_running += 1;
                 drop(st);
                 // A ring leased for the last job's wake goes back first: this job may be
                 // long, or a worker's loop handed to this thread, which records in the
@@ -311,6 +316,17 @@ impl Pool {
                 crate::telemetry::events::release_current();
                 task.run();
                 st = self.lock();
+                st.num_running -= 1;
+                if st.queue.len() + st.num_running <= st.num_worker_loops && crate::time::clock::any_paused() {
+                    // The runtime may have nothing to do now: a paused clock's worker in
+                    // the reactor looks again (see `time::clock`). Outside the lock: the
+                    // runtime's last reference may go with `rt`.
+                    drop(st);
+                    if let Some(rt) = self.runtime.upgrade() {
+                        rt.driver.wake_reactor();
+                    }
+                    st = self.lock();
+                }
                 if !st.shutdown && st.counted_threads() > self.max_threads {
                     // A worker loop has returned (on this thread or another) and handed
                     // its thread back while the others already fill the limit: this one
@@ -340,6 +356,17 @@ impl Pool {
         self.num_threads_gauge.store(st.num_threads as u64, Relaxed);
         drop(st);
         self.exited.notify_all();
+    }
+
+    /// Whether a blocking task is queued or running (for a paused clock's auto-advance).
+    /// A worker loop handed to a pool thread by a blocking join is not one: that worker
+    /// parks like any other, and the idle protocol accounts for it. Each loop is counted
+    /// from its queueing (in the queue) to its slot's release inside its run (in
+    /// `num_running` until just after), so the difference never undercounts.
+    #[cfg(feature = "test-util")]
+    pub(crate) fn is_busy(&self) -> bool {
+        let st = self.lock();
+        st.queue.len() + st.num_running > st.num_worker_loops
     }
 
     /// Cancel queued tasks, let running ones finish, join the threads (waiting at most

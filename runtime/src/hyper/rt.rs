@@ -115,12 +115,13 @@ impl hyper::rt::Timer for Timer {
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
         // A sleep of ours is moved in place (no new allocation); any other is replaced.
         match sleep.as_mut().downcast_mut_pin::<TimerSleep>() {
-            Some(s) => s.get_mut().0.reset(new_deadline),
+            Some(s) => Pin::new(&mut s.get_mut().0).reset(new_deadline.into()),
             None => *sleep = self.sleep_until(new_deadline),
         }
     }
 
     fn now(&self) -> Instant {
-        Instant::now()
+        // The runtime's clock (a paused one under `test-util`), as std's `Instant`.
+        self.shared().driver.time.now().into_std()
     }
 }

@@ -202,6 +202,14 @@ pub(crate) struct DriverCore {
     wake: Vec<Waker>,
 }
 
+impl DriverCore {
+    /// Whether the last poll collected an I/O event (the reactor's own waker aside).
+    #[cfg(feature = "test-util")]
+    pub(crate) fn has_io_events(&self) -> bool {
+        self.events.iter().any(|ev| ev.token() != WAKER_TOKEN)
+    }
+}
+
 /// The runtime's reactor and timers.
 pub(crate) struct Driver {
     core: Mutex<DriverCore>,

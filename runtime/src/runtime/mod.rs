@@ -191,12 +191,6 @@ impl Builder {
         self
     }
 
-    /// Whether [`Builder::start_paused`] asked for a paused clock (read by `time/`).
-    #[allow(dead_code)]
-    pub(crate) fn start_paused_requested(&self) -> bool {
-        self.start_paused
-    }
-
     /// Serve the console (gRPC, `volt.console.v1.Console`) on `VOLT_CONSOLE_BIND`, or
     /// `127.0.0.1:6670` when it is not set, from a thread of its own. `build()` fails if
     /// the address cannot be bound, or if it is not a loopback address and no token is set
@@ -421,6 +415,10 @@ impl Builder {
             (self.stall_threshold, self.stall_stacks),
             current_thread,
         )?;
+        // Paused before any task runs, so the first `Instant::now()` is already virtual.
+        if self.start_paused {
+            crate::time::clock::pause_at_start(&shared);
+        }
         #[cfg(feature = "tokio-bridge")]
         shared.bridge.configure(
             self.tokio_bridge_threads,
@@ -763,14 +761,17 @@ impl Handle {
         // `task::coop`), even when called from inside a task's poll on a thread that
         // handed its worker away, or from a blocking closure.
         let _budget = crate::task::coop::Budget::unlimited();
-        let waker = context::thread_waker();
+        // The park counts this thread as busy while it polls, for a paused clock's
+        // auto-advance (`time::clock`).
+        let park = crate::time::clock::BlockOnPark::new(&self.shared);
+        let waker = park.waker();
         let mut cx = Context::from_waker(&waker);
         let mut future = pin!(future);
         loop {
             if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
                 return v;
             }
-            std::thread::park();
+            park.park();
         }
     }
 

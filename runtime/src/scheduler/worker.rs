@@ -469,6 +469,19 @@ impl Shared {
         task.run_on((w as *const Worker).cast());
     }
 
+    /// For a paused clock's auto-advance: every worker parked, every queue and LIFO slot
+    /// empty, the blocking pool idle, and no `block_on` caller busy. (Checked once more
+    /// under the clock's lock before the time moves; a check that fails here makes the
+    /// worker sleep until something wakes the reactor, instead of trying again at once.)
+    #[cfg(feature = "test-util")]
+    fn runtime_idle(&self) -> bool {
+        self.driver.time.clock.outside_busy() == 0
+            && self.idle.all_parked()
+            && !self.any_work()
+            && self.workers.iter().all(|w| w.lifo.peek().is_none())
+            && !self.blocking.is_busy()
+    }
+
     /// Whether any queue holds work someone could take (the pre-sleep re-check).
     fn any_work(&self) -> bool {
         !self.inject.is_empty() || self.workers.iter().any(|w| w.queue.is_stealable())
@@ -544,17 +557,42 @@ impl Shared {
                 Some(d) => {
                     self.idle.set_in_reactor(w.index, true);
                     // The next timer's deadline, or the watch's timeout if sooner.
-                    let timeout = match (self.driver.time.begin_reactor_sleep(t0), cap) {
+                    let timer = self.driver.time.begin_reactor_sleep(t0);
+                    #[allow(unused_mut)]
+                    let mut timeout = match (timer, cap) {
                         (Some(t), Some(c)) => Some(t.min(c)),
                         (t, c) => t.or(c),
                     };
+                    // A paused clock with nothing to do moves to the next timer instead
+                    // of sleeping until it (see `time::clock`): I/O is polled without
+                    // blocking first, and the time moves only if nothing came.
+                    #[cfg(feature = "test-util")]
+                    let auto = timer.is_some() && self.driver.time.clock.is_paused() && self.runtime_idle();
+                    #[cfg(feature = "test-util")]
+                    if auto {
+                        timeout = Some(Duration::ZERO);
+                    }
                     let woke = w.park.park_in_driver(|| self.driver.poll_io(d, timeout));
+                    #[cfg(feature = "test-util")]
+                    if auto && woke != Unparked::Notified && !d.has_io_events() {
+                        self.driver.time.auto_advance(|| self.runtime_idle());
+                    }
                     self.driver.time.end_reactor_sleep();
                     self.idle.set_in_reactor(w.index, false);
                     core.last_io_poll.set(core.tick.get());
                     woke
                 }
-                None => w.park.park(cap),
+                None => {
+                    // With a paused clock, the last worker to park tells the one in the
+                    // reactor, which may have found the runtime busy (this worker was
+                    // out) and sleeps for a timer's real distance: the runtime may be
+                    // idle now, and the time may jump (see `time::clock`).
+                    #[cfg(feature = "test-util")]
+                    if self.driver.time.clock.is_paused() && self.idle.all_parked() {
+                        self.driver.wake_reactor();
+                    }
+                    w.park.park(cap)
+                }
             };
             if watching {
                 // Claimed again at the next park if a worker is still out; meanwhile

@@ -1,0 +1,380 @@
+//! The runtime's clock, and (feature `test-util`) pausing it.
+//!
+//! Without `test-util` the clock is std's and nothing here costs anything. With it, each
+//! runtime's [`Clock`] may be paused: then its time stands still except when a test calls
+//! `advance`, or when the runtime has nothing to do and a worker about to sleep until the
+//! next timer moves the time to that timer's deadline instead ("auto-advance", in
+//! `scheduler::worker`'s `park`).
+//!
+//! # When the runtime "has nothing to do"
+//! Every worker is parked, no queue holds a task (global, rings, LIFO slots), the blocking
+//! pool runs and queues nothing, and no `block_on` caller is polling its future or has
+//! been woken and not yet polled it ([`Clock::outside`], kept by [`BlockOnPark`]). The
+//! worker that advances checks all of that while holding the clock's lock, and moves the
+//! time in the same critical section. A `block_on` thread that is woken counts itself busy
+//! and then takes and releases that lock before it runs, so its poll starts either
+//! before an advance was decided (and the advancer saw it busy) or after the advance was
+//! done: a poll never sees the time jump in the middle.
+//!
+//! Whatever makes the runtime idle while a worker sleeps in the reactor (a `block_on`
+//! caller going back to sleep, the blocking pool running dry) wakes the reactor when the
+//! clock is paused, so the worker looks again; if it still finds work, it sleeps for the
+//! timer's real distance, as an unpaused runtime would, so a missed case is slow, never
+//! stuck.
+
+#[cfg(feature = "test-util")]
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+#[cfg(feature = "test-util")]
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Arc;
+#[cfg(feature = "test-util")]
+use std::sync::{Mutex, MutexGuard};
+#[cfg(feature = "test-util")]
+use std::time::Duration;
+
+use crate::runtime::handle::Shared;
+
+/// How many live clocks have ever been paused: while none has, `Instant::now()` reads
+/// std's clock without looking for a runtime.
+#[cfg(feature = "test-util")]
+static ALTERED: AtomicUsize = AtomicUsize::new(0);
+
+/// The current runtime's time (std's clock outside a runtime, or when no clock was ever
+/// paused).
+#[inline]
+pub(crate) fn now() -> std::time::Instant {
+    #[cfg(feature = "test-util")]
+    if ALTERED.load(Relaxed) > 0 {
+        if let Some(shared) = crate::runtime::context::current_shared() {
+            return shared.driver.time.clock.now();
+        }
+    }
+    std::time::Instant::now()
+}
+
+/// Whether some live runtime's clock has been paused (it may be running again): a cheap
+/// pre-check, one atomic load, for the hooks that only matter then.
+#[inline]
+pub(crate) fn any_paused() -> bool {
+    #[cfg(feature = "test-util")]
+    {
+        ALTERED.load(Relaxed) > 0
+    }
+    #[cfg(not(feature = "test-util"))]
+    {
+        false
+    }
+}
+
+/// Pause `shared`'s clock before its first task runs: where the runtime is built when
+/// `Builder::start_paused(true)` was asked for. Without `test-util` this does nothing.
+pub(crate) fn pause_at_start(shared: &Shared) {
+    #[cfg(feature = "test-util")]
+    {
+        let _ = shared.driver.time.pause();
+    }
+    #[cfg(not(feature = "test-util"))]
+    let _ = shared;
+}
+
+/// A runtime's clock.
+#[derive(Debug, Default)]
+pub(crate) struct Clock {
+    #[cfg(feature = "test-util")]
+    inner: Arc<ClockInner>,
+}
+
+#[cfg(feature = "test-util")]
+#[derive(Debug, Default)]
+struct ClockInner {
+    /// Paused now (mirrors `state.paused`, for lock-free checks).
+    paused: AtomicBool,
+    /// Paused at some time: `now` must read `state` from then on.
+    altered: AtomicBool,
+    state: Mutex<ClockState>,
+    /// `block_on` callers polling, or woken and about to poll.
+    outside: AtomicUsize,
+}
+
+#[cfg(feature = "test-util")]
+#[derive(Debug, Default)]
+pub(crate) struct ClockState {
+    pub(crate) paused: bool,
+    /// The time when paused; the time at the last resume otherwise.
+    pub(crate) base: Option<std::time::Instant>,
+    /// The real time of the last resume (`None` while paused).
+    unfrozen: Option<std::time::Instant>,
+}
+
+#[cfg(feature = "test-util")]
+impl ClockState {
+    pub(crate) fn now(&self) -> std::time::Instant {
+        match (self.base, self.unfrozen) {
+            (Some(base), Some(since)) => base + since.elapsed(),
+            (Some(base), None) => base,
+            (None, _) => std::time::Instant::now(),
+        }
+    }
+}
+
+impl Clock {
+    /// The clock's time now.
+    #[inline]
+    pub(crate) fn now(&self) -> std::time::Instant {
+        self.now_or(std::time::Instant::now)
+    }
+
+    /// The clock's time, with `real` giving std's time when the clock runs as std's (a
+    /// reading the caller already took, say).
+    #[inline]
+    pub(crate) fn now_or(&self, real: impl FnOnce() -> std::time::Instant) -> std::time::Instant {
+        #[cfg(feature = "test-util")]
+        if self.inner.altered.load(Relaxed) {
+            return self.lock().now();
+        }
+        real()
+    }
+}
+
+#[cfg(feature = "test-util")]
+impl Clock {
+    /// Whether the clock is paused now.
+    #[inline]
+    pub(crate) fn is_paused(&self) -> bool {
+        self.inner.paused.load(SeqCst)
+    }
+
+    /// Whether the clock was ever paused (so it may differ from std's).
+    #[inline]
+    pub(crate) fn is_altered(&self) -> bool {
+        self.inner.altered.load(Relaxed)
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ClockState> {
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stop the time at its current reading. `start` is where the timer wheel's whole
+    /// milliseconds are counted from: the paused time is moved forward to the next one,
+    /// by less than a millisecond, so that deadlines a whole number of milliseconds
+    /// away fall on the wheel's ticks and auto-advance reaches them exactly.
+    pub(crate) fn pause_aligned(&self, start: std::time::Instant) -> Result<(), &'static str> {
+        let mut st = self.lock();
+        if st.paused {
+            return Err("time is already frozen");
+        }
+        let now = st.now().max(start);
+        let since = now - start;
+        let ms = since.as_millis();
+        let whole = Duration::from_millis(ms as u64);
+        let aligned = if since > whole { start + whole + Duration::from_millis(1) } else { now };
+        st.base = Some(aligned);
+        st.unfrozen = None;
+        st.paused = true;
+        self.inner.paused.store(true, SeqCst);
+        if !self.inner.altered.swap(true, SeqCst) {
+            ALTERED.fetch_add(1, SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Let the time run again, at the real clock's pace, from where it stands.
+    pub(crate) fn resume(&self) -> Result<(), &'static str> {
+        let mut st = self.lock();
+        if !st.paused {
+            return Err("time is not frozen");
+        }
+        st.paused = false;
+        st.unfrozen = Some(std::time::Instant::now());
+        self.inner.paused.store(false, SeqCst);
+        Ok(())
+    }
+
+    /// Move the paused time forward by `d`; the new time.
+    pub(crate) fn advance(&self, d: Duration) -> Result<std::time::Instant, &'static str> {
+        let mut st = self.lock();
+        if !st.paused {
+            return Err("time is not frozen");
+        }
+        let now = st.now();
+        let to = crate::time::deadline_after(now, d);
+        st.base = Some(to);
+        Ok(to)
+    }
+
+    /// `block_on` callers busy (polling, or woken to poll).
+    pub(crate) fn outside_busy(&self) -> usize {
+        self.inner.outside.load(SeqCst)
+    }
+}
+
+#[cfg(feature = "test-util")]
+impl Drop for ClockInner {
+    fn drop(&mut self) {
+        if *self.altered.get_mut() {
+            ALTERED.fetch_sub(1, SeqCst);
+        }
+    }
+}
+
+/// How a `block_on` caller sleeps between polls of its future, and its waker. With
+/// `test-util`, it also counts the caller as busy while it polls or has been woken, so a
+/// paused clock never auto-advances under it (see the module doc).
+pub(crate) struct BlockOnPark {
+    #[cfg(feature = "test-util")]
+    inner: Arc<BlockOnInner>,
+    #[cfg(feature = "test-util")]
+    shared: Arc<Shared>,
+}
+
+#[cfg(feature = "test-util")]
+const POLLING: u8 = 0;
+#[cfg(feature = "test-util")]
+const POLLING_NOTIFIED: u8 = 1;
+#[cfg(feature = "test-util")]
+const IDLE: u8 = 2;
+#[cfg(feature = "test-util")]
+const NOTIFIED: u8 = 3;
+#[cfg(feature = "test-util")]
+const DONE: u8 = 4;
+
+#[cfg(feature = "test-util")]
+struct BlockOnInner {
+    state: Mutex<u8>,
+    thread: std::thread::Thread,
+    clock: Arc<ClockInner>,
+}
+
+#[cfg(feature = "test-util")]
+impl BlockOnInner {
+    fn lock(&self) -> MutexGuard<'_, u8> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(feature = "test-util")]
+impl std::task::Wake for BlockOnInner {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref()
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        {
+            let mut st = self.lock();
+            match *st {
+                IDLE => {
+                    self.clock.outside.fetch_add(1, SeqCst);
+                    *st = NOTIFIED;
+                    if self.clock.paused.load(SeqCst) {
+                        // Wait out an advance decided before the count went up: the poll
+                        // this wake leads to starts after it (see the module doc).
+                        drop(self.clock.state.lock().unwrap_or_else(|e| e.into_inner()));
+                    }
+                }
+                POLLING => *st = POLLING_NOTIFIED,
+                _ => {}
+            }
+        }
+        self.thread.unpark();
+    }
+}
+
+impl BlockOnPark {
+    /// For a `block_on` on `shared`, from the calling thread, which polls at once.
+    pub(crate) fn new(shared: &Arc<Shared>) -> BlockOnPark {
+        #[cfg(feature = "test-util")]
+        {
+            let clock = Arc::clone(&shared.driver.time.clock.inner);
+            clock.outside.fetch_add(1, SeqCst);
+            BlockOnPark {
+                inner: Arc::new(BlockOnInner { state: Mutex::new(POLLING), thread: std::thread::current(), clock }),
+                shared: Arc::clone(shared),
+            }
+        }
+        #[cfg(not(feature = "test-util"))]
+        {
+            let _ = shared;
+            BlockOnPark {}
+        }
+    }
+
+    /// The waker to poll the future with.
+    pub(crate) fn waker(&self) -> std::task::Waker {
+        #[cfg(feature = "test-util")]
+        {
+            std::task::Waker::from(Arc::clone(&self.inner))
+        }
+        #[cfg(not(feature = "test-util"))]
+        {
+            crate::runtime::context::thread_waker()
+        }
+    }
+
+    /// After a poll returned `Pending`: sleep until the waker is woken (at once if it
+    /// was woken during the poll).
+    pub(crate) fn park(&self) {
+        #[cfg(feature = "test-util")]
+        {
+            {
+                let mut st = self.inner.lock();
+                if *st == POLLING_NOTIFIED {
+                    *st = POLLING;
+                    return;
+                }
+                *st = IDLE;
+                self.inner.clock.outside.fetch_sub(1, SeqCst);
+            }
+            if self.inner.clock.paused.load(SeqCst) {
+                // The runtime may have nothing to do now: the worker in the reactor looks
+                // again (see the module doc).
+                self.shared.driver.wake_reactor();
+            }
+            loop {
+                std::thread::park();
+                let mut st = self.inner.lock();
+                if *st == NOTIFIED {
+                    *st = POLLING;
+                    return;
+                }
+            }
+        }
+        #[cfg(not(feature = "test-util"))]
+        std::thread::park();
+    }
+}
+
+#[cfg(feature = "test-util")]
+impl Drop for BlockOnPark {
+    fn drop(&mut self) {
+        let was = std::mem::replace(&mut *self.inner.lock(), DONE);
+        if was != IDLE && was != DONE {
+            self.inner.clock.outside.fetch_sub(1, SeqCst);
+            if self.inner.clock.paused.load(SeqCst) {
+                self.shared.driver.wake_reactor();
+            }
+        }
+    }
+}
+
+#[cfg(all(test, feature = "test-util", not(loom)))]
+mod tests {
+    use crate::time::{self, Instant};
+    use std::time::Duration;
+
+    /// The hook `Builder::start_paused(true)` calls: the clock is paused before the first
+    /// task, on a whole millisecond of the wheel, so a sleep of whole milliseconds started
+    /// at once ends exactly on time.
+    #[test]
+    fn pause_at_start_pauses_before_the_first_task() {
+        let rt = crate::runtime::Builder::new().worker_threads(2).build().unwrap();
+        super::pause_at_start(&rt.handle().shared);
+        let (start, end) = rt.block_on(async {
+            let start = Instant::now();
+            // Paused already: pausing again is the misuse Tokio reports.
+            assert!(std::panic::catch_unwind(time::pause).is_err());
+            time::sleep(Duration::from_millis(1_500)).await;
+            (start, Instant::now())
+        });
+        assert_eq!(end - start, Duration::from_millis(1_500));
+    }
+}
