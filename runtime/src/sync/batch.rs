@@ -119,6 +119,17 @@ impl Sem {
         }
     }
 
+    /// A semaphore with no permit, closed already (a cell created with its value).
+    #[cfg(not(loom))]
+    pub(crate) const fn const_closed() -> Sem {
+        Sem {
+            state: AtomicUsize::new(CLOSED),
+            holder: AtomicU64::new(0),
+            total: AtomicUsize::new(0),
+            waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
+        }
+    }
+
     pub(crate) fn available(&self) -> usize {
         self.state.load(ACQ) >> SHIFT
     }

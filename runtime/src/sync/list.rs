@@ -127,7 +127,13 @@ impl<T> List<T> {
         (self.head != NIL).then(|| Key { idx: self.head, gen: self.slots[self.head as usize].gen })
     }
 
+    /// The last waiter in the order.
+    pub(crate) fn back(&self) -> Option<Key> {
+        (self.tail != NIL).then(|| Key { idx: self.tail, gen: self.slots[self.tail as usize].gen })
+    }
+
     /// The waiter after `k` in the order.
+    #[cfg(test)]
     pub(crate) fn next(&self, k: Key) -> Option<Key> {
         let n = self.slot(k).filter(|s| s.linked)?.next;
         (n != NIL).then(|| Key { idx: n, gen: self.slots[n as usize].gen })

@@ -13,17 +13,32 @@ pub mod mpsc;
 pub mod oneshot;
 pub mod watch;
 
+mod barrier;
 mod batch;
 mod list;
 mod mutex;
+mod notify;
+mod once_cell;
+mod rwlock;
 mod semaphore;
 pub(crate) mod track;
 
-#[cfg(all(test, loom))]
-mod batch_loom;
 
+pub use barrier::{Barrier, BarrierWaitResult};
 pub use mutex::{MappedMutexGuard, Mutex, MutexGuard, OwnedMappedMutexGuard, OwnedMutexGuard, TryLockError};
+pub use notify::Notify;
+pub use once_cell::{OnceCell, SetError};
+pub use rwlock::{
+    OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, RwLockMappedWriteGuard,
+    RwLockReadGuard, RwLockWriteGuard,
+};
 pub use semaphore::{AcquireError, OwnedSemaphorePermit, Semaphore, SemaphorePermit, TryAcquireError};
+
+/// The futures of `sync` that have names: [`Notified`](futures::Notified) and
+/// [`OwnedNotified`](futures::OwnedNotified) (as Tokio's `tokio::sync::futures`).
+pub mod futures {
+    pub use super::notify::{Notified, OwnedNotified};
+}
 
 /// Run `f` to completion on this thread, parking it between polls (the `blocking_*`
 /// methods).
