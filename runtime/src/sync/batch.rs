@@ -24,12 +24,13 @@
 //! permits now. A reader reads it through the probe (`track`), which the waiter mutex's
 //! holder refreshes on every slow-path step; while `QUEUED` is set every change of holder
 //! takes that mutex, except a fast acquire that raced with the first waiter's enqueue,
-//! which sees `QUEUED` after storing its id and refreshes the probe itself (both sides
-//! use sequentially consistent operations, so one of the two sees the other).
+//! which sees `QUEUED` after storing its id and refreshes the probe itself (a
+//! sequentially consistent fence on each side, so one of the two sees the other; loom
+//! checks this in `batch_loom.rs`).
 
 use super::list::{Key, List};
 use super::track::{self, Tracked};
-use crate::loom::{lock, AtomicU64, AtomicUsize, Mutex};
+use crate::loom::{fence, lock, AtomicU64, AtomicUsize, Mutex};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::{self, AcqRel, Relaxed, SeqCst};
@@ -162,8 +163,11 @@ impl Sem {
     /// Store this task as the holder after a fast acquire; if a waiter queued up
     /// meanwhile, its probe may have missed the store: refresh it (module doc).
     fn hold_fast(&self) {
-        self.holder.store(track::current_task_id(), SeqCst);
-        if self.state.load(SeqCst) & QUEUED != 0 {
+        self.holder.store(track::current_task_id(), Relaxed);
+        // Pairs with the fence in `refresh`, after the enqueue's compare-and-swap: either
+        // this load sees `QUEUED`, or that refresh sees the store above.
+        fence(SeqCst);
+        if self.state.load(Relaxed) & QUEUED != 0 {
             let w = lock(&self.waiters);
             self.refresh(&w);
         }
@@ -171,7 +175,9 @@ impl Sem {
 
     /// Clear the holder: called by an exclusive guard before it releases.
     pub(crate) fn clear_holder(&self) {
-        self.holder.store(0, SeqCst);
+        // The release after it orders it for the next holder; a reader's refresh runs
+        // under the waiter mutex, which the release takes whenever a waiter is queued.
+        self.holder.store(0, Relaxed);
     }
 
     /// Give `n` permits back (a guard's drop, `add_permits`).
@@ -262,7 +268,7 @@ impl Sem {
                 node.state = NodeState::Done;
                 if node.exclusive {
                     // The waiter holds it from now on, polled or not.
-                    self.holder.store(node.task, SeqCst);
+                    self.holder.store(node.task, Relaxed);
                 }
                 if let Some(wk) = node.waker.take() {
                     wakers.push(wk);
@@ -285,14 +291,25 @@ impl Sem {
         self.refresh(w);
     }
 
+    /// Register a probe as a watched waiter would (loom models, which have no tasks).
+    #[cfg(all(test, loom))]
+    pub(crate) fn track_for_test(&self) -> std::sync::Arc<track::Probe> {
+        let mut w = lock(&self.waiters);
+        let p = w.tracked.get_or_insert_with(Tracked::new).probe.clone();
+        self.refresh(&w);
+        p
+    }
+
     /// Bring the probe up to date (under the waiter mutex).
     fn refresh(&self, w: &Waiters) {
         let Some(t) = &w.tracked else { return };
+        // See `hold_fast`.
+        fence(SeqCst);
         let free = self.available();
         let total = self.total.load(Relaxed);
         let head_got = w.list.front().and_then(|k| w.list.get(k)).map_or(0, |n| n.got);
         let p = &t.probe;
-        p.holder.store(self.holder.load(SeqCst), Relaxed);
+        p.holder.store(self.holder.load(Relaxed), Relaxed);
         p.free.store(free as u64, Relaxed);
         p.total.store(total as u64, Relaxed);
         p.aux.store(total.saturating_sub(free + head_got) as u64, Relaxed);
@@ -346,12 +363,16 @@ impl<'a> Acquire<'a> {
         Acquire { sem, n, tag, key: None }
     }
 
-    /// Name the wait for the console (under the waiter mutex, before `Pending`).
+    /// Bring the probe up to date, and name the wait for the console (under the waiter
+    /// mutex, before `Pending`). The refresh runs for every waiter of a tracked
+    /// semaphore, watched or not: it is the enqueue's half of the holder hand-shake.
     fn name_wait(&self, w: &mut Waiters) {
         if track::watching() {
-            let id = w.tracked.get_or_insert_with(Tracked::new).id;
-            self.sem.refresh(w);
-            track::record(self.tag, id);
+            w.tracked.get_or_insert_with(Tracked::new);
+        }
+        self.sem.refresh(w);
+        if let Some(t) = &w.tracked {
+            track::record(self.tag, t.id);
         }
     }
 }
@@ -413,7 +434,7 @@ impl Future for Acquire<'_> {
                 match sem.state.compare_exchange_weak(s, s - (this.n << SHIFT), AcqRel, ACQ) {
                     Ok(_) => {
                         if exclusive {
-                            sem.holder.store(me, SeqCst);
+                            sem.holder.store(me, Relaxed);
                         }
                         sem.refresh(&w);
                         return Poll::Ready(Ok(()));
@@ -423,7 +444,7 @@ impl Future for Acquire<'_> {
                 continue;
             }
             // Queue up, taking whatever is free (less than needed) as a first part.
-            match sem.state.compare_exchange_weak(s, QUEUED, SeqCst, ACQ) {
+            match sem.state.compare_exchange_weak(s, QUEUED, AcqRel, ACQ) {
                 Ok(_) => break free,
                 Err(now) => s = now,
             }
@@ -450,7 +471,7 @@ impl Drop for Acquire<'_> {
         if let Some(node) = w.list.take(key) {
             if node.state == NodeState::Done && node.exclusive {
                 // Handed over but never taken up: it was this task's for a moment only.
-                self.sem.holder.store(0, SeqCst);
+                self.sem.holder.store(0, Relaxed);
             }
             // Partial permits go on to the waiters behind it (or back to the word); an
             // emptied queue clears `QUEUED` either way.

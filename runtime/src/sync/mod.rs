@@ -71,3 +71,6 @@ pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
         }
     }
 }
+
+#[cfg(all(test, loom))]
+mod batch_loom;
