@@ -276,7 +276,7 @@ fn once_cell_initializes_exactly_once_under_concurrent_get_or_init() {
 #[test]
 fn once_cell_failed_or_dropped_initializer_lets_the_next_one_run() {
     let cell = OnceCell::<u32>::new();
-    let mut first = Box::pin(cell.get_or_init(|| std::future::pending()));
+    let mut first = Box::pin(cell.get_or_init(std::future::pending));
     assert!(poll_once(first.as_mut()).is_pending());
     assert!(cell.set(1).unwrap_err().is_initializing_err());
     let mut second = Box::pin(cell.get_or_try_init(|| async { Err::<u32, &str>("no") }));

@@ -853,6 +853,21 @@ mod tests {
         assert!(matches!(w[2], Wait::Read(Some(_))), "{w:?}");
     }
 
+    /// A sync wait keeps its tag and resource id through the record.
+    #[test]
+    fn a_sync_wait_round_trips() {
+        let r = WaitRecord::default();
+        let now = Instant::now();
+        r.push(6, W_SYNC as u32 | 4 << SYNC_TAG_SHIFT, 1234, None);
+        r.push(6, W_SYNC as u32 | 4 << SYNC_TAG_SHIFT, 1234, None);
+        r.push(6, W_SYNC as u32 | 1 << SYNC_TAG_SHIFT, 99, None);
+        assert_eq!(
+            waits(&r, now),
+            (vec![Wait::Sync { tag: 4, resource: 1234 }, Wait::Sync { tag: 1, resource: 99 }], 0),
+            "a repeat is listed once"
+        );
+    }
+
     /// The record stays small: it lives in every task's statistics.
     #[test]
     fn the_record_is_104_bytes() {

@@ -393,6 +393,49 @@ mod tests {
     }
 
     #[test]
+    fn sync_waits_display_the_operation_first() {
+        let base = SyncWait {
+            op: "lock",
+            primitive: "Mutex",
+            resource: 1,
+            holder: Some(SyncHolder::Task { id: 17, name: Some("writer".into()) }),
+            readers: None,
+            permits: None,
+            arrived: None,
+            waiters: Some(1),
+        };
+        let sem =
+            SyncWait { op: "acquire", primitive: "Semaphore", holder: None, permits: Some((0, 10)), ..base.clone() };
+        let rw = SyncWait { op: "write", primitive: "RwLock", holder: None, readers: Some(2), ..base.clone() };
+        let barrier =
+            SyncWait { op: "wait", primitive: "Barrier", holder: None, arrived: Some((2, 5)), ..base.clone() };
+        let notify = SyncWait { op: "notified", primitive: "Notify", holder: None, ..base.clone() };
+        let outside = SyncWait { holder: Some(SyncHolder::Outside), ..base.clone() };
+        let unnamed = SyncWait { holder: Some(SyncHolder::Task { id: 3, name: None }), ..base.clone() };
+        let cases = [
+            (base, "lock Mutex (held by task 17 \"writer\")"),
+            (sem, "acquire Semaphore (0 of 10 free)"),
+            (rw, "write RwLock (held by 2 readers)"),
+            (barrier, "wait Barrier (2 of 5)"),
+            (notify, "notified"),
+            (outside, "lock Mutex (held outside a task)"),
+            (unnamed, "lock Mutex (held by task 3)"),
+        ];
+        for (s, want) in cases {
+            let r = WaitReason::Sync(s);
+            assert_eq!(r.to_string(), want);
+            assert!(want.starts_with(r.kind()));
+        }
+    }
+
+    #[test]
+    fn a_sync_wait_on_a_dropped_primitive_names_no_holder() {
+        let w = SyncWait::read(crate::sync::track::T_MUTEX_LOCK, u64::MAX - 1);
+        assert_eq!((w.op, w.primitive, &w.holder, w.waiters), ("lock", "Mutex", &None, None));
+        assert_eq!(w.to_string(), "lock Mutex");
+    }
+
+    #[test]
     fn wake_sources_pack_and_unpack() {
         for s in [
             WakeSource::Timer,
