@@ -562,3 +562,29 @@ fn semaphore_rwlock_barrier_and_once_cell_waits_are_named() {
     assert_eq!(rt.block_on(reader2).unwrap(), 7);
     eventually("no task left", || rt.handle().telemetry().tasks().is_empty());
 }
+
+#[test]
+fn a_task_taking_a_free_lock_in_a_loop_still_lets_others_run() {
+    let rt = volt::runtime::Builder::new().worker_threads(1).build().unwrap();
+    let m = Arc::new(Mutex::new(0u64));
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let looping = {
+        let (m, flag) = (m.clone(), flag.clone());
+        rt.spawn(async move {
+            // Bounded, so that a runtime that never yields fails instead of hanging.
+            for _ in 0..5_000_000u32 {
+                if flag.load(SeqCst) {
+                    return true;
+                }
+                *m.lock().await += 1;
+            }
+            false
+        })
+    };
+    let setter = {
+        let flag = flag.clone();
+        rt.spawn(async move { flag.store(true, SeqCst) })
+    };
+    assert!(rt.block_on(looping).unwrap(), "the other task never ran on the only worker");
+    rt.block_on(setter).unwrap();
+}

@@ -31,6 +31,7 @@
 use super::list::{Key, List};
 use super::track::{self, Tracked};
 use crate::loom::{fence, lock, AtomicU64, AtomicUsize, Mutex};
+use crate::task::coop;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::{self, AcqRel, Relaxed, SeqCst};
@@ -401,6 +402,7 @@ impl Future for Acquire<'_> {
                 NodeState::Done => {
                     w.list.take(key);
                     this.key = None;
+                    coop::spend();
                     return Poll::Ready(Ok(()));
                 }
                 NodeState::Closed => {
@@ -417,8 +419,14 @@ impl Future for Acquire<'_> {
         if this.n == 0 {
             return Poll::Ready(if sem.is_closed() { Err(Closed) } else { Ok(()) });
         }
+        // A task that takes a free lock in a loop still yields once its poll has spent
+        // the cooperative budget (as every Volt resource, and Tokio's semaphore, do).
+        std::task::ready!(coop::poll_proceed(cx));
         match sem.try_acquire(this.n, exclusive) {
-            Ok(()) => return Poll::Ready(Ok(())),
+            Ok(()) => {
+                coop::spend();
+                return Poll::Ready(Ok(()));
+            }
             Err(TryErr::Closed) => return Poll::Ready(Err(Closed)),
             Err(TryErr::NoPermits) => {}
         }
@@ -437,6 +445,7 @@ impl Future for Acquire<'_> {
                             sem.holder.store(me, Relaxed);
                         }
                         sem.refresh(&w);
+                        coop::spend();
                         return Poll::Ready(Ok(()));
                     }
                     Err(now) => s = now,

@@ -186,9 +186,11 @@ impl fmt::Display for WaitReason {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SyncWait {
-    /// The operation: `lock`, `acquire`, `read`, `write`, `notified`, `wait`, `init`.
+    /// The operation: `lock`, `acquire`, `read`, `write`, `notified`, `wait`, `init`
+    /// (and for the channels `recv`, `send`, `changed`).
     pub op: &'static str,
-    /// The primitive: `Mutex`, `Semaphore`, `RwLock`, `Notify`, `Barrier`, `OnceCell`.
+    /// The primitive: `Mutex`, `Semaphore`, `RwLock`, `Notify`, `Barrier`, `OnceCell`
+    /// (and `mpsc`, `oneshot`, `broadcast`, `watch`).
     pub primitive: &'static str,
     /// The primitive's resource id: the same for every wait on it while it lives, and
     /// never reused in the process.
@@ -246,7 +248,7 @@ impl SyncWait {
             id => Some(SyncHolder::Task { id, name: None }),
         };
         match tag {
-            t::T_SEM_ACQUIRE => s.permits = Some((p.free, p.total)),
+            t::T_SEM_ACQUIRE | t::T_MPSC_SEND => s.permits = Some((p.free, p.total)),
             t::T_RW_READ | t::T_RW_WRITE if s.holder.is_none() && p.aux > 0 => s.readers = Some(p.aux),
             t::T_BARRIER => s.arrived = Some((p.aux, p.total)),
             _ => {}
