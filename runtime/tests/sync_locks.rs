@@ -588,3 +588,44 @@ fn a_task_taking_a_free_lock_in_a_loop_still_lets_others_run() {
     assert!(rt.block_on(looping).unwrap(), "the other task never ran on the only worker");
     rt.block_on(setter).unwrap();
 }
+
+#[test]
+fn cancelled_acquires_under_contention_lose_no_permit() {
+    let rt = runtime();
+    const PERMITS: u32 = 7;
+    let s = Arc::new(Semaphore::new(PERMITS as usize));
+    let rw = Arc::new(RwLock::with_max_readers(0u64, 4));
+    let done = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..24u32)
+        .map(|i| {
+            let (s, rw, done) = (s.clone(), rw.clone(), done.clone());
+            rt.spawn(async move {
+                for k in 0..150u32 {
+                    let n = 1 + (i + k) % PERMITS;
+                    // Many of these time out while queued (some after collecting part of
+                    // what they need): the future is dropped in every state.
+                    let t = Duration::from_micros(((i * 7 + k * 13) % 200) as u64);
+                    if let Ok(Ok(p)) = volt::time::timeout(t, s.acquire_many(n)).await {
+                        assert_eq!(p.num_permits(), n as usize);
+                        volt::time::sleep(Duration::from_micros(50)).await;
+                    }
+                    if k % 5 == 0 {
+                        if let Ok(mut g) = volt::time::timeout(t, rw.write()).await {
+                            *g += 1;
+                        }
+                    } else if let Ok(g) = volt::time::timeout(t, rw.read()).await {
+                        let _ = *g;
+                    }
+                }
+                done.fetch_add(1, SeqCst);
+            })
+        })
+        .collect();
+    for h in hs {
+        rt.block_on(h).unwrap();
+    }
+    assert_eq!(done.load(SeqCst), 24, "a task was lost");
+    assert_eq!(s.available_permits(), PERMITS as usize, "permits lost or made up");
+    let _all = s.try_acquire_many(PERMITS).expect("the semaphore is whole again");
+    assert!(rw.try_write().is_ok(), "the RwLock is free again");
+}
