@@ -629,3 +629,38 @@ fn cancelled_acquires_under_contention_lose_no_permit() {
     let _all = s.try_acquire_many(PERMITS).expect("the semaphore is whole again");
     assert!(rw.try_write().is_ok(), "the RwLock is free again");
 }
+
+/// The types cross threads and tasks as Tokio's do.
+#[test]
+fn types_are_send_and_sync_as_tokios() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Mutex<Vec<u8>>>();
+    send_sync::<volt::sync::MutexGuard<'static, u8>>();
+    send_sync::<volt::sync::OwnedMutexGuard<u8>>();
+    send_sync::<volt::sync::MappedMutexGuard<'static, u8>>();
+    send_sync::<volt::sync::OwnedMappedMutexGuard<u8, u8>>();
+    send_sync::<RwLock<u8>>();
+    send_sync::<volt::sync::RwLockReadGuard<'static, u8>>();
+    send_sync::<volt::sync::RwLockWriteGuard<'static, u8>>();
+    send_sync::<volt::sync::OwnedRwLockReadGuard<u8>>();
+    send_sync::<volt::sync::OwnedRwLockWriteGuard<u8>>();
+    send_sync::<Semaphore>();
+    send_sync::<volt::sync::SemaphorePermit<'static>>();
+    send_sync::<volt::sync::OwnedSemaphorePermit>();
+    send_sync::<Notify>();
+    send_sync::<volt::sync::futures::Notified<'static>>();
+    send_sync::<volt::sync::futures::OwnedNotified>();
+    send_sync::<Barrier>();
+    send_sync::<OnceCell<u8>>();
+    // A `Cell` may be sent but not shared: so may a mutex holding it.
+    send_sync::<Mutex<std::cell::Cell<u8>>>();
+    send::<volt::sync::MutexGuard<'static, std::cell::Cell<u8>>>();
+    // The futures of the async methods can be spawned.
+    fn spawnable<F: std::future::Future + Send>(_: F) {}
+    let (m, s, l, c) = (Mutex::new(0), Semaphore::new(1), RwLock::new(0), OnceCell::<u8>::new());
+    spawnable(m.lock());
+    spawnable(s.acquire_many(2));
+    spawnable(l.write());
+    spawnable(c.get_or_init(|| async { 1 }));
+}
