@@ -350,6 +350,28 @@ fn rwlock_a_waiting_writer_blocks_new_readers() {
 }
 
 #[test]
+fn rwlock_downgrade_map_keeps_writers_out_and_lets_readers_in() {
+    let l = Arc::new(RwLock::new((1u8, 2u8)));
+    let w = l.try_write().unwrap();
+    let w = match volt::sync::RwLockWriteGuard::try_downgrade_map(w, |_| None::<&u8>) {
+        Err(w) => w,
+        Ok(_) => panic!("mapped to nothing"),
+    };
+    assert!(l.try_read().is_err(), "a failed try_downgrade_map keeps the write lock");
+    let r = volt::sync::RwLockWriteGuard::downgrade_map(w, |t| &t.1);
+    assert_eq!(*r, 2);
+    assert!(l.try_write().is_err());
+    assert!(l.try_read().is_ok(), "other readers get in after a downgrade");
+    drop(r);
+    let w = l.clone().try_write_owned().unwrap();
+    let r = volt::sync::OwnedRwLockWriteGuard::try_downgrade_map(w, |t| Some(&t.0)).unwrap();
+    assert_eq!(*r, 1);
+    assert!(l.try_write().is_err());
+    drop(r);
+    assert!(l.try_write().is_ok(), "every permit is back");
+}
+
+#[test]
 fn rwlock_max_readers_and_owned_guards() {
     let l = Arc::new(RwLock::with_max_readers(0u8, 2));
     let a = l.clone().try_read_owned().unwrap();

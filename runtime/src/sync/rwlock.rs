@@ -335,6 +335,29 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
         RwLockWriteGuard::map(this, |t| t)
     }
 
+    /// [`RwLockWriteGuard::downgrade`], narrowing the read guard to a part of the data.
+    pub fn downgrade_map<U: ?Sized, F: FnOnce(&T) -> &U>(this: Self, f: F) -> RwLockReadGuard<'a, U> {
+        RwLockReadGuard::map(this.downgrade(), f)
+    }
+
+    /// [`RwLockWriteGuard::downgrade_map`] if `f` finds a part; else the write guard
+    /// back, still exclusive.
+    ///
+    /// # Errors
+    /// The guard itself, when `f` returns `None`.
+    pub fn try_downgrade_map<U: ?Sized, F: FnOnce(&T) -> Option<&U>>(
+        this: Self,
+        f: F,
+    ) -> Result<RwLockReadGuard<'a, U>, Self> {
+        let data = match f(&*this) {
+            Some(d) => d as *const U,
+            None => return Err(this),
+        };
+        let read = this.downgrade();
+        let read = ManuallyDrop::new(read);
+        Ok(RwLockReadGuard { s: read.s, data, marker: PhantomData })
+    }
+
     /// Turn exclusive access into shared access, with no other writer in between;
     /// readers waiting behind can proceed.
     pub fn downgrade(self) -> RwLockReadGuard<'a, T> {
@@ -434,6 +457,29 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     /// The guard as a mapped guard over the whole data.
     pub fn into_mapped(this: Self) -> OwnedRwLockMappedWriteGuard<T> {
         OwnedRwLockWriteGuard::map(this, |t| t)
+    }
+
+    /// [`OwnedRwLockWriteGuard::downgrade`], narrowing the read guard to a part of the
+    /// data.
+    pub fn downgrade_map<U: ?Sized, F: FnOnce(&T) -> &U>(this: Self, f: F) -> OwnedRwLockReadGuard<T, U> {
+        OwnedRwLockReadGuard::map(this.downgrade(), f)
+    }
+
+    /// [`OwnedRwLockWriteGuard::downgrade_map`] if `f` finds a part; else the write
+    /// guard back, still exclusive.
+    ///
+    /// # Errors
+    /// The guard itself, when `f` returns `None`.
+    pub fn try_downgrade_map<U: ?Sized, F: FnOnce(&T) -> Option<&U>>(
+        this: Self,
+        f: F,
+    ) -> Result<OwnedRwLockReadGuard<T, U>, Self> {
+        let data = match f(&*this) {
+            Some(d) => d as *const U,
+            None => return Err(this),
+        };
+        let read = ManuallyDrop::new(this.downgrade());
+        Ok(OwnedRwLockReadGuard { lock: take_lock(&read.lock), data })
     }
 
     /// Turn exclusive access into shared access, with no other writer in between.
