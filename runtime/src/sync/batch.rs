@@ -26,11 +26,16 @@
 //! takes that mutex, except a fast acquire that raced with the first waiter's enqueue,
 //! which sees `QUEUED` after storing its id and refreshes the probe itself (a
 //! sequentially consistent fence on each side, so one of the two sees the other; loom
-//! checks this in `batch_loom.rs`).
+//! checks this in `batch_loom.rs`). That fence is paid only by a semaphore that has a
+//! probe (a watched task waited on it once): the uncontended paths of an unwatched
+//! program are the compare-and-swap and a plain store of the holder. The one race left
+//! open is the very first probe's: a fast acquire that raced the enqueue which created
+//! it may show up only at the probe's next refresh (the waiter's next poll, the next
+//! release).
 
 use super::list::{Key, List};
 use super::track::{self, Tracked};
-use crate::loom::{fence, lock, AtomicU64, AtomicUsize, Mutex};
+use crate::loom::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 use crate::task::coop;
 use std::future::Future;
 use std::pin::Pin;
@@ -90,6 +95,9 @@ pub(crate) struct Sem {
     /// All permits, for the console: the initial ones, plus those added, minus those
     /// forgotten.
     total: AtomicUsize,
+    /// Set (for good) once a probe exists: only then does a fast exclusive acquire take
+    /// part in the holder hand-shake, so an unwatched program never pays its fence.
+    tracked: AtomicBool,
     waiters: Mutex<Waiters>,
 }
 
@@ -106,6 +114,7 @@ impl Sem {
             state: AtomicUsize::new(permits << SHIFT),
             holder: AtomicU64::new(0),
             total: AtomicUsize::new(permits),
+            tracked: AtomicBool::new(false),
             waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
         }
     }
@@ -117,6 +126,7 @@ impl Sem {
             state: AtomicUsize::new(permits << SHIFT),
             holder: AtomicU64::new(0),
             total: AtomicUsize::new(permits),
+            tracked: AtomicBool::new(false),
             waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
         }
     }
@@ -128,6 +138,7 @@ impl Sem {
             state: AtomicUsize::new(CLOSED),
             holder: AtomicU64::new(0),
             total: AtomicUsize::new(0),
+            tracked: AtomicBool::new(false),
             waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
         }
     }
@@ -165,6 +176,12 @@ impl Sem {
     /// meanwhile, its probe may have missed the store: refresh it (module doc).
     fn hold_fast(&self) {
         self.holder.store(track::current_task_id(), Relaxed);
+        if !self.tracked.load(Relaxed) {
+            // No probe to keep current. (A probe made by a waiter that queued up just
+            // now may miss this store until its next refresh: only the first watched
+            // wait on a primitive can race so.)
+            return;
+        }
         // Pairs with the fence in `refresh`, after the enqueue's compare-and-swap: either
         // this load sees `QUEUED`, or that refresh sees the store above.
         fence(SeqCst);
@@ -297,6 +314,7 @@ impl Sem {
     pub(crate) fn track_for_test(&self) -> std::sync::Arc<track::Probe> {
         let mut w = lock(&self.waiters);
         let p = w.tracked.get_or_insert_with(Tracked::new).probe.clone();
+        self.tracked.store(true, Relaxed);
         self.refresh(&w);
         p
     }
@@ -368,8 +386,9 @@ impl<'a> Acquire<'a> {
     /// mutex, before `Pending`). The refresh runs for every waiter of a tracked
     /// semaphore, watched or not: it is the enqueue's half of the holder hand-shake.
     fn name_wait(&self, w: &mut Waiters) {
-        if track::watching() {
-            w.tracked.get_or_insert_with(Tracked::new);
+        if w.tracked.is_none() && track::watching() {
+            w.tracked = Some(Tracked::new());
+            self.sem.tracked.store(true, Relaxed);
         }
         self.sem.refresh(w);
         if let Some(t) = &w.tracked {
