@@ -319,6 +319,13 @@ impl Sem {
         p
     }
 
+    /// Waiters queued, and whether a probe exists (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn queue_and_probe(&self) -> (usize, bool) {
+        let w = lock(&self.waiters);
+        (w.list.len(), w.tracked.is_some())
+    }
+
     /// Bring the probe up to date (under the waiter mutex).
     fn refresh(&self, w: &Waiters) {
         let Some(t) = &w.tracked else { return };

@@ -445,3 +445,35 @@ fmt_guard!(
     MappedMutexGuard<'a, T> => ['a, T: ?Sized],
     OwnedMappedMutexGuard<T, U> => [T: ?Sized, U: ?Sized],
 );
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A wait registers its mutex for readers only when the waiting task keeps
+    /// statistics (the runtime records events): an unwatched program allocates no probe.
+    #[test]
+    fn only_a_watched_wait_registers_its_mutex() {
+        for ring in [None, Some(64)] {
+            let mut b = crate::runtime::Builder::new();
+            b.worker_threads(1);
+            if let Some(n) = ring {
+                b.event_ring(n);
+            }
+            let rt = b.build().unwrap();
+            let m = Arc::new(Mutex::new(()));
+            let g = m.try_lock().unwrap();
+            let m2 = m.clone();
+            let h = rt.spawn(async move { drop(m2.lock().await) });
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while m.s.queue_and_probe().0 == 0 {
+                assert!(Instant::now() < deadline, "the task never queued");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(m.s.queue_and_probe().1, ring.is_some(), "event ring {ring:?}");
+            drop(g);
+            rt.block_on(h).unwrap();
+        }
+    }
+}
