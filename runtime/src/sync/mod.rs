@@ -1,8 +1,76 @@
 //! Tokio's `sync`, Volt's own: locks, a semaphore, `Notify`, `Barrier`, `OnceCell`, and
 //! the channels `mpsc`, `oneshot`, `broadcast` and `watch`. Each wait names itself in the
 //! console with what it waits for.
+//!
+//! The locks are built as Tokio builds its own: on one fair semaphore (`batch`), with a
+//! FIFO queue of waiters behind a mutex (`list`) and lock-free uncontended paths (one
+//! compare-and-swap). A waiting task's record names the primitive and the operation, and
+//! carries the primitive's resource id; the reader resolves the holder (and its name) at
+//! the time of reading through the registry in `track`.
 
 pub mod broadcast;
 pub mod mpsc;
 pub mod oneshot;
 pub mod watch;
+
+mod barrier;
+mod batch;
+mod list;
+mod mutex;
+mod notify;
+mod once_cell;
+mod rwlock;
+mod semaphore;
+pub(crate) mod track;
+
+pub use barrier::{Barrier, BarrierWaitResult};
+pub use mutex::{MappedMutexGuard, Mutex, MutexGuard, OwnedMappedMutexGuard, OwnedMutexGuard, TryLockError};
+pub use notify::Notify;
+pub use once_cell::{OnceCell, SetError};
+pub use rwlock::{
+    OwnedRwLockMappedWriteGuard, OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, RwLockMappedWriteGuard,
+    RwLockReadGuard, RwLockWriteGuard,
+};
+pub use semaphore::{AcquireError, OwnedSemaphorePermit, Semaphore, SemaphorePermit, TryAcquireError};
+
+/// The futures of `sync` that have names: [`Notified`](futures::Notified) and
+/// [`OwnedNotified`](futures::OwnedNotified) (as Tokio's `tokio::sync::futures`).
+pub mod futures {
+    pub use super::notify::{Notified, OwnedNotified};
+}
+
+/// Run `f` to completion on this thread, parking it between polls (the `blocking_*`
+/// methods).
+///
+/// # Panics
+/// From inside a task: parking a worker would stall every task queued behind it.
+#[track_caller]
+pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    assert!(
+        crate::task::wait::current_task_id().is_none(),
+        "Cannot block the current thread from within a runtime. This happens because a function attempted \
+         to block the current thread while the thread is being used to drive asynchronous tasks."
+    );
+    let waker = Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        match f.as_mut().poll(&mut cx) {
+            Poll::Ready(v) => return v,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod batch_loom;

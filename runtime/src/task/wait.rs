@@ -93,6 +93,10 @@ const W_SPILL: u8 = 13;
 /// Never recorded: what a reader puts in its copy for an idle task whose latest poll
 /// named no wait.
 const W_UNKNOWN: u8 = 14;
+/// A wait on a `volt::sync` primitive: the tag (which primitive, which operation) in the
+/// head above the kind, the primitive's resource id as the payload (see `sync::track`).
+pub(crate) const W_SYNC: u8 = 15;
+const SYNC_TAG_SHIFT: u32 = 8;
 
 // Flags in a slot's head, above the kind.
 const F_ADDR_V4: u32 = 1 << 8;
@@ -432,6 +436,31 @@ pub(crate) fn record_addr(kind: u8, addr: Option<SocketAddr>) {
     }
 }
 
+/// Record a wait on a `volt::sync` primitive: `tag` says which primitive and which
+/// operation, `resource` is the primitive's id in `sync::track`'s registry, through which
+/// a reader finds who holds it at the time of reading.
+#[inline]
+pub(crate) fn record_sync(tag: u8, resource: u64) {
+    if let Some((stamp, wait)) = current_wait() {
+        wait.push(stamp, W_SYNC as u32 | (tag as u32) << SYNC_TAG_SHIFT, resource, None);
+    }
+}
+
+/// Whether the task polled on this thread keeps statistics, so that its waits are
+/// recorded (a primitive registers itself for readers only then).
+#[inline]
+pub(crate) fn watching() -> bool {
+    current_stats().is_some()
+}
+
+/// The id of the task polled on this thread.
+#[inline]
+pub(crate) fn current_task_id() -> Option<u64> {
+    // SAFETY: the poll's guard (`CurrentTaskGuard`) keeps the task alive while it is
+    // this thread's current task, and the id never changes after the spawn.
+    super::current_task().map(|t| unsafe { t.as_ref() }.id)
+}
+
 /// Record a user's label, after the waits recorded so far in this poll.
 #[inline]
 pub(crate) fn record_label(label: &str) {
@@ -495,6 +524,11 @@ pub(crate) enum Wait {
     Join(u64),
     Blocking(u64),
     Yield,
+    /// A wait on a sync primitive: its tag and resource id (`sync::track`).
+    Sync {
+        tag: u8,
+        resource: u64,
+    },
     /// A label, with `…` after it if it was cut.
     Label(String),
     Unknown,
@@ -578,6 +612,7 @@ impl WaitWords {
             W_JOIN => Wait::Join(a),
             W_BLOCKING => Wait::Blocking(a),
             W_YIELD => Wait::Yield,
+            W_SYNC => Wait::Sync { tag: (head >> SYNC_TAG_SHIFT) as u8, resource: a },
             W_LABEL => Wait::Label(self.label(head)),
             W_UNKNOWN => Wait::Unknown,
             _ => return None,
@@ -816,6 +851,21 @@ mod tests {
         assert_eq!((w.len(), more), (3, 1), "{w:?}");
         assert_eq!(w[1], Wait::Label("mid".into()));
         assert!(matches!(w[2], Wait::Read(Some(_))), "{w:?}");
+    }
+
+    /// A sync wait keeps its tag and resource id through the record.
+    #[test]
+    fn a_sync_wait_round_trips() {
+        let r = WaitRecord::default();
+        let now = Instant::now();
+        r.push(6, W_SYNC as u32 | 4 << SYNC_TAG_SHIFT, 1234, None);
+        r.push(6, W_SYNC as u32 | 4 << SYNC_TAG_SHIFT, 1234, None);
+        r.push(6, W_SYNC as u32 | 1 << SYNC_TAG_SHIFT, 99, None);
+        assert_eq!(
+            waits(&r, now),
+            (vec![Wait::Sync { tag: 4, resource: 1234 }, Wait::Sync { tag: 1, resource: 99 }], 0),
+            "a repeat is listed once"
+        );
     }
 
     /// The record stays small: it lives in every task's statistics.

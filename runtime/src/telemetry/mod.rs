@@ -26,7 +26,7 @@ pub use events::{Event, EventCursor, EventDetail, EventKind, ScheduleTarget};
 pub use groups::{TaskGroup, TaskGroupKind, MAX_TASK_GROUPS, OTHER_TASK_GROUP, SLOW_POLL_THRESHOLD};
 pub use histogram::Histogram;
 pub use stall::{MissingStack, StackFrame, Stall, STALL_HISTORY};
-pub use wait::{WaitReason, WakeSource};
+pub use wait::{SyncHolder, SyncWait, WaitReason, WakeSource};
 
 use crate::runtime::handle::Shared;
 use clock::Clock;
@@ -536,6 +536,7 @@ impl Telemetry {
         let now_ns = self.now_ns();
         self.for_each_task_stats(|row, name, st| out.push(task_info(&row, name, st, now_ns)));
         out.sort_by_key(|t| t.id);
+        wait::name_holders(&mut out);
         out
     }
 

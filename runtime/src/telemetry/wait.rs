@@ -14,8 +14,10 @@ use std::time::Duration;
 /// `Pending` in its latest poll, or [`WaitReason::Unknown`] when none did.
 ///
 /// Its `Display` begins with the kind's word (`sleep`, `timeout`, `interval`, `accept`,
-/// `read`, `write`, `recv`, `send`, `join`, `blocking`, `yield`, `unknown`) or is the
-/// user's label: `sleep until +1.2 s`, `read 127.0.0.1:5000`, `join task 42`.
+/// `read`, `write`, `recv`, `send`, `join`, `blocking`, `yield`, `unknown`, and for the
+/// sync primitives `lock`, `acquire`, `read`, `write`, `notified`, `wait`, `init`) or is
+/// the user's label: `sleep until +1.2 s`, `read 127.0.0.1:5000`, `join task 42`,
+/// `lock Mutex (held by task 17 "writer")`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WaitReason {
@@ -77,6 +79,9 @@ pub enum WaitReason {
     /// Labels longer than the task's record keeps (40 bytes, shared by the labels of one
     /// poll) are cut at a character boundary and end in `…`.
     Label(Cow<'static, str>),
+    /// A wait on one of `volt::sync`'s primitives: a `Mutex`, `Semaphore`, `RwLock`,
+    /// `Notify`, `Barrier` or `OnceCell`, with who holds it at the time of reading.
+    Sync(SyncWait),
     /// The task is idle, and its latest poll returned `Pending` without any of Volt's
     /// leaf futures naming a wait: it waits on a future of another library (a
     /// `futures::channel::oneshot::Receiver`, say) that says nothing. Wrap that future
@@ -98,6 +103,7 @@ impl WaitReason {
             Wait::Join(task_id) => WaitReason::Join { task_id },
             Wait::Blocking(task_id) => WaitReason::Blocking { task_id },
             Wait::Yield => WaitReason::Yield,
+            Wait::Sync { tag, resource } => WaitReason::Sync(SyncWait::read(tag, resource)),
             Wait::Label(l) => WaitReason::Label(Cow::Owned(l)),
             Wait::Unknown => WaitReason::Unknown,
         }
@@ -117,6 +123,7 @@ impl WaitReason {
             WaitReason::Join { .. } => "join",
             WaitReason::Blocking { .. } => "blocking",
             WaitReason::Yield => "yield",
+            WaitReason::Sync(s) => s.op,
             WaitReason::Label(l) => l,
             WaitReason::Unknown => "unknown",
         }
@@ -160,8 +167,149 @@ impl fmt::Display for WaitReason {
             WaitReason::Join { task_id } => write!(f, "join task {task_id}"),
             WaitReason::Blocking { task_id } => write!(f, "blocking task {task_id}"),
             WaitReason::Yield => f.write_str("yield"),
+            WaitReason::Sync(s) => s.fmt(f),
             WaitReason::Label(l) => f.write_str(l),
             WaitReason::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
+/// A wait on a `volt::sync` primitive, as read: what the task waits for, on which
+/// resource, and what the resource looked like at the reading (who holds it, how many
+/// permits are free). Together, the waits of [`Telemetry::tasks`](super::Telemetry::tasks)
+/// form a wait-for graph: task → [`SyncWait::resource`] → [`SyncWait::holder`].
+///
+/// Its `Display` begins with the operation's word: `lock Mutex (held by task 17
+/// "writer")`, `acquire Semaphore (0 of 10 free)`, `read RwLock (held by task 3)`,
+/// `write RwLock (held by 2 readers)`, `notified`, `wait Barrier (2 of 5)`,
+/// `init OnceCell (held by task 5)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SyncWait {
+    /// The operation: `lock`, `acquire`, `read`, `write`, `notified`, `wait`, `init`
+    /// (and for the channels `recv`, `send`, `changed`).
+    pub op: &'static str,
+    /// The primitive: `Mutex`, `Semaphore`, `RwLock`, `Notify`, `Barrier`, `OnceCell`
+    /// (and `mpsc`, `oneshot`, `broadcast`, `watch`).
+    pub primitive: &'static str,
+    /// The primitive's resource id: the same for every wait on it while it lives, and
+    /// never reused in the process.
+    pub resource: u64,
+    /// Who holds it alone at the reading (a `Mutex`, an `RwLock`'s writer, a
+    /// `OnceCell`'s initializer); `None` when nobody does (or the primitive is gone).
+    pub holder: Option<SyncHolder>,
+    /// How many permits an `RwLock`'s readers hold at the reading (one each), when no
+    /// writer holds it.
+    pub readers: Option<u64>,
+    /// A `Semaphore`'s free permits and all its permits, at the reading.
+    pub permits: Option<(u64, u64)>,
+    /// A `Barrier`'s tasks arrived and the parties it waits for, at the reading.
+    pub arrived: Option<(u64, u64)>,
+    /// Tasks queued on the primitive at the reading.
+    pub waiters: Option<u64>,
+}
+
+/// Who holds a sync primitive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SyncHolder {
+    /// A task: its id, and its name (`volt::task::Builder::name`) when the reading
+    /// found it among the live tasks.
+    Task {
+        /// The task's id.
+        id: u64,
+        /// Its name.
+        name: Option<String>,
+    },
+    /// Code outside any task (`blocking_lock`, a plain thread, `block_on`'s future).
+    Outside,
+}
+
+impl SyncWait {
+    /// Decode a recorded wait, reading the resource's probe now.
+    pub(crate) fn read(tag: u8, resource: u64) -> SyncWait {
+        use crate::sync::track as t;
+        let (op, primitive) = t::tag_words(tag);
+        let mut s = SyncWait {
+            op,
+            primitive,
+            resource,
+            holder: None,
+            readers: None,
+            permits: None,
+            arrived: None,
+            waiters: None,
+        };
+        let Some(p) = t::read(resource) else { return s };
+        s.waiters = Some(p.waiters);
+        s.holder = match p.holder {
+            0 => None,
+            t::OUTSIDE => Some(SyncHolder::Outside),
+            id => Some(SyncHolder::Task { id, name: None }),
+        };
+        match tag {
+            t::T_SEM_ACQUIRE | t::T_MPSC_SEND => s.permits = Some((p.free, p.total)),
+            t::T_RW_READ | t::T_RW_WRITE if s.holder.is_none() && p.aux > 0 => s.readers = Some(p.aux),
+            t::T_BARRIER => s.arrived = Some((p.aux, p.total)),
+            _ => {}
+        }
+        if !t::is_exclusive(tag) && !matches!(tag, t::T_RW_READ) {
+            s.holder = None;
+        }
+        s
+    }
+
+    /// The holder's task id, if a task holds it.
+    pub fn holder_task(&self) -> Option<u64> {
+        match self.holder {
+            Some(SyncHolder::Task { id, .. }) => Some(id),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for SyncWait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.primitive == "Notify" {
+            return f.write_str(self.op);
+        }
+        write!(f, "{} {}", self.op, self.primitive)?;
+        match &self.holder {
+            Some(SyncHolder::Task { id, name: Some(n) }) => return write!(f, " (held by task {id} {n:?})"),
+            Some(SyncHolder::Task { id, name: None }) => return write!(f, " (held by task {id})"),
+            Some(SyncHolder::Outside) => return f.write_str(" (held outside a task)"),
+            None => {}
+        }
+        if let Some((free, total)) = self.permits {
+            write!(f, " ({free} of {total} free)")
+        } else if let Some(r) = self.readers {
+            write!(f, " (held by {r} reader{})", if r == 1 { "" } else { "s" })
+        } else if let Some((n, of)) = self.arrived {
+            write!(f, " ({n} of {of})")
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Name the holders of the sync waits in `tasks` after the tasks of the same reading.
+pub(crate) fn name_holders(tasks: &mut [super::TaskInfo]) {
+    let names: std::collections::HashMap<u64, String> =
+        tasks.iter().filter_map(|t| Some((t.id, t.name.clone()?))).collect();
+    if names.is_empty() {
+        return;
+    }
+    let fill = |w: &mut WaitReason| {
+        if let WaitReason::Sync(SyncWait { holder: Some(SyncHolder::Task { id, name }), .. }) = w {
+            if name.is_none() {
+                *name = names.get(id).cloned();
+            }
+        }
+    };
+    for t in tasks.iter_mut() {
+        t.waits.iter_mut().for_each(fill);
+        if let Some(w) = t.waiting_on.as_mut() {
+            fill(w);
         }
     }
 }
@@ -244,6 +392,49 @@ mod tests {
             assert_eq!(r.to_string(), want);
             assert!(want.starts_with(r.kind()));
         }
+    }
+
+    #[test]
+    fn sync_waits_display_the_operation_first() {
+        let base = SyncWait {
+            op: "lock",
+            primitive: "Mutex",
+            resource: 1,
+            holder: Some(SyncHolder::Task { id: 17, name: Some("writer".into()) }),
+            readers: None,
+            permits: None,
+            arrived: None,
+            waiters: Some(1),
+        };
+        let sem =
+            SyncWait { op: "acquire", primitive: "Semaphore", holder: None, permits: Some((0, 10)), ..base.clone() };
+        let rw = SyncWait { op: "write", primitive: "RwLock", holder: None, readers: Some(2), ..base.clone() };
+        let barrier =
+            SyncWait { op: "wait", primitive: "Barrier", holder: None, arrived: Some((2, 5)), ..base.clone() };
+        let notify = SyncWait { op: "notified", primitive: "Notify", holder: None, ..base.clone() };
+        let outside = SyncWait { holder: Some(SyncHolder::Outside), ..base.clone() };
+        let unnamed = SyncWait { holder: Some(SyncHolder::Task { id: 3, name: None }), ..base.clone() };
+        let cases = [
+            (base, "lock Mutex (held by task 17 \"writer\")"),
+            (sem, "acquire Semaphore (0 of 10 free)"),
+            (rw, "write RwLock (held by 2 readers)"),
+            (barrier, "wait Barrier (2 of 5)"),
+            (notify, "notified"),
+            (outside, "lock Mutex (held outside a task)"),
+            (unnamed, "lock Mutex (held by task 3)"),
+        ];
+        for (s, want) in cases {
+            let r = WaitReason::Sync(s);
+            assert_eq!(r.to_string(), want);
+            assert!(want.starts_with(r.kind()));
+        }
+    }
+
+    #[test]
+    fn a_sync_wait_on_a_dropped_primitive_names_no_holder() {
+        let w = SyncWait::read(crate::sync::track::T_MUTEX_LOCK, u64::MAX - 1);
+        assert_eq!((w.op, w.primitive, &w.holder, w.waiters), ("lock", "Mutex", &None, None));
+        assert_eq!(w.to_string(), "lock Mutex");
     }
 
     #[test]

@@ -1,0 +1,518 @@
+//! The fair semaphore every lock is built on (as Tokio builds its locks on its batch
+//! semaphore): `Semaphore`, `Mutex` (one permit), `RwLock` (a reader takes one permit, a
+//! writer all of them) and `OnceCell` (one permit for the initializer).
+//!
+//! # The state word
+//! One atomic word holds the free permits (shifted by two), `CLOSED` and `QUEUED`.
+//! `QUEUED` is set, under the waiter mutex, while any waiter is in the queue, and while
+//! it is set no permit is ever free: a release hands its permits to the queue's head
+//! (a part of what the head needs, if not all of it) and only the rest, once the queue
+//! is empty, goes back into the word. So:
+//! * the uncontended paths are one compare-and-swap on the word: an acquire with no
+//!   waiter queued and permits enough, a release with no waiter queued;
+//! * a newcomer never overtakes a waiter (it sees `QUEUED`, or no free permit), and the
+//!   queue is served in order: a head that needs many permits holds up smaller requests
+//!   behind it, collecting permits as they are released;
+//! * a waiter that gives up (its future dropped) leaves the queue and hands the permits
+//!   it had collected to the waiters after it, or back to the word.
+//!
+//! # Who holds it
+//! An exclusive acquisition (a mutex, a write lock, a cell's initializer) stores the
+//! holder's task id (a plain store beside the compare-and-swap), and its release clears
+//! it. A hand-off to a waiter stores the waiter's task id at once, under the waiter mutex,
+//! before that task is even polled: the holder a reader sees is the task that holds the
+//! permits now. A reader reads it through the probe (`track`), which the waiter mutex's
+//! holder refreshes on every slow-path step; while `QUEUED` is set every change of holder
+//! takes that mutex, except a fast acquire that raced with the first waiter's enqueue,
+//! which sees `QUEUED` after storing its id and refreshes the probe itself (a
+//! sequentially consistent fence on each side, so one of the two sees the other; loom
+//! checks this in `batch_loom.rs`). That fence is paid only by a semaphore that has a
+//! probe (a watched task waited on it once): the uncontended paths of an unwatched
+//! program are the compare-and-swap and a plain store of the holder. The one race left
+//! open is the very first probe's: a fast acquire that raced the enqueue which created
+//! it may show up only at the probe's next refresh (the waiter's next poll, the next
+//! release).
+
+use super::list::{Key, List};
+use super::track::{self, Tracked};
+use crate::loom::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
+use crate::task::coop;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::{self, AcqRel, Relaxed, SeqCst};
+
+// `Acquire` names the future below.
+const ACQ: Ordering = Ordering::Acquire;
+use std::task::{Context, Poll, Waker};
+
+const CLOSED: usize = 1;
+const QUEUED: usize = 2;
+const SHIFT: u32 = 2;
+/// The most permits a semaphore holds (Tokio's limit).
+pub(crate) const MAX_PERMITS: usize = usize::MAX >> 3;
+
+/// Why a `try_acquire` failed.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum TryErr {
+    Closed,
+    NoPermits,
+}
+
+/// The semaphore was closed.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Closed;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NodeState {
+    Waiting,
+    Done,
+    Closed,
+}
+
+struct Node {
+    waker: Option<Waker>,
+    /// Permits still needed.
+    need: usize,
+    /// Permits assigned so far (all of them once `Done`).
+    got: usize,
+    /// The waiting task (the holder once served, for an exclusive acquisition).
+    task: u64,
+    exclusive: bool,
+    state: NodeState,
+}
+
+struct Waiters {
+    list: List<Node>,
+    /// The probe readers see, once a watched task has waited here.
+    tracked: Option<Tracked>,
+}
+
+/// The semaphore (see the module doc).
+pub(crate) struct Sem {
+    state: AtomicUsize,
+    /// The exclusive holder's task id (`track::OUTSIDE` outside a task), 0 for none.
+    holder: AtomicU64,
+    /// All permits, for the console: the initial ones, plus those added, minus those
+    /// forgotten.
+    total: AtomicUsize,
+    /// Set (for good) once a probe exists: only then does a fast exclusive acquire take
+    /// part in the holder hand-shake, so an unwatched program never pays its fence.
+    tracked: AtomicBool,
+    waiters: Mutex<Waiters>,
+}
+
+impl std::fmt::Debug for Sem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Semaphore").field("permits", &self.available()).field("closed", &self.is_closed()).finish()
+    }
+}
+
+impl Sem {
+    pub(crate) fn new(permits: usize) -> Sem {
+        assert!(permits <= MAX_PERMITS, "a semaphore may not have more than MAX_PERMITS permits ({MAX_PERMITS})");
+        Sem {
+            state: AtomicUsize::new(permits << SHIFT),
+            holder: AtomicU64::new(0),
+            total: AtomicUsize::new(permits),
+            tracked: AtomicBool::new(false),
+            waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
+        }
+    }
+
+    #[cfg(not(loom))]
+    pub(crate) const fn const_new(permits: usize) -> Sem {
+        assert!(permits <= MAX_PERMITS, "a semaphore may not have more than MAX_PERMITS permits");
+        Sem {
+            state: AtomicUsize::new(permits << SHIFT),
+            holder: AtomicU64::new(0),
+            total: AtomicUsize::new(permits),
+            tracked: AtomicBool::new(false),
+            waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
+        }
+    }
+
+    /// A semaphore with no permit, closed already (a cell created with its value).
+    #[cfg(not(loom))]
+    pub(crate) const fn const_closed() -> Sem {
+        Sem {
+            state: AtomicUsize::new(CLOSED),
+            holder: AtomicU64::new(0),
+            total: AtomicUsize::new(0),
+            tracked: AtomicBool::new(false),
+            waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
+        }
+    }
+
+    pub(crate) fn available(&self) -> usize {
+        self.state.load(ACQ) >> SHIFT
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state.load(ACQ) & CLOSED != 0
+    }
+
+    /// Take `n` permits now, or fail: never past a queued waiter.
+    pub(crate) fn try_acquire(&self, n: usize, exclusive: bool) -> Result<(), TryErr> {
+        let mut s = self.state.load(ACQ);
+        loop {
+            if s & CLOSED != 0 {
+                return Err(TryErr::Closed);
+            }
+            if s & QUEUED != 0 || s >> SHIFT < n {
+                return Err(TryErr::NoPermits);
+            }
+            match self.state.compare_exchange_weak(s, s - (n << SHIFT), AcqRel, ACQ) {
+                Ok(_) => break,
+                Err(now) => s = now,
+            }
+        }
+        if exclusive {
+            self.hold_fast();
+        }
+        Ok(())
+    }
+
+    /// Store this task as the holder after a fast acquire; if a waiter queued up
+    /// meanwhile, its probe may have missed the store: refresh it (module doc).
+    fn hold_fast(&self) {
+        self.holder.store(track::current_task_id(), Relaxed);
+        if !self.tracked.load(Relaxed) {
+            // No probe to keep current. (A probe made by a waiter that queued up just
+            // now may miss this store until its next refresh: only the first watched
+            // wait on a primitive can race so.)
+            return;
+        }
+        // Pairs with the fence in `refresh`, after the enqueue's compare-and-swap: either
+        // this load sees `QUEUED`, or that refresh sees the store above.
+        fence(SeqCst);
+        if self.state.load(Relaxed) & QUEUED != 0 {
+            let w = lock(&self.waiters);
+            self.refresh(&w);
+        }
+    }
+
+    /// Clear the holder: called by an exclusive guard before it releases.
+    pub(crate) fn clear_holder(&self) {
+        // The release after it orders it for the next holder; a reader's refresh runs
+        // under the waiter mutex, which the release takes whenever a waiter is queued.
+        self.holder.store(0, Relaxed);
+    }
+
+    /// Give `n` permits back (a guard's drop, `add_permits`).
+    pub(crate) fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut s = self.state.load(ACQ);
+        while s & QUEUED == 0 {
+            let new = s + (n << SHIFT);
+            match self.state.compare_exchange_weak(s, new, AcqRel, ACQ) {
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
+        let mut wakers = WakeList::new();
+        let mut w = lock(&self.waiters);
+        self.release_locked(&mut w, n, &mut wakers);
+        drop(w);
+        wakers.wake_all();
+    }
+
+    /// Add `n` permits (`Semaphore::add_permits`).
+    pub(crate) fn add_permits(&self, n: usize) {
+        let free = self.available();
+        assert!(
+            n <= MAX_PERMITS - free.min(MAX_PERMITS),
+            "number of added permits ({n}) would overflow MAX_PERMITS ({MAX_PERMITS})"
+        );
+        self.total.fetch_add(n, Relaxed);
+        self.release(n);
+    }
+
+    /// Take up to `n` free permits away for good; returns how many.
+    pub(crate) fn forget_permits(&self, n: usize) -> usize {
+        let mut s = self.state.load(ACQ);
+        loop {
+            let take = (s >> SHIFT).min(n);
+            match self.state.compare_exchange_weak(s, s - (take << SHIFT), AcqRel, ACQ) {
+                Ok(_) => {
+                    self.forgotten(take);
+                    return take;
+                }
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// `n` held permits were forgotten (a permit's `forget`): they leave the total.
+    pub(crate) fn forgotten(&self, n: usize) {
+        let _ = self.total.fetch_update(Relaxed, Relaxed, |t| Some(t.saturating_sub(n)));
+    }
+
+    /// Close: every waiter wakes with an error, and every acquire from now on fails.
+    pub(crate) fn close(&self) {
+        self.state.fetch_or(CLOSED, AcqRel);
+        let mut wakers = WakeList::new();
+        let mut w = lock(&self.waiters);
+        while let Some(k) = w.list.front() {
+            if let Some(node) = w.list.get_mut(k) {
+                node.state = NodeState::Closed;
+                if let Some(wk) = node.waker.take() {
+                    wakers.push(wk);
+                }
+            }
+            w.list.unlink(k);
+        }
+        // The permits the closed waiters collected stay theirs until their futures
+        // take them and give them back (`Acquire`'s poll or drop).
+        self.state.fetch_and(!QUEUED, AcqRel);
+        self.refresh(&w);
+        drop(w);
+        wakers.wake_all();
+    }
+
+    /// Hand `n` permits to the queue in order, then what is left to the word once the
+    /// queue is empty (under the waiter mutex).
+    fn release_locked(&self, w: &mut Waiters, n: usize, wakers: &mut WakeList) {
+        let mut rem = n;
+        while rem > 0 {
+            let Some(k) = w.list.front() else { break };
+            let Some(node) = w.list.get_mut(k) else { break };
+            let give = rem.min(node.need);
+            node.need -= give;
+            node.got += give;
+            rem -= give;
+            if node.need == 0 {
+                node.state = NodeState::Done;
+                if node.exclusive {
+                    // The waiter holds it from now on, polled or not.
+                    self.holder.store(node.task, Relaxed);
+                }
+                if let Some(wk) = node.waker.take() {
+                    wakers.push(wk);
+                }
+                w.list.unlink(k);
+            }
+        }
+        if w.list.is_empty() {
+            let mut s = self.state.load(ACQ);
+            loop {
+                let new = (s & CLOSED) | (((s >> SHIFT) + rem) << SHIFT);
+                match self.state.compare_exchange_weak(s, new, AcqRel, ACQ) {
+                    Ok(_) => break,
+                    Err(now) => s = now,
+                }
+            }
+        } else {
+            debug_assert_eq!(rem, 0, "the head takes every permit while waiters queue");
+        }
+        self.refresh(w);
+    }
+
+    /// Register a probe as a watched waiter would (loom models, which have no tasks).
+    #[cfg(all(test, loom))]
+    pub(crate) fn track_for_test(&self) -> std::sync::Arc<track::Probe> {
+        let mut w = lock(&self.waiters);
+        let p = w.tracked.get_or_insert_with(Tracked::new).probe.clone();
+        self.tracked.store(true, Relaxed);
+        self.refresh(&w);
+        p
+    }
+
+    /// Waiters queued, and whether a probe exists (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn queue_and_probe(&self) -> (usize, bool) {
+        let w = lock(&self.waiters);
+        (w.list.len(), w.tracked.is_some())
+    }
+
+    /// Bring the probe up to date (under the waiter mutex).
+    fn refresh(&self, w: &Waiters) {
+        let Some(t) = &w.tracked else { return };
+        // See `hold_fast`.
+        fence(SeqCst);
+        let free = self.available();
+        let total = self.total.load(Relaxed);
+        let head_got = w.list.front().and_then(|k| w.list.get(k)).map_or(0, |n| n.got);
+        let p = &t.probe;
+        p.holder.store(self.holder.load(Relaxed), Relaxed);
+        p.free.store(free as u64, Relaxed);
+        p.total.store(total as u64, Relaxed);
+        p.aux.store(total.saturating_sub(free + head_got) as u64, Relaxed);
+        p.waiters.store(w.list.len() as u64, Relaxed);
+    }
+}
+
+/// Wakers gathered under a mutex, woken after it is released (up to 16 at a time; more
+/// are woken in place, which only schedules their tasks).
+pub(crate) struct WakeList {
+    n: usize,
+    wakers: [Option<Waker>; 16],
+}
+
+impl WakeList {
+    pub(crate) fn new() -> WakeList {
+        WakeList { n: 0, wakers: Default::default() }
+    }
+
+    pub(crate) fn push(&mut self, w: Waker) {
+        if self.n == self.wakers.len() {
+            self.wake_all();
+        }
+        self.wakers[self.n] = Some(w);
+        self.n += 1;
+    }
+
+    pub(crate) fn wake_all(&mut self) {
+        for w in self.wakers[..self.n].iter_mut() {
+            if let Some(w) = w.take() {
+                w.wake();
+            }
+        }
+        self.n = 0;
+    }
+}
+
+/// Acquiring `n` permits: a place in the queue once the first poll found too few. Drop
+/// it to give the place up, with any permits it collected.
+pub(crate) struct Acquire<'a> {
+    sem: &'a Sem,
+    n: usize,
+    tag: u8,
+    key: Option<Key>,
+}
+
+impl<'a> Acquire<'a> {
+    /// `tag` names the wait (`track::T_*`), and says whether the acquisition is
+    /// exclusive.
+    pub(crate) fn new(sem: &'a Sem, n: usize, tag: u8) -> Acquire<'a> {
+        Acquire { sem, n, tag, key: None }
+    }
+
+    /// Bring the probe up to date, and name the wait for the console (under the waiter
+    /// mutex, before `Pending`). The refresh runs for every waiter of a tracked
+    /// semaphore, watched or not: it is the enqueue's half of the holder hand-shake.
+    fn name_wait(&self, w: &mut Waiters) {
+        if w.tracked.is_none() && track::watching() {
+            w.tracked = Some(Tracked::new());
+            self.sem.tracked.store(true, Relaxed);
+        }
+        self.sem.refresh(w);
+        if let Some(t) = &w.tracked {
+            track::record(self.tag, t.id);
+        }
+    }
+}
+
+impl Future for Acquire<'_> {
+    type Output = Result<(), Closed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Closed>> {
+        let this = self.get_mut();
+        let sem = this.sem;
+        let exclusive = track::is_exclusive(this.tag);
+        if let Some(key) = this.key {
+            let mut w = lock(&sem.waiters);
+            let Some(node) = w.list.get_mut(key) else {
+                this.key = None;
+                return Poll::Ready(Err(Closed));
+            };
+            match node.state {
+                NodeState::Waiting => {
+                    if !node.waker.as_ref().is_some_and(|wk| wk.will_wake(cx.waker())) {
+                        node.waker = Some(cx.waker().clone());
+                    }
+                    this.name_wait(&mut w);
+                    return Poll::Pending;
+                }
+                NodeState::Done => {
+                    w.list.take(key);
+                    this.key = None;
+                    coop::spend();
+                    return Poll::Ready(Ok(()));
+                }
+                NodeState::Closed => {
+                    let got = w.list.take(key).map_or(0, |n| n.got);
+                    this.key = None;
+                    let mut wakers = WakeList::new();
+                    sem.release_locked(&mut w, got, &mut wakers);
+                    drop(w);
+                    wakers.wake_all();
+                    return Poll::Ready(Err(Closed));
+                }
+            }
+        }
+        if this.n == 0 {
+            return Poll::Ready(if sem.is_closed() { Err(Closed) } else { Ok(()) });
+        }
+        // A task that takes a free lock in a loop still yields once its poll has spent
+        // the cooperative budget (as every Volt resource, and Tokio's semaphore, do).
+        std::task::ready!(coop::poll_proceed(cx));
+        match sem.try_acquire(this.n, exclusive) {
+            Ok(()) => {
+                coop::spend();
+                return Poll::Ready(Ok(()));
+            }
+            Err(TryErr::Closed) => return Poll::Ready(Err(Closed)),
+            Err(TryErr::NoPermits) => {}
+        }
+        let me = track::current_task_id();
+        let mut w = lock(&sem.waiters);
+        let mut s = sem.state.load(ACQ);
+        let took = loop {
+            if s & CLOSED != 0 {
+                return Poll::Ready(Err(Closed));
+            }
+            let free = s >> SHIFT;
+            if s & QUEUED == 0 && free >= this.n {
+                match sem.state.compare_exchange_weak(s, s - (this.n << SHIFT), AcqRel, ACQ) {
+                    Ok(_) => {
+                        if exclusive {
+                            sem.holder.store(me, Relaxed);
+                        }
+                        sem.refresh(&w);
+                        coop::spend();
+                        return Poll::Ready(Ok(()));
+                    }
+                    Err(now) => s = now,
+                }
+                continue;
+            }
+            // Queue up, taking whatever is free (less than needed) as a first part.
+            match sem.state.compare_exchange_weak(s, QUEUED, AcqRel, ACQ) {
+                Ok(_) => break free,
+                Err(now) => s = now,
+            }
+        };
+        let key = w.list.push_back(Node {
+            waker: Some(cx.waker().clone()),
+            need: this.n - took,
+            got: took,
+            task: me,
+            exclusive,
+            state: NodeState::Waiting,
+        });
+        this.key = Some(key);
+        this.name_wait(&mut w);
+        Poll::Pending
+    }
+}
+
+impl Drop for Acquire<'_> {
+    fn drop(&mut self) {
+        let Some(key) = self.key.take() else { return };
+        let mut wakers = WakeList::new();
+        let mut w = lock(&self.sem.waiters);
+        if let Some(node) = w.list.take(key) {
+            if node.state == NodeState::Done && node.exclusive {
+                // Handed over but never taken up: it was this task's for a moment only.
+                self.sem.holder.store(0, Relaxed);
+            }
+            // Partial permits go on to the waiters behind it (or back to the word); an
+            // emptied queue clears `QUEUED` either way.
+            self.sem.release_locked(&mut w, node.got, &mut wakers);
+        }
+        drop(w);
+        wakers.wake_all();
+    }
+}

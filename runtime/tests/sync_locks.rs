@@ -1,0 +1,688 @@
+#![cfg(feature = "sync")]
+//! `volt::sync`'s locks, semaphore, `Notify`, `Barrier` and `OnceCell`, against Tokio's
+//! documented behaviour: fairness, cancellation, closing, permit semantics, exactly-once
+//! initialization, no lost update under contention, and each wait named in
+//! `Telemetry::tasks()` with the holder at the time of reading.
+//!
+//! Ordering tests poll the futures by hand with a no-op waker, so the queue order is
+//! the order of the first polls and nothing depends on scheduling. Waits on a runtime
+//! are bounded (10 s) and assert nothing about time.
+
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+use volt::sync::{Barrier, Mutex, Notify, OnceCell, RwLock, Semaphore, TryAcquireError};
+use volt::telemetry::{SyncHolder, SyncWait, TaskInfo, WaitReason};
+
+fn poll_once<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+fn runtime() -> volt::Runtime {
+    volt::runtime::Builder::new().worker_threads(2).event_ring(1024).build().unwrap()
+}
+
+/// Wait (at most 10 s) until `f` holds.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "not within 10 s: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn mutex_serves_waiters_in_the_order_they_first_waited() {
+    let m = Mutex::new(0);
+    let g = m.try_lock().unwrap();
+    let mut fs: Vec<_> = (0..4).map(|_| Box::pin(m.lock())).collect();
+    for f in fs.iter_mut() {
+        assert!(poll_once(f.as_mut()).is_pending());
+    }
+    assert!(m.try_lock().is_err(), "a newcomer does not overtake the queue");
+    drop(g);
+    // Polled last to first: only the first waiter holds the lock.
+    for i in (1..4).rev() {
+        assert!(poll_once(fs[i].as_mut()).is_pending(), "waiter {i} overtook waiter 0");
+    }
+    let Poll::Ready(g0) = poll_once(fs[0].as_mut()) else { panic!("the first waiter was not served") };
+    assert!(poll_once(fs[2].as_mut()).is_pending());
+    drop(g0);
+    for i in 1..4 {
+        let Poll::Ready(mut g) = poll_once(fs[i].as_mut()) else { panic!("waiter {i} not served in turn") };
+        *g += 1;
+        if i < 3 {
+            assert!(poll_once(fs[i + 1].as_mut()).is_pending());
+        }
+    }
+    drop(fs);
+    assert_eq!(*m.try_lock().unwrap(), 3);
+}
+
+#[test]
+fn a_dropped_lock_future_gives_its_place_up() {
+    let m = Mutex::new(());
+    let g = m.try_lock().unwrap();
+    let mut a = Box::pin(m.lock());
+    let mut b = Box::pin(m.lock());
+    let mut c = Box::pin(m.lock());
+    for f in [&mut a, &mut b, &mut c] {
+        assert!(poll_once(f.as_mut()).is_pending());
+    }
+    drop(b);
+    drop(g);
+    // The lock went to `a` at the release, before `a` was polled; dropping `a` now
+    // passes it on to `c`.
+    drop(a);
+    let Poll::Ready(gc) = poll_once(c.as_mut()) else { panic!("c was not served after a and b gave up") };
+    assert!(m.try_lock().is_err());
+    drop(gc);
+    drop(c);
+    assert!(m.try_lock().is_ok(), "nothing left holding the lock");
+}
+
+#[test]
+fn a_dropped_acquire_many_returns_its_partial_permits() {
+    let s = Semaphore::new(5);
+    let held = s.try_acquire_many(3).unwrap();
+    let mut big = Box::pin(s.acquire_many(4));
+    assert!(poll_once(big.as_mut()).is_pending());
+    assert_eq!(s.available_permits(), 0, "the head collected the 2 free permits");
+    let mut small = Box::pin(s.acquire());
+    assert!(poll_once(small.as_mut()).is_pending(), "a small request waits behind a big head");
+    assert_eq!(s.try_acquire().unwrap_err(), TryAcquireError::NoPermits);
+    drop(big);
+    let Poll::Ready(Ok(p)) = poll_once(small.as_mut()) else { panic!("the small request was not served") };
+    assert_eq!(p.num_permits(), 1);
+    assert_eq!(s.available_permits(), 1, "the other collected permit went back");
+    drop(p);
+    drop(held);
+    assert_eq!(s.available_permits(), 5, "every permit is back");
+}
+
+#[test]
+fn a_big_head_collects_released_permits_in_turn() {
+    let s = Semaphore::new(2);
+    let a = s.try_acquire().unwrap();
+    let b = s.try_acquire().unwrap();
+    let mut two = Box::pin(s.acquire_many(2));
+    let mut one = Box::pin(s.acquire());
+    assert!(poll_once(two.as_mut()).is_pending());
+    assert!(poll_once(one.as_mut()).is_pending());
+    drop(a);
+    assert!(poll_once(one.as_mut()).is_pending(), "the released permit goes to the head");
+    assert!(poll_once(two.as_mut()).is_pending());
+    drop(b);
+    let Poll::Ready(Ok(p2)) = poll_once(two.as_mut()) else { panic!("head not served") };
+    assert_eq!(p2.num_permits(), 2);
+    drop(p2);
+    let Poll::Ready(Ok(_p1)) = poll_once(one.as_mut()) else { panic!("second not served") };
+    assert_eq!(s.available_permits(), 1);
+}
+
+#[test]
+fn semaphore_permits_forget_merge_split_and_add() {
+    let s = Arc::new(Semaphore::new(4));
+    let mut p = s.try_acquire_many(2).unwrap();
+    let q = s.try_acquire().unwrap();
+    p.merge(q);
+    assert_eq!(p.num_permits(), 3);
+    let r = p.split(2).unwrap();
+    assert!(p.split(5).is_none());
+    assert_eq!((p.num_permits(), r.num_permits()), (1, 2));
+    r.forget();
+    drop(p);
+    assert_eq!(s.available_permits(), 2, "the forgotten two never came back");
+    s.add_permits(3);
+    assert_eq!(s.forget_permits(10), 5);
+    assert_eq!(s.available_permits(), 0);
+    s.add_permits(1);
+    let o = s.clone().try_acquire_owned().unwrap();
+    assert!(Arc::ptr_eq(o.semaphore(), &s));
+    assert_eq!(s.clone().try_acquire_many_owned(1).unwrap_err(), TryAcquireError::NoPermits);
+}
+
+#[test]
+fn close_wakes_every_waiter_with_an_error() {
+    let rt = runtime();
+    let s = Arc::new(Semaphore::new(1));
+    let held = s.clone().try_acquire_owned().unwrap();
+    let woken = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..8)
+        .map(|i| {
+            let (s, woken) = (s.clone(), woken.clone());
+            rt.spawn(async move {
+                let r = if i % 2 == 0 { s.acquire().await.map(drop) } else { s.acquire_many(3).await.map(drop) };
+                woken.fetch_add(1, SeqCst);
+                r
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(woken.load(SeqCst), 0, "nobody got a permit while it was held");
+    s.close();
+    for h in hs {
+        assert!(rt.block_on(h).unwrap().is_err(), "a waiter got a permit from a closed semaphore");
+    }
+    assert!(s.is_closed());
+    assert_eq!(s.try_acquire().unwrap_err(), TryAcquireError::Closed);
+    assert!(rt.block_on(s.acquire()).is_err());
+    assert_eq!(held.num_permits(), 1, "a permit held stays valid");
+}
+
+#[test]
+fn notify_one_stores_one_permit_and_notify_waiters_none() {
+    let n = Notify::new();
+    n.notify_one();
+    n.notify_one();
+    let mut a = pin!(n.notified());
+    assert!(poll_once(a.as_mut()).is_ready(), "the stored permit");
+    let mut b = pin!(n.notified());
+    assert!(poll_once(b.as_mut()).is_pending(), "permits do not add up");
+    n.notify_one();
+    assert!(poll_once(b.as_mut()).is_ready(), "a queued waiter is woken");
+    assert!(poll_once(b.as_mut()).is_ready(), "fused");
+
+    n.notify_waiters();
+    let mut c = pin!(n.notified());
+    assert!(poll_once(c.as_mut()).is_pending(), "notify_waiters stores nothing");
+    // A `Notified` created before `notify_waiters` is woken by it, polled or not.
+    let d = n.notified();
+    n.notify_waiters();
+    let mut d = pin!(d);
+    assert!(poll_once(d.as_mut()).is_ready());
+    assert!(poll_once(c.as_mut()).is_ready());
+}
+
+#[test]
+fn notify_one_wakes_in_fifo_order_and_enable_queues_without_polling() {
+    let n = Notify::new();
+    let mut a = pin!(n.notified());
+    let mut b = pin!(n.notified());
+    assert!(!a.as_mut().enable());
+    assert!(!b.as_mut().enable());
+    n.notify_one();
+    assert!(poll_once(b.as_mut()).is_pending(), "b was queued after a");
+    assert!(poll_once(a.as_mut()).is_ready());
+    n.notify_last();
+    assert!(poll_once(b.as_mut()).is_ready());
+    // A notified waiter dropped before it saw the notification passes it on.
+    let mut c = Box::pin(n.notified());
+    let mut d = pin!(n.notified());
+    assert!(poll_once(c.as_mut()).is_pending());
+    assert!(poll_once(d.as_mut()).is_pending());
+    n.notify_one();
+    drop(c);
+    assert!(poll_once(d.as_mut()).is_ready());
+    let mut e = pin!(n.notified());
+    assert!(poll_once(e.as_mut()).is_pending(), "the forwarded notification was used once");
+}
+
+#[test]
+fn barrier_has_exactly_one_leader_per_generation() {
+    let rt = runtime();
+    const N: usize = 4;
+    const GENERATIONS: usize = 25;
+    let b = Arc::new(Barrier::new(N));
+    let leaders = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..N)
+        .map(|_| {
+            let (b, leaders) = (b.clone(), leaders.clone());
+            rt.spawn(async move {
+                for _ in 0..GENERATIONS {
+                    if b.wait().await.is_leader() {
+                        leaders.fetch_add(1, SeqCst);
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        rt.block_on(h).unwrap();
+    }
+    assert_eq!(leaders.load(SeqCst), GENERATIONS);
+    assert!(rt.block_on(Barrier::new(0).wait()).is_leader(), "a barrier for 0 acts as one for 1");
+}
+
+#[test]
+fn once_cell_initializes_exactly_once_under_concurrent_get_or_init() {
+    let rt = runtime();
+    let cell = Arc::new(OnceCell::new());
+    let inits = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..32)
+        .map(|i| {
+            let (cell, inits) = (cell.clone(), inits.clone());
+            rt.spawn(async move {
+                *cell
+                    .get_or_init(|| async move {
+                        inits.fetch_add(1, SeqCst);
+                        volt::task::yield_now().await;
+                        i
+                    })
+                    .await
+            })
+        })
+        .collect();
+    let values: Vec<usize> = hs.into_iter().map(|h| rt.block_on(h).unwrap()).collect();
+    assert_eq!(inits.load(SeqCst), 1, "the initializer ran more than once");
+    assert!(values.iter().all(|v| *v == values[0]), "{values:?}");
+    assert_eq!(cell.get(), Some(&values[0]));
+    assert!(cell.set(99).unwrap_err().is_already_init_err());
+}
+
+#[test]
+fn once_cell_failed_or_dropped_initializer_lets_the_next_one_run() {
+    let cell = OnceCell::<u32>::new();
+    let mut first = Box::pin(cell.get_or_init(std::future::pending));
+    assert!(poll_once(first.as_mut()).is_pending());
+    assert!(cell.set(1).unwrap_err().is_initializing_err());
+    let mut second = Box::pin(cell.get_or_try_init(|| async { Err::<u32, &str>("no") }));
+    assert!(poll_once(second.as_mut()).is_pending(), "waits behind the first");
+    drop(first);
+    assert_eq!(poll_once(second.as_mut()), Poll::Ready(Err("no")));
+    drop(second);
+    let mut third = Box::pin(cell.get_or_init(|| async { 3 }));
+    assert_eq!(poll_once(third.as_mut()), Poll::Ready(&3));
+    drop(third);
+    let mut cell = cell;
+    assert_eq!(cell.take(), Some(3));
+    assert!(!cell.initialized());
+    assert!(cell.set(4).is_ok());
+    assert_eq!(cell.into_inner(), Some(4));
+    assert_eq!(OnceCell::new_with(Some(5)).get(), Some(&5));
+}
+
+#[test]
+fn many_tasks_on_two_workers_lose_no_increment() {
+    let rt = runtime();
+    const TASKS: usize = 32;
+    const EACH: usize = 300;
+    let m = Arc::new(Mutex::new(0usize));
+    let hs: Vec<_> = (0..TASKS)
+        .map(|i| {
+            let m = m.clone();
+            rt.spawn(async move {
+                for k in 0..EACH {
+                    if (i + k) % 3 == 0 {
+                        let mut g = m.clone().lock_owned().await;
+                        let v = *g;
+                        volt::task::yield_now().await;
+                        *g = v + 1;
+                    } else {
+                        *m.lock().await += 1;
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        rt.block_on(h).unwrap();
+    }
+    assert_eq!(*m.blocking_lock(), TASKS * EACH);
+}
+
+#[test]
+fn rwlock_a_waiting_writer_blocks_new_readers() {
+    let l = RwLock::new(1);
+    let r1 = l.try_read().unwrap();
+    let mut w = Box::pin(l.write());
+    assert!(poll_once(w.as_mut()).is_pending());
+    assert!(l.try_read().is_err(), "a reader overtook a waiting writer");
+    let mut r2 = Box::pin(l.read());
+    assert!(poll_once(r2.as_mut()).is_pending());
+    drop(r1);
+    assert!(poll_once(r2.as_mut()).is_pending());
+    let Poll::Ready(mut g) = poll_once(w.as_mut()) else { panic!("writer not served") };
+    *g = 2;
+    let r = g.downgrade();
+    let Poll::Ready(r2g) = poll_once(r2.as_mut()) else { panic!("reader behind a downgraded writer not served") };
+    assert_eq!((*r, *r2g), (2, 2));
+    drop((r, r2g));
+    let wg = l.try_write().unwrap();
+    let mut mapped = volt::sync::RwLockWriteGuard::map(wg, |v| v);
+    *mapped = 3;
+    drop(mapped);
+    drop((w, r2));
+    assert_eq!(l.into_inner(), 3);
+}
+
+#[test]
+fn rwlock_downgrade_map_keeps_writers_out_and_lets_readers_in() {
+    let l = Arc::new(RwLock::new((1u8, 2u8)));
+    let w = l.try_write().unwrap();
+    let w = match volt::sync::RwLockWriteGuard::try_downgrade_map(w, |_| None::<&u8>) {
+        Err(w) => w,
+        Ok(_) => panic!("mapped to nothing"),
+    };
+    assert!(l.try_read().is_err(), "a failed try_downgrade_map keeps the write lock");
+    let r = volt::sync::RwLockWriteGuard::downgrade_map(w, |t| &t.1);
+    assert_eq!(*r, 2);
+    assert!(l.try_write().is_err());
+    assert!(l.try_read().is_ok(), "other readers get in after a downgrade");
+    drop(r);
+    let w = l.clone().try_write_owned().unwrap();
+    let r = volt::sync::OwnedRwLockWriteGuard::try_downgrade_map(w, |t| Some(&t.0)).unwrap();
+    assert_eq!(*r, 1);
+    assert!(l.try_write().is_err());
+    drop(r);
+    assert!(l.try_write().is_ok(), "every permit is back");
+}
+
+#[test]
+fn rwlock_max_readers_and_owned_guards() {
+    let l = Arc::new(RwLock::with_max_readers(0u8, 2));
+    let a = l.clone().try_read_owned().unwrap();
+    let b = l.clone().try_read_owned().unwrap();
+    assert!(l.try_read().is_err(), "a third reader over max_readers");
+    drop((a, b));
+    let w = l.clone().try_write_owned().unwrap();
+    assert!(l.clone().try_read_owned().is_err());
+    drop(w);
+    assert!(l.try_read().is_ok());
+}
+
+#[test]
+fn mutex_guards_map_and_blocking_lock_from_a_plain_thread() {
+    let m = Arc::new(Mutex::new((1, String::from("a"))));
+    {
+        let g = m.try_lock().unwrap();
+        let mut s = volt::sync::MutexGuard::map(g, |t| &mut t.1);
+        s.push('b');
+        assert!(m.try_lock().is_err(), "a mapped guard holds the lock");
+    }
+    let g = m.clone().try_lock_owned().unwrap();
+    let g = volt::sync::OwnedMutexGuard::try_map(g, |_| None::<&mut u8>).unwrap_err();
+    drop(g);
+    let m2 = m.clone();
+    std::thread::spawn(move || m2.blocking_lock().0 += 1).join().unwrap();
+    let mut m = Arc::try_unwrap(m).unwrap();
+    assert_eq!(m.get_mut().0, 2);
+    assert_eq!(m.into_inner().1, "ab");
+}
+
+// Named waits.
+
+fn sync_wait(t: &TaskInfo) -> Option<&SyncWait> {
+    match &t.waiting_on {
+        Some(WaitReason::Sync(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn find<'a>(tasks: &'a [TaskInfo], name: &str) -> &'a TaskInfo {
+    tasks.iter().find(|t| t.name.as_deref() == Some(name)).unwrap_or_else(|| panic!("no task {name}: {tasks:#?}"))
+}
+
+/// Read the tasks until task `name` waits on what `pred` accepts (at most 10 s); return
+/// that wait's text and the reading.
+fn wait_of(rt: &volt::Runtime, name: &str, pred: impl Fn(&WaitReason) -> bool) -> (String, Vec<TaskInfo>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let tasks = rt.handle().telemetry().tasks();
+        if let Some(w) = tasks.iter().find(|t| t.name.as_deref() == Some(name)).and_then(|t| t.waiting_on.as_ref()) {
+            if pred(w) {
+                return (w.to_string(), tasks);
+            }
+        }
+        assert!(Instant::now() < deadline, "task {name} never showed the wait: {tasks:#?}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn spawn_named<F>(rt: &volt::Runtime, name: &str, f: F) -> volt::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    volt::task::Builder::new().name(name).spawn_on(f, rt.handle())
+}
+
+#[test]
+fn a_mutex_wait_names_the_holder_at_the_time_of_reading() {
+    let rt = runtime();
+    let m = Arc::new(Mutex::new(0));
+    let (go1, go2) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let first = {
+        let (m, go) = (m.clone(), go1.clone());
+        spawn_named(&rt, "first", async move {
+            let _g = m.lock().await;
+            go.notified().await;
+        })
+    };
+    let (text, tasks) = wait_of(&rt, "first", |w| w.to_string() == "notified");
+    assert!(matches!(&find(&tasks, "first").waiting_on, Some(WaitReason::Sync(s)) if s.primitive == "Notify"));
+    drop(text);
+    let second = {
+        let (m, go) = (m.clone(), go2.clone());
+        spawn_named(&rt, "second", async move {
+            let _g = m.lock().await;
+            go.notified().await;
+        })
+    };
+    wait_of(&rt, "second", |w| w.kind() == "lock");
+    let third = {
+        let m = m.clone();
+        spawn_named(&rt, "third", async move {
+            *m.lock().await += 1;
+        })
+    };
+    let (text, tasks) = wait_of(&rt, "third", |w| w.kind() == "lock");
+    let first_id = find(&tasks, "first").id;
+    assert_eq!(text, format!("lock Mutex (held by task {first_id} \"first\")"));
+    let s = sync_wait(find(&tasks, "third")).unwrap();
+    assert_eq!(s.holder_task(), Some(first_id));
+    assert_eq!(s.resource, sync_wait(find(&tasks, "second")).unwrap().resource, "one resource, one id");
+    assert_eq!(s.waiters, Some(2));
+
+    // The lock passes to `second`; `third` is not polled again, and its wait now names
+    // the new holder.
+    go1.notify_one();
+    rt.block_on(first).unwrap();
+    let (text, tasks) = wait_of(&rt, "third", |w| !w.to_string().contains("\"first\""));
+    let second_id = find(&tasks, "second").id;
+    assert_eq!(text, format!("lock Mutex (held by task {second_id} \"second\")"));
+    assert_eq!(
+        sync_wait(find(&tasks, "third")).unwrap().holder,
+        Some(SyncHolder::Task { id: second_id, name: Some("second".into()) })
+    );
+    go2.notify_one();
+    rt.block_on(second).unwrap();
+    rt.block_on(third).unwrap();
+    assert_eq!(*m.blocking_lock(), 1);
+}
+
+#[test]
+fn semaphore_rwlock_barrier_and_once_cell_waits_are_named() {
+    let rt = runtime();
+    let stop = Arc::new(Notify::new());
+
+    // Semaphore: both permits held, a third waits.
+    let s = Arc::new(Semaphore::new(2));
+    let permits = (s.clone().try_acquire_owned().unwrap(), s.clone().try_acquire_owned().unwrap());
+    let sem_waiter = {
+        let s = s.clone();
+        spawn_named(&rt, "sem", async move { drop(s.acquire().await) })
+    };
+    let (text, _) = wait_of(&rt, "sem", |w| w.kind() == "acquire");
+    assert_eq!(text, "acquire Semaphore (0 of 2 free)");
+
+    // RwLock: a writer holds it, a reader waits; then readers hold it, a writer waits.
+    let l = Arc::new(RwLock::new(()));
+    let writer = {
+        let (l, stop) = (l.clone(), stop.clone());
+        spawn_named(&rt, "writer", async move {
+            let _w = l.write().await;
+            stop.notified().await;
+        })
+    };
+    wait_of(&rt, "writer", |w| w.kind() == "notified");
+    let reader = {
+        let l = l.clone();
+        spawn_named(&rt, "reader", async move { drop(l.read().await) })
+    };
+    let (text, tasks) = wait_of(&rt, "reader", |w| w.kind() == "read");
+    assert_eq!(text, format!("read RwLock (held by task {} \"writer\")", find(&tasks, "writer").id));
+
+    let l2 = Arc::new(RwLock::new(()));
+    let r = l2.clone().try_read_owned().unwrap();
+    let w2 = {
+        let l2 = l2.clone();
+        spawn_named(&rt, "writer2", async move { drop(l2.write().await) })
+    };
+    let (text, _) = wait_of(&rt, "writer2", |w| w.kind() == "write");
+    assert_eq!(text, "write RwLock (held by 1 reader)");
+
+    // Barrier: two of three arrived.
+    let b = Arc::new(Barrier::new(3));
+    let b1 = {
+        let b = b.clone();
+        spawn_named(&rt, "b1", async move { b.wait().await.is_leader() })
+    };
+    let b2 = {
+        let b = b.clone();
+        spawn_named(&rt, "b2", async move { b.wait().await.is_leader() })
+    };
+    let (text, _) = wait_of(&rt, "b2", |w| w.to_string() == "wait Barrier (2 of 3)");
+    assert_eq!(text, "wait Barrier (2 of 3)");
+
+    // OnceCell: one task initializes (and waits inside), another waits for it.
+    let cell = Arc::new(OnceCell::new());
+    let init = {
+        let (cell, stop) = (cell.clone(), stop.clone());
+        spawn_named(&rt, "init", async move {
+            *cell
+                .get_or_init(|| async move {
+                    stop.notified().await;
+                    7
+                })
+                .await
+        })
+    };
+    wait_of(&rt, "init", |w| w.kind() == "notified");
+    let reader2 = {
+        let cell = cell.clone();
+        spawn_named(&rt, "cell reader", async move { *cell.get_or_init(|| async { 8 }).await })
+    };
+    let (text, tasks) = wait_of(&rt, "cell reader", |w| w.kind() == "init");
+    assert_eq!(text, format!("init OnceCell (held by task {} \"init\")", find(&tasks, "init").id));
+
+    // Let everything finish: no task lost.
+    drop(permits);
+    rt.block_on(sem_waiter).unwrap();
+    drop(r);
+    rt.block_on(w2).unwrap();
+    rt.block_on(b.wait());
+    let leaders = rt.block_on(b1).unwrap() as u8 + rt.block_on(b2).unwrap() as u8;
+    assert!(leaders <= 1);
+    stop.notify_waiters();
+    rt.block_on(writer).unwrap();
+    rt.block_on(reader).unwrap();
+    assert_eq!(rt.block_on(init).unwrap(), 7);
+    assert_eq!(rt.block_on(reader2).unwrap(), 7);
+    eventually("no task left", || rt.handle().telemetry().tasks().is_empty());
+}
+
+#[test]
+fn a_task_taking_a_free_lock_in_a_loop_still_lets_others_run() {
+    let rt = volt::runtime::Builder::new().worker_threads(1).build().unwrap();
+    let m = Arc::new(Mutex::new(0u64));
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let looping = {
+        let (m, flag) = (m.clone(), flag.clone());
+        rt.spawn(async move {
+            // Bounded, so that a runtime that never yields fails instead of hanging.
+            for _ in 0..5_000_000u32 {
+                if flag.load(SeqCst) {
+                    return true;
+                }
+                *m.lock().await += 1;
+            }
+            false
+        })
+    };
+    let setter = {
+        let flag = flag.clone();
+        rt.spawn(async move { flag.store(true, SeqCst) })
+    };
+    assert!(rt.block_on(looping).unwrap(), "the other task never ran on the only worker");
+    rt.block_on(setter).unwrap();
+}
+
+#[test]
+fn cancelled_acquires_under_contention_lose_no_permit() {
+    let rt = runtime();
+    const PERMITS: u32 = 7;
+    let s = Arc::new(Semaphore::new(PERMITS as usize));
+    let rw = Arc::new(RwLock::with_max_readers(0u64, 4));
+    let done = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..24u32)
+        .map(|i| {
+            let (s, rw, done) = (s.clone(), rw.clone(), done.clone());
+            rt.spawn(async move {
+                for k in 0..150u32 {
+                    let n = 1 + (i + k) % PERMITS;
+                    // Many of these time out while queued (some after collecting part of
+                    // what they need): the future is dropped in every state.
+                    let t = Duration::from_micros(((i * 7 + k * 13) % 200) as u64);
+                    if let Ok(Ok(p)) = volt::time::timeout(t, s.acquire_many(n)).await {
+                        assert_eq!(p.num_permits(), n as usize);
+                        volt::time::sleep(Duration::from_micros(50)).await;
+                    }
+                    if k % 5 == 0 {
+                        if let Ok(mut g) = volt::time::timeout(t, rw.write()).await {
+                            *g += 1;
+                        }
+                    } else if let Ok(g) = volt::time::timeout(t, rw.read()).await {
+                        let _ = *g;
+                    }
+                }
+                done.fetch_add(1, SeqCst);
+            })
+        })
+        .collect();
+    for h in hs {
+        rt.block_on(h).unwrap();
+    }
+    assert_eq!(done.load(SeqCst), 24, "a task was lost");
+    assert_eq!(s.available_permits(), PERMITS as usize, "permits lost or made up");
+    let _all = s.try_acquire_many(PERMITS).expect("the semaphore is whole again");
+    assert!(rw.try_write().is_ok(), "the RwLock is free again");
+}
+
+/// The types cross threads and tasks as Tokio's do.
+#[test]
+fn types_are_send_and_sync_as_tokios() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Mutex<Vec<u8>>>();
+    send_sync::<volt::sync::MutexGuard<'static, u8>>();
+    send_sync::<volt::sync::OwnedMutexGuard<u8>>();
+    send_sync::<volt::sync::MappedMutexGuard<'static, u8>>();
+    send_sync::<volt::sync::OwnedMappedMutexGuard<u8, u8>>();
+    send_sync::<RwLock<u8>>();
+    send_sync::<volt::sync::RwLockReadGuard<'static, u8>>();
+    send_sync::<volt::sync::RwLockWriteGuard<'static, u8>>();
+    send_sync::<volt::sync::OwnedRwLockReadGuard<u8>>();
+    send_sync::<volt::sync::OwnedRwLockWriteGuard<u8>>();
+    send_sync::<Semaphore>();
+    send_sync::<volt::sync::SemaphorePermit<'static>>();
+    send_sync::<volt::sync::OwnedSemaphorePermit>();
+    send_sync::<Notify>();
+    send_sync::<volt::sync::futures::Notified<'static>>();
+    send_sync::<volt::sync::futures::OwnedNotified>();
+    send_sync::<Barrier>();
+    send_sync::<OnceCell<u8>>();
+    // A `Cell` may be sent but not shared: so may a mutex holding it.
+    send_sync::<Mutex<std::cell::Cell<u8>>>();
+    send::<volt::sync::MutexGuard<'static, std::cell::Cell<u8>>>();
+    // The futures of the async methods can be spawned.
+    fn spawnable<F: std::future::Future + Send>(_: F) {}
+    let (m, s, l, c) = (Mutex::new(0), Semaphore::new(1), RwLock::new(0), OnceCell::<u8>::new());
+    spawnable(m.lock());
+    spawnable(s.acquire_many(2));
+    spawnable(l.write());
+    spawnable(c.get_or_init(|| async { 1 }));
+}
