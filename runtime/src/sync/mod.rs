@@ -23,6 +23,7 @@ mod rwlock;
 mod semaphore;
 pub(crate) mod track;
 
+
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use mutex::{MappedMutexGuard, Mutex, MutexGuard, OwnedMappedMutexGuard, OwnedMutexGuard, TryLockError};
 pub use notify::Notify;

@@ -241,7 +241,9 @@ impl Waiter {
             name_wait(&mut w);
             return Poll::Pending;
         }
-        if n.calls.load(SeqCst) != self.calls || n.state.compare_exchange(NOTIFIED, EMPTY, SeqCst, SeqCst).is_ok() {
+        if n.calls.load(SeqCst) != self.calls
+            || n.state.compare_exchange(NOTIFIED, EMPTY, SeqCst, SeqCst).is_ok()
+        {
             self.done = true;
             return Poll::Ready(());
         }

@@ -525,10 +525,7 @@ pub(crate) enum Wait {
     Blocking(u64),
     Yield,
     /// A wait on a sync primitive: its tag and resource id (`sync::track`).
-    Sync {
-        tag: u8,
-        resource: u64,
-    },
+    Sync { tag: u8, resource: u64 },
     /// A label, with `…` after it if it was cut.
     Label(String),
     Unknown,
