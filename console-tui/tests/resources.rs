@@ -21,7 +21,11 @@ fn screen(t: &Terminal<TestBackend>) -> Vec<String> {
 
 fn find(t: &Terminal<TestBackend>, needle: &str) -> String {
     let lines = screen(t);
-    lines.iter().find(|l| l.contains(needle)).cloned().unwrap_or_else(|| panic!("{needle:?} not on screen:\n{}", lines.join("\n")))
+    lines
+        .iter()
+        .find(|l| l.contains(needle))
+        .cloned()
+        .unwrap_or_else(|| panic!("{needle:?} not on screen:\n{}", lines.join("\n")))
 }
 
 fn key(c: KeyCode) -> KeyEvent {
@@ -48,11 +52,10 @@ fn deadlocked(id: u64, name: &str, held: u64, wants: u64, holder: u64) -> proto:
 fn app_with_deadlock() -> App {
     let mut app = App::new("127.0.0.1:6670");
     app.status = volt_console::app::Status::Live;
-    let deadlock = proto::Deadlock {
-        tasks: vec![deadlocked(3, "left", 1, 2, 4), deadlocked(4, "right", 2, 1, 3)],
-    };
+    let deadlock = proto::Deadlock { tasks: vec![deadlocked(3, "left", 1, 2, 4), deadlocked(4, "right", 2, 1, 3)] };
     let snapshot = proto::Snapshot { deadlocks_total: 1, deadlocks: vec![deadlock], ..Default::default() };
-    let sem = proto::Resource { id: 9, kind: Some("Semaphore".into()), free: 0, total: 10, waiters: 4, ..Default::default() };
+    let sem =
+        proto::Resource { id: 9, kind: Some("Semaphore".into()), free: 0, total: 10, waiters: 4, ..Default::default() };
     app.apply(proto::Update {
         uptime_ns: 1_000_000_000,
         snapshot: Some(snapshot),

@@ -82,7 +82,11 @@ pub(super) fn draw_resources(f: &mut Frame, app: &App, area: Rect) {
     let title = if app.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
         " resources (listed only when the runtime records: Builder::event_ring) ".to_string()
     } else if more > 0 {
-        format!(" resources: the first {} of {} (sync primitives tasks have waited on) ", app.resources.len(), app.resources_total)
+        format!(
+            " resources: the first {} of {} (sync primitives tasks have waited on) ",
+            app.resources.len(),
+            app.resources_total
+        )
     } else {
         format!(" resources: {} (sync primitives tasks have waited on) ", app.resources.len())
     };

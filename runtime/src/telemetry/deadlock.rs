@@ -162,6 +162,9 @@ pub(crate) struct Detector {
     state: Mutex<State>,
     /// Deadlocks reported so far (`Snapshot::deadlocks_total`).
     total: AtomicU64,
+    /// The kind (tag) of each resource some task was seen waiting on, apart from the
+    /// state: the resources view reads it without waiting for a reading to finish.
+    kinds: Mutex<HashMap<u64, u8>>,
 }
 
 #[derive(Default)]
@@ -175,13 +178,11 @@ struct State {
     /// The identities of the deadlocks reported, and their order for forgetting.
     reported: HashSet<Vec<EdgeKey>>,
     reported_order: VecDeque<Vec<EdgeKey>>,
-    /// The kind (tag) of each resource some task was seen waiting on.
-    kinds: HashMap<u64, u8>,
 }
 
 impl Detector {
     pub(crate) fn new() -> Detector {
-        Detector { state: Mutex::new(State::default()), total: AtomicU64::new(0) }
+        Detector { state: Mutex::new(State::default()), total: AtomicU64::new(0), kinds: Mutex::new(HashMap::new()) }
     }
 
     /// Deadlocks reported so far.
@@ -212,14 +213,24 @@ impl Detector {
         st.confirmed.clone()
     }
 
-    /// The kind (tag) of a resource, if a reading saw a task wait on it.
-    pub(crate) fn kind(&self, resource: u64) -> Option<u8> {
-        self.lock().kinds.get(&resource).copied()
+    /// The kind (tag) of each resource, where a reading saw a task wait on it.
+    pub(crate) fn kinds(&self, resources: impl Iterator<Item = u64>) -> Vec<Option<u8>> {
+        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        resources.map(|id| kinds.get(&id).copied()).collect()
     }
 
     /// Take one reading of the graph, and confirm the cycles the previous one found.
     fn reading(&self, st: &mut State, t: &Telemetry) {
-        let found = find_cycles(t, &mut st.kinds);
+        let mut kinds = HashMap::new();
+        let found = find_cycles(t, &mut kinds);
+        {
+            let mut known = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+            if known.len() + kinds.len() > KINDS_KEPT {
+                // Forget the resources no task waits on now, whose kind is worth less.
+                known.clear();
+            }
+            known.extend(kinds);
+        }
         st.last = Some(Instant::now());
         let mut confirmed = Vec::new();
         let mut seen = HashMap::with_capacity(found.len());
@@ -300,10 +311,9 @@ fn find_cycles(t: &Telemetry, kinds: &mut HashMap<u64, u8>) -> Vec<Cycle> {
         row.wait.graph_waits(|w| match w {
             GraphWait::Other => other = true,
             GraphWait::Sync { tag, resource } => {
-                if kinds.len() >= KINDS_KEPT {
-                    kinds.clear();
+                if kinds.len() < KINDS_KEPT {
+                    kinds.insert(resource, tag);
                 }
-                kinds.insert(resource, tag);
                 if follows(tag) {
                     waits.push(w);
                 } else {

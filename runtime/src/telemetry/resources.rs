@@ -5,6 +5,11 @@
 //! (that is when it gets a probe, see `sync::track`) until it is dropped. Its kind is
 //! known once a reading of the deadlock detector saw a task wait on it (the probe itself
 //! does not say); where it was created is not recorded.
+//!
+//! The figures are the probe's: the primitive refreshes them whenever a task queues on
+//! it, leaves its queue or is handed it, not on an uncontended acquire or release. So
+//! while tasks wait on it they are current; once none does, they are as of the last
+//! waiter (a lock released since without contention may still show its last holder).
 
 use super::Telemetry;
 use crate::sync::track;
@@ -13,6 +18,12 @@ use crate::sync::track;
 pub const MAX_RESOURCES: usize = 1000;
 
 /// A sync primitive with a probe: what [`Telemetry::resources`] lists.
+///
+/// Listed from the first time a task that keeps statistics waits on it until it is
+/// dropped. Its figures are refreshed whenever a task queues on it, leaves its queue or
+/// is handed it, not on an uncontended acquire or release: current while tasks wait on
+/// it, and with no waiter as of the last one (a lock released since without contention
+/// may still show its last holder).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Resource {
@@ -23,6 +34,7 @@ pub struct Resource {
     /// task wait on it.
     pub kind: Option<&'static str>,
     /// Who holds it alone (a `Mutex`, an `RwLock`'s writer, a `OnceCell`'s initializer).
+    /// Current while tasks wait on it; with no waiter, as of the last one.
     pub holder: Option<ResourceHolder>,
     /// Tasks queued on it.
     pub waiters: u64,
@@ -56,11 +68,15 @@ impl Telemetry {
     /// Up to `max` resources after `after`.
     pub(crate) fn resources_page(&self, after: u64, max: usize) -> Vec<Resource> {
         let page = track::read_range(after, max.min(MAX_RESOURCES));
-        let detector = self.shared.recorder.as_ref().map(|r| &r.deadlocks);
+        let kinds = match &self.shared.recorder {
+            Some(r) => r.deadlocks.kinds(page.iter().map(|(id, _)| *id)),
+            None => vec![None; page.len()],
+        };
         page.into_iter()
-            .map(|(id, p)| Resource {
+            .zip(kinds)
+            .map(|((id, p), kind)| Resource {
                 id,
-                kind: detector.and_then(|d| d.kind(id)).map(|tag| track::tag_words(tag).1),
+                kind: kind.map(|tag| track::tag_words(tag).1),
                 holder: match p.holder {
                     0 => None,
                     track::OUTSIDE => Some(ResourceHolder::Outside),
