@@ -534,11 +534,18 @@ impl State {
         out
     }
 
+    /// Whether a connected stream may show deadlocks: any but one that asked to be spared
+    /// the task walks (`skip_lost_wakers` without tasks or resources: a sidecar nobody
+    /// scrapes), since a reading walks the task list as the lost-waker count does.
+    fn deadlocks_wanted(&self) -> bool {
+        let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.iter().any(|c| c.wants_lost_wakers || c.wants_tasks || c.wants_resources)
+    }
+
     /// Take a reading of the wait-for graph for the wire, while a client is connected
     /// (see `watch_deadlocks`); forget the last one once none is.
     fn read_deadlocks(&self) {
-        let connected = !self.clients.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
-        let found: Vec<proto::Deadlock> = if connected && self.recording() {
+        let found: Vec<proto::Deadlock> = if self.deadlocks_wanted() && self.recording() {
             self.telemetry.deadlocks().iter().take(MAX_DEADLOCKS_PER_UPDATE).map(proto::Deadlock::from).collect()
         } else {
             Vec::new()
@@ -726,6 +733,11 @@ async fn watch_deadlocks(state: Arc<State>, mut stop: watch::Receiver<bool>) {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = stop.wait_for(|s| *s) => break,
+        }
+        if !state.deadlocks_wanted() {
+            // Nobody to show it to: no reading, and none kept for a later client.
+            state.deadlocks.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            continue;
         }
         let st = Arc::clone(&state);
         if tokio::task::spawn_blocking(move || st.read_deadlocks()).await.is_err() {
