@@ -287,3 +287,33 @@ fn the_resources_list_names_a_contended_mutex_and_its_holder() {
     }
     holder.abort();
 }
+
+#[test]
+fn a_task_that_also_waits_on_a_timer_is_not_deadlocked() {
+    let rt = runtime();
+    let t = rt.handle().telemetry();
+    let (a, b) = (Arc::new(Mutex::new(())), Arc::new(Mutex::new(())));
+    let both = Arc::new(Barrier::new(2));
+    let (a1, b1, both1) = (a.clone(), b.clone(), both.clone());
+    // "patient" holds `a` and waits for `b` or a timer, whichever comes first: the timer
+    // frees it (and then `a`), so the cycle through `b` is no deadlock.
+    let patient = spawn_named(&rt, "patient", async move {
+        let _g = a1.lock().await;
+        both1.wait().await;
+        let lock = std::pin::pin!(b1.lock());
+        let timer = std::pin::pin!(volt::time::sleep(Duration::from_millis(1500)));
+        let _ = futures::future::select(lock, timer).await;
+    });
+    let other = spawn_named(&rt, "other", async move {
+        let _g = b.lock().await;
+        both.wait().await;
+        let _h = a.lock().await;
+    });
+    let start = Instant::now();
+    while !(patient.is_finished() && other.is_finished()) {
+        assert!(t.deadlocks().is_empty(), "reported: {:#?}", t.deadlocks());
+        assert!(start.elapsed() < Duration::from_secs(10), "the timer never freed them");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(t.snapshot().deadlocks_total, 0);
+}
