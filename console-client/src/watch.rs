@@ -258,6 +258,8 @@ async fn watch_loop(
                 let watch = proto::WatchRequest {
                     max_events_per_update: options.max_events_per_update,
                     task_query: query.clone(),
+                    // The dashboard's resources view.
+                    want_resources: true,
                     ..Default::default()
                 };
                 match subscribe(&mut client, watch, token.as_deref()).await {

@@ -28,6 +28,8 @@ pub enum View {
     Stalls,
     /// The task groups: the tasks of each name (or spawn location) added up.
     Groups,
+    /// The sync primitives tasks have waited on: their kind, holder, waiters, permits.
+    Resources,
 }
 
 /// The task list's order.
@@ -79,6 +81,12 @@ pub struct App {
     pub group_rates: HashMap<String, GroupRates>,
     /// The uptime of the update the groups came in.
     pub(crate) groups_at: Option<u64>,
+    /// The sync primitives tasks have waited on, by id, as the last update had them (at
+    /// most the server's 500), and how many there are.
+    pub resources: Vec<proto::Resource>,
+    pub resources_total: u64,
+    /// What the detail view's task holds, from the server's answer about it.
+    pub detail_holds: Vec<proto::Resource>,
     /// All live tasks by state, from the server (`None` from a server without windows).
     pub task_counts: Option<proto::TaskCounts>,
     /// Tasks that pass the filters, from the server: the list's length.
@@ -153,6 +161,9 @@ impl App {
             task_groups: Vec::new(),
             group_rates: HashMap::new(),
             groups_at: None,
+            resources: Vec::new(),
+            resources_total: 0,
+            detail_holds: Vec::new(),
             task_counts: None,
             task_matching: 0,
             task_offset: 0,
@@ -282,7 +293,13 @@ impl App {
             View::Events => self.events.len(),
             View::Stalls => self.ongoing_stalls().len() + self.stalls.len(),
             View::Groups => self.task_groups.len(),
+            View::Resources => self.resources.len(),
         }
+    }
+
+    /// The deadlocks the server's latest reading found (from the last snapshot).
+    pub fn deadlocks(&self) -> &[proto::Deadlock] {
+        self.snapshot.as_ref().map_or(&[][..], |s| &s.deadlocks[..])
     }
 
     /// The polls stalled now (from the last snapshot).

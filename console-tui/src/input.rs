@@ -63,10 +63,12 @@ impl App {
                 View::Tasks => View::Groups,
                 View::Groups => View::Events,
                 View::Events => View::Stalls,
-                View::Stalls => View::Workers,
+                View::Stalls => View::Resources,
+                View::Resources => View::Workers,
             }),
             KeyCode::BackTab => self.switch(match self.view {
-                View::Workers => View::Stalls,
+                View::Workers => View::Resources,
+                View::Resources => View::Stalls,
                 View::Tasks => View::Workers,
                 View::Groups => View::Tasks,
                 View::Events => View::Groups,
@@ -77,6 +79,7 @@ impl App {
             KeyCode::Char('o') => self.switch(View::Groups),
             KeyCode::Char('e') => self.switch(View::Events),
             KeyCode::Char('s') | KeyCode::Char('S') => self.switch(View::Stalls),
+            KeyCode::Char('r') => self.switch(View::Resources),
             KeyCode::Down | KeyCode::Char('j') => {
                 self.selected = (self.selected + 1).min(self.visible_len().saturating_sub(1))
             }
@@ -138,5 +141,6 @@ impl App {
         self.detail_row = None;
         self.history = None;
         self.detail_histograms = None;
+        self.detail_holds.clear();
     }
 }

@@ -1,10 +1,35 @@
-//! What is worth a look, worst first: a slow poll, a poll still running, a recent stall,
+//! What is worth a look, worst first: a deadlock (each of its tasks with what it holds
+//! and what it wants), a slow poll, a poll still running, a recent stall,
 //! workers parked while the global queue holds work, events or updates this console
 //! missed, tasks that can never be woken (every waker dropped), tasks that keep waking
 //! themselves. Computed from the data model on every frame; the header shows them.
 
 use crate::app::App;
 use crate::state::TaskTrack;
+use volt_console_proto as proto;
+
+/// A deadlock as one warning: `deadlock: task 3 "a" holds Mutex #1, wants lock Mutex #2;
+/// task 4 "b" holds Mutex #2, wants lock Mutex #1`.
+pub fn deadlock_line(d: &proto::Deadlock) -> String {
+    let mut s = String::from("deadlock: ");
+    for (i, t) in d.tasks.iter().enumerate() {
+        if i > 0 {
+            s.push_str("; ");
+        }
+        s.push_str(&format!("task {}", t.id));
+        if let Some(n) = &t.name {
+            s.push_str(&format!(" {n:?}"));
+        }
+        let holds: Vec<String> = t.holds.iter().map(|h| format!("{} #{}", h.primitive, h.resource)).collect();
+        if !holds.is_empty() {
+            s.push_str(&format!(" holds {},", holds.join(", ")));
+        }
+        // Who holds what it wants is the cycle's next task, named in its own part.
+        let wants = t.wants.split(" (held by").next().unwrap_or(&t.wants);
+        s.push_str(&format!(" wants {wants}"));
+    }
+    s
+}
 
 /// A poll longer than this blocks a worker: flagged in the header.
 pub const SLOW_POLL_NS: u64 = 10_000_000;
@@ -20,6 +45,9 @@ impl App {
     /// What is worth a look, worst first.
     pub fn warnings(&self) -> Vec<String> {
         let mut w = self.replay_problems.clone();
+        for d in self.deadlocks() {
+            w.push(deadlock_line(d));
+        }
         let slow_poll_is_recent =
             self.slow_poll_arrived_ns.is_some_and(|at| self.uptime_ns.saturating_sub(at) < STALL_WARNING_NS);
         if let Some(&(task, ns)) = self.slow_polls.back().filter(|_| slow_poll_is_recent) {

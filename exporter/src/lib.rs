@@ -145,6 +145,13 @@ impl Builder {
                     walked = Some(std::time::Instant::now());
                     lost = Some(telemetry.lost_wakers());
                 }
+                // Deadlocks are looked for only while someone scrapes, on a blocking
+                // thread: a reading walks the task list, and a call after a quiet spell
+                // takes two readings a moment apart. The count is in the snapshot.
+                if m.scraper_present() {
+                    let t = telemetry.clone();
+                    let _ = tokio::task::spawn_blocking(move || t.deadlocks()).await;
+                }
                 let mut snap = proto::Snapshot::from(&telemetry.snapshot());
                 snap.tasks_lost_waker = lost;
                 m.publish(&snap);
@@ -501,6 +508,11 @@ const GLOBAL: &[Family<proto::Snapshot>] = &[
     total("volt_timers_fired_total", "Timers that fired.", |s| s.timers_fired),
     total("volt_timers_cancelled_total", "Timers dropped before they fired.", |s| s.timers_cancelled),
     total("volt_io_events_total", "I/O readiness events delivered by the reactor.", |s| s.io_events),
+    total(
+        "volt_deadlocks_total",
+        "Deadlocks found: cycles of tasks each waiting on a lock or join the next holds, each counted once (looked for while scraped, or while the console is watched; 0 without an event ring).",
+        |s| s.deadlocks_total,
+    ),
     level("volt_global_queue_depth", "Tasks in the global injection queue.", |s| s.global_queue_depth as f64),
     level("volt_workers_searching", "Workers searching for work.", |s| s.num_searching as f64),
     level("volt_workers_parked", "Workers parked.", |s| s.num_parked as f64),

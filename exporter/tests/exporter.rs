@@ -73,6 +73,7 @@ const COUNTERS: &[&str] = &[
     "volt_timers_armed_total",
     "volt_timers_fired_total",
     "volt_io_events_total",
+    "volt_deadlocks_total",
 ];
 const GAUGES: &[&str] = &[
     "volt_global_queue_depth",

@@ -104,6 +104,9 @@ impl App {
                 self.apply_tasks(t, u.uptime_ns);
             }
             self.apply_groups(u.task_groups, u.uptime_ns);
+            // Each update of a stream that asked carries the list whole (empty: none).
+            self.resources = u.resources;
+            self.resources_total = u.resources_total;
         }
         if let Some(mut s) = u.snapshot {
             if full {
@@ -165,6 +168,9 @@ impl App {
             self.task_groups.clear();
             self.group_rates.clear();
             self.groups_at = None;
+            self.resources.clear();
+            self.resources_total = 0;
+            self.detail_holds.clear();
             self.stall_arrived_ns = None;
             self.detail = None;
             self.detail_row = None;
@@ -287,6 +293,7 @@ impl App {
             Ok(d) => {
                 self.detail_histograms =
                     Some((d.poll_histogram.unwrap_or_default(), d.schedule_histogram.unwrap_or_default()));
+                self.detail_holds = d.holds;
                 if let Some(task) = d.task {
                     self.detail_row = Some(TaskRow { task, seen_at_ns: self.uptime_ns });
                 }

@@ -18,6 +18,7 @@
 
 pub mod format;
 mod groups;
+mod resources;
 
 use crate::app::{App, SortKey, Status, TaskHistory, View};
 use format::{dur, si};
@@ -44,6 +45,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         View::Events => draw_events(f, app, body, app.selected),
         View::Stalls => draw_stalls(f, app, body),
         View::Groups => groups::draw_groups(f, app, body),
+        View::Resources => resources::draw_resources(f, app, body),
     }
     draw_footer(f, app, footer);
     if app.detail.is_some() {
@@ -619,6 +621,10 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
         let name = t.last_woken_by_task.map(|id| app.task_name(id)).unwrap_or_default();
         lines.push(Line::from(format!("last woken by {by}{name}, {} ago", t.last_woken_ns.map_or("-".into(), aged))));
     }
+    if !app.detail_holds.is_empty() {
+        let held: Vec<String> = app.detail_holds.iter().map(resources::short).collect();
+        lines.push(Line::from(format!("holds       {}", held.join(", "))));
+    }
     if let Some((polls, sched)) = &app.detail_histograms {
         lines.push(Line::from(format!("poll times  {}", histogram_line(polls))));
         lines.push(Line::from(format!("queued      {}", histogram_line(sched))));
@@ -646,7 +652,8 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
 const HELP: &str = "\
 q, Ctrl-C     quit
 Tab, S-Tab    next / previous view
-w t o e s     workers, tasks, groups, events, stalls
+w t o e s r   workers, tasks, groups, events, stalls,
+              resources (locks: holders, waiters)
 ↑ ↓, j k      move        g G   first / last
 Enter         task details (tasks view); Esc closes
 b p n l       sort by busy, polls, name, longest wait
@@ -657,11 +664,10 @@ space         pause this display (replay: playback)
 . or →        replay: step one update while paused
 ?             this help (any key closes it)
 
-Warnings in the header: a poll over 10 ms, a worker
-parked while the global queue has work, events or
-updates this console missed, a task that keeps waking
-itself without completing, a stall (s: its stack), a
-task that can never be woken.";
+Header warnings: a deadlock, a poll over 10 ms, a
+worker parked while the global queue has work, missed
+events or updates, a task waking itself endlessly, a
+stall (s: its stack), a task that can never be woken.";
 
 /// The help box, sized to its text and centred in `screen` (never bigger than it).
 fn draw_help(f: &mut Frame, screen: Rect) {
@@ -688,7 +694,7 @@ fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
     // is too narrow for them.
     let mut hints = vec!["Tab switch", "j/k move", "Enter details", "space pause"];
     let kept = ["? help", "q quit"];
-    let tabs = [" w workers ", " t tasks ", " o groups ", " e events ", " s stalls "];
+    let tabs = [" w workers ", " t tasks ", " o groups ", " e events ", " s stalls ", " r resources "];
     let width = |hints: &[&str]| {
         tabs.iter().map(|t| t.chars().count()).sum::<usize>()
             + hints.iter().chain(kept.iter()).map(|h| h.chars().count() + 2).sum::<usize>()
@@ -704,6 +710,7 @@ fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
             tab(View::Groups, tabs[2]),
             tab(View::Events, tabs[3]),
             tab(View::Stalls, tabs[4]),
+            tab(View::Resources, tabs[5]),
             Span::styled(keys, Style::new().fg(Color::DarkGray)),
         ])),
         area,

@@ -3,7 +3,10 @@
 
 use super::proto;
 use crate::telemetry::for_each_worker_counter;
-use crate::telemetry::{Event, EventKind, Snapshot, TaskGroup, TaskGroupKind, TaskInfo, TaskState, WorkerState};
+use crate::telemetry::{
+    Deadlock, DeadlockWant, Event, EventKind, Resource, ResourceHolder, Snapshot, TaskGroup, TaskGroupKind, TaskInfo,
+    TaskState, WorkerState,
+};
 
 /// A `telemetry::WorkerSnapshot` as the wire's, from the counter list (see
 /// `telemetry/counters.rs`): the counters field for field by name.
@@ -96,12 +99,63 @@ impl From<&Snapshot> for proto::Snapshot {
             stalls_total: s.stalls_total,
             recent_stalls: Vec::new(),
             ongoing_stalls: Vec::new(),
+            deadlocks_total: s.deadlocks_total,
+            // The publisher adds the deadlocks of its latest reading.
+            deadlocks: Vec::new(),
             bridge: s.bridge.as_ref().map(|b| proto::BridgeSnapshot {
                 workers: b.workers,
                 alive_tasks: b.alive_tasks,
                 global_queue_depth: b.global_queue_depth,
                 busy_ns: b.busy.as_nanos() as u64,
             }),
+        }
+    }
+}
+
+impl From<&Deadlock> for proto::Deadlock {
+    fn from(d: &Deadlock) -> proto::Deadlock {
+        proto::Deadlock {
+            tasks: d
+                .tasks
+                .iter()
+                .map(|t| {
+                    let (wants_resource, wants_task) = match t.wants {
+                        DeadlockWant::Sync { resource, holder, .. } => (Some(resource), holder),
+                        DeadlockWant::Join { task_id } => (None, task_id),
+                    };
+                    proto::DeadlockedTask {
+                        id: t.id,
+                        name: t.name.clone(),
+                        holds: t
+                            .holds
+                            .iter()
+                            .map(|h| proto::HeldResource { primitive: h.primitive.into(), resource: h.resource })
+                            .collect(),
+                        wants: t.wants.to_string(),
+                        wants_resource,
+                        wants_task,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<&Resource> for proto::Resource {
+    fn from(r: &Resource) -> proto::Resource {
+        proto::Resource {
+            id: r.id,
+            kind: r.kind.map(String::from),
+            created_at: None,
+            holder_task: match r.holder {
+                Some(ResourceHolder::Task(t)) => Some(t),
+                _ => None,
+            },
+            held_outside: r.holder == Some(ResourceHolder::Outside),
+            waiters: r.waiters,
+            free: r.free,
+            total: r.total,
+            aux: r.aux,
         }
     }
 }

@@ -87,6 +87,8 @@ pub(super) struct Client {
     pub(super) wants_tasks: bool,
     /// False for a stream with `skip_lost_wakers`.
     pub(super) wants_lost_wakers: bool,
+    /// True for a stream with `want_resources`.
+    pub(super) wants_resources: bool,
     /// Its window of the task list (see [`ClientView`]).
     pub(super) view: ClientView,
     /// The number (in the publisher's [`StallFeed`]) of the first stall this client was
@@ -217,6 +219,8 @@ pub(super) struct State {
     pub(super) history: Mutex<VecDeque<proto::Event>>,
     /// The stalls, as the publisher converted them for the wire.
     pub(super) stalls: Mutex<StallFeed>,
+    /// The deadlocks the latest reading found, for the wire (see `watch_deadlocks`).
+    deadlocks: Mutex<Vec<proto::Deadlock>>,
     /// The publish at which each connection last had a window computed (see `cost`).
     served: Mutex<HashMap<Conn, u64>>,
     /// What each connection's one-off task calls may still cost.
@@ -344,6 +348,7 @@ impl State {
             one_off_until: Mutex::new(None),
             history: Mutex::new(VecDeque::new()),
             stalls: Mutex::new(StallFeed::default()),
+            deadlocks: Mutex::new(Vec::new()),
             served: Mutex::new(HashMap::new()),
             one_off: Mutex::new(OneOffBuckets::default()),
             queued: Arc::new(AtomicUsize::new(0)),
@@ -484,6 +489,8 @@ impl State {
             feed.next
         };
         snapshot.tasks_lost_waker = self.lost_wakers();
+        snapshot.deadlocks = self.deadlocks.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (resources, resources_total) = self.resources();
         let update = proto::Update {
             seq: self.seq.load(Relaxed),
             uptime_ns: self.telemetry.uptime().as_nanos() as u64,
@@ -491,9 +498,59 @@ impl State {
             tasks,
             runtime: Some(self.info.clone()),
             task_groups: self.task_groups(),
+            resources,
+            resources_total,
             ..Default::default()
         };
         (update, stalls_seen)
+    }
+
+    /// The resources view: the first [`MAX_RESOURCES_PER_UPDATE`] resources by id, and
+    /// how many there are (one short hold of the registry's lock).
+    fn resources(&self) -> (Vec<proto::Resource>, u64) {
+        let page = self.telemetry.resources_page(0, MAX_RESOURCES_PER_UPDATE);
+        let total = (self.telemetry.resource_count() as u64).max(page.len() as u64);
+        (page.iter().map(proto::Resource::from).collect(), total)
+    }
+
+    /// The resources task `id` holds alone, among those with probes: at most
+    /// [`HOLDS_MAX`], from a walk of at most [`HOLDS_SCAN`] resources.
+    pub(super) fn holds(&self, id: u64) -> Vec<proto::Resource> {
+        let mut out = Vec::new();
+        let mut after = 0;
+        let mut scanned = 0;
+        while scanned < HOLDS_SCAN && out.len() < HOLDS_MAX {
+            let page = self.telemetry.resources_page(after, crate::telemetry::MAX_RESOURCES);
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            scanned += page.len();
+            out.extend(
+                page.iter()
+                    .filter(|r| r.holder == Some(crate::telemetry::ResourceHolder::Task(id)))
+                    .map(proto::Resource::from),
+            );
+        }
+        out.truncate(HOLDS_MAX);
+        out
+    }
+
+    /// Whether a connected stream may show deadlocks: any but one that asked to be spared
+    /// the task walks (`skip_lost_wakers` without tasks or resources: a sidecar nobody
+    /// scrapes), since a reading walks the task list as the lost-waker count does.
+    fn deadlocks_wanted(&self) -> bool {
+        let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.iter().any(|c| c.wants_lost_wakers || c.wants_tasks || c.wants_resources)
+    }
+
+    /// Take a reading of the wait-for graph for the wire, while a client is connected
+    /// (see `watch_deadlocks`); forget the last one once none is.
+    fn read_deadlocks(&self) {
+        let found: Vec<proto::Deadlock> = if self.deadlocks_wanted() && self.recording() {
+            self.telemetry.deadlocks().iter().take(MAX_DEADLOCKS_PER_UPDATE).map(proto::Deadlock::from).collect()
+        } else {
+            Vec::new()
+        };
+        *self.deadlocks.lock().unwrap_or_else(|e| e.into_inner()) = found;
     }
 
     /// The task groups on the wire (none without task statistics).
@@ -532,10 +589,17 @@ impl State {
                 h.push_back(*e);
             }
         }
+        let mut snap: proto::Snapshot = (&snapshot).into();
+        snap.deadlocks = self.deadlocks.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        // The resources list costs a page of the registry: only for streams that want it.
+        let wanted = self.clients.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|c| c.wants_resources);
+        let (resources, resources_total) = if wanted { self.resources() } else { (Vec::new(), 0) };
         proto::Update {
             seq: self.seq.fetch_add(1, Relaxed) + 1,
             uptime_ns: self.telemetry.uptime().as_nanos() as u64,
-            snapshot: Some((&snapshot).into()),
+            snapshot: Some(snap),
+            resources,
+            resources_total,
             events,
             events_missed: missed_ring,
             events_missed_ring: missed_ring,
@@ -648,6 +712,40 @@ impl State {
 /// the client falls more than `STALL_HISTORY` stalls behind).
 pub(super) const MAX_STALLS_PER_UPDATE: usize = 8;
 
+/// The most resources one update carries (the first by id; `resources_total` counts all).
+pub(super) const MAX_RESOURCES_PER_UPDATE: usize = 500;
+/// The most deadlocks one update carries.
+const MAX_DEADLOCKS_PER_UPDATE: usize = 16;
+/// The most held resources `GetTask` lists, and the most resources it looks through.
+const HOLDS_MAX: usize = 100;
+const HOLDS_SCAN: usize = 10_000;
+/// How often the console reads the wait-for graph while a client is connected: often
+/// enough that a deadlock shows within a second of forming (it is confirmed on the
+/// second reading that finds it).
+const DEADLOCK_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Read the wait-for graph every [`DEADLOCK_INTERVAL`] while a client is connected, on a
+/// blocking thread (a reading walks the task list), never on a worker.
+async fn watch_deadlocks(state: Arc<State>, mut stop: watch::Receiver<bool>) {
+    let mut ticker = tokio::time::interval(DEADLOCK_INTERVAL);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        if !state.deadlocks_wanted() {
+            // Nobody to show it to: no reading, and none kept for a later client.
+            state.deadlocks.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            continue;
+        }
+        let st = Arc::clone(&state);
+        if tokio::task::spawn_blocking(move || st.read_deadlocks()).await.is_err() {
+            break;
+        }
+    }
+}
+
 pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) {
     let mut cursor = state.telemetry.events();
     let mut dropped = 0;
@@ -657,6 +755,7 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
     let mut lost: Option<Instant> = None;
     let recording = state.info.event_ring_capacity > 0;
     let mut refreshing: Option<tokio::task::JoinHandle<()>> = None;
+    let deadlocks = tokio::spawn(watch_deadlocks(Arc::clone(&state), stop.clone()));
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -693,6 +792,7 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
         }
         state.broadcast(update, if wanted { slot.as_ref() } else { None });
     }
+    deadlocks.abort();
     // Dropping the senders ends every stream.
     state.clients.lock().unwrap_or_else(|e| e.into_inner()).clear();
     if state.index.lock().unwrap_or_else(|e| e.into_inner()).take().is_some() {
@@ -703,7 +803,8 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
 /// One client's copy of a published update: its newest `max_events` events (the rest
 /// counted in `events_missed_cap`), the updates it missed, and the task list unless it
 /// asked to go without. Copies only what the client gets.
-pub(super) fn for_client(u: &proto::Update, updates_missed: u64, max_events: usize) -> proto::Update {
+/// Without `resources`, the resources list is left out.
+pub(super) fn for_client(u: &proto::Update, updates_missed: u64, max_events: usize, resources: bool) -> proto::Update {
     let cut = u.events.len().saturating_sub(max_events);
     proto::Update {
         seq: u.seq,
@@ -720,6 +821,8 @@ pub(super) fn for_client(u: &proto::Update, updates_missed: u64, max_events: usi
         watch_id: u.watch_id,
         tasks_more: u.tasks_more,
         task_groups: u.task_groups.clone(),
+        resources: if resources { u.resources.clone() } else { Vec::new() },
+        resources_total: if resources { u.resources_total } else { 0 },
     }
 }
 
@@ -735,6 +838,7 @@ mod tests {
             id: state.new_watch_id(),
             wants_tasks: false,
             wants_lost_wakers: false,
+            wants_resources: false,
             view: ClientView::new(Query::new(None, proto::TaskSort::Id).unwrap()),
             stalls_seen: 0,
             queued: Arc::new(AtomicUsize::new(0)),

@@ -52,6 +52,7 @@ impl Console for Service {
         };
         let query = Query::new(req.task_query.as_ref(), proto::TaskSort::Busy).map_err(Status::invalid_argument)?;
         let wants_tasks = !req.omit_tasks && self.state.recording();
+        let wants_resources = req.want_resources;
         // Refused before the window is paid for, if its first update (a window, the
         // snapshot's stalls) would not fit; checked again, exactly, once it is made.
         // (Ended stalls and stalls still running, at most `MAX_STALLS_PER_UPDATE` each.)
@@ -95,6 +96,7 @@ impl Console for Service {
             wants_tasks,
             // A stream that shows tasks needs the count to flag them (the index).
             wants_lost_wakers: !req.skip_lost_wakers || wants_tasks,
+            wants_resources,
             view,
             stalls_seen,
             queued: own,
@@ -107,7 +109,7 @@ impl Console for Service {
         let stream = tokio_stream::StreamExt::map(
             tokio_stream::wrappers::ReceiverStream::new(rx),
             move |(p, missed, tasks, stalls, queued): Item| {
-                let mut u = for_client(&p.update, missed, max_events);
+                let mut u = for_client(&p.update, missed, max_events, wants_resources);
                 // The one taken before is given back now.
                 drop(last.replace((p, queued)));
                 u.tasks = tasks;
@@ -230,6 +232,7 @@ impl Console for Service {
             recent_events,
             poll_histogram: super::convert::histogram(&task.poll_histogram),
             schedule_histogram: super::convert::histogram(&task.schedule_histogram),
+            holds: self.state.holds(id),
         }))
     }
 }

@@ -196,6 +196,19 @@ pub(crate) fn read(id: u64) -> Option<ProbeReading> {
     registry().get(&id).map(|p| p.read())
 }
 
+/// Up to `max` resources with ids above `after`, in id order, each with its reading:
+/// one hold of the registry's lock, for a reader that pages through them (the console's
+/// resources view, the deadlock detector).
+pub(crate) fn read_range(after: u64, max: usize) -> Vec<(u64, ProbeReading)> {
+    use std::ops::Bound::{Excluded, Unbounded};
+    registry().range((Excluded(after), Unbounded)).take(max).map(|(id, p)| (*id, p.read())).collect()
+}
+
+/// How many resources have probes now.
+pub(crate) fn count() -> usize {
+    registry().len()
+}
+
 /// Whether the task polled on this thread keeps statistics (its waits are recorded).
 #[inline]
 pub(crate) fn watching() -> bool {

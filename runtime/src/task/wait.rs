@@ -691,6 +691,41 @@ pub(crate) fn wake_source() -> u64 {
     s as u64
 }
 
+// ---- The wait-for graph (read by `telemetry::deadlock`) ---------------------------------
+
+/// Where one listed wait points in the wait-for graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GraphWait {
+    /// Another task's `JoinHandle`: the joined task's id.
+    Join(u64),
+    /// A sync primitive: the tag and the resource id (`sync::track`).
+    Sync { tag: u8, resource: u64 },
+    /// Anything else (a sleep, a socket, a label, `unknown`): something that may wake the
+    /// task without any other task's help.
+    Other,
+}
+
+impl WaitWords {
+    /// Each listed wait's place in the wait-for graph, in order, without decoding labels
+    /// or addresses (a spill slot is skipped); a wait that did not fit the list counts as
+    /// [`GraphWait::Other`], since nothing says what it was.
+    pub(crate) fn graph_waits(&self, mut f: impl FnMut(GraphWait)) {
+        let p = PollWord::unpack(self.poll);
+        for i in 0..p.used.min(SLOTS) {
+            let head = self.heads[i];
+            f(match head as u8 {
+                W_SPILL => continue,
+                W_JOIN => GraphWait::Join(self.payloads[i]),
+                W_SYNC => GraphWait::Sync { tag: (head >> SYNC_TAG_SHIFT) as u8, resource: self.payloads[i] },
+                _ => GraphWait::Other,
+            });
+        }
+        if p.more > 0 {
+            f(GraphWait::Other);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

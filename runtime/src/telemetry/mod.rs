@@ -9,9 +9,11 @@
 
 pub(crate) mod clock;
 mod counters;
+pub(crate) mod deadlock;
 pub mod events;
 pub(crate) mod groups;
 mod histogram;
+mod resources;
 // The live-task change log serves the console's task stream only.
 #[cfg_attr(not(feature = "console"), allow(dead_code))]
 pub(crate) mod stall;
@@ -22,9 +24,11 @@ mod wait;
 pub(crate) use counters::for_each_worker_counter;
 pub use counters::WorkerSnapshot;
 pub(crate) use counters::{Counter, WorkerCounters};
+pub use deadlock::{Deadlock, DeadlockWant, DeadlockedTask, HeldResource};
 pub use events::{Event, EventCursor, EventDetail, EventKind, ScheduleTarget};
 pub use groups::{TaskGroup, TaskGroupKind, MAX_TASK_GROUPS, OTHER_TASK_GROUP, SLOW_POLL_THRESHOLD};
 pub use histogram::Histogram;
+pub use resources::{Resource, ResourceHolder, MAX_RESOURCES};
 pub use stall::{MissingStack, StackFrame, Stall, STALL_HISTORY};
 pub use wait::{SyncHolder, SyncWait, WaitReason, WakeSource};
 
@@ -124,6 +128,11 @@ pub struct Snapshot {
     /// runtime (at most 4 MiB, though a reading taken while a spawner takes freed memory
     /// back may count it twice; each worker's own is `WorkerSnapshot::cell_cache_bytes`).
     pub outside_cell_cache_bytes: u64,
+    /// Deadlocks reported so far ([`Telemetry::deadlocks`]): each cycle of tasks counts
+    /// once, when a reading confirms it. Readings are taken only while someone watches
+    /// (a `Telemetry::deadlocks` call, the console while a client is connected, the
+    /// exporter on a scrape), so a deadlock nobody looked for is not counted yet.
+    pub deadlocks_total: u64,
     /// The Tokio bridge (feature `tokio-bridge`, see `volt::bridge`), while it runs:
     /// `None` before its first use, after shutdown, and always without the feature.
     pub bridge: Option<BridgeSnapshot>,
@@ -237,6 +246,53 @@ impl Telemetry {
         r.groups.read(self.shared.workers.iter().filter_map(|w| w.counters.groups.as_deref()))
     }
 
+    /// The deadlocks among the live tasks: cycles of tasks each waiting on the next
+    /// (locking a `volt::sync::Mutex`, an `RwLock` or a `OnceCell` another task of the
+    /// cycle holds, or joining another task of the cycle), which none of them can leave.
+    /// Each is listed once, with its tasks by id, what each holds and what it wants (see
+    /// [`Deadlock`]), for as long as it lasts; [`Snapshot::deadlocks_total`] counts each
+    /// once.
+    ///
+    /// A cycle is reported only once two consecutive readings of the wait-for graph found
+    /// it with none of its tasks polled in between (a false report is worse than a late
+    /// one). Readings are taken by this call, on the calling thread, at most once every
+    /// 250 ms (a call between them returns the last reading's answer); a call after more
+    /// than a second without one takes two readings 50 ms apart, so a deadlock that has
+    /// formed is reported by a single call (from inside a task, which must not sleep, by
+    /// the next call). Each reading walks the task list as [`Telemetry::tasks`] does,
+    /// without blocking a worker. Empty unless the runtime keeps task statistics
+    /// (`Builder::event_ring`).
+    ///
+    /// A wait on a `Semaphore`, a `Notify`, a `Barrier`, an `RwLock` held by readers, or
+    /// a lock held outside any task is never part of a cycle: nothing names which task
+    /// would release it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let rt = volt::runtime::Builder::new().worker_threads(2).event_ring(1024).build().unwrap();
+    /// let (a, b) = (Arc::new(volt::sync::Mutex::new(())), Arc::new(volt::sync::Mutex::new(())));
+    /// for (first, second) in [(a.clone(), b.clone()), (b, a)] {
+    ///     rt.spawn(async move {
+    ///         let _g = first.lock().await;
+    ///         volt::time::sleep(Duration::from_millis(50)).await;
+    ///         let _h = second.lock().await;
+    ///     });
+    /// }
+    /// let t = rt.handle().telemetry();
+    /// let start = std::time::Instant::now();
+    /// while t.deadlocks().is_empty() && start.elapsed() < Duration::from_secs(10) {
+    ///     std::thread::sleep(Duration::from_millis(100));
+    /// }
+    /// assert_eq!(t.deadlocks()[0].tasks.len(), 2);
+    /// ```
+    pub fn deadlocks(&self) -> Vec<Deadlock> {
+        match &self.shared.recorder {
+            Some(r) => r.deadlocks.check(self),
+            None => Vec::new(),
+        }
+    }
+
     /// Read every counter and gauge. Lock-free; never blocks a worker.
     pub fn snapshot(&self) -> Snapshot {
         let s = &self.shared;
@@ -259,6 +315,7 @@ impl Telemetry {
             blocking_threads: s.blocking.num_threads_gauge.load(Relaxed),
             blocking_queue_depth: s.blocking.queue_depth_gauge.load(Relaxed),
             outside_cell_cache_bytes: s.outside_cells.cached_bytes() as u64,
+            deadlocks_total: s.recorder.as_ref().map_or(0, |r| r.deadlocks.total()),
             #[cfg(feature = "tokio-bridge")]
             bridge: s.bridge.snapshot(),
             ..Snapshot::default()
@@ -678,6 +735,8 @@ pub(crate) struct Recorder {
     pub(crate) changes: tasks::TaskChangeLog,
     /// The task groups' lookup table and their figures counted off the workers.
     pub(crate) groups: groups::TaskGroups,
+    /// The deadlock detector's memory between readings.
+    pub(crate) deadlocks: deadlock::Detector,
 }
 
 impl Recorder {
@@ -699,6 +758,7 @@ impl Recorder {
             clock,
             changes: tasks::TaskChangeLog::new(workers),
             groups: groups::TaskGroups::new(),
+            deadlocks: deadlock::Detector::new(),
         }
     }
 
