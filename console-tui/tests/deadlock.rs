@@ -35,7 +35,7 @@ fn the_stream_carries_the_deadlock_its_count_and_the_locks() {
     let rt = runtime(2, true);
     let t = tokio_rt();
     let tasks = lock_order_deadlock(&rt);
-    let ids: Vec<u64> = tasks.iter().map(|h| h.id()).collect();
+    let ids: Vec<u64> = tasks.iter().map(|h| h.id().as_u64()).collect();
     t.block_on(async {
         let mut c = client(&rt).await;
         let req = proto::WatchRequest { omit_tasks: true, want_resources: true, ..Default::default() };

@@ -116,12 +116,12 @@ fn a_join_on_a_task_waiting_for_the_joiners_lock_is_reported_once() {
         let child = volt::task::Builder::new().name("child").spawn(async move {
             let _g = m2.lock().await;
         });
-        child_id2.store(child.id(), std::sync::atomic::Ordering::SeqCst);
+        child_id2.store(child.id().as_u64(), std::sync::atomic::Ordering::SeqCst);
         let _ = child.await;
     });
     let found = wait_for(&t, "the join deadlock", |d| !d.is_empty());
     assert_eq!(found.len(), 1, "{found:#?}");
-    let (jid, cid) = (joiner.id(), child_id.load(std::sync::atomic::Ordering::SeqCst));
+    let (jid, cid) = (joiner.id().as_u64(), child_id.load(std::sync::atomic::Ordering::SeqCst));
     let d = &found[0];
     let tids: Vec<u64> = d.tasks.iter().map(|t| t.id).collect();
     let mut want = vec![jid, cid];
@@ -272,7 +272,7 @@ fn the_resources_list_names_a_contended_mutex_and_its_holder() {
         held.wait().await;
         let _g = m.lock().await;
     });
-    let hid = holder.id();
+    let hid = holder.id().as_u64();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         // A reading of the graph learns the resource's kind.
