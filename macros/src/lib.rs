@@ -295,6 +295,11 @@ fn build(mut f: syn::ItemFn, config: Config, kind: Kind) -> TokenStream2 {
     if let Some((n, _)) = config.worker_threads {
         rt = quote_spanned! {span=> #rt.worker_threads(#n) };
     }
+    if matches!(kind, Kind::Main) {
+        // Volt's own defaults for a program's runtime (the console, with the `console`
+        // feature); tests keep Tokio's.
+        rt = quote_spanned! {span=> #rt.__main_defaults() };
+    }
     if let Some((paused, _)) = config.start_paused {
         rt = quote_spanned! {span=> #rt.start_paused(#paused) };
     }

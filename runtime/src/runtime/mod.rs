@@ -78,6 +78,10 @@ pub struct Builder {
     thread_hooks: crate::blocking::ThreadHooks,
     #[cfg(feature = "console")]
     console: Option<crate::console::ConsoleConfig>,
+    /// The console was turned on by `#[volt::main]` rather than asked for: a console that
+    /// cannot start (its port taken by another process) is a warning, not a failure.
+    #[cfg(feature = "console")]
+    console_optional: bool,
     #[cfg(feature = "tokio-bridge")]
     tokio_bridge_threads: usize,
 }
@@ -108,6 +112,8 @@ impl Builder {
             thread_hooks: Default::default(),
             #[cfg(feature = "console")]
             console: None,
+            #[cfg(feature = "console")]
+            console_optional: false,
             #[cfg(feature = "tokio-bridge")]
             tokio_bridge_threads: crate::bridge::DEFAULT_THREADS,
         }
@@ -188,6 +194,27 @@ impl Builder {
     /// Accepted for Tokio's sake, with no effect: Volt's reactor sizes its own event
     /// buffer.
     pub fn max_io_events_per_tick(&mut self, _capacity: usize) -> &mut Builder {
+        self
+    }
+
+    /// What `#[volt::main]` sets beyond Tokio's defaults: with the `console` feature, the
+    /// console (and the event ring it reads tasks from, 1,024 events per worker, unless
+    /// set), so that an application that names Volt as `tokio` is watched without a
+    /// change to its source. `VOLT_CONSOLE=0` turns it off. A console that cannot start
+    /// (its address in use) is reported on stderr and the program runs without it.
+    #[doc(hidden)]
+    pub fn __main_defaults(&mut self) -> &mut Builder {
+        #[cfg(feature = "console")]
+        {
+            let off = std::env::var("VOLT_CONSOLE").is_ok_and(|v| matches!(v.trim(), "0" | "off" | "false" | "no"));
+            if !off && self.console.is_none() {
+                self.enable_console();
+                self.console_optional = true;
+                if self.event_ring.is_none() {
+                    self.event_ring(1024);
+                }
+            }
+        }
         self
     }
 
@@ -480,7 +507,15 @@ impl Builder {
         rt.monitor = crate::telemetry::stall::start(&shared, format!("{}-stall-monitor", self.thread_name))?;
         #[cfg(feature = "console")]
         if let Some(config) = &self.console {
-            rt.console = Some(crate::console::start(config, rt.handle.telemetry())?);
+            match crate::console::start(config, rt.handle.telemetry()) {
+                Ok(console) => rt.console = Some(console),
+                Err(e) if self.console_optional => {
+                    eprintln!(
+                        "volt console: not started ({e}); set VOLT_CONSOLE_BIND to another address, or VOLT_CONSOLE=0"
+                    )
+                }
+                Err(e) => return Err(e),
+            }
         }
         Ok(rt)
     }
