@@ -387,14 +387,18 @@ impl<T> Receiver<T> {
         let Receiver { shared, version: seen, key } = self;
         let shared: &Shared<T> = shared;
         loop {
-            let guard = shared.read();
-            let (version, closed) = shared.current();
-            let has_changed = version != *seen;
-            *seen = version;
-            if f(&guard) {
-                return Ok(Ref { guard, has_changed });
-            }
-            drop(guard);
+            // The read guard lives in this block only: the future stays `Send` across
+            // the wait below.
+            let closed = {
+                let guard = shared.read();
+                let (version, closed) = shared.current();
+                let has_changed = version != *seen;
+                *seen = version;
+                if f(&guard) {
+                    return Ok(Ref { guard, has_changed });
+                }
+                closed
+            };
             if closed {
                 return Err(RecvError(()));
             }
