@@ -122,6 +122,7 @@ struct State<T> {
     held: usize,
     rx_count: usize,
     tx_count: usize,
+    weak_count: usize,
     /// Receivers waiting for a value.
     waiters: Waiters,
     /// Waiters of `Sender::closed`.
@@ -156,6 +157,7 @@ pub fn channel<T: Clone>(capacity: usize) -> (Sender<T>, Receiver<T>) {
             held: 0,
             rx_count: 1,
             tx_count: 1,
+            weak_count: 0,
             waiters: Waiters::default(),
             closed: Waiters::default(),
         }),
@@ -177,6 +179,25 @@ pub struct Receiver<T> {
     next: u64,
     /// Its slot among the waiters, once it has waited.
     key: Option<usize>,
+}
+
+/// A sender that does not keep the channel open: [`upgrade`](WeakSender::upgrade) it
+/// while a [`Sender`] lives.
+pub struct WeakSender<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T: Clone> Sender<T> {
+    /// A sender of a new channel with no receiver yet ([`subscribe`](Sender::subscribe)
+    /// makes them).
+    ///
+    /// # Panics
+    /// As [`channel`] does, for the capacity.
+    #[track_caller]
+    pub fn new(capacity: usize) -> Self {
+        let (tx, _) = channel(capacity);
+        tx
+    }
 }
 
 impl<T> Sender<T> {
@@ -243,6 +264,58 @@ impl<T> Sender<T> {
     pub fn strong_count(&self) -> usize {
         self.shared.lock().tx_count
     }
+
+    /// How many weak senders the channel has.
+    pub fn weak_count(&self) -> usize {
+        self.shared.lock().weak_count
+    }
+
+    /// A [`WeakSender`] of this channel.
+    pub fn downgrade(&self) -> WeakSender<T> {
+        self.shared.lock().weak_count += 1;
+        WeakSender { shared: self.shared.clone() }
+    }
+}
+
+impl<T> WeakSender<T> {
+    /// A [`Sender`], if any sender still lives.
+    pub fn upgrade(&self) -> Option<Sender<T>> {
+        let mut st = self.shared.lock();
+        if st.tx_count == 0 {
+            return None;
+        }
+        st.tx_count += 1;
+        Some(Sender { shared: self.shared.clone() })
+    }
+
+    /// How many senders the channel has.
+    pub fn strong_count(&self) -> usize {
+        self.shared.lock().tx_count
+    }
+
+    /// How many weak senders the channel has.
+    pub fn weak_count(&self) -> usize {
+        self.shared.lock().weak_count
+    }
+}
+
+impl<T> Clone for WeakSender<T> {
+    fn clone(&self) -> Self {
+        self.shared.lock().weak_count += 1;
+        WeakSender { shared: self.shared.clone() }
+    }
+}
+
+impl<T> Drop for WeakSender<T> {
+    fn drop(&mut self) {
+        self.shared.lock().weak_count -= 1;
+    }
+}
+
+impl<T> fmt::Debug for WeakSender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeakSender").finish_non_exhaustive()
+    }
 }
 
 struct ClosedFut<'a, T> {
@@ -257,13 +330,14 @@ impl<T> Future for ClosedFut<'_, T> {
         let this = &mut *self;
         let mut st = this.shared.lock();
         if st.rx_count == 0 {
-            if let Some(k) = this.key.take() {
-                st.closed.remove(k);
-            }
+            let old = this.key.take().and_then(|k| st.closed.remove(k));
+            drop(st);
+            drop(old);
             return Poll::Ready(());
         }
-        st.closed.register(&mut this.key, cx.waker());
+        let old = st.closed.register(&mut this.key, cx.waker());
         drop(st);
+        drop(old);
         record_closed_wait();
         Poll::Pending
     }
@@ -272,7 +346,8 @@ impl<T> Future for ClosedFut<'_, T> {
 impl<T> Drop for ClosedFut<'_, T> {
     fn drop(&mut self) {
         if let Some(k) = self.key {
-            self.shared.lock().closed.remove(k);
+            // The waker is dropped after the lock is let go.
+            let _old = self.shared.lock().closed.remove(k);
         }
     }
 }
@@ -307,6 +382,8 @@ impl<T> fmt::Debug for Sender<T> {
 /// What one attempt to receive found.
 enum Got<T> {
     Value(T),
+    /// The value itself: this receiver was the last to see it.
+    Last(T),
     Empty,
     Closed,
     Lagged(u64),
@@ -314,29 +391,30 @@ enum Got<T> {
 
 impl<T: Clone> Receiver<T> {
     /// Take the next value, or say why there is none; with the lock held.
-    fn try_take(&mut self, st: &mut State<T>) -> (Got<T>, Option<T>) {
+    fn try_take(&mut self, st: &mut State<T>) -> Got<T> {
         if self.next >= st.tail {
-            return (if st.tx_count == 0 { Got::Closed } else { Got::Empty }, None);
+            return if st.tx_count == 0 { Got::Closed } else { Got::Empty };
         }
         let oldest = st.tail.saturating_sub(self.shared.capacity());
         if self.next < oldest {
             let missed = oldest - self.next;
             self.next = oldest;
-            return (Got::Lagged(missed), None);
+            return Got::Lagged(missed);
         }
         let slot = &mut st.buf[(self.next & self.shared.mask) as usize];
         debug_assert_eq!(slot.pos, self.next);
-        let v = slot.val.as_ref().expect("a value is kept until every receiver has seen it").clone();
-        slot.rem -= 1;
-        let done = if slot.rem == 0 {
-            st.held -= 1;
-            // The last one to see it takes it, to drop without the lock.
-            st.buf[(self.next & self.shared.mask) as usize].val.take()
-        } else {
-            None
-        };
+        // The receiver moves past the value before cloning it: a clone that panics
+        // leaves the channel consistent, the value counted as seen (as Tokio does).
         self.next += 1;
-        (Got::Value(v), done)
+        slot.rem -= 1;
+        if slot.rem == 0 {
+            // The last receiver to see it takes it out, to clone (every receiver gets a
+            // clone, as with Tokio) and drop without the lock.
+            let v = slot.val.take().expect("a value is kept until every receiver has seen it");
+            st.held -= 1;
+            return Got::Last(v);
+        }
+        Got::Value(slot.val.as_ref().expect("a value is kept until every receiver has seen it").clone())
     }
 
     /// Wait for the next value. `Lagged(n)` once when the receiver fell more than the
@@ -350,20 +428,25 @@ impl<T: Clone> Receiver<T> {
         std::task::ready!(coop::poll_proceed(cx));
         let shared = self.shared.clone();
         let mut st = shared.lock();
-        let (got, done) = self.try_take(&mut st);
+        let got = self.try_take(&mut st);
         let out = match got {
             Got::Value(v) => Ok(v),
+            Got::Last(v) => {
+                drop(st);
+                coop::spend();
+                return Poll::Ready(Ok(v.clone()));
+            }
             Got::Closed => Err(RecvError::Closed),
             Got::Lagged(n) => Err(RecvError::Lagged(n)),
             Got::Empty => {
-                st.waiters.register(&mut self.key, cx.waker());
+                let old = st.waiters.register(&mut self.key, cx.waker());
                 drop(st);
+                drop(old);
                 record_recv_wait();
                 return Poll::Pending;
             }
         };
         drop(st);
-        drop(done);
         coop::spend();
         Poll::Ready(out)
     }
@@ -372,11 +455,11 @@ impl<T: Clone> Receiver<T> {
     pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
         let shared = self.shared.clone();
         let mut st = shared.lock();
-        let (got, done) = self.try_take(&mut st);
+        let got = self.try_take(&mut st);
         drop(st);
-        drop(done);
         match got {
             Got::Value(v) => Ok(v),
+            Got::Last(v) => Ok(v.clone()),
             Got::Empty => Err(TryRecvError::Empty),
             Got::Closed => Err(TryRecvError::Closed),
             Got::Lagged(n) => Err(TryRecvError::Lagged(n)),
@@ -427,15 +510,21 @@ impl<T> Receiver<T> {
     pub fn sender_strong_count(&self) -> usize {
         self.shared.lock().tx_count
     }
+
+    /// How many weak senders the channel has.
+    pub fn sender_weak_count(&self) -> usize {
+        self.shared.lock().weak_count
+    }
 }
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
         let mut dropped = Vec::new();
+        let mut old = None;
         let last = {
             let mut st = self.shared.lock();
             if let Some(k) = self.key {
-                st.waiters.remove(k);
+                old = st.waiters.remove(k);
             }
             // The values this receiver never saw no longer wait for it.
             let from = self.next.max(st.tail.saturating_sub(self.shared.capacity()));
@@ -453,6 +542,7 @@ impl<T> Drop for Receiver<T> {
             st.rx_count == 0
         };
         drop(dropped);
+        drop(old);
         if last {
             wake_all_of(&self.shared.state, |st| &mut st.closed);
         }

@@ -218,8 +218,9 @@ impl WakeList {
 #[derive(Default)]
 struct Slot {
     waker: Option<Waker>,
-    /// A bounded channel's slot was handed to this waiter.
-    granted: bool,
+    /// Slots of a bounded channel this waiter needs, and those handed to it so far.
+    need: usize,
+    got: usize,
 }
 
 /// Waiters in reusable slots: a waiter keeps its key from its first `Pending` until it
@@ -235,8 +236,13 @@ pub(super) struct Waiters {
 impl Waiters {
     /// A new waiter with `waker`; returns its key.
     pub(super) fn insert(&mut self, waker: &Waker) -> usize {
+        self.insert_needing(waker, 0)
+    }
+
+    /// A new waiter with `waker` that needs `need` slots of a bounded channel.
+    fn insert_needing(&mut self, waker: &Waker, need: usize) -> usize {
         self.waiting += 1;
-        let slot = Slot { waker: Some(waker.clone()), granted: false };
+        let slot = Slot { waker: Some(waker.clone()), need, got: 0 };
         match self.free.pop() {
             Some(k) => {
                 self.slots[k] = slot;
@@ -250,33 +256,43 @@ impl Waiters {
     }
 
     /// Store `waker` for waiter `key` (a repeat poll), unless it would wake the same task.
-    pub(super) fn update(&mut self, key: usize, waker: &Waker) {
+    /// Returns the waker replaced, for the caller to drop once the lock is let go (a
+    /// waker's drop may run code that uses the channel).
+    #[must_use]
+    pub(super) fn update(&mut self, key: usize, waker: &Waker) -> Option<Waker> {
         let slot = &mut self.slots[key];
         match &mut slot.waker {
-            Some(w) if w.will_wake(waker) => {}
-            Some(w) => w.clone_from(waker),
+            Some(w) if w.will_wake(waker) => None,
+            Some(w) => Some(std::mem::replace(w, waker.clone())),
             None => {
                 slot.waker = Some(waker.clone());
                 self.waiting += 1;
+                None
             }
         }
     }
 
-    /// Insert or update, as `key` says.
-    pub(super) fn register(&mut self, key: &mut Option<usize>, waker: &Waker) {
+    /// Insert or update, as `key` says; returns a waker to drop unlocked.
+    #[must_use]
+    pub(super) fn register(&mut self, key: &mut Option<usize>, waker: &Waker) -> Option<Waker> {
         match *key {
             Some(k) => self.update(k, waker),
-            None => *key = Some(self.insert(waker)),
+            None => {
+                *key = Some(self.insert(waker));
+                None
+            }
         }
     }
 
-    /// Free waiter `key`'s slot.
-    pub(super) fn remove(&mut self, key: usize) {
+    /// Free waiter `key`'s slot; returns its waker, to drop unlocked.
+    #[must_use]
+    pub(super) fn remove(&mut self, key: usize) -> Option<Waker> {
         let slot = std::mem::take(&mut self.slots[key]);
         if slot.waker.is_some() {
             self.waiting -= 1;
         }
         self.free.push(key);
+        slot.waker
     }
 
     /// Take waiter `key`'s waker.
@@ -424,9 +440,15 @@ impl<T> Chan<T> {
     fn release(&self, st: &mut State<T>) -> Option<Waker> {
         self.bound?;
         if !st.rx_closed {
-            if let Some(k) = st.queue.pop_front() {
-                // The slot moves to the waiter: `in_use` stays.
-                st.senders.slots[k].granted = true;
+            if let Some(&k) = st.queue.front() {
+                // The slot moves to the first waiter: `in_use` stays. It leaves the
+                // queue, and is woken, once it has every slot it needs.
+                let slot = &mut st.senders.slots[k];
+                slot.got += 1;
+                if slot.got < slot.need {
+                    return None;
+                }
+                st.queue.pop_front();
                 return st.senders.take(k);
             }
         }
@@ -445,7 +467,8 @@ impl<T> Chan<T> {
             return Err(TrySendError::Closed(value));
         }
         if let Some(bound) = self.bound {
-            if st.in_use >= bound {
+            // Waiting senders come first (they hold every free slot anyway).
+            if st.in_use >= bound || !st.queue.is_empty() {
                 return Err(TrySendError::Full(value));
             }
             st.in_use += 1;
@@ -491,16 +514,16 @@ impl<T> Chan<T> {
         }
     }
 
-    fn try_reserve(&self) -> Result<(), TrySendError<()>> {
+    fn try_reserve(&self, n: usize) -> Result<(), TrySendError<()>> {
         let mut st = self.lock();
         if st.rx_closed {
             return Err(TrySendError::Closed(()));
         }
         let bound = self.bound.unwrap_or(usize::MAX);
-        if st.in_use >= bound {
+        if !st.queue.is_empty() || bound - st.in_use.min(bound) < n {
             return Err(TrySendError::Full(()));
         }
-        st.in_use += 1;
+        st.in_use += n;
         Ok(())
     }
 
@@ -520,11 +543,13 @@ impl<T> Chan<T> {
             coop::spend();
             return Poll::Ready(None);
         }
-        match &mut st.rx_waker {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            slot => *slot = Some(cx.waker().clone()),
-        }
+        // A waker replaced is dropped after the lock is let go.
+        let old = match &mut st.rx_waker {
+            Some(w) if w.will_wake(cx.waker()) => None,
+            slot => slot.replace(cx.waker().clone()),
+        };
         drop(st);
+        drop(old);
         record_recv_wait();
         Poll::Pending
     }
@@ -561,11 +586,13 @@ impl<T> Chan<T> {
             coop::spend();
             return Poll::Ready(0);
         }
-        match &mut st.rx_waker {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            slot => *slot = Some(cx.waker().clone()),
-        }
+        // A waker replaced is dropped after the lock is let go.
+        let old = match &mut st.rx_waker {
+            Some(w) if w.will_wake(cx.waker()) => None,
+            slot => slot.replace(cx.waker().clone()),
+        };
         drop(st);
+        drop(old);
         record_recv_wait();
         Poll::Pending
     }
@@ -648,19 +675,21 @@ impl<T> Chan<T> {
     fn poll_closed(&self, key: &mut Option<usize>, cx: &mut Context<'_>) -> Poll<()> {
         let mut st = self.lock();
         if st.rx_closed {
-            if let Some(k) = key.take() {
-                st.closed.remove(k);
-            }
+            let old = key.take().and_then(|k| st.closed.remove(k));
+            drop(st);
+            drop(old);
             return Poll::Ready(());
         }
-        st.closed.register(key, cx.waker());
+        let old = st.closed.register(key, cx.waker());
         drop(st);
+        drop(old);
         record_closed_wait();
         Poll::Pending
     }
 
     fn drop_closed_waiter(&self, key: usize) {
-        self.lock().closed.remove(key);
+        // The waker is dropped after the lock is let go.
+        let _old = self.lock().closed.remove(key);
     }
 
     fn capacity(&self) -> usize {
@@ -671,11 +700,44 @@ impl<T> Chan<T> {
     }
 }
 
-/// Waits for a slot of a bounded channel (`send`, `reserve`, `reserve_owned`).
+/// Waits for `need` slots of a bounded channel (`send`, `reserve`, `reserve_owned`,
+/// `reserve_many`).
 struct Acquire<'a, T> {
     chan: &'a Chan<T>,
+    need: usize,
     key: Option<usize>,
     kind: WaitKind,
+}
+
+impl<'a, T> Acquire<'a, T> {
+    fn new(chan: &'a Chan<T>, need: usize, kind: WaitKind) -> Self {
+        Acquire { chan, need, key: None, kind }
+    }
+
+    /// Leave the queue (the lock held), giving back the slots handed over so far; the
+    /// wakers of the waiters they go to are put in `wakes`. Returns this waiter's own
+    /// waker, to drop once the lock is let go.
+    #[must_use]
+    fn leave(&mut self, st: &mut State<T>, wakes: &mut WakeList) -> Option<Waker> {
+        let k = self.key.take()?;
+        let got = st.senders.slots[k].got;
+        if got < st.senders.slots[k].need {
+            st.queue.retain(|&q| q != k);
+        }
+        let own = st.senders.remove(k);
+        for _ in 0..got {
+            if let Some(w) = self.chan.release(st) {
+                // At most one waker per slot, and a waiter wakes only once it has all
+                // it needs: a full list here would need more waiters than fit, which
+                // the batch's size makes rare; they are woken at once then.
+                if wakes.is_full() {
+                    wakes.wake_all();
+                }
+                wakes.push(w);
+            }
+        }
+        own
+    }
 }
 
 impl<T> Future for Acquire<'_, T> {
@@ -689,41 +751,50 @@ impl<T> Future for Acquire<'_, T> {
         let mut st = chan.lock();
         match this.key {
             Some(k) => {
-                let granted = st.senders.slots[k].granted;
                 if st.rx_closed {
-                    this.key = None;
-                    if !granted {
-                        st.queue.retain(|&q| q != k);
-                    }
-                    st.senders.remove(k);
-                    let w = if granted { chan.release(&mut st) } else { None };
+                    let mut wakes = WakeList::new();
+                    let own = this.leave(&mut st, &mut wakes);
                     drop(st);
-                    if let Some(w) = w {
-                        w.wake();
-                    }
+                    drop(own);
+                    wakes.wake_all();
                     return Poll::Ready(Err(()));
                 }
-                if granted {
+                let slot = &st.senders.slots[k];
+                if slot.got == slot.need {
                     this.key = None;
-                    st.senders.remove(k);
+                    let own = st.senders.remove(k);
+                    drop(st);
+                    drop(own);
                     return Poll::Ready(Ok(()));
                 }
-                st.senders.update(k, cx.waker());
+                let old = st.senders.update(k, cx.waker());
+                drop(st);
+                drop(old);
             }
             None => {
                 if st.rx_closed {
                     return Poll::Ready(Err(()));
                 }
-                if st.in_use < bound && st.queue.is_empty() {
-                    st.in_use += 1;
+                if this.need == 0 {
                     return Poll::Ready(Ok(()));
                 }
-                let k = st.senders.insert(cx.waker());
+                if st.queue.is_empty() && bound - st.in_use.min(bound) >= this.need {
+                    st.in_use += this.need;
+                    return Poll::Ready(Ok(()));
+                }
+                let k = st.senders.insert_needing(cx.waker(), this.need);
+                if st.queue.is_empty() {
+                    // The first in the queue takes the slots free now, so that a sender
+                    // arriving later cannot take them from it.
+                    let free = bound - st.in_use.min(bound);
+                    st.senders.slots[k].got = free;
+                    st.in_use += free;
+                }
                 st.queue.push_back(k);
                 this.key = Some(k);
+                drop(st);
             }
         }
-        drop(st);
         record_full_wait(this.kind, bound);
         Poll::Pending
     }
@@ -731,19 +802,17 @@ impl<T> Future for Acquire<'_, T> {
 
 impl<T> Drop for Acquire<'_, T> {
     fn drop(&mut self) {
-        let Some(k) = self.key else { return };
-        let mut st = self.chan.lock();
-        let granted = st.senders.slots[k].granted;
-        if !granted {
-            st.queue.retain(|&q| q != k);
+        if self.key.is_none() {
+            return;
         }
-        st.senders.remove(k);
-        // A slot granted to a waiter that left goes on to the next one.
-        let w = if granted { self.chan.release(&mut st) } else { None };
+        let mut wakes = WakeList::new();
+        let chan = self.chan;
+        let mut st = chan.lock();
+        // Slots handed to a waiter that left go on to the next ones.
+        let own = self.leave(&mut st, &mut wakes);
         drop(st);
-        if let Some(w) = w {
-            w.wake();
-        }
+        drop(own);
+        wakes.wake_all();
     }
 }
 
@@ -849,7 +918,7 @@ impl<T> Sender<T> {
             Err(TrySendError::Closed(v)) => return Err(SendError(v)),
             Err(TrySendError::Full(v)) => v,
         };
-        match (Acquire { chan: &self.chan, key: None, kind: WaitKind::Send }).await {
+        match Acquire::new(&self.chan, 1, WaitKind::Send).await {
             Ok(()) => {
                 self.chan.push_reserved(value);
                 Ok(())
@@ -875,7 +944,7 @@ impl<T> Sender<T> {
             Err(TrySendError::Closed(v)) => return Err(error::SendTimeoutError::Closed(v)),
             Err(TrySendError::Full(v)) => v,
         };
-        let acquire = Acquire { chan: &self.chan, key: None, kind: WaitKind::Send };
+        let acquire = Acquire::new(&self.chan, 1, WaitKind::Send);
         match crate::time::timeout(timeout, acquire).await {
             Ok(Ok(())) => {
                 self.chan.push_reserved(value);
@@ -899,7 +968,7 @@ impl<T> Sender<T> {
     /// Wait for a slot and keep it: the returned [`Permit`] sends without waiting.
     /// Cancel safe, apart from the place in the queue.
     pub async fn reserve(&self) -> Result<Permit<'_, T>, SendError<()>> {
-        match (Acquire { chan: &self.chan, key: None, kind: WaitKind::Reserve }).await {
+        match Acquire::new(&self.chan, 1, WaitKind::Reserve).await {
             Ok(()) => Ok(Permit { chan: &self.chan }),
             Err(()) => Err(SendError(())),
         }
@@ -907,22 +976,45 @@ impl<T> Sender<T> {
 
     /// [`reserve`](Sender::reserve), with a permit that owns the sender.
     pub async fn reserve_owned(self) -> Result<OwnedPermit<T>, SendError<()>> {
-        match (Acquire { chan: &self.chan, key: None, kind: WaitKind::Reserve }).await {
+        match Acquire::new(&self.chan, 1, WaitKind::Reserve).await {
             Ok(()) => Ok(OwnedPermit { chan: Some(self) }),
             Err(()) => Err(SendError(())),
         }
     }
 
+    /// Wait for `n` slots and keep them: the returned iterator gives `n` permits.
+    /// Fails when the receiver is gone or closed, or when `n` is more than the capacity.
+    /// Cancel safe, apart from the place in the queue.
+    pub async fn reserve_many(&self, n: usize) -> Result<PermitIterator<'_, T>, SendError<()>> {
+        if n > self.max_capacity() {
+            return Err(SendError(()));
+        }
+        match Acquire::new(&self.chan, n, WaitKind::Reserve).await {
+            Ok(()) => Ok(PermitIterator { chan: &self.chan, n }),
+            Err(()) => Err(SendError(())),
+        }
+    }
+
+    /// Keep `n` slots if they are free now (`Full` too when `n` is more than the
+    /// capacity).
+    pub fn try_reserve_many(&self, n: usize) -> Result<PermitIterator<'_, T>, TrySendError<()>> {
+        if n > self.max_capacity() {
+            return Err(TrySendError::Full(()));
+        }
+        self.chan.try_reserve(n)?;
+        Ok(PermitIterator { chan: &self.chan, n })
+    }
+
     /// Keep a slot if one is free now.
     pub fn try_reserve(&self) -> Result<Permit<'_, T>, TrySendError<()>> {
-        self.chan.try_reserve()?;
+        self.chan.try_reserve(1)?;
         Ok(Permit { chan: &self.chan })
     }
 
     /// [`try_reserve`](Sender::try_reserve), with a permit that owns the sender; the
     /// sender comes back in the error.
     pub fn try_reserve_owned(self) -> Result<OwnedPermit<T>, TrySendError<Self>> {
-        match self.chan.try_reserve() {
+        match self.chan.try_reserve(1) {
             Ok(()) => Ok(OwnedPermit { chan: Some(self) }),
             Err(TrySendError::Full(())) => Err(TrySendError::Full(self)),
             Err(TrySendError::Closed(())) => Err(TrySendError::Closed(self)),
@@ -1044,6 +1136,59 @@ impl<T> Drop for Permit<'_, T> {
 impl<T> fmt::Debug for Permit<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit").finish_non_exhaustive()
+    }
+}
+
+/// Permits of [`Sender::reserve_many`]: each one sends a value; those not taken are
+/// given back when it drops.
+pub struct PermitIterator<'a, T> {
+    chan: &'a Chan<T>,
+    n: usize,
+}
+
+impl<'a, T> Iterator for PermitIterator<'a, T> {
+    type Item = Permit<'a, T>;
+
+    fn next(&mut self) -> Option<Permit<'a, T>> {
+        if self.n == 0 {
+            return None;
+        }
+        self.n -= 1;
+        Some(Permit { chan: self.chan })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.n, Some(self.n))
+    }
+}
+
+impl<T> ExactSizeIterator for PermitIterator<'_, T> {}
+
+impl<T> std::iter::FusedIterator for PermitIterator<'_, T> {}
+
+impl<T> Drop for PermitIterator<'_, T> {
+    fn drop(&mut self) {
+        if self.n == 0 {
+            return;
+        }
+        let mut wakes = WakeList::new();
+        let mut st = self.chan.lock();
+        for _ in 0..self.n {
+            if let Some(w) = self.chan.release(&mut st) {
+                if wakes.is_full() {
+                    wakes.wake_all();
+                }
+                wakes.push(w);
+            }
+        }
+        drop(st);
+        wakes.wake_all();
+    }
+}
+
+impl<T> fmt::Debug for PermitIterator<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PermitIterator").field("remaining", &self.n).finish_non_exhaustive()
     }
 }
 

@@ -82,11 +82,13 @@ impl<T> Inner<T> {
     }
 }
 
-/// Keep `waker` in `slot`, unless it already wakes the same task.
-fn set_waker(slot: &mut Option<Waker>, waker: &Waker) {
+/// Keep `waker` in `slot`, unless it already wakes the same task. Returns the waker
+/// replaced, to drop once the lock is let go (its drop may use the channel).
+#[must_use]
+fn set_waker(slot: &mut Option<Waker>, waker: &Waker) -> Option<Waker> {
     match slot {
-        Some(w) if w.will_wake(waker) => {}
-        _ => *slot = Some(waker.clone()),
+        Some(w) if w.will_wake(waker) => None,
+        _ => slot.replace(waker.clone()),
     }
 }
 
@@ -145,8 +147,9 @@ impl<T> Sender<T> {
         if st.rx_closed {
             return Poll::Ready(());
         }
-        set_waker(&mut st.tx_waker, cx.waker());
+        let old = set_waker(&mut st.tx_waker, cx.waker());
         drop(st);
+        drop(old);
         record_closed_wait();
         Poll::Pending
     }
@@ -238,8 +241,9 @@ impl<T> Future for Receiver<T> {
         } else if st.tx_done {
             Err(RecvError(()))
         } else {
-            set_waker(&mut st.rx_waker, cx.waker());
+            let old = set_waker(&mut st.rx_waker, cx.waker());
             drop(st);
+            drop(old);
             record_recv_wait();
             return Poll::Pending;
         };

@@ -279,13 +279,14 @@ impl<T> Future for ClosedFut<'_, T> {
         let this = &mut *self;
         let mut st = lock(&this.shared.state);
         if st.rx_count == 0 {
-            if let Some(k) = this.key.take() {
-                st.closed.remove(k);
-            }
+            let old = this.key.take().and_then(|k| st.closed.remove(k));
+            drop(st);
+            drop(old);
             return Poll::Ready(());
         }
-        st.closed.register(&mut this.key, cx.waker());
+        let old = st.closed.register(&mut this.key, cx.waker());
         drop(st);
+        drop(old);
         record_closed_wait();
         Poll::Pending
     }
@@ -294,7 +295,8 @@ impl<T> Future for ClosedFut<'_, T> {
 impl<T> Drop for ClosedFut<'_, T> {
     fn drop(&mut self) {
         if let Some(k) = self.key {
-            lock(&self.shared.state).closed.remove(k);
+            // The waker is dropped after the lock is let go.
+            let _old = lock(&self.shared.state).closed.remove(k);
         }
     }
 }
@@ -433,8 +435,9 @@ fn poll_changed<T>(
         coop::spend();
         return Poll::Ready(Err(RecvError(())));
     } else {
-        st.waiters.register(key, cx.waker());
+        let old = st.waiters.register(key, cx.waker());
         drop(st);
+        drop(old);
         record_changed_wait(label);
         return Poll::Pending;
     }
@@ -452,14 +455,16 @@ impl<T> Clone for Receiver<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
+        let mut old = None;
         let last = {
             let mut st = lock(&self.shared.state);
             if let Some(k) = self.key {
-                st.waiters.remove(k);
+                old = st.waiters.remove(k);
             }
             st.rx_count -= 1;
             st.rx_count == 0
         };
+        drop(old);
         if last {
             wake_all_of(&self.shared.state, |st| &mut st.closed);
         }
