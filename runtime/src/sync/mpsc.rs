@@ -632,14 +632,15 @@ impl<T> Chan<T> {
 
     fn close_and_drain(&self) {
         self.close();
-        let buf = {
+        let (buf, waker) = {
             let mut st = self.lock();
             st.rx_dropped = true;
             st.in_use -= if self.bound.is_some() { st.buf.len() } else { 0 };
-            std::mem::take(&mut st.buf)
+            (std::mem::take(&mut st.buf), st.rx_waker.take())
         };
-        // The values' destructors run without the lock.
+        // The values' destructors, and the receiver's last waker's, run without the lock.
         drop(buf);
+        drop(waker);
     }
 
     fn is_closed(&self) -> bool {

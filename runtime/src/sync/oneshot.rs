@@ -161,7 +161,9 @@ impl<T> Drop for Sender<T> {
         let mut st = inner.lock();
         st.tx_done = true;
         let w = st.rx_waker.take();
+        let own = st.tx_waker.take();
         drop(st);
+        drop(own);
         if let Some(w) = w {
             w.wake();
         }
@@ -176,7 +178,8 @@ impl<T> fmt::Debug for Sender<T> {
 
 impl<T> Receiver<T> {
     /// The value if it was sent: `Empty` while the sender could still send, `Closed`
-    /// when it was dropped without sending or the value was already taken.
+    /// when it was dropped without sending, the receiver was closed without a value, or
+    /// the value was already taken.
     pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
         let Some(inner) = self.inner.as_ref() else { return Err(TryRecvError::Closed) };
         let mut st = inner.lock();
@@ -185,7 +188,8 @@ impl<T> Receiver<T> {
             self.inner = None;
             return Ok(v);
         }
-        if st.tx_done {
+        // After `close`, no value can come any more.
+        if st.tx_done || st.rx_closed {
             drop(st);
             self.inner = None;
             return Err(TryRecvError::Closed);
@@ -194,7 +198,7 @@ impl<T> Receiver<T> {
     }
 
     /// Close the channel: the sender's `send` fails from now on. A value sent before
-    /// can still be received.
+    /// can still be received; without one, receiving returns the error at once.
     pub fn close(&mut self) {
         let Some(inner) = self.inner.as_ref() else { return };
         let mut st = inner.lock();
@@ -238,7 +242,7 @@ impl<T> Future for Receiver<T> {
         let mut st = inner.lock();
         let out = if let Some(v) = st.value.take() {
             Ok(v)
-        } else if st.tx_done {
+        } else if st.tx_done || st.rx_closed {
             Err(RecvError(()))
         } else {
             let old = set_waker(&mut st.rx_waker, cx.waker());
@@ -261,9 +265,12 @@ impl<T> Drop for Receiver<T> {
         st.rx_closed = true;
         let value = st.value.take();
         let w = st.tx_waker.take();
+        let own = st.rx_waker.take();
         drop(st);
-        // A value nobody will read is dropped here, without the lock.
+        // A value nobody will read, and the receiver's last waker, are dropped here,
+        // without the lock.
         drop(value);
+        drop(own);
         if let Some(w) = w {
             w.wake();
         }
