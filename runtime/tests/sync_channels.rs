@@ -973,3 +973,90 @@ fn each_channel_wait_is_named_in_the_task_list() {
         }
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Added: permits in bulk, a closed oneshot, and cooperative receives.
+
+#[test]
+fn mpsc_reserve_many_waits_for_all_its_slots_in_order() {
+    rt().block_on(async {
+        let (tx, mut rx) = mpsc::channel::<u32>(3);
+        assert!(tx.reserve_many(4).await.is_err(), "more than the capacity is refused");
+        assert!(matches!(tx.try_reserve_many(4), Err(mpsc::error::TrySendError::Full(()))));
+        tx.send(0).await.unwrap();
+        tx.send(1).await.unwrap();
+        // Needs 3 while 1 is free: it takes that one and waits for two more; a later
+        // `try_send` cannot take a slot ahead of it.
+        let mut many = Box::pin(tx.reserve_many(3));
+        assert!(futures::poll!(many.as_mut()).is_pending());
+        assert!(matches!(tx.try_send(9), Err(mpsc::error::TrySendError::Full(9))));
+        assert_eq!(rx.recv().await, Some(0));
+        assert!(futures::poll!(many.as_mut()).is_pending());
+        assert_eq!(rx.recv().await, Some(1));
+        let permits = match futures::poll!(many.as_mut()) {
+            std::task::Poll::Ready(p) => p.unwrap(),
+            std::task::Poll::Pending => panic!("three slots were free"),
+        };
+        assert_eq!(permits.len(), 3);
+        let mut permits = permits;
+        permits.next().unwrap().send(10);
+        drop(permits);
+        assert_eq!(tx.capacity(), 2, "the two permits not used came back");
+        assert_eq!(rx.recv().await, Some(10));
+        assert_eq!(tx.try_reserve_many(3).unwrap().count(), 3);
+        assert_eq!(tx.capacity(), 3);
+    });
+}
+
+#[test]
+fn oneshot_a_closed_receiver_without_a_value_errs_at_once() {
+    rt().block_on(async {
+        let (tx, mut rx) = oneshot::channel::<u32>();
+        rx.close();
+        assert!(tx.is_closed());
+        assert!(within("closed oneshot", rx).await.is_err());
+        assert_eq!(tx.send(1), Err(1));
+    });
+}
+
+/// Run `hog` (a loop whose receives are always ready) on a one-worker runtime beside a
+/// task that tells it to stop: the stop can only run if the receives yield.
+fn receives_yield<F>(hog: impl FnOnce(Arc<std::sync::atomic::AtomicBool>) -> F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    let rt = volt::runtime::Builder::new().worker_threads(1).build().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = rt.spawn(hog(stop.clone()));
+    let s = stop.clone();
+    rt.spawn(async move { s.store(true, SeqCst) });
+    rt.block_on(async { within("the hog to let the other task run", h).await.unwrap() });
+    assert!(stop.load(SeqCst));
+}
+
+#[test]
+fn always_ready_receives_yield_to_other_tasks() {
+    use std::sync::atomic::Ordering::SeqCst;
+    receives_yield(|stop| async move {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        while !stop.load(SeqCst) {
+            tx.send(()).unwrap();
+            rx.recv().await.unwrap();
+        }
+    });
+    receives_yield(|stop| async move {
+        let (tx, mut rx) = broadcast::channel(8);
+        while !stop.load(SeqCst) {
+            tx.send(()).unwrap();
+            rx.recv().await.unwrap();
+        }
+    });
+    receives_yield(|stop| async move {
+        let (tx, mut rx) = watch::channel(());
+        drop(tx);
+        while !stop.load(SeqCst) {
+            assert!(rx.changed().await.is_err());
+        }
+    });
+}
