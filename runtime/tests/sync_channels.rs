@@ -358,17 +358,20 @@ fn mpsc_many_producers_on_two_workers_lose_and_duplicate_nothing() {
     });
 }
 
+/// The next value of either receiver.
+type NextFut<'a> = std::pin::Pin<Box<dyn Future<Output = Option<(u64, u64)>> + 'a>>;
+
 /// The two receivers behind one interface for the test above.
 trait Recv {
-    fn next(&mut self) -> std::pin::Pin<Box<dyn Future<Output = Option<(u64, u64)>> + '_>>;
+    fn next(&mut self) -> NextFut<'_>;
 }
 impl Recv for mpsc::Receiver<(u64, u64)> {
-    fn next(&mut self) -> std::pin::Pin<Box<dyn Future<Output = Option<(u64, u64)>> + '_>> {
+    fn next(&mut self) -> NextFut<'_> {
         Box::pin(self.recv())
     }
 }
 impl Recv for mpsc::UnboundedReceiver<(u64, u64)> {
-    fn next(&mut self) -> std::pin::Pin<Box<dyn Future<Output = Option<(u64, u64)>> + '_>> {
+    fn next(&mut self) -> NextFut<'_> {
         Box::pin(self.recv())
     }
 }
@@ -946,9 +949,8 @@ fn each_channel_wait_is_named_in_the_task_list() {
     let named = |ts: &[TaskInfo], n: &str| ts.iter().find(|t| t.name.as_deref() == Some(n)).cloned();
     let tasks = wait_for_tasks(&rt, "every channel task idle with its wait named", |ts| {
         expect.iter().all(|(n, label)| {
-            named(ts, n).is_some_and(|t| {
-                t.state == TaskState::Idle && t.waiting_on == Some(WaitReason::Label((*label).into()))
-            })
+            named(ts, n)
+                .is_some_and(|t| t.state == TaskState::Idle && t.waiting_on == Some(WaitReason::Label((*label).into())))
         })
     });
     for (n, label) in expect {

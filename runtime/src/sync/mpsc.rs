@@ -935,11 +935,7 @@ impl<T> Sender<T> {
 
     /// [`send`](Sender::send), giving up after `timeout`.
     #[cfg(not(loom))]
-    pub async fn send_timeout(
-        &self,
-        value: T,
-        timeout: std::time::Duration,
-    ) -> Result<(), error::SendTimeoutError<T>> {
+    pub async fn send_timeout(&self, value: T, timeout: std::time::Duration) -> Result<(), error::SendTimeoutError<T>> {
         let value = match self.chan.try_push(value) {
             Ok(()) => return Ok(()),
             Err(TrySendError::Closed(v)) => return Err(error::SendTimeoutError::Closed(v)),

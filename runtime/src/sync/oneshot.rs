@@ -235,9 +235,7 @@ impl<T> Future for Receiver<T> {
     type Output = Result<T, RecvError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, RecvError>> {
-        let Some(inner) = self.inner.as_ref() else {
-            panic!("oneshot::Receiver polled after it returned its result")
-        };
+        let Some(inner) = self.inner.as_ref() else { panic!("oneshot::Receiver polled after it returned its result") };
         std::task::ready!(coop::poll_proceed(cx));
         let mut st = inner.lock();
         let out = if let Some(v) = st.value.take() {
