@@ -25,9 +25,12 @@ impl fmt::Display for ProtocolError {
 
 impl std::error::Error for ProtocolError {}
 
+/// A parsed command: its arguments, and how many bytes of the input it took.
+pub type Parsed = Option<(Vec<Vec<u8>>, usize)>;
+
 /// Parse one command from the front of `buf`: its arguments and the bytes it took, or
 /// `None` while it has not wholly arrived.
-pub fn parse_command(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, ProtocolError> {
+pub fn parse_command(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     if buf.is_empty() {
         return Ok(None);
     }
@@ -83,7 +86,7 @@ fn line_number(buf: &[u8], from: usize) -> Result<Option<(i64, usize)>, Protocol
 }
 
 /// An inline command: one line of words.
-fn parse_inline(buf: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, ProtocolError> {
+fn parse_inline(buf: &[u8]) -> Result<Parsed, ProtocolError> {
     let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > 64 * 1024 {
             return Err(ProtocolError("too big inline request".into()));

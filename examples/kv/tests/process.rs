@@ -35,22 +35,31 @@ fn the_server_is_watched_by_the_console_and_stops_on_ctrl_c() {
     sub.read_exact(&mut reply).unwrap();
     assert_eq!(&reply, b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n");
 
-    // The console lists the connection's task, idle and named.
+    // The console lists the connection's task, idle and named: a `select!` over its
+    // socket, its subscription's deliveries and the shutdown signal.
     let console = format!("127.0.0.1:{console_port}");
     let deadline = Instant::now() + Duration::from_secs(20);
     let waits = loop {
         let mut waits = Vec::new();
-        let got = volt_console_client::watch::fetch_once(&console, None, 10_000, volt_console_proto::TaskSort::Id, |_, tasks| {
-            waits.extend(tasks.into_iter().filter_map(|t| t.waiting_on));
-            Ok(())
-        });
+        let got = volt_console_client::watch::fetch_once(
+            &console,
+            None,
+            10_000,
+            volt_console_proto::TaskSort::Id,
+            |_, tasks| {
+                waits.extend(tasks.into_iter().flat_map(|t| t.waits).map(|w| w.description));
+                Ok(())
+            },
+        );
         if got.is_ok() && waits.iter().any(|w| w.starts_with("read 127.0.0.1:")) {
             break waits;
         }
         assert!(Instant::now() < deadline, "the console never showed the connection's read: {got:?} {waits:?}");
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(waits.iter().any(|w| w.starts_with("recv broadcast")), "the subscription's forwarder: {waits:?}");
+    for wait in ["recv mpsc", "changed watch", "recv broadcast", "notified"] {
+        assert!(waits.iter().any(|w| w.starts_with(wait)), "no {wait:?} among {waits:?}");
+    }
 
     // Ctrl-C: the connection is closed and the process exits cleanly.
     // SAFETY: `kill` with a valid pid and signal number has no memory effects here.
