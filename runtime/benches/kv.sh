@@ -7,11 +7,14 @@
 #   bash runtime/benches/kv.sh                 # 5 runs per runtime, alternating
 #   RUNS=3 REQUESTS=100000 bash runtime/benches/kv.sh
 #
-# Runs alternate (volt, tokio, volt, tokio, ...) so a slow spell of the machine hits both
-# alike; each run is a fresh server. redis-benchmark shares the cores with the server
+# Three variants, run in turn so a slow spell of the machine hits all alike; each run is a
+# fresh server:
+#   volt     Volt with its console off (`VOLT_CONSOLE=0`): the same work as Tokio's
+#   tokio    the same source on Tokio
+#   watched  Volt as the package builds it, console and event ring on (no client connected) redis-benchmark shares the cores with the server
 # (a 2-core machine has none to give either alone). The table gives each test's median
-# requests/s per runtime and the Volt/Tokio ratio of the medians (above 1: Volt serves
-# more).
+# requests/s per variant and the ratios of the medians to Tokio's (above 1: more than
+# Tokio).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-5}
@@ -25,8 +28,12 @@ dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys;
 out=$(mktemp -d)
 
 for r in $(seq "$RUNS"); do
-  for v in volt tokio; do
-    "$dir/release/$v-kv" --port "$PORT" >/dev/null &
+  for v in volt tokio watched; do
+    case $v in
+      volt) VOLT_CONSOLE=0 "$dir/release/volt-kv" --port "$PORT" >/dev/null & ;;
+      watched) VOLT_CONSOLE_BIND=127.0.0.1:0 "$dir/release/volt-kv" --port "$PORT" >/dev/null & ;;
+      tokio) "$dir/release/tokio-kv" --port "$PORT" >/dev/null & ;;
+    esac
     pid=$!
     for _ in $(seq 100); do
       redis-cli -p "$PORT" ping >/dev/null 2>&1 && break
@@ -42,11 +49,11 @@ done
 python3 - "$out/results" <<'PY'
 import sys, statistics
 rows = [l.split() for l in open(sys.argv[1])]
-print("| test | Volt req/s | Tokio req/s | Volt/Tokio |")
-print("|---|---:|---:|---:|")
+print("| test | Volt req/s | Tokio req/s | watched req/s | Volt/Tokio | watched/Tokio |")
+print("|---|---:|---:|---:|---:|---:|")
 for test in ("SET", "GET"):
-    med = {v: statistics.median(float(r[3]) for r in rows if r[0] == v and r[2] == test) for v in ("volt", "tokio")}
-    print(f"| {test} | {med['volt']:,.0f} | {med['tokio']:,.0f} | {med['volt']/med['tokio']:.2f} |")
+    med = {v: statistics.median(float(r[3]) for r in rows if r[0] == v and r[2] == test) for v in ("volt", "tokio", "watched")}
+    print(f"| {test} | {med['volt']:,.0f} | {med['tokio']:,.0f} | {med['watched']:,.0f} | {med['volt']/med['tokio']:.2f} | {med['watched']/med['tokio']:.2f} |")
 runs = {}
 for v, r, test, rps in rows:
     runs.setdefault((test, r), {})[v] = float(rps)
