@@ -37,7 +37,7 @@ fn block_on<F: Future>(f: F) -> F::Output {
 #[test]
 fn loom_mutual_exclusion_and_no_permit_lost() {
     model(|| {
-        let s = Arc::new(Sem::new(1));
+        let s = Arc::new(Sem::new(1, None));
         let inside = Arc::new(AtomicUsize::new(0));
         let ths: Vec<_> = (0..2)
             .map(|_| {
@@ -63,7 +63,7 @@ fn loom_mutual_exclusion_and_no_permit_lost() {
 #[test]
 fn loom_a_dropped_partial_acquire_hands_its_permits_on() {
     model(|| {
-        let s = Arc::new(Sem::new(2));
+        let s = Arc::new(Sem::new(2, None));
         s.try_acquire(1, false).unwrap();
         let s2 = s.clone();
         let t = thread::spawn(move || s2.release(1));
@@ -86,7 +86,7 @@ fn loom_a_dropped_partial_acquire_hands_its_permits_on() {
 #[test]
 fn loom_close_wakes_a_queued_waiter() {
     model(|| {
-        let s = Arc::new(Sem::new(1));
+        let s = Arc::new(Sem::new(1, None));
         s.try_acquire(1, false).unwrap();
         let s2 = s.clone();
         let t = thread::spawn(move || block_on(Acquire::new(&s2, 1, T_SEM_ACQUIRE)));
@@ -118,7 +118,7 @@ fn loom_notify_one_is_never_lost() {
 #[test]
 fn loom_the_probe_names_a_holder_that_raced_the_first_waiter() {
     model(|| {
-        let s = Arc::new(Sem::new(1));
+        let s = Arc::new(Sem::new(1, None));
         let probe = s.track_for_test();
         let s2 = s.clone();
         let a = thread::spawn(move || s2.try_acquire(1, true).is_ok());
