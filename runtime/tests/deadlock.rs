@@ -275,8 +275,6 @@ fn the_resources_list_names_a_contended_mutex_and_its_holder() {
     let hid = holder.id().as_u64();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        // A reading of the graph learns the resource's kind.
-        t.deadlocks();
         let found = t.resources(0).into_iter().find(|r| r.kind == Some("Mutex") && r.waiters == 1);
         if let Some(r) = found {
             assert_eq!(r.holder, Some(volt::telemetry::ResourceHolder::Task(hid)), "{r:?}");
