@@ -853,7 +853,8 @@ fn every_primitive_is_listed_with_its_kind_and_creation_place_when_no_one_waits(
         let b = b.clone();
         async move { b.wait().await.is_leader() }
     });
-    seen.push(("Barrier", resource_of(&rt, "b", "Barrier"), Some(line)));
+    let barrier_id = resource_of(&rt, "b", "Barrier");
+    seen.push(("Barrier", barrier_id, Some(line)));
     let leader_here = rt.block_on(b.wait()).is_leader();
     assert!(leader_here ^ rt.block_on(h).unwrap(), "one leader");
 
@@ -889,15 +890,7 @@ fn every_primitive_is_listed_with_its_kind_and_creation_place_when_no_one_waits(
             None => assert_eq!(r.created_at, None, "{r:?}"),
         }
     }
-    // Dropped, a primitive leaves the list.
-    let id = resource_of_listed(&rt, "Barrier");
+    // Dropped (its last `Arc`), a primitive leaves the list.
     drop(b);
-    assert!(rt.handle().telemetry().resources(0).iter().all(|r| r.id != id));
-}
-
-/// The id of the listed resource of `kind` (the only one of that kind in the test).
-fn resource_of_listed(rt: &volt::Runtime, kind: &str) -> u64 {
-    let all = rt.handle().telemetry().resources(0);
-    let mut of_kind = all.iter().filter(|r| r.kind == Some(kind));
-    of_kind.next().unwrap_or_else(|| panic!("no {kind} listed: {all:#?}")).id
+    assert!(rt.handle().telemetry().resources(0).iter().all(|r| r.id != barrier_id));
 }
