@@ -277,7 +277,8 @@ fn the_resources_list_names_a_contended_mutex_and_its_holder() {
     loop {
         // The list is the process's (other tests' locks are in it too): this test's
         // mutex is the one created on `line` of this file.
-        let mine = |r: &volt::telemetry::Resource| r.created_at.is_some_and(|at| at.file() == file!() && at.line() == line);
+        let mine =
+            |r: &volt::telemetry::Resource| r.created_at.is_some_and(|at| at.file() == file!() && at.line() == line);
         let found = t.resources(0).into_iter().find(|r| mine(r) && r.kind == Some("Mutex") && r.waiters == 1);
         if let Some(r) = found {
             assert_eq!(r.holder, Some(volt::telemetry::ResourceHolder::Task(hid)), "{r:?}");

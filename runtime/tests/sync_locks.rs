@@ -862,7 +862,13 @@ fn every_primitive_is_listed_with_its_kind_and_creation_place_when_no_one_waits(
     let init = Arc::new(Notify::new());
     let h1 = spawn_named(&rt, "init", {
         let (c, init) = (c.clone(), init.clone());
-        async move { *c.get_or_init(|| async move { init.notified().await; 7 }).await }
+        async move {
+            *c.get_or_init(|| async move {
+                init.notified().await;
+                7
+            })
+            .await
+        }
     });
     wait_of(&rt, "init", |w| w.to_string() == "notified");
     let h2 = spawn_named(&rt, "c", {

@@ -139,3 +139,29 @@ fn loom_the_probe_names_a_holder_that_raced_the_first_waiter() {
         assert_eq!(s.available(), 1);
     });
 }
+
+/// On a tracked semaphore, uncontended acquires and releases on two threads racing each
+/// other and a waiter: once all are done, the probe agrees with the semaphore (no holder,
+/// every permit free, nobody queued), whatever the interleaving of their refreshes.
+#[test]
+fn loom_the_probe_ends_current_after_uncontended_paths() {
+    model(|| {
+        let s = Arc::new(Sem::new(1, None));
+        let probe = s.track_for_test();
+        let s2 = s.clone();
+        let a = thread::spawn(move || {
+            if s2.try_acquire(1, true).is_ok() {
+                s2.clear_holder();
+                s2.release(1);
+            }
+        });
+        block_on(Acquire::new(&s, 1, T_MUTEX_LOCK)).unwrap();
+        assert_eq!(probe.read().holder, super::track::OUTSIDE, "the holder is shown while it holds");
+        s.clear_holder();
+        s.release(1);
+        a.join().unwrap();
+        let r = probe.read();
+        assert_eq!((r.holder, r.free, r.waiters), (0, 1, 0), "a stale probe: {r:?}");
+        assert_eq!(s.available(), 1);
+    });
+}

@@ -150,7 +150,11 @@ impl<T> RwLock<T> {
     pub fn with_max_readers(value: T, max_reads: u32) -> RwLock<T> {
         assert!(max_reads <= MAX_READS, "a lock cannot have more than MAX_READS ({MAX_READS}) readers");
         assert!(max_reads > 0, "a lock must admit at least one reader");
-        RwLock { mr: max_reads, s: Sem::new(max_reads as usize, Some(std::panic::Location::caller())), c: UnsafeCell::new(value) }
+        RwLock {
+            mr: max_reads,
+            s: Sem::new(max_reads as usize, Some(std::panic::Location::caller())),
+            c: UnsafeCell::new(value),
+        }
     }
 
     /// A new, unlocked lock in a `const` context. Its creation place is not recorded
