@@ -94,6 +94,8 @@ impl Barrier {
                 wakers.wake_all();
                 return BarrierWaitResult(true);
             }
+            // The arrival counts at once, whether this task's wait is watched or not.
+            self.refresh(&s);
             s.generation
         };
         BarrierWait { b: self, generation, key: None }.await;
