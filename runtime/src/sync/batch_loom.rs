@@ -114,7 +114,7 @@ fn loom_notify_one_is_never_lost() {
 }
 
 /// A fast exclusive acquire racing the first waiter's enqueue: whenever the waiter ends
-/// up queued, the probe a reader sees names the holder (the fix-up in `hold_fast`).
+/// up queued, the probe a reader sees names the holder (the fast path's refresh).
 #[test]
 fn loom_the_probe_names_a_holder_that_raced_the_first_waiter() {
     model(|| {
