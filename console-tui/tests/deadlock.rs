@@ -68,6 +68,8 @@ fn the_stream_carries_the_deadlock_its_count_and_the_locks() {
             // The resources list shows the lock it wants, held by the other task.
             let r = resources.iter().find(|r| r.id == other.holds[0].resource).expect("the wanted lock is listed");
             assert_eq!((r.holder_task, r.waiters), (Some(other.id), 1), "{r:?}");
+            // And where it was created (`lock_order_deadlock`, in this file).
+            assert!(r.created_at.as_deref().is_some_and(|at| at.starts_with(concat!(file!(), ":"))), "{r:?}");
         }
         // A task's details show what it holds.
         let details = c.get_task(proto::TaskRequest { id: ids[0] }).await.unwrap().into_inner();

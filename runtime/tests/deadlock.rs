@@ -260,7 +260,7 @@ fn without_task_statistics_nothing_is_read() {
 fn the_resources_list_names_a_contended_mutex_and_its_holder() {
     let rt = runtime();
     let t = rt.handle().telemetry();
-    let m = Arc::new(Mutex::new(()));
+    let (m, line) = (Arc::new(Mutex::new(())), line!());
     let held = Arc::new(Barrier::new(2));
     let (m1, h1) = (m.clone(), held.clone());
     let holder = spawn_named(&rt, "holder", async move {
@@ -275,9 +275,11 @@ fn the_resources_list_names_a_contended_mutex_and_its_holder() {
     let hid = holder.id().as_u64();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        // A reading of the graph learns the resource's kind.
-        t.deadlocks();
-        let found = t.resources(0).into_iter().find(|r| r.kind == Some("Mutex") && r.waiters == 1);
+        // The list is the process's (other tests' locks are in it too): this test's
+        // mutex is the one created on `line` of this file.
+        let mine =
+            |r: &volt::telemetry::Resource| r.created_at.is_some_and(|at| at.file() == file!() && at.line() == line);
+        let found = t.resources(0).into_iter().find(|r| mine(r) && r.kind == Some("Mutex") && r.waiters == 1);
         if let Some(r) = found {
             assert_eq!(r.holder, Some(volt::telemetry::ResourceHolder::Task(hid)), "{r:?}");
             break;

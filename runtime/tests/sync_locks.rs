@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use volt::sync::{Barrier, Mutex, Notify, OnceCell, RwLock, Semaphore, TryAcquireError};
-use volt::telemetry::{SyncHolder, SyncWait, TaskInfo, WaitReason};
+use volt::telemetry::{Resource, ResourceHolder, SyncHolder, SyncWait, TaskInfo, WaitReason};
 
 fn poll_once<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
     f.poll(&mut Context::from_waker(Waker::noop()))
@@ -685,4 +685,218 @@ fn types_are_send_and_sync_as_tokios() {
     spawnable(s.acquire_many(2));
     spawnable(l.write());
     spawnable(c.get_or_init(|| async { 1 }));
+}
+
+// The resources view (`Telemetry::resources`): each primitive's probe, kept current on
+// the fast paths too, with its kind and creation place.
+
+/// The resource task `name` waits on once its wait is a sync wait on `primitive`.
+fn resource_of(rt: &volt::Runtime, name: &str, primitive: &str) -> u64 {
+    let (_, tasks) = wait_of(rt, name, |w| matches!(w, WaitReason::Sync(s) if s.primitive == primitive));
+    sync_wait(find(&tasks, name)).unwrap().resource
+}
+
+fn resource(rt: &volt::Runtime, id: u64) -> Resource {
+    let all = rt.handle().telemetry().resources(0);
+    all.iter().find(|r| r.id == id).cloned().unwrap_or_else(|| panic!("resource {id} not listed: {all:#?}"))
+}
+
+/// Whether `r` was created in this file at `line`.
+fn created_here(r: &Resource, line: u32) -> bool {
+    r.created_at.is_some_and(|at| at.file() == file!() && at.line() == line)
+}
+
+#[test]
+fn a_lock_released_without_contention_shows_no_holder_and_the_next_holder_at_once() {
+    let rt = runtime();
+    let (m, line) = (Arc::new(Mutex::new(0)), line!());
+    let (go1, go2, go3) = (Arc::new(Notify::new()), Arc::new(Notify::new()), Arc::new(Notify::new()));
+    // Contention first, so the mutex has a probe: "first" holds it, "second" waits.
+    let first = {
+        let (m, go) = (m.clone(), go1.clone());
+        spawn_named(&rt, "first", async move {
+            let _g = m.lock().await;
+            go.notified().await;
+        })
+    };
+    wait_of(&rt, "first", |w| w.to_string() == "notified");
+    let second = {
+        let (m, go) = (m.clone(), go2.clone());
+        spawn_named(&rt, "second", async move {
+            let mut g = m.lock().await;
+            *g += 1;
+            go.notified().await;
+        })
+    };
+    let id = resource_of(&rt, "second", "Mutex");
+    let first_id = first.id().as_u64();
+    let r = resource(&rt, id);
+    assert_eq!((r.holder, r.waiters), (Some(ResourceHolder::Task(first_id)), 1), "{r:?}");
+    assert_eq!(r.kind, Some("Mutex"));
+    assert!(created_here(&r, line), "{r:?}");
+
+    // The lock passes to "second" (the slow path), which then releases it with nobody
+    // waiting (the fast path): the view must not keep showing it.
+    go1.notify_one();
+    rt.block_on(first).unwrap();
+    go2.notify_one();
+    rt.block_on(second).unwrap();
+    let r = resource(&rt, id);
+    assert_eq!((r.holder, r.waiters), (None, 0), "a holder that let go is still shown: {r:?}");
+    assert_eq!(r.kind, Some("Mutex"), "the kind stays known with no waiter");
+
+    // An uncontended lock by another task shows that task.
+    let third = {
+        let (m, go) = (m.clone(), go3.clone());
+        spawn_named(&rt, "third", async move {
+            let mut g = m.lock().await;
+            *g += 1;
+            go.notified().await;
+        })
+    };
+    wait_of(&rt, "third", |w| w.to_string() == "notified");
+    let r = resource(&rt, id);
+    assert_eq!((r.holder, r.waiters), (Some(ResourceHolder::Task(third.id().as_u64())), 0), "{r:?}");
+    // `try_lock` fails while it holds: the probe agrees with the lock.
+    assert!(m.try_lock().is_err());
+    go3.notify_one();
+    rt.block_on(third).unwrap();
+    assert_eq!(resource(&rt, id).holder, None);
+    // A lock taken outside any task shows as such, and its release clears it.
+    let g = m.try_lock().unwrap();
+    assert_eq!(resource(&rt, id).holder, Some(ResourceHolder::Outside));
+    drop(g);
+    assert_eq!(resource(&rt, id).holder, None);
+    assert_eq!(*m.blocking_lock(), 2);
+}
+
+#[test]
+fn a_semaphores_free_permits_follow_uncontended_acquires_and_releases() {
+    let rt = runtime();
+    let sem = Arc::new(Semaphore::new(2));
+    let held = sem.clone().try_acquire_many_owned(2).unwrap();
+    let waiter = {
+        let sem = sem.clone();
+        spawn_named(&rt, "waiter", async move {
+            sem.acquire().await.unwrap().forget();
+        })
+    };
+    let id = resource_of(&rt, "waiter", "Semaphore");
+    let r = resource(&rt, id);
+    assert_eq!((r.free, r.total, r.waiters), (0, 2, 1), "{r:?}");
+    drop(held);
+    rt.block_on(waiter).unwrap();
+    // One permit forgotten by the waiter, one free: no waiter left.
+    let r = resource(&rt, id);
+    assert_eq!((r.free, r.total, r.waiters), (1, 1, 0), "{r:?}");
+    let p = sem.try_acquire().unwrap();
+    assert_eq!(resource(&rt, id).free, 0, "an uncontended acquire is shown");
+    drop(p);
+    assert_eq!(resource(&rt, id).free, 1, "an uncontended release is shown");
+    sem.add_permits(3);
+    let r = resource(&rt, id);
+    assert_eq!((r.free, r.total), (4, 4), "{r:?}");
+    assert_eq!(sem.forget_permits(2), 2);
+    let r = resource(&rt, id);
+    assert_eq!((r.free, r.total), (2, 2), "{r:?}");
+}
+
+static STATIC_LOCK: Mutex<u8> = Mutex::const_new(0);
+
+#[test]
+fn every_primitive_is_listed_with_its_kind_and_creation_place_when_no_one_waits() {
+    let rt = runtime();
+    // (primitive, the resource id its waiter saw, the line it was created on)
+    let mut seen: Vec<(&str, u64, Option<u32>)> = Vec::new();
+
+    let (m, line) = (Arc::new(Mutex::new(())), line!());
+    let g = m.try_lock().unwrap();
+    let h = spawn_named(&rt, "m", {
+        let m = m.clone();
+        async move { drop(m.lock().await) }
+    });
+    seen.push(("Mutex", resource_of(&rt, "m", "Mutex"), Some(line)));
+    drop(g);
+    rt.block_on(h).unwrap();
+
+    let (l, line) = (Arc::new(RwLock::new(())), line!());
+    let g = l.try_write().unwrap();
+    let h = spawn_named(&rt, "l", {
+        let l = l.clone();
+        async move { drop(l.read().await) }
+    });
+    seen.push(("RwLock", resource_of(&rt, "l", "RwLock"), Some(line)));
+    drop(g);
+    rt.block_on(h).unwrap();
+
+    let (s, line) = (Arc::new(Semaphore::new(1)), line!());
+    let p = s.try_acquire().unwrap();
+    let h = spawn_named(&rt, "s", {
+        let s = s.clone();
+        async move { drop(s.acquire().await.unwrap()) }
+    });
+    seen.push(("Semaphore", resource_of(&rt, "s", "Semaphore"), Some(line)));
+    drop(p);
+    rt.block_on(h).unwrap();
+
+    let (n, line) = (Arc::new(Notify::new()), line!());
+    let h = spawn_named(&rt, "n", {
+        let n = n.clone();
+        async move { n.notified().await }
+    });
+    seen.push(("Notify", resource_of(&rt, "n", "Notify"), Some(line)));
+    n.notify_one();
+    rt.block_on(h).unwrap();
+
+    let (b, line) = (Arc::new(Barrier::new(2)), line!());
+    let h = spawn_named(&rt, "b", {
+        let b = b.clone();
+        async move { b.wait().await.is_leader() }
+    });
+    let barrier_id = resource_of(&rt, "b", "Barrier");
+    seen.push(("Barrier", barrier_id, Some(line)));
+    let leader_here = rt.block_on(b.wait()).is_leader();
+    assert!(leader_here ^ rt.block_on(h).unwrap(), "one leader");
+
+    let (c, line) = (Arc::new(OnceCell::<u8>::new()), line!());
+    let init = Arc::new(Notify::new());
+    let h1 = spawn_named(&rt, "init", {
+        let (c, init) = (c.clone(), init.clone());
+        async move {
+            *c.get_or_init(|| async move {
+                init.notified().await;
+                7
+            })
+            .await
+        }
+    });
+    wait_of(&rt, "init", |w| w.to_string() == "notified");
+    let h2 = spawn_named(&rt, "c", {
+        let c = c.clone();
+        async move { *c.get_or_init(|| async { 8 }).await }
+    });
+    seen.push(("OnceCell", resource_of(&rt, "c", "OnceCell"), Some(line)));
+    init.notify_one();
+    assert_eq!((rt.block_on(h1).unwrap(), rt.block_on(h2).unwrap()), (7, 7));
+
+    // A `const_new` lock in a static: listed with its kind, created nowhere known.
+    let g = STATIC_LOCK.try_lock().unwrap();
+    let h = spawn_named(&rt, "static", async { drop(STATIC_LOCK.lock().await) });
+    seen.push(("Mutex", resource_of(&rt, "static", "Mutex"), None));
+    drop(g);
+    rt.block_on(h).unwrap();
+
+    // Nobody waits on any of them now, and no deadlock reading ever ran: the kinds come
+    // from the primitives themselves.
+    for (kind, id, line) in seen {
+        let r = resource(&rt, id);
+        assert_eq!((r.kind, r.waiters, r.holder), (Some(kind), 0, None), "{r:?}");
+        match line {
+            Some(line) => assert!(created_here(&r, line), "{kind} created at line {line}: {r:?}"),
+            None => assert_eq!(r.created_at, None, "{r:?}"),
+        }
+    }
+    // Dropped (its last `Arc`), a primitive leaves the list.
+    drop(b);
+    assert!(rt.handle().telemetry().resources(0).iter().all(|r| r.id != barrier_id));
 }

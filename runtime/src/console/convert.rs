@@ -146,7 +146,7 @@ impl From<&Resource> for proto::Resource {
         proto::Resource {
             id: r.id,
             kind: r.kind.map(String::from),
-            created_at: None,
+            created_at: r.created_at.map(|l| l.to_string()),
             holder_task: match r.holder {
                 Some(ResourceHolder::Task(t)) => Some(t),
                 _ => None,

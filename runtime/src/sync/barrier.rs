@@ -2,7 +2,7 @@
 //! Tokio's API and semantics.
 
 use super::list::{Key, List};
-use super::track::{self, Tracked, T_BARRIER};
+use super::track::{self, CreatedAt, Tracked, T_BARRIER};
 use crate::loom::{lock, Mutex};
 use std::fmt;
 use std::future::Future;
@@ -29,6 +29,8 @@ use std::task::{Context, Poll, Waker};
 /// ```
 pub struct Barrier {
     n: usize,
+    /// Where it was created, for its probe.
+    created_at: CreatedAt,
     state: Mutex<State>,
 }
 
@@ -59,9 +61,12 @@ impl fmt::Debug for Barrier {
 
 impl Barrier {
     /// A barrier for `n` tasks (0 counts as 1: every `wait` returns at once, as leader).
+    /// Where it is called is recorded for the console's resources view.
+    #[track_caller]
     pub fn new(n: usize) -> Barrier {
         Barrier {
             n: n.max(1),
+            created_at: Some(std::panic::Location::caller()),
             state: Mutex::new(State { arrived: 0, generation: 0, waiters: List::new(), tracked: None }),
         }
     }
@@ -89,6 +94,8 @@ impl Barrier {
                 wakers.wake_all();
                 return BarrierWaitResult(true);
             }
+            // The arrival counts at once, whether this task's wait is watched or not.
+            self.refresh(&s);
             s.generation
         };
         BarrierWait { b: self, generation, key: None }.await;
@@ -130,7 +137,8 @@ impl Future for BarrierWait<'_> {
             None => this.key = Some(s.waiters.push_back(Some(cx.waker().clone()))),
         }
         if track::watching() {
-            let id = s.tracked.get_or_insert_with(Tracked::new).id;
+            let at = this.b.created_at;
+            let id = s.tracked.get_or_insert_with(|| Tracked::new(T_BARRIER, at)).id;
             this.b.refresh(&s);
             track::record(T_BARRIER, id);
         }

@@ -21,25 +21,31 @@
 //! holder's task id (a plain store beside the compare-and-swap), and its release clears
 //! it. A hand-off to a waiter stores the waiter's task id at once, under the waiter mutex,
 //! before that task is even polled: the holder a reader sees is the task that holds the
-//! permits now. A reader reads it through the probe (`track`), which the waiter mutex's
-//! holder refreshes on every slow-path step; while `QUEUED` is set every change of holder
-//! takes that mutex, except a fast acquire that raced with the first waiter's enqueue,
-//! which sees `QUEUED` after storing its id and refreshes the probe itself (a
-//! sequentially consistent fence on each side, so one of the two sees the other; loom
-//! checks this in `batch_loom.rs`). That fence is paid only by a semaphore that has a
-//! probe (a watched task waited on it once): the uncontended paths of an unwatched
-//! program are the compare-and-swap and a plain store of the holder. The one race left
-//! open is the very first probe's: a fast acquire that raced the enqueue which created
-//! it may show up only at the probe's next refresh (the waiter's next poll, the next
-//! release).
+//! permits now.
+//!
+//! A reader reads it, with the free permits, through the probe (`track`), which exists
+//! once a watched task waited here (`tracked` is then set for good). Every refresh of
+//! the probe copies the current figures from the semaphore under the waiter mutex, so
+//! the refreshes are ordered, and the last one sees every change made before it. The
+//! slow paths refresh as they go; on a tracked semaphore the fast paths do too: an
+//! uncontended acquire (after its compare-and-swap and holder store) and an uncontended
+//! release (after its compare-and-swap) take the waiter mutex, which nobody else wants
+//! then, and refresh. So a lock released with no waiter left shows no holder, and the
+//! next uncontended holder shows at once. An untracked semaphore pays one relaxed load of
+//! `tracked` on each fast path, and nothing else.
+//!
+//! The one race left open is the very first probe's: a fast path that loaded `tracked`
+//! just before the enqueue which created the probe set it may show up only at the
+//! probe's next refresh (the waiter's next poll, the next release). Closing it would cost
+//! every untracked fast path a fence.
 
 use super::list::{Key, List};
-use super::track::{self, Tracked};
-use crate::loom::{fence, lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
+use super::track::{self, CreatedAt, Tracked};
+use crate::loom::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 use crate::task::coop;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::{self, AcqRel, Relaxed, SeqCst};
+use std::sync::atomic::Ordering::{self, AcqRel, Relaxed};
 
 // `Acquire` names the future below.
 const ACQ: Ordering = Ordering::Acquire;
@@ -95,9 +101,10 @@ pub(crate) struct Sem {
     /// All permits, for the console: the initial ones, plus those added, minus those
     /// forgotten.
     total: AtomicUsize,
-    /// Set (for good) once a probe exists: only then does a fast exclusive acquire take
-    /// part in the holder hand-shake, so an unwatched program never pays its fence.
+    /// Set (for good) once a probe exists: only then do the fast paths refresh it.
     tracked: AtomicBool,
+    /// Where the primitive built on it was created, for its probe.
+    created_at: CreatedAt,
     waiters: Mutex<Waiters>,
 }
 
@@ -108,13 +115,15 @@ impl std::fmt::Debug for Sem {
 }
 
 impl Sem {
-    pub(crate) fn new(permits: usize) -> Sem {
+    /// A semaphore with `permits`, for a primitive created at `created_at`.
+    pub(crate) fn new(permits: usize, created_at: CreatedAt) -> Sem {
         assert!(permits <= MAX_PERMITS, "a semaphore may not have more than MAX_PERMITS permits ({MAX_PERMITS})");
         Sem {
             state: AtomicUsize::new(permits << SHIFT),
             holder: AtomicU64::new(0),
             total: AtomicUsize::new(permits),
             tracked: AtomicBool::new(false),
+            created_at,
             waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
         }
     }
@@ -127,6 +136,7 @@ impl Sem {
             holder: AtomicU64::new(0),
             total: AtomicUsize::new(permits),
             tracked: AtomicBool::new(false),
+            created_at: None,
             waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
         }
     }
@@ -139,8 +149,14 @@ impl Sem {
             holder: AtomicU64::new(0),
             total: AtomicUsize::new(0),
             tracked: AtomicBool::new(false),
+            created_at: None,
             waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
         }
+    }
+
+    /// Where the primitive built on it was created.
+    pub(crate) fn created_at(&self) -> CreatedAt {
+        self.created_at
     }
 
     pub(crate) fn available(&self) -> usize {
@@ -167,25 +183,17 @@ impl Sem {
             }
         }
         if exclusive {
-            self.hold_fast();
+            self.holder.store(track::current_task_id(), Relaxed);
         }
+        self.refresh_fast();
         Ok(())
     }
 
-    /// Store this task as the holder after a fast acquire; if a waiter queued up
-    /// meanwhile, its probe may have missed the store: refresh it (module doc).
-    fn hold_fast(&self) {
-        self.holder.store(track::current_task_id(), Relaxed);
-        if !self.tracked.load(Relaxed) {
-            // No probe to keep current. (A probe made by a waiter that queued up just
-            // now may miss this store until its next refresh: only the first watched
-            // wait on a primitive can race so.)
-            return;
-        }
-        // Pairs with the fence in `refresh`, after the enqueue's compare-and-swap: either
-        // this load sees `QUEUED`, or that refresh sees the store above.
-        fence(SeqCst);
-        if self.state.load(Relaxed) & QUEUED != 0 {
+    /// After a fast path changed the figures: refresh the probe, if there is one (module
+    /// doc). An untracked semaphore pays the load of `tracked` only.
+    #[inline]
+    fn refresh_fast(&self) {
+        if self.tracked.load(Relaxed) {
             let w = lock(&self.waiters);
             self.refresh(&w);
         }
@@ -193,8 +201,8 @@ impl Sem {
 
     /// Clear the holder: called by an exclusive guard before it releases.
     pub(crate) fn clear_holder(&self) {
-        // The release after it orders it for the next holder; a reader's refresh runs
-        // under the waiter mutex, which the release takes whenever a waiter is queued.
+        // The release after it orders it for the next holder, and refreshes the probe
+        // (under the waiter mutex) if there is one.
         self.holder.store(0, Relaxed);
     }
 
@@ -207,7 +215,10 @@ impl Sem {
         while s & QUEUED == 0 {
             let new = s + (n << SHIFT);
             match self.state.compare_exchange_weak(s, new, AcqRel, ACQ) {
-                Ok(_) => return,
+                Ok(_) => {
+                    self.refresh_fast();
+                    return;
+                }
                 Err(now) => s = now,
             }
         }
@@ -237,6 +248,7 @@ impl Sem {
             match self.state.compare_exchange_weak(s, s - (take << SHIFT), AcqRel, ACQ) {
                 Ok(_) => {
                     self.forgotten(take);
+                    self.refresh_fast();
                     return take;
                 }
                 Err(now) => s = now,
@@ -247,6 +259,7 @@ impl Sem {
     /// `n` held permits were forgotten (a permit's `forget`): they leave the total.
     pub(crate) fn forgotten(&self, n: usize) {
         let _ = self.total.fetch_update(Relaxed, Relaxed, |t| Some(t.saturating_sub(n)));
+        self.refresh_fast();
     }
 
     /// Close: every waiter wakes with an error, and every acquire from now on fails.
@@ -313,7 +326,8 @@ impl Sem {
     #[cfg(all(test, loom))]
     pub(crate) fn track_for_test(&self) -> std::sync::Arc<track::Probe> {
         let mut w = lock(&self.waiters);
-        let p = w.tracked.get_or_insert_with(Tracked::new).probe.clone();
+        let at = self.created_at;
+        let p = w.tracked.get_or_insert_with(|| Tracked::new(track::T_MUTEX_LOCK, at)).probe.clone();
         self.tracked.store(true, Relaxed);
         self.refresh(&w);
         p
@@ -326,11 +340,10 @@ impl Sem {
         (w.list.len(), w.tracked.is_some())
     }
 
-    /// Bring the probe up to date (under the waiter mutex).
+    /// Bring the probe up to date (under the waiter mutex, which orders the refreshes:
+    /// see the module doc).
     fn refresh(&self, w: &Waiters) {
         let Some(t) = &w.tracked else { return };
-        // See `hold_fast`.
-        fence(SeqCst);
         let free = self.available();
         let total = self.total.load(Relaxed);
         let head_got = w.list.front().and_then(|k| w.list.get(k)).map_or(0, |n| n.got);
@@ -391,10 +404,10 @@ impl<'a> Acquire<'a> {
 
     /// Bring the probe up to date, and name the wait for the console (under the waiter
     /// mutex, before `Pending`). The refresh runs for every waiter of a tracked
-    /// semaphore, watched or not: it is the enqueue's half of the holder hand-shake.
+    /// semaphore, watched or not: the queue changed.
     fn name_wait(&self, w: &mut Waiters) {
         if w.tracked.is_none() && track::watching() {
-            w.tracked = Some(Tracked::new());
+            w.tracked = Some(Tracked::new(self.tag, self.sem.created_at));
             self.sem.tracked.store(true, Relaxed);
         }
         self.sem.refresh(w);

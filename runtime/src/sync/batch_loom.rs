@@ -37,7 +37,7 @@ fn block_on<F: Future>(f: F) -> F::Output {
 #[test]
 fn loom_mutual_exclusion_and_no_permit_lost() {
     model(|| {
-        let s = Arc::new(Sem::new(1));
+        let s = Arc::new(Sem::new(1, None));
         let inside = Arc::new(AtomicUsize::new(0));
         let ths: Vec<_> = (0..2)
             .map(|_| {
@@ -63,7 +63,7 @@ fn loom_mutual_exclusion_and_no_permit_lost() {
 #[test]
 fn loom_a_dropped_partial_acquire_hands_its_permits_on() {
     model(|| {
-        let s = Arc::new(Sem::new(2));
+        let s = Arc::new(Sem::new(2, None));
         s.try_acquire(1, false).unwrap();
         let s2 = s.clone();
         let t = thread::spawn(move || s2.release(1));
@@ -86,7 +86,7 @@ fn loom_a_dropped_partial_acquire_hands_its_permits_on() {
 #[test]
 fn loom_close_wakes_a_queued_waiter() {
     model(|| {
-        let s = Arc::new(Sem::new(1));
+        let s = Arc::new(Sem::new(1, None));
         s.try_acquire(1, false).unwrap();
         let s2 = s.clone();
         let t = thread::spawn(move || block_on(Acquire::new(&s2, 1, T_SEM_ACQUIRE)));
@@ -114,11 +114,11 @@ fn loom_notify_one_is_never_lost() {
 }
 
 /// A fast exclusive acquire racing the first waiter's enqueue: whenever the waiter ends
-/// up queued, the probe a reader sees names the holder (the fix-up in `hold_fast`).
+/// up queued, the probe a reader sees names the holder (the fast path's refresh).
 #[test]
 fn loom_the_probe_names_a_holder_that_raced_the_first_waiter() {
     model(|| {
-        let s = Arc::new(Sem::new(1));
+        let s = Arc::new(Sem::new(1, None));
         let probe = s.track_for_test();
         let s2 = s.clone();
         let a = thread::spawn(move || s2.try_acquire(1, true).is_ok());
@@ -136,6 +136,32 @@ fn loom_the_probe_names_a_holder_that_raced_the_first_waiter() {
         s.clear_holder();
         s.release(1);
         drop(b);
+        assert_eq!(s.available(), 1);
+    });
+}
+
+/// On a tracked semaphore, uncontended acquires and releases on two threads racing each
+/// other and a waiter: once all are done, the probe agrees with the semaphore (no holder,
+/// every permit free, nobody queued), whatever the interleaving of their refreshes.
+#[test]
+fn loom_the_probe_ends_current_after_uncontended_paths() {
+    model(|| {
+        let s = Arc::new(Sem::new(1, None));
+        let probe = s.track_for_test();
+        let s2 = s.clone();
+        let a = thread::spawn(move || {
+            if s2.try_acquire(1, true).is_ok() {
+                s2.clear_holder();
+                s2.release(1);
+            }
+        });
+        block_on(Acquire::new(&s, 1, T_MUTEX_LOCK)).unwrap();
+        assert_eq!(probe.read().holder, super::track::OUTSIDE, "the holder is shown while it holds");
+        s.clear_holder();
+        s.release(1);
+        a.join().unwrap();
+        let r = probe.read();
+        assert_eq!((r.holder, r.free, r.waiters), (0, 1, 0), "a stale probe: {r:?}");
         assert_eq!(s.available(), 1);
     });
 }

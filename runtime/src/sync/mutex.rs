@@ -103,12 +103,15 @@ fn never_closed<T>(r: Result<T, super::batch::Closed>) -> T {
 }
 
 impl<T> Mutex<T> {
-    /// A new, unlocked mutex.
+    /// A new, unlocked mutex. Where it is called is recorded for the console's
+    /// resources view.
+    #[track_caller]
     pub fn new(t: T) -> Mutex<T> {
-        Mutex { s: Sem::new(1), c: UnsafeCell::new(t) }
+        Mutex { s: Sem::new(1, Some(std::panic::Location::caller())), c: UnsafeCell::new(t) }
     }
 
-    /// A new, unlocked mutex in a `const` context (a `static`).
+    /// A new, unlocked mutex in a `const` context (a `static`). Its creation place is
+    /// not recorded (`Location::caller` is not `const` on stable Rust).
     #[cfg(not(loom))]
     pub const fn const_new(t: T) -> Mutex<T> {
         Mutex { s: Sem::const_new(1), c: UnsafeCell::new(t) }
@@ -199,12 +202,14 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
 }
 
 impl<T: Default> Default for Mutex<T> {
+    #[track_caller]
     fn default() -> Mutex<T> {
         Mutex::new(T::default())
     }
 }
 
 impl<T> From<T> for Mutex<T> {
+    #[track_caller]
     fn from(t: T) -> Mutex<T> {
         Mutex::new(t)
     }

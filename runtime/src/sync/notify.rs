@@ -2,7 +2,7 @@
 
 use super::batch::WakeList;
 use super::list::{Key, List};
-use super::track::{self, Tracked, T_NOTIFIED};
+use super::track::{self, CreatedAt, Tracked, T_NOTIFIED};
 use crate::loom::{lock, AtomicUsize, Mutex};
 use std::fmt;
 use std::future::Future;
@@ -55,6 +55,9 @@ struct Node {
 struct Waiters {
     list: List<Node>,
     tracked: Option<Tracked>,
+    /// Where the `Notify` was created, for its probe (kept under the mutex beside the
+    /// probe it is given to).
+    created_at: CreatedAt,
 }
 
 /// The future of [`Notify::notified`]. Fused: once ready, it stays ready.
@@ -79,6 +82,7 @@ struct Waiter {
 }
 
 impl Default for Notify {
+    #[track_caller]
     fn default() -> Notify {
         Notify::new()
     }
@@ -91,22 +95,29 @@ impl fmt::Debug for Notify {
 }
 
 impl Notify {
-    /// A `Notify` with no permit and no waiter.
+    /// A `Notify` with no permit and no waiter. Where it is called is recorded for the
+    /// console's resources view.
+    #[track_caller]
     pub fn new() -> Notify {
         Notify {
             state: AtomicUsize::new(EMPTY),
             calls: AtomicUsize::new(0),
-            waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
+            waiters: Mutex::new(Waiters {
+                list: List::new(),
+                tracked: None,
+                created_at: Some(std::panic::Location::caller()),
+            }),
         }
     }
 
-    /// [`Notify::new`] in a `const` context.
+    /// [`Notify::new`] in a `const` context. Its creation place is not recorded
+    /// (`Location::caller` is not `const` on stable Rust).
     #[cfg(not(loom))]
     pub const fn const_new() -> Notify {
         Notify {
             state: AtomicUsize::new(EMPTY),
             calls: AtomicUsize::new(0),
-            waiters: Mutex::new(Waiters { list: List::new(), tracked: None }),
+            waiters: Mutex::new(Waiters { list: List::new(), tracked: None, created_at: None }),
         }
     }
 
@@ -294,7 +305,8 @@ impl Waiter {
 /// Name the wait for the console (under the waiter mutex, before `Pending`).
 fn name_wait(w: &mut Waiters) {
     if track::watching() {
-        let id = w.tracked.get_or_insert_with(Tracked::new).id;
+        let at = w.created_at;
+        let id = w.tracked.get_or_insert_with(|| Tracked::new(T_NOTIFIED, at)).id;
         refresh(w);
         track::record(T_NOTIFIED, id);
     }

@@ -84,6 +84,7 @@ impl Drop for InitPermit<'_> {
 }
 
 impl<T> Default for OnceCell<T> {
+    #[track_caller]
     fn default() -> OnceCell<T> {
         OnceCell::new()
     }
@@ -96,6 +97,7 @@ impl<T: fmt::Debug> fmt::Debug for OnceCell<T> {
 }
 
 impl<T: Clone> Clone for OnceCell<T> {
+    #[track_caller]
     fn clone(&self) -> OnceCell<T> {
         OnceCell::new_with(self.get().cloned())
     }
@@ -110,6 +112,7 @@ impl<T: PartialEq> PartialEq for OnceCell<T> {
 impl<T: Eq> Eq for OnceCell<T> {}
 
 impl<T> From<T> for OnceCell<T> {
+    #[track_caller]
     fn from(value: T) -> OnceCell<T> {
         OnceCell::new_with(Some(value))
     }
@@ -126,12 +129,18 @@ impl<T> Drop for OnceCell<T> {
 }
 
 impl<T> OnceCell<T> {
-    /// An empty cell.
+    /// An empty cell. Where it is called is recorded for the console's resources view.
+    #[track_caller]
     pub fn new() -> OnceCell<T> {
-        OnceCell { value_set: AtomicBool::new(false), value: UnsafeCell::new(MaybeUninit::uninit()), sem: Sem::new(1) }
+        OnceCell {
+            value_set: AtomicBool::new(false),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+            sem: Sem::new(1, Some(std::panic::Location::caller())),
+        }
     }
 
-    /// An empty cell in a `const` context (a `static`).
+    /// An empty cell in a `const` context (a `static`). Its creation place is not
+    /// recorded (`Location::caller` is not `const` on stable Rust).
     #[cfg(not(loom))]
     pub const fn const_new() -> OnceCell<T> {
         OnceCell {
@@ -151,11 +160,13 @@ impl<T> OnceCell<T> {
         }
     }
 
-    /// A cell holding `value`, or an empty one for `None`.
+    /// A cell holding `value`, or an empty one for `None`. Where it is called is
+    /// recorded for the console's resources view.
+    #[track_caller]
     pub fn new_with(value: Option<T>) -> OnceCell<T> {
         match value {
             Some(v) => {
-                let sem = Sem::new(0);
+                let sem = Sem::new(0, Some(std::panic::Location::caller()));
                 sem.close();
                 OnceCell { value_set: AtomicBool::new(true), value: UnsafeCell::new(MaybeUninit::new(v)), sem }
             }
@@ -287,7 +298,8 @@ impl<T> OnceCell<T> {
             return None;
         }
         self.value_set = AtomicBool::new(false);
-        self.sem = Sem::new(1);
+        // The same cell, empty again: it keeps its creation place.
+        self.sem = Sem::new(1, self.sem.created_at());
         // SAFETY: it was set, the flag now says empty so it is never read or dropped
         // again, and `&mut self` is the only reference.
         Some(unsafe { self.value.get_mut().assume_init_read() })

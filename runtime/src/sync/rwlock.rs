@@ -135,7 +135,9 @@ fn never_closed(r: Result<(), super::batch::Closed>) {
 }
 
 impl<T> RwLock<T> {
-    /// A new, unlocked lock.
+    /// A new, unlocked lock. Where it is called is recorded for the console's resources
+    /// view.
+    #[track_caller]
     pub fn new(value: T) -> RwLock<T> {
         RwLock::with_max_readers(value, MAX_READS)
     }
@@ -144,13 +146,19 @@ impl<T> RwLock<T> {
     ///
     /// # Panics
     /// If `max_reads` is 0 or above `u32::MAX >> 3`.
+    #[track_caller]
     pub fn with_max_readers(value: T, max_reads: u32) -> RwLock<T> {
         assert!(max_reads <= MAX_READS, "a lock cannot have more than MAX_READS ({MAX_READS}) readers");
         assert!(max_reads > 0, "a lock must admit at least one reader");
-        RwLock { mr: max_reads, s: Sem::new(max_reads as usize), c: UnsafeCell::new(value) }
+        RwLock {
+            mr: max_reads,
+            s: Sem::new(max_reads as usize, Some(std::panic::Location::caller())),
+            c: UnsafeCell::new(value),
+        }
     }
 
-    /// A new, unlocked lock in a `const` context.
+    /// A new, unlocked lock in a `const` context. Its creation place is not recorded
+    /// (`Location::caller` is not `const` on stable Rust).
     #[cfg(not(loom))]
     pub const fn const_new(value: T) -> RwLock<T> {
         RwLock { mr: MAX_READS, s: Sem::const_new(MAX_READS as usize), c: UnsafeCell::new(value) }
@@ -273,12 +281,14 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
 }
 
 impl<T: Default> Default for RwLock<T> {
+    #[track_caller]
     fn default() -> RwLock<T> {
         RwLock::new(T::default())
     }
 }
 
 impl<T> From<T> for RwLock<T> {
+    #[track_caller]
     fn from(t: T) -> RwLock<T> {
         RwLock::new(t)
     }

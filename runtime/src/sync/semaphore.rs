@@ -112,15 +112,18 @@ impl Semaphore {
     /// The most permits a semaphore can hold: `usize::MAX >> 3`.
     pub const MAX_PERMITS: usize = super::batch::MAX_PERMITS;
 
-    /// A semaphore with `permits` permits.
+    /// A semaphore with `permits` permits. Where it is called is recorded for the
+    /// console's resources view.
     ///
     /// # Panics
     /// If `permits` exceeds [`Semaphore::MAX_PERMITS`].
+    #[track_caller]
     pub fn new(permits: usize) -> Semaphore {
-        Semaphore { ll: Sem::new(permits) }
+        Semaphore { ll: Sem::new(permits, Some(std::panic::Location::caller())) }
     }
 
-    /// A semaphore with `permits` permits, in a `const` context (a `static`).
+    /// A semaphore with `permits` permits, in a `const` context (a `static`). Its
+    /// creation place is not recorded (`Location::caller` is not `const` on stable).
     ///
     /// # Panics
     /// If `permits` exceeds [`Semaphore::MAX_PERMITS`].

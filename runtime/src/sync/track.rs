@@ -12,12 +12,15 @@
 //!
 //! A primitive gets a probe (and an id) only when a task that keeps statistics waits on
 //! it (`watching`): a program whose runtime records no events never allocates one, and
-//! never takes the registry's lock.
+//! never takes the registry's lock. The probe is made with what never changes: the
+//! primitive's kind (the tag of the wait that made it: every tag names one kind) and
+//! where the primitive was created (its constructor is `#[track_caller]`).
 //!
 //! A later deadlock detector reads the same graph: task → resource (the record's id) →
 //! holder ([`ProbeReading::holder`], a task id).
 
 use std::collections::BTreeMap;
+use std::panic::Location;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -80,9 +83,17 @@ pub(crate) fn is_exclusive(tag: u8) -> bool {
     matches!(tag, T_MUTEX_LOCK | T_RW_WRITE | T_ONCE_INIT)
 }
 
+/// Where a primitive was created: its constructor's caller, `None` for the `const`
+/// constructors (`Location::caller` is not usable in a `const fn` on stable Rust).
+pub(crate) type CreatedAt = Option<&'static Location<'static>>;
+
 /// What a reader shows beside a wait on a primitive, kept current by the primitive.
 #[derive(Default, Debug)]
 pub(crate) struct Probe {
+    /// The tag of the wait that made it: its primitive's kind (`tag_words(kind).1`).
+    pub(crate) kind: u8,
+    /// Where the primitive was created.
+    pub(crate) created_at: CreatedAt,
     /// The task holding it alone (a mutex, a write lock, a cell's initializer): its id,
     /// [`OUTSIDE`] for a holder outside any task, 0 for none.
     pub(crate) holder: AtomicU64,
@@ -102,6 +113,8 @@ pub(crate) const OUTSIDE: u64 = u64::MAX;
 /// A probe as read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ProbeReading {
+    pub(crate) kind: u8,
+    pub(crate) created_at: CreatedAt,
     pub(crate) holder: u64,
     pub(crate) free: u64,
     pub(crate) total: u64,
@@ -112,6 +125,8 @@ pub(crate) struct ProbeReading {
 impl Probe {
     pub(crate) fn read(&self) -> ProbeReading {
         ProbeReading {
+            kind: self.kind,
+            created_at: self.created_at,
             holder: self.holder.load(Relaxed),
             free: self.free.load(Relaxed),
             total: self.total.load(Relaxed),
@@ -138,10 +153,11 @@ pub(crate) struct Tracked {
 }
 
 impl Tracked {
-    /// Register a new resource.
-    pub(crate) fn new() -> Tracked {
+    /// Register a new resource: its kind is the primitive of `tag` (any of its waits'
+    /// tags will do), created at `created_at`.
+    pub(crate) fn new(tag: u8, created_at: CreatedAt) -> Tracked {
         let id = NEXT_ID.fetch_add(1, Relaxed);
-        let probe = Arc::new(Probe::default());
+        let probe = Arc::new(Probe { kind: tag, created_at, ..Probe::default() });
         registry().insert(id, probe.clone());
         Tracked { id, probe }
     }
@@ -164,13 +180,21 @@ impl Drop for Tracked {
 /// [`Named::probe`]): `free`/`total` show as `(0 of 32 free)` for `T_MPSC_SEND` (see
 /// `telemetry::wait::SyncWait::read`), `holder` as `(held by task N "name")` for the
 /// exclusive tags.
+///
+/// Give it the channel's creation place (`Named::new(Location::caller())` in a
+/// `#[track_caller]` constructor) for the resources view to show.
 #[derive(Debug, Default)]
-pub(crate) struct Named(Option<Tracked>);
+pub(crate) struct Named(Option<Tracked>, CreatedAt);
 
 #[allow(dead_code)]
 impl Named {
     pub(crate) const fn new() -> Named {
-        Named(None)
+        Named(None, None)
+    }
+
+    /// A `Named` for a primitive created at `at`.
+    pub(crate) const fn created_at(at: &'static Location<'static>) -> Named {
+        Named(None, Some(at))
     }
 
     /// Record a wait with `tag` for the task polled on this thread, registering the
@@ -178,7 +202,7 @@ impl Named {
     /// thread-local load). Returns the probe, to refresh, once registered.
     pub(crate) fn record(&mut self, tag: u8) -> Option<&Probe> {
         if self.0.is_none() && watching() {
-            self.0 = Some(Tracked::new());
+            self.0 = Some(Tracked::new(tag, self.1));
         }
         let t = self.0.as_ref()?;
         record(tag, t.id);
@@ -233,9 +257,11 @@ mod tests {
 
     #[test]
     fn a_tracked_resource_is_readable_until_dropped() {
-        let t = Tracked::new();
+        let here = Location::caller();
+        let t = Tracked::new(T_MUTEX_LOCK, Some(here));
         t.probe.holder.store(7, Relaxed);
-        assert_eq!(read(t.id).map(|r| r.holder), Some(7));
+        let r = read(t.id).unwrap();
+        assert_eq!((r.holder, r.kind, r.created_at), (7, T_MUTEX_LOCK, Some(here)));
         let id = t.id;
         drop(t);
         assert_eq!(read(id), None);

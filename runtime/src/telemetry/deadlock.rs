@@ -53,8 +53,6 @@ const BOOTSTRAP_GAP: Duration = Duration::from_millis(50);
 /// Task ids are never reused, so a forgotten deadlock could count again only if it
 /// outlived this many newer ones.
 const REMEMBERED: usize = 4096;
-/// Resource kinds remembered for the resources view.
-const KINDS_KEPT: usize = 1 << 16;
 
 /// A cycle of tasks each waiting on the next, which none of them can leave: found in two
 /// consecutive readings of the wait-for graph (see [`Telemetry::deadlocks`]).
@@ -162,9 +160,6 @@ pub(crate) struct Detector {
     state: Mutex<State>,
     /// Deadlocks reported so far (`Snapshot::deadlocks_total`).
     total: AtomicU64,
-    /// The kind (tag) of each resource some task was seen waiting on, apart from the
-    /// state: the resources view reads it without waiting for a reading to finish.
-    kinds: Mutex<HashMap<u64, u8>>,
 }
 
 #[derive(Default)]
@@ -182,7 +177,7 @@ struct State {
 
 impl Detector {
     pub(crate) fn new() -> Detector {
-        Detector { state: Mutex::new(State::default()), total: AtomicU64::new(0), kinds: Mutex::new(HashMap::new()) }
+        Detector { state: Mutex::new(State::default()), total: AtomicU64::new(0) }
     }
 
     /// Deadlocks reported so far.
@@ -213,24 +208,9 @@ impl Detector {
         st.confirmed.clone()
     }
 
-    /// The kind (tag) of each resource, where a reading saw a task wait on it.
-    pub(crate) fn kinds(&self, resources: impl Iterator<Item = u64>) -> Vec<Option<u8>> {
-        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
-        resources.map(|id| kinds.get(&id).copied()).collect()
-    }
-
     /// Take one reading of the graph, and confirm the cycles the previous one found.
     fn reading(&self, st: &mut State, t: &Telemetry) {
-        let mut kinds = HashMap::new();
-        let found = find_cycles(t, &mut kinds);
-        {
-            let mut known = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
-            if known.len() + kinds.len() > KINDS_KEPT {
-                // Forget the resources no task waits on now, whose kind is worth less.
-                known.clear();
-            }
-            known.extend(kinds);
-        }
+        let found = find_cycles(t);
         st.last = Some(Instant::now());
         let mut confirmed = Vec::new();
         let mut seen = HashMap::with_capacity(found.len());
@@ -299,8 +279,8 @@ fn follows(tag: u8) -> bool {
 }
 
 /// One reading: walk the tasks, build the graph, keep the stuck part, and return its
-/// cycles (see the module doc). Also notes the kind of every resource a task waits on.
-fn find_cycles(t: &Telemetry, kinds: &mut HashMap<u64, u8>) -> Vec<Cycle> {
+/// cycles (see the module doc).
+fn find_cycles(t: &Telemetry) -> Vec<Cycle> {
     let mut nodes: Vec<Node> = Vec::new();
     t.for_each_task(|row, name| {
         if row.state != super::TaskState::Idle {
@@ -310,10 +290,7 @@ fn find_cycles(t: &Telemetry, kinds: &mut HashMap<u64, u8>) -> Vec<Cycle> {
         let mut other = false;
         row.wait.graph_waits(|w| match w {
             GraphWait::Other => other = true,
-            GraphWait::Sync { tag, resource } => {
-                if kinds.len() < KINDS_KEPT {
-                    kinds.insert(resource, tag);
-                }
+            GraphWait::Sync { tag, .. } => {
                 if follows(tag) {
                     waits.push(w);
                 } else {

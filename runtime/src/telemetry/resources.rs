@@ -2,17 +2,17 @@
 //! (`Telemetry::resources`).
 //!
 //! A primitive is listed from the first time a task that keeps statistics waits on it
-//! (that is when it gets a probe, see `sync::track`) until it is dropped. Its kind is
-//! known once a reading of the deadlock detector saw a task wait on it (the probe itself
-//! does not say); where it was created is not recorded.
+//! (that is when it gets a probe, see `sync::track`) until it is dropped. Its kind and
+//! where it was created are fixed when the probe is made.
 //!
-//! The figures are the probe's: the primitive refreshes them whenever a task queues on
-//! it, leaves its queue or is handed it, not on an uncontended acquire or release. So
-//! while tasks wait on it they are current; once none does, they are as of the last
-//! waiter (a lock released since without contention may still show its last holder).
+//! The figures are the probe's, which the primitive refreshes on every change once it
+//! has one: when a task queues on it, leaves its queue or is handed it, and on an
+//! uncontended acquire or release too. So a lock released with no waiter left shows no
+//! holder, and the next holder shows as soon as it has taken it.
 
 use super::Telemetry;
 use crate::sync::track;
+use std::panic::Location;
 
 /// The most resources one [`Telemetry::resources`] call returns.
 pub const MAX_RESOURCES: usize = 1000;
@@ -20,21 +20,21 @@ pub const MAX_RESOURCES: usize = 1000;
 /// A sync primitive with a probe: what [`Telemetry::resources`] lists.
 ///
 /// Listed from the first time a task that keeps statistics waits on it until it is
-/// dropped. Its figures are refreshed whenever a task queues on it, leaves its queue or
-/// is handed it, not on an uncontended acquire or release: current while tasks wait on
-/// it, and with no waiter as of the last one (a lock released since without contention
-/// may still show its last holder).
+/// dropped. Its figures are kept current by the primitive (each acquire and release,
+/// contended or not, refreshes them): a reading shows them as of a moment ago.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Resource {
     /// Its resource id (as in [`SyncWait::resource`](super::SyncWait::resource)).
     pub id: u64,
-    /// `Mutex`, `Semaphore`, `RwLock`, `Notify`, `Barrier` or `OnceCell`; `None` until a
-    /// reading of the wait graph (a [`Telemetry::deadlocks`] call, the console) saw a
-    /// task wait on it.
+    /// `Mutex`, `Semaphore`, `RwLock`, `Notify`, `Barrier` or `OnceCell` (`None` only
+    /// for a kind this version does not name).
     pub kind: Option<&'static str>,
+    /// Where it was created: the caller of its constructor (`Mutex::new`, ...); `None`
+    /// for one made by a `const_new` constructor (`Location::caller` is not usable in a
+    /// `const fn` on stable Rust).
+    pub created_at: Option<&'static Location<'static>>,
     /// Who holds it alone (a `Mutex`, an `RwLock`'s writer, a `OnceCell`'s initializer).
-    /// Current while tasks wait on it; with no waiter, as of the last one.
     pub holder: Option<ResourceHolder>,
     /// Tasks queued on it.
     pub waiters: u64,
@@ -67,16 +67,15 @@ impl Telemetry {
 
     /// Up to `max` resources after `after`.
     pub(crate) fn resources_page(&self, after: u64, max: usize) -> Vec<Resource> {
-        let page = track::read_range(after, max.min(MAX_RESOURCES));
-        let kinds = match &self.shared.recorder {
-            Some(r) => r.deadlocks.kinds(page.iter().map(|(id, _)| *id)),
-            None => vec![None; page.len()],
-        };
-        page.into_iter()
-            .zip(kinds)
-            .map(|((id, p), kind)| Resource {
+        track::read_range(after, max.min(MAX_RESOURCES))
+            .into_iter()
+            .map(|(id, p)| Resource {
                 id,
-                kind: kind.map(|tag| track::tag_words(tag).1),
+                kind: match track::tag_words(p.kind).1 {
+                    "sync" => None,
+                    k => Some(k),
+                },
+                created_at: p.created_at,
                 holder: match p.holder {
                     0 => None,
                     track::OUTSIDE => Some(ResourceHolder::Outside),
