@@ -57,5 +57,5 @@ for test in ("SET", "GET"):
 runs = {}
 for v, r, test, rps in rows:
     runs.setdefault((test, r), {})[v] = float(rps)
-print("\nper run (Volt/Tokio):", ", ".join(f"{t} {d['volt']/d['tokio']:.2f}" for (t, _), d in sorted(runs.items()) if len(d) == 2))
+print("\nper run (Volt/Tokio):", ", ".join(f"{t} {d['volt']/d['tokio']:.2f}" for (t, _), d in sorted(runs.items()) if 'volt' in d and 'tokio' in d))
 PY
