@@ -352,7 +352,7 @@ fn udp_poll_and_try_methods_round_trip_datagrams() {
             let n = poll_fn(|cx| a.poll_send_to(cx, &[i; 5], ba)).await.unwrap();
             assert_eq!(n, 5);
             poll_fn(|cx| b.poll_recv_ready(cx)).await.unwrap();
-            let (n, from) = poll_fn(|cx| b.poll_recv_from(cx, &mut buf)).await.unwrap();
+            let (n, from) = poll_fn(|cx| b.poll_recv_from_into(cx, &mut buf)).await.unwrap();
             assert_eq!((&buf[..n], from), (&[i; 5][..], aa));
         }
         // peek_from leaves the datagram for the next receive.
@@ -377,7 +377,7 @@ fn udp_poll_and_try_methods_round_trip_datagrams() {
         a.connect(ba).await.unwrap();
         b.connect(aa).await.unwrap();
         assert_eq!(poll_fn(|cx| a.poll_send(cx, b"connected")).await.unwrap(), 9);
-        let n = poll_fn(|cx| b.poll_recv(cx, &mut buf)).await.unwrap();
+        let n = poll_fn(|cx| b.poll_recv_into(cx, &mut buf)).await.unwrap();
         assert_eq!(&buf[..n], b"connected");
         assert_eq!(b.try_send(b"back").unwrap(), 4);
         let n = loop {

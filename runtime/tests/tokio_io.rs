@@ -486,3 +486,39 @@ fn read_buf_fills_uninitialized_capacity() {
         assert!(got == sent, "bytes differ");
     }));
 }
+
+/// The UDP and Unix datagram poll functions have Tokio's signatures (a `ReadBuf` filled,
+/// the sender returned), so code written against Tokio's compiles and gets every byte.
+#[test]
+fn datagram_poll_functions_fill_a_read_buf_as_tokio_does() {
+    use std::future::poll_fn;
+    use tokio::io::ReadBuf;
+    let rt = rt(2);
+    rt.block_on(async {
+        let a = volt::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let b = volt::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        a.send_to(b"peeked", b.local_addr().unwrap()).await.unwrap();
+        let mut storage = [0u8; 64];
+        let mut buf = ReadBuf::new(&mut storage);
+        let from = poll_fn(|cx| b.poll_peek_from(cx, &mut buf)).await.unwrap();
+        assert_eq!((buf.filled(), from), (&b"peeked"[..], a.local_addr().unwrap()));
+        let mut buf = ReadBuf::new(&mut storage);
+        let from = poll_fn(|cx| b.poll_recv_from(cx, &mut buf)).await.unwrap();
+        assert_eq!((buf.filled(), from), (&b"peeked"[..], a.local_addr().unwrap()));
+        b.connect(a.local_addr().unwrap()).await.unwrap();
+        a.send_to(b"connected", b.local_addr().unwrap()).await.unwrap();
+        let mut buf = ReadBuf::new(&mut storage);
+        poll_fn(|cx| b.poll_recv(cx, &mut buf)).await.unwrap();
+        assert_eq!(buf.filled(), b"connected");
+
+        let (x, y) = volt::net::UnixDatagram::pair().unwrap();
+        x.send(b"unix").await.unwrap();
+        let mut buf = ReadBuf::new(&mut storage);
+        poll_fn(|cx| y.poll_recv(cx, &mut buf)).await.unwrap();
+        assert_eq!(buf.filled(), b"unix");
+        x.send(b"again").await.unwrap();
+        let mut buf = ReadBuf::new(&mut storage);
+        poll_fn(|cx| y.poll_recv_from(cx, &mut buf)).await.unwrap();
+        assert_eq!(buf.filled(), b"again");
+    });
+}

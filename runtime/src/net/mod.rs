@@ -3,7 +3,9 @@
 //! * [`TcpListener`], [`TcpStream`] and [`UdpSocket`] offer the methods Tokio users reach
 //!   for, under the same names: `accept`/`poll_accept`, `peek`, `readable`/`writable`,
 //!   `ready` with an [`Interest`] (answering a [`Ready`]), `try_read`/`try_write`,
-//!   `try_io`/`async_io`, `poll_recv_from`/`poll_send_to`, `set_nodelay`, `set_linger`,
+//!   `try_io`/`async_io`, `poll_recv_from`/`poll_send_to` (Tokio's, filling a `ReadBuf`, with
+//!   the `tokio-io` feature; `poll_recv_from_into` and the like take a slice),
+//!   `set_nodelay`, `set_linger`,
 //!   `set_ttl`, multicast, and the socket's fd through `AsFd`/`AsRawFd`.
 //! * [`TcpSocket`] sets a socket's options (`SO_REUSEADDR`, `SO_REUSEPORT`, buffer sizes)
 //!   before it binds, then connects or listens.

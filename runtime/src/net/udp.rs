@@ -50,13 +50,13 @@ impl UdpSocket {
     /// Receive a datagram; returns its length and sender. A datagram longer than `buf`
     /// is cut to fit.
     pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        poll_fn(|cx| self.poll_recv_from(cx, buf)).await
+        poll_fn(|cx| self.poll_recv_from_into(cx, buf)).await
     }
 
     /// Wait for a datagram and copy it into `buf` without taking it off the socket; returns
     /// its length and sender.
     pub async fn peek_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        poll_fn(|cx| self.poll_peek_from(cx, buf)).await
+        poll_fn(|cx| self.poll_peek_from_into(cx, buf)).await
     }
 
     /// Set the default peer for `send` and `recv`, and filter datagrams from others.
@@ -71,7 +71,7 @@ impl UdpSocket {
 
     /// Receive from the connected peer.
     pub async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        poll_fn(|cx| self.poll_recv(cx, buf)).await
+        poll_fn(|cx| self.poll_recv_into(cx, buf)).await
     }
 
     /// Send a datagram to `target`, or arrange for `cx` to be woken when the socket may
@@ -81,14 +81,15 @@ impl UdpSocket {
     }
 
     /// Receive a datagram into `buf` (its length and sender), or arrange for `cx` to be
-    /// woken when one may have arrived.
-    pub fn poll_recv_from(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<(usize, SocketAddr)>> {
+    /// woken when one may have arrived. (Tokio's `poll_recv_from`, which fills a
+    /// `ReadBuf`, comes with the `tokio-io` feature.)
+    pub fn poll_recv_from_into(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<(usize, SocketAddr)>> {
         // Not `poll_read_io`: a datagram shorter than `buf` says nothing about the next.
         self.reg.poll_io(cx, Direction::Read, || self.io.recv_from(buf))
     }
 
-    /// [`peek_from`](Self::peek_from) as a poll function.
-    pub fn poll_peek_from(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<(usize, SocketAddr)>> {
+    /// [`peek_from`](Self::peek_from) as a poll function, into a slice.
+    pub fn poll_peek_from_into(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<(usize, SocketAddr)>> {
         self.reg.poll_io(cx, Direction::Read, || self.io.peek_from(buf))
     }
 
@@ -97,9 +98,44 @@ impl UdpSocket {
         self.reg.poll_io(cx, Direction::Write, || self.io.send(buf))
     }
 
-    /// [`recv`](Self::recv) as a poll function.
-    pub fn poll_recv(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+    /// [`recv`](Self::recv) as a poll function, into a slice: the datagram's length.
+    pub fn poll_recv_into(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         self.reg.poll_io(cx, Direction::Read, || self.io.recv(buf))
+    }
+
+    /// Tokio's `poll_recv`: receive a datagram from the connected peer into `buf`'s
+    /// unfilled part.
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_recv(&self, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let n = std::task::ready!(self.poll_recv_into(cx, buf.initialize_unfilled()))?;
+        buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+
+    /// Tokio's `poll_recv_from`: receive a datagram into `buf`'s unfilled part; its
+    /// sender.
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_recv_from(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<SocketAddr>> {
+        let (n, from) = std::task::ready!(self.poll_recv_from_into(cx, buf.initialize_unfilled()))?;
+        buf.advance(n);
+        Poll::Ready(Ok(from))
+    }
+
+    /// Tokio's `poll_peek_from`: copy the waiting datagram into `buf`'s unfilled part
+    /// without taking it; its sender.
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_peek_from(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<SocketAddr>> {
+        let (n, from) = std::task::ready!(self.poll_peek_from_into(cx, buf.initialize_unfilled()))?;
+        buf.advance(n);
+        Poll::Ready(Ok(from))
     }
 
     /// Wait (as a poll function) until a datagram may be waiting.

@@ -76,7 +76,7 @@ impl UnixDatagram {
 
     /// Receive a datagram from the connected peer; a datagram longer than `buf` is cut.
     pub async fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        poll_fn(|cx| self.poll_recv(cx, buf)).await
+        poll_fn(|cx| self.poll_recv_into(cx, buf)).await
     }
 
     /// Send a datagram to the socket bound at `target`.
@@ -87,7 +87,7 @@ impl UnixDatagram {
 
     /// Receive a datagram; its length and sender.
     pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        poll_fn(|cx| self.poll_recv_from(cx, buf)).await
+        poll_fn(|cx| self.poll_recv_from_into(cx, buf)).await
     }
 
     /// [`send`](Self::send) as a poll function.
@@ -95,14 +95,36 @@ impl UnixDatagram {
         self.reg.poll_io(cx, Direction::Write, || self.io.send(buf))
     }
 
-    /// [`recv`](Self::recv) as a poll function.
-    pub fn poll_recv(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+    /// [`recv`](Self::recv) as a poll function, into a slice: the datagram's length.
+    pub fn poll_recv_into(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         self.reg.poll_io(cx, Direction::Read, || self.io.recv(buf))
     }
 
-    /// [`recv_from`](Self::recv_from) as a poll function.
-    pub fn poll_recv_from(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<(usize, SocketAddr)>> {
+    /// Tokio's `poll_recv`: receive a datagram into `buf`'s unfilled part.
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_recv(&self, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let n = std::task::ready!(self.poll_recv_into(cx, buf.initialize_unfilled()))?;
+        buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+
+    /// [`recv_from`](Self::recv_from) as a poll function, into a slice: the datagram's
+    /// length and sender.
+    pub fn poll_recv_from_into(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<(usize, SocketAddr)>> {
         self.reg.poll_io(cx, Direction::Read, || self.io.recv_from(buf)).map_ok(|(n, a)| (n, SocketAddr(a)))
+    }
+
+    /// Tokio's `poll_recv_from`: receive a datagram into `buf`'s unfilled part; its
+    /// sender.
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_recv_from(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<SocketAddr>> {
+        let (n, from) = std::task::ready!(self.poll_recv_from_into(cx, buf.initialize_unfilled()))?;
+        buf.advance(n);
+        Poll::Ready(Ok(from))
     }
 
     /// Send to the connected peer without waiting; `WouldBlock` if the buffer is full.
