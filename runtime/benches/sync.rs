@@ -5,6 +5,11 @@
 //! per workload (the median of the back-to-back pairs' ratios), and their geometric mean
 //! (below 1.0: Volt is faster). `VOLT_BENCH_SAMPLES` sets the samples (default 30).
 //!
+//! A third column runs Volt's workloads on a runtime with the event ring on
+//! (`event_ring(1024)`): its tasks keep statistics, so the primitives they wait on are
+//! tracked for the console (named waits, holders, the deadlock detector's graph), which
+//! is what watching costs.
+//!
 //! The workloads are written once (a macro, instantiated with `volt::sync` and
 //! `tokio::sync`): an uncontended `Mutex`, a `Mutex` and a `Semaphore` contended by 8
 //! tasks on 2 workers, `mpsc` throughput with 1 and 8 producers, a `oneshot` round trip
@@ -194,6 +199,8 @@ fn main() {
     let samples: usize =
         std::env::var("VOLT_BENCH_SAMPLES").ok().and_then(|s| s.parse().ok()).unwrap_or(if quick { 2 } else { 30 });
     let volt_rt = volt::runtime::Builder::new().worker_threads(WORKERS).build().expect("volt runtime");
+    let watched_rt =
+        volt::runtime::Builder::new().worker_threads(WORKERS).event_ring(1024).build().expect("volt runtime");
     let tokio_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKERS)
         .enable_all()
@@ -219,15 +226,17 @@ fn main() {
     println!(
         "Volt's sync vs Tokio's, {WORKERS} workers each, {samples} samples per runtime per workload, alternating\n"
     );
-    println!("| workload | volt median | tokio median | volt/tokio |");
-    println!("|---|---:|---:|---:|");
-    let mut log_sum = 0.0;
+    println!("| workload | volt median | tokio median | watched median | volt/tokio | watched/tokio |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let (mut log_sum, mut log_sum_watched) = (0.0, 0.0);
     for w in &workloads {
         for _ in 0..2 {
             (w.volt)(&volt_rt);
             (w.tokio)(&tokio_rt);
+            (w.volt)(&watched_rt);
         }
-        let (mut tv, mut tt) = (Vec::with_capacity(samples), Vec::with_capacity(samples));
+        let (mut tv, mut tt, mut tw) =
+            (Vec::with_capacity(samples), Vec::with_capacity(samples), Vec::with_capacity(samples));
         for i in 0..samples {
             let mut run_volt = || {
                 let t = Instant::now();
@@ -239,17 +248,44 @@ fn main() {
                 (w.tokio)(&tokio_rt);
                 tt.push(t.elapsed());
             };
-            if i % 2 == 0 {
-                run_volt();
-                run_tokio();
-            } else {
-                run_tokio();
-                run_volt();
+            let mut run_watched = || {
+                let t = Instant::now();
+                (w.volt)(&watched_rt);
+                tw.push(t.elapsed());
+            };
+            // Rotate which runtime goes first, so drift hits all alike.
+            match i % 3 {
+                0 => {
+                    run_volt();
+                    run_tokio();
+                    run_watched();
+                }
+                1 => {
+                    run_tokio();
+                    run_watched();
+                    run_volt();
+                }
+                _ => {
+                    run_watched();
+                    run_volt();
+                    run_tokio();
+                }
             }
         }
         let ratio = paired_ratio(&tv, &tt);
+        let watched = paired_ratio(&tw, &tt);
         log_sum += ratio.ln();
-        println!("| {} | {} | {} | {:.2} |", w.name, fmt(median(&mut tv)), fmt(median(&mut tt)), ratio);
+        log_sum_watched += watched.ln();
+        println!(
+            "| {} | {} | {} | {} | {:.2} | {:.2} |",
+            w.name,
+            fmt(median(&mut tv)),
+            fmt(median(&mut tt)),
+            fmt(median(&mut tw)),
+            ratio,
+            watched
+        );
     }
-    println!("| **geomean** | | | **{:.2}** |", (log_sum / workloads.len() as f64).exp());
+    let n = workloads.len() as f64;
+    println!("| **geomean** | | | | **{:.2}** | **{:.2}** |", (log_sum / n).exp(), (log_sum_watched / n).exp());
 }
