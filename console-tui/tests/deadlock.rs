@@ -113,3 +113,56 @@ fn without_a_deadlock_the_count_stays_zero() {
         }
     });
 }
+
+/// A task waiting on a lock shows, on the wire, the holder by id and by name: the line a
+/// person reads in the task list (`lock Mutex (held by task 17 "writer")`).
+#[test]
+fn a_lock_wait_on_the_wire_names_its_holder() {
+    let rt = runtime(2, true);
+    let t = tokio_rt();
+    let lock = Arc::new(volt::sync::Mutex::new(()));
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = volt::sync::oneshot::channel::<()>();
+    let writer = {
+        let lock = lock.clone();
+        volt::task::Builder::new().name("writer").spawn_on(
+            async move {
+                let _g = lock.lock().await;
+                held_tx.send(()).unwrap();
+                let _ = release_rx.await;
+            },
+            rt.handle(),
+        )
+    };
+    held_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let reader = {
+        let lock = lock.clone();
+        volt::task::Builder::new().name("reader").spawn_on(
+            async move {
+                let _g = lock.lock().await;
+            },
+            rt.handle(),
+        )
+    };
+    let (writer_id, reader_id) = (writer.id().as_u64(), reader.id().as_u64());
+    let want = format!("lock Mutex (held by task {writer_id} \"writer\")");
+    t.block_on(async {
+        let mut c = client(&rt).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let q = proto::TaskQuery { limit: 100, ..Default::default() };
+            let page = c.list_tasks(q).await.unwrap().into_inner();
+            let shown = page.tasks.iter().find(|t| t.id == reader_id).and_then(|t| t.waiting_on.clone());
+            if shown.as_deref() == Some(want.as_str()) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the reader shows {shown:?}, not {want:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    release_tx.send(()).unwrap();
+    rt.block_on(async {
+        writer.await.unwrap();
+        reader.await.unwrap();
+    });
+}

@@ -344,7 +344,10 @@ impl TaskIndex {
 
     /// The task `id` on the wire, if it is live.
     pub(crate) fn task(&self, id: u64, now_ns: u64) -> Option<proto::Task> {
-        self.rows.get(&id).map(|e| wire(id, e, now_ns))
+        // A lock wait names its holder's task by name, from the index's own rows (a
+        // lookup per sync wait sent, not per task).
+        let name_of = |holder: u64| self.rows.get(&holder).and_then(|h| h.name.as_deref()).map(String::from);
+        self.rows.get(&id).map(|e| wire(id, e, now_ns, &name_of))
     }
 
     /// `id`'s version, for diffs.
@@ -407,11 +410,22 @@ fn cut_name(n: &str) -> &str {
     &n[..end]
 }
 
-fn wire(id: u64, e: &Entry, now_ns: u64) -> proto::Task {
+fn wire(id: u64, e: &Entry, now_ns: u64, name_of: &dyn Fn(u64) -> Option<String>) -> proto::Task {
     let idle = e.state == TaskState::Idle;
     // The reading kept waits only for an idle task, or a yield for a queued one.
     let (waits, more_waits) = e.wait.decode(std::time::Instant::now());
-    let waits: Vec<WaitReason> = waits.into_iter().map(WaitReason::from_wait).collect();
+    let mut waits: Vec<WaitReason> = waits.into_iter().map(WaitReason::from_wait).collect();
+    for w in &mut waits {
+        if let WaitReason::Sync(crate::telemetry::SyncWait {
+            holder: Some(crate::telemetry::SyncHolder::Task { id, name }),
+            ..
+        }) = w
+        {
+            if name.is_none() {
+                *name = name_of(*id);
+            }
+        }
+    }
     let waiting = waits.first();
     let woken_by = (e.woken_by != 0).then(|| WakeSource::from_packed(e.woken_by - 1));
     proto::Task {
