@@ -33,7 +33,14 @@ fn key(c: KeyCode) -> KeyEvent {
 }
 
 fn mutex(id: u64, holder: u64, waiters: u64) -> proto::Resource {
-    proto::Resource { id, kind: Some("Mutex".into()), holder_task: Some(holder), waiters, ..Default::default() }
+    proto::Resource {
+        id,
+        kind: Some("Mutex".into()),
+        holder_task: Some(holder),
+        waiters,
+        created_at: Some(format!("src/db.rs:{}:17", 40 + id)),
+        ..Default::default()
+    }
 }
 
 fn deadlocked(id: u64, name: &str, held: u64, wants: u64, holder: u64) -> proto::DeadlockedTask {
@@ -90,6 +97,7 @@ fn r_opens_the_resources_view_which_lists_holders_waiters_and_permits() {
     find(&t, "resources: 3");
     let m1 = find(&t, "task 3");
     assert!(m1.contains("Mutex") && m1.contains("deadlock"), "{m1}");
+    assert!(m1.contains("src/db.rs:4"), "where it was created: {m1}");
     let sem = find(&t, "Semaphore");
     assert!(sem.contains("0/10 free") && sem.contains(" 4 "), "{sem}");
     // Moving through it stays within its rows.

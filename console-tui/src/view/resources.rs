@@ -1,12 +1,13 @@
 //! The resources view: the sync primitives tasks have waited on (a `Mutex`, a
 //! `Semaphore`, an `RwLock`, ...), as the server lists them (`Update.resources`), one row
-//! each: who holds it, how many tasks wait, its permits. A lock in a deadlock is marked.
+//! each: who holds it, how many tasks wait, its permits, where it was created. A lock in
+//! a deadlock is marked.
 //!
 //! ```text
-//! ┌ resources: 3 (sync primitives tasks have waited on) ─────────────────────────┐
-//! │id     kind        holder                 waiting  permits    detail          │
-//! │12     Mutex       task 7 (writer)              2  -          deadlock        │
-//! │15     Semaphore   -                            4  0/10                       │
+//! ┌ resources: 3 (sync primitives tasks have waited on) ──────────────────────────────────────────┐
+//! │id     kind        holder                 waiting  permits    detail      created at          │
+//! │12     Mutex       task 7 (writer)              2  -          deadlock    src/db.rs:40:17     │
+//! │15     Semaphore   -                            4  0/10                   src/main.rs:12:9    │
 //! ```
 
 use super::fit_columns;
@@ -17,10 +18,10 @@ use ratatui::widgets::{Block, Borders, Cell, Row, Table, TableState};
 use ratatui::Frame;
 use volt_console_proto as proto;
 
-const COLUMNS: [(&str, u16); 6] =
-    [("id", 8), ("kind", 10), ("holder", 24), ("waiting", 8), ("permits", 10), ("detail", 16)];
-/// Which go first on a narrow terminal: the detail, the permits.
-const DROP_ORDER: [usize; 2] = [5, 4];
+const COLUMNS: [(&str, u16); 7] =
+    [("id", 8), ("kind", 10), ("holder", 24), ("waiting", 8), ("permits", 10), ("detail", 10), ("created at", 32)];
+/// Which go first on a narrow terminal: where it was created, the detail, the permits.
+const DROP_ORDER: [usize; 3] = [6, 5, 4];
 
 /// A resource in a few words: `Mutex #3 (2 waiting)`.
 pub(super) fn short(r: &proto::Resource) -> String {
@@ -70,6 +71,7 @@ pub(super) fn draw_resources(f: &mut Frame, app: &App, area: Rect) {
                 Cell::from(r.waiters.to_string()),
                 Cell::from(permits(r)),
                 Cell::from(if stuck { "deadlock" } else { "" }),
+                Cell::from(r.created_at.clone().unwrap_or_else(|| "-".into())),
             ]));
             if stuck {
                 row.style(Style::new().fg(Color::Red))
