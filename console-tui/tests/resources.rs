@@ -95,9 +95,11 @@ fn r_opens_the_resources_view_which_lists_holders_waiters_and_permits() {
     assert_eq!(app.view, View::Resources);
     let t = render(&app, 140, 30);
     find(&t, "resources: 3");
-    let m1 = find(&t, "task 3");
-    assert!(m1.contains("Mutex") && m1.contains("deadlock"), "{m1}");
-    assert!(m1.contains("src/db.rs:4"), "where it was created: {m1}");
+    // Mutex #1's row (the header's deadlock warning also names task 3).
+    let m1 =
+        screen(&t).into_iter().find(|l| l.trim_start_matches('│').starts_with("1 ")).expect("a row for resource 1");
+    assert!(m1.contains("Mutex") && m1.contains("task 3") && m1.contains("deadlock"), "{m1}");
+    assert!(m1.contains("src/db.rs:41:17"), "where it was created: {m1}");
     let sem = find(&t, "Semaphore");
     assert!(sem.contains("0/10 free") && sem.contains(" 4 "), "{sem}");
     // Moving through it stays within its rows.
