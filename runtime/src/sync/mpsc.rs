@@ -1544,7 +1544,7 @@ impl<T> fmt::Debug for UnboundedReceiver<T> {
 /// every interleaving. Run with
 /// `RUSTFLAGS="--cfg loom" cargo test -p volt --lib --release sync::mpsc`.
 #[cfg(all(loom, test))]
-mod loom_tests {
+pub(super) mod loom_tests {
     use super::*;
     use crate::loom::Condvar;
 
@@ -1565,7 +1565,7 @@ mod loom_tests {
     }
 
     /// Poll `f` on this loom thread, sleeping on the condvar between wakes.
-    fn block_on<F: Future>(f: F) -> F::Output {
+    pub(in crate::sync) fn block_on<F: Future>(f: F) -> F::Output {
         let signal = std::sync::Arc::new(Signal { woken: Mutex::new(false), cv: Condvar::new() });
         let waker = Waker::from(signal.clone());
         let mut cx = Context::from_waker(&waker);
