@@ -3,7 +3,8 @@
 //!
 //! `cargo bench -p volt --bench sync` prints a table of medians and the ratio volt/tokio
 //! per workload (the median of the back-to-back pairs' ratios), and their geometric mean
-//! (below 1.0: Volt is faster). `VOLT_BENCH_SAMPLES` sets the samples (default 30).
+//! (below 1.0: Volt is faster). `VOLT_BENCH_SAMPLES` sets the samples (default 30);
+//! `VOLT_BENCH_ONLY=NAME` runs only the workloads whose names contain `NAME`.
 //!
 //! A third column runs Volt's workloads on a runtime with the event ring on
 //! (`event_ring(1024)`): its tasks keep statistics, so the primitives they wait on are
@@ -223,6 +224,9 @@ fn main() {
             tokio: on_tokio::broadcast_fanout_16,
         },
     ];
+    // `VOLT_BENCH_ONLY=broadcast` runs the workloads whose names contain it.
+    let only = std::env::var("VOLT_BENCH_ONLY").unwrap_or_default();
+    let workloads: Vec<_> = workloads.into_iter().filter(|w| w.name.contains(only.as_str())).collect();
     println!(
         "Volt's sync vs Tokio's, {WORKERS} workers each, {samples} samples per runtime per workload, alternating\n"
     );
