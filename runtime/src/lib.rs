@@ -59,6 +59,7 @@
 #![cfg_attr(loom, allow(dead_code, unused_imports))]
 
 pub(crate) mod loom;
+mod padded;
 pub(crate) mod scheduler;
 pub mod task;
 

@@ -74,7 +74,7 @@ where
     F::Output: Send + 'static,
 {
     // A name is only kept while the runtime records events: don't allocate one otherwise.
-    let name = shared.recorder.is_some().then(|| name.to_owned());
+    let name = shared.metrics.recorder.is_some().then(|| name.to_owned());
     Shared::spawn_named(shared, future, name, std::panic::Location::caller())
 }
 

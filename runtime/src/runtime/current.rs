@@ -136,7 +136,7 @@ fn drive<F: Future>(
             let was_searching = w.core.is_searching.replace(false);
             let _ = shared.idle.transition_worker_to_parked(0, was_searching);
             shared.on_state(w, crate::telemetry::WorkerState::Parked);
-            shared.stall.leave_thread();
+            shared.metrics.stall.leave_thread();
             shared.core.store(CORE_FREE, SeqCst);
             if shared.shutdown.load(SeqCst) {
                 exit_core(shared);
@@ -145,7 +145,7 @@ fn drive<F: Future>(
     }
     let w = &shared.workers[0];
     let _ctx = context::enter_worker(shared, w);
-    shared.stall.enter_thread(0);
+    shared.metrics.stall.enter_thread(0);
     let _release = Release(shared);
     // A blocking join helps inline within half of this much stack: the `block_on` thread is
     // the caller's, whose stack size we don't know, so assume the least std gives a thread
@@ -159,7 +159,7 @@ fn drive<F: Future>(
         shared.on_state(w, crate::telemetry::WorkerState::Searching);
     }
     // Out of the parked bitmap: the stall monitor watches again.
-    shared.stall.worker_woke();
+    shared.metrics.stall.worker_woke();
     loop {
         if shared.is_shutdown() {
             return None;

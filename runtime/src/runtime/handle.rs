@@ -17,22 +17,21 @@
 
 use super::context;
 use crate::blocking::{Pool, PoolConfig};
+use crate::padded::CachePadded;
 use crate::reactor::Driver;
 use crate::scheduler::exits::Exits;
 use crate::scheduler::idle::Idle;
 use crate::scheduler::inject::Inject;
-use crate::scheduler::queue::CachePadded;
 use crate::scheduler::worker::Worker;
 use crate::task::list::OwnedTasks;
 use crate::task::{new_task, next_task_id, JoinHandle, NewTaskStats};
-use crate::telemetry::events::Clock;
-use crate::telemetry::{Recorder, RemoteCounters};
+use crate::telemetry::metrics::{Metrics, MetricsConfig};
 use std::future::Future;
 use std::panic::Location;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The runtime's state (see the module doc).
 pub(crate) struct Shared {
@@ -41,18 +40,9 @@ pub(crate) struct Shared {
     pub(crate) driver: Driver,
     /// The `spawn_blocking` threads.
     pub(crate) blocking: Arc<Pool>,
-    /// The event ring, when `Builder::event_ring` turned it on.
-    pub(crate) recorder: Option<Recorder>,
-    /// The clock that times polls, when this runtime times them: for the poll-time
-    /// histogram (`Builder::poll_time_histogram`, on by default), for the event ring,
-    /// whose records need the times anyway, or for the stall threshold, which a poll's
-    /// end compares its length with (all share the one reading per poll).
-    pub(crate) clock: Option<Clock>,
-    /// Counts made off the workers (each spawn from outside writes one).
-    pub(crate) remote: CachePadded<RemoteCounters>,
+    /// Everything the runtime counts and records (telemetry's; see `telemetry::metrics`).
+    pub(crate) metrics: Arc<Metrics>,
     pub(crate) shutdown: AtomicBool,
-    /// When the runtime was built (`Telemetry::uptime`).
-    pub(crate) started: Instant,
     /// The Tokio bridge (`volt::bridge`): configured by `Builder::build`, started on
     /// first use, shut down by `Runtime::shutdown`.
     #[cfg(feature = "tokio-bridge")]
@@ -79,10 +69,6 @@ pub(crate) struct Shared {
     /// The workers' stack size, which bounds how deep a blocking join helps
     /// (`scheduler::join`).
     pub(crate) stack_size: usize,
-    /// Sampled wakes waiting for their poll (see `scheduler::metrics`).
-    pub(crate) schedule_samples: crate::scheduler::metrics::ScheduleSamples,
-    /// Each worker's poll as the stall machinery sees it, and its stall reports.
-    pub(crate) stall: crate::telemetry::stall::StallMonitor,
     /// Built by `Builder::new_current_thread`: the one worker has no thread of its own and
     /// runs on whichever thread is inside `block_on` (see `runtime::current`).
     pub(crate) current_thread: bool,
@@ -100,32 +86,34 @@ impl Shared {
         current_thread: bool,
     ) -> std::io::Result<Arc<Shared>> {
         let driver = Driver::new()?;
-        let clock =
-            (poll_time_histogram || event_ring.is_some() || stall.0.is_some_and(|t| !t.is_zero())).then(Clock::new);
-        let ns_per_tick_fp = clock.map_or(1 << 32, |c| c.ns_per_tick_fp());
-        let stall = crate::telemetry::stall::StallMonitor::new(num_workers, stall.0, stall.1, clock);
-        let stall_check = stall.end_check_ticks();
+        let stats = crate::scheduler::stats::Stats::new();
+        let metrics = Arc::new(Metrics::new(MetricsConfig {
+            workers: num_workers,
+            event_ring,
+            poll_time_histogram,
+            stall_threshold: stall.0,
+            stall_stacks: stall.1,
+            interval: stats.interval(),
+            ewma_task_ns: stats.ewma_task_ns(),
+        }));
+        let ns_per_tick_fp = metrics.ns_per_tick_fp();
+        let stall_check = metrics.stall.end_check_ticks();
         let stack_size = blocking.stack_size;
         Ok(Arc::new_cyclic(|weak| Shared {
-            started: Instant::now(),
             driver,
-            recorder: event_ring.map(|cap| Recorder::new(num_workers, cap, clock.expect("the ring has a clock"))),
-            clock,
             blocking: Arc::new(Pool::new(blocking, weak.clone())),
             workers: (0..num_workers)
-                .map(|index| Worker::new(index, ns_per_tick_fp, stall_check, event_ring.is_some()))
+                .map(|index| Worker::new(index, metrics.worker(index), ns_per_tick_fp, stall_check))
                 .collect(),
+            metrics,
             inject: CachePadded(Inject::new()),
             idle: CachePadded(Idle::new(num_workers)),
             owned: OwnedTasks::new(num_workers * 4),
             outside_cells: crate::task::cellcache::OutsideCache::new(),
             shutdown: AtomicBool::new(false),
-            remote: CachePadded(RemoteCounters::default()),
             exited: Mutex::new(Exits::default()),
             exited_cv: Condvar::new(),
             stack_size,
-            schedule_samples: crate::scheduler::metrics::ScheduleSamples::new(),
-            stall,
             current_thread,
             core: std::sync::atomic::AtomicU8::new(super::current::CORE_FREE),
             #[cfg(feature = "tokio-bridge")]
@@ -168,8 +156,8 @@ impl Shared {
         // reading is a fresh one).
         let now = this.spawn_timestamp(worker);
         // With task statistics, the task's group is found here, once.
-        let group = this.recorder.as_ref().map(|r| {
-            let local = worker.and_then(|w| w.counters.groups.as_deref());
+        let group = this.metrics.recorder.as_ref().map(|r| {
+            let local = worker.and_then(|w| w.counters().groups.as_deref());
             r.groups.group_of(name.as_deref(), spawned_at, local)
         });
         let stats = group.map(|group| NewTaskStats {
@@ -201,7 +189,7 @@ impl Shared {
     /// timers as fired.
     pub(crate) fn shut_down_driver(&self) {
         let fired = self.driver.shutdown();
-        self.remote.timers_fired.fetch_add(fired, Relaxed);
+        self.metrics.remote.timers_fired.fetch_add(fired, Relaxed);
     }
 
     /// The owner of a worker left its loop on shutdown. The last one to leave finishes a
@@ -249,4 +237,43 @@ where
 {
     let shared = context::current_shared()?;
     Some(Shared::spawn(&shared, future, spawned_at))
+}
+
+impl crate::telemetry::view::RuntimeView for Shared {
+    fn is_shutdown(&self) -> bool {
+        Shared::is_shutdown(self)
+    }
+
+    fn all_parked(&self) -> bool {
+        self.idle.all_parked()
+    }
+
+    fn fill_gauges(&self, snap: &mut crate::telemetry::Snapshot) {
+        let parked = self.idle.parked_bitmap();
+        snap.global_queue_depth = self.inject.len() as u64;
+        snap.num_searching = self.idle.num_searching();
+        // One reading of the bitmap for both, so they agree.
+        snap.num_parked = parked.count_ones();
+        snap.parked_bitmap = parked;
+        snap.blocking_threads = self.blocking.num_threads_gauge.load(Relaxed);
+        snap.blocking_queue_depth = self.blocking.queue_depth_gauge.load(Relaxed);
+        snap.outside_cell_cache_bytes = self.outside_cells.cached_bytes() as u64;
+        #[cfg(feature = "tokio-bridge")]
+        {
+            snap.bridge = self.bridge.snapshot();
+        }
+    }
+
+    fn worker_gauges(&self, i: usize) -> crate::telemetry::view::WorkerGauges {
+        let w = &self.workers[i];
+        crate::telemetry::view::WorkerGauges {
+            queue_depth: w.queue.len() as u64,
+            lifo_occupied: w.lifo.peek().is_some(),
+            cell_cache_bytes: w.cache.cached_bytes() as u64,
+        }
+    }
+
+    fn tasks(&self) -> &OwnedTasks {
+        &self.owned
+    }
 }

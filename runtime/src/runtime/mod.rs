@@ -504,7 +504,11 @@ impl Builder {
         }
         drop(unstarted);
         // Dropping `rt` on error shuts the workers down again.
-        rt.monitor = crate::telemetry::stall::start(&shared, format!("{}-stall-monitor", self.thread_name))?;
+        rt.monitor = crate::telemetry::stall::start(
+            &shared.metrics,
+            Arc::downgrade(&shared) as std::sync::Weak<dyn crate::telemetry::view::RuntimeView>,
+            format!("{}-stall-monitor", self.thread_name),
+        )?;
         #[cfg(feature = "console")]
         if let Some(config) = &self.console {
             match crate::console::start(config, rt.handle.telemetry()) {
@@ -653,7 +657,7 @@ impl Runtime {
             shared.unpark_worker(i);
         }
         // The stall monitor sees the flag when it wakes, and leaves.
-        shared.stall.unpark();
+        shared.metrics.stall.unpark();
         if shared.current_thread {
             // Its worker has no thread: count its exit here, unless a thread inside
             // `block_on` has it (that thread does it as it leaves; see `current`).
@@ -851,7 +855,10 @@ impl Handle {
 
     /// The runtime's counters and gauges.
     pub fn telemetry(&self) -> Telemetry {
-        Telemetry::new(Arc::clone(&self.shared))
+        Telemetry::new(
+            Arc::clone(&self.shared.metrics),
+            Arc::clone(&self.shared) as Arc<dyn crate::telemetry::view::RuntimeView>,
+        )
     }
 
     /// The number of worker threads.

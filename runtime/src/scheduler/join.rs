@@ -135,7 +135,7 @@ pub(crate) fn hand_off_current_worker() -> bool {
         Err(()) => {
             // SAFETY: the task being polled on this thread is alive for its poll.
             let me = crate::task::current_task().map_or(0, |t| unsafe { t.as_ref() }.id);
-            shared.stall.enter_thread(w.index);
+            shared.metrics.stall.enter_thread(w.index);
             shared.on_poll_resumed(w, me);
             false
         }
@@ -236,7 +236,7 @@ impl Shared {
                 // anything (the ring stays open to thieves, the LIFO slot to the rescue of
                 // a stuck worker's slot), looking at the shutdown flag now and then. This
                 // thread is the worker's again, stuck in this poll.
-                this.stall.enter_thread(w.index);
+                this.metrics.stall.enter_thread(w.index);
                 this.on_poll_resumed(w, me);
                 while !poll_join(&waker) && !this.is_shutdown() {
                     std::thread::park_timeout(HAND_OFF_FAILED_RECHECK);

@@ -49,62 +49,13 @@ use crate::task::raw::Header;
 use crate::task::{Outcome, PollOutcome, PollToken};
 use crate::telemetry::events::{self, Clock, EventKind, EventRing, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
 use crate::telemetry::groups::{self, GroupEvent, GroupId, NO_GROUP};
+use crate::telemetry::samples::{SCHEDULE_SAMPLE_EVERY, WAKES};
 use crate::telemetry::stall::slot::Running;
 use crate::telemetry::{Counter, Recorder, RemoteCounters, WorkerCounters, WorkerState};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
-
-/// One wake in this many is sampled for the schedule-latency histogram when the event
-/// ring is off (as Go's runtime samples one in eight).
-pub(crate) const SCHEDULE_SAMPLE_EVERY: u32 = 8;
-
-/// The sampled wakes waiting for their poll (see "Sampled schedule latency").
-pub(crate) struct ScheduleSamples {
-    slots: Box<[SampleSlot]>,
-}
-
-/// One sampled wake: a task id (0: none, or being rewritten) and its wake time. The id
-/// brackets the time as a sequence lock: a writer clears it, writes the time, then sets
-/// it; a reader keeps the time only if it saw the same id before and after.
-#[derive(Default)]
-struct SampleSlot {
-    id: AtomicU64,
-    ts: AtomicU64,
-}
-
-impl ScheduleSamples {
-    const SLOTS: usize = 64;
-
-    pub(crate) fn new() -> ScheduleSamples {
-        ScheduleSamples { slots: (0..Self::SLOTS).map(|_| SampleSlot::default()).collect() }
-    }
-
-    fn put(&self, id: u64, ts: u64) {
-        let s = &self.slots[id as usize % Self::SLOTS];
-        s.id.store(0, Relaxed);
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
-        s.ts.store(ts, Relaxed);
-        s.id.store(id, std::sync::atomic::Ordering::Release);
-    }
-
-    /// The wake time stored for `id`, if its slot still holds it.
-    fn take(&self, id: u64) -> Option<u64> {
-        let s = &self.slots[id as usize % Self::SLOTS];
-        if s.id.load(std::sync::atomic::Ordering::Acquire) != id {
-            return None;
-        }
-        let ts = s.ts.load(Relaxed);
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-        (s.id.load(Relaxed) == id).then_some(ts)
-    }
-}
-
-thread_local! {
-    /// Wakes made on this thread, for sampling one in [`SCHEDULE_SAMPLE_EVERY`].
-    static WAKES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
 
 impl Shared {
     // ---- Clock and ring helpers --------------------------------------------------------
@@ -131,7 +82,7 @@ impl Shared {
     /// Record an event (cached timestamp on a worker; `None`: not a worker) if the ring is on.
     #[inline(always)]
     fn record_on(&self, w: Option<&Worker>, kind: EventKind, task_id: u64, arg: u64) {
-        if let Some(r) = &self.recorder {
+        if let Some(r) = &self.metrics.recorder {
             r.record_at(w.map(|w| w.index), kind, task_id, arg, self.ts_cached(r, w));
         }
     }
@@ -140,9 +91,9 @@ impl Shared {
     /// timed but no ring, just take the fresh reading.
     #[inline(always)]
     fn record_fresh(&self, w: &Worker, kind: EventKind, task_id: u64, arg: u64) {
-        let Some(clock) = &self.clock else { return };
+        let Some(clock) = &self.metrics.clock else { return };
         let t = self.ts_fresh(clock, Some(w));
-        if let Some(r) = &self.recorder {
+        if let Some(r) = &self.metrics.recorder {
             r.record_at(Some(w.index), kind, task_id, arg, t);
         }
     }
@@ -176,9 +127,9 @@ impl Shared {
         remote: fn(&RemoteCounters) -> &AtomicU64,
     ) {
         match w {
-            Some(w) => local(&w.counters).inc(),
+            Some(w) => local(w.counters()).inc(),
             None => {
-                remote(&self.remote).fetch_add(1, Relaxed);
+                remote(&self.metrics.remote).fetch_add(1, Relaxed);
             }
         }
     }
@@ -187,8 +138,8 @@ impl Shared {
     /// off the workers (see `telemetry::groups`).
     #[inline(always)]
     fn count_in_group(&self, w: Option<&Worker>, group: Option<GroupId>, event: GroupEvent) {
-        if let (Some(r), Some(g)) = (&self.recorder, group) {
-            r.groups.count(w.and_then(|w| w.counters.groups.as_deref()), g, event);
+        if let (Some(r), Some(g)) = (&self.metrics.recorder, group) {
+            r.groups.count(w.and_then(|w| w.counters().groups.as_deref()), g, event);
         }
     }
 
@@ -196,7 +147,7 @@ impl Shared {
     /// last poll (a driver pass, the start of the loop) is not part of the next one.
     #[inline(always)]
     pub(crate) fn refresh_clock(&self, w: &Worker) {
-        if let Some(c) = &self.clock {
+        if let Some(c) = &self.metrics.clock {
             self.ts_fresh(c, Some(w));
         }
     }
@@ -206,14 +157,14 @@ impl Shared {
     /// The timestamp a spawn records and queues its task with (0 with the ring off).
     #[inline(always)]
     pub(crate) fn spawn_timestamp(&self, w: Option<&Worker>) -> u64 {
-        self.recorder.as_ref().map_or(0, |r| self.ts_cached(r, w))
+        self.metrics.recorder.as_ref().map_or(0, |r| self.ts_cached(r, w))
     }
 
     /// A task was spawned (`now`: `spawn_timestamp`; `group`: its task group, with task
     /// statistics).
     #[inline(always)]
     pub(crate) fn on_spawn(&self, w: Option<&Worker>, id: u64, now: u64, group: Option<GroupId>) {
-        if let Some(r) = &self.recorder {
+        if let Some(r) = &self.metrics.recorder {
             // One record for the spawn and where it is queued (the reader expands it).
             let arg = w.is_none() as u64 | (Self::schedule_target(w) << 1);
             r.record_at(w.map(|w| w.index), EventKind::Spawn, id, arg, now);
@@ -228,7 +179,7 @@ impl Shared {
     /// `task` changed in a way a reader of the task list should see (bound, released).
     #[inline(always)]
     pub(crate) fn on_task_changed(&self, task: NonNull<Header>, w: Option<&Worker>) {
-        if let Some(r) = &self.recorder {
+        if let Some(r) = &self.metrics.recorder {
             self.mark_changed(r, task, w);
         }
     }
@@ -236,7 +187,7 @@ impl Shared {
     /// A complete task leaves the owned list: a reader of the task list learns it is gone.
     #[inline(always)]
     pub(crate) fn on_release(&self, task: NonNull<Header>) {
-        if let Some(r) = &self.recorder {
+        if let Some(r) = &self.metrics.recorder {
             self.mark_changed(r, task, self.current_worker());
         }
     }
@@ -245,8 +196,8 @@ impl Shared {
     /// scheduled time) and record where.
     #[inline(always)]
     pub(crate) fn on_schedule(&self, w: Option<&Worker>, task: NonNull<Header>) {
-        if self.recorder.is_none() {
-            if let Some(clock) = &self.clock {
+        if self.metrics.recorder.is_none() {
+            if let Some(clock) = &self.metrics.clock {
                 let n = WAKES.with(|c| {
                     let n = c.get().wrapping_add(1);
                     c.set(n);
@@ -256,13 +207,13 @@ impl Shared {
                     // SAFETY: the caller holds a reference to the task.
                     let h = unsafe { task.as_ref() };
                     // A fresh reading: the waker may be far from its last poll.
-                    self.schedule_samples.put(h.id, clock.raw());
+                    self.metrics.schedule_samples.put(h.id, clock.raw());
                     h.state.set_sampled();
                 }
             }
             return;
         }
-        if let Some(r) = &self.recorder {
+        if let Some(r) = &self.metrics.recorder {
             let target = Self::schedule_target(w);
             let now = self.ts_cached(r, w);
             let source = crate::task::wait::wake_source();
@@ -318,10 +269,10 @@ impl Shared {
     #[inline(always)]
     pub(crate) fn on_dispatched(&self, w: &Worker, d: Dispatched) {
         if d.io_events > 0 {
-            w.counters.io_events.add(d.io_events);
+            w.counters().io_events.add(d.io_events);
         }
         if d.timers_fired > 0 {
-            w.counters.timers_fired.add(d.timers_fired);
+            w.counters().timers_fired.add(d.timers_fired);
         }
     }
 
@@ -329,14 +280,14 @@ impl Shared {
 
     /// Worker `w` starts its loop on this thread.
     pub(crate) fn on_worker_start(&self, w: &Worker) {
-        w.counters.set_state(WorkerState::Running);
-        w.core.ring.set(self.recorder.as_ref().map_or(ptr::null(), |r| r.ring(w.index)));
+        w.counters().set_state(WorkerState::Running);
+        w.core.ring.set(self.metrics.recorder.as_ref().map_or(ptr::null(), |r| r.ring(w.index)));
         self.refresh_clock(w);
     }
 
     /// Worker `w` left its loop for good.
     pub(crate) fn on_worker_exit(&self, w: &Worker) {
-        if let Some(r) = &self.recorder {
+        if let Some(r) = &self.metrics.recorder {
             // The console stopped before the workers were told to exit, so no reader
             // drains this ring any more.
             r.changes.release_ring(w.index);
@@ -346,7 +297,7 @@ impl Shared {
     /// Worker `w`'s state changed (running, searching, parked).
     #[inline(always)]
     pub(crate) fn on_state(&self, w: &Worker, s: WorkerState) {
-        w.counters.set_state(s);
+        w.counters().set_state(s);
     }
 
     /// `w` is about to poll a task. `tasks_polled` is counted in every build: it numbers
@@ -355,7 +306,7 @@ impl Shared {
     /// hooks take as its start too) and the task go to the worker's stall slot first.
     #[inline(always)]
     pub(crate) fn on_poll(&self, w: &Worker) {
-        w.counters.tasks_polled.inc_always();
+        w.counters().tasks_polled.inc_always();
     }
 
     /// A poll (or a stretch of one) on `w` of the task at `ptr`, which may be a stall,
@@ -365,14 +316,14 @@ impl Shared {
     #[inline(never)]
     fn on_long_poll(&self, w: &Worker, ptr: NonNull<Header>, r: Running, end: u64) -> Option<Duration> {
         let name = crate::task::raw::stats(ptr).and_then(|st| st.name.as_deref());
-        self.stall.report(w.index, r, end, name, &w.counters.stalls)
+        self.metrics.stall.report(w.index, r, end, name, &w.counters().stalls)
     }
 
     /// A poll of task `task_id` held worker `worker` for `held`, up to clock reading `at`
     /// (recorded by that worker, into its own ring, or by the thread that gave the worker
     /// away in a blocking join).
     fn on_stall(&self, w: Option<&Worker>, task_id: u64, worker: usize, held: Duration, at: u64) {
-        if let Some(r) = &self.recorder {
+        if let Some(r) = &self.metrics.recorder {
             let us = (held.as_micros() as u64).min(events::STALL_US_MASK);
             r.record_at(
                 w.map(|w| w.index),
@@ -390,9 +341,9 @@ impl Shared {
     /// another task inline or gives the worker away. If it was a stall so far, it is
     /// reported now; the next poll starts from this moment, not from the last reading.
     pub(crate) fn on_poll_interrupted(&self, w: &Worker) {
-        let Some(clock) = &self.clock else { return };
+        let Some(clock) = &self.metrics.clock else { return };
         let now = self.ts_fresh(clock, Some(w));
-        if let Some((task, held)) = self.stall.interrupt_poll(w.index, now, &w.counters.stalls) {
+        if let Some((task, held)) = self.metrics.stall.interrupt_poll(w.index, now, &w.counters().stalls) {
             self.on_stall(Some(w), task, w.index, held, now);
         }
     }
@@ -401,21 +352,21 @@ impl Shared {
     /// the worker (the task the join ran inline has returned, or the worker could not
     /// be handed off): from now on, a stretch of its own.
     pub(crate) fn on_poll_resumed(&self, w: &Worker, task: u64) {
-        let Some(clock) = &self.clock else { return };
+        let Some(clock) = &self.metrics.clock else { return };
         let now = self.ts_fresh(clock, Some(w));
-        self.stall.poll_begins(w.index, task, now);
+        self.metrics.stall.poll_begins(w.index, task, now);
     }
 
     /// `w` took a task from its LIFO slot.
     #[inline(always)]
     pub(crate) fn on_lifo_hit(&self, w: &Worker) {
-        w.counters.lifo_hits.inc();
+        w.counters().lifo_hits.inc();
     }
 
     /// A budget tick used its whole budget.
     #[inline(always)]
     pub(crate) fn on_budget_yield(&self, w: &Worker) {
-        w.counters.budget_yields.inc();
+        w.counters().budget_yields.inc();
     }
 
     /// `w`'s ring overflowed: `moved` tasks went to the global queue.
@@ -423,27 +374,27 @@ impl Shared {
     pub(crate) fn on_overflow(&self, w: &Worker, moved: u64) {
         #[cfg(feature = "tracing")]
         tracing::debug!(target: "volt::scheduler", worker = w.index, moved, "overflow");
-        w.counters.overflows.inc();
+        w.counters().overflows.inc();
         self.record_on(Some(w), EventKind::Overflow, 0, moved);
     }
 
     /// `w` fetched a non-empty batch from the global queue.
     #[inline(always)]
     pub(crate) fn on_global_batch(&self, w: &Worker) {
-        w.counters.global_batch_fetches.inc();
+        w.counters().global_batch_fetches.inc();
         // These tasks were queued by other threads, maybe after this worker's last clock
         // reading, which its next poll's start would carry: read the clock now, so that
         // start never comes before the spawn or wake that queued the task.
-        if let Some(r) = &self.recorder {
+        if let Some(r) = &self.metrics.recorder {
             self.ts_fresh(r.clock(), Some(w));
         }
     }
 
     /// `w` stole `count` tasks from `victim` (`task`: the one it runs first).
     pub(crate) fn on_steal(&self, w: &Worker, victim: usize, count: u64, task: u64) {
-        w.counters.steal_operations.inc();
-        w.counters.tasks_stolen.add(count);
-        w.counters.histograms.steal_batch.record(count);
+        w.counters().steal_operations.inc();
+        w.counters().tasks_stolen.add(count);
+        w.counters().histograms.steal_batch.record(count);
         self.record_fresh(w, EventKind::Steal, task, (victim as u64) << 32 | count);
         #[cfg(feature = "tracing")]
         tracing::trace!(target: "volt::scheduler", worker = w.index, victim, count, "steal");
@@ -452,7 +403,7 @@ impl Shared {
     /// `w` goes to sleep at `since` (`in_reactor`: blocking in the reactor; `watching`:
     /// with the watcher's timeout).
     pub(crate) fn on_park(&self, w: &Worker, in_reactor: bool, watching: bool, since: Instant) {
-        w.counters.park_started(since);
+        w.counters().park_started(since);
         self.record_fresh(w, EventKind::Park, 0, in_reactor as u64);
         #[cfg(feature = "tracing")]
         tracing::trace!(target: "volt::scheduler", worker = w.index, in_reactor, watching, "park");
@@ -466,17 +417,17 @@ impl Shared {
         self.record_fresh(w, EventKind::Unpark, 0, notified as u64);
         #[cfg(feature = "tracing")]
         tracing::trace!(target: "volt::scheduler", worker = w.index, notified, "unpark");
-        w.counters.times_parked.inc();
-        let parked_ns = w.counters.park_ended();
-        w.counters.histograms.park_duration.record(parked_ns);
+        w.counters().times_parked.inc();
+        let parked_ns = w.counters().park_ended();
+        w.counters().histograms.park_duration.record(parked_ns);
     }
 
     /// Publish `w`'s EWMA and global-queue interval (the scheduler's own values, see
     /// `stats`) to its gauges.
     #[inline(always)]
     pub(crate) fn on_interval_changed(&self, w: &Worker) {
-        w.counters.ewma_task_ns.store(w.core.stats.ewma_task_ns(), Relaxed);
-        w.counters.global_queue_interval.store(w.core.stats.interval(), Relaxed);
+        w.counters().ewma_task_ns.store(w.core.stats.ewma_task_ns(), Relaxed);
+        w.counters().global_queue_interval.store(w.core.stats.interval(), Relaxed);
     }
 
     /// A blocking join on `w`'s thread gives the worker away: the joining poll's start
@@ -489,7 +440,7 @@ impl Shared {
         }
         // The worker stops waiting in this poll, and this thread stops being its thread.
         self.on_poll_interrupted(w);
-        self.stall.leave_thread();
+        self.metrics.stall.leave_thread();
     }
 
     // ---- Reads ---------------------------------------------------------------------------
@@ -498,7 +449,7 @@ impl Shared {
     /// poll: see "Stealing from the LIFO slot" in `worker`).
     #[inline(always)]
     pub(crate) fn polls_of(w: &Worker) -> u64 {
-        w.counters.tasks_polled.get()
+        w.counters().tasks_polled.get()
     }
 
     // ---- The poll hooks ----------------------------------------------------------------
@@ -506,7 +457,7 @@ impl Shared {
     /// `Schedule::poll_start`: see "The poll hooks".
     #[inline(always)]
     pub(crate) fn on_poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool) -> PollToken {
-        if self.clock.is_none() || cx.is_null() {
+        if self.metrics.clock.is_none() || cx.is_null() {
             return PollToken::NONE;
         }
         // SAFETY: only `run_task` passes a context: the polling worker, one of
@@ -517,14 +468,14 @@ impl Shared {
         // After the transition to running: a task cancelled in its queue never shows as
         // polled. (A stall threshold always has the clock: see `Shared::new`.)
         // SAFETY: the poller holds the task (RUNNING).
-        self.stall.poll_begins(w.index, unsafe { ptr.as_ref() }.id, now);
+        self.metrics.stall.poll_begins(w.index, unsafe { ptr.as_ref() }.id, now);
         let ring = w.core.ring.get();
         if !ring.is_null() {
             // Written lazily: see "Lazy poll starts" in `telemetry::events`.
             // SAFETY: `ring` is this worker's ring in the runtime's recorder (see
             // `Core::ring`), alive with `self`; the poller holds the task (RUNNING).
             unsafe { (*ring).set_pending_start(ptr.as_ref().id, now) };
-            if let Some(r) = &self.recorder {
+            if let Some(r) = &self.metrics.recorder {
                 // Running now: a reader of the task list sees a long poll as it happens.
                 self.mark_changed(r, ptr, Some(w));
             }
@@ -534,7 +485,7 @@ impl Shared {
         if sampled {
             // SAFETY: the poller holds the task (RUNNING).
             let id = unsafe { ptr.as_ref() }.id;
-            if let (Some(at), Some(clock)) = (self.schedule_samples.take(id), &self.clock) {
+            if let (Some(at), Some(clock)) = (self.metrics.schedule_samples.take(id), &self.metrics.clock) {
                 waited = events::scale_ticks(clock.raw().saturating_sub(at), w.core.ns_per_tick_fp);
             }
         }
@@ -553,7 +504,7 @@ impl Shared {
     /// `Schedule::poll_end`: see "The poll hooks".
     #[inline(always)]
     pub(crate) fn on_poll_end(&self, ptr: NonNull<Header>, token: &mut PollToken) {
-        let Some(clock) = &self.clock else { return };
+        let Some(clock) = &self.metrics.clock else { return };
         if token.cx.is_null() {
             return;
         }
@@ -571,7 +522,9 @@ impl Shared {
         // A stall's report is written before the poll stops showing as running (or, for
         // one a reader marked as it ended, right after).
         let check = w.core.stall_check_ticks;
-        if let Some((r, held)) = self.stall.poll_ends(w.index, now, check, |r| self.on_long_poll(w, ptr, r, now)) {
+        if let Some((r, held)) =
+            self.metrics.stall.poll_ends(w.index, now, check, |r| self.on_long_poll(w, ptr, r, now))
+        {
             self.on_stall(Some(w), r.task, w.index, held, now);
         }
         if token.ring.is_null() {
@@ -590,7 +543,7 @@ impl Shared {
         // stores suffice, and `scheduled_at` still holds what it held at the poll's start.
         // SAFETY: the poller holds the task (RUNNING), and with the ring on every
         // task of this runtime has statistics (`spawn_named` gives them to each one
-        // while `self.recorder` is set, which it is for the runtime's whole life).
+        // while `self.metrics.recorder` is set, which it is for the runtime's whole life).
         let st = unsafe { crate::task::raw::stats_unchecked(ptr) };
         // Every way into a queue sets `scheduled_at` first (spawn, a wake, or the
         // store below for a requeue), so it is never stale here.
@@ -632,7 +585,7 @@ impl Shared {
         // If the poll ends in a requeue, it was queued now; if it ends idle, the wake
         // that queues it again overwrites this (after it, through the state word).
         st.scheduled_at.store(now, Relaxed);
-        if let Some(r) = &self.recorder {
+        if let Some(r) = &self.metrics.recorder {
             if r.changes.watching() {
                 r.changes.mark(ptr, &st.queued, Some(w.index));
             }
@@ -675,7 +628,7 @@ impl Shared {
         // This is that worker's thread, so its `core` is ours.
         let w = unsafe { &*token.cx.cast::<Worker>() };
         w.core.last_ts.set(token.end);
-        let h = &w.counters.histograms;
+        let h = &w.counters().histograms;
         let fp = w.core.ns_per_tick_fp;
         let busy_ns = if !token.ring.is_null() {
             // SAFETY: as above: that worker's ring in the runtime's recorder.
@@ -694,6 +647,6 @@ impl Shared {
         }
         h.poll_time.record(busy_ns);
         // The task's group (`telemetry::groups`).
-        w.counters.count_group_poll(busy_ns, token.group, token.waited);
+        w.counters().count_group_poll(busy_ns, token.group, token.waited);
     }
 }

@@ -37,6 +37,7 @@
 //! `tail` or `head` value also sees every slot written before it was published.
 
 use crate::loom::{AtomicPtr, AtomicU32, AtomicU64};
+use crate::padded::CachePadded;
 use crate::task::raw::Header;
 use crate::task::Notified;
 use std::marker::PhantomData;
@@ -60,21 +61,6 @@ fn pack(steal: u32, real: u32) -> u64 {
 
 fn unpack(v: u64) -> (u32, u32) {
     ((v >> 32) as u32, v as u32)
-}
-
-/// Pads to a cache line pair (the adjacent-line prefetcher moves lines in pairs), so what
-/// one thread writes does not share a line with what others read: here the head, the tail
-/// and the slots; in `Shared`, the parts that spawns and workers write.
-#[repr(align(128))]
-pub(crate) struct CachePadded<T>(pub(crate) T);
-
-impl<T> std::ops::Deref for CachePadded<T> {
-    type Target = T;
-
-    #[inline(always)]
-    fn deref(&self) -> &T {
-        &self.0
-    }
 }
 
 /// What a push did, for the `overflows` counter.

@@ -106,7 +106,7 @@ use crate::task::Notified;
 use crate::telemetry::events::EventRing;
 use crate::telemetry::{WorkerCounters, WorkerState};
 use std::cell::Cell;
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -143,7 +143,8 @@ pub(crate) struct Worker {
     pub(crate) park: ParkState,
     /// Set while the owner parks; `schedule_local` then sends tasks to the global queue.
     pub(crate) transitioning_to_park: AtomicBool,
-    pub(crate) counters: WorkerCounters,
+    /// This worker's counters, in the runtime's `Metrics` (see [`Worker::counters`]).
+    counters: NonNull<WorkerCounters>,
     /// Recycled task cells (`task/cellcache.rs`); in its own allocation, away from the
     /// hot fields.
     pub(crate) cache: Box<CellCache>,
@@ -151,9 +152,9 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// `stall_check`: see `Core::stall_check_ticks`; `task_groups`: the runtime keeps task
-    /// statistics (see `WorkerCounters::new`).
-    pub(crate) fn new(index: usize, ns_per_tick_fp: u64, stall_check: u64, task_groups: bool) -> Worker {
+    /// `counters`: this worker's, in the runtime's `Metrics`; `stall_check`: see
+    /// `Core::stall_check_ticks`.
+    pub(crate) fn new(index: usize, counters: &WorkerCounters, ns_per_tick_fp: u64, stall_check: u64) -> Worker {
         let core = Core::new(index, ns_per_tick_fp, stall_check);
         Worker {
             index,
@@ -161,10 +162,31 @@ impl Worker {
             lifo: LifoSlot::new(),
             park: ParkState::new(),
             transitioning_to_park: AtomicBool::new(false),
-            counters: WorkerCounters::new(core.stats.interval(), core.stats.ewma_task_ns(), task_groups),
+            counters: NonNull::from(counters),
             cache: Box::new(CellCache::new()),
             core,
         }
+    }
+}
+
+// SAFETY: the only field that is not `Send` and `Sync` by itself is the pointer to the
+// worker's counters, which are atomics in the runtime's `Metrics` (see
+// `Worker::counters`): sharing or sending it is sharing a `&WorkerCounters`, which is
+// `Sync`.
+unsafe impl Send for Worker {}
+// SAFETY: as for `Send` above.
+unsafe impl Sync for Worker {}
+
+impl Worker {
+    /// This worker's counters (written by its owner, read by anyone).
+    #[inline(always)]
+    pub(crate) fn counters(&self) -> &WorkerCounters {
+        // SAFETY: the pointer is to this worker's entry of the runtime's `Metrics`, whose
+        // counters live in a boxed slice that never moves; the runtime's `Shared` holds
+        // that `Metrics` for as long as it holds its workers, and a `&Worker` is only
+        // reached through that `Shared`. The counters are atomics, used only through
+        // shared references.
+        unsafe { self.counters.as_ref() }
     }
 }
 
@@ -281,13 +303,13 @@ impl Shared {
         struct StallThread<'a>(&'a Shared);
         impl Drop for StallThread<'_> {
             fn drop(&mut self) {
-                self.0.stall.leave_thread();
+                self.0.metrics.stall.leave_thread();
             }
         }
         let mut exit = Exit { shared: &this, owner: true };
         let w = &this.workers[index];
         let _ctx = context::enter_worker(&this, w);
-        this.stall.enter_thread(index);
+        this.metrics.stall.enter_thread(index);
         let _stall = StallThread(&this);
         let _help = HelpStackGuard::start(this.stack_size);
         this.on_worker_start(w);
@@ -316,7 +338,7 @@ impl Shared {
         // and even the check's clock arithmetic showed on such workloads.
         if core.tick.get().wrapping_sub(core.last_stall_check.get()) >= STALL_CHECK_POLLS {
             core.last_stall_check.set(core.tick.get());
-            self.stall.maybe_sample(self, w.index, start);
+            self.metrics.stall.maybe_sample(&self.metrics, w.index, start, self.is_shutdown());
         }
         core.lifo_polls.set(0);
         let mut ran = 0;
@@ -600,7 +622,7 @@ impl Shared {
                 self.idle.release_watch(w.index);
                 // A worker still out may be stuck in a poll (see "Who samples" in
                 // `telemetry::stall`).
-                self.stall.maybe_sample(self, w.index, Instant::now());
+                self.metrics.stall.maybe_sample(&self.metrics, w.index, Instant::now(), self.is_shutdown());
             }
             self.on_unpark(w, woke == Unparked::Notified);
         }
@@ -615,7 +637,7 @@ impl Shared {
         // Out of the parked bitmap: a stall monitor asleep because every worker was parked
         // must watch again (see "Sleeping while every worker sleeps" in
         // `telemetry::stall`).
-        self.stall.worker_woke();
+        self.metrics.stall.worker_woke();
         if let Some(mut d) = driver {
             // Out of the parked state: the wakes land in our own queues.
             self.dispatch_driver(w, &mut d, Instant::now());

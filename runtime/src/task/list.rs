@@ -19,7 +19,7 @@
 
 use super::raw::Header;
 use crate::loom::{lock, Mutex};
-use crate::scheduler::queue::CachePadded;
+use crate::padded::CachePadded;
 use std::ops::ControlFlow;
 use std::ptr::NonNull;
 

@@ -13,11 +13,14 @@ pub(crate) mod deadlock;
 pub mod events;
 pub(crate) mod groups;
 mod histogram;
+pub(crate) mod metrics;
 mod resources;
+pub(crate) mod samples;
 // The live-task change log serves the console's task stream only.
 #[cfg_attr(not(feature = "console"), allow(dead_code))]
 pub(crate) mod stall;
 pub(crate) mod tasks;
+pub(crate) mod view;
 mod wait;
 
 #[cfg(feature = "console")]
@@ -32,12 +35,13 @@ pub use resources::{Resource, ResourceHolder, MAX_RESOURCES};
 pub use stall::{MissingStack, StackFrame, Stall, STALL_HISTORY};
 pub use wait::{SyncHolder, SyncWait, WaitReason, WakeSource};
 
-use crate::runtime::handle::Shared;
 use clock::Clock;
 use events::{EventRing, Raw};
+use metrics::Metrics;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use view::RuntimeView;
 
 /// Counts made off the workers (spawns from other threads, tasks finished by shutdown).
 /// Several threads write these, so they use `fetch_add`; none of them is on a hot path.
@@ -158,39 +162,41 @@ pub struct BridgeSnapshot {
 /// The runtime's telemetry, from [`Handle::telemetry`](crate::runtime::Handle::telemetry).
 #[derive(Clone)]
 pub struct Telemetry {
-    shared: Arc<Shared>,
+    metrics: Arc<Metrics>,
+    /// The runtime's own state, for the gauges and the task list.
+    view: Arc<dyn RuntimeView>,
 }
 
 impl Telemetry {
-    pub(crate) fn new(shared: Arc<Shared>) -> Telemetry {
-        Telemetry { shared }
+    pub(crate) fn new(metrics: Arc<Metrics>, view: Arc<dyn RuntimeView>) -> Telemetry {
+        Telemetry { metrics, view }
     }
 
     /// Time since the runtime was built. Event timestamps count from (about) the same
     /// instant.
     pub fn uptime(&self) -> std::time::Duration {
-        self.shared.started.elapsed()
+        self.metrics.started.elapsed()
     }
 
     /// The number of worker threads.
     pub fn num_workers(&self) -> usize {
-        self.shared.workers.len()
+        self.metrics.num_workers()
     }
 
     /// The most workers that search for work at once (about half of them).
     pub fn max_searching(&self) -> usize {
-        self.shared.workers.len().div_ceil(2)
+        self.metrics.num_workers().div_ceil(2)
     }
 
     /// Events each worker's ring keeps; 0 when the event ring is off.
     pub fn event_ring_capacity(&self) -> usize {
-        self.shared.recorder.as_ref().map_or(0, |r| r.capacity())
+        self.metrics.recorder.as_ref().map_or(0, |r| r.capacity())
     }
 
     /// Whether the runtime has begun shutting down (it was dropped, or `shutdown_timeout`
     /// was called). Samplers holding a `Telemetry` use it to stop.
     pub fn is_shut_down(&self) -> bool {
-        self.shared.shutdown.load(Relaxed)
+        self.view.is_shutdown()
     }
 
     /// The most recent stalls (at most [`STALL_HISTORY`]), oldest first: polls that ran
@@ -201,26 +207,26 @@ impl Telemetry {
     /// the calling thread: the first call that has a stack to name loads the binary's
     /// debug info, once for the process.
     pub fn stalls(&self) -> Vec<Stall> {
-        self.shared.stall.history(&self.shared, &|id| self.task_name(id))
+        self.metrics.stall.history(&self.metrics, &|id| self.task_name(id))
     }
 
     /// The stalls that ended after `cursor` (one report count per worker, kept by the
     /// caller), at most the newest `max` (for the console, which sends each stall once).
     #[cfg(feature = "console")]
     pub(crate) fn stalls_since(&self, cursor: &mut Vec<u64>, max: usize) -> Vec<Stall> {
-        self.shared.stall.since(cursor, max, &|id| self.task_name(id))
+        self.metrics.stall.since(cursor, max, &|id| self.task_name(id))
     }
 
     /// The polls running past the stall threshold now, as `Stall::ongoing` reports.
     #[cfg(feature = "console")]
     pub(crate) fn stalls_ongoing(&self) -> Vec<Stall> {
-        self.shared.stall.running(&self.shared, &|id| self.task_name(id))
+        self.metrics.stall.running(&self.metrics, &|id| self.task_name(id))
     }
 
     /// Whether `stalls_since(cursor)` or `stalls_ongoing` has anything (cheap).
     #[cfg(feature = "console")]
     pub(crate) fn stalls_pending(&self, cursor: &[u64]) -> bool {
-        self.shared.stall.anything_since(&self.shared, cursor)
+        self.metrics.stall.anything_since(&self.metrics, cursor)
     }
 
     /// The task groups: the tasks of each name (unnamed tasks: of each spawn location)
@@ -242,8 +248,8 @@ impl Telemetry {
     /// assert_eq!((job.spawned, job.completed, job.alive), (3, 3, 0));
     /// ```
     pub fn task_groups(&self) -> Vec<TaskGroup> {
-        let Some(r) = &self.shared.recorder else { return Vec::new() };
-        r.groups.read(self.shared.workers.iter().filter_map(|w| w.counters.groups.as_deref()))
+        let Some(r) = &self.metrics.recorder else { return Vec::new() };
+        r.groups.read(self.metrics.workers().filter_map(|c| c.groups.as_deref()))
     }
 
     /// The deadlocks among the live tasks: cycles of tasks each waiting on the next
@@ -287,7 +293,7 @@ impl Telemetry {
     /// assert_eq!(t.deadlocks()[0].tasks.len(), 2);
     /// ```
     pub fn deadlocks(&self) -> Vec<Deadlock> {
-        match &self.shared.recorder {
+        match &self.metrics.recorder {
             Some(r) => r.deadlocks.check(self),
             None => Vec::new(),
         }
@@ -295,45 +301,30 @@ impl Telemetry {
 
     /// Read every counter and gauge. Lock-free; never blocks a worker.
     pub fn snapshot(&self) -> Snapshot {
-        let s = &self.shared;
+        let m = &self.metrics;
         // A poll running past the stall threshold now is a stall already: count it.
-        s.stall.count_running(s);
-        let parked = s.idle.parked_bitmap();
+        m.stall.count_running(m);
         let mut snap = Snapshot {
-            global_queue_depth: s.inject.len() as u64,
-            num_searching: s.idle.num_searching(),
-            // One reading of the bitmap for both, so they agree.
-            num_parked: parked.count_ones(),
-            parked_bitmap: parked,
-            tasks_spawned: s.remote.tasks_spawned.load(Relaxed),
-            tasks_completed: s.remote.tasks_completed.load(Relaxed),
-            tasks_cancelled: s.remote.tasks_cancelled.load(Relaxed),
-            tasks_panicked: s.remote.tasks_panicked.load(Relaxed),
-            timers_armed: s.remote.timers_armed.load(Relaxed),
-            timers_cancelled: s.remote.timers_cancelled.load(Relaxed),
-            timers_fired: s.remote.timers_fired.load(Relaxed),
-            blocking_threads: s.blocking.num_threads_gauge.load(Relaxed),
-            blocking_queue_depth: s.blocking.queue_depth_gauge.load(Relaxed),
-            outside_cell_cache_bytes: s.outside_cells.cached_bytes() as u64,
-            deadlocks_total: s.recorder.as_ref().map_or(0, |r| r.deadlocks.total()),
-            #[cfg(feature = "tokio-bridge")]
-            bridge: s.bridge.snapshot(),
+            tasks_spawned: m.remote.tasks_spawned.load(Relaxed),
+            tasks_completed: m.remote.tasks_completed.load(Relaxed),
+            tasks_cancelled: m.remote.tasks_cancelled.load(Relaxed),
+            tasks_panicked: m.remote.tasks_panicked.load(Relaxed),
+            timers_armed: m.remote.timers_armed.load(Relaxed),
+            timers_cancelled: m.remote.timers_cancelled.load(Relaxed),
+            timers_fired: m.remote.timers_fired.load(Relaxed),
+            deadlocks_total: m.recorder.as_ref().map_or(0, |r| r.deadlocks.total()),
             ..Snapshot::default()
         };
-        for w in s.workers.iter() {
-            let c = &w.counters;
+        self.view.fill_gauges(&mut snap);
+        for (index, c) in m.workers().enumerate() {
+            let g = self.view.worker_gauges(index);
             c.add_totals(&mut snap);
-            snap.workers.push(c.snapshot(
-                w.index,
-                w.queue.len() as u64,
-                w.lifo.peek().is_some(),
-                w.cache.cached_bytes() as u64,
-            ));
+            snap.workers.push(c.snapshot(index, g.queue_depth, g.lifo_occupied, g.cell_cache_bytes));
             c.histograms.park_duration.add_to(&mut snap.park_duration_histogram);
             c.histograms.steal_batch.add_to(&mut snap.steal_batch_histogram);
             c.histograms.schedule_latency.add_to(&mut snap.schedule_latency_histogram);
         }
-        if let Some(r) = &s.recorder {
+        if let Some(r) = &m.recorder {
             for ring in r.rings.iter() {
                 let written = ring.written();
                 snap.events_recorded += written;
@@ -626,10 +617,10 @@ impl Telemetry {
     /// its lock: a client asking for tasks in a loop must not hold up the workers'
     /// spawns and completions.
     pub(crate) fn task(&self, id: u64) -> Option<TaskInfo> {
-        let rec = self.shared.recorder.as_ref()?;
+        let rec = self.metrics.recorder.as_ref()?;
         let (now, now_ns) = (rec.clock.raw(), self.now_ns());
-        self.shared
-            .owned
+        self.view
+            .tasks()
             .with_task(id, |t| {
                 let (row, name) = read_task(&rec.clock, now, t, Holder::Walk)?;
                 let st = crate::task::raw::stats(t)?;
@@ -640,12 +631,12 @@ impl Telemetry {
 
     /// How many shards the task list has: [`Telemetry::task`] walks one of them.
     pub(crate) fn task_list_shards(&self) -> usize {
-        self.shared.owned.shards()
+        self.view.tasks().shards()
     }
 
     /// How many tasks the task list holds now (what a walk of it visits).
     pub(crate) fn task_list_len(&self) -> u64 {
-        self.shared.owned.len() as u64
+        self.view.tasks().len() as u64
     }
 
     /// A live task's name, by id (as [`Telemetry::task`], one shard's walk).
@@ -660,9 +651,9 @@ impl Telemetry {
     }
 
     fn for_each_task_stats(&self, mut f: impl FnMut(TaskRow, Option<&str>, &crate::task::TaskStats)) {
-        let Some(rec) = &self.shared.recorder else { return };
+        let Some(rec) = &self.metrics.recorder else { return };
         let now = rec.clock.raw();
-        self.shared.owned.for_each(|t| {
+        self.view.tasks().for_each(|t| {
             // The walk holds a reference to the task while `f` reads it.
             if let Some((row, name)) = read_task(&rec.clock, now, t, Holder::Walk) {
                 if let Some(st) = crate::task::raw::stats(t) {
@@ -677,14 +668,14 @@ impl Telemetry {
     /// the whole list once ([`Telemetry::for_each_task`]) and from then on only the
     /// changes ([`Telemetry::drain_task_changes`]).
     pub(crate) fn watch_tasks(&self) -> bool {
-        let Some(rec) = &self.shared.recorder else { return false };
+        let Some(rec) = &self.metrics.recorder else { return false };
         rec.changes.start();
         true
     }
 
     /// Stop recording task changes and release what the log holds.
     pub(crate) fn unwatch_tasks(&self) {
-        if let Some(rec) = &self.shared.recorder {
+        if let Some(rec) = &self.metrics.recorder {
             rec.changes.stop();
         }
     }
@@ -694,7 +685,7 @@ impl Telemetry {
     /// `Complete`, once or more. `Resync` means some changes could not be logged: the
     /// caller walks the whole list again.
     pub(crate) fn drain_task_changes(&self, mut f: impl FnMut(TaskRow, Option<&str>)) -> tasks::Drained {
-        let Some(rec) = &self.shared.recorder else { return tasks::Drained::Changes };
+        let Some(rec) = &self.metrics.recorder else { return tasks::Drained::Changes };
         let now = rec.clock.raw();
         rec.changes.drain(|t| {
             if let Some(st) = crate::task::raw::stats(t) {
@@ -710,7 +701,7 @@ impl Telemetry {
 
     /// Nanoseconds since the runtime started, by the recorder's clock (0 without it).
     pub(crate) fn now_ns(&self) -> u64 {
-        self.shared.recorder.as_ref().map_or(0, |r| r.clock.since_start_ns(r.clock.raw()))
+        self.metrics.recorder.as_ref().map_or(0, |r| r.clock.since_start_ns(r.clock.raw()))
     }
 
     /// A cursor over the event ring: each [`EventCursor::read`] returns the events since
@@ -719,7 +710,7 @@ impl Telemetry {
     /// existed were never its to miss, so they do not count in [`EventCursor::dropped`].
     /// Without `Builder::event_ring` it never yields anything.
     pub fn events(&self) -> EventCursor {
-        EventCursor::new(Arc::clone(&self.shared))
+        EventCursor::new(Arc::clone(&self.metrics))
     }
 }
 
@@ -804,6 +795,6 @@ impl Recorder {
 
 impl std::fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Telemetry").field("workers", &self.shared.workers.len()).finish()
+        f.debug_struct("Telemetry").field("workers", &self.metrics.num_workers()).finish()
     }
 }

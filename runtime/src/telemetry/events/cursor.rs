@@ -20,7 +20,7 @@
 //! output and a heap of one entry per ring.
 
 use super::{Event, Raw, RingCursor};
-use crate::runtime::handle::Shared;
+use crate::telemetry::metrics::Metrics;
 #[cfg(doc)]
 use crate::telemetry::Telemetry;
 use std::cmp::Reverse;
@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 /// A reader of the event ring; see [`Telemetry::events`].
 pub struct EventCursor {
-    shared: Arc<Shared>,
+    metrics: Arc<Metrics>,
     rings: Vec<RingCursor>,
     buffered: std::collections::VecDeque<Event>,
     records: u64,
@@ -59,8 +59,8 @@ impl Tagged {
 impl EventCursor {
     /// A cursor starting at the oldest record each ring still holds (see
     /// [`Telemetry::events`]).
-    pub(crate) fn new(shared: Arc<Shared>) -> EventCursor {
-        let rings = match &shared.recorder {
+    pub(crate) fn new(metrics: Arc<Metrics>) -> EventCursor {
+        let rings = match &metrics.recorder {
             Some(r) => r
                 .rings
                 .iter()
@@ -69,7 +69,7 @@ impl EventCursor {
             None => Vec::new(),
         };
         let runs = rings.iter().map(|_| Vec::new()).collect();
-        EventCursor { shared, rings, buffered: Default::default(), records: 0, raw: Vec::new(), runs }
+        EventCursor { metrics, rings, buffered: Default::default(), records: 0, raw: Vec::new(), runs }
     }
 }
 
@@ -78,7 +78,7 @@ impl EventCursor {
     /// rings still hold), in timestamp order. Events from one worker keep their order.
     pub fn read(&mut self) -> Vec<Event> {
         let mut out: Vec<Event> = self.buffered.drain(..).collect();
-        let Some(rec) = &self.shared.recorder else { return out };
+        let Some(rec) = &self.metrics.recorder else { return out };
         let mut total = 0;
         for ((cur, ring), run) in self.rings.iter_mut().zip(rec.rings.iter()).zip(self.runs.iter_mut()) {
             self.raw.clear();

@@ -81,8 +81,9 @@ mod record;
 pub(crate) mod slot;
 mod symbols;
 
-use crate::runtime::handle::Shared;
 use crate::telemetry::clock::Clock;
+use crate::telemetry::metrics::Metrics;
+use crate::telemetry::view::RuntimeView;
 use crate::telemetry::Counter;
 use record::{EndedPoll, EndedRing};
 use slot::{PollSlot, Running};
@@ -519,15 +520,15 @@ impl StallMonitor {
     /// is still in them and nobody had yet: see `slot`), by worker. The clock is read
     /// before the slots: a poll seen running after that reading had run at least that
     /// long.
-    fn stuck_now(&self, shared: &Shared) -> Vec<(usize, Running)> {
+    fn stuck_now(&self, m: &Metrics) -> Vec<(usize, Running)> {
         let Some(clock) = self.clock.filter(|_| self.threshold.is_some()) else { return Vec::new() };
         let now = clock.raw();
         let mut out = Vec::new();
-        for (i, w) in shared.workers.iter().enumerate() {
+        for (i, c) in m.workers().enumerate() {
             if let Some(r) = self.slots[i].poll.running() {
                 if now.saturating_sub(r.start) >= self.threshold_ticks {
                     if self.slots[i].poll.claim_running(r.poll) {
-                        w.counters.stalls.add_shared(1);
+                        c.stalls.add_shared(1);
                     }
                     out.push((i, r));
                 }
@@ -538,8 +539,8 @@ impl StallMonitor {
 
     /// Count the polls running past the threshold now (a snapshot's reading of
     /// `stalls_total` includes them).
-    pub(crate) fn count_running(&self, shared: &Shared) {
-        self.stuck_now(shared);
+    pub(crate) fn count_running(&self, m: &Metrics) {
+        self.stuck_now(m);
     }
 
     // ---- Sampling (for stacks) ----------------------------------------------------------
@@ -547,19 +548,19 @@ impl StallMonitor {
     /// Worker `me` samples the others if a sample is due (see "Who samples"): one load
     /// and a compare when it is not. `now` is any recent reading (a tick's start).
     #[inline]
-    pub(crate) fn maybe_sample(&self, shared: &Shared, me: usize, now: Instant) {
+    pub(crate) fn maybe_sample(&self, m: &Metrics, me: usize, now: Instant, shutting_down: bool) {
         let due = self.next_sample.load(Acquire);
         if due == u64::MAX {
             return;
         }
         let t = now.saturating_duration_since(self.epoch).as_nanos() as u64;
         if t >= due {
-            self.sample_now(shared, me, t, due);
+            self.sample_now(m, me, t, due, shutting_down);
         }
     }
 
     #[cold]
-    fn sample_now(&self, shared: &Shared, me: usize, t: u64, due: u64) {
+    fn sample_now(&self, m: &Metrics, me: usize, t: u64, due: u64, shutting_down: bool) {
         let Some(threshold) = self.threshold else { return };
         let half = u64::try_from((threshold / 2).as_nanos()).unwrap_or(u64::MAX);
         let next = t.saturating_add(half).min(u64::MAX - 1);
@@ -568,14 +569,14 @@ impl StallMonitor {
             return;
         }
         self.worker_sampled.store(t + 1, Relaxed);
-        self.sample(shared, Some(me));
+        self.sample(m, Some(me), shutting_down);
     }
 
     /// Look at every worker but `me`: count a poll past the threshold, and ask its
-    /// thread for its stack if it has none yet.
-    fn sample(&self, shared: &Shared, me: Option<usize>) {
-        for (i, r) in self.stuck_now(shared) {
-            if Some(i) != me && self.stacks == Stacks::On && !shared.is_shutdown() {
+    /// thread for its stack if it has none yet (not once the runtime shuts down).
+    fn sample(&self, m: &Metrics, me: Option<usize>, shutting_down: bool) {
+        for (i, r) in self.stuck_now(m) {
+            if Some(i) != me && self.stacks == Stacks::On && !shutting_down {
                 self.ask_for_stack(i, r.poll);
             }
         }
@@ -621,10 +622,10 @@ impl StallMonitor {
 
     /// The newest stalls (at most [`STALL_HISTORY`]), oldest first: the ended ones by
     /// their end, then the polls still running past the threshold.
-    pub(crate) fn history(&self, shared: &Shared, name_of: &dyn Fn(u64) -> Option<String>) -> Vec<Stall> {
+    pub(crate) fn history(&self, m: &Metrics, name_of: &dyn Fn(u64) -> Option<String>) -> Vec<Stall> {
         // Running polls first: one that ends meanwhile has its report in by the time it
         // stops showing as running, and is then shown once, ended.
-        let running = self.stuck_now(shared);
+        let running = self.stuck_now(m);
         let mut ended: Vec<(usize, record::Ended)> = Vec::new();
         for (i, slot) in self.slots.iter().enumerate() {
             ended.extend(slot.ended.read_from(0).0.into_iter().map(|e| (i, e)));
@@ -640,15 +641,15 @@ impl StallMonitor {
     }
 
     /// The polls running past the threshold now, as ongoing stalls.
-    pub(crate) fn running(&self, shared: &Shared, name_of: &dyn Fn(u64) -> Option<String>) -> Vec<Stall> {
-        self.stuck_now(shared).into_iter().map(|(i, r)| self.running_stall(i, r, name_of)).collect()
+    pub(crate) fn running(&self, m: &Metrics, name_of: &dyn Fn(u64) -> Option<String>) -> Vec<Stall> {
+        self.stuck_now(m).into_iter().map(|(i, r)| self.running_stall(i, r, name_of)).collect()
     }
 
     /// Whether [`StallMonitor::since`] would return a stall for `cursor`, or a poll runs
     /// past the threshold now: a few loads per worker.
-    pub(crate) fn anything_since(&self, shared: &Shared, cursor: &[u64]) -> bool {
+    pub(crate) fn anything_since(&self, m: &Metrics, cursor: &[u64]) -> bool {
         self.slots.iter().enumerate().any(|(i, s)| s.ended.written() > cursor.get(i).copied().unwrap_or(0))
-            || !self.stuck_now(shared).is_empty()
+            || !self.stuck_now(m).is_empty()
     }
 
     /// The ended stalls each worker reported since `cursor` (its workers' report counts,
@@ -731,51 +732,56 @@ fn supported() -> bool {
     }
 }
 
-/// Start the monitor's thread for `shared`, if it takes stacks (the thread is there only
-/// to ask for them: see "Who samples"). The thread holds only a weak reference, and
-/// leaves when the runtime is gone or shutting down.
-pub(crate) fn start(shared: &Arc<Shared>, name: String) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
-    let m = &shared.stall;
+/// Start the monitor's thread for a runtime, if it takes stacks (the thread is there only
+/// to ask for them: see "Who samples"). The thread holds the runtime's `Metrics` and
+/// only a weak reference to the runtime itself, and leaves when the runtime is gone or
+/// shutting down.
+pub(crate) fn start(
+    metrics: &Arc<Metrics>,
+    runtime: Weak<dyn RuntimeView>,
+    name: String,
+) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
+    let m = &metrics.stall;
     let Some(threshold) = m.threshold else { return Ok(None) };
     if m.stacks != Stacks::On {
         return Ok(None);
     }
     #[cfg(target_os = "linux")]
     capture::install();
-    let weak = Arc::downgrade(shared);
-    let t = std::thread::Builder::new().name(name).spawn(move || monitor(weak, threshold))?;
+    let metrics_for_thread = Arc::clone(metrics);
+    let t = std::thread::Builder::new().name(name).spawn(move || monitor(metrics_for_thread, runtime, threshold))?;
     let _ = m.thread.set(t.thread().clone());
     // The workers sample from now on.
     m.next_sample.store(0, Release);
     Ok(Some(t))
 }
 
-fn monitor(weak: Weak<Shared>, threshold: Duration) {
+fn monitor(metrics: Arc<Metrics>, weak: Weak<dyn RuntimeView>, threshold: Duration) {
     let fast = threshold / 2;
     let net = NET_PERIOD.max(threshold);
     let mut first = true;
+    let m = &metrics.stall;
     // When it last woke from sleeping with no timeout (see "Sleeping while every worker
     // sleeps"): it sleeps that way at most once a net period.
     let mut woke_from_sleep: Option<Instant> = None;
     loop {
-        let Some(shared) = weak.upgrade() else { return };
-        if shared.is_shutdown() {
+        let Some(runtime) = weak.upgrade() else { return };
+        if runtime.is_shutdown() {
             return;
         }
-        let m = &shared.stall;
         if std::mem::take(&mut first) {
             // Before any sleep below: a worker that wakes it must find its handle.
             let _ = m.thread.get_or_init(std::thread::current);
         }
-        m.sample(&shared, None);
+        m.sample(&metrics, None, runtime.is_shutdown());
         let last = m.worker_sampled.load(Relaxed);
         let since_epoch = m.epoch.elapsed().as_nanos() as u64;
         let workers_sampling = last != 0 && since_epoch.saturating_sub(last - 1) < threshold.as_nanos() as u64;
-        let all_parked = shared.idle.all_parked();
+        let all_parked = runtime.all_parked();
         if all_parked && woke_from_sleep.is_none_or(|t| t.elapsed() >= net) {
             m.sleeping.store(true, SeqCst);
-            if shared.idle.all_parked() {
-                drop(shared);
+            if runtime.all_parked() {
+                drop(runtime);
                 std::thread::park();
                 woke_from_sleep = Some(Instant::now());
                 continue;
@@ -790,7 +796,7 @@ fn monitor(weak: Weak<Shared>, threshold: Duration) {
             _ if workers_sampling => net,
             _ => fast,
         };
-        drop(shared);
+        drop(runtime);
         std::thread::park_timeout(period);
     }
 }
