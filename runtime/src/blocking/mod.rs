@@ -30,8 +30,12 @@
 //! lock; the workers run the same hooks.
 
 use crate::runtime::handle::Shared;
-use crate::task::raw::Header;
-use crate::task::{new_task, next_task_id, JoinHandle, Notified, Outcome, Schedule};
+use crate::task::header::Header;
+use crate::task::id::next_task_id;
+use crate::task::join::JoinHandle;
+use crate::task::notified::Notified;
+use crate::task::raw::new_task;
+use crate::task::schedule::{Outcome, Schedule};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;

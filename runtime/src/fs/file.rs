@@ -12,7 +12,7 @@
 
 use super::OpenOptions;
 use crate::io::wait_label::{join_error, path_bytes, poll_labelled, pool, StackLabel};
-use crate::task::JoinHandle;
+use crate::task::join::JoinHandle;
 use std::fs::{Metadata, Permissions};
 use std::future::{poll_fn, Future};
 use std::io::{self, Read, Seek, SeekFrom, Write};

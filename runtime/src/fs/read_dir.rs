@@ -2,7 +2,7 @@
 
 use super::label;
 use crate::io::wait_label::{join_error, poll_labelled, pool, StackLabel};
-use crate::task::JoinHandle;
+use crate::task::join::JoinHandle;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::{FileType, Metadata};

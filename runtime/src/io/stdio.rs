@@ -10,7 +10,7 @@
 //! Tokio (so a runtime that shuts down waits for it up to its shutdown timeout).
 
 use super::wait_label::{join_error, poll_labelled, pool, StackLabel};
-use crate::task::JoinHandle;
+use crate::task::join::JoinHandle;
 use std::future::Future;
 use std::io::{self, Read, Write};
 use std::pin::Pin;

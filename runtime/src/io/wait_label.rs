@@ -9,8 +9,8 @@
 // alone (or none: the lean build).
 #![allow(dead_code)]
 
+use crate::task::join::JoinHandle;
 use crate::task::wait::{self, LABEL_BYTES};
-use crate::task::JoinHandle;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -155,7 +155,7 @@ pub(crate) fn pool() -> io::Result<crate::runtime::Handle> {
 }
 
 /// A blocking job that did not return: the error an I/O caller sees.
-pub(crate) fn join_error(e: crate::task::JoinError) -> io::Error {
+pub(crate) fn join_error(e: crate::task::join::JoinError) -> io::Error {
     if e.is_panic() {
         io::Error::other("a blocking I/O operation panicked")
     } else {

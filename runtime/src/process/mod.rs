@@ -19,7 +19,7 @@ pub use pipe::{ChildStderr, ChildStdin, ChildStdout};
 
 use crate::io::wait_label::{join_error, poll_labelled, StackLabel};
 use crate::reactor::{Direction, Registration};
-use crate::task::JoinHandle;
+use crate::task::join::JoinHandle;
 use std::ffi::OsStr;
 use std::future::{poll_fn, Future};
 use std::io;

@@ -23,8 +23,11 @@ use crate::scheduler::exits::Exits;
 use crate::scheduler::idle::Idle;
 use crate::scheduler::inject::Inject;
 use crate::scheduler::worker::Worker;
+use crate::task::id::next_task_id;
+use crate::task::join::JoinHandle;
 use crate::task::list::OwnedTasks;
-use crate::task::{new_task, next_task_id, JoinHandle, NewTaskStats};
+use crate::task::raw::new_task;
+use crate::task::stats::NewTaskStats;
 use crate::telemetry::metrics::{Metrics, MetricsConfig};
 use std::future::Future;
 use std::panic::Location;
@@ -220,7 +223,7 @@ impl Shared {
         let _enter = context::enter(this);
         this.inject.close();
         this.owned.close_and_pop(|t| {
-            let task = crate::task::Task::<Arc<Shared>>::from_raw(t);
+            let task = crate::task::notified::Task::<Arc<Shared>>::from_raw(t);
             task.shutdown();
         });
         while let Some(t) = this.inject.pop() {

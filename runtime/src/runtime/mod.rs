@@ -47,7 +47,7 @@ mod metrics;
 pub use metrics::RuntimeMetrics;
 
 use crate::scheduler::idle::MAX_WORKERS;
-use crate::task::JoinHandle;
+use crate::task::join::JoinHandle;
 use crate::telemetry::Telemetry;
 use handle::Shared;
 use std::future::Future;

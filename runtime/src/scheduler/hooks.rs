@@ -13,8 +13,9 @@
 
 use crate::runtime::handle::Shared;
 use crate::task::cellcache;
-use crate::task::raw::Header;
-use crate::task::{Notified, Outcome, PollOutcome, PollToken, Schedule};
+use crate::task::header::Header;
+use crate::task::notified::Notified;
+use crate::task::schedule::{Outcome, PollOutcome, PollToken, Schedule};
 use crate::telemetry::groups::GroupId;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -64,7 +65,7 @@ impl Schedule for Arc<Shared> {
                 return (p, OUTSIDE_OWNER);
             }
         }
-        (crate::task::alloc_global(layout), 0)
+        (crate::task::schedule::alloc_global(layout), 0)
     }
 
     #[inline(always)]
@@ -96,7 +97,7 @@ impl Schedule for Arc<Shared> {
     fn on_complete(&self, task: NonNull<Header>, outcome: Outcome) {
         // SAFETY: the caller holds the task.
         let id = unsafe { task.as_ref() }.id;
-        let group = crate::task::raw::stats(task).map(|st| GroupId::from_index(st.group));
+        let group = crate::task::stats::stats(task).map(|st| GroupId::from_index(st.group));
         Shared::on_complete(self, id, outcome, group);
     }
 

@@ -10,8 +10,8 @@ use crate::scheduler::idle::Idle;
 use crate::scheduler::inject::Inject;
 use crate::scheduler::park::ParkState;
 use crate::scheduler::queue::WorkStealQueue;
+use crate::task::notified::Notified;
 use crate::task::test_util::{counted_task, MockScheduler};
-use crate::task::Notified;
 use std::sync::atomic::Ordering::SeqCst;
 
 /// The pieces of the idle protocol one model needs: two workers' park words, the idle
@@ -119,7 +119,7 @@ fn loom_idle_notify_claims_one_parked_worker() {
 struct BatchModel {
     idle: Idle,
     parks: [ParkState; 2],
-    lifo: crate::scheduler::lifo::LifoSlot<crate::task::raw::Header>,
+    lifo: crate::scheduler::lifo::LifoSlot<crate::task::header::Header>,
     ring: WorkStealQueue<Arc<MockScheduler>>,
     inject: Inject<Arc<MockScheduler>>,
 }

@@ -9,8 +9,8 @@
 //! shutdown cancels such tasks through the owned-task list.
 
 use crate::loom::{lock, AtomicUsize, Mutex};
-use crate::task::raw::Header;
-use crate::task::Notified;
+use crate::task::header::Header;
+use crate::task::notified::Notified;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{Acquire, Release};

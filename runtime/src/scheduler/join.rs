@@ -39,8 +39,9 @@
 use super::worker::Worker;
 use crate::runtime::context::{self, owns, thread_waker};
 use crate::runtime::handle::Shared;
-use crate::task::raw::{self, Header};
-use crate::task::Notified;
+use crate::task::header;
+use crate::task::header::Header;
+use crate::task::notified::Notified;
 use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
@@ -111,7 +112,7 @@ pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn 
         // SAFETY: a worker's context points at that worker of `shared`, which is alive.
         let w = unsafe { &*worker };
         Shared::join_on_worker(&shared, w, target, poll_join);
-        return raw::is_complete(target);
+        return header::is_complete(target);
     }
     block_off_worker(target, poll_join, &thread_waker());
     true
@@ -134,7 +135,7 @@ pub(crate) fn hand_off_current_worker() -> bool {
         Ok(()) => true,
         Err(()) => {
             // SAFETY: the task being polled on this thread is alive for its poll.
-            let me = crate::task::current_task().map_or(0, |t| unsafe { t.as_ref() }.id);
+            let me = crate::task::id::current_task().map_or(0, |t| unsafe { t.as_ref() }.id);
             shared.metrics.stall.enter_thread(w.index);
             shared.on_poll_resumed(w, me);
             false
@@ -171,7 +172,7 @@ fn block_off_worker(target: NonNull<Header>, poll_join: &mut dyn FnMut(&Waker) -
 /// Whether this thread is in the poll of a (non-blocking) task whose runtime has begun to
 /// shut down.
 fn joiner_is_a_task_shutting_down() -> bool {
-    crate::task::current_task().is_some_and(|me| {
+    crate::task::id::current_task().is_some_and(|me| {
         // SAFETY: the current task's poll is running on this thread (it set itself
         // current for it), so its cell is alive.
         let vtable = unsafe { me.as_ref() }.vtable;
@@ -194,10 +195,10 @@ impl Shared {
         // The joining task, whose poll goes on holding the worker after each task run
         // inline (see `telemetry::stall`).
         // SAFETY: the task being polled on this thread is alive for its poll.
-        let me = crate::task::current_task().map_or(0, |t| unsafe { t.as_ref() }.id);
+        let me = crate::task::id::current_task().map_or(0, |t| unsafe { t.as_ref() }.id);
         let mut inline_polls = 0;
         loop {
-            if raw::is_complete(target) || this.is_shutdown() {
+            if header::is_complete(target) || this.is_shutdown() {
                 return;
             }
             if inline_polls == MAX_INLINE_POLLS_PER_JOIN || !help_has_stack_room() {
@@ -248,7 +249,7 @@ impl Shared {
     /// Take `target` out of this worker's LIFO slot or ring, if it is there; the other
     /// tasks keep their order.
     fn take_local(&self, w: &Worker, target: NonNull<Header>) -> Option<Notified<Arc<Shared>>> {
-        if !raw::is_scheduled(target) {
+        if !header::is_scheduled(target) {
             return None;
         }
         if w.lifo.peek() == Some(target) {

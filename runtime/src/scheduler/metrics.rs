@@ -45,8 +45,8 @@ use super::worker::Worker;
 use crate::reactor::Dispatched;
 use crate::runtime::context;
 use crate::runtime::handle::Shared;
-use crate::task::raw::Header;
-use crate::task::{Outcome, PollOutcome, PollToken};
+use crate::task::header::Header;
+use crate::task::schedule::{Outcome, PollOutcome, PollToken};
 use crate::telemetry::events::{self, Clock, EventKind, EventRing, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
 use crate::telemetry::groups::{self, GroupEvent, GroupId, NO_GROUP};
 use crate::telemetry::samples::{SCHEDULE_SAMPLE_EVERY, WAKES};
@@ -103,7 +103,7 @@ impl Shared {
     #[inline(always)]
     fn mark_changed(&self, r: &Recorder, task: NonNull<Header>, w: Option<&Worker>) {
         if r.changes.watching() {
-            if let Some(st) = crate::task::raw::stats(task) {
+            if let Some(st) = crate::task::stats::stats(task) {
                 r.changes.mark(task, &st.queued, w.map(|w| w.index));
             }
         }
@@ -217,7 +217,7 @@ impl Shared {
             let target = Self::schedule_target(w);
             let now = self.ts_cached(r, w);
             let source = crate::task::wait::wake_source();
-            if let Some(st) = crate::task::raw::stats(task) {
+            if let Some(st) = crate::task::stats::stats(task) {
                 st.scheduled_at.store(now.max(1), Relaxed);
                 st.woken_by.store(source + 1, Relaxed);
                 st.woken_at.store(now.max(1), Relaxed);
@@ -315,7 +315,7 @@ impl Shared {
     #[cold]
     #[inline(never)]
     fn on_long_poll(&self, w: &Worker, ptr: NonNull<Header>, r: Running, end: u64) -> Option<Duration> {
-        let name = crate::task::raw::stats(ptr).and_then(|st| st.name.as_deref());
+        let name = crate::task::stats::stats(ptr).and_then(|st| st.name.as_deref());
         self.metrics.stall.report(w.index, r, end, name, &w.counters().stalls)
     }
 
@@ -544,7 +544,7 @@ impl Shared {
         // SAFETY: the poller holds the task (RUNNING), and with the ring on every
         // task of this runtime has statistics (`spawn_named` gives them to each one
         // while `self.metrics.recorder` is set, which it is for the runtime's whole life).
-        let st = unsafe { crate::task::raw::stats_unchecked(ptr) };
+        let st = unsafe { crate::task::stats::stats_unchecked(ptr) };
         // Every way into a queue sets `scheduled_at` first (spawn, a wake, or the
         // store below for a requeue), so it is never stale here.
         let queued_at = st.scheduled_at.load(Relaxed);
@@ -601,11 +601,11 @@ impl Shared {
     #[cold]
     #[inline(never)]
     unsafe fn first_histograms(
-        st: &crate::task::TaskStats,
+        st: &crate::task::stats::TaskStats,
         busy_before: u64,
         waited_now: u64,
         fp: u64,
-    ) -> &crate::task::PollStats {
+    ) -> &crate::task::stats::PollStats {
         // SAFETY: the caller's contract.
         let hists = unsafe { st.poller() };
         // The caller added this poll's wait (`waited_now`) to `scheduled_ticks` already:

@@ -38,8 +38,8 @@
 
 use crate::loom::{AtomicPtr, AtomicU32, AtomicU64};
 use crate::padded::CachePadded;
-use crate::task::raw::Header;
-use crate::task::Notified;
+use crate::task::header::Header;
+use crate::task::notified::Notified;
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};

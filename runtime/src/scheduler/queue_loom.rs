@@ -6,8 +6,8 @@ use crate::loom::{thread, Arc};
 use crate::loom_tests::{assert_each_once, model, model_bounded};
 use crate::scheduler::inject::Inject;
 use crate::scheduler::queue::WorkStealQueue;
+use crate::task::notified::Notified;
 use crate::task::test_util::{counted_task, MockScheduler};
-use crate::task::Notified;
 
 type Entry = Notified<Arc<MockScheduler>>;
 

@@ -26,7 +26,7 @@
 use super::queue::Pushed;
 use super::worker::Worker;
 use crate::runtime::handle::Shared;
-use crate::task::Notified;
+use crate::task::notified::Notified;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 

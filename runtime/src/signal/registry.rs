@@ -277,7 +277,7 @@ impl RtDriver {
             // it; here that "task" is this driver, so the budget must not apply.
             let _budget = crate::task::coop::Budget::unlimited();
             // Nor is the reactor wait recorded as the wait of a task this thread polls.
-            let _no_task = crate::task::CurrentTaskGuard::none();
+            let _no_task = crate::task::id::CurrentTaskGuard::none();
             let r = self.reg.poll_io(&mut cx, Direction::Read, || {
                 let mut buf = [0u8; 64];
                 loop {

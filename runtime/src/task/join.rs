@@ -33,9 +33,10 @@
 //! can break. Running only the target keeps that deadlock to a true cycle (the target
 //! itself needs what its joiner holds), which deadlocks on any runtime.
 
-use super::raw::{self, Header};
+use super::header;
+use super::header::Header;
+use super::id::Id;
 use super::state::TransitionToScheduled;
-use super::Id;
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
@@ -87,11 +88,11 @@ impl<T> JoinHandle<T> {
 
     /// Whether the task has finished (completed, panicked or been cancelled).
     pub fn is_finished(&self) -> bool {
-        raw::is_complete(self.raw)
+        header::is_complete(self.raw)
     }
 
     /// The task's id: unique for the life of the process. The same value
-    /// [`task::id`](crate::task::id) returns inside the task.
+    /// [`task::id`](crate::task::id::id) returns inside the task.
     pub fn id(&self) -> Id {
         Id::from_u64(self.header().id)
     }
@@ -118,7 +119,7 @@ impl<T> JoinHandle<T> {
     /// When a task joins its own handle, which could never return.
     pub fn join(self) -> Result<T, JoinError> {
         let raw = self.raw;
-        if crate::task::current_task() == Some(raw) {
+        if crate::task::id::current_task() == Some(raw) {
             panic!("volt: task {} called `join` on its own JoinHandle, which would wait forever", self.id());
         }
         let vtable = self.header().vtable;
@@ -174,7 +175,7 @@ impl<T> Future for JoinHandle<T> {
 /// poll, as it was before waits were recorded (measured: inlined, a join costs about 25
 /// instructions less).
 #[inline(never)]
-fn record_join_wait(h: &super::raw::Header) {
+fn record_join_wait(h: &super::header::Header) {
     let kind = if h.vtable.blocking { super::wait::W_BLOCKING } else { super::wait::W_JOIN };
     super::wait::record_task(kind, h.id);
 }
@@ -322,7 +323,7 @@ impl AbortHandle {
 
     /// Whether the task has finished (completed, panicked or been cancelled).
     pub fn is_finished(&self) -> bool {
-        raw::is_complete(self.raw)
+        header::is_complete(self.raw)
     }
 
     /// The task's id, the same as its `JoinHandle::id`.

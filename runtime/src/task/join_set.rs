@@ -12,7 +12,8 @@
 //! slot reused): popping it then polls the slot's new handle once more than needed, which
 //! is harmless (a pending handle just registers its waker again).
 
-use super::{AbortHandle, Id, JoinError, JoinHandle};
+use super::id::Id;
+use super::join::{AbortHandle, JoinError, JoinHandle};
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
@@ -197,23 +198,23 @@ impl<T> JoinSet<T> {
         self.insert(handle.spawn_blocking(f))
     }
 
-    /// Spawn the `!Send` future `task` on the current [`LocalSet`](crate::task::LocalSet)
+    /// Spawn the `!Send` future `task` on the current [`LocalSet`](crate::task::local::LocalSet)
     /// and add it to the set.
     ///
     /// # Panics
-    /// Outside a `LocalSet` (see [`spawn_local`](crate::task::spawn_local)).
+    /// Outside a `LocalSet` (see [`spawn_local`](crate::task::local::spawn_local)).
     #[track_caller]
     pub fn spawn_local<F>(&mut self, task: F) -> AbortHandle
     where
         F: Future<Output = T> + 'static,
         T: 'static,
     {
-        self.insert(crate::task::spawn_local(task))
+        self.insert(crate::task::local::spawn_local(task))
     }
 
     /// Spawn the `!Send` future `task` on `local_set` and add it to the set. It runs when
     /// the `LocalSet` is driven.
-    pub fn spawn_local_on<F>(&mut self, task: F, local_set: &crate::task::LocalSet) -> AbortHandle
+    pub fn spawn_local_on<F>(&mut self, task: F, local_set: &crate::task::local::LocalSet) -> AbortHandle
     where
         F: Future<Output = T> + 'static,
         T: 'static,

@@ -17,7 +17,7 @@
 //! waits for at most one batch, never for a walk of the whole shard (tens of
 //! milliseconds at a million tasks).
 
-use super::raw::Header;
+use super::header::Header;
 use crate::loom::{lock, Mutex};
 use crate::padded::CachePadded;
 use std::ops::ControlFlow;
@@ -219,7 +219,7 @@ impl OwnedTasks {
                 batch.next += 1;
                 // Give back the walk's reference (freeing the task if it completed and
                 // every other holder let go meanwhile).
-                drop(super::Task::<()>::from_raw(t));
+                drop(super::notified::Task::<()>::from_raw(t));
             }
             if stop && more {
                 // Leave no place behind for unlinks to keep moving.
@@ -243,7 +243,7 @@ struct Batch {
 impl Drop for Batch {
     fn drop(&mut self) {
         for &t in &self.tasks[self.next..self.len] {
-            drop(super::Task::<()>::from_raw(t));
+            drop(super::notified::Task::<()>::from_raw(t));
         }
     }
 }
@@ -268,7 +268,7 @@ unsafe fn unlink(shard: &mut Shard, task: NonNull<Header>) -> bool {
         if let Some(n) = next {
             n.as_ref().owned.with_mut(|l| (*l).prev = prev);
         }
-        task.as_ref().owned.with_mut(|l| *l = super::raw::OwnedLinks::default());
+        task.as_ref().owned.with_mut(|l| *l = super::header::OwnedLinks::default());
     }
     shard.len -= 1;
     true

@@ -18,9 +18,11 @@
 //! show in `Telemetry::tasks()` and their waits are not named there; what the future
 //! that drives the set (`run_until`'s) waits on is recorded as the driving task's wait.
 
+use super::header::Header;
+use super::join::JoinHandle;
 use super::list::OwnedTasks;
-use super::raw::Header;
-use super::{JoinHandle, Notified, Outcome, Schedule, Task};
+use super::notified::{Notified, Task};
+use super::schedule::{Outcome, Schedule};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::fmt;
@@ -137,7 +139,8 @@ impl LocalShared {
         // `LocalSet`'s methods, on the set's thread (which is this one: the set is
         // entered here, or `&LocalSet` is held here, and it is neither `Send` nor
         // `Sync`); `is_shut_down` is false.
-        let (task, notified, join) = unsafe { super::new_local_task(future, Arc::clone(this), super::next_task_id()) };
+        let (task, notified, join) =
+            unsafe { super::raw::new_local_task(future, Arc::clone(this), super::id::next_task_id()) };
         if !this.owned.bind(task.raw()) {
             // The set is being dropped: cancel it here, before it ever runs.
             task.shutdown();

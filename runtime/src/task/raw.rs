@@ -22,8 +22,13 @@
 //! future, the drop of the output, and the join waker. A panic becomes a `JoinError` (or is
 //! discarded when nobody can receive it); it never unwinds into a worker.
 
+use super::header::{Header, OwnedLinks, Vtable};
+use super::join::JoinError;
+use super::join::JoinHandle;
+use super::notified::{Notified, Task};
+use super::schedule::{Outcome, PollOutcome, Schedule};
 use super::state::{IdleAction, Lifecycle, State, TransitionToRunning, TransitionToScheduled};
-use super::{JoinError, Notified, Outcome, PollOutcome, Schedule, Task};
+use super::stats::NewTaskStats;
 use crate::loom::UnsafeCell;
 use std::any::Any;
 use std::future::Future;
@@ -32,96 +37,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
-
-/// The type-erased part of every task. Queues and wakers only ever see this.
-#[repr(C)]
-pub(crate) struct Header {
-    /// The packed 64-bit state word.
-    pub(crate) state: State,
-    /// The per-(future, scheduler) functions.
-    pub(crate) vtable: &'static Vtable,
-    /// Never reused; assigned at spawn.
-    pub(crate) id: u64,
-    /// Intrusive link for the global injection queue; only touched under its lock.
-    pub(crate) queue_next: UnsafeCell<Option<NonNull<Header>>>,
-    /// Intrusive links for the owned-task list; only touched under its shard lock.
-    pub(crate) owned: UnsafeCell<OwnedLinks>,
-}
-
-/// The task's statistics, if its runtime records events: a `TaskStats` tail after the
-/// cell, at the offset its vtable gives, present when the state word says so. (Not a
-/// header field: the header's size is on the hot path; measured, 8 more bytes in it cost
-/// up to 2x on `spawn_many_local`.)
-///
-/// `task` must be the allocation's own pointer (with provenance over the tail) of a task
-/// the caller keeps alive for `'a`.
-#[inline]
-pub(crate) fn stats<'a>(task: NonNull<Header>) -> Option<&'a super::TaskStats> {
-    // SAFETY: the caller keeps the task alive; the header is at the allocation's start.
-    let h = unsafe { task.as_ref() };
-    if !h.state.has_stats() {
-        return None;
-    }
-    // SAFETY: the caller keeps the task alive, and HAS_STATS is set.
-    Some(unsafe { stats_unchecked(task) })
-}
-
-/// [`stats`] for a task known to have them, without checking the state word: on the
-/// poll path of a runtime that records events, where every task has them.
-///
-/// # Safety
-/// As for [`stats`], and the task must have been allocated with a `TaskStats` tail
-/// (`HAS_STATS` set).
-#[inline(always)]
-pub(crate) unsafe fn stats_unchecked<'a>(task: NonNull<Header>) -> &'a super::TaskStats {
-    // SAFETY: the caller keeps the task alive; the header is at the allocation's start.
-    let h = unsafe { task.as_ref() };
-    debug_assert!(h.state.has_stats(), "a task without statistics");
-    // SAFETY: the caller promises the tail is there: with HAS_STATS set, `allocate` wrote
-    // a `TaskStats` at `stats_offset` in this allocation, and only `dealloc` drops it;
-    // `task` has provenance over the allocation.
-    unsafe { &*task.as_ptr().cast::<u8>().add(h.vtable.stats_offset).cast::<super::TaskStats>() }
-}
-
-/// The owned-task list's links, guarded by that list's shard lock.
-#[derive(Default)]
-pub(crate) struct OwnedLinks {
-    pub(crate) prev: Option<NonNull<Header>>,
-    pub(crate) next: Option<NonNull<Header>>,
-    /// Whether the task is in the list, so removal is idempotent.
-    pub(crate) linked: bool,
-}
-
-// SAFETY: the header is shared between threads; its non-atomic fields are `queue_next`
-// and `owned`, each accessed only while holding the lock of the list it belongs to.
-unsafe impl Send for Header {}
-// SAFETY: see `Send` above.
-unsafe impl Sync for Header {}
-
-/// The functions a type-erased task needs, monomorphised per future and scheduler.
-pub(crate) struct Vtable {
-    /// Run the task once: transition to RUNNING, poll or cancel, transition out.
-    pub(crate) poll: unsafe fn(NonNull<Header>, *const ()),
-    /// Push a freshly SCHEDULED task to its scheduler (takes the queue reference).
-    pub(crate) schedule: unsafe fn(NonNull<Header>),
-    /// Free the cell. Only called when the reference count reached zero.
-    pub(crate) dealloc: unsafe fn(NonNull<Header>),
-    /// `JoinHandle::poll`: write the output to `dst` if complete, else register the waker.
-    pub(crate) try_read_output: unsafe fn(NonNull<Header>, *mut (), &Waker),
-    /// `JoinHandle::drop`: give up interest (dropping the output if it is there).
-    pub(crate) drop_join_handle: unsafe fn(NonNull<Header>),
-    /// Runtime shutdown: cancel the task if nobody is polling it.
-    pub(crate) shutdown: unsafe fn(NonNull<Header>),
-    /// Whether the task's runtime has begun to shut down (`Schedule::is_shut_down`).
-    pub(crate) runtime_shut_down: unsafe fn(NonNull<Header>) -> bool,
-    /// If the task's runtime has begun to shut down, cancel the task (if nobody polls
-    /// it) in that runtime's context, as the shutdown's own pass would; whether it had.
-    pub(crate) cancel_if_shut_down: unsafe fn(NonNull<Header>) -> bool,
-    /// Where a `TaskStats` tail starts, for tasks that have one.
-    pub(crate) stats_offset: usize,
-    /// A blocking-pool task (`spawn_blocking`): its joiner waits on "blocking".
-    pub(crate) blocking: bool,
-}
 
 /// Where the future is in its life.
 pub(crate) enum Stage<F: Future> {
@@ -166,7 +81,7 @@ where
 
     /// The cell's size rounded up to `TaskStats`'s alignment.
     const STATS_OFFSET: usize = {
-        let a = std::mem::align_of::<super::TaskStats>();
+        let a = std::mem::align_of::<super::stats::TaskStats>();
         std::mem::size_of::<Cell<F, S>>().div_ceil(a) * a
     };
 
@@ -177,7 +92,7 @@ where
         if !with_stats {
             return (cell, 0);
         }
-        let (l, off) = cell.extend(std::alloc::Layout::new::<super::TaskStats>()).expect("task layout");
+        let (l, off) = cell.extend(std::alloc::Layout::new::<super::stats::TaskStats>()).expect("task layout");
         debug_assert_eq!(off, Self::STATS_OFFSET);
         (l.pad_to_align(), off)
     }
@@ -185,7 +100,12 @@ where
     /// Allocate a new task (one allocation, stats included). It starts SCHEDULED with
     /// three references (owned list, join handle, queue entry), which the caller turns
     /// into those three things.
-    pub(crate) fn allocate(future: F, scheduler: S, id: u64, stats: Option<super::NewTaskStats>) -> NonNull<Header> {
+    pub(crate) fn allocate(
+        future: F,
+        scheduler: S,
+        id: u64,
+        stats: Option<super::stats::NewTaskStats>,
+    ) -> NonNull<Header> {
         let (layout, stats_offset) = Self::layout(stats.is_some());
         // The scheduler's cell cache, or the global allocator.
         let (mem, owner) = scheduler.alloc_cell(layout);
@@ -194,7 +114,7 @@ where
         if let Some(new) = stats {
             // SAFETY: `stats_offset` lies inside the allocation and is aligned for
             // `TaskStats` (from `Layout::extend`); the memory is fresh.
-            unsafe { super::TaskStats::write_new(mem.add(stats_offset).cast(), new) };
+            unsafe { super::stats::TaskStats::write_new(mem.add(stats_offset).cast(), new) };
         }
         let cell = Cell {
             header: Header {
@@ -309,7 +229,7 @@ where
     // this borrowed waker from releasing a reference it never took.
     let waker = ManuallyDrop::new(unsafe { Waker::from_raw(RawWaker::new(ptr.as_ptr() as *const (), &WAKER_VTABLE)) });
     let mut cx = Context::from_waker(&waker);
-    let _current = super::CurrentTaskGuard::enter(ptr);
+    let _current = super::id::CurrentTaskGuard::enter(ptr);
     // A fresh cooperative budget for a task's poll; none for a blocking closure, whose
     // one poll runs it whole (see `coop`).
     let _budget = if S::BLOCKING { super::coop::Budget::unlimited() } else { super::coop::Budget::enter() };
@@ -408,7 +328,7 @@ where
         let _ = unsafe { drop_future_or_output(cell) };
     } else if prev.is_join_waker_set() {
         // The joiner's wake names this task as its source (the telemetry's wake source).
-        let _current = super::CurrentTaskGuard::enter(ptr);
+        let _current = super::id::CurrentTaskGuard::enter(ptr);
         // SAFETY: JOIN_WAKER was set at completion, so the handle no longer writes the slot.
         cell.join_waker.with(|w| {
             // SAFETY: see above; a shared read of the slot.
@@ -456,7 +376,7 @@ where
         std::ptr::drop_in_place(&raw mut (*cell).stage);
         std::ptr::drop_in_place(&raw mut (*cell).join_waker);
         if has_stats {
-            std::ptr::drop_in_place(ptr.cast::<u8>().as_ptr().add(offset).cast::<super::TaskStats>());
+            std::ptr::drop_in_place(ptr.cast::<u8>().as_ptr().add(offset).cast::<super::stats::TaskStats>());
         }
         scheduler.free_cell(ptr.cast::<u8>(), layout, owner);
         drop(scheduler);
@@ -626,14 +546,40 @@ unsafe fn waker_drop(ptr: *const ()) {
     }
 }
 
-/// Whether the task behind `ptr` has reached COMPLETE (used by `JoinHandle::join`).
-pub(crate) fn is_complete(ptr: NonNull<Header>) -> bool {
-    // SAFETY: callers hold a reference.
-    unsafe { ptr.as_ref() }.state.load().lifecycle() == Lifecycle::Complete
+/// Allocate a task, with statistics (see [`TaskStats::write_new`]) if `stats` is given.
+/// Returns the owned-list reference, the queue entry and the handle.
+pub(crate) fn new_task<F, S>(
+    future: F,
+    scheduler: S,
+    id: u64,
+    stats: Option<NewTaskStats>,
+) -> (Task<S>, Notified<S>, JoinHandle<F::Output>)
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Schedule,
+{
+    let raw = Cell::<F, S>::allocate(future, scheduler, id, stats);
+    (Task::from_raw(raw), Notified(Task::from_raw(raw)), JoinHandle::new(raw))
 }
 
-/// Whether the task sits in a run queue now (a hint: it may be taken at once).
-pub(crate) fn is_scheduled(ptr: NonNull<Header>) -> bool {
-    // SAFETY: callers hold a reference.
-    unsafe { ptr.as_ref() }.state.load().lifecycle() == Lifecycle::Scheduled
+/// [`new_task`] for a future that need not be `Send` (a `LocalSet`'s task).
+///
+/// # Safety
+/// The scheduler `S` must poll the task, run its shutdown and drop its queue entries only
+/// on the one thread that may touch `future`, and its `is_shut_down` must be false (so no
+/// joiner on another thread cancels it); the join handle of a `!Send` output stays on
+/// that thread by its own type.
+pub(crate) unsafe fn new_local_task<F, S>(
+    future: F,
+    scheduler: S,
+    id: u64,
+) -> (Task<S>, Notified<S>, JoinHandle<F::Output>)
+where
+    F: Future + 'static,
+    F::Output: 'static,
+    S: Schedule,
+{
+    let raw = Cell::<F, S>::allocate(future, scheduler, id, None);
+    (Task::from_raw(raw), Notified(Task::from_raw(raw)), JoinHandle::new(raw))
 }

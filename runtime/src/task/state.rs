@@ -45,7 +45,7 @@
 //! # Who owns a reference
 //! A task starts with three: the owned-task list (released at completion), the
 //! `JoinHandle`, and the run-queue entry that spawning creates. A queue entry (a
-//! [`Notified`](super::Notified)) always owns one reference; a waker owns one; a shield
+//! [`Notified`](super::notified::Notified)) always owns one reference; a waker owns one; a shield
 //! guard owns one. The memory is freed exactly when the count reaches zero.
 
 use crate::loom::AtomicU64;

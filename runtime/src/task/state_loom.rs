@@ -4,8 +4,8 @@
 
 use crate::loom::{lock, thread, Arc, AtomicUsize, Mutex};
 use crate::loom_tests::model;
+use crate::task::join::JoinHandle;
 use crate::task::test_util::{spawn, DropCounter, MockScheduler};
-use crate::task::JoinHandle;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::SeqCst;
@@ -49,7 +49,7 @@ fn set_and_wake(ready: &AtomicUsize, slot: &Mutex<Option<Waker>>) {
 }
 
 /// Read a finished handle's output without blocking.
-fn output<T>(mut h: JoinHandle<T>) -> Option<Result<T, crate::task::JoinError>> {
+fn output<T>(mut h: JoinHandle<T>) -> Option<Result<T, crate::task::join::JoinError>> {
     match Pin::new(&mut h).poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(v) => Some(v),
         Poll::Pending => None,

@@ -2,9 +2,12 @@
 //! drains by hand, and completions are counted, so a model can check that every task
 //! was run, completed and freed exactly once.
 
+use super::header::Header;
+use super::join::JoinHandle;
 use super::list::OwnedTasks;
-use super::raw::Header;
-use super::{new_task, JoinHandle, Notified, Outcome, Schedule};
+use super::notified::Notified;
+use super::raw::new_task;
+use super::schedule::{Outcome, Schedule};
 use crate::loom::{lock, Arc, AtomicUsize, Mutex};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -88,7 +91,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let (task, notified, join) = new_task(future, sched.clone(), super::next_task_id(), None);
+    let (task, notified, join) = new_task(future, sched.clone(), super::id::next_task_id(), None);
     assert!(sched.owned.bind(task.raw()));
     let _ = task.into_raw();
     sched.schedule(notified);
@@ -98,7 +101,7 @@ where
 /// A bare queue entry (only the queue's reference is left), for queue tests: dropping
 /// it frees the task.
 pub(crate) fn counted_task(sched: &Arc<MockScheduler>) -> Notified<Arc<MockScheduler>> {
-    let (task, notified, join) = new_task(async {}, sched.clone(), super::next_task_id(), None);
+    let (task, notified, join) = new_task(async {}, sched.clone(), super::id::next_task_id(), None);
     drop(join);
     drop(task);
     notified

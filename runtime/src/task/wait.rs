@@ -3,7 +3,7 @@
 //!
 //! # Recording a wait
 //! A leaf future (a sleep, a socket, a join handle, a user's label through
-//! [`waiting_on`](crate::task::waiting_on) or [`WaitingOnExt`](crate::task::WaitingOnExt))
+//! [`waiting_on`](crate::task::waiting_on::waiting_on) or [`WaitingOnExt`](crate::task::waiting_on::WaitingOnExt))
 //! that returns `Pending` calls one of the `record_*` functions. They find the task being
 //! polled on this thread through the thread-local the poll sets anyway (for shields), and
 //! write only if the task keeps statistics (the runtime records events); otherwise
@@ -29,7 +29,7 @@
 //! label that does not fit is cut at a character boundary and marked as cut, which the
 //! reader shows as a trailing `…`.
 //!
-//! A wrapper (a timeout, the Tokio bridge, [`WaitingOn`](crate::task::WaitingOn)) takes a
+//! A wrapper (a timeout, the Tokio bridge, [`WaitingOn`](crate::task::waiting_on::WaitingOn)) takes a
 //! [`Mark`] before it polls the future it wraps. A timeout and the bridge name the wait
 //! only when the inner future recorded none ([`Mark::unchanged`]); `WaitingOn` puts its
 //! label in front of whatever the inner future recorded ([`record_label_at`]), since the
@@ -57,7 +57,7 @@
 //! loops ([`SourceGuard`]), the blocking pool marks its threads, a wake from inside a
 //! task's poll names that task, and anything else is a thread outside the runtime.
 
-use super::TaskStats;
+use super::stats::TaskStats;
 use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -383,7 +383,7 @@ fn label_place(head: u32) -> (usize, usize, bool) {
 fn current_stats<'a>() -> Option<&'a TaskStats> {
     // The poll's guard (`CurrentTaskGuard`) holds the task for the poll, and a leaf
     // future records only inside it.
-    super::current_task().and_then(super::raw::stats)
+    super::id::current_task().and_then(super::stats::stats)
 }
 
 /// The wait record of the task this thread polls, if it keeps statistics, and the
@@ -458,7 +458,7 @@ pub(crate) fn watching() -> bool {
 pub(crate) fn current_task_id() -> Option<u64> {
     // SAFETY: the poll's guard (`CurrentTaskGuard`) keeps the task alive while it is
     // this thread's current task, and the id never changes after the spawn.
-    super::current_task().map(|t| unsafe { t.as_ref() }.id)
+    super::id::current_task().map(|t| unsafe { t.as_ref() }.id)
 }
 
 /// Record a user's label, after the waits recorded so far in this poll.
@@ -680,7 +680,7 @@ pub(crate) fn wake_source() -> u64 {
     if s == SRC_TIMER || s == SRC_IO {
         return s as u64;
     }
-    if let Some(t) = super::current_task() {
+    if let Some(t) = super::id::current_task() {
         // SAFETY: the task being polled here is alive for its poll.
         let h = unsafe { t.as_ref() };
         if h.vtable.blocking {

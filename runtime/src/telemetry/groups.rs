@@ -54,7 +54,7 @@
 
 use super::histogram::{bucket, BUCKETS};
 use super::{Counter, Histogram};
-use crate::task::Outcome;
+use crate::task::schedule::Outcome;
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::panic::Location;
@@ -514,7 +514,7 @@ impl WorkerGroups {
         if busy_ns >= SLOW_POLL_NS {
             c.slow_poll(busy_ns);
         }
-        let waited = if waited_ns == crate::task::PollToken::NOT_QUEUED { 0 } else { waited_ns };
+        let waited = if waited_ns == crate::task::schedule::PollToken::NOT_QUEUED { 0 } else { waited_ns };
         if tag & FIRST_POLL != 0 {
             c.first_polls.inc();
             c.first_poll_delay_ns.add(waited);

@@ -436,9 +436,9 @@ impl TaskRow {
 
 /// A task's histograms as [`Histogram`]s: their buckets put where the runtime-wide
 /// histograms keep the same ranges, their sums the task's busy and queued time.
-fn task_histograms(st: &crate::task::TaskStats, row: &TaskRow) -> (Histogram, Histogram) {
-    use crate::task::TASK_HIST_FIRST;
-    let widen = |counts: [u16; crate::task::TASK_HIST_BUCKETS], sum: u64| {
+fn task_histograms(st: &crate::task::stats::TaskStats, row: &TaskRow) -> (Histogram, Histogram) {
+    use crate::task::stats::TASK_HIST_FIRST;
+    let widen = |counts: [u16; crate::task::stats::TASK_HIST_BUCKETS], sum: u64| {
         let mut h = Histogram::default();
         for (i, c) in counts.into_iter().enumerate() {
             h.buckets[TASK_HIST_FIRST + i] = c as u64;
@@ -447,7 +447,7 @@ fn task_histograms(st: &crate::task::TaskStats, row: &TaskRow) -> (Histogram, Hi
         h
     };
     let (poll, schedule) = match (row.polls, st.polled()) {
-        (1, _) => crate::task::TaskStats::first_poll_histograms(row.busy_ns, row.scheduled_ns),
+        (1, _) => crate::task::stats::TaskStats::first_poll_histograms(row.busy_ns, row.scheduled_ns),
         (2.., Some(p)) => (p.poll_hist.read(), p.schedule_hist.read()),
         _ => Default::default(),
     };
@@ -468,10 +468,10 @@ enum Holder {
 fn read_task<'a>(
     clock: &Clock,
     now: u64,
-    t: std::ptr::NonNull<crate::task::raw::Header>,
+    t: std::ptr::NonNull<crate::task::header::Header>,
     holder: Holder,
 ) -> Option<(TaskRow, Option<&'a str>)> {
-    let st = crate::task::raw::stats(t)?;
+    let st = crate::task::stats::stats(t)?;
     // SAFETY: the caller keeps the task alive.
     let h = unsafe { t.as_ref() };
     use crate::task::state::Lifecycle;
@@ -533,7 +533,7 @@ fn read_task<'a>(
 }
 
 /// A [`TaskInfo`] from a reading.
-fn task_info(row: &TaskRow, name: Option<&str>, st: &crate::task::TaskStats, now_ns: u64) -> TaskInfo {
+fn task_info(row: &TaskRow, name: Option<&str>, st: &crate::task::stats::TaskStats, now_ns: u64) -> TaskInfo {
     use std::time::Duration;
     let idle = row.state == TaskState::Idle;
     let (poll_histogram, schedule_histogram) = task_histograms(st, row);
@@ -623,7 +623,7 @@ impl Telemetry {
             .tasks()
             .with_task(id, |t| {
                 let (row, name) = read_task(&rec.clock, now, t, Holder::Walk)?;
-                let st = crate::task::raw::stats(t)?;
+                let st = crate::task::stats::stats(t)?;
                 (row.state != TaskState::Complete).then(|| task_info(&row, name, st, now_ns))
             })
             .flatten()
@@ -650,13 +650,13 @@ impl Telemetry {
         self.for_each_task_stats(|row, name, _| f(row, name))
     }
 
-    fn for_each_task_stats(&self, mut f: impl FnMut(TaskRow, Option<&str>, &crate::task::TaskStats)) {
+    fn for_each_task_stats(&self, mut f: impl FnMut(TaskRow, Option<&str>, &crate::task::stats::TaskStats)) {
         let Some(rec) = &self.metrics.recorder else { return };
         let now = rec.clock.raw();
         self.view.tasks().for_each(|t| {
             // The walk holds a reference to the task while `f` reads it.
             if let Some((row, name)) = read_task(&rec.clock, now, t, Holder::Walk) {
-                if let Some(st) = crate::task::raw::stats(t) {
+                if let Some(st) = crate::task::stats::stats(t) {
                     f(row, name, st);
                 }
             }
@@ -688,7 +688,7 @@ impl Telemetry {
         let Some(rec) = &self.metrics.recorder else { return tasks::Drained::Changes };
         let now = rec.clock.raw();
         rec.changes.drain(|t| {
-            if let Some(st) = crate::task::raw::stats(t) {
+            if let Some(st) = crate::task::stats::stats(t) {
                 tasks::clear_then_read(&st.queued);
             }
             // The log holds one reference while it hands the task over.

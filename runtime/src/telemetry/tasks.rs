@@ -108,7 +108,7 @@ impl<T> ChangeRing<T> {
 
 /// The shared list for markers that are not workers.
 struct RemoteList {
-    tasks: Vec<NonNull<crate::task::raw::Header>>,
+    tasks: Vec<NonNull<crate::task::header::Header>>,
     overflowed: bool,
 }
 
@@ -119,7 +119,7 @@ unsafe impl Send for RemoteList {}
 /// The change log of one runtime (see the module doc).
 pub(crate) struct TaskChangeLog {
     watching: AtomicBool,
-    rings: Box<[ChangeRing<crate::task::raw::Header>]>,
+    rings: Box<[ChangeRing<crate::task::header::Header>]>,
     remote: Mutex<RemoteList>,
     /// Reader only: tasks it last saw running, each with a reference, to read again.
     running: Mutex<RemoteList>,
@@ -189,7 +189,7 @@ impl TaskChangeLog {
     ///
     /// The caller holds a reference to the task.
     #[inline]
-    pub(crate) fn mark(&self, task: NonNull<crate::task::raw::Header>, queued: &AtomicBool, worker: Option<usize>) {
+    pub(crate) fn mark(&self, task: NonNull<crate::task::header::Header>, queued: &AtomicBool, worker: Option<usize>) {
         if !self.watching.load(Relaxed) {
             return;
         }
@@ -227,7 +227,7 @@ impl TaskChangeLog {
     /// Consumer only: hand every queued task, and every task it last saw running, to `f`
     /// (which must clear the task's flag, fence, then read it: see [`clear_then_read`]),
     /// and release its reference unless `f` says the task is running (true).
-    pub(crate) fn drain(&self, mut f: impl FnMut(NonNull<crate::task::raw::Header>) -> bool) -> Drained {
+    pub(crate) fn drain(&self, mut f: impl FnMut(NonNull<crate::task::header::Header>) -> bool) -> Drained {
         let mut resync = false;
         let mut running = std::mem::take(&mut lock(&self.running).tasks);
         let mut still = Vec::new();
@@ -284,8 +284,8 @@ pub(crate) fn clear_then_read(queued: &AtomicBool) {
 }
 
 /// Drop the log's reference to a task (freeing it if that was the last).
-fn release(task: NonNull<crate::task::raw::Header>) {
-    drop(crate::task::Task::<()>::from_raw(task));
+fn release(task: NonNull<crate::task::header::Header>) {
+    drop(crate::task::notified::Task::<()>::from_raw(task));
 }
 
 #[cfg(all(test, not(loom)))]

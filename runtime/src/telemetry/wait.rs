@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// What an idle task waits on: one of the waits Volt's leaf futures (or a user's label,
-/// see [`WaitingOnExt`](crate::task::WaitingOnExt) and
-/// [`volt::task::waiting_on`](crate::task::waiting_on)) recorded as they returned
+/// see [`WaitingOnExt`](crate::task::waiting_on::WaitingOnExt) and
+/// [`volt::task::waiting_on`](crate::task::waiting_on::waiting_on)) recorded as they returned
 /// `Pending` in its latest poll, or [`WaitReason::Unknown`] when none did.
 ///
 /// Its `Display` begins with the kind's word (`sleep`, `timeout`, `interval`, `accept`,
@@ -75,7 +75,7 @@ pub enum WaitReason {
     /// `volt::task::yield_now` (the task is queued again at once).
     Yield,
     /// A label set by the user: a leaf future calling `volt::task::waiting_on`, or a
-    /// future wrapped with [`WaitingOnExt::waiting_on`](crate::task::WaitingOnExt::waiting_on).
+    /// future wrapped with [`WaitingOnExt::waiting_on`](crate::task::waiting_on::WaitingOnExt::waiting_on).
     /// Labels longer than the task's record keeps (40 bytes, shared by the labels of one
     /// poll) are cut at a character boundary and end in `…`.
     Label(Cow<'static, str>),
@@ -85,7 +85,7 @@ pub enum WaitReason {
     /// The task is idle, and its latest poll returned `Pending` without any of Volt's
     /// leaf futures naming a wait: it waits on a future of another library (a
     /// `futures::channel::oneshot::Receiver`, say) that says nothing. Wrap that future
-    /// with [`WaitingOnExt::waiting_on`](crate::task::WaitingOnExt::waiting_on) to name it.
+    /// with [`WaitingOnExt::waiting_on`](crate::task::waiting_on::WaitingOnExt::waiting_on) to name it.
     Unknown,
 }
 

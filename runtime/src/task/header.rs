@@ -1,0 +1,74 @@
+//! The type-erased part of every task ([`Header`]) and its functions ([`Vtable`]):
+//! what queues, wakers, handles and the task list hold, whatever the future's type.
+
+use super::state::{Lifecycle, State};
+use crate::loom::UnsafeCell;
+use std::ptr::NonNull;
+use std::task::Waker;
+
+/// The type-erased part of every task. Queues and wakers only ever see this.
+#[repr(C)]
+pub(crate) struct Header {
+    /// The packed 64-bit state word.
+    pub(crate) state: State,
+    /// The per-(future, scheduler) functions.
+    pub(crate) vtable: &'static Vtable,
+    /// Never reused; assigned at spawn.
+    pub(crate) id: u64,
+    /// Intrusive link for the global injection queue; only touched under its lock.
+    pub(crate) queue_next: UnsafeCell<Option<NonNull<Header>>>,
+    /// Intrusive links for the owned-task list; only touched under its shard lock.
+    pub(crate) owned: UnsafeCell<OwnedLinks>,
+}
+
+/// The owned-task list's links, guarded by that list's shard lock.
+#[derive(Default)]
+pub(crate) struct OwnedLinks {
+    pub(crate) prev: Option<NonNull<Header>>,
+    pub(crate) next: Option<NonNull<Header>>,
+    /// Whether the task is in the list, so removal is idempotent.
+    pub(crate) linked: bool,
+}
+
+// SAFETY: the header is shared between threads; its non-atomic fields are `queue_next`
+// and `owned`, each accessed only while holding the lock of the list it belongs to.
+unsafe impl Send for Header {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for Header {}
+
+/// The functions a type-erased task needs, monomorphised per future and scheduler.
+pub(crate) struct Vtable {
+    /// Run the task once: transition to RUNNING, poll or cancel, transition out.
+    pub(crate) poll: unsafe fn(NonNull<Header>, *const ()),
+    /// Push a freshly SCHEDULED task to its scheduler (takes the queue reference).
+    pub(crate) schedule: unsafe fn(NonNull<Header>),
+    /// Free the cell. Only called when the reference count reached zero.
+    pub(crate) dealloc: unsafe fn(NonNull<Header>),
+    /// `JoinHandle::poll`: write the output to `dst` if complete, else register the waker.
+    pub(crate) try_read_output: unsafe fn(NonNull<Header>, *mut (), &Waker),
+    /// `JoinHandle::drop`: give up interest (dropping the output if it is there).
+    pub(crate) drop_join_handle: unsafe fn(NonNull<Header>),
+    /// Runtime shutdown: cancel the task if nobody is polling it.
+    pub(crate) shutdown: unsafe fn(NonNull<Header>),
+    /// Whether the task's runtime has begun to shut down (`Schedule::is_shut_down`).
+    pub(crate) runtime_shut_down: unsafe fn(NonNull<Header>) -> bool,
+    /// If the task's runtime has begun to shut down, cancel the task (if nobody polls
+    /// it) in that runtime's context, as the shutdown's own pass would; whether it had.
+    pub(crate) cancel_if_shut_down: unsafe fn(NonNull<Header>) -> bool,
+    /// Where a `TaskStats` tail starts, for tasks that have one.
+    pub(crate) stats_offset: usize,
+    /// A blocking-pool task (`spawn_blocking`): its joiner waits on "blocking".
+    pub(crate) blocking: bool,
+}
+
+/// Whether the task behind `ptr` has reached COMPLETE (used by `JoinHandle::join`).
+pub(crate) fn is_complete(ptr: NonNull<Header>) -> bool {
+    // SAFETY: callers hold a reference.
+    unsafe { ptr.as_ref() }.state.load().lifecycle() == Lifecycle::Complete
+}
+
+/// Whether the task sits in a run queue now (a hint: it may be taken at once).
+pub(crate) fn is_scheduled(ptr: NonNull<Header>) -> bool {
+    // SAFETY: callers hold a reference.
+    unsafe { ptr.as_ref() }.state.load().lifecycle() == Lifecycle::Scheduled
+}
