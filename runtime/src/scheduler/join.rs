@@ -41,11 +41,12 @@ use crate::runtime::context::{self, owns, thread_waker};
 use crate::runtime::handle::Shared;
 use crate::task::header;
 use crate::task::header::Header;
+use crate::task::join::JoinError;
 use crate::task::notified::Notified;
 use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
-use std::task::Waker;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 /// How many times one blocking join runs its target inline before it hands the worker
@@ -339,6 +340,52 @@ impl Drop for HandedOff {
         if let Some(shared) = self.shared.take() {
             shared.drain_local(&shared.workers[self.index]);
             Shared::worker_exited(&shared);
+        }
+    }
+}
+
+// The blocking join is the scheduler's: it runs the target or hands the worker off. It
+// is a method of the task's handle, written here so that `task` never imports the
+// scheduler.
+impl<T> crate::task::join::JoinHandle<T> {
+    /// Block the current thread until the task finishes, and return its output.
+    ///
+    /// On a worker thread of a Volt runtime, a target waiting in this worker's queues runs
+    /// inline; otherwise the worker's queue goes to another thread and this one blocks,
+    /// so no worker is lost to the wait and no other task runs under the caller's locks
+    /// (see the doc of `task/join.rs`). On any other thread it parks without spinning,
+    /// waking every 50 ms to see whether the target's runtime has begun to shut down.
+    ///
+    /// Like any blocking call inside a task, a cycle of joins between tasks deadlocks (until
+    /// the runtime shuts down, which ends it: a join in the cycle returns a cancelled
+    /// `JoinError`), and so does a target that needs a lock its joiner holds.
+    ///
+    /// # Panics
+    /// When a task joins its own handle, which could never return.
+    pub fn join(self) -> Result<T, JoinError> {
+        let raw = self.raw();
+        if crate::task::id::current_task() == Some(raw) {
+            panic!("volt: task {} called `join` on its own JoinHandle, which would wait forever", self.id());
+        }
+        let vtable = self.header().vtable;
+        let mut out: Poll<Result<T, JoinError>> = Poll::Pending;
+        let mut poll_join = |waker: &Waker| {
+            if out.is_pending() {
+                // SAFETY: `out` has the type the vtable writes; `self` keeps the task alive.
+                unsafe { (vtable.try_read_output)(raw, &mut out as *mut _ as *mut (), waker) };
+            }
+            out.is_ready()
+        };
+        if !self.is_finished() {
+            block_until_complete(raw, &mut poll_join);
+        }
+        if self.is_finished() {
+            poll_join(Waker::noop());
+        }
+        match out {
+            Poll::Ready(out) => out,
+            // The runtime shut down while this worker waited: the task is being cancelled.
+            Poll::Pending => Err(JoinError::cancelled(self.header().id)),
         }
     }
 }

@@ -44,14 +44,3 @@ mod schedule;
 pub(crate) mod stats;
 #[cfg(not(loom))]
 pub(crate) mod worker;
-
-#[cfg(not(loom))]
-pub(crate) use join::block_until_complete;
-
-#[cfg(loom)]
-pub(crate) fn block_until_complete(
-    _target: std::ptr::NonNull<crate::task::header::Header>,
-    _poll_join: &mut dyn FnMut(&std::task::Waker) -> bool,
-) -> bool {
-    unreachable!("blocking join is not modelled under loom")
-}

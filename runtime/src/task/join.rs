@@ -69,7 +69,7 @@ impl<T> JoinHandle<T> {
         JoinHandle { raw, _output: PhantomData }
     }
 
-    fn header(&self) -> &Header {
+    pub(crate) fn header(&self) -> &Header {
         // SAFETY: the handle's reference keeps the task alive.
         unsafe { self.raw.as_ref() }
     }
@@ -97,51 +97,15 @@ impl<T> JoinHandle<T> {
         Id::from_u64(self.header().id)
     }
 
+    /// The task, for the blocking join (`scheduler::join`).
+    pub(crate) fn raw(&self) -> NonNull<Header> {
+        self.raw
+    }
+
     /// A handle that can cancel the task (and ask whether it finished) without owning
     /// its output: it may outlive this handle, and be sent elsewhere.
     pub fn abort_handle(&self) -> AbortHandle {
         AbortHandle::new(self.raw)
-    }
-
-    /// Block the current thread until the task finishes, and return its output.
-    ///
-    /// On a worker thread of a Volt runtime, a target waiting in this worker's queues runs
-    /// inline; otherwise the worker's queue goes to another thread and this one blocks,
-    /// so no worker is lost to the wait and no other task runs under the caller's locks
-    /// (see the doc of `task/join.rs`). On any other thread it parks without spinning,
-    /// waking every 50 ms to see whether the target's runtime has begun to shut down.
-    ///
-    /// Like any blocking call inside a task, a cycle of joins between tasks deadlocks (until
-    /// the runtime shuts down, which ends it: a join in the cycle returns a cancelled
-    /// `JoinError`), and so does a target that needs a lock its joiner holds.
-    ///
-    /// # Panics
-    /// When a task joins its own handle, which could never return.
-    pub fn join(self) -> Result<T, JoinError> {
-        let raw = self.raw;
-        if crate::task::id::current_task() == Some(raw) {
-            panic!("volt: task {} called `join` on its own JoinHandle, which would wait forever", self.id());
-        }
-        let vtable = self.header().vtable;
-        let mut out: Poll<Result<T, JoinError>> = Poll::Pending;
-        let mut poll_join = |waker: &Waker| {
-            if out.is_pending() {
-                // SAFETY: `out` has the type the vtable writes; `self` keeps the task alive.
-                unsafe { (vtable.try_read_output)(raw, &mut out as *mut _ as *mut (), waker) };
-            }
-            out.is_ready()
-        };
-        if !self.is_finished() {
-            crate::scheduler::block_until_complete(raw, &mut poll_join);
-        }
-        if self.is_finished() {
-            poll_join(Waker::noop());
-        }
-        match out {
-            Poll::Ready(out) => out,
-            // The runtime shut down while this worker waited: the task is being cancelled.
-            Poll::Pending => Err(JoinError::cancelled(self.header().id)),
-        }
     }
 }
 
