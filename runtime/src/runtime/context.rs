@@ -98,6 +98,12 @@ pub(crate) fn on_worker_thread() -> bool {
 }
 
 impl Shared {
+    /// This thread's worker's part of telemetry, if the thread is one of our workers.
+    #[inline(always)]
+    pub(crate) fn current_rec(&self) -> Option<&crate::telemetry::record::WorkerRecorder> {
+        self.current_worker().map(|w| &w.rec)
+    }
+
     /// The worker this thread is, if it is one of ours.
     #[inline(always)]
     pub(crate) fn current_worker(&self) -> Option<&Worker> {

@@ -135,7 +135,7 @@ fn drive<F: Future>(
             // Parked while nobody runs it (see "Idle between calls").
             let was_searching = w.core.is_searching.replace(false);
             let _ = shared.idle.transition_worker_to_parked(0, was_searching);
-            shared.on_state(w, crate::telemetry::WorkerState::Parked);
+            shared.metrics.on_state(&w.rec, crate::telemetry::WorkerState::Parked);
             shared.metrics.stall.leave_thread();
             shared.core.store(CORE_FREE, SeqCst);
             if shared.shutdown.load(SeqCst) {
@@ -151,12 +151,12 @@ fn drive<F: Future>(
     // the caller's, whose stack size we don't know, so assume the least std gives a thread
     // it spawns (2 MiB), minus room for what the caller already uses.
     let _help = crate::scheduler::join::HelpStackGuard::start(shared.stack_size.min(CALLER_STACK));
-    shared.on_worker_start(w);
+    shared.metrics.on_worker_start(&w.rec);
     if !shared.idle.unpark_self(0) {
         // A spawn from outside claimed the parked worker for its task, counting it as a
         // searcher (as for a worker woken from its park).
         w.core.is_searching.set(true);
-        shared.on_state(w, crate::telemetry::WorkerState::Searching);
+        shared.metrics.on_state(&w.rec, crate::telemetry::WorkerState::Searching);
     }
     // Out of the parked bitmap: the stall monitor watches again.
     shared.metrics.stall.worker_woke();
@@ -168,13 +168,13 @@ fn drive<F: Future>(
             // The future's spawns and wakes are recorded on the worker with its last
             // clock reading: make it a fresh one, or they would carry the time of the
             // last poll.
-            shared.refresh_clock(w);
+            shared.metrics.refresh_clock(&w.rec);
             let _budget = Budget::unlimited();
             if let Poll::Ready(v) = future.as_mut().poll(cx) {
                 return Some(v);
             }
             // What the future did is not part of the next task's poll.
-            shared.refresh_clock(w);
+            shared.metrics.refresh_clock(&w.rec);
         }
         match shared.run_tick(w) {
             Some(0) => {
@@ -199,7 +199,7 @@ pub(crate) fn exit_core(shared: &Arc<Shared>) {
     {
         let _ctx = context::enter_worker(shared, w);
         shared.drain_local(w);
-        shared.on_worker_exit(w);
+        shared.metrics.on_worker_exit(&w.rec);
     }
     Shared::worker_exited(shared);
 }

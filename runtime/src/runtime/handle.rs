@@ -99,15 +99,11 @@ impl Shared {
             interval: stats.interval(),
             ewma_task_ns: stats.ewma_task_ns(),
         }));
-        let ns_per_tick_fp = metrics.ns_per_tick_fp();
-        let stall_check = metrics.stall.end_check_ticks();
         let stack_size = blocking.stack_size;
         Ok(Arc::new_cyclic(|weak| Shared {
             driver,
             blocking: Arc::new(Pool::new(blocking, weak.clone())),
-            workers: (0..num_workers)
-                .map(|index| Worker::new(index, metrics.worker(index), ns_per_tick_fp, stall_check))
-                .collect(),
+            workers: (0..num_workers).map(|index| Worker::new(index, &metrics)).collect(),
             metrics,
             inject: CachePadded(Inject::new()),
             idle: CachePadded(Idle::new(num_workers)),
@@ -157,7 +153,7 @@ impl Shared {
         let worker = this.current_worker();
         // One clock reading for the record and the queued time (off a worker, each
         // reading is a fresh one).
-        let now = this.spawn_timestamp(worker);
+        let now = this.metrics.spawn_timestamp(worker.map(|w| &w.rec));
         // With task statistics, the task's group is found here, once.
         let group = this.metrics.recorder.as_ref().map(|r| {
             let local = worker.and_then(|w| w.counters().groups.as_deref());
@@ -170,7 +166,8 @@ impl Shared {
             group: group.index(),
         });
         let (task, notified, join) = new_task(future, Arc::clone(this), next_task_id(), stats);
-        this.on_spawn(worker, task.header().id, now, group);
+        let global = worker.is_none_or(|w| w.transitioning_to_park.load(Relaxed));
+        this.metrics.on_spawn(worker.map(|w| &w.rec), task.header().id, now, group, global);
         if this.is_shutdown() || !this.owned.bind(task.raw()) {
             // Shut down (or shutting down): the task is cancelled before it ever runs.
             task.shutdown();
@@ -178,7 +175,7 @@ impl Shared {
             drop(task);
             return join;
         }
-        this.on_task_changed(task.raw(), worker);
+        this.metrics.on_task_changed(task.raw(), worker.map(|w| &w.rec));
         // The owned list keeps this reference until the task completes.
         let _ = task.into_raw();
         match worker {

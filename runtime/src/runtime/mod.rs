@@ -466,7 +466,7 @@ impl Builder {
             // Its worker counts as parked while no thread is inside `block_on` (see
             // "Idle between calls" in `current`).
             let _ = shared.idle.transition_worker_to_parked(0, false);
-            shared.on_state(&shared.workers[0], crate::telemetry::WorkerState::Parked);
+            shared.metrics.on_state(&shared.workers[0].rec, crate::telemetry::WorkerState::Parked);
         }
         // A current-thread runtime starts no worker thread: its worker runs inside
         // `block_on`, and its exit is counted by `current::exit_core`.

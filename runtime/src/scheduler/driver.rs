@@ -53,7 +53,7 @@ impl Shared {
         self.dispatch_driver(w, &mut d, now);
         drop(d);
         // A system call and timer work: not part of the next poll's time.
-        self.refresh_clock(w);
+        self.metrics.refresh_clock(&w.rec);
     }
 
     /// Whether this worker has run `IO_POLL_INTERVAL` polls since it last polled the
@@ -70,7 +70,7 @@ impl Shared {
     /// of one per woken task (see "Waking others after a dispatch").
     pub(super) fn dispatch_driver(&self, w: &Worker, d: &mut crate::reactor::DriverCore, now: Instant) {
         w.core.dispatching.set(true);
-        self.driver.dispatch(d, now, |c| self.on_dispatched(w, c));
+        self.driver.dispatch(d, now, |c| self.metrics.on_dispatched(&w.rec, c.io_events, c.timers_fired));
         w.core.dispatching.set(false);
         let queued_here = w.lifo.peek().is_some() as u32 + w.queue.len();
         self.idle.notify_after_batch(queued_here, w.core.is_searching.get(), |i| self.unpark_worker(i));

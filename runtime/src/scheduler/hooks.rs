@@ -17,7 +17,8 @@ use crate::task::header::Header;
 use crate::task::notified::Notified;
 use crate::task::schedule::{Outcome, PollOutcome, PollToken, Schedule};
 use crate::telemetry::groups::GroupId;
-use std::ptr::NonNull;
+use crate::telemetry::metrics::Metrics;
+use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
 /// The owner tag of a cell from the outside cache (`Shared::outside_cells`); workers are
@@ -35,23 +36,36 @@ impl Schedule for Arc<Shared> {
     }
 
     fn release(&self, task: NonNull<Header>) -> bool {
-        self.on_release(task);
+        self.metrics.on_release(task, self.current_rec());
         self.owned.remove(task)
     }
 
     #[inline(always)]
     fn poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool) -> PollToken {
-        self.on_poll_start(ptr, cx, sampled)
+        self.metrics.on_poll_start(ptr, cx, sampled)
     }
 
     #[inline(always)]
     fn poll_end(&self, ptr: NonNull<Header>, token: &mut PollToken) {
-        self.on_poll_end(ptr, token)
+        if !token.cx.is_null() {
+            let w = crate::runtime::context::current_worker_ptr();
+            // SAFETY: a non-null worker pointer in the context is this thread's worker,
+            // alive while the thread owns it; only the address of its recorder is taken.
+            let still_ours = !w.is_null() && ptr::eq(unsafe { ptr::addr_of!((*w).rec) }, token.cx.cast());
+            if !still_ours {
+                // A blocking join in this poll handed the worker to another thread, which
+                // owns its ring and clock cell now: record nothing of this poll there.
+                token.cx = ptr::null();
+                token.ring = ptr::null();
+                return;
+            }
+        }
+        self.metrics.on_poll_end(ptr, token)
     }
 
     #[inline(always)]
     fn poll_outcome(token: &PollToken, id: u64, outcome: PollOutcome) {
-        Shared::on_poll_outcome(token, id, outcome)
+        Metrics::on_poll_outcome(token, id, outcome)
     }
 
     #[inline(always)]
@@ -98,7 +112,7 @@ impl Schedule for Arc<Shared> {
         // SAFETY: the caller holds the task.
         let id = unsafe { task.as_ref() }.id;
         let group = crate::task::stats::stats(task).map(|st| GroupId::from_index(st.group));
-        Shared::on_complete(self, id, outcome, group);
+        self.metrics.on_complete(self.current_rec(), id, outcome, group);
     }
 
     fn is_shut_down(&self) -> bool {

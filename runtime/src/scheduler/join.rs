@@ -138,7 +138,7 @@ pub(crate) fn hand_off_current_worker() -> bool {
             // SAFETY: the task being polled on this thread is alive for its poll.
             let me = crate::task::id::current_task().map_or(0, |t| unsafe { t.as_ref() }.id);
             shared.metrics.stall.enter_thread(w.index);
-            shared.on_poll_resumed(w, me);
+            shared.metrics.on_poll_resumed(&w.rec, me);
             false
         }
     }
@@ -208,13 +208,13 @@ impl Shared {
             let Some(task) = this.take_local(w, target) else { break };
             inline_polls += 1;
             // The joining poll stops holding the worker by itself (see `telemetry::stall`).
-            this.on_poll_interrupted(w);
+            this.metrics.on_poll_interrupted(&w.rec);
             this.run_task(w, task);
             if !owns(w) {
                 // The target blocked in a join of its own and handed this worker off.
                 return block_off_worker(target, poll_join, &thread_waker());
             }
-            this.on_poll_resumed(w, me);
+            this.metrics.on_poll_resumed(&w.rec, me);
         }
         let waker = thread_waker();
         if poll_join(&waker) {
@@ -239,7 +239,7 @@ impl Shared {
                 // a stuck worker's slot), looking at the shutdown flag now and then. This
                 // thread is the worker's again, stuck in this poll.
                 this.metrics.stall.enter_thread(w.index);
-                this.on_poll_resumed(w, me);
+                this.metrics.on_poll_resumed(&w.rec, me);
                 while !poll_join(&waker) && !this.is_shutdown() {
                     std::thread::park_timeout(HAND_OFF_FAILED_RECHECK);
                 }
@@ -286,7 +286,7 @@ impl Shared {
     fn hand_off(this: &Arc<Shared>, w: &Worker) -> Result<(), ()> {
         // Still the owner: send the joining poll's start out now, so the new owner's
         // records follow it in the ring.
-        this.on_hand_off(w);
+        this.metrics.on_hand_off(&w.rec);
         w.core.lifo_watch.set(None);
         // A current-thread runtime's worker belongs to the thread in `block_on`: it is
         // never handed to a pool thread (the join keeps it and waits, as when no thread

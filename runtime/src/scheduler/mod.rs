@@ -29,8 +29,6 @@ mod join_loom;
 pub(crate) mod lifo;
 #[cfg(all(loom, test))]
 mod lifo_loom;
-#[cfg(not(loom))]
-pub(crate) mod metrics;
 pub(crate) mod park;
 #[cfg(all(loom, test))]
 mod park_loom;

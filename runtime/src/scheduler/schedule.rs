@@ -37,7 +37,8 @@ impl Shared {
         // A requeue after a poll (`is_yield`) is that poll's to record: its `PollEnd`
         // says so, and `poll_end` noted the time. A wake is recorded here.
         if !is_yield {
-            self.on_schedule(worker, task.0.raw());
+            let global = worker.is_none_or(|w| w.transitioning_to_park.load(Relaxed));
+            self.metrics.on_schedule(worker.map(|w| &w.rec), task.0.raw(), global);
         }
         match worker {
             Some(w) => self.schedule_local(w, task, is_yield),
@@ -81,8 +82,8 @@ impl Shared {
     pub(crate) fn push_local_ring(&self, w: &Worker, task: Notified<Arc<Shared>>) {
         match w.queue.push_back_or_overflow(task, &self.inject) {
             Pushed::Local => {}
-            Pushed::Overflowed => self.on_overflow(w, super::queue::HALF as u64 + 1),
-            Pushed::ToGlobal => self.on_overflow(w, 1),
+            Pushed::Overflowed => self.metrics.on_overflow(&w.rec, super::queue::HALF as u64 + 1),
+            Pushed::ToGlobal => self.metrics.on_overflow(&w.rec, 1),
         }
     }
 

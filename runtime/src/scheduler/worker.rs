@@ -103,10 +103,10 @@ use crate::runtime::handle::Shared;
 use crate::task::cellcache::CellCache;
 use crate::task::header::Header;
 use crate::task::notified::Notified;
-use crate::telemetry::events::EventRing;
+use crate::telemetry::metrics::Metrics;
+use crate::telemetry::record::WorkerRecorder;
 use crate::telemetry::{WorkerCounters, WorkerState};
 use std::cell::Cell;
-use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -143,8 +143,9 @@ pub(crate) struct Worker {
     pub(crate) park: ParkState,
     /// Set while the owner parks; `schedule_local` then sends tasks to the global queue.
     pub(crate) transitioning_to_park: AtomicBool,
-    /// This worker's counters, in the runtime's `Metrics` (see [`Worker::counters`]).
-    counters: NonNull<WorkerCounters>,
+    /// This worker's part of telemetry: its counters (in the runtime's `Metrics`), its
+    /// clock reading, its event ring.
+    pub(crate) rec: WorkerRecorder,
     /// Recycled task cells (`task/cellcache.rs`); in its own allocation, away from the
     /// hot fields.
     pub(crate) cache: Box<CellCache>,
@@ -152,41 +153,27 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// `counters`: this worker's, in the runtime's `Metrics`; `stall_check`: see
-    /// `Core::stall_check_ticks`.
-    pub(crate) fn new(index: usize, counters: &WorkerCounters, ns_per_tick_fp: u64, stall_check: u64) -> Worker {
-        let core = Core::new(index, ns_per_tick_fp, stall_check);
+    /// Worker `index` of a runtime counting in `metrics`.
+    pub(crate) fn new(index: usize, metrics: &Metrics) -> Worker {
+        let core = Core::new(index);
         Worker {
             index,
             queue: WorkStealQueue::new(),
             lifo: LifoSlot::new(),
             park: ParkState::new(),
             transitioning_to_park: AtomicBool::new(false),
-            counters: NonNull::from(counters),
+            rec: WorkerRecorder::new(index, metrics),
             cache: Box::new(CellCache::new()),
             core,
         }
     }
 }
 
-// SAFETY: the only field that is not `Send` and `Sync` by itself is the pointer to the
-// worker's counters, which are atomics in the runtime's `Metrics` (see
-// `Worker::counters`): sharing or sending it is sharing a `&WorkerCounters`, which is
-// `Sync`.
-unsafe impl Send for Worker {}
-// SAFETY: as for `Send` above.
-unsafe impl Sync for Worker {}
-
 impl Worker {
     /// This worker's counters (written by its owner, read by anyone).
     #[inline(always)]
     pub(crate) fn counters(&self) -> &WorkerCounters {
-        // SAFETY: the pointer is to this worker's entry of the runtime's `Metrics`, whose
-        // counters live in a boxed slice that never moves; the runtime's `Shared` holds
-        // that `Metrics` for as long as it holds its workers, and a `&Worker` is only
-        // reached through that `Shared`. The counters are atomics, used only through
-        // shared references.
-        unsafe { self.counters.as_ref() }
+        self.rec.counters()
     }
 }
 
@@ -199,22 +186,6 @@ pub(crate) struct Core {
     rng: Cell<FastRand>,
     /// The EWMA of task time and the global-queue interval (`stats`).
     pub(crate) stats: Stats,
-    /// The worker's last clock reading (when the runtime times polls): the next poll's
-    /// start, and the time of records made inside it (see `telemetry::events`).
-    pub(crate) last_ts: Cell<u64>,
-    /// The clock's nanoseconds per tick (32.32 fixed point), for the histograms: a copy
-    /// of `Shared::clock`'s, because `on_poll_outcome` has the worker but no `&Shared`.
-    pub(crate) ns_per_tick_fp: u64,
-    /// A poll at least this long (in clock ticks) is looked at as a possible stall at
-    /// its end (`StallMonitor::end_check_ticks`; `u64::MAX` without a threshold): a copy
-    /// in the worker's own line, for the compare every poll's end makes.
-    pub(crate) stall_check_ticks: u64,
-    /// This worker's event ring (null when the ring is off): one load in `on_poll_start`
-    /// instead of finding it through `Shared::recorder` on every poll. `run_worker` sets
-    /// it from the `Arc`'d `Shared`, which never moves again; taken before `Shared` was
-    /// built, the pointer would be invalidated by the move of the recorder's `Box` into
-    /// it (Miri's Stacked Borrows check reports that).
-    pub(crate) ring: Cell<*const EventRing>,
     /// A task this worker, about to park, saw in another worker's LIFO slot.
     pub(crate) lifo_watch: Cell<Option<LifoWatch>>,
     /// `tick` when this worker last polled the reactor (see `maintain_driver`).
@@ -234,23 +205,15 @@ pub(crate) struct Core {
 // `current_worker`, which checks the thread-local context), including the final drain,
 // which that thread does itself as it exits; never by two threads at once.
 unsafe impl Sync for Core {}
-// SAFETY: the one non-`Send` field is `ring`, a pointer into the same `Shared` that holds
-// this `Core` (or null); moving the `Core` to another thread changes nothing about what it
-// points to.
-unsafe impl Send for Core {}
 
 impl Core {
-    fn new(index: usize, ns_per_tick_fp: u64, stall_check_ticks: u64) -> Core {
+    fn new(index: usize) -> Core {
         Core {
             tick: Cell::new(0),
             lifo_polls: Cell::new(0),
             is_searching: Cell::new(false),
             rng: Cell::new(FastRand::new(FastRand::seed_for(index))),
             stats: Stats::new(),
-            last_ts: Cell::new(0),
-            ns_per_tick_fp,
-            stall_check_ticks,
-            ring: Cell::new(ptr::null()),
             lifo_watch: Cell::new(None),
             last_io_poll: Cell::new(0),
             last_stall_check: Cell::new(0),
@@ -312,7 +275,7 @@ impl Shared {
         this.metrics.stall.enter_thread(index);
         let _stall = StallThread(&this);
         let _help = HelpStackGuard::start(this.stack_size);
-        this.on_worker_start(w);
+        this.metrics.on_worker_start(&w.rec);
         while !this.is_shutdown() {
             match this.run_tick(w) {
                 Some(0) => this.park(w),
@@ -325,7 +288,7 @@ impl Shared {
             }
         }
         this.drain_local(w);
-        this.on_worker_exit(w);
+        this.metrics.on_worker_exit(&w.rec);
     }
 
     /// One budget tick. Returns how many tasks ran, or `None` when a task's blocking join
@@ -356,10 +319,10 @@ impl Shared {
         }
         if ran > 0 {
             core.stats.end_tick(ran, start.elapsed());
-            self.on_interval_changed(w);
+            self.metrics.on_interval_changed(&w.rec, core.stats.ewma_task_ns(), core.stats.interval());
         }
         if ran == BUDGET_PER_TICK {
-            self.on_budget_yield(w);
+            self.metrics.on_budget_yield(&w.rec);
         }
         Some(ran)
     }
@@ -391,7 +354,7 @@ impl Shared {
             let t = unsafe { Notified::from_raw(t) };
             if core.lifo_polls.get() < MAX_LIFO_POLLS_PER_TICK {
                 core.lifo_polls.set(core.lifo_polls.get() + 1);
-                self.on_lifo_hit(w);
+                self.metrics.on_lifo_hit(&w.rec);
                 return Some((t, true));
             }
             self.push_local_ring(w, t);
@@ -415,7 +378,7 @@ impl Shared {
         if len == 0 {
             // An empty queue lifts the backlog cap (`stats`).
             if w.core.stats.global_fetch(0, self.workers.len(), 0) {
-                self.on_interval_changed(w);
+                self.metrics.on_interval_changed(&w.rec, w.core.stats.ewma_task_ns(), w.core.stats.interval());
             }
             return None;
         }
@@ -427,7 +390,7 @@ impl Shared {
         let room = ((crate::scheduler::queue::CAPACITY - w.queue.len()) as usize).max(1);
         let n = (len / self.workers.len()).clamp(MIN_GLOBAL_BATCH, MAX_GLOBAL_BATCH).min(len).min(room);
         if w.core.stats.global_fetch(n, self.workers.len(), len - n) {
-            self.on_interval_changed(w);
+            self.metrics.on_interval_changed(&w.rec, w.core.stats.ewma_task_ns(), w.core.stats.interval());
         }
         let mut first = None;
         // `pop_n` calls this outside the global queue's lock, so an overflow of the ring
@@ -437,7 +400,7 @@ impl Shared {
             Some(_) => self.push_local_ring(w, t),
         });
         if got > 0 {
-            self.on_global_batch(w);
+            self.metrics.on_global_batch(&w.rec);
         }
         // The rest of the batch is in the ring: see "Where a global batch goes".
         if got > 1 && !w.core.is_searching.get() {
@@ -453,7 +416,7 @@ impl Shared {
                 return None;
             }
             core.is_searching.set(true);
-            self.on_state(w, WorkerState::Searching);
+            self.metrics.on_state(&w.rec, WorkerState::Searching);
         }
         let n = self.workers.len();
         if n == 1 {
@@ -468,7 +431,7 @@ impl Shared {
                 continue;
             }
             if let Some((t, count)) = self.workers[victim].queue.steal_into(&w.queue) {
-                self.on_steal(w, victim, count as u64, t.header().id);
+                self.metrics.on_steal(&w.rec, victim, count as u64, t.header().id);
                 return Some(t);
             }
         }
@@ -480,15 +443,15 @@ impl Shared {
         if core.is_searching.get() {
             // Rule 2: the last searcher to find work wakes the next one.
             core.is_searching.set(false);
-            self.on_state(w, WorkerState::Running);
+            self.metrics.on_state(&w.rec, WorkerState::Running);
             if self.idle.transition_worker_from_searching() {
                 self.notify_parked();
             }
         }
         core.tick.set(core.tick.get().wrapping_add(1));
-        self.on_poll(w);
+        self.metrics.on_poll(&w.rec);
         // The poll hooks get the worker from here (`on_poll_start`), not from the thread-local.
-        task.run_on((w as *const Worker).cast());
+        task.run_on((&w.rec as *const WorkerRecorder).cast());
     }
 
     /// For a paused clock's auto-advance: every worker parked, every queue and LIFO slot
@@ -517,7 +480,7 @@ impl Shared {
         if let Some(watch) = core.lifo_watch.take() {
             let v = &self.workers[watch.victim];
             let same = v.lifo.peek().filter(|p| p.as_ptr() as usize == watch.task);
-            if let Some(task) = same.filter(|_| Shared::polls_of(v) == watch.polls) {
+            if let Some(task) = same.filter(|_| v.counters().tasks_polled.get() == watch.polls) {
                 let waited = watch.since.elapsed();
                 if waited < LIFO_STEAL_AFTER {
                     core.lifo_watch.set(Some(watch));
@@ -526,7 +489,7 @@ impl Shared {
                 if let Some(t) = v.lifo.steal(task) {
                     // SAFETY: the slot held a queue reference, now ours.
                     let t = unsafe { Notified::<Arc<Shared>>::from_raw(t) };
-                    self.on_steal(w, watch.victim, 1, t.header().id);
+                    self.metrics.on_steal(&w.rec, watch.victim, 1, t.header().id);
                     return LifoCheck::Stole(t);
                 }
             }
@@ -536,7 +499,7 @@ impl Shared {
             let victim = (w.index + i) % n;
             let v = &self.workers[victim];
             if let Some(task) = v.lifo.peek() {
-                let polls = Shared::polls_of(v);
+                let polls = v.counters().tasks_polled.get();
                 let since = Instant::now();
                 core.lifo_watch.set(Some(LifoWatch { victim, task: task.as_ptr() as usize, polls, since }));
                 return LifoCheck::Watch(LIFO_STEAL_AFTER);
@@ -559,7 +522,7 @@ impl Shared {
         w.transitioning_to_park.store(true, Relaxed);
         let was_searching = core.is_searching.replace(false);
         let last_searcher = self.idle.transition_worker_to_parked(w.index, was_searching);
-        self.on_state(w, WorkerState::Parked);
+        self.metrics.on_state(&w.rec, WorkerState::Parked);
         let recheck = last_searcher || self.idle.num_searching_seqcst() == 0;
         let mut driver = None;
         if !((recheck && self.any_work()) || self.is_shutdown()) {
@@ -574,7 +537,7 @@ impl Shared {
                 None if watching => Some(PARK_TIMEOUT),
                 None => None,
             };
-            self.on_park(w, driver.is_some(), watching, t0);
+            self.metrics.on_park(&w.rec, driver.is_some(), watching, t0);
             let woke = match driver.as_mut() {
                 Some(d) => {
                     self.idle.set_in_reactor(w.index, true);
@@ -624,15 +587,15 @@ impl Shared {
                 // `telemetry::stall`).
                 self.metrics.stall.maybe_sample(&self.metrics, w.index, Instant::now(), self.is_shutdown());
             }
-            self.on_unpark(w, woke == Unparked::Notified);
+            self.metrics.on_unpark(&w.rec, woke == Unparked::Notified);
         }
         w.transitioning_to_park.store(false, Relaxed);
         if self.idle.unpark_self(w.index) {
-            self.on_state(w, WorkerState::Running);
+            self.metrics.on_state(&w.rec, WorkerState::Running);
         } else {
             // A producer claimed us and counted us as a searcher.
             core.is_searching.set(true);
-            self.on_state(w, WorkerState::Searching);
+            self.metrics.on_state(&w.rec, WorkerState::Searching);
         }
         // Out of the parked bitmap: a stall monitor asleep because every worker was parked
         // must watch again (see "Sleeping while every worker sleeps" in

@@ -14,6 +14,7 @@ pub mod events;
 pub(crate) mod groups;
 mod histogram;
 pub(crate) mod metrics;
+pub(crate) mod record;
 mod resources;
 pub(crate) mod samples;
 // The live-task change log serves the console's task stream only.

@@ -489,7 +489,7 @@ impl Sleep {
         let key = self.key.take()?;
         let (waker, cancelled) = self.shared.driver.time.lock().remove(key);
         if cancelled {
-            self.shared.on_timer_cancelled();
+            self.shared.metrics.on_timer_cancelled(self.shared.current_rec());
             waker
         } else {
             drop(waker);
@@ -520,7 +520,7 @@ impl Sleep {
         };
         let Some(key) = key else { return false };
         self.key = Some(key);
-        self.shared.on_timer_armed();
+        self.shared.metrics.on_timer_armed(self.shared.current_rec());
         time.next_deadline.fetch_min(tick, SeqCst);
         if tick < time.reactor_sleep_until.load(SeqCst) {
             self.shared.driver.wake_reactor();

@@ -1,4 +1,4 @@
-//! The scheduler's side of telemetry: one method per event, each writing everything the
+//! The recording methods: one method per event, each writing everything the
 //! event feeds (the counters, the histograms, the event ring, the live-task change log and
 //! the `tracing` event) in one place. Nothing else in the scheduler touches those.
 //!
@@ -6,11 +6,14 @@
 //! On a worker, an event counts in that worker's own counters (`WorkerCounters`): one
 //! writer, so a relaxed load and store, no read-modify-write. Off the workers (a spawn
 //! from `block_on`, a task cancelled by shutdown, a timer armed from a pool thread) it
-//! counts in the runtime's `RemoteCounters` with `fetch_add`. [`Shared::count`] makes
-//! that choice, for every counter an event can bump from either side.
+//! counts in the runtime's `RemoteCounters` with `fetch_add`. [`Metrics::count`] makes
+//! that choice, for every counter an event can bump from either side. The scheduler
+//! passes the worker's own part ([`WorkerRecorder`], `None` off the workers) to each
+//! method; nothing here reads the scheduler's state.
 //!
 //! # Timestamps
-//! When the runtime times polls, each worker keeps its last clock reading (`Core::last_ts`).
+//! When the runtime times polls, each worker keeps its last clock reading
+//! (`WorkerRecorder::last_ts`).
 //! A poll starts where the last reading left off, and records made inside a poll carry it
 //! too (their order is their position in the ring): one clock read per poll, not two.
 //! Events between polls (a steal, a park, an unpark, a driver pass, a global batch whose
@@ -30,59 +33,106 @@
 //! The methods on the hot paths are `#[inline(always)]`: the seam adds no call and no
 //! load to the paths it sits on.
 //!
-//! # Sampled schedule latency
-//! With the event ring on, every task's wake time is in its statistics, and every poll
-//! feeds the schedule-latency histogram. Without it there is nowhere per task to keep a
-//! wake time (a header field would cost every task), so one wake in
-//! [`SCHEDULE_SAMPLE_EVERY`] (counted per thread) is sampled: the waker stores the task's
-//! id and the time in a small table ([`ScheduleSamples`], slot `id % 64`), and marks the
-//! task's state word (`State::set_sampled`) before it queues the task. The poll that
-//! follows sees the mark in the transition to RUNNING it does anyway, so an unsampled
-//! poll pays nothing; a sampled one looks its slot up and records the wait unless another
-//! sampled wake took the slot meanwhile (that sample is dropped).
+//! Without the event ring, one wake in eight feeds the schedule-latency histogram: see
+//! `samples`.
 
-use super::worker::Worker;
-use crate::reactor::Dispatched;
-use crate::runtime::context;
-use crate::runtime::handle::Shared;
+use super::events::{self, Clock, EventKind, EventRing, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
+use super::groups::{self, GroupEvent, GroupId, NO_GROUP};
+use super::metrics::Metrics;
+use super::samples::{SCHEDULE_SAMPLE_EVERY, WAKES};
+use super::stall::slot::Running;
+use super::{Counter, Recorder, RemoteCounters, WorkerCounters, WorkerState};
 use crate::task::header::Header;
 use crate::task::schedule::{Outcome, PollOutcome, PollToken};
-use crate::telemetry::events::{self, Clock, EventKind, EventRing, SCHEDULE_GLOBAL, SCHEDULE_LIFO};
-use crate::telemetry::groups::{self, GroupEvent, GroupId, NO_GROUP};
-use crate::telemetry::samples::{SCHEDULE_SAMPLE_EVERY, WAKES};
-use crate::telemetry::stall::slot::Running;
-use crate::telemetry::{Counter, Recorder, RemoteCounters, WorkerCounters, WorkerState};
+use std::cell::Cell;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-impl Shared {
+/// A worker's own part of telemetry: its index, its counters (in the runtime's
+/// [`Metrics`]), and what only its thread touches: its last clock reading, the clock's
+/// scale and the stall check (copies, in the worker's own line, for the compare and the
+/// multiply every poll's end makes), and its event ring.
+pub(crate) struct WorkerRecorder {
+    pub(crate) index: usize,
+    counters: NonNull<WorkerCounters>,
+    /// The worker's last clock reading (when the runtime times polls): the next poll's
+    /// start, and the time of records made inside it (see `telemetry::events`).
+    pub(crate) last_ts: Cell<u64>,
+    /// The clock's nanoseconds per tick (32.32 fixed point), for the histograms: a copy
+    /// of `Metrics::clock`'s, because `on_poll_outcome` has the worker but no `&Metrics`.
+    pub(crate) ns_per_tick_fp: u64,
+    /// A poll at least this long (in clock ticks) is looked at as a possible stall at
+    /// its end (`StallMonitor::end_check_ticks`; `u64::MAX` without a threshold).
+    pub(crate) stall_check_ticks: u64,
+    /// This worker's event ring (null when the ring is off): one load in `on_poll_start`
+    /// instead of finding it through `Metrics::recorder` on every poll. Set by
+    /// `on_worker_start`, once the runtime is in its `Arc` and the recorder's `Box`
+    /// never moves again (taken before, the pointer would be invalidated by that move;
+    /// Miri's Stacked Borrows check reports it).
+    pub(crate) ring: Cell<*const EventRing>,
+}
+
+// SAFETY: the counters are atomics behind a pointer into the runtime's `Metrics` (see
+// `WorkerRecorder::counters`); the `Cell`s and the ring pointer are touched only by the
+// worker's owning thread (the scheduler reaches a worker's recorder only from that
+// thread, as it does the worker's `Core`), never by two threads at once.
+unsafe impl Sync for WorkerRecorder {}
+// SAFETY: as above; the ring pointer points into the same `Metrics` wherever the
+// recorder is moved.
+unsafe impl Send for WorkerRecorder {}
+
+impl WorkerRecorder {
+    /// Worker `index`'s, with its counters in `metrics`.
+    pub(crate) fn new(index: usize, metrics: &Metrics) -> WorkerRecorder {
+        WorkerRecorder {
+            index,
+            counters: NonNull::from(metrics.worker(index)),
+            last_ts: Cell::new(0),
+            ns_per_tick_fp: metrics.ns_per_tick_fp(),
+            stall_check_ticks: metrics.stall.end_check_ticks(),
+            ring: Cell::new(ptr::null()),
+        }
+    }
+
+    /// This worker's counters (written by its owner, read by anyone).
+    #[inline(always)]
+    pub(crate) fn counters(&self) -> &WorkerCounters {
+        // SAFETY: the pointer is to this worker's entry of the runtime's `Metrics`, whose
+        // counters live in a boxed slice that never moves; the runtime holds that
+        // `Metrics` for as long as it holds its workers (and with them this recorder).
+        // The counters are atomics, used only through shared references.
+        unsafe { self.counters.as_ref() }
+    }
+}
+
+impl Metrics {
     // ---- Clock and ring helpers --------------------------------------------------------
 
     /// A fresh clock reading; on a worker it also becomes the worker's cached one.
     #[inline(always)]
-    fn ts_fresh(&self, clock: &Clock, w: Option<&Worker>) -> u64 {
+    fn ts_fresh(&self, clock: &Clock, w: Option<&WorkerRecorder>) -> u64 {
         let t = clock.raw();
         if let Some(w) = w {
-            w.core.last_ts.set(t);
+            w.last_ts.set(t);
         }
         t
     }
 
     /// The worker's cached reading, or a fresh one off the workers.
     #[inline(always)]
-    fn ts_cached(&self, rec: &Recorder, w: Option<&Worker>) -> u64 {
+    fn ts_cached(&self, rec: &Recorder, w: Option<&WorkerRecorder>) -> u64 {
         match w {
-            Some(w) => w.core.last_ts.get(),
+            Some(w) => w.last_ts.get(),
             None => rec.clock().raw(),
         }
     }
 
     /// Record an event (cached timestamp on a worker; `None`: not a worker) if the ring is on.
     #[inline(always)]
-    fn record_on(&self, w: Option<&Worker>, kind: EventKind, task_id: u64, arg: u64) {
-        if let Some(r) = &self.metrics.recorder {
+    fn record_on(&self, w: Option<&WorkerRecorder>, kind: EventKind, task_id: u64, arg: u64) {
+        if let Some(r) = &self.recorder {
             r.record_at(w.map(|w| w.index), kind, task_id, arg, self.ts_cached(r, w));
         }
     }
@@ -90,10 +140,10 @@ impl Shared {
     /// Record an event between polls on worker `w` with a fresh timestamp. With polls
     /// timed but no ring, just take the fresh reading.
     #[inline(always)]
-    fn record_fresh(&self, w: &Worker, kind: EventKind, task_id: u64, arg: u64) {
-        let Some(clock) = &self.metrics.clock else { return };
+    fn record_fresh(&self, w: &WorkerRecorder, kind: EventKind, task_id: u64, arg: u64) {
+        let Some(clock) = &self.clock else { return };
         let t = self.ts_fresh(clock, Some(w));
-        if let Some(r) = &self.metrics.recorder {
+        if let Some(r) = &self.recorder {
             r.record_at(Some(w.index), kind, task_id, arg, t);
         }
     }
@@ -101,7 +151,7 @@ impl Shared {
     /// Note in the live-task change log that `task` changed (only while a reader
     /// watches: otherwise one relaxed load). The caller holds a reference to the task.
     #[inline(always)]
-    fn mark_changed(&self, r: &Recorder, task: NonNull<Header>, w: Option<&Worker>) {
+    fn mark_changed(&self, r: &Recorder, task: NonNull<Header>, w: Option<&WorkerRecorder>) {
         if r.changes.watching() {
             if let Some(st) = crate::task::stats::stats(task) {
                 r.changes.mark(task, &st.queued, w.map(|w| w.index));
@@ -109,12 +159,15 @@ impl Shared {
         }
     }
 
-    /// Where a spawn or wake from `w` queues the task, as the ring records it.
+    /// Where a spawn or wake queues the task, as the ring records it: the worker's LIFO
+    /// slot, or (`global`: off the workers, or a worker on its way to park) the global
+    /// queue.
     #[inline(always)]
-    fn schedule_target(w: Option<&Worker>) -> u64 {
-        match w {
-            Some(w) if !w.transitioning_to_park.load(Relaxed) => SCHEDULE_LIFO,
-            _ => SCHEDULE_GLOBAL,
+    fn schedule_target(global: bool) -> u64 {
+        if global {
+            SCHEDULE_GLOBAL
+        } else {
+            SCHEDULE_LIFO
         }
     }
 
@@ -122,14 +175,14 @@ impl Shared {
     #[inline(always)]
     fn count(
         &self,
-        w: Option<&Worker>,
+        w: Option<&WorkerRecorder>,
         local: fn(&WorkerCounters) -> &Counter,
         remote: fn(&RemoteCounters) -> &AtomicU64,
     ) {
         match w {
             Some(w) => local(w.counters()).inc(),
             None => {
-                remote(&self.metrics.remote).fetch_add(1, Relaxed);
+                remote(&self.remote).fetch_add(1, Relaxed);
             }
         }
     }
@@ -137,8 +190,8 @@ impl Shared {
     /// Count one event in a task group: in `w`'s own cells, or the runtime's remote ones
     /// off the workers (see `telemetry::groups`).
     #[inline(always)]
-    fn count_in_group(&self, w: Option<&Worker>, group: Option<GroupId>, event: GroupEvent) {
-        if let (Some(r), Some(g)) = (&self.metrics.recorder, group) {
+    fn count_in_group(&self, w: Option<&WorkerRecorder>, group: Option<GroupId>, event: GroupEvent) {
+        if let (Some(r), Some(g)) = (&self.recorder, group) {
             r.groups.count(w.and_then(|w| w.counters().groups.as_deref()), g, event);
         }
     }
@@ -146,8 +199,8 @@ impl Shared {
     /// Take a fresh clock reading on `w` (when polls are timed): what happened since the
     /// last poll (a driver pass, the start of the loop) is not part of the next one.
     #[inline(always)]
-    pub(crate) fn refresh_clock(&self, w: &Worker) {
-        if let Some(c) = &self.metrics.clock {
+    pub(crate) fn refresh_clock(&self, w: &WorkerRecorder) {
+        if let Some(c) = &self.clock {
             self.ts_fresh(c, Some(w));
         }
     }
@@ -156,17 +209,17 @@ impl Shared {
 
     /// The timestamp a spawn records and queues its task with (0 with the ring off).
     #[inline(always)]
-    pub(crate) fn spawn_timestamp(&self, w: Option<&Worker>) -> u64 {
-        self.metrics.recorder.as_ref().map_or(0, |r| self.ts_cached(r, w))
+    pub(crate) fn spawn_timestamp(&self, w: Option<&WorkerRecorder>) -> u64 {
+        self.recorder.as_ref().map_or(0, |r| self.ts_cached(r, w))
     }
 
     /// A task was spawned (`now`: `spawn_timestamp`; `group`: its task group, with task
-    /// statistics).
+    /// statistics; `global`: it goes to the global queue).
     #[inline(always)]
-    pub(crate) fn on_spawn(&self, w: Option<&Worker>, id: u64, now: u64, group: Option<GroupId>) {
-        if let Some(r) = &self.metrics.recorder {
+    pub(crate) fn on_spawn(&self, w: Option<&WorkerRecorder>, id: u64, now: u64, group: Option<GroupId>, global: bool) {
+        if let Some(r) = &self.recorder {
             // One record for the spawn and where it is queued (the reader expands it).
-            let arg = w.is_none() as u64 | (Self::schedule_target(w) << 1);
+            let arg = w.is_none() as u64 | (Self::schedule_target(global) << 1);
             r.record_at(w.map(|w| w.index), EventKind::Spawn, id, arg, now);
         }
         #[cfg(feature = "tracing")]
@@ -178,26 +231,27 @@ impl Shared {
 
     /// `task` changed in a way a reader of the task list should see (bound, released).
     #[inline(always)]
-    pub(crate) fn on_task_changed(&self, task: NonNull<Header>, w: Option<&Worker>) {
-        if let Some(r) = &self.metrics.recorder {
+    pub(crate) fn on_task_changed(&self, task: NonNull<Header>, w: Option<&WorkerRecorder>) {
+        if let Some(r) = &self.recorder {
             self.mark_changed(r, task, w);
         }
     }
 
-    /// A complete task leaves the owned list: a reader of the task list learns it is gone.
+    /// A complete task leaves the owned list (`w`: this thread's worker, if it is one of
+    /// this runtime's): a reader of the task list learns it is gone.
     #[inline(always)]
-    pub(crate) fn on_release(&self, task: NonNull<Header>) {
-        if let Some(r) = &self.metrics.recorder {
-            self.mark_changed(r, task, self.current_worker());
+    pub(crate) fn on_release(&self, task: NonNull<Header>, w: Option<&WorkerRecorder>) {
+        if let Some(r) = &self.recorder {
+            self.mark_changed(r, task, w);
         }
     }
 
     /// A woken task starts waiting in a queue: note when (schedule latency, the task's
     /// scheduled time) and record where.
     #[inline(always)]
-    pub(crate) fn on_schedule(&self, w: Option<&Worker>, task: NonNull<Header>) {
-        if self.metrics.recorder.is_none() {
-            if let Some(clock) = &self.metrics.clock {
+    pub(crate) fn on_schedule(&self, w: Option<&WorkerRecorder>, task: NonNull<Header>, global: bool) {
+        if self.recorder.is_none() {
+            if let Some(clock) = &self.clock {
                 let n = WAKES.with(|c| {
                     let n = c.get().wrapping_add(1);
                     c.set(n);
@@ -207,14 +261,14 @@ impl Shared {
                     // SAFETY: the caller holds a reference to the task.
                     let h = unsafe { task.as_ref() };
                     // A fresh reading: the waker may be far from its last poll.
-                    self.metrics.schedule_samples.put(h.id, clock.raw());
+                    self.schedule_samples.put(h.id, clock.raw());
                     h.state.set_sampled();
                 }
             }
             return;
         }
-        if let Some(r) = &self.metrics.recorder {
-            let target = Self::schedule_target(w);
+        if let Some(r) = &self.recorder {
+            let target = Self::schedule_target(global);
             let now = self.ts_cached(r, w);
             let source = crate::task::wait::wake_source();
             if let Some(st) = crate::task::stats::stats(task) {
@@ -235,8 +289,7 @@ impl Shared {
     /// A task finished (on this thread's worker, if any); `group`: its task group, with
     /// task statistics.
     #[inline(always)]
-    pub(crate) fn on_complete(&self, id: u64, outcome: Outcome, group: Option<GroupId>) {
-        let w = self.current_worker();
+    pub(crate) fn on_complete(&self, w: Option<&WorkerRecorder>, id: u64, outcome: Outcome, group: Option<GroupId>) {
         self.count_in_group(w, group, GroupEvent::Ended(outcome));
         match outcome {
             // Only a poll completes a task, and its `PollEnd` record (outcome ready)
@@ -255,39 +308,39 @@ impl Shared {
 
     // ---- Timers and I/O ----------------------------------------------------------------
 
-    /// A timer was armed.
-    pub(crate) fn on_timer_armed(&self) {
-        self.count(self.current_worker(), |c| &c.timers_armed, |c| &c.timers_armed);
+    /// A timer was armed (`w`: this thread's worker, if it is one of this runtime's).
+    pub(crate) fn on_timer_armed(&self, w: Option<&WorkerRecorder>) {
+        self.count(w, |c| &c.timers_armed, |c| &c.timers_armed);
     }
 
     /// A timer was dropped before it fired.
-    pub(crate) fn on_timer_cancelled(&self) {
-        self.count(self.current_worker(), |c| &c.timers_cancelled, |c| &c.timers_cancelled);
+    pub(crate) fn on_timer_cancelled(&self, w: Option<&WorkerRecorder>) {
+        self.count(w, |c| &c.timers_cancelled, |c| &c.timers_cancelled);
     }
 
     /// A driver pass on `w` delivered I/O events and fired timers.
     #[inline(always)]
-    pub(crate) fn on_dispatched(&self, w: &Worker, d: Dispatched) {
-        if d.io_events > 0 {
-            w.counters().io_events.add(d.io_events);
+    pub(crate) fn on_dispatched(&self, w: &WorkerRecorder, io_events: u64, timers_fired: u64) {
+        if io_events > 0 {
+            w.counters().io_events.add(io_events);
         }
-        if d.timers_fired > 0 {
-            w.counters().timers_fired.add(d.timers_fired);
+        if timers_fired > 0 {
+            w.counters().timers_fired.add(timers_fired);
         }
     }
 
     // ---- The run loop ------------------------------------------------------------------
 
     /// Worker `w` starts its loop on this thread.
-    pub(crate) fn on_worker_start(&self, w: &Worker) {
+    pub(crate) fn on_worker_start(&self, w: &WorkerRecorder) {
         w.counters().set_state(WorkerState::Running);
-        w.core.ring.set(self.metrics.recorder.as_ref().map_or(ptr::null(), |r| r.ring(w.index)));
+        w.ring.set(self.recorder.as_ref().map_or(ptr::null(), |r| r.ring(w.index)));
         self.refresh_clock(w);
     }
 
     /// Worker `w` left its loop for good.
-    pub(crate) fn on_worker_exit(&self, w: &Worker) {
-        if let Some(r) = &self.metrics.recorder {
+    pub(crate) fn on_worker_exit(&self, w: &WorkerRecorder) {
+        if let Some(r) = &self.recorder {
             // The console stopped before the workers were told to exit, so no reader
             // drains this ring any more.
             r.changes.release_ring(w.index);
@@ -296,7 +349,7 @@ impl Shared {
 
     /// Worker `w`'s state changed (running, searching, parked).
     #[inline(always)]
-    pub(crate) fn on_state(&self, w: &Worker, s: WorkerState) {
+    pub(crate) fn on_state(&self, w: &WorkerRecorder, s: WorkerState) {
         w.counters().set_state(s);
     }
 
@@ -305,7 +358,7 @@ impl Shared {
     /// in one poll. The poll's start (the worker's last clock reading, which the poll
     /// hooks take as its start too) and the task go to the worker's stall slot first.
     #[inline(always)]
-    pub(crate) fn on_poll(&self, w: &Worker) {
+    pub(crate) fn on_poll(&self, w: &WorkerRecorder) {
         w.counters().tasks_polled.inc_always();
     }
 
@@ -314,16 +367,16 @@ impl Shared {
     /// While the poller still owns the task, so its name can be read.
     #[cold]
     #[inline(never)]
-    fn on_long_poll(&self, w: &Worker, ptr: NonNull<Header>, r: Running, end: u64) -> Option<Duration> {
+    fn on_long_poll(&self, w: &WorkerRecorder, ptr: NonNull<Header>, r: Running, end: u64) -> Option<Duration> {
         let name = crate::task::stats::stats(ptr).and_then(|st| st.name.as_deref());
-        self.metrics.stall.report(w.index, r, end, name, &w.counters().stalls)
+        self.stall.report(w.index, r, end, name, &w.counters().stalls)
     }
 
     /// A poll of task `task_id` held worker `worker` for `held`, up to clock reading `at`
     /// (recorded by that worker, into its own ring, or by the thread that gave the worker
     /// away in a blocking join).
-    fn on_stall(&self, w: Option<&Worker>, task_id: u64, worker: usize, held: Duration, at: u64) {
-        if let Some(r) = &self.metrics.recorder {
+    fn on_stall(&self, w: Option<&WorkerRecorder>, task_id: u64, worker: usize, held: Duration, at: u64) {
+        if let Some(r) = &self.recorder {
             let us = (held.as_micros() as u64).min(events::STALL_US_MASK);
             r.record_at(
                 w.map(|w| w.index),
@@ -340,10 +393,10 @@ impl Shared {
     /// The poll running on `w` stops holding the worker: a blocking join in it runs
     /// another task inline or gives the worker away. If it was a stall so far, it is
     /// reported now; the next poll starts from this moment, not from the last reading.
-    pub(crate) fn on_poll_interrupted(&self, w: &Worker) {
-        let Some(clock) = &self.metrics.clock else { return };
+    pub(crate) fn on_poll_interrupted(&self, w: &WorkerRecorder) {
+        let Some(clock) = &self.clock else { return };
         let now = self.ts_fresh(clock, Some(w));
-        if let Some((task, held)) = self.metrics.stall.interrupt_poll(w.index, now, &w.counters().stalls) {
+        if let Some((task, held)) = self.stall.interrupt_poll(w.index, now, &w.counters().stalls) {
             self.on_stall(Some(w), task, w.index, held, now);
         }
     }
@@ -351,27 +404,27 @@ impl Shared {
     /// The poll of task `task` that a blocking join interrupted on `w` goes on holding
     /// the worker (the task the join ran inline has returned, or the worker could not
     /// be handed off): from now on, a stretch of its own.
-    pub(crate) fn on_poll_resumed(&self, w: &Worker, task: u64) {
-        let Some(clock) = &self.metrics.clock else { return };
+    pub(crate) fn on_poll_resumed(&self, w: &WorkerRecorder, task: u64) {
+        let Some(clock) = &self.clock else { return };
         let now = self.ts_fresh(clock, Some(w));
-        self.metrics.stall.poll_begins(w.index, task, now);
+        self.stall.poll_begins(w.index, task, now);
     }
 
     /// `w` took a task from its LIFO slot.
     #[inline(always)]
-    pub(crate) fn on_lifo_hit(&self, w: &Worker) {
+    pub(crate) fn on_lifo_hit(&self, w: &WorkerRecorder) {
         w.counters().lifo_hits.inc();
     }
 
     /// A budget tick used its whole budget.
     #[inline(always)]
-    pub(crate) fn on_budget_yield(&self, w: &Worker) {
+    pub(crate) fn on_budget_yield(&self, w: &WorkerRecorder) {
         w.counters().budget_yields.inc();
     }
 
     /// `w`'s ring overflowed: `moved` tasks went to the global queue.
     #[inline(always)]
-    pub(crate) fn on_overflow(&self, w: &Worker, moved: u64) {
+    pub(crate) fn on_overflow(&self, w: &WorkerRecorder, moved: u64) {
         #[cfg(feature = "tracing")]
         tracing::debug!(target: "volt::scheduler", worker = w.index, moved, "overflow");
         w.counters().overflows.inc();
@@ -380,18 +433,18 @@ impl Shared {
 
     /// `w` fetched a non-empty batch from the global queue.
     #[inline(always)]
-    pub(crate) fn on_global_batch(&self, w: &Worker) {
+    pub(crate) fn on_global_batch(&self, w: &WorkerRecorder) {
         w.counters().global_batch_fetches.inc();
         // These tasks were queued by other threads, maybe after this worker's last clock
         // reading, which its next poll's start would carry: read the clock now, so that
         // start never comes before the spawn or wake that queued the task.
-        if let Some(r) = &self.metrics.recorder {
+        if let Some(r) = &self.recorder {
             self.ts_fresh(r.clock(), Some(w));
         }
     }
 
     /// `w` stole `count` tasks from `victim` (`task`: the one it runs first).
-    pub(crate) fn on_steal(&self, w: &Worker, victim: usize, count: u64, task: u64) {
+    pub(crate) fn on_steal(&self, w: &WorkerRecorder, victim: usize, count: u64, task: u64) {
         w.counters().steal_operations.inc();
         w.counters().tasks_stolen.add(count);
         w.counters().histograms.steal_batch.record(count);
@@ -402,7 +455,7 @@ impl Shared {
 
     /// `w` goes to sleep at `since` (`in_reactor`: blocking in the reactor; `watching`:
     /// with the watcher's timeout).
-    pub(crate) fn on_park(&self, w: &Worker, in_reactor: bool, watching: bool, since: Instant) {
+    pub(crate) fn on_park(&self, w: &WorkerRecorder, in_reactor: bool, watching: bool, since: Instant) {
         w.counters().park_started(since);
         self.record_fresh(w, EventKind::Park, 0, in_reactor as u64);
         #[cfg(feature = "tracing")]
@@ -413,7 +466,7 @@ impl Shared {
 
     /// `w` woke (`notified`: by another thread, not a timeout or I/O) from the sleep that
     /// `on_park` began.
-    pub(crate) fn on_unpark(&self, w: &Worker, notified: bool) {
+    pub(crate) fn on_unpark(&self, w: &WorkerRecorder, notified: bool) {
         self.record_fresh(w, EventKind::Unpark, 0, notified as u64);
         #[cfg(feature = "tracing")]
         tracing::trace!(target: "volt::scheduler", worker = w.index, notified, "unpark");
@@ -425,31 +478,22 @@ impl Shared {
     /// Publish `w`'s EWMA and global-queue interval (the scheduler's own values, see
     /// `stats`) to its gauges.
     #[inline(always)]
-    pub(crate) fn on_interval_changed(&self, w: &Worker) {
-        w.counters().ewma_task_ns.store(w.core.stats.ewma_task_ns(), Relaxed);
-        w.counters().global_queue_interval.store(w.core.stats.interval(), Relaxed);
+    pub(crate) fn on_interval_changed(&self, w: &WorkerRecorder, ewma_task_ns: u64, interval: u32) {
+        w.counters().ewma_task_ns.store(ewma_task_ns, Relaxed);
+        w.counters().global_queue_interval.store(interval, Relaxed);
     }
 
     /// A blocking join on `w`'s thread gives the worker away: the joining poll's start
     /// goes out now, so the new owner's records follow it in the ring.
-    pub(crate) fn on_hand_off(&self, w: &Worker) {
-        let ring = w.core.ring.get();
+    pub(crate) fn on_hand_off(&self, w: &WorkerRecorder) {
+        let ring = w.ring.get();
         if !ring.is_null() {
             // SAFETY: this worker's ring (see `Core::ring`); we are its owner.
             unsafe { (*ring).flush_pending_start() };
         }
         // The worker stops waiting in this poll, and this thread stops being its thread.
         self.on_poll_interrupted(w);
-        self.metrics.stall.leave_thread();
-    }
-
-    // ---- Reads ---------------------------------------------------------------------------
-
-    /// `w`'s polls so far (other workers read it to tell a worker stuck in one
-    /// poll: see "Stealing from the LIFO slot" in `worker`).
-    #[inline(always)]
-    pub(crate) fn polls_of(w: &Worker) -> u64 {
-        w.counters().tasks_polled.get()
+        self.stall.leave_thread();
     }
 
     // ---- The poll hooks ----------------------------------------------------------------
@@ -457,25 +501,25 @@ impl Shared {
     /// `Schedule::poll_start`: see "The poll hooks".
     #[inline(always)]
     pub(crate) fn on_poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool) -> PollToken {
-        if self.metrics.clock.is_none() || cx.is_null() {
+        if self.clock.is_none() || cx.is_null() {
             return PollToken::NONE;
         }
-        // SAFETY: only `run_task` passes a context: the polling worker, one of
-        // `self.workers` (a worker's queues hold only its own runtime's tasks), on that
-        // worker's own thread, alive while `self` is.
-        let w = unsafe { &*cx.cast::<Worker>() };
-        let now = w.core.last_ts.get();
+        // SAFETY: only the scheduler's `run_task` passes a context: the recorder of the
+        // polling worker, one of this runtime's (a worker's queues hold only its own
+        // runtime's tasks), on that worker's own thread, alive while the runtime is.
+        let w = unsafe { &*cx.cast::<WorkerRecorder>() };
+        let now = w.last_ts.get();
         // After the transition to running: a task cancelled in its queue never shows as
-        // polled. (A stall threshold always has the clock: see `Shared::new`.)
+        // polled. (A stall threshold always has the clock: see `Metrics::new`.)
         // SAFETY: the poller holds the task (RUNNING).
-        self.metrics.stall.poll_begins(w.index, unsafe { ptr.as_ref() }.id, now);
-        let ring = w.core.ring.get();
+        self.stall.poll_begins(w.index, unsafe { ptr.as_ref() }.id, now);
+        let ring = w.ring.get();
         if !ring.is_null() {
             // Written lazily: see "Lazy poll starts" in `telemetry::events`.
             // SAFETY: `ring` is this worker's ring in the runtime's recorder (see
             // `Core::ring`), alive with `self`; the poller holds the task (RUNNING).
             unsafe { (*ring).set_pending_start(ptr.as_ref().id, now) };
-            if let Some(r) = &self.metrics.recorder {
+            if let Some(r) = &self.recorder {
                 // Running now: a reader of the task list sees a long poll as it happens.
                 self.mark_changed(r, ptr, Some(w));
             }
@@ -485,12 +529,12 @@ impl Shared {
         if sampled {
             // SAFETY: the poller holds the task (RUNNING).
             let id = unsafe { ptr.as_ref() }.id;
-            if let (Some(at), Some(clock)) = (self.metrics.schedule_samples.take(id), &self.metrics.clock) {
-                waited = events::scale_ticks(clock.raw().saturating_sub(at), w.core.ns_per_tick_fp);
+            if let (Some(at), Some(clock)) = (self.schedule_samples.take(id), &self.clock) {
+                waited = events::scale_ticks(clock.raw().saturating_sub(at), w.ns_per_tick_fp);
             }
         }
         PollToken {
-            cx: (w as *const Worker).cast(),
+            cx: (w as *const WorkerRecorder).cast(),
             ring,
             start: now,
             end: now,
@@ -504,27 +548,19 @@ impl Shared {
     /// `Schedule::poll_end`: see "The poll hooks".
     #[inline(always)]
     pub(crate) fn on_poll_end(&self, ptr: NonNull<Header>, token: &mut PollToken) {
-        let Some(clock) = &self.metrics.clock else { return };
+        let Some(clock) = &self.clock else { return };
         if token.cx.is_null() {
-            return;
-        }
-        if !ptr::eq(context::current_worker_ptr(), token.cx.cast()) {
-            // A blocking join in this poll handed the worker to another thread, which owns
-            // its ring and clock cell now: record nothing of this poll there.
-            token.cx = ptr::null();
-            token.ring = ptr::null();
             return;
         }
         let now = clock.raw();
         token.end = now;
-        // SAFETY: `token.cx` is the polling worker (`on_poll_start`), on its own thread.
-        let w = unsafe { &*token.cx.cast::<Worker>() };
+        // SAFETY: `token.cx` is the polling worker's recorder (`on_poll_start`), and the
+        // scheduler checked that this thread still owns that worker.
+        let w = unsafe { &*token.cx.cast::<WorkerRecorder>() };
         // A stall's report is written before the poll stops showing as running (or, for
         // one a reader marked as it ended, right after).
-        let check = w.core.stall_check_ticks;
-        if let Some((r, held)) =
-            self.metrics.stall.poll_ends(w.index, now, check, |r| self.on_long_poll(w, ptr, r, now))
-        {
+        let check = w.stall_check_ticks;
+        if let Some((r, held)) = self.stall.poll_ends(w.index, now, check, |r| self.on_long_poll(w, ptr, r, now)) {
             self.on_stall(Some(w), r.task, w.index, held, now);
         }
         if token.ring.is_null() {
@@ -543,7 +579,7 @@ impl Shared {
         // stores suffice, and `scheduled_at` still holds what it held at the poll's start.
         // SAFETY: the poller holds the task (RUNNING), and with the ring on every
         // task of this runtime has statistics (`spawn_named` gives them to each one
-        // while `self.metrics.recorder` is set, which it is for the runtime's whole life).
+        // while `self.recorder` is set, which it is for the runtime's whole life).
         let st = unsafe { crate::task::stats::stats_unchecked(ptr) };
         // Every way into a queue sets `scheduled_at` first (spawn, a wake, or the
         // store below for a requeue), so it is never stale here.
@@ -585,7 +621,7 @@ impl Shared {
         // If the poll ends in a requeue, it was queued now; if it ends idle, the wake
         // that queues it again overwrites this (after it, through the state word).
         st.scheduled_at.store(now, Relaxed);
-        if let Some(r) = &self.metrics.recorder {
+        if let Some(r) = &self.recorder {
             if r.changes.watching() {
                 r.changes.mark(ptr, &st.queued, Some(w.index));
             }
@@ -622,14 +658,14 @@ impl Shared {
         if token.cx.is_null() {
             return;
         }
-        // SAFETY: `on_poll_start` took this from the runtime's workers on a worker thread
-        // (the only threads that poll its tasks), and the worker thread holds an `Arc` to
-        // the runtime for its whole life, so it is alive here even if the task is not.
-        // This is that worker's thread, so its `core` is ours.
-        let w = unsafe { &*token.cx.cast::<Worker>() };
-        w.core.last_ts.set(token.end);
+        // SAFETY: `on_poll_start` took this from a worker of the runtime on that worker's
+        // thread (the only threads that poll its tasks), and the worker thread holds an
+        // `Arc` to the runtime for its whole life, so it is alive here even if the task
+        // is not. This is that worker's thread, so its owner-only fields are ours.
+        let w = unsafe { &*token.cx.cast::<WorkerRecorder>() };
+        w.last_ts.set(token.end);
         let h = &w.counters().histograms;
-        let fp = w.core.ns_per_tick_fp;
+        let fp = w.ns_per_tick_fp;
         let busy_ns = if !token.ring.is_null() {
             // SAFETY: as above: that worker's ring in the runtime's recorder.
             let ring = unsafe { &*token.ring.cast::<EventRing>() };
