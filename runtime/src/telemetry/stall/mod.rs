@@ -78,19 +78,24 @@
 #[cfg(target_os = "linux")]
 mod capture;
 mod record;
+mod report;
 pub(crate) mod slot;
+mod stack;
 mod symbols;
+mod thread;
+
+pub use report::{MissingStack, StackFrame, Stall};
+pub(crate) use stack::StackBuf;
+use stack::WRITING;
+pub(crate) use thread::start;
 
 use crate::telemetry::clock::Clock;
 use crate::telemetry::metrics::Metrics;
-use crate::telemetry::view::RuntimeView;
 use crate::telemetry::Counter;
 use record::{EndedPoll, EndedRing};
 use slot::{PollSlot, Running};
-use std::fmt;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64};
 use std::time::{Duration, Instant};
 
 /// How many stalls `Telemetry::stalls` returns at most (the newest).
@@ -99,124 +104,8 @@ pub const STALL_HISTORY: usize = 64;
 pub(crate) const MAX_FRAMES: usize = 64;
 /// Frames a walk stores: a report's, plus the signal handler's own above them.
 const WALK_FRAMES: usize = MAX_FRAMES + 32;
-/// How often the monitor's thread samples on its own while the workers sample: the net
-/// under their samples (see "Who samples").
-const NET_PERIOD: Duration = Duration::from_millis(250);
 /// How long a runtime's drop waits for the monitor's thread to leave.
 pub(crate) const EXIT_WAIT: Duration = Duration::from_secs(1);
-/// `StackBuf::poll` while the handler writes the buffer.
-const WRITING: u64 = u64::MAX;
-
-/// A poll that ran past the stall threshold.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stall {
-    /// The worker it held.
-    pub worker: usize,
-    /// The worker's number for this poll (its poll count then): with `worker`, it tells
-    /// one stall from another, and an ongoing stall from its report once it ended.
-    pub poll: u64,
-    /// The task it polled.
-    pub task_id: u64,
-    /// That task's name, when the runtime records tasks (`Builder::event_ring`) and it
-    /// has one (at most 48 bytes of it once the poll has ended).
-    pub task_name: Option<String>,
-    /// How long the poll held the worker: its whole length, measured by the worker as the
-    /// poll ended; for an `ongoing` poll, its length so far.
-    pub duration: Duration,
-    /// The poll is still running (`duration` grows; the stall is reported once more, as
-    /// the same stall, with its true length when it ends).
-    pub ongoing: bool,
-    /// The stack the poll was stuck in, innermost first; empty when none was taken (see
-    /// `missing_stack`). [`Stall::user_frames`] leaves out the plumbing.
-    pub frames: Vec<StackFrame>,
-    /// Why `frames` is empty, when it is.
-    pub missing_stack: Option<MissingStack>,
-    /// How far into the poll its stack was taken.
-    pub stack_taken_after: Option<Duration>,
-}
-
-impl Stall {
-    /// The frames that are not plumbing (the C library, `std`, `core`, `alloc`, this
-    /// runtime): the program's own code first, innermost first.
-    pub fn user_frames(&self) -> impl Iterator<Item = &StackFrame> {
-        self.frames.iter().filter(|f| !f.plumbing)
-    }
-}
-
-/// One frame of a stall's stack.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StackFrame {
-    /// The function, demangled (`my_service::db::query`), or its address when the binary
-    /// has no symbol for it.
-    pub function: String,
-    /// `file:line`, where the binary's debug info says (`debug = "line-tables-only"` in
-    /// the release profile is enough).
-    pub location: Option<String>,
-    /// Machinery rather than the program's own code: frames of the C library, `std`,
-    /// `core`, `alloc`, this runtime or `backtrace`, and frames without a Rust path.
-    /// Views fold these away by default.
-    pub plumbing: bool,
-}
-
-impl fmt::Display for StackFrame {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.function)?;
-        if let Some(l) = &self.location {
-            write!(f, " at {l}")?;
-        }
-        Ok(())
-    }
-}
-
-/// Why a stall has no stack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum MissingStack {
-    /// `Builder::stall_stacks(false)`.
-    Off,
-    /// Stacks are taken only on Linux with glibc 2.35 or later, where walking a stack in
-    /// a signal handler takes no lock.
-    Unsupported,
-    /// The poll ended before its thread took the stack: it was not long past the
-    /// threshold, or the thread got the signal only after it returned.
-    PollEnded,
-    /// The poll is still running and its stack is not taken yet.
-    NotYet,
-}
-
-impl MissingStack {
-    fn code(self) -> u8 {
-        match self {
-            MissingStack::Off => 1,
-            MissingStack::Unsupported => 2,
-            MissingStack::PollEnded => 3,
-            MissingStack::NotYet => 4,
-        }
-    }
-
-    fn from_code(c: u8) -> Option<MissingStack> {
-        Some(match c {
-            1 => MissingStack::Off,
-            2 => MissingStack::Unsupported,
-            3 => MissingStack::PollEnded,
-            4 => MissingStack::NotYet,
-            _ => return None,
-        })
-    }
-}
-
-impl fmt::Display for MissingStack {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            MissingStack::Off => "stacks are off (Builder::stall_stacks(false))",
-            MissingStack::Unsupported => "stacks are taken only on Linux with glibc 2.35 or later",
-            MissingStack::PollEnded => "the poll ended before the stack was taken",
-            MissingStack::NotYet => "the poll is still running; its stack is not taken yet",
-        })
-    }
-}
 
 /// Whether this runtime takes stacks.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -224,47 +113,6 @@ enum Stacks {
     On,
     Off,
     Unsupported,
-}
-
-/// A stuck worker's stack, as its own signal handler took it: written on the worker's
-/// thread only, read by any (a sequence lock on `poll`, which is [`WRITING`] while the
-/// handler writes and the poll's number once done).
-pub(crate) struct StackBuf {
-    poll: AtomicU64,
-    taken_at: AtomicU64,
-    /// The frame the signal interrupted, and the frames stored.
-    from: AtomicUsize,
-    len: AtomicUsize,
-    ips: [AtomicUsize; WALK_FRAMES],
-}
-
-impl StackBuf {
-    fn new() -> StackBuf {
-        StackBuf {
-            poll: AtomicU64::new(0),
-            taken_at: AtomicU64::new(0),
-            from: AtomicUsize::new(0),
-            len: AtomicUsize::new(0),
-            ips: [const { AtomicUsize::new(0) }; WALK_FRAMES],
-        }
-    }
-
-    /// The stack of poll `poll`, if the buffer holds it: its report's addresses (from the
-    /// interrupted frame outwards) and when it was taken.
-    fn read(&self, poll: u64, out: &mut [usize; MAX_FRAMES]) -> Option<(usize, u64)> {
-        if poll == 0 || self.poll.load(Acquire) != poll {
-            return None;
-        }
-        let len = self.len.load(Relaxed).min(WALK_FRAMES);
-        let from = self.from.load(Relaxed).min(len);
-        let n = (len - from).min(MAX_FRAMES);
-        for (o, ip) in out.iter_mut().zip(&self.ips[from..from + n]) {
-            *o = ip.load(Relaxed);
-        }
-        let at = self.taken_at.load(Relaxed);
-        fence(Acquire);
-        (self.poll.load(Relaxed) == poll).then_some((n, at))
-    }
 }
 
 /// One worker, as the stall machinery sees it. `poll` changes with every poll (the
@@ -729,75 +577,6 @@ fn supported() -> bool {
     #[cfg(not(target_os = "linux"))]
     {
         false
-    }
-}
-
-/// Start the monitor's thread for a runtime, if it takes stacks (the thread is there only
-/// to ask for them: see "Who samples"). The thread holds the runtime's `Metrics` and
-/// only a weak reference to the runtime itself, and leaves when the runtime is gone or
-/// shutting down.
-pub(crate) fn start(
-    metrics: &Arc<Metrics>,
-    runtime: Weak<dyn RuntimeView>,
-    name: String,
-) -> std::io::Result<Option<std::thread::JoinHandle<()>>> {
-    let m = &metrics.stall;
-    let Some(threshold) = m.threshold else { return Ok(None) };
-    if m.stacks != Stacks::On {
-        return Ok(None);
-    }
-    #[cfg(target_os = "linux")]
-    capture::install();
-    let metrics_for_thread = Arc::clone(metrics);
-    let t = std::thread::Builder::new().name(name).spawn(move || monitor(metrics_for_thread, runtime, threshold))?;
-    let _ = m.thread.set(t.thread().clone());
-    // The workers sample from now on.
-    m.next_sample.store(0, Release);
-    Ok(Some(t))
-}
-
-fn monitor(metrics: Arc<Metrics>, weak: Weak<dyn RuntimeView>, threshold: Duration) {
-    let fast = threshold / 2;
-    let net = NET_PERIOD.max(threshold);
-    let mut first = true;
-    let m = &metrics.stall;
-    // When it last woke from sleeping with no timeout (see "Sleeping while every worker
-    // sleeps"): it sleeps that way at most once a net period.
-    let mut woke_from_sleep: Option<Instant> = None;
-    loop {
-        let Some(runtime) = weak.upgrade() else { return };
-        if runtime.is_shutdown() {
-            return;
-        }
-        if std::mem::take(&mut first) {
-            // Before any sleep below: a worker that wakes it must find its handle.
-            let _ = m.thread.get_or_init(std::thread::current);
-        }
-        m.sample(&metrics, None, runtime.is_shutdown());
-        let last = m.worker_sampled.load(Relaxed);
-        let since_epoch = m.epoch.elapsed().as_nanos() as u64;
-        let workers_sampling = last != 0 && since_epoch.saturating_sub(last - 1) < threshold.as_nanos() as u64;
-        let all_parked = runtime.all_parked();
-        if all_parked && woke_from_sleep.is_none_or(|t| t.elapsed() >= net) {
-            m.sleeping.store(true, SeqCst);
-            if runtime.all_parked() {
-                drop(runtime);
-                std::thread::park();
-                woke_from_sleep = Some(Instant::now());
-                continue;
-            }
-            m.sleeping.store(false, SeqCst);
-        }
-        // While the workers sample, this is only the net; while none does, it samples
-        // every half threshold. Every worker parked: nothing to sample until it may
-        // sleep again.
-        let period = match woke_from_sleep {
-            Some(t) if all_parked => net.saturating_sub(t.elapsed()).max(fast),
-            _ if workers_sampling => net,
-            _ => fast,
-        };
-        drop(runtime);
-        std::thread::park_timeout(period);
     }
 }
 
