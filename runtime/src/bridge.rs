@@ -83,7 +83,7 @@ pub const BRIDGE_WAIT: &str = "tokio (bridge)";
 const SHUT_DOWN: &str = "volt::bridge: the Volt runtime has shut down, and its Tokio bridge with it";
 
 /// One Volt runtime's bridge: its configuration and, once started, its Tokio runtime.
-/// Lives in the runtime's `Shared`, so every `Handle` and `Telemetry` reaches it.
+/// Lives in the scheduler's `Handle`, so every runtime `Handle` reaches it.
 pub(crate) struct Bridge {
     /// The Tokio handle, set once when the runtime starts: every poll of a [`WithTokio`]
     /// reads it without a lock.

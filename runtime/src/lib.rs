@@ -143,7 +143,7 @@ where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    match runtime::handle::spawn_current(future, std::panic::Location::caller()) {
+    match scheduler::handle::spawn_current(future, std::panic::Location::caller()) {
         Some(h) => h,
         None => panic!(
             "volt::spawn called outside a Volt runtime: call it from a task or inside `Runtime::block_on`, \

@@ -29,7 +29,7 @@
 //! `on_thread_stop` hook just before it exits (see [`ThreadHooks`]), outside the pool's
 //! lock; the workers run the same hooks.
 
-use crate::runtime::handle::Shared;
+use crate::scheduler::handle::Handle;
 use crate::task::header::Header;
 use crate::task::id::next_task_id;
 use crate::task::join::JoinHandle;
@@ -59,7 +59,7 @@ pub(crate) struct Pool {
     stack_size: usize,
     hooks: ThreadHooks,
     /// The runtime, so `volt::spawn` and `Handle::current` work on pool threads.
-    runtime: Weak<Shared>,
+    runtime: Weak<Handle>,
     /// Gauges for telemetry, written under the lock.
     pub(crate) num_threads_gauge: AtomicU64,
     pub(crate) queue_depth_gauge: AtomicU64,
@@ -166,7 +166,7 @@ impl<F: FnOnce() -> R, R> Future for BlockingTask<F> {
 }
 
 impl Pool {
-    pub(crate) fn new(config: PoolConfig, runtime: Weak<Shared>) -> Pool {
+    pub(crate) fn new(config: PoolConfig, runtime: Weak<Handle>) -> Pool {
         Pool {
             state: Mutex::new(PoolState {
                 queue: VecDeque::new(),

@@ -47,7 +47,7 @@ pub use io::Io;
 pub use rt::{Executor, Timer};
 pub use serve::{serve, Serve, ServeBody, ServeService, WithGracefulShutdown};
 
-use crate::runtime::handle::Shared;
+use crate::scheduler::handle::Handle;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,17 +68,17 @@ fn deadline_after(d: Duration) -> Instant {
 }
 
 #[track_caller]
-fn spawn_named<F>(shared: &Arc<Shared>, name: &'static str, future: F) -> crate::JoinHandle<F::Output>
+fn spawn_named<F>(shared: &Arc<Handle>, name: &'static str, future: F) -> crate::JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     // A name is only kept while the runtime records events: don't allocate one otherwise.
     let name = shared.metrics.recorder.is_some().then(|| name.to_owned());
-    Shared::spawn_named(shared, future, name, std::panic::Location::caller())
+    Handle::spawn_named(shared, future, name, std::panic::Location::caller())
 }
 
-fn current_shared(what: &str) -> Arc<Shared> {
+fn current_shared(what: &str) -> Arc<Handle> {
     crate::runtime::context::current_handle().unwrap_or_else(|| {
         panic!("volt::hyper::{what} used outside a Volt runtime: create it inside one, or pass a `Handle`")
     })

@@ -1,8 +1,8 @@
 //! hyper's runtime traits on Volt: [`Executor`] and [`Timer`].
 
 use super::{current_shared, deadline_after, spawn_named, EXECUTOR_TASK_NAME};
-use crate::runtime::handle::Shared;
 use crate::runtime::Handle;
+use crate::scheduler::handle::Handle as Scheduler;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -75,7 +75,7 @@ impl Timer {
         Timer { handle: Some(handle) }
     }
 
-    fn shared(&self) -> Arc<Shared> {
+    fn shared(&self) -> Arc<Scheduler> {
         match &self.handle {
             Some(h) => Arc::clone(&h.shared),
             None => current_shared("Timer"),

@@ -42,7 +42,7 @@
 //! At shutdown every source is marked `SHUTDOWN` and woken: later operations on it fail
 //! with an error instead of waiting forever.
 
-use crate::runtime::handle::Shared;
+use crate::scheduler::handle::Handle;
 use crate::task::wait;
 use crate::time::TimeDriver;
 use std::io;
@@ -361,7 +361,7 @@ fn shutdown_error() -> io::Error {
 
 /// A source's registration with its runtime's reactor.
 pub(crate) struct Registration {
-    shared: Arc<Shared>,
+    shared: Arc<Handle>,
     io: Arc<ScheduledIo>,
     token: usize,
     /// What a task waiting on this source waits on (`task::wait`), set by the socket.

@@ -1,8 +1,8 @@
 //! [`Builder`]: a runtime's configuration, and `build`, which starts it.
 
 use super::context;
-use super::handle::Shared;
 use super::{Handle, Runtime, RuntimeFlavor};
+use crate::scheduler::handle::Handle as Scheduler;
 use crate::scheduler::idle::MAX_WORKERS;
 use std::io;
 use std::sync::Arc;
@@ -379,7 +379,7 @@ impl Builder {
                 format!("volt: event_ring({cap}) is more than the most, {MAX_EVENT_RING} events per worker"),
             ));
         }
-        let shared = Shared::new(
+        let shared = Scheduler::new(
             n,
             crate::blocking::PoolConfig {
                 max_threads: self.max_blocking_threads,
@@ -441,7 +441,7 @@ impl Builder {
             let spawned = std::thread::Builder::new().name(name).stack_size(self.thread_stack_size).spawn(move || {
                 // The hooks run in the runtime's context, outside any scheduler lock.
                 let _enter = context::enter(&shared);
-                hooks.run_thread(|| Shared::run_worker(Arc::clone(&shared), index));
+                hooks.run_thread(|| Scheduler::run_worker(Arc::clone(&shared), index));
             });
             match spawned {
                 Ok(t) => {
@@ -491,7 +491,7 @@ pub const MAX_EVENT_RING: usize = 1 << 24;
 
 /// Worker threads `build` has not started: counted as exited when dropped.
 struct Unstarted {
-    shared: Arc<Shared>,
+    shared: Arc<Scheduler>,
     left: usize,
 }
 

@@ -14,7 +14,7 @@
 //! thread clears the worker here first (`hand_off_worker`), so `owns` tells the old thread
 //! to let go.
 
-use super::handle::Shared;
+use crate::scheduler::handle::Handle;
 use crate::scheduler::worker::Worker;
 use std::cell::Cell;
 use std::mem::ManuallyDrop;
@@ -25,7 +25,7 @@ use std::task::{Wake, Waker};
 /// What this thread serves.
 #[derive(Clone, Copy)]
 pub(crate) struct Ctx {
-    shared: *const Shared,
+    shared: *const Handle,
     /// This thread's worker of `shared` (null: not a worker).
     worker: *const Worker,
 }
@@ -46,12 +46,12 @@ impl Drop for EnterGuard {
 }
 
 /// Make `shared` the current runtime of this (non-worker) thread, for `volt::spawn`.
-pub(crate) fn enter(shared: &Arc<Shared>) -> EnterGuard {
+pub(crate) fn enter(shared: &Arc<Handle>) -> EnterGuard {
     EnterGuard(CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(shared), worker: NO_WORKER })))
 }
 
 /// Make this thread worker `w` of `shared` (its loop's owner) until the guard drops.
-pub(crate) fn enter_worker(shared: &Arc<Shared>, w: &Worker) -> EnterGuard {
+pub(crate) fn enter_worker(shared: &Arc<Handle>, w: &Worker) -> EnterGuard {
     EnterGuard(CONTEXT.with(|c| c.replace(Ctx { shared: Arc::as_ptr(shared), worker: w })))
 }
 
@@ -59,12 +59,12 @@ pub(crate) fn enter_worker(shared: &Arc<Shared>, w: &Worker) -> EnterGuard {
 /// thread of `shared`. Dropping the guard takes the worker back (the hand-off failed);
 /// forgetting it keeps the change (the enclosing `enter_worker` guard restores the
 /// context when the thread leaves the loop).
-pub(crate) fn hand_off_worker(shared: &Arc<Shared>) -> EnterGuard {
+pub(crate) fn hand_off_worker(shared: &Arc<Handle>) -> EnterGuard {
     enter(shared)
 }
 
 /// The runtime this thread is in, if any (borrowed: the caller must not outlive it).
-pub(crate) fn current_shared() -> Option<ManuallyDrop<Arc<Shared>>> {
+pub(crate) fn current_shared() -> Option<ManuallyDrop<Arc<Handle>>> {
     let ctx = CONTEXT.with(|c| c.get());
     if ctx.shared.is_null() {
         return None;
@@ -76,7 +76,7 @@ pub(crate) fn current_shared() -> Option<ManuallyDrop<Arc<Shared>>> {
 }
 
 /// A clone of the current runtime's `Arc`, if any.
-pub(crate) fn current_handle() -> Option<Arc<Shared>> {
+pub(crate) fn current_handle() -> Option<Arc<Handle>> {
     current_shared().map(|s| Arc::clone(&s))
 }
 
@@ -97,7 +97,7 @@ pub(crate) fn on_worker_thread() -> bool {
     !current_worker_ptr().is_null()
 }
 
-impl Shared {
+impl Handle {
     /// This thread's worker's part of telemetry, if the thread is one of our workers.
     #[inline(always)]
     pub(crate) fn current_rec(&self) -> Option<&crate::telemetry::record::WorkerRecorder> {

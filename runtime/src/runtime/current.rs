@@ -4,7 +4,7 @@
 //! while some thread is inside `block_on` (as with Tokio's current-thread runtime).
 //!
 //! # Who has the worker
-//! `Shared::core` says who has worker 0: nobody (`CORE_FREE`), a thread inside `block_on`
+//! `Handle::core` says who has worker 0: nobody (`CORE_FREE`), a thread inside `block_on`
 //! (`CORE_HELD`), or nobody ever again (`CORE_EXITED`: the runtime shut down and the
 //! worker's exit was counted). The first `block_on` to claim it (a compare-exchange from
 //! free to held) becomes worker 0 for as long as its future runs: it enters the worker's
@@ -38,7 +38,7 @@
 //! another thread: it keeps it, running the target inline when it can, else waiting.
 
 use super::context;
-use super::handle::Shared;
+use crate::scheduler::handle::Handle;
 use crate::task::coop::Budget;
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -68,7 +68,7 @@ struct MainWaker {
     woken: AtomicBool,
     thread: std::thread::Thread,
     /// Weak: the waker may be kept in the runtime's own timer wheel or reactor.
-    shared: Weak<Shared>,
+    shared: Weak<Handle>,
 }
 
 impl Wake for MainWaker {
@@ -85,7 +85,7 @@ impl Wake for MainWaker {
 }
 
 /// `block_on` on a current-thread runtime (see the module doc).
-pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output {
+pub(crate) fn block_on<F: Future>(shared: &Arc<Handle>, future: F) -> F::Output {
     // Entered first, so the future is dropped (also when its poll panics) inside the
     // runtime's context.
     let _enter = context::enter(shared);
@@ -121,13 +121,13 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Shared>, future: F) -> F::Output 
 /// Run worker 0 on this thread, polling `future` whenever it is woken, until it is ready
 /// (`Some`) or the runtime shuts down (`None`).
 fn drive<F: Future>(
-    shared: &Arc<Shared>,
+    shared: &Arc<Handle>,
     main: &MainWaker,
     cx: &mut Context<'_>,
     mut future: Pin<&mut F>,
 ) -> Option<F::Output> {
     /// Gives the worker back on every way out, unwinding too.
-    struct Release<'a>(&'a Arc<Shared>);
+    struct Release<'a>(&'a Arc<Handle>);
     impl Drop for Release<'_> {
         fn drop(&mut self) {
             let shared = self.0;
@@ -191,7 +191,7 @@ fn drive<F: Future>(
 
 /// Count worker 0's exit, if nobody has (the shutdown flag is set and the worker is free):
 /// release its queue entries on this thread and tell `Exits`.
-pub(crate) fn exit_core(shared: &Arc<Shared>) {
+pub(crate) fn exit_core(shared: &Arc<Handle>) {
     if shared.core.compare_exchange(CORE_FREE, CORE_EXITED, SeqCst, SeqCst).is_err() {
         return;
     }
@@ -201,5 +201,5 @@ pub(crate) fn exit_core(shared: &Arc<Shared>) {
         shared.drain_local(w);
         shared.metrics.on_worker_exit(&w.rec);
     }
-    Shared::worker_exited(shared);
+    Handle::worker_exited(shared);
 }

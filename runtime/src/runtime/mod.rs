@@ -42,15 +42,14 @@
 mod builder;
 pub(crate) mod context;
 pub(crate) mod current;
-pub(crate) mod handle;
 mod metrics;
 
 pub use builder::{Builder, DEFAULT_STALL_THRESHOLD, MAX_EVENT_RING};
 pub use metrics::RuntimeMetrics;
 
+use crate::scheduler::handle::Handle as Scheduler;
 use crate::task::join::JoinHandle;
 use crate::telemetry::Telemetry;
-use handle::Shared;
 use std::future::Future;
 use std::io;
 use std::pin::pin;
@@ -179,7 +178,7 @@ impl Runtime {
             self.monitor = None;
             let finish_now = shared.exited.lock().unwrap_or_else(|e| e.into_inner()).shut_down_inside(n);
             if finish_now {
-                Shared::finish_shutdown_here(shared);
+                Scheduler::finish_shutdown_here(shared);
             }
             return;
         }
@@ -188,7 +187,7 @@ impl Runtime {
         drop(wait_until_deadline(&shared.exited_cv, exits, deadline, |exits| exits.count >= n));
         // Cancel first, then join: a thread that handed its worker off inside a blocking
         // join waits for that join's target, which this cancels if nothing else ends it.
-        Shared::close_and_cancel_all(shared);
+        Scheduler::close_and_cancel_all(shared);
         // Pending I/O now fails instead of waiting; then the blocking pool winds down
         // within what is left of the timeout.
         shared.shut_down_driver();
@@ -257,7 +256,7 @@ impl std::fmt::Debug for Runtime {
 /// A cheap, cloneable reference to a runtime: spawn onto it from any thread.
 #[derive(Clone)]
 pub struct Handle {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) shared: Arc<Scheduler>,
 }
 
 impl Handle {
@@ -345,7 +344,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        Shared::spawn(&self.shared, future, std::panic::Location::caller())
+        Scheduler::spawn(&self.shared, future, std::panic::Location::caller())
     }
 
     /// Run a blocking function on this runtime's blocking pool, from any thread. Same as

@@ -26,14 +26,14 @@
 //! them, so none waits behind a long poll of the first.
 
 use super::worker::Worker;
-use crate::runtime::handle::Shared;
+use crate::scheduler::handle::Handle;
 use std::time::{Duration, Instant};
 
 /// Polls a running worker makes between two non-blocking reactor polls of its own. A
 /// worker that runs out of work polls the reactor anyway, blocking, on its way to park.
 pub(crate) const IO_POLL_INTERVAL: u32 = 64;
 
-impl Shared {
+impl Handle {
     /// The non-blocking driver pass, run from the loop so timers and I/O make progress
     /// while every worker stays busy:
     /// at the start of every tick for due timers, and whenever [`IO_POLL_INTERVAL`] polls

@@ -2,7 +2,7 @@
 //!
 //! A runtime dropped (or shut down) on one of its own threads can't wait for its workers:
 //! one of them may be the caller. So it only marks the shutdown as begun here, and the
-//! last worker to leave its loop finishes it (`Shared::finish_shutdown_here`). If every
+//! last worker to leave its loop finishes it (`Handle::finish_shutdown_here`). If every
 //! worker has left already (the caller is a blocking-pool thread, or a thread whose
 //! worker a blocking join handed off), the caller finishes it at once. Both sides decide
 //! under the runtime's `exited` lock, so exactly one thread finishes, and only after

@@ -11,7 +11,7 @@
 //! back to that cache: locally on a worker's own thread, through the cache's remote
 //! stack from any other.
 
-use crate::runtime::handle::Shared;
+use crate::scheduler::handle::Handle;
 use crate::task::cellcache;
 use crate::task::header::Header;
 use crate::task::notified::Notified;
@@ -21,12 +21,12 @@ use crate::telemetry::metrics::Metrics;
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
-/// The owner tag of a cell from the outside cache (`Shared::outside_cells`); workers are
+/// The owner tag of a cell from the outside cache (`Handle::outside_cells`); workers are
 /// tagged with their index plus one, and there are at most 64 of them.
 const OUTSIDE_OWNER: u8 = u8::MAX;
 const _: () = assert!(crate::scheduler::idle::MAX_WORKERS < OUTSIDE_OWNER as usize);
 
-impl Schedule for Arc<Shared> {
+impl Schedule for Arc<Handle> {
     fn schedule(&self, task: Notified<Self>) {
         self.schedule_task(task, false);
     }

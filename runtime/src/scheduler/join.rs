@@ -38,7 +38,7 @@
 
 use super::worker::Worker;
 use crate::runtime::context::{self, owns, thread_waker};
-use crate::runtime::handle::Shared;
+use crate::scheduler::handle::Handle;
 use crate::task::header;
 use crate::task::header::Header;
 use crate::task::join::JoinError;
@@ -112,7 +112,7 @@ pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn 
         let shared = context::current_shared().expect("worker context");
         // SAFETY: a worker's context points at that worker of `shared`, which is alive.
         let w = unsafe { &*worker };
-        Shared::join_on_worker(&shared, w, target, poll_join);
+        Handle::join_on_worker(&shared, w, target, poll_join);
         return header::is_complete(target);
     }
     block_off_worker(target, poll_join, &thread_waker());
@@ -132,7 +132,7 @@ pub(crate) fn hand_off_current_worker() -> bool {
     let shared = context::current_shared().expect("worker context");
     // SAFETY: a worker's context points at that worker of `shared`, which is alive.
     let w = unsafe { &*worker };
-    match Shared::hand_off(&shared, w) {
+    match Handle::hand_off(&shared, w) {
         Ok(()) => true,
         Err(()) => {
             // SAFETY: the task being polled on this thread is alive for its poll.
@@ -182,13 +182,13 @@ fn joiner_is_a_task_shutting_down() -> bool {
     })
 }
 
-impl Shared {
+impl Handle {
     /// `JoinHandle::join` on worker `w`'s own thread: help with the target itself while it
     /// waits in this worker's queues and the stack has room, else hand the worker to
     /// another thread and block. Returns early (with the target maybe not complete) only
     /// on shutdown.
     fn join_on_worker(
-        this: &Arc<Shared>,
+        this: &Arc<Handle>,
         w: &Worker,
         target: NonNull<Header>,
         poll_join: &mut dyn FnMut(&Waker) -> bool,
@@ -231,7 +231,7 @@ impl Shared {
                  the handle instead"
             );
         }
-        match Shared::hand_off(this, w) {
+        match Handle::hand_off(this, w) {
             Ok(()) => block_off_worker(target, poll_join, &waker),
             Err(()) => {
                 // No thread could take the worker: keep it and wait without running
@@ -249,7 +249,7 @@ impl Shared {
 
     /// Take `target` out of this worker's LIFO slot or ring, if it is there; the other
     /// tasks keep their order.
-    fn take_local(&self, w: &Worker, target: NonNull<Header>) -> Option<Notified<Arc<Shared>>> {
+    fn take_local(&self, w: &Worker, target: NonNull<Header>) -> Option<Notified<Arc<Handle>>> {
         if !header::is_scheduled(target) {
             return None;
         }
@@ -283,7 +283,7 @@ impl Shared {
     /// Give worker `w` to a thread of the blocking pool (`Pool::spawn_now`), which runs
     /// its loop from where this thread left it, and make this thread a plain thread of
     /// the runtime. `Err` (and the worker kept) when no thread could be had.
-    fn hand_off(this: &Arc<Shared>, w: &Worker) -> Result<(), ()> {
+    fn hand_off(this: &Arc<Handle>, w: &Worker) -> Result<(), ()> {
         // Still the owner: send the joining poll's start out now, so the new owner's
         // records follow it in the ring.
         this.metrics.on_hand_off(&w.rec);
@@ -316,14 +316,14 @@ impl Shared {
 
 /// A worker handed off by a blocking join, on its way to its new thread.
 struct HandedOff {
-    shared: Option<Arc<Shared>>,
+    shared: Option<Arc<Handle>>,
     index: usize,
 }
 
 impl HandedOff {
     fn run(mut self) {
         let shared = self.shared.take().expect("a hand-off runs once");
-        Shared::run_worker(shared, self.index);
+        Handle::run_worker(shared, self.index);
     }
 
     /// The hand-off did not happen: the closure is dropped unrun, and the worker stays.
@@ -339,7 +339,7 @@ impl Drop for HandedOff {
         // its exit.
         if let Some(shared) = self.shared.take() {
             shared.drain_local(&shared.workers[self.index]);
-            Shared::worker_exited(&shared);
+            Handle::worker_exited(&shared);
         }
     }
 }

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Wake, Waker};
 
 /// A worker's queue and owner-only state, handed from a thread blocked in a join to a
-/// blocking-pool thread (`Shared::hand_off` and `Pool::spawn_now`, reduced to their
+/// blocking-pool thread (`Handle::hand_off` and `Pool::spawn_now`, reduced to their
 /// synchronization).
 struct HandOffModel {
     /// Stands for `Core`: loom reports any access not ordered after the last owner's.

@@ -7,7 +7,7 @@
 //! `join.rs`; what each event counts and records, `metrics.rs`. The queues (`queue.rs`,
 //! `inject.rs`, `lifo.rs`), the idle protocol (`idle.rs`), parking (`park.rs`), the exit
 //! count (`exits.rs`) and the PRNG (`rand.rs`) are the leaves, model-checked under loom.
-//! The runtime's state the scheduler works in is `runtime::handle::Shared`.
+//! The runtime's state the scheduler works in is its `Handle` (`handle`).
 
 // Under loom only its model uses it (the worker is not compiled there).
 #[cfg(not(loom))]
@@ -16,6 +16,8 @@ mod driver;
 pub(crate) mod exits;
 #[cfg(all(loom, test))]
 mod exits_loom;
+#[cfg(not(loom))]
+pub(crate) mod handle;
 #[cfg(not(loom))]
 mod hooks;
 pub(crate) mod idle;

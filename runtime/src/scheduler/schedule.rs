@@ -25,14 +25,14 @@
 
 use super::queue::Pushed;
 use super::worker::Worker;
-use crate::runtime::handle::Shared;
+use crate::scheduler::handle::Handle;
 use crate::task::notified::Notified;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-impl Shared {
+impl Handle {
     /// A wake (`is_yield`: a requeue of the task that was just polled).
-    pub(crate) fn schedule_task(&self, task: Notified<Arc<Shared>>, is_yield: bool) {
+    pub(crate) fn schedule_task(&self, task: Notified<Arc<Handle>>, is_yield: bool) {
         let worker = self.current_worker();
         // A requeue after a poll (`is_yield`) is that poll's to record: its `PollEnd`
         // says so, and `poll_end` noted the time. A wake is recorded here.
@@ -47,7 +47,7 @@ impl Shared {
     }
 
     /// Queue a task on the owning worker's thread: the LIFO slot, or the ring for a yield.
-    pub(crate) fn schedule_local(&self, w: &Worker, task: Notified<Arc<Shared>>, is_yield: bool) {
+    pub(crate) fn schedule_local(&self, w: &Worker, task: Notified<Arc<Handle>>, is_yield: bool) {
         if w.transitioning_to_park.load(Relaxed) {
             return self.schedule_remote(task);
         }
@@ -79,7 +79,7 @@ impl Shared {
     }
 
     /// The back of `w`'s ring; half of it to the global queue when full.
-    pub(crate) fn push_local_ring(&self, w: &Worker, task: Notified<Arc<Shared>>) {
+    pub(crate) fn push_local_ring(&self, w: &Worker, task: Notified<Arc<Handle>>) {
         match w.queue.push_back_or_overflow(task, &self.inject) {
             Pushed::Local => {}
             Pushed::Overflowed => self.metrics.on_overflow(&w.rec, super::queue::HALF as u64 + 1),
@@ -88,7 +88,7 @@ impl Shared {
     }
 
     /// The global queue, and a parked worker woken for it.
-    pub(crate) fn schedule_remote(&self, task: Notified<Arc<Shared>>) {
+    pub(crate) fn schedule_remote(&self, task: Notified<Arc<Handle>>) {
         if let Err(rejected) = self.inject.push(task) {
             // Shutting down: the owned-task list cancels the task; drop the entry.
             drop(rejected);

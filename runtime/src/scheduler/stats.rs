@@ -16,7 +16,7 @@
 //! that finds the queue empty lifts the cap. The interval in use is the smaller of the two.
 //!
 //! These values are the scheduler's: the worker reads them to decide, and only publishes
-//! them to its telemetry gauges (`Shared::on_interval_changed`). Only the owning worker
+//! them to its telemetry gauges (`Handle::on_interval_changed`). Only the owning worker
 //! thread touches them.
 
 use std::cell::Cell;

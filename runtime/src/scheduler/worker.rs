@@ -99,7 +99,7 @@ use super::queue::WorkStealQueue;
 use super::rand::FastRand;
 use super::stats::Stats;
 use crate::runtime::context::{self, owns};
-use crate::runtime::handle::Shared;
+use crate::scheduler::handle::Handle;
 use crate::task::cellcache::CellCache;
 use crate::task::header::Header;
 use crate::task::notified::Notified;
@@ -136,7 +136,7 @@ pub(crate) const LIFO_STEAL_AFTER: Duration = Duration::from_micros(100);
 #[repr(align(128))]
 pub(crate) struct Worker {
     pub(crate) index: usize,
-    pub(crate) queue: WorkStealQueue<Arc<Shared>>,
+    pub(crate) queue: WorkStealQueue<Arc<Handle>>,
     /// The LIFO slot: filled by the owner; emptied by the owner, or by another worker
     /// when the owner is stuck in a poll (see "Stealing from the LIFO slot").
     pub(crate) lifo: LifoSlot<Header>,
@@ -237,33 +237,33 @@ pub(crate) struct LifoWatch {
 /// What `check_stuck_lifo` found.
 enum LifoCheck {
     /// A task taken from a stuck worker's slot.
-    Stole(Notified<Arc<Shared>>),
+    Stole(Notified<Arc<Handle>>),
     /// A task is waiting in another worker's slot: look again after this long.
     Watch(Duration),
     Nothing,
 }
 
-impl Shared {
+impl Handle {
     /// Run worker `index` on this thread until shutdown, or until a blocking join on this
     /// thread hands the worker to another thread (`join`). Worker threads
     /// start here, and so does each replacement a hand-off starts on the blocking pool.
-    pub(crate) fn run_worker(this: Arc<Shared>, index: usize) {
+    pub(crate) fn run_worker(this: Arc<Handle>, index: usize) {
         /// Counts the exit of the worker's owner (on unwinding too, so `shutdown` never
         /// waits for a worker that is gone); not for a thread that handed the worker off.
         struct Exit<'a> {
-            shared: &'a Arc<Shared>,
+            shared: &'a Arc<Handle>,
             owner: bool,
         }
         impl Drop for Exit<'_> {
             fn drop(&mut self) {
                 if self.owner {
-                    Shared::worker_exited(self.shared);
+                    Handle::worker_exited(self.shared);
                 }
             }
         }
         /// The thread's part in the stall machinery (its timer, its signal handler's view
         /// of the worker) ends with the loop, on every way out.
-        struct StallThread<'a>(&'a Shared);
+        struct StallThread<'a>(&'a Handle);
         impl Drop for StallThread<'_> {
             fn drop(&mut self) {
                 self.0.metrics.stall.leave_thread();
@@ -327,7 +327,7 @@ impl Shared {
         Some(ran)
     }
 
-    fn find_work(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
+    fn find_work(&self, w: &Worker) -> Option<Notified<Arc<Handle>>> {
         let core = &w.core;
         // Any source but the LIFO slot ends a run of consecutive LIFO polls.
         let t = self.find_work_inner(w);
@@ -338,7 +338,7 @@ impl Shared {
     }
 
     /// `find_work`, also saying whether the task came from the LIFO slot.
-    fn find_work_inner(&self, w: &Worker) -> Option<(Notified<Arc<Shared>>, bool)> {
+    fn find_work_inner(&self, w: &Worker) -> Option<(Notified<Arc<Handle>>, bool)> {
         let core = &w.core;
         // 1. The periodic global check, when due (see the module doc for why it is here),
         //    or after a yield while the global queue holds work.
@@ -373,7 +373,7 @@ impl Shared {
 
     /// Take `clamp(len / workers, 4, 64)` tasks (fewer if the ring lacks room): one to run,
     /// the rest into the ring.
-    fn fetch_global_batch(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
+    fn fetch_global_batch(&self, w: &Worker) -> Option<Notified<Arc<Handle>>> {
         let len = self.inject.len();
         if len == 0 {
             // An empty queue lifts the backlog cap (`stats`).
@@ -409,7 +409,7 @@ impl Shared {
         first
     }
 
-    fn steal_work(&self, w: &Worker) -> Option<Notified<Arc<Shared>>> {
+    fn steal_work(&self, w: &Worker) -> Option<Notified<Arc<Handle>>> {
         let core = &w.core;
         if !core.is_searching.get() {
             if !self.idle.transition_worker_to_searching() {
@@ -438,7 +438,7 @@ impl Shared {
         None
     }
 
-    pub(super) fn run_task(&self, w: &Worker, task: Notified<Arc<Shared>>) {
+    pub(super) fn run_task(&self, w: &Worker, task: Notified<Arc<Handle>>) {
         let core = &w.core;
         if core.is_searching.get() {
             // Rule 2: the last searcher to find work wakes the next one.
@@ -488,7 +488,7 @@ impl Shared {
                 }
                 if let Some(t) = v.lifo.steal(task) {
                     // SAFETY: the slot held a queue reference, now ours.
-                    let t = unsafe { Notified::<Arc<Shared>>::from_raw(t) };
+                    let t = unsafe { Notified::<Arc<Handle>>::from_raw(t) };
                     self.metrics.on_steal(&w.rec, watch.victim, 1, t.header().id);
                     return LifoCheck::Stole(t);
                 }
@@ -612,7 +612,7 @@ impl Shared {
     pub(crate) fn drain_local(&self, w: &Worker) {
         if let Some(t) = w.lifo.pop() {
             // SAFETY: the slot held a queue reference, now ours.
-            drop(unsafe { Notified::<Arc<Shared>>::from_raw(t) });
+            drop(unsafe { Notified::<Arc<Handle>>::from_raw(t) });
         }
         while let Some(t) = w.queue.pop() {
             drop(t);

@@ -18,7 +18,7 @@
 //! the others find the pipe empty and nothing new.
 
 use crate::reactor::{Direction, Registration};
-use crate::runtime::handle::Shared;
+use crate::scheduler::handle::Handle;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -193,7 +193,7 @@ fn broadcast(all: bool) {
 }
 
 /// A runtime's end of the signal pipe: a duplicate of the reading end, registered with
-/// that runtime's reactor. Shared by the runtime's listeners; the last one to go drops it.
+/// that runtime's reactor. Handle by the runtime's listeners; the last one to go drops it.
 pub(crate) struct RtDriver {
     pipe: mio::net::UnixStream,
     reg: Registration,
@@ -220,14 +220,14 @@ impl Wake for DriverWaker {
     }
 }
 
-/// Each runtime's driver, by the address of its `Shared` (a live driver keeps its runtime
+/// Each runtime's driver, by the address of its `Handle` (a live driver keeps its runtime
 /// alive through its registration, so an address is never reused while its entry lives).
 static DRIVERS: Mutex<Vec<(usize, Weak<RtDriver>)>> = Mutex::new(Vec::new());
 
 impl RtDriver {
     /// The current runtime's driver, made (and armed) if it has none.
     pub(crate) fn current() -> io::Result<Arc<RtDriver>> {
-        let shared: Arc<Shared> = crate::runtime::context::current_handle().ok_or_else(|| {
+        let shared: Arc<Handle> = crate::runtime::context::current_handle().ok_or_else(|| {
             io::Error::other("volt: signals are listened for on a runtime's reactor, so only inside a Volt runtime")
         })?;
         let key = Arc::as_ptr(&shared) as usize;

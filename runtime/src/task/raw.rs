@@ -479,7 +479,7 @@ where
 }
 
 /// If the task's runtime has begun to shut down: cancel the task if nobody polls it, in
-/// the runtime's context (as `Shared::close_and_cancel_all` does); returns whether it had.
+/// the runtime's context (as the scheduler's `Handle::close_and_cancel_all` does); returns whether it had.
 ///
 /// # Safety
 /// The caller holds a reference.

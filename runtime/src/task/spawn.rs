@@ -120,7 +120,7 @@ impl Builder {
     {
         let shared = crate::runtime::context::current_handle()
             .expect("volt::task::Builder::spawn called outside a Volt runtime: use `spawn_on` with a `Handle`");
-        crate::runtime::handle::Shared::spawn_named(&shared, future, self.name, std::panic::Location::caller())
+        crate::scheduler::handle::Handle::spawn_named(&shared, future, self.name, std::panic::Location::caller())
     }
 
     /// Spawn onto the runtime of `handle`, from any thread.
@@ -130,6 +130,6 @@ impl Builder {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::runtime::handle::Shared::spawn_named(&handle.shared, future, self.name, std::panic::Location::caller())
+        crate::scheduler::handle::Handle::spawn_named(&handle.shared, future, self.name, std::panic::Location::caller())
     }
 }

@@ -22,7 +22,7 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
-    /// `clock`: a copy of the runtime's (`Shared::clock`, the same readings), so the
+    /// `clock`: a copy of the runtime's (`Metrics::clock`, the same readings), so the
     /// paths that only run with the ring on take it from the recorder they already hold,
     /// without a second `Option` check.
     pub(crate) fn new(workers: usize, capacity: usize, clock: Clock) -> Recorder {

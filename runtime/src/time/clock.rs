@@ -32,7 +32,7 @@ use std::sync::{Mutex, MutexGuard};
 #[cfg(feature = "test-util")]
 use std::time::Duration;
 
-use crate::runtime::handle::Shared;
+use crate::scheduler::handle::Handle;
 
 /// How many live clocks have ever been paused: while none has, `Instant::now()` reads
 /// std's clock without looking for a runtime.
@@ -68,7 +68,7 @@ pub(crate) fn any_paused() -> bool {
 
 /// Pause `shared`'s clock before its first task runs: where the runtime is built when
 /// `Builder::start_paused(true)` was asked for. Without `test-util` this does nothing.
-pub(crate) fn pause_at_start(shared: &Shared) {
+pub(crate) fn pause_at_start(shared: &Handle) {
     #[cfg(feature = "test-util")]
     {
         let _ = shared.driver.time.pause();
@@ -224,7 +224,7 @@ pub(crate) struct BlockOnPark {
     #[cfg(feature = "test-util")]
     inner: Arc<BlockOnInner>,
     #[cfg(feature = "test-util")]
-    shared: Arc<Shared>,
+    shared: Arc<Handle>,
 }
 
 #[cfg(feature = "test-util")]
@@ -281,7 +281,7 @@ impl std::task::Wake for BlockOnInner {
 
 impl BlockOnPark {
     /// For a `block_on` on `shared`, from the calling thread, which polls at once.
-    pub(crate) fn new(shared: &Arc<Shared>) -> BlockOnPark {
+    pub(crate) fn new(shared: &Arc<Handle>) -> BlockOnPark {
         #[cfg(feature = "test-util")]
         {
             let clock = Arc::clone(&shared.driver.time.clock.inner);

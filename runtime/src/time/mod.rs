@@ -42,7 +42,7 @@ pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
 #[doc(no_inline)]
 pub use std::time::Duration;
 
-use crate::runtime::handle::Shared;
+use crate::scheduler::handle::Handle;
 use crate::task::wait;
 use std::future::Future;
 use std::pin::Pin;
@@ -400,7 +400,7 @@ pub async fn advance(duration: Duration) {
 #[must_use = "futures do nothing unless polled"]
 pub struct Sleep {
     deadline: Instant,
-    shared: Arc<Shared>,
+    shared: Arc<Handle>,
     key: Option<TimerKey>,
     fired: bool,
     /// What a pending poll records as the task's wait (`task::wait`): a sleep, or the
@@ -434,7 +434,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 }
 
 #[track_caller]
-fn current_for(what: &str) -> Arc<Shared> {
+fn current_for(what: &str) -> Arc<Handle> {
     match crate::runtime::context::current_handle() {
         Some(s) => s,
         None => panic!("{what} called outside a Volt runtime: call it from a task or inside `Runtime::block_on`"),
@@ -442,13 +442,13 @@ fn current_for(what: &str) -> Arc<Shared> {
 }
 
 impl Sleep {
-    fn at(shared: Arc<Shared>, deadline: Instant) -> Sleep {
+    fn at(shared: Arc<Handle>, deadline: Instant) -> Sleep {
         Sleep { deadline, shared, key: None, fired: false, kind: wait::W_SLEEP }
     }
 
     /// A sleep on `shared`'s timers, from any thread (hyper's timer: std's `Instant`).
     #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
-    pub(crate) fn new_in(shared: Arc<Shared>, deadline: std::time::Instant) -> Sleep {
+    pub(crate) fn new_in(shared: Arc<Handle>, deadline: std::time::Instant) -> Sleep {
         Sleep::at(shared, Instant::from_std(deadline))
     }
 
@@ -628,7 +628,7 @@ pub struct Timeout<T> {
 }
 
 impl<T> Timeout<T> {
-    fn new(shared: Arc<Shared>, deadline: Instant, value: T) -> Timeout<T> {
+    fn new(shared: Arc<Handle>, deadline: Instant, value: T) -> Timeout<T> {
         let mut sleep = Sleep::at(shared, deadline);
         sleep.kind = wait::W_TIMEOUT;
         Timeout { value, sleep }

@@ -152,13 +152,13 @@ impl WorkerSlot {
     }
 }
 
-/// The runtime's stall machinery (in its `Shared`).
+/// The runtime's stall machinery (in its `Metrics`).
 pub(crate) struct StallMonitor {
     threshold: Option<Duration>,
     /// The threshold in clock ticks (`u64::MAX` without one).
     threshold_ticks: u64,
     stacks: Stacks,
-    /// The runtime's clock (present whenever there is a threshold: see `Shared::new`).
+    /// The runtime's clock (present whenever there is a threshold: see `Metrics::new`).
     clock: Option<Clock>,
     pub(crate) slots: Box<[WorkerSlot]>,
     sleeping: AtomicBool,

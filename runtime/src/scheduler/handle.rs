@@ -15,10 +15,10 @@
 //! global queue otherwise). The runtime's shutdown steps that run on its own threads
 //! (`finish_shutdown_here`) are here too; the order of the steps is in `runtime`'s doc.
 
-use super::context;
 use crate::blocking::{Pool, PoolConfig};
 use crate::padded::CachePadded;
 use crate::reactor::Driver;
+use crate::runtime::context;
 use crate::scheduler::exits::Exits;
 use crate::scheduler::idle::Idle;
 use crate::scheduler::inject::Inject;
@@ -37,7 +37,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// The runtime's state (see the module doc).
-pub(crate) struct Shared {
+pub(crate) struct Handle {
     // The runtime's parts.
     /// The reactor and the timer wheel.
     pub(crate) driver: Driver,
@@ -59,7 +59,7 @@ pub(crate) struct Shared {
     // laid the struct out, so a change elsewhere in it moved the cost of such a spawn by
     // a third (measured with the event ring off).
     pub(crate) workers: Box<[Worker]>,
-    pub(crate) inject: CachePadded<Inject<Arc<Shared>>>,
+    pub(crate) inject: CachePadded<Inject<Arc<Handle>>>,
     pub(crate) idle: CachePadded<Idle>,
     pub(crate) owned: OwnedTasks,
     /// Recycled cells of tasks spawned from threads outside the runtime (the workers'
@@ -79,7 +79,7 @@ pub(crate) struct Shared {
     pub(crate) core: std::sync::atomic::AtomicU8,
 }
 
-impl Shared {
+impl Handle {
     pub(crate) fn new(
         num_workers: usize,
         blocking: PoolConfig,
@@ -87,7 +87,7 @@ impl Shared {
         poll_time_histogram: bool,
         stall: (Option<Duration>, bool),
         current_thread: bool,
-    ) -> std::io::Result<Arc<Shared>> {
+    ) -> std::io::Result<Arc<Handle>> {
         let driver = Driver::new()?;
         let stats = crate::scheduler::stats::Stats::new();
         let metrics = Arc::new(Metrics::new(MetricsConfig {
@@ -100,7 +100,7 @@ impl Shared {
             ewma_task_ns: stats.ewma_task_ns(),
         }));
         let stack_size = blocking.stack_size;
-        Ok(Arc::new_cyclic(|weak| Shared {
+        Ok(Arc::new_cyclic(|weak| Handle {
             driver,
             blocking: Arc::new(Pool::new(blocking, weak.clone())),
             workers: (0..num_workers).map(|index| Worker::new(index, &metrics)).collect(),
@@ -114,7 +114,7 @@ impl Shared {
             exited_cv: Condvar::new(),
             stack_size,
             current_thread,
-            core: std::sync::atomic::AtomicU8::new(super::current::CORE_FREE),
+            core: std::sync::atomic::AtomicU8::new(crate::runtime::current::CORE_FREE),
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))
@@ -128,7 +128,7 @@ impl Shared {
     /// this runtime, the global queue otherwise). `spawned_at`: the caller of the public
     /// spawn function (kept only when recording events).
     pub(crate) fn spawn<F>(
-        this: &Arc<Shared>,
+        this: &Arc<Handle>,
         future: F,
         spawned_at: &'static Location<'static>,
     ) -> JoinHandle<F::Output>
@@ -136,12 +136,12 @@ impl Shared {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        Shared::spawn_named(this, future, None, spawned_at)
+        Handle::spawn_named(this, future, None, spawned_at)
     }
 
     /// `spawn` with an optional name (kept only when recording events).
     pub(crate) fn spawn_named<F>(
-        this: &Arc<Shared>,
+        this: &Arc<Handle>,
         future: F,
         name: Option<String>,
         spawned_at: &'static Location<'static>,
@@ -194,11 +194,11 @@ impl Shared {
 
     /// The owner of a worker left its loop on shutdown. The last one to leave finishes a
     /// shutdown that was started on one of the runtime's own threads.
-    pub(crate) fn worker_exited(this: &Arc<Shared>) {
+    pub(crate) fn worker_exited(this: &Arc<Handle>) {
         let finish = this.exited.lock().unwrap_or_else(|e| e.into_inner()).worker_left(this.workers.len());
         this.exited_cv.notify_all();
         if finish {
-            Shared::finish_shutdown_here(this);
+            Handle::finish_shutdown_here(this);
         }
     }
 
@@ -206,8 +206,8 @@ impl Shared {
     /// itself) once every worker has left its loop: cancel what is left, fail pending
     /// I/O, and stop the blocking pool and the bridge without waiting for their threads,
     /// which exit on their own.
-    pub(crate) fn finish_shutdown_here(this: &Arc<Shared>) {
-        Shared::close_and_cancel_all(this);
+    pub(crate) fn finish_shutdown_here(this: &Arc<Handle>) {
+        Handle::close_and_cancel_all(this);
         this.shut_down_driver();
         this.blocking.shutdown(Some(Duration::ZERO));
         #[cfg(feature = "tokio-bridge")]
@@ -216,11 +216,11 @@ impl Shared {
 
     /// Shutdown, after the workers have left their loops: cancel every task that is left
     /// and release the global queue's entries.
-    pub(crate) fn close_and_cancel_all(this: &Arc<Shared>) {
+    pub(crate) fn close_and_cancel_all(this: &Arc<Handle>) {
         let _enter = context::enter(this);
         this.inject.close();
         this.owned.close_and_pop(|t| {
-            let task = crate::task::notified::Task::<Arc<Shared>>::from_raw(t);
+            let task = crate::task::notified::Task::<Arc<Handle>>::from_raw(t);
             task.shutdown();
         });
         while let Some(t) = this.inject.pop() {
@@ -236,12 +236,12 @@ where
     F::Output: Send + 'static,
 {
     let shared = context::current_shared()?;
-    Some(Shared::spawn(&shared, future, spawned_at))
+    Some(Handle::spawn(&shared, future, spawned_at))
 }
 
-impl crate::telemetry::view::RuntimeView for Shared {
+impl crate::telemetry::view::RuntimeView for Handle {
     fn is_shutdown(&self) -> bool {
-        Shared::is_shutdown(self)
+        Handle::is_shutdown(self)
     }
 
     fn all_parked(&self) -> bool {
