@@ -1,7 +1,7 @@
 //! Timers driven by the runtime, with Tokio's API: [`sleep`], [`sleep_until`],
 //! [`timeout`], [`timeout_at`], [`interval`], [`interval_at`], and the runtime's
-//! [`Instant`]. With the `test-util` feature, a test may stop the clock ([`pause`]),
-//! move it by hand ([`advance`]) and let it run again ([`resume`]); while it is paused
+//! [`Instant`]. With the `test-util` feature, a test may stop the clock (`pause`),
+//! move it by hand (`advance`) and let it run again (`resume`); while it is paused
 //! and the runtime has nothing to do, the time jumps to the next timer (see `clock.rs`).
 //!
 //! Timers live in one hierarchical timing wheel per runtime (`wheel.rs`, 1 ms resolution),
