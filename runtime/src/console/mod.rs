@@ -1,6 +1,19 @@
 //! The console server (cargo feature `console`): the runtime's telemetry over gRPC, as the
 //! `volt.console.v1.Console` service of `volt-console-proto`.
 //!
+//! ```
+//! let rt = volt::runtime::Builder::new()
+//!     .console_bind("127.0.0.1:0") // any free port; the default is 127.0.0.1:6670
+//!     .event_ring(1024) // lets the console list the tasks
+//!     .build()?;
+//! let addr = rt.console_addr().expect("the console is on");
+//! println!("watch this runtime with: volt-console {addr}");
+//! rt.block_on(async {
+//!     // The application.
+//! });
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! # Shape
 //! `Builder::enable_console()` binds the listening socket inside `build()`, so a port in
 //! use or a refused address is an error there, and then starts one thread,
