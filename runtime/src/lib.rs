@@ -83,9 +83,9 @@
 //!
 //! ## Cargo features
 //! Volt takes Tokio's feature names, so an application moving from Tokio keeps its list.
-//! The default build has the scheduler, timers, sockets and `sync`; so `rt`,
-//! `rt-multi-thread`, `time` and `sync` add nothing, and are accepted for Tokio's sake.
-//! * `full`: every feature below up to `process` (not `test-util`).
+//! The scheduler, timers, sockets and `sync` are always built, so `rt`,
+//! `rt-multi-thread`, `time` and `sync` are accepted and add nothing.
+//! * `full`: all of Tokio's features listed here except `test-util`.
 //! * `net`: Volt's sockets also implement Tokio's `AsyncRead`/`AsyncWrite`.
 //! * `macros`: `#[volt::main]`, `#[volt::test]`, and `select!`, `join!`, `try_join!` and
 //!   `pin!` at the crate's root (`task_local!` is always there).
@@ -99,8 +99,9 @@
 //!   starts on `127.0.0.1:6670` (`VOLT_CONSOLE_BIND` moves it, `VOLT_CONSOLE=0` turns it
 //!   off).
 //! * `hyper`: the `hyper` module; `tokio-bridge`: the `bridge` module.
-//! * `tokio-io`: Tokio's I/O traits on Volt's sockets alone (what `net` turns on).
-//! * `tracing`: scheduler events and task spans as `tracing` events.
+//! * `tokio-io`: the same as `net`, under Volt's own name.
+//! * `tracing`: `tracing` events from the scheduler (park, unpark, steal) and a span per
+//!   task.
 //!
 //! ## Moving a Tokio application
 //! Name Volt as `tokio` in Cargo.toml and keep the source as it is: `#[tokio::main]`,
