@@ -8,8 +8,9 @@
 //!   `authorization` metadata every call carries.
 //! - [`backoff`]: the reconnection schedule, 100 ms doubling to 5 s, reset once a stream
 //!   proves healthy.
-//! - [`connect`] and [`watch`]: a channel to the server, the `WatchUpdates` subscription,
-//!   and a watcher thread that reconnects and answers the dashboard's requests.
+//! - [`connect`](mod@connect) and [`watch`]: a channel to the server, the `WatchUpdates`
+//!   subscription, and a watcher thread that reconnects and answers the dashboard's
+//!   requests.
 //! - [`event`]: one event as a log line.
 //!
 //! It speaks the gRPC types of `volt-console-proto` only, so it holds nothing of the

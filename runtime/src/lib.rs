@@ -1,20 +1,122 @@
 //! # Volt: an async runtime you can watch while it runs
 //!
-//! A multi-thread work-stealing scheduler built after the design of Tokio's, whose workers
-//! count what they do in lock-free counters that any thread can read while it runs, and
-//! which can say what every task waits on and which poll holds a worker.
+//! Volt runs async Rust on a multi-thread work-stealing scheduler built after the design
+//! of Tokio's, with Tokio's API: timers, TCP, UDP and Unix sockets, a blocking pool,
+//! locks and channels, files, signals and child processes; hyper, axum and tonic run on
+//! it as they are. Its workers count what they do in lock-free counters that any thread
+//! can read while it runs, and it can say what every task waits on and which poll holds a
+//! worker. `volt-console` shows all of it live in a terminal, and `volt-exporter` serves
+//! it to Prometheus.
 //!
 //! ```
-//! let rt = volt::runtime::Builder::new().worker_threads(2).build().unwrap();
-//! let out = rt.block_on(async {
-//!     let h = volt::spawn(async { 40 + 2 });
-//!     volt::task::yield_now().await;
-//!     h.await.unwrap()
+//! use std::time::Duration;
+//!
+//! let rt = volt::runtime::Builder::new().worker_threads(2).build()?;
+//! let total = rt.block_on(async {
+//!     // Each task runs on the workers; its JoinHandle is a future of its output.
+//!     let tasks: Vec<_> = (1..=10u64)
+//!         .map(|i| volt::spawn(async move {
+//!             volt::time::sleep(Duration::from_millis(i)).await;
+//!             i * i
+//!         }))
+//!         .collect();
+//!     let mut total = 0;
+//!     for t in tasks {
+//!         total += t.await.unwrap();
+//!     }
+//!     total
 //! });
-//! assert_eq!(out, 42);
+//! assert_eq!(total, 385);
+//!
+//! // What the scheduler did, read from any thread without stopping it.
 //! let snap = rt.handle().telemetry().snapshot();
-//! assert!(snap.tasks_spawned >= 1);
+//! assert!(snap.tasks_spawned >= 10);
+//! for w in &snap.workers {
+//!     println!("worker {}: {} polls, {} stolen", w.index, w.tasks_polled, w.tasks_stolen);
+//! }
+//! # Ok::<(), std::io::Error>(())
 //! ```
+//!
+//! ## Modules
+//! * [`runtime`]: `Runtime`, `Builder` and `Handle`: start a runtime, spawn on it, shut
+//!   it down. [`spawn`] and [`Runtime`] are at the crate's root too.
+//! * [`task`]: spawning, `JoinHandle` and `JoinSet`, `spawn_blocking`, `yield_now`,
+//!   task-locals, and naming what a task waits on.
+//! * [`time`]: `sleep`, `timeout` and `interval` on the runtime's timing wheel.
+//! * [`net`]: TCP, UDP and Unix sockets on the runtime's reactor.
+//! * [`io`]: Tokio's I/O traits and utilities (feature `io-util`), and the process's
+//!   standard streams (feature `io-std`).
+//! * [`sync`]: locks, a semaphore, `Notify`, `Barrier`, `OnceCell`, and the `mpsc`,
+//!   `oneshot`, `broadcast` and `watch` channels.
+#![cfg_attr(feature = "fs", doc = " * [`fs`] (feature `fs`): files and directories, on the blocking pool.")]
+#![cfg_attr(not(feature = "fs"), doc = " * `fs` (feature `fs`): files and directories, on the blocking pool.")]
+#![cfg_attr(feature = "process", doc = " * [`process`] (feature `process`): child processes with piped stdio.")]
+#![cfg_attr(not(feature = "process"), doc = " * `process` (feature `process`): child processes with piped stdio.")]
+#![cfg_attr(feature = "signal", doc = " * [`signal`] (feature `signal`): ctrl-c and Unix signals.")]
+#![cfg_attr(not(feature = "signal"), doc = " * `signal` (feature `signal`): ctrl-c and Unix signals.")]
+//! * [`telemetry`]: counters, gauges and histograms, the event ring, live tasks and what
+//!   they wait on, stalls and deadlocks.
+#![cfg_attr(
+    feature = "console",
+    doc = " * [`console`] (feature `console`): the gRPC server that `volt-console` and `volt-exporter` read."
+)]
+#![cfg_attr(
+    not(feature = "console"),
+    doc = " * `console` (feature `console`): the gRPC server that `volt-console` and `volt-exporter` read."
+)]
+#![cfg_attr(
+    feature = "hyper",
+    doc = " * [`hyper`] (feature `hyper`): `serve` for tower services (axum, tonic) and hyper's runtime traits."
+)]
+#![cfg_attr(
+    not(feature = "hyper"),
+    doc = " * `hyper` (feature `hyper`): `serve` for tower services (axum, tonic) and hyper's runtime traits."
+)]
+#![cfg_attr(
+    feature = "tokio-bridge",
+    doc = " * [`bridge`] (feature `tokio-bridge`): a small Tokio runtime for crates that need Tokio's own."
+)]
+#![cfg_attr(
+    not(feature = "tokio-bridge"),
+    doc = " * `bridge` (feature `tokio-bridge`): a small Tokio runtime for crates that need Tokio's own."
+)]
+//!
+//! ## Cargo features
+//! Volt takes Tokio's feature names, so an application moving from Tokio keeps its list.
+//! The scheduler, timers, sockets and `sync` are always built, so `rt`,
+//! `rt-multi-thread`, `time` and `sync` are accepted and add nothing.
+//! * `full`: all of Tokio's features listed here except `test-util`.
+//! * `net`: Volt's sockets also implement Tokio's `AsyncRead`/`AsyncWrite`.
+//! * `macros`: `#[volt::main]`, `#[volt::test]`, and `select!`, `join!`, `try_join!` and
+//!   `pin!` at the crate's root (`task_local!` is always there).
+//! * `io-util`: Tokio's I/O traits and utilities in [`io`]; `io-std`: stdin, stdout and
+//!   stderr.
+//! * `fs`, `process`, `signal`: the modules of those names.
+//! * `test-util`: `time::pause`, `time::advance` and `time::resume`, a clock a test moves.
+//!
+//! And Volt's own:
+//! * `console`: the console server (`Builder::enable_console`), which `#[volt::main]`
+//!   starts on `127.0.0.1:6670` (`VOLT_CONSOLE_BIND` moves it, `VOLT_CONSOLE=0` turns it
+//!   off).
+//! * `hyper`: the `hyper` module; `tokio-bridge`: the `bridge` module.
+//! * `tokio-io`: the same as `net`, under Volt's own name.
+//! * `tracing`: `tracing` events from the scheduler (park, unpark, steal) and a span per
+//!   task.
+//!
+//! ## Moving a Tokio application
+//! Name Volt as `tokio` in Cargo.toml and keep the source as it is: `#[tokio::main]`,
+//! `tokio::spawn`, `tokio::net::TcpListener`, `tokio::sync::mpsc` and the rest of the API
+//! the two share resolve to Volt's.
+//!
+//! ```toml
+//! [dependencies]
+//! tokio = { package = "volt", version = "0.1", features = ["full"] }
+//! ```
+//!
+//! A crate that needs Tokio's own runtime (reqwest, tonic's `Channel`, sqlx) runs its
+//! futures inside `bridge::with_tokio` (feature `tokio-bridge`).
+//!
+//! ## The source
 //!
 //! Where things are (one module per scheduler concept):
 //! * `runtime/`: `Runtime`, `Builder` and `Handle` (`mod.rs`); the runtime's shared state,

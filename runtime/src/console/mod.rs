@@ -1,6 +1,19 @@
 //! The console server (cargo feature `console`): the runtime's telemetry over gRPC, as the
 //! `volt.console.v1.Console` service of `volt-console-proto`.
 //!
+//! ```
+//! let rt = volt::runtime::Builder::new()
+//!     .console_bind("127.0.0.1:0") // any free port; the default is 127.0.0.1:6670
+//!     .event_ring(1024) // lets the console list the tasks
+//!     .build()?;
+//! let addr = rt.console_addr().expect("the console is on");
+//! println!("watch this runtime with: volt-console {addr}");
+//! rt.block_on(async {
+//!     // The application.
+//! });
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! # Shape
 //! `Builder::enable_console()` binds the listening socket inside `build()`, so a port in
 //! use or a refused address is an error there, and then starts one thread,
@@ -24,7 +37,7 @@
 //! # The task list
 //! A runtime may hold a million live tasks, so no message carries all of them. While some
 //! client wants tasks (a stream without `omit_tasks`, or a `GetSnapshot`/`ListTasks`
-//! in the last [`ONE_OFF_KEEP`]), the server keeps an index of them ([`tasks`]), built by
+//! in the last [`ONE_OFF_KEEP`]), the server keeps an index of them (the `tasks` module), built by
 //! one walk and then fed by the runtime's change log: a publish costs O(tasks that
 //! changed). Each stream has a `TaskQuery` (sort, filters, a window); its updates carry
 //! only that window's rows that changed, plus counts. With no such client there is no

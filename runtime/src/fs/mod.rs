@@ -1,5 +1,18 @@
 //! Tokio's `fs`: files and directories, on Volt's blocking pool.
 //!
+//! ```
+//! let rt = volt::Runtime::new()?;
+//! rt.block_on(async {
+//!     let dir = std::env::temp_dir().join(format!("volt-fs-example-{}", std::process::id()));
+//!     volt::fs::create_dir_all(&dir).await?;
+//!     let path = dir.join("hello.txt");
+//!     volt::fs::write(&path, "hello, file").await?;
+//!     assert_eq!(volt::fs::read_to_string(&path).await?, "hello, file");
+//!     volt::fs::remove_dir_all(&dir).await
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! Operating systems offer no readiness-based file I/O, so, as Tokio's does, every call
 //! here runs the matching `std::fs` call on the runtime's blocking pool
 //! ([`spawn_blocking`](crate::task::spawn_blocking)) and awaits it. While a task waits,

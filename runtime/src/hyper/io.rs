@@ -43,7 +43,7 @@ impl<T> Io<T> {
         &mut self.inner
     }
 
-    /// Unwrap. Bytes read ahead by [`serve`]'s protocol sniff and not yet handed to hyper
+    /// Unwrap. Bytes read ahead by [`serve`](super::serve)'s protocol sniff and not yet handed to hyper
     /// are lost; an `Io` made with [`Io::new`] has none.
     pub fn into_inner(self) -> T {
         self.inner

@@ -1,7 +1,29 @@
 //! hyper on Volt (feature `hyper`): the runtime traits hyper 1.x asks of a runtime, an
 //! HTTP server for any tower service, and a connector for hyper-util's client.
 //!
-//! * [`Io`] wraps a Volt [`TcpStream`] (or any futures-io stream) as hyper's
+//! ```
+//! use futures::{AsyncReadExt, AsyncWriteExt};
+//!
+//! let rt = volt::Runtime::new()?;
+//! rt.block_on(async {
+//!     let app = axum::Router::new().route("/", axum::routing::get(|| async { "Hello from Volt" }));
+//!     let listener = volt::net::TcpListener::bind("127.0.0.1:0").await?;
+//!     let addr = listener.local_addr()?;
+//!     volt::spawn(async move { volt::hyper::serve(listener, app).await });
+//!
+//!     // A bare HTTP/1.1 request, to see the whole response.
+//!     let mut conn = volt::net::TcpStream::connect(addr).await?;
+//!     conn.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await?;
+//!     let mut response = String::new();
+//!     conn.read_to_string(&mut response).await?;
+//!     assert!(response.starts_with("HTTP/1.1 200 OK"));
+//!     assert!(response.ends_with("Hello from Volt"));
+//!     Ok::<(), std::io::Error>(())
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! * [`Io`] wraps a Volt [`TcpStream`](crate::net::TcpStream) (or any futures-io stream) as hyper's
 //!   [`Read`](hyper::rt::Read) and [`Write`](hyper::rt::Write). For a `TcpStream` a read
 //!   goes straight into hyper's uninitialized buffer, with no zeroing, and writes are
 //!   vectored (one `writev` for a response's head and body).

@@ -1,5 +1,26 @@
 //! Tokio's I/O traits and utilities, and the process's standard streams.
 //!
+//! ```
+//! # #[cfg(all(feature = "io-util", feature = "io-std"))]
+//! # fn main() -> std::io::Result<()> {
+//! use volt::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+//!
+//! let rt = volt::Runtime::new()?;
+//! rt.block_on(async {
+//!     // Whatever implements `AsyncRead` has the utilities: a socket, a file, a child's
+//!     // output, or here a byte slice.
+//!     let mut lines = BufReader::new(&b"first\nsecond\n"[..]).lines();
+//!     let mut stdout = volt::io::stdout();
+//!     while let Some(line) = lines.next_line().await? {
+//!         stdout.write_all(format!("> {line}\n").as_bytes()).await?;
+//!     }
+//!     stdout.flush().await
+//! })
+//! # }
+//! # #[cfg(not(all(feature = "io-util", feature = "io-std")))]
+//! # fn main() {}
+//! ```
+//!
 //! The traits (`AsyncRead`, `AsyncWrite`, their extension traits) and the utilities that
 //! need no runtime (`BufReader`, `copy`, `duplex`, `split`) are Tokio's own, re-exported
 //! (feature `io-util`): Volt's sockets, files and pipes implement them, so code written

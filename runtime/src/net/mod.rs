@@ -1,5 +1,33 @@
 //! TCP, UDP and Unix sockets on the runtime's reactor.
 //!
+//! ```
+//! use futures::{AsyncReadExt, AsyncWriteExt};
+//! use volt::net::{TcpListener, TcpStream};
+//!
+//! let rt = volt::Runtime::new()?;
+//! rt.block_on(async {
+//!     let listener = TcpListener::bind("127.0.0.1:0").await?; // port 0: any free port
+//!     let addr = listener.local_addr()?;
+//!     let server = volt::spawn(async move {
+//!         let (mut conn, _peer) = listener.accept().await?;
+//!         let mut buf = [0u8; 5];
+//!         conn.read_exact(&mut buf).await?;
+//!         conn.write_all(&buf).await // echo it back
+//!     });
+//!
+//!     let mut client = TcpStream::connect(addr).await?;
+//!     client.write_all(b"hello").await?;
+//!     let mut reply = [0u8; 5];
+//!     client.read_exact(&mut reply).await?;
+//!     assert_eq!(&reply, b"hello");
+//!     server.await.unwrap()
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! The example reads and writes with the `futures` crate's `AsyncReadExt` and
+//! `AsyncWriteExt`; with the `io-util` feature, `volt::io`'s (Tokio's) work the same.
+//!
 //! * [`TcpListener`], [`TcpStream`] and [`UdpSocket`] offer the methods Tokio users reach
 //!   for, under the same names: `accept`/`poll_accept`, `peek`, `readable`/`writable`,
 //!   `ready` with an [`Interest`] (answering a [`Ready`]), `try_read`/`try_write`,

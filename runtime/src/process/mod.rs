@@ -1,5 +1,19 @@
 //! Tokio's `process`: child processes with piped stdio, on Volt's reactor.
 //!
+//! ```
+//! use volt::process::Command;
+//!
+//! let rt = volt::Runtime::new()?;
+//! rt.block_on(async {
+//!     // `output` pipes the child's stdout and stderr, and collects both.
+//!     let out = Command::new("echo").arg("hello").output().await?;
+//!     assert!(out.status.success());
+//!     assert_eq!(out.stdout, b"hello\n");
+//!     Ok::<(), std::io::Error>(())
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! [`Command`] is std's builder with Tokio's async `spawn`/`status`/`output`. A piped
 //! stdin, stdout or stderr is a non-blocking pipe registered with the reactor, so reading
 //! a child's output holds no thread. A child's exit is awaited the same way: on Linux

@@ -1,4 +1,27 @@
-//! `Runtime`, `Builder` and `Handle`: starting, entering and stopping a runtime.
+//! [`Runtime`], [`Builder`] and [`Handle`]: starting, entering and stopping a runtime.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! let rt = volt::runtime::Builder::new_multi_thread()
+//!     .worker_threads(2)
+//!     .thread_name("app-worker")
+//!     .build()?;
+//! // A Handle spawns from any thread, whether it is in the runtime or not.
+//! let handle = rt.handle().clone();
+//! let from_thread = std::thread::spawn(move || handle.spawn(async { 1 })).join().unwrap();
+//! let sum = rt.block_on(async move {
+//!     let here = volt::spawn(async { 2 });
+//!     from_thread.await.unwrap() + here.await.unwrap()
+//! });
+//! assert_eq!(sum, 3);
+//! // Every task still there is dropped and every thread joined, waiting a second at most.
+//! rt.shutdown_timeout(Duration::from_secs(1));
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! [`Builder::new_current_thread`] builds a runtime with no worker threads, whose tasks
+//! run on the thread inside `block_on`.
 //!
 //! # Shutdown
 //! Dropping a `Runtime` (or `shutdown_timeout`) does, in order:

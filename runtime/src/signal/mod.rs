@@ -1,5 +1,20 @@
 //! Tokio's `signal`: [`ctrl_c`] and Unix signals ([`unix::signal`]), on Volt's reactor.
 //!
+//! ```no_run
+//! let rt = volt::Runtime::new()?;
+//! rt.block_on(async {
+//!     let work = volt::spawn(async {
+//!         // The application: a server's accept loop, say.
+//!         std::future::pending::<()>().await
+//!     });
+//!     volt::signal::ctrl_c().await?;
+//!     println!("ctrl-c: shutting down");
+//!     work.abort();
+//!     Ok::<(), std::io::Error>(())
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! A signal's handler is installed once for the process, by its first listener, and does
 //! nothing but count the delivery and write a byte to a socket pair; each runtime with a
 //! listener reads that socket pair through its own reactor and wakes every listener of

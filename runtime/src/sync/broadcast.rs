@@ -11,7 +11,7 @@
 //! take the tail mutex; only a receiver that finds nothing for it (nothing new, lag,
 //! close) does, to learn which and to register its waker. When senders get more than
 //! the capacity ahead of a receiver, its oldest values are overwritten: its next `recv`
-//! returns [`RecvError::Lagged`](error::RecvError::Lagged) with how many it missed,
+//! returns [`RecvError::Lagged`] with how many it missed,
 //! once, and then goes on from the oldest value still kept. Receivers that wait keep
 //! one slot each in a reusable slab; a send takes their wakers under the tail lock it
 //! already holds and wakes them after letting it go.

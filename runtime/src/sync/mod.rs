@@ -2,6 +2,33 @@
 //! the channels `mpsc`, `oneshot`, `broadcast` and `watch`. Each wait names itself in the
 //! console with what it waits for.
 //!
+//! ```
+//! use std::sync::Arc;
+//! use volt::sync::{mpsc, Mutex};
+//!
+//! let rt = volt::Runtime::new()?;
+//! rt.block_on(async {
+//!     let count = Arc::new(Mutex::new(0));
+//!     let (tx, mut rx) = mpsc::channel(16);
+//!     for i in 0..4 {
+//!         let (count, tx) = (count.clone(), tx.clone());
+//!         volt::spawn(async move {
+//!             *count.lock().await += 1;
+//!             tx.send(i).await.unwrap();
+//!         });
+//!     }
+//!     drop(tx); // the channel closes when its last sender is gone
+//!     let mut got = Vec::new();
+//!     while let Some(i) = rx.recv().await {
+//!         got.push(i);
+//!     }
+//!     got.sort();
+//!     assert_eq!(got, [0, 1, 2, 3]);
+//!     assert_eq!(*count.lock().await, 4);
+//! });
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! The locks are built as Tokio builds its own: on one fair semaphore (`batch`), with a
 //! FIFO queue of waiters behind a mutex (`list`) and lock-free uncontended paths (one
 //! compare-and-swap). A waiting task's record names the primitive and the operation, and

@@ -1,4 +1,26 @@
-//! Tasks: the packed state word (`state`), the one-allocation cell and its vtable
+//! Tasks: [`spawn`] a future and await its [`JoinHandle`] (or [`abort`](JoinHandle::abort)
+//! it), run a group of tasks in a [`JoinSet`], run blocking code on the blocking pool with
+//! [`spawn_blocking`], and name what a task waits on with [`WaitingOnExt`].
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! let rt = volt::Runtime::new()?;
+//! rt.block_on(async {
+//!     let answer = volt::task::spawn(async { 6 * 7 });
+//!     // Blocking or CPU-heavy code goes to the blocking pool, off the workers.
+//!     let sum = volt::task::spawn_blocking(|| (1..=100u64).sum::<u64>());
+//!     // An aborted task is dropped; awaiting its handle says it was cancelled.
+//!     let sleeper = volt::spawn(volt::time::sleep(Duration::from_secs(60)));
+//!     sleeper.abort();
+//!     assert_eq!(answer.await.unwrap(), 42);
+//!     assert_eq!(sum.await.unwrap(), 5050);
+//!     assert!(sleeper.await.unwrap_err().is_cancelled());
+//! });
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! Inside: the packed state word (`state`), the one-allocation cell and its vtable
 //! (`raw`), `JoinHandle`/`AbortHandle`/`JoinError` (`join`), `JoinSet` (`join_set`),
 //! `LocalSet` and `spawn_local` (`local`), the owned-task list (`list`), what a task
 //! waits on (`wait`, and naming it: `waiting_on`), and the user-facing helpers `spawn`,

@@ -2,6 +2,35 @@
 //! relaxed atomics (a load and a store, no read-modify-write, no lock, no allocation),
 //! and live gauges read straight from the scheduler's own atomics.
 //!
+//! ```
+//! use std::time::Duration;
+//!
+//! let rt = volt::runtime::Builder::new()
+//!     .worker_threads(2)
+//!     .event_ring(1024) // per-task statistics and the event ring: off by default
+//!     .build()?;
+//! let telemetry = rt.handle().telemetry();
+//! rt.block_on(async {
+//!     let (tx, rx) = volt::sync::oneshot::channel::<u32>();
+//!     let waiter = volt::task::Builder::new().name("waiter").spawn(rx);
+//!     volt::time::sleep(Duration::from_millis(20)).await;
+//!     // Every live task: its name, its polls, and what it waits on (`recv oneshot`).
+//!     for task in telemetry.tasks() {
+//!         let name = task.name.unwrap_or_default();
+//!         let wait = task.waiting_on.map(|w| w.to_string()).unwrap_or_default();
+//!         println!("{name}: {} polls, waiting on {wait}", task.polls);
+//!     }
+//!     tx.send(7).unwrap();
+//!     assert_eq!(waiter.await.unwrap(), Ok(7));
+//! });
+//! // The counters and gauges, read from any thread without stopping a worker.
+//! let snap = telemetry.snapshot();
+//! assert!(snap.tasks_spawned >= 1);
+//! let polls: u64 = snap.workers.iter().map(|w| w.tasks_polled).sum();
+//! println!("{} workers made {polls} polls; {} tasks alive", snap.workers.len(), snap.tasks_alive);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
 //! [`Telemetry::snapshot`] reads everything from any thread without blocking a worker.
 //! Each value is exact on its own; values read at slightly different instants may
 //! disagree a little while the runtime is busy (a "torn" snapshot), and agree when it is

@@ -12,7 +12,7 @@ use std::time::Duration;
 /// A measurement of a monotonically nondecreasing clock, as `std::time::Instant`, read
 /// from the runtime's clock: while a test has paused it (feature `test-util`),
 /// [`Instant::now`] returns the paused time, which moves only by
-/// [`advance`](super::advance) or the runtime's auto-advance.
+/// `volt::time::advance` or the runtime's auto-advance.
 ///
 /// Outside a runtime, or when its clock was never paused, `now` is std's clock.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -1,8 +1,32 @@
 //! Timers driven by the runtime, with Tokio's API: [`sleep`], [`sleep_until`],
 //! [`timeout`], [`timeout_at`], [`interval`], [`interval_at`], and the runtime's
-//! [`Instant`]. With the `test-util` feature, a test may stop the clock ([`pause`]),
-//! move it by hand ([`advance`]) and let it run again ([`resume`]); while it is paused
+//! [`Instant`]. With the `test-util` feature, a test may stop the clock (`pause`),
+//! move it by hand (`advance`) and let it run again (`resume`); while it is paused
 //! and the runtime has nothing to do, the time jumps to the next timer (see `clock.rs`).
+//!
+//! ```
+//! use std::time::Duration;
+//! use volt::time::{interval, sleep, timeout, Instant};
+//!
+//! let rt = volt::Runtime::new()?;
+//! rt.block_on(async {
+//!     let start = Instant::now();
+//!     sleep(Duration::from_millis(20)).await;
+//!     assert!(start.elapsed() >= Duration::from_millis(20)); // never early
+//!
+//!     // `timeout` gives up on a future that takes too long, and drops it.
+//!     let late = timeout(Duration::from_millis(10), sleep(Duration::from_secs(60))).await;
+//!     assert!(late.is_err());
+//!     assert_eq!(timeout(Duration::from_secs(1), async { 7 }).await, Ok(7));
+//!
+//!     // An interval's first tick completes at once, the next ones a period apart.
+//!     let mut every = interval(Duration::from_millis(5));
+//!     for _ in 0..3 {
+//!         every.tick().await;
+//!     }
+//! });
+//! # Ok::<(), std::io::Error>(())
+//! ```
 //!
 //! Timers live in one hierarchical timing wheel per runtime (`wheel.rs`, 1 ms resolution),
 //! under a mutex that is only held for O(1) operations. A `Sleep` is armed on its first
