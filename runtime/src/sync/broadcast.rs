@@ -19,14 +19,12 @@
 //! A receive that waits shows in the console as `recv broadcast`; [`Sender::closed`] as
 //! `closed broadcast`.
 
-use super::mpsc::{wake_all_of, Waiters, WakeList};
+use super::waiters::{wake_all_of, Closed, ClosedState, Waiters, WakeList};
 use crate::loom::{lock, Arc, AtomicUsize, Mutex, MutexGuard};
 use crate::task::coop;
 #[cfg(loom)]
 use loom::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 #[cfg(not(loom))]
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -106,11 +104,6 @@ fn record_recv_wait() {
     crate::task::wait::record_label("recv broadcast");
 }
 
-/// Name the wait of [`Sender::closed`].
-fn record_closed_wait() {
-    crate::task::wait::record_label("closed broadcast");
-}
-
 /// One place of the ring, behind its own read-write lock: receivers clone its value
 /// under the read lock (side by side), a sender writes it under the write lock.
 struct Slot<T> {
@@ -142,6 +135,18 @@ struct Tail {
     waiters: Waiters,
     /// Waiters of `Sender::closed`.
     closed: Waiters,
+}
+
+impl ClosedState for Tail {
+    const CLOSED_LABEL: &'static str = "closed broadcast";
+
+    fn rx_gone(&self) -> bool {
+        self.rx_count == 0
+    }
+
+    fn closed_waiters(&mut self) -> &mut Waiters {
+        &mut self.closed
+    }
 }
 
 impl<T> Shared<T> {
@@ -307,7 +312,7 @@ impl<T> Sender<T> {
 
     /// Wait until no receiver lives.
     pub async fn closed(&self) {
-        ClosedFut { shared: &self.shared, key: None }.await
+        Closed::new(&self.shared.tail).await
     }
 
     /// How many senders the channel has.
@@ -365,40 +370,6 @@ impl<T> Drop for WeakSender<T> {
 impl<T> fmt::Debug for WeakSender<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WeakSender").finish_non_exhaustive()
-    }
-}
-
-struct ClosedFut<'a, T> {
-    shared: &'a Shared<T>,
-    key: Option<usize>,
-}
-
-impl<T> Future for ClosedFut<'_, T> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
-        let mut tail = this.shared.lock();
-        if tail.rx_count == 0 {
-            let old = this.key.take().and_then(|k| tail.closed.remove(k));
-            drop(tail);
-            drop(old);
-            return Poll::Ready(());
-        }
-        let old = tail.closed.register(&mut this.key, cx.waker());
-        drop(tail);
-        drop(old);
-        record_closed_wait();
-        Poll::Pending
-    }
-}
-
-impl<T> Drop for ClosedFut<'_, T> {
-    fn drop(&mut self) {
-        if let Some(k) = self.key {
-            // The waker is dropped after the lock is let go.
-            let _old = self.shared.lock().closed.remove(k);
-        }
     }
 }
 
@@ -528,7 +499,7 @@ impl<T: Clone> Receiver<T> {
     #[cfg(not(loom))]
     #[track_caller]
     pub fn blocking_recv(&mut self) -> Result<T, RecvError> {
-        super::mpsc::block_on("broadcast::Receiver::blocking_recv", self.recv())
+        super::blocking_wait("broadcast::Receiver::blocking_recv", self.recv())
     }
 }
 
@@ -616,7 +587,7 @@ impl<T> fmt::Debug for Receiver<T> {
 #[cfg(all(loom, test))]
 mod loom_tests {
     use super::*;
-    use crate::sync::mpsc::loom_tests::block_on;
+    use crate::sync::loom_support::block_on;
 
     fn recv_all(mut rx: Receiver<std::sync::Arc<u64>>) -> Vec<u64> {
         let mut got = Vec::new();

@@ -22,6 +22,7 @@
 //! a full channel as `send mpsc (full, N)` with N the capacity (`reserve mpsc (full, N)`
 //! for a reservation), and [`Sender::closed`] as `closed mpsc`.
 
+use super::waiters::{wake_all_of, Closed, ClosedState, Waiters, WakeList};
 use crate::loom::{lock, Arc, Mutex, MutexGuard};
 use crate::task::coop;
 use std::collections::VecDeque;
@@ -176,165 +177,6 @@ use error::{SendError, TryRecvError, TrySendError};
 /// The largest buffer a bounded channel takes (as Tokio's).
 const MAX_BUFFER: usize = usize::MAX >> 3;
 
-// ---------------------------------------------------------------------------------------
-// Helpers shared by the channels of `sync`: a slab of waiters and a batch of wakers.
-
-/// Wakers woken together once the lock is let go; a fixed array, so waking many
-/// waiters does not allocate.
-pub(super) struct WakeList {
-    wakers: [Option<Waker>; WakeList::CAP],
-    len: usize,
-}
-
-impl WakeList {
-    pub(super) const CAP: usize = 32;
-
-    pub(super) fn new() -> WakeList {
-        WakeList { wakers: std::array::from_fn(|_| None), len: 0 }
-    }
-
-    pub(super) fn is_full(&self) -> bool {
-        self.len == Self::CAP
-    }
-
-    /// Keep `w` to wake later; the caller checks [`is_full`](Self::is_full) first.
-    pub(super) fn push(&mut self, w: Waker) {
-        debug_assert!(self.len < Self::CAP);
-        self.wakers[self.len] = Some(w);
-        self.len += 1;
-    }
-
-    pub(super) fn wake_all(&mut self) {
-        for w in &mut self.wakers[..self.len] {
-            if let Some(w) = w.take() {
-                w.wake();
-            }
-        }
-        self.len = 0;
-    }
-}
-
-/// One waiter's slot.
-#[derive(Default)]
-struct Slot {
-    waker: Option<Waker>,
-    /// Slots of a bounded channel this waiter needs, and those handed to it so far.
-    need: usize,
-    got: usize,
-}
-
-/// Waiters in reusable slots: a waiter keeps its key from its first `Pending` until it
-/// completes or is dropped, so registering again only swaps the waker.
-#[derive(Default)]
-pub(super) struct Waiters {
-    slots: Vec<Slot>,
-    free: Vec<usize>,
-    /// Slots holding a waker.
-    waiting: usize,
-}
-
-impl Waiters {
-    /// A new waiter with `waker`; returns its key.
-    pub(super) fn insert(&mut self, waker: &Waker) -> usize {
-        self.insert_needing(waker, 0)
-    }
-
-    /// A new waiter with `waker` that needs `need` slots of a bounded channel.
-    fn insert_needing(&mut self, waker: &Waker, need: usize) -> usize {
-        self.waiting += 1;
-        let slot = Slot { waker: Some(waker.clone()), need, got: 0 };
-        match self.free.pop() {
-            Some(k) => {
-                self.slots[k] = slot;
-                k
-            }
-            None => {
-                self.slots.push(slot);
-                self.slots.len() - 1
-            }
-        }
-    }
-
-    /// Store `waker` for waiter `key` (a repeat poll), unless it would wake the same task.
-    /// Returns the waker replaced, for the caller to drop once the lock is let go (a
-    /// waker's drop may run code that uses the channel).
-    #[must_use]
-    pub(super) fn update(&mut self, key: usize, waker: &Waker) -> Option<Waker> {
-        let slot = &mut self.slots[key];
-        match &mut slot.waker {
-            Some(w) if w.will_wake(waker) => None,
-            Some(w) => Some(std::mem::replace(w, waker.clone())),
-            None => {
-                slot.waker = Some(waker.clone());
-                self.waiting += 1;
-                None
-            }
-        }
-    }
-
-    /// Insert or update, as `key` says; returns a waker to drop unlocked.
-    #[must_use]
-    pub(super) fn register(&mut self, key: &mut Option<usize>, waker: &Waker) -> Option<Waker> {
-        match *key {
-            Some(k) => self.update(k, waker),
-            None => {
-                *key = Some(self.insert(waker));
-                None
-            }
-        }
-    }
-
-    /// Free waiter `key`'s slot; returns its waker, to drop unlocked.
-    #[must_use]
-    pub(super) fn remove(&mut self, key: usize) -> Option<Waker> {
-        let slot = std::mem::take(&mut self.slots[key]);
-        if slot.waker.is_some() {
-            self.waiting -= 1;
-        }
-        self.free.push(key);
-        slot.waker
-    }
-
-    /// Take waiter `key`'s waker.
-    fn take(&mut self, key: usize) -> Option<Waker> {
-        let w = self.slots[key].waker.take();
-        if w.is_some() {
-            self.waiting -= 1;
-        }
-        w
-    }
-
-    /// Move wakers into `list` until it is full. Returns whether wakers remain.
-    pub(super) fn drain_into(&mut self, list: &mut WakeList) -> bool {
-        if self.waiting == 0 {
-            return false;
-        }
-        for slot in &mut self.slots {
-            if list.is_full() {
-                return self.waiting > 0;
-            }
-            if let Some(w) = slot.waker.take() {
-                self.waiting -= 1;
-                list.push(w);
-            }
-        }
-        false
-    }
-}
-
-/// Wake every waiter `waiters` picks out of the state behind `m`, in batches, the lock
-/// let go around each batch's wakes.
-pub(super) fn wake_all_of<S>(m: &Mutex<S>, mut waiters: impl FnMut(&mut S) -> &mut Waiters) {
-    let mut list = WakeList::new();
-    loop {
-        let more = waiters(&mut lock(m)).drain_into(&mut list);
-        list.wake_all();
-        if !more {
-            return;
-        }
-    }
-}
-
 /// A label formatted on the stack, for a wait whose name holds a number.
 struct Label {
     buf: [u8; crate::task::wait::LABEL_BYTES],
@@ -380,11 +222,6 @@ fn record_full_wait(kind: WaitKind, cap: usize) {
     }
 }
 
-/// Name the wait of [`Sender::closed`].
-fn record_closed_wait() {
-    crate::task::wait::record_label("closed mpsc");
-}
-
 // ---------------------------------------------------------------------------------------
 // The channel.
 
@@ -410,6 +247,18 @@ struct State<T> {
     rx_dropped: bool,
     tx_count: usize,
     weak_count: usize,
+}
+
+impl<T> ClosedState for State<T> {
+    const CLOSED_LABEL: &'static str = "closed mpsc";
+
+    fn rx_gone(&self) -> bool {
+        self.rx_closed
+    }
+
+    fn closed_waiters(&mut self) -> &mut Waiters {
+        &mut self.closed
+    }
 }
 
 impl<T> Chan<T> {
@@ -443,7 +292,7 @@ impl<T> Chan<T> {
             if let Some(&k) = st.queue.front() {
                 // The slot moves to the first waiter: `in_use` stays. It leaves the
                 // queue, and is woken, once it has every slot it needs.
-                let slot = &mut st.senders.slots[k];
+                let slot = st.senders.slot_mut(k);
                 slot.got += 1;
                 if slot.got < slot.need {
                     return None;
@@ -673,26 +522,6 @@ impl<T> Chan<T> {
         true
     }
 
-    fn poll_closed(&self, key: &mut Option<usize>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut st = self.lock();
-        if st.rx_closed {
-            let old = key.take().and_then(|k| st.closed.remove(k));
-            drop(st);
-            drop(old);
-            return Poll::Ready(());
-        }
-        let old = st.closed.register(key, cx.waker());
-        drop(st);
-        drop(old);
-        record_closed_wait();
-        Poll::Pending
-    }
-
-    fn drop_closed_waiter(&self, key: usize) {
-        // The waker is dropped after the lock is let go.
-        let _old = self.lock().closed.remove(key);
-    }
-
     fn capacity(&self) -> usize {
         match self.bound {
             Some(b) => b - self.lock().in_use.min(b),
@@ -721,8 +550,9 @@ impl<'a, T> Acquire<'a, T> {
     #[must_use]
     fn leave(&mut self, st: &mut State<T>, wakes: &mut WakeList) -> Option<Waker> {
         let k = self.key.take()?;
-        let got = st.senders.slots[k].got;
-        if got < st.senders.slots[k].need {
+        let slot = st.senders.slot(k);
+        let got = slot.got;
+        if got < slot.need {
             st.queue.retain(|&q| q != k);
         }
         let own = st.senders.remove(k);
@@ -760,7 +590,7 @@ impl<T> Future for Acquire<'_, T> {
                     wakes.wake_all();
                     return Poll::Ready(Err(()));
                 }
-                let slot = &st.senders.slots[k];
+                let slot = st.senders.slot(k);
                 if slot.got == slot.need {
                     this.key = None;
                     let own = st.senders.remove(k);
@@ -788,7 +618,7 @@ impl<T> Future for Acquire<'_, T> {
                     // The first in the queue takes the slots free now, so that a sender
                     // arriving later cannot take them from it.
                     let free = bound - st.in_use.min(bound);
-                    st.senders.slots[k].got = free;
+                    st.senders.slot_mut(k).got = free;
                     st.in_use += free;
                 }
                 st.queue.push_back(k);
@@ -814,53 +644,6 @@ impl<T> Drop for Acquire<'_, T> {
         drop(st);
         drop(own);
         wakes.wake_all();
-    }
-}
-
-/// Waits for the receiver to close or drop (`Sender::closed`).
-struct ClosedFut<'a, T> {
-    chan: &'a Chan<T>,
-    key: Option<usize>,
-}
-
-impl<T> Future for ClosedFut<'_, T> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
-        this.chan.poll_closed(&mut this.key, cx)
-    }
-}
-
-impl<T> Drop for ClosedFut<'_, T> {
-    fn drop(&mut self) {
-        if let Some(k) = self.key {
-            self.chan.drop_closed_waiter(k);
-        }
-    }
-}
-
-/// Block this thread on `f` (the `blocking_*` methods).
-///
-/// # Panics
-/// On a runtime's worker thread, which would stop running its tasks.
-#[cfg(not(loom))]
-#[track_caller]
-pub(super) fn block_on<F: Future>(what: &str, f: F) -> F::Output {
-    if crate::runtime::context::on_worker_thread() {
-        panic!(
-            "{what} was called on a runtime worker thread, where blocking would stop the worker's tasks; \
-             call it from a thread of your own or from `spawn_blocking`, or await the async method"
-        );
-    }
-    let waker = crate::runtime::context::thread_waker();
-    let mut cx = Context::from_waker(&waker);
-    let mut f = std::pin::pin!(f);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park();
     }
 }
 
@@ -959,7 +742,7 @@ impl<T> Sender<T> {
     #[cfg(not(loom))]
     #[track_caller]
     pub fn blocking_send(&self, value: T) -> Result<(), SendError<T>> {
-        block_on("Sender::blocking_send", self.send(value))
+        super::blocking_wait("Sender::blocking_send", self.send(value))
     }
 
     /// Wait for a slot and keep it: the returned [`Permit`] sends without waiting.
@@ -1020,7 +803,7 @@ impl<T> Sender<T> {
 
     /// Wait until the receiver is dropped or closes the channel.
     pub async fn closed(&self) {
-        ClosedFut { chan: &self.chan, key: None }.await
+        Closed::new(&self.chan.state).await
     }
 
     /// Whether the receiver is dropped or closed the channel.
@@ -1245,7 +1028,7 @@ impl<T> Receiver<T> {
     #[cfg(not(loom))]
     #[track_caller]
     pub fn blocking_recv(&mut self) -> Option<T> {
-        block_on("Receiver::blocking_recv", self.recv())
+        super::blocking_wait("Receiver::blocking_recv", self.recv())
     }
 
     /// [`recv_many`](Receiver::recv_many) from synchronous code, blocking the thread.
@@ -1255,7 +1038,7 @@ impl<T> Receiver<T> {
     #[cfg(not(loom))]
     #[track_caller]
     pub fn blocking_recv_many(&mut self, buffer: &mut Vec<T>, limit: usize) -> usize {
-        block_on("Receiver::blocking_recv_many", self.recv_many(buffer, limit))
+        super::blocking_wait("Receiver::blocking_recv_many", self.recv_many(buffer, limit))
     }
 
     /// Close the channel: sends fail from now on, while the values buffered (and those
@@ -1358,7 +1141,7 @@ impl<T> UnboundedSender<T> {
 
     /// Wait until the receiver is dropped or closes the channel.
     pub async fn closed(&self) {
-        ClosedFut { chan: &self.chan, key: None }.await
+        Closed::new(&self.chan.state).await
     }
 
     /// Whether the receiver is dropped or closed the channel.
@@ -1469,7 +1252,7 @@ impl<T> UnboundedReceiver<T> {
     #[cfg(not(loom))]
     #[track_caller]
     pub fn blocking_recv(&mut self) -> Option<T> {
-        block_on("UnboundedReceiver::blocking_recv", self.recv())
+        super::blocking_wait("UnboundedReceiver::blocking_recv", self.recv())
     }
 
     /// [`recv_many`](UnboundedReceiver::recv_many) from synchronous code, blocking the
@@ -1480,7 +1263,7 @@ impl<T> UnboundedReceiver<T> {
     #[cfg(not(loom))]
     #[track_caller]
     pub fn blocking_recv_many(&mut self, buffer: &mut Vec<T>, limit: usize) -> usize {
-        block_on("UnboundedReceiver::blocking_recv_many", self.recv_many(buffer, limit))
+        super::blocking_wait("UnboundedReceiver::blocking_recv_many", self.recv_many(buffer, limit))
     }
 
     /// Close the channel: sends fail from now on, while the values buffered can still
@@ -1544,43 +1327,9 @@ impl<T> fmt::Debug for UnboundedReceiver<T> {
 /// every interleaving. Run with
 /// `RUSTFLAGS="--cfg loom" cargo test -p volt --lib --release sync::mpsc`.
 #[cfg(all(loom, test))]
-pub(super) mod loom_tests {
+mod loom_tests {
     use super::*;
-    use crate::loom::Condvar;
-
-    /// A waker that sets a flag under loom's mutex and signals its condvar.
-    struct Signal {
-        woken: Mutex<bool>,
-        cv: Condvar,
-    }
-
-    impl std::task::Wake for Signal {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.wake_by_ref();
-        }
-        fn wake_by_ref(self: &std::sync::Arc<Self>) {
-            *lock(&self.woken) = true;
-            self.cv.notify_one();
-        }
-    }
-
-    /// Poll `f` on this loom thread, sleeping on the condvar between wakes.
-    pub(in crate::sync) fn block_on<F: Future>(f: F) -> F::Output {
-        let signal = std::sync::Arc::new(Signal { woken: Mutex::new(false), cv: Condvar::new() });
-        let waker = Waker::from(signal.clone());
-        let mut cx = Context::from_waker(&waker);
-        let mut f = std::pin::pin!(f);
-        loop {
-            if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-                return v;
-            }
-            let mut woken = lock(&signal.woken);
-            while !*woken {
-                woken = signal.cv.wait(woken).unwrap();
-            }
-            *woken = false;
-        }
-    }
+    use crate::sync::loom_support::block_on;
 
     #[test]
     fn loom_two_senders_on_one_slot_lose_nothing() {
