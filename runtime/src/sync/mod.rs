@@ -15,6 +15,7 @@ pub mod watch;
 
 mod barrier;
 mod batch;
+mod guard;
 mod list;
 mod mutex;
 mod notify;

@@ -2,13 +2,12 @@
 //! the fair semaphore (`batch`): a reader takes one permit, a writer all of them.
 
 use super::batch::{Acquire, Sem};
+use super::guard::{found, guard_deref, guard_deref_mut, take_arc, try_narrow};
 use super::mutex::TryLockError;
 use super::track::{T_RW_READ, T_RW_WRITE};
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::ManuallyDrop;
-use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 /// The most readers an `RwLock` admits at once (Tokio's limit).
@@ -294,12 +293,16 @@ impl<T> From<T> for RwLock<T> {
     }
 }
 
+/// Give back the permits of an exclusive hold (the holder cleared first).
+fn release_write(s: &Sem, permits: u32) {
+    s.clear_holder();
+    s.release(permits as usize);
+}
+
 impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
     /// Narrow the guard to a part of the data.
     pub fn map<U: ?Sized, F: FnOnce(&T) -> &U>(this: Self, f: F) -> RwLockReadGuard<'a, U> {
-        let data = f(&*this) as *const U;
-        let this = ManuallyDrop::new(this);
-        RwLockReadGuard { s: this.s, data, marker: PhantomData }
+        found(RwLockReadGuard::try_map(this, |t| Some(f(t))))
     }
 
     /// Narrow the guard to a part of the data, if `f` finds one; else the guard back.
@@ -307,21 +310,18 @@ impl<'a, T: ?Sized> RwLockReadGuard<'a, T> {
     /// # Errors
     /// The guard itself, when `f` returns `None`.
     pub fn try_map<U: ?Sized, F: FnOnce(&T) -> Option<&U>>(this: Self, f: F) -> Result<RwLockReadGuard<'a, U>, Self> {
-        let data = match f(&*this) {
-            Some(d) => d as *const U,
-            None => return Err(this),
-        };
-        let this = ManuallyDrop::new(this);
-        Ok(RwLockReadGuard { s: this.s, data, marker: PhantomData })
+        try_narrow(
+            this,
+            |g| f(&**g).map(|d| d as *const U),
+            |g, data| RwLockReadGuard { s: g.s, data, marker: PhantomData },
+        )
     }
 }
 
 impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// Narrow the guard to a part of the data.
-    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(mut this: Self, f: F) -> RwLockMappedWriteGuard<'a, U> {
-        let data = f(&mut *this) as *mut U;
-        let this = ManuallyDrop::new(this);
-        RwLockMappedWriteGuard { s: this.s, permits: this.permits, data, marker: PhantomData }
+    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(this: Self, f: F) -> RwLockMappedWriteGuard<'a, U> {
+        found(RwLockWriteGuard::try_map(this, |t| Some(f(t))))
     }
 
     /// Narrow the guard to a part of the data, if `f` finds one; else the guard back.
@@ -329,15 +329,14 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// # Errors
     /// The guard itself, when `f` returns `None`.
     pub fn try_map<U: ?Sized, F: FnOnce(&mut T) -> Option<&mut U>>(
-        mut this: Self,
+        this: Self,
         f: F,
     ) -> Result<RwLockMappedWriteGuard<'a, U>, Self> {
-        let data = match f(&mut *this) {
-            Some(d) => d as *mut U,
-            None => return Err(this),
-        };
-        let this = ManuallyDrop::new(this);
-        Ok(RwLockMappedWriteGuard { s: this.s, permits: this.permits, data, marker: PhantomData })
+        try_narrow(
+            this,
+            |g| f(&mut **g).map(|d| d as *mut U),
+            |g, data| RwLockMappedWriteGuard { s: g.s, permits: g.permits, data, marker: PhantomData },
+        )
     }
 
     /// The guard as a mapped guard over the whole data.
@@ -359,31 +358,33 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
         this: Self,
         f: F,
     ) -> Result<RwLockReadGuard<'a, U>, Self> {
-        let data = match f(&*this) {
-            Some(d) => d as *const U,
-            None => return Err(this),
-        };
-        let read = this.downgrade();
-        let read = ManuallyDrop::new(read);
-        Ok(RwLockReadGuard { s: read.s, data, marker: PhantomData })
+        // SAFETY: `try_narrow` forgets the write guard once it is a read guard.
+        try_narrow(this, |g| f(&**g).map(|d| d as *const U), |g, data| unsafe { g.downgraded(data) })
     }
 
     /// Turn exclusive access into shared access, with no other writer in between;
     /// readers waiting behind can proceed.
     pub fn downgrade(self) -> RwLockReadGuard<'a, T> {
-        let this = ManuallyDrop::new(self);
-        this.s.clear_holder();
-        this.s.release(this.permits as usize - 1);
-        RwLockReadGuard { s: this.s, data: this.data, marker: PhantomData }
+        // SAFETY: `try_narrow` forgets the write guard once it is a read guard.
+        found(try_narrow(self, |g| Some(g.data as *const T), |g, data| unsafe { g.downgraded(data) }))
+    }
+
+    /// The read guard over `data` this guard turns into: every permit but a reader's is
+    /// given back.
+    ///
+    /// # Safety
+    /// The write guard is forgotten right after (its access is no longer exclusive).
+    unsafe fn downgraded<U: ?Sized>(&self, data: *const U) -> RwLockReadGuard<'a, U> {
+        self.s.clear_holder();
+        self.s.release(self.permits as usize - 1);
+        RwLockReadGuard { s: self.s, data, marker: PhantomData }
     }
 }
 
 impl<'a, T: ?Sized> RwLockMappedWriteGuard<'a, T> {
     /// Narrow further.
-    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(mut this: Self, f: F) -> RwLockMappedWriteGuard<'a, U> {
-        let data = f(&mut *this) as *mut U;
-        let this = ManuallyDrop::new(this);
-        RwLockMappedWriteGuard { s: this.s, permits: this.permits, data, marker: PhantomData }
+    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(this: Self, f: F) -> RwLockMappedWriteGuard<'a, U> {
+        found(RwLockMappedWriteGuard::try_map(this, |t| Some(f(t))))
     }
 
     /// Narrow further, if `f` finds a part; else the guard back.
@@ -391,31 +392,21 @@ impl<'a, T: ?Sized> RwLockMappedWriteGuard<'a, T> {
     /// # Errors
     /// The guard itself, when `f` returns `None`.
     pub fn try_map<U: ?Sized, F: FnOnce(&mut T) -> Option<&mut U>>(
-        mut this: Self,
+        this: Self,
         f: F,
     ) -> Result<RwLockMappedWriteGuard<'a, U>, Self> {
-        let data = match f(&mut *this) {
-            Some(d) => d as *mut U,
-            None => return Err(this),
-        };
-        let this = ManuallyDrop::new(this);
-        Ok(RwLockMappedWriteGuard { s: this.s, permits: this.permits, data, marker: PhantomData })
+        try_narrow(
+            this,
+            |g| f(&mut **g).map(|d| d as *mut U),
+            |g, data| RwLockMappedWriteGuard { s: g.s, permits: g.permits, data, marker: PhantomData },
+        )
     }
-}
-
-/// Move the `Arc` out of a guard that is not dropped.
-fn take_lock<T: ?Sized>(lock: &Arc<RwLock<T>>) -> Arc<RwLock<T>> {
-    // SAFETY: every caller holds the guard in a `ManuallyDrop` it never drops, so the
-    // `Arc` is moved out exactly once and never dropped in place.
-    unsafe { std::ptr::read(lock) }
 }
 
 impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
     /// Narrow the guard to a part of the data.
     pub fn map<V: ?Sized, F: FnOnce(&U) -> &V>(this: Self, f: F) -> OwnedRwLockReadGuard<T, V> {
-        let data = f(&*this) as *const V;
-        let this = ManuallyDrop::new(this);
-        OwnedRwLockReadGuard { lock: take_lock(&this.lock), data }
+        found(OwnedRwLockReadGuard::try_map(this, |u| Some(f(u))))
     }
 
     /// Narrow the guard to a part of the data, if `f` finds one; else the guard back.
@@ -426,12 +417,12 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
         this: Self,
         f: F,
     ) -> Result<OwnedRwLockReadGuard<T, V>, Self> {
-        let data = match f(&*this) {
-            Some(d) => d as *const V,
-            None => return Err(this),
-        };
-        let this = ManuallyDrop::new(this);
-        Ok(OwnedRwLockReadGuard { lock: take_lock(&this.lock), data })
+        try_narrow(
+            this,
+            |g| f(&**g).map(|d| d as *const V),
+            // SAFETY: `try_narrow` forgets the guard: its `Arc` moves out once.
+            |g, data| OwnedRwLockReadGuard { lock: unsafe { take_arc(&g.lock) }, data },
+        )
     }
 
     /// The lock this guard reads.
@@ -442,10 +433,8 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockReadGuard<T, U> {
 
 impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     /// Narrow the guard to a part of the data.
-    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(mut this: Self, f: F) -> OwnedRwLockMappedWriteGuard<T, U> {
-        let data = f(&mut *this) as *mut U;
-        let this = ManuallyDrop::new(this);
-        OwnedRwLockMappedWriteGuard { lock: take_lock(&this.lock), permits: this.permits, data }
+    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(this: Self, f: F) -> OwnedRwLockMappedWriteGuard<T, U> {
+        found(OwnedRwLockWriteGuard::try_map(this, |t| Some(f(t))))
     }
 
     /// Narrow the guard to a part of the data, if `f` finds one; else the guard back.
@@ -453,15 +442,15 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     /// # Errors
     /// The guard itself, when `f` returns `None`.
     pub fn try_map<U: ?Sized, F: FnOnce(&mut T) -> Option<&mut U>>(
-        mut this: Self,
+        this: Self,
         f: F,
     ) -> Result<OwnedRwLockMappedWriteGuard<T, U>, Self> {
-        let data = match f(&mut *this) {
-            Some(d) => d as *mut U,
-            None => return Err(this),
-        };
-        let this = ManuallyDrop::new(this);
-        Ok(OwnedRwLockMappedWriteGuard { lock: take_lock(&this.lock), permits: this.permits, data })
+        try_narrow(
+            this,
+            |g| f(&mut **g).map(|d| d as *mut U),
+            // SAFETY: `try_narrow` forgets the guard: its `Arc` moves out once.
+            |g, data| OwnedRwLockMappedWriteGuard { lock: unsafe { take_arc(&g.lock) }, permits: g.permits, data },
+        )
     }
 
     /// The guard as a mapped guard over the whole data.
@@ -484,20 +473,26 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
         this: Self,
         f: F,
     ) -> Result<OwnedRwLockReadGuard<T, U>, Self> {
-        let data = match f(&*this) {
-            Some(d) => d as *const U,
-            None => return Err(this),
-        };
-        let read = ManuallyDrop::new(this.downgrade());
-        Ok(OwnedRwLockReadGuard { lock: take_lock(&read.lock), data })
+        // SAFETY: `try_narrow` forgets the write guard once it is a read guard.
+        try_narrow(this, |g| f(&**g).map(|d| d as *const U), |g, data| unsafe { g.downgraded(data) })
     }
 
     /// Turn exclusive access into shared access, with no other writer in between.
     pub fn downgrade(self) -> OwnedRwLockReadGuard<T> {
-        let this = ManuallyDrop::new(self);
-        this.lock.s.clear_holder();
-        this.lock.s.release(this.permits as usize - 1);
-        OwnedRwLockReadGuard { lock: take_lock(&this.lock), data: this.data }
+        // SAFETY: `try_narrow` forgets the write guard once it is a read guard.
+        found(try_narrow(self, |g| Some(g.data as *const T), |g, data| unsafe { g.downgraded(data) }))
+    }
+
+    /// The read guard over `data` this guard turns into: every permit but a reader's is
+    /// given back, and the `Arc` moves to the read guard.
+    ///
+    /// # Safety
+    /// The write guard is forgotten right after, and not used again.
+    unsafe fn downgraded<U: ?Sized>(&self, data: *const U) -> OwnedRwLockReadGuard<T, U> {
+        self.lock.s.clear_holder();
+        self.lock.s.release(self.permits as usize - 1);
+        // SAFETY: as the caller promises, the guard is forgotten: the `Arc` moves out once.
+        OwnedRwLockReadGuard { lock: unsafe { take_arc(&self.lock) }, data }
     }
 
     /// The lock this guard writes.
@@ -508,10 +503,8 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
 
 impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
     /// Narrow further.
-    pub fn map<V: ?Sized, F: FnOnce(&mut U) -> &mut V>(mut this: Self, f: F) -> OwnedRwLockMappedWriteGuard<T, V> {
-        let data = f(&mut *this) as *mut V;
-        let this = ManuallyDrop::new(this);
-        OwnedRwLockMappedWriteGuard { lock: take_lock(&this.lock), permits: this.permits, data }
+    pub fn map<V: ?Sized, F: FnOnce(&mut U) -> &mut V>(this: Self, f: F) -> OwnedRwLockMappedWriteGuard<T, V> {
+        found(OwnedRwLockMappedWriteGuard::try_map(this, |u| Some(f(u))))
     }
 
     /// Narrow further, if `f` finds a part; else the guard back.
@@ -519,15 +512,15 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
     /// # Errors
     /// The guard itself, when `f` returns `None`.
     pub fn try_map<V: ?Sized, F: FnOnce(&mut U) -> Option<&mut V>>(
-        mut this: Self,
+        this: Self,
         f: F,
     ) -> Result<OwnedRwLockMappedWriteGuard<T, V>, Self> {
-        let data = match f(&mut *this) {
-            Some(d) => d as *mut V,
-            None => return Err(this),
-        };
-        let this = ManuallyDrop::new(this);
-        Ok(OwnedRwLockMappedWriteGuard { lock: take_lock(&this.lock), permits: this.permits, data })
+        try_narrow(
+            this,
+            |g| f(&mut **g).map(|d| d as *mut V),
+            // SAFETY: `try_narrow` forgets the guard: its `Arc` moves out once.
+            |g, data| OwnedRwLockMappedWriteGuard { lock: unsafe { take_arc(&g.lock) }, permits: g.permits, data },
+        )
     }
 
     /// The lock this guard writes.
@@ -536,55 +529,20 @@ impl<T: ?Sized, U: ?Sized> OwnedRwLockMappedWriteGuard<T, U> {
     }
 }
 
-macro_rules! deref {
-    ($($g:ty => $t:ident [$($gen:tt)*]),* $(,)?) => {$(
-        impl<$($gen)*> Deref for $g {
-            type Target = $t;
-            fn deref(&self) -> &$t {
-                // SAFETY: `data` points into the lock's data, and the guard holds the
-                // permits that make this access (shared or exclusive) the lock's.
-                unsafe { &*self.data }
-            }
-        }
-        impl<$($gen)*> fmt::Debug for $g where $t: fmt::Debug {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Debug::fmt(&**self, f)
-            }
-        }
-        impl<$($gen)*> fmt::Display for $g where $t: fmt::Display {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Display::fmt(&**self, f)
-            }
-        }
-    )*};
-}
-
-macro_rules! deref_mut {
-    ($($g:ty => $t:ident [$($gen:tt)*]),* $(,)?) => {$(
-        impl<$($gen)*> DerefMut for $g {
-            fn deref_mut(&mut self) -> &mut $t {
-                // SAFETY: the guard holds every permit: the access is exclusive, and
-                // `&mut self` makes this the only use of the guard.
-                unsafe { &mut *self.data }
-            }
-        }
-    )*};
-}
-
-deref!(
-    RwLockReadGuard<'a, T> => T ['a, T: ?Sized],
-    RwLockWriteGuard<'a, T> => T ['a, T: ?Sized],
-    RwLockMappedWriteGuard<'a, T> => T ['a, T: ?Sized],
-    OwnedRwLockReadGuard<T, U> => U [T: ?Sized, U: ?Sized],
-    OwnedRwLockWriteGuard<T> => T [T: ?Sized],
-    OwnedRwLockMappedWriteGuard<T, U> => U [T: ?Sized, U: ?Sized],
+guard_deref!(
+    RwLockReadGuard<'a, T> => T ['a, T: ?Sized] |g| g.data,
+    RwLockWriteGuard<'a, T> => T ['a, T: ?Sized] |g| g.data,
+    RwLockMappedWriteGuard<'a, T> => T ['a, T: ?Sized] |g| g.data,
+    OwnedRwLockReadGuard<T, U> => U [T: ?Sized, U: ?Sized] |g| g.data,
+    OwnedRwLockWriteGuard<T> => T [T: ?Sized] |g| g.data,
+    OwnedRwLockMappedWriteGuard<T, U> => U [T: ?Sized, U: ?Sized] |g| g.data,
 );
 
-deref_mut!(
-    RwLockWriteGuard<'a, T> => T ['a, T: ?Sized],
-    RwLockMappedWriteGuard<'a, T> => T ['a, T: ?Sized],
-    OwnedRwLockWriteGuard<T> => T [T: ?Sized],
-    OwnedRwLockMappedWriteGuard<T, U> => U [T: ?Sized, U: ?Sized],
+guard_deref_mut!(
+    RwLockWriteGuard<'a, T> => T ['a, T: ?Sized] |g| g.data,
+    RwLockMappedWriteGuard<'a, T> => T ['a, T: ?Sized] |g| g.data,
+    OwnedRwLockWriteGuard<T> => T [T: ?Sized] |g| g.data,
+    OwnedRwLockMappedWriteGuard<T, U> => U [T: ?Sized, U: ?Sized] |g| g.data,
 );
 
 impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
@@ -601,28 +559,24 @@ impl<T: ?Sized, U: ?Sized> Drop for OwnedRwLockReadGuard<T, U> {
 
 impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
     fn drop(&mut self) {
-        self.s.clear_holder();
-        self.s.release(self.permits as usize);
+        release_write(self.s, self.permits);
     }
 }
 
 impl<T: ?Sized> Drop for RwLockMappedWriteGuard<'_, T> {
     fn drop(&mut self) {
-        self.s.clear_holder();
-        self.s.release(self.permits as usize);
+        release_write(self.s, self.permits);
     }
 }
 
 impl<T: ?Sized> Drop for OwnedRwLockWriteGuard<T> {
     fn drop(&mut self) {
-        self.lock.s.clear_holder();
-        self.lock.s.release(self.permits as usize);
+        release_write(&self.lock.s, self.permits);
     }
 }
 
 impl<T: ?Sized, U: ?Sized> Drop for OwnedRwLockMappedWriteGuard<T, U> {
     fn drop(&mut self) {
-        self.lock.s.clear_holder();
-        self.lock.s.release(self.permits as usize);
+        release_write(&self.lock.s, self.permits);
     }
 }
