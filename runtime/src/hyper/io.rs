@@ -1,6 +1,6 @@
 //! [`Io`]: a stream as hyper's `Read` and `Write`.
 
-use super::serve::PREFACE;
+use super::connection::PREFACE;
 use crate::net::TcpStream;
 use std::any::TypeId;
 use std::io;
