@@ -59,9 +59,11 @@
 //! when it closes, and nothing per request.
 
 mod client;
+mod connection;
 mod io;
 mod rt;
 mod serve;
+mod shutdown;
 mod watch;
 
 pub use client::Connector;

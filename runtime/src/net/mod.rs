@@ -61,9 +61,11 @@
 //! operations fail with an `io::Error` rather than wait forever.
 
 mod addr;
+mod halves;
 pub(crate) mod ready;
 mod socket;
 mod split;
+pub(crate) mod stream;
 #[path = "tcp.rs"]
 mod tcp_impl;
 mod udp;

@@ -82,7 +82,7 @@ impl Barrier {
             if s.arrived == self.n {
                 s.arrived = 0;
                 s.generation += 1;
-                let mut wakers = super::batch::WakeList::new();
+                let mut wakers = super::waiters::WakeList::new();
                 while let Some(k) = s.waiters.front() {
                     if let Some(w) = s.waiters.get_mut(k).and_then(Option::take) {
                         wakers.push(w);

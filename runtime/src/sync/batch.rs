@@ -41,6 +41,7 @@
 
 use super::list::{Key, List};
 use super::track::{self, CreatedAt, Tracked};
+use super::waiters::WakeList;
 use crate::loom::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex};
 use crate::task::coop;
 use std::future::Future;
@@ -353,36 +354,6 @@ impl Sem {
         p.total.store(total as u64, Relaxed);
         p.aux.store(total.saturating_sub(free + head_got) as u64, Relaxed);
         p.waiters.store(w.list.len() as u64, Relaxed);
-    }
-}
-
-/// Wakers gathered under a mutex, woken after it is released (up to 16 at a time; more
-/// are woken in place, which only schedules their tasks).
-pub(crate) struct WakeList {
-    n: usize,
-    wakers: [Option<Waker>; 16],
-}
-
-impl WakeList {
-    pub(crate) fn new() -> WakeList {
-        WakeList { n: 0, wakers: Default::default() }
-    }
-
-    pub(crate) fn push(&mut self, w: Waker) {
-        if self.n == self.wakers.len() {
-            self.wake_all();
-        }
-        self.wakers[self.n] = Some(w);
-        self.n += 1;
-    }
-
-    pub(crate) fn wake_all(&mut self) {
-        for w in self.wakers[..self.n].iter_mut() {
-            if let Some(w) = w.take() {
-                w.wake();
-            }
-        }
-        self.n = 0;
     }
 }
 

@@ -42,6 +42,7 @@ pub mod watch;
 
 mod barrier;
 mod batch;
+mod guard;
 mod list;
 mod mutex;
 mod notify;
@@ -49,6 +50,7 @@ mod once_cell;
 mod rwlock;
 mod semaphore;
 pub(crate) mod track;
+mod waiters;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use mutex::{MappedMutexGuard, Mutex, MutexGuard, OwnedMappedMutexGuard, OwnedMutexGuard, TryLockError};
@@ -99,5 +101,33 @@ pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
     }
 }
 
+/// Block this thread on `f` (the channels' `blocking_*` methods; `what` names the method
+/// in the panic).
+///
+/// # Panics
+/// On a runtime's worker thread, which would stop running its tasks.
+#[cfg(not(loom))]
+#[track_caller]
+pub(crate) fn blocking_wait<F: std::future::Future>(what: &str, f: F) -> F::Output {
+    use std::task::{Context, Poll};
+    if crate::runtime::context::on_worker_thread() {
+        panic!(
+            "{what} was called on a runtime worker thread, where blocking would stop the worker's tasks; \
+             call it from a thread of your own or from `spawn_blocking`, or await the async method"
+        );
+    }
+    let waker = crate::runtime::context::thread_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
 #[cfg(all(test, loom))]
 mod batch_loom;
+#[cfg(all(test, loom))]
+mod loom_support;

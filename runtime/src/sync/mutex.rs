@@ -2,11 +2,11 @@
 //! semaphore (`batch`) with one permit.
 
 use super::batch::{Acquire, Sem};
+use super::guard::{found, guard_deref, guard_deref_mut, take_arc, try_narrow};
 use super::track::T_MUTEX_LOCK;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
-use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 /// An asynchronous mutex: `lock().await` waits without blocking the thread, and the
@@ -217,11 +217,8 @@ impl<T> From<T> for Mutex<T> {
 
 impl<'a, T: ?Sized> MutexGuard<'a, T> {
     /// Narrow the guard to a part of the data.
-    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(mut this: Self, f: F) -> MappedMutexGuard<'a, U> {
-        let data = f(&mut *this) as *mut U;
-        let s = &this.lock.s;
-        std::mem::forget(this);
-        MappedMutexGuard { s, data, marker: PhantomData }
+    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(this: Self, f: F) -> MappedMutexGuard<'a, U> {
+        found(MutexGuard::try_map(this, |t| Some(f(t))))
     }
 
     /// Narrow the guard to a part of the data, if `f` finds one; else the guard back.
@@ -229,37 +226,19 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
     /// # Errors
     /// The guard itself, when `f` returns `None`.
     pub fn try_map<U: ?Sized, F: FnOnce(&mut T) -> Option<&mut U>>(
-        mut this: Self,
+        this: Self,
         f: F,
     ) -> Result<MappedMutexGuard<'a, U>, Self> {
-        let data = match f(&mut *this) {
-            Some(d) => d as *mut U,
-            None => return Err(this),
-        };
-        let s = &this.lock.s;
-        std::mem::forget(this);
-        Ok(MappedMutexGuard { s, data, marker: PhantomData })
+        try_narrow(
+            this,
+            |g| f(&mut **g).map(|d| d as *mut U),
+            |g, data| MappedMutexGuard { s: &g.lock.s, data, marker: PhantomData },
+        )
     }
 
     /// The mutex this guard locks.
     pub fn mutex(this: &Self) -> &'a Mutex<T> {
         this.lock
-    }
-}
-
-impl<T: ?Sized> Deref for MutexGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: the guard holds the mutex's one permit: no other reference to the data
-        // exists while it lives.
-        unsafe { &*self.lock.c.get() }
-    }
-}
-
-impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: as in `deref`, and `&mut self` makes this the only use of the guard.
-        unsafe { &mut *self.lock.c.get() }
     }
 }
 
@@ -271,13 +250,8 @@ impl<T: ?Sized> Drop for MutexGuard<'_, T> {
 
 impl<T: ?Sized> OwnedMutexGuard<T> {
     /// Narrow the guard to a part of the data.
-    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(mut this: Self, f: F) -> OwnedMappedMutexGuard<T, U> {
-        let data = f(&mut *this) as *mut U;
-        // SAFETY: `this` is forgotten right after, so its `Arc` is moved out exactly once
-        // and its drop (the unlock) does not run.
-        let lock = unsafe { std::ptr::read(&this.lock) };
-        std::mem::forget(this);
-        OwnedMappedMutexGuard { data, lock }
+    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(this: Self, f: F) -> OwnedMappedMutexGuard<T, U> {
+        found(OwnedMutexGuard::try_map(this, |t| Some(f(t))))
     }
 
     /// Narrow the guard to a part of the data, if `f` finds one; else the guard back.
@@ -285,37 +259,20 @@ impl<T: ?Sized> OwnedMutexGuard<T> {
     /// # Errors
     /// The guard itself, when `f` returns `None`.
     pub fn try_map<U: ?Sized, F: FnOnce(&mut T) -> Option<&mut U>>(
-        mut this: Self,
+        this: Self,
         f: F,
     ) -> Result<OwnedMappedMutexGuard<T, U>, Self> {
-        let data = match f(&mut *this) {
-            Some(d) => d as *mut U,
-            None => return Err(this),
-        };
-        // SAFETY: as in `map`.
-        let lock = unsafe { std::ptr::read(&this.lock) };
-        std::mem::forget(this);
-        Ok(OwnedMappedMutexGuard { data, lock })
+        try_narrow(
+            this,
+            |g| f(&mut **g).map(|d| d as *mut U),
+            // SAFETY: `try_narrow` forgets the guard: its `Arc` moves out once.
+            |g, data| OwnedMappedMutexGuard { data, lock: unsafe { take_arc(&g.lock) } },
+        )
     }
 
     /// The mutex this guard locks.
     pub fn mutex(this: &Self) -> &Arc<Mutex<T>> {
         &this.lock
-    }
-}
-
-impl<T: ?Sized> Deref for OwnedMutexGuard<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: the guard holds the mutex's one permit.
-        unsafe { &*self.lock.c.get() }
-    }
-}
-
-impl<T: ?Sized> DerefMut for OwnedMutexGuard<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the guard holds the mutex's one permit, and `&mut self` is unique.
-        unsafe { &mut *self.lock.c.get() }
     }
 }
 
@@ -327,11 +284,8 @@ impl<T: ?Sized> Drop for OwnedMutexGuard<T> {
 
 impl<'a, T: ?Sized> MappedMutexGuard<'a, T> {
     /// Narrow further.
-    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(mut this: Self, f: F) -> MappedMutexGuard<'a, U> {
-        let data = f(&mut *this) as *mut U;
-        let s = this.s;
-        std::mem::forget(this);
-        MappedMutexGuard { s, data, marker: PhantomData }
+    pub fn map<U: ?Sized, F: FnOnce(&mut T) -> &mut U>(this: Self, f: F) -> MappedMutexGuard<'a, U> {
+        found(MappedMutexGuard::try_map(this, |t| Some(f(t))))
     }
 
     /// Narrow further, if `f` finds a part; else the guard back.
@@ -339,31 +293,14 @@ impl<'a, T: ?Sized> MappedMutexGuard<'a, T> {
     /// # Errors
     /// The guard itself, when `f` returns `None`.
     pub fn try_map<U: ?Sized, F: FnOnce(&mut T) -> Option<&mut U>>(
-        mut this: Self,
+        this: Self,
         f: F,
     ) -> Result<MappedMutexGuard<'a, U>, Self> {
-        let data = match f(&mut *this) {
-            Some(d) => d as *mut U,
-            None => return Err(this),
-        };
-        let s = this.s;
-        std::mem::forget(this);
-        Ok(MappedMutexGuard { s, data, marker: PhantomData })
-    }
-}
-
-impl<T: ?Sized> Deref for MappedMutexGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: `data` points into the locked mutex's data, whose permit this holds.
-        unsafe { &*self.data }
-    }
-}
-
-impl<T: ?Sized> DerefMut for MappedMutexGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: as in `deref`, and `&mut self` is unique.
-        unsafe { &mut *self.data }
+        try_narrow(
+            this,
+            |g| f(&mut **g).map(|d| d as *mut U),
+            |g, data| MappedMutexGuard { s: g.s, data, marker: PhantomData },
+        )
     }
 }
 
@@ -376,12 +313,8 @@ impl<T: ?Sized> Drop for MappedMutexGuard<'_, T> {
 
 impl<T: ?Sized, U: ?Sized> OwnedMappedMutexGuard<T, U> {
     /// Narrow further.
-    pub fn map<S: ?Sized, F: FnOnce(&mut U) -> &mut S>(mut this: Self, f: F) -> OwnedMappedMutexGuard<T, S> {
-        let data = f(&mut *this) as *mut S;
-        // SAFETY: `this` is forgotten right after: the `Arc` moves out once.
-        let lock = unsafe { std::ptr::read(&this.lock) };
-        std::mem::forget(this);
-        OwnedMappedMutexGuard { data, lock }
+    pub fn map<S: ?Sized, F: FnOnce(&mut U) -> &mut S>(this: Self, f: F) -> OwnedMappedMutexGuard<T, S> {
+        found(OwnedMappedMutexGuard::try_map(this, |u| Some(f(u))))
     }
 
     /// Narrow further, if `f` finds a part; else the guard back.
@@ -389,37 +322,20 @@ impl<T: ?Sized, U: ?Sized> OwnedMappedMutexGuard<T, U> {
     /// # Errors
     /// The guard itself, when `f` returns `None`.
     pub fn try_map<S: ?Sized, F: FnOnce(&mut U) -> Option<&mut S>>(
-        mut this: Self,
+        this: Self,
         f: F,
     ) -> Result<OwnedMappedMutexGuard<T, S>, Self> {
-        let data = match f(&mut *this) {
-            Some(d) => d as *mut S,
-            None => return Err(this),
-        };
-        // SAFETY: as in `map`.
-        let lock = unsafe { std::ptr::read(&this.lock) };
-        std::mem::forget(this);
-        Ok(OwnedMappedMutexGuard { data, lock })
+        try_narrow(
+            this,
+            |g| f(&mut **g).map(|d| d as *mut S),
+            // SAFETY: `try_narrow` forgets the guard: its `Arc` moves out once.
+            |g, data| OwnedMappedMutexGuard { data, lock: unsafe { take_arc(&g.lock) } },
+        )
     }
 
     /// The mutex this guard locks.
     pub fn mutex(this: &Self) -> &Arc<Mutex<T>> {
         &this.lock
-    }
-}
-
-impl<T: ?Sized, U: ?Sized> Deref for OwnedMappedMutexGuard<T, U> {
-    type Target = U;
-    fn deref(&self) -> &U {
-        // SAFETY: `data` points into the locked mutex's data, which `lock` keeps alive.
-        unsafe { &*self.data }
-    }
-}
-
-impl<T: ?Sized, U: ?Sized> DerefMut for OwnedMappedMutexGuard<T, U> {
-    fn deref_mut(&mut self) -> &mut U {
-        // SAFETY: as in `deref`, and `&mut self` is unique.
-        unsafe { &mut *self.data }
     }
 }
 
@@ -429,26 +345,18 @@ impl<T: ?Sized, U: ?Sized> Drop for OwnedMappedMutexGuard<T, U> {
     }
 }
 
-macro_rules! fmt_guard {
-    ($($g:ty => [$($gen:tt)*]),* $(,)?) => {$(
-        impl<$($gen)*> fmt::Debug for $g where <$g as Deref>::Target: fmt::Debug {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Debug::fmt(&**self, f)
-            }
-        }
-        impl<$($gen)*> fmt::Display for $g where <$g as Deref>::Target: fmt::Display {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Display::fmt(&**self, f)
-            }
-        }
-    )*};
-}
+guard_deref!(
+    MutexGuard<'a, T> => T ['a, T: ?Sized] |g| g.lock.c.get(),
+    OwnedMutexGuard<T> => T [T: ?Sized] |g| g.lock.c.get(),
+    MappedMutexGuard<'a, T> => T ['a, T: ?Sized] |g| g.data,
+    OwnedMappedMutexGuard<T, U> => U [T: ?Sized, U: ?Sized] |g| g.data,
+);
 
-fmt_guard!(
-    MutexGuard<'a, T> => ['a, T: ?Sized],
-    OwnedMutexGuard<T> => [T: ?Sized],
-    MappedMutexGuard<'a, T> => ['a, T: ?Sized],
-    OwnedMappedMutexGuard<T, U> => [T: ?Sized, U: ?Sized],
+guard_deref_mut!(
+    MutexGuard<'a, T> => T ['a, T: ?Sized] |g| g.lock.c.get(),
+    OwnedMutexGuard<T> => T [T: ?Sized] |g| g.lock.c.get(),
+    MappedMutexGuard<'a, T> => T ['a, T: ?Sized] |g| g.data,
+    OwnedMappedMutexGuard<T, U> => U [T: ?Sized, U: ?Sized] |g| g.data,
 );
 
 #[cfg(all(test, not(loom)))]

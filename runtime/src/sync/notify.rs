@@ -1,8 +1,8 @@
 //! `Notify`: wake one task or all of them, Volt's own with Tokio's API and semantics.
 
-use super::batch::WakeList;
 use super::list::{Key, List};
 use super::track::{self, CreatedAt, Tracked, T_NOTIFIED};
+use super::waiters::WakeList;
 use crate::loom::{lock, AtomicUsize, Mutex};
 use std::fmt;
 use std::future::Future;

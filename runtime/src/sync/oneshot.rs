@@ -217,7 +217,7 @@ impl<T> Receiver<T> {
     #[cfg(not(loom))]
     #[track_caller]
     pub fn blocking_recv(self) -> Result<T, RecvError> {
-        super::mpsc::block_on("oneshot::Receiver::blocking_recv", self)
+        super::blocking_wait("oneshot::Receiver::blocking_recv", self)
     }
 
     /// Whether this receiver already returned its result (a value or an error).

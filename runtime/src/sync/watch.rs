@@ -14,13 +14,11 @@
 //! A wait in [`Receiver::changed`] shows in the console as `changed watch`, one in
 //! [`Receiver::wait_for`] as `wait_for watch`, and [`Sender::closed`] as `closed watch`.
 
-use super::mpsc::{wake_all_of, Waiters};
+use super::waiters::{wake_all_of, Closed, ClosedState, Waiters};
 use crate::loom::{lock, Arc, Mutex};
 use crate::task::coop;
 use std::fmt;
-use std::future::Future;
 use std::ops::Deref;
-use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -68,11 +66,6 @@ fn record_changed_wait(what: &str) {
     crate::task::wait::record_label(what);
 }
 
-/// Name the wait of [`Sender::closed`].
-fn record_closed_wait() {
-    crate::task::wait::record_label("closed watch");
-}
-
 /// The version's low bit: every sender is gone.
 const CLOSED: u64 = 1;
 /// One send.
@@ -91,6 +84,18 @@ struct State {
     waiters: Waiters,
     /// Waiters of `Sender::closed`.
     closed: Waiters,
+}
+
+impl ClosedState for State {
+    const CLOSED_LABEL: &'static str = "closed watch";
+
+    fn rx_gone(&self) -> bool {
+        self.rx_count == 0
+    }
+
+    fn closed_waiters(&mut self) -> &mut Waiters {
+        &mut self.closed
+    }
 }
 
 impl<T> Shared<T> {
@@ -258,46 +263,12 @@ impl<T> Sender<T> {
 
     /// Wait until no receiver lives.
     pub async fn closed(&self) {
-        ClosedFut { shared: &self.shared, key: None }.await
+        Closed::new(&self.shared.state).await
     }
 
     /// Whether `other` sends on the same channel.
     pub fn same_channel(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
-    }
-}
-
-struct ClosedFut<'a, T> {
-    shared: &'a Shared<T>,
-    key: Option<usize>,
-}
-
-impl<T> Future for ClosedFut<'_, T> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = &mut *self;
-        let mut st = lock(&this.shared.state);
-        if st.rx_count == 0 {
-            let old = this.key.take().and_then(|k| st.closed.remove(k));
-            drop(st);
-            drop(old);
-            return Poll::Ready(());
-        }
-        let old = st.closed.register(&mut this.key, cx.waker());
-        drop(st);
-        drop(old);
-        record_closed_wait();
-        Poll::Pending
-    }
-}
-
-impl<T> Drop for ClosedFut<'_, T> {
-    fn drop(&mut self) {
-        if let Some(k) = self.key {
-            // The waker is dropped after the lock is let go.
-            let _old = lock(&self.shared.state).closed.remove(k);
-        }
     }
 }
 

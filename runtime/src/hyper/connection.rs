@@ -1,0 +1,221 @@
+//! One connection of [`serve`](super::serve): the protocol sniff, then hyper's HTTP/1 or
+//! HTTP/2 connection driven to its end, watching the server's shutdown.
+
+use super::io::Io;
+use super::rt::Executor;
+use super::serve::{Config, ServeBody, ServeService};
+use super::shutdown::{unless_shutdown, ConnGuard, Registry, FORCED, GRACEFUL};
+use super::watch::{Activity, Counted, HeaderWatch};
+use crate::net::stream::StreamSocket;
+use crate::net::TcpStream;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::Poll;
+
+/// The HTTP/2 client preface; a connection that starts with it speaks HTTP/2.
+pub(super) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// What every connection of one server is built with: hyper's two builders and the
+/// server's settings.
+pub(super) struct Builders {
+    pub(super) http1: hyper::server::conn::http1::Builder,
+    pub(super) http2: hyper::server::conn::http2::Builder<Executor>,
+    pub(super) config: Config,
+}
+
+/// Which protocol a connection's first bytes speak.
+enum Sniffed {
+    Http1,
+    Http2,
+    /// Closed, timed out or failed before saying anything usable.
+    Gone,
+}
+
+/// Read until the bytes either match the whole HTTP/2 preface or stop matching it.
+async fn sniff(stream: &TcpStream, buf: &mut [u8; PREFACE.len()], len: &mut usize) -> Sniffed {
+    loop {
+        let n = match std::future::poll_fn(|cx| stream.poll_read_init(cx, &mut buf[*len..])).await {
+            Ok(0) | Err(_) => return Sniffed::Gone,
+            Ok(n) => n,
+        };
+        let old = *len;
+        *len += n;
+        if buf[old..*len] != PREFACE[old..*len] {
+            return Sniffed::Http1;
+        }
+        if *len == PREFACE.len() {
+            return Sniffed::Http2;
+        }
+    }
+}
+
+/// Serve one connection, from its first byte to its close, watching the server's
+/// shutdown state.
+pub(super) async fn serve_connection<S, B>(stream: TcpStream, service: S, builders: Arc<Builders>, guard: ConnGuard)
+where
+    S: ServeService<B>,
+    B: ServeBody,
+{
+    guard.register_task().await;
+    let registry = Arc::clone(guard.registry());
+    if builders.config.nodelay {
+        let _ = stream.set_nodelay(true);
+    }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    // Made before the first byte is read: the header-read timeout counts from here, the
+    // connection's start, through the protocol sniff and the first request's head.
+    let activity = Arc::new(Activity::new());
+    let mut buf = [0u8; PREFACE.len()];
+    let mut len = 0;
+    let sniffed = {
+        let sniff = std::pin::pin!(sniff(&stream, &mut buf, &mut len));
+        // At a graceful shutdown, a connection that has sent nothing closes now; one
+        // whose first bytes have arrived goes on to be answered.
+        let sniff = unless_shutdown(&registry, sniff, || !has_unread_bytes(fd));
+        match builders.config.header_read_timeout {
+            Some(t) => crate::time::timeout(t, sniff).await.ok().flatten(),
+            None => sniff.await,
+        }
+    };
+    let service =
+        Counted { inner: hyper_util::service::TowerToHyperService::new(service), activity: Arc::clone(&activity) };
+    let timeout = builders.config.header_read_timeout;
+    // HTTP/1: every request head must arrive within the timeout of the connection going
+    // idle. HTTP/2: the first request must start within the timeout of the connection's
+    // start (a client that sends the preface and then nothing holds no socket for long);
+    // after that an idle HTTP/2 connection is a normal thing for a client to keep.
+    let http1_watch = || timeout.map(|t| HeaderWatch::new(t, Arc::clone(&activity)));
+    let http2_watch = || timeout.map(|t| HeaderWatch::first_request(t, Arc::clone(&activity)));
+    let http1_drain = Http1Drain { fd, activity: Arc::clone(&activity) };
+    let io = Io::with_prefix(stream, buf, len);
+    match sniffed {
+        Some(Sniffed::Http1) if builders.config.http1 => {
+            let conn = builders.http1.serve_connection(io, service).with_upgrades();
+            drive(&registry, conn, Some(http1_drain), http1_watch(), |c| c.graceful_shutdown()).await;
+        }
+        Some(Sniffed::Http2) if builders.config.http2 => {
+            let conn = builders.http2.serve_connection(io, service);
+            drive(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown()).await;
+        }
+        Some(Sniffed::Http2) => {
+            // An HTTP/1-only server: hyper's HTTP/1 side closes on the preface.
+            let conn = builders.http1.serve_connection(io, service);
+            drive(&registry, conn, Some(http1_drain), http1_watch(), |c| c.graceful_shutdown()).await;
+        }
+        Some(Sniffed::Http1) => {
+            let conn = builders.http2.serve_connection(io, service);
+            drive(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown()).await;
+        }
+        Some(Sniffed::Gone) | None => {}
+    }
+    drop(guard);
+}
+
+/// Whether bytes wait in the socket that the server has not read yet.
+fn has_unread_bytes(fd: std::os::fd::RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: `recv` writes at most one byte, into `byte`, which is valid for it;
+    // `MSG_PEEK` leaves the data in the socket and `MSG_DONTWAIT` never blocks. `fd` is
+    // the connection's socket, open for as long as its `Io` lives, which outlives every
+    // call here.
+    let n = unsafe { libc::recv(fd, (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    n > 0
+}
+
+/// What an HTTP/1 connection needs to drain without dropping a request that has already
+/// arrived: its socket, and how many requests it has started.
+struct Http1Drain {
+    fd: std::os::fd::RawFd,
+    activity: Arc<Activity>,
+}
+
+/// Poll a hyper connection to its end: start its graceful shutdown when the server asks,
+/// and drop it when the server's deadline has passed.
+///
+/// hyper closes an idle HTTP/1 connection at once when asked to shut down, even if the
+/// next request's bytes are already in its socket, unread. So when such bytes wait on an
+/// idle connection, the request is let in first: the connection is asked once it has
+/// started one more request (hyper then finishes that one and closes). With a request in
+/// flight and bytes unread, those may be its body (an upload still coming in) or a
+/// pipelined request still in the socket: the decision waits for its response to
+/// finish, and then asks at once if nothing is left unread (hyper closes the idle
+/// connection) or lets the next request in first. (A pipelined request hyper has already
+/// read into its buffer is hyper's: asked to shut down, it answers the current request
+/// and closes.) A client that sends half a request
+/// is cut by the header-read timeout (`watch`), or at the deadline.
+async fn drive<C, E>(
+    registry: &Registry,
+    conn: C,
+    http1: Option<Http1Drain>,
+    mut watch: Option<HeaderWatch>,
+    graceful: impl Fn(Pin<&mut C>),
+) where
+    C: Future<Output = Result<(), E>>,
+{
+    let mut conn = std::pin::pin!(conn);
+    let mut asked = false;
+    // Nothing is decided before hyper's first poll: until it reads them, the bytes the
+    // protocol sniff took are in `Io`'s prefix, neither in the socket (where the check
+    // for unread bytes looks) nor in hyper's buffer (which tells hyper a request has
+    // begun), and a shutdown asked for then would close the connection on a request
+    // that has wholly arrived.
+    let mut polled = false;
+    // At the signal: the number of requests started, if one more must start first.
+    let mut wait_for_more: Option<Option<u64>> = None;
+    std::future::poll_fn(|cx| loop {
+        let state = registry.state();
+        if state == FORCED {
+            return Poll::Ready(());
+        }
+        if state == GRACEFUL && !asked && polled {
+            if wait_for_more.is_none() {
+                // Unread bytes on an idle connection are the next request's, which must
+                // start first. With a request in flight they may be its body or a
+                // pipelined next request: decide once its response has finished (checked
+                // after each poll below), when they can only be the next request's.
+                let unread = http1.as_ref().is_some_and(|h| has_unread_bytes(h.fd));
+                let busy = http1.as_ref().is_some_and(|h| h.activity.in_flight());
+                if !(unread && busy) {
+                    wait_for_more = Some(http1.as_ref().filter(|_| unread).map(|h| h.activity.started.load(Relaxed)));
+                }
+            }
+            if let Some(pending) = wait_for_more {
+                let started_more = |h: &Http1Drain| pending.is_some_and(|n| h.activity.started.load(Relaxed) > n);
+                if pending.is_none() || http1.as_ref().is_some_and(started_more) {
+                    asked = true;
+                    graceful(conn.as_mut());
+                }
+            }
+        }
+        // A connection error (a reset peer, a malformed request, a header timeout) ends
+        // this connection only; hyper has answered what it could.
+        if conn.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        if !polled {
+            polled = true;
+            if state == GRACEFUL {
+                // Decide now, with the sniffed bytes in hyper's hands.
+                continue;
+            }
+        }
+        // Idle past the header-read timeout: drop the connection, as hyper does.
+        if let Some(watch) = watch.as_mut() {
+            if watch.poll_expired(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
+        // The awaited request has started, or the one in flight has finished: go round
+        // once more to decide and ask now.
+        let started =
+            matches!((&wait_for_more, &http1), (Some(Some(n)), Some(h)) if h.activity.started.load(Relaxed) > *n);
+        let finished = wait_for_more.is_none() && http1.as_ref().is_some_and(|h| !h.activity.in_flight());
+        if state == GRACEFUL && !asked && (started || finished) {
+            continue;
+        }
+        return Poll::Pending;
+    })
+    .await
+}

@@ -1,0 +1,195 @@
+//! The receivers' side: [`Receiver`], reading each slot under its read lock.
+
+use super::error::{RecvError, TryRecvError};
+use super::Receiver;
+use crate::loom::Arc;
+use crate::sync::waiters::wake_all_of;
+use crate::task::coop;
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, Waker};
+
+/// Name a receiver's wait.
+fn record_recv_wait() {
+    crate::task::wait::record_label("recv broadcast");
+}
+
+/// Why an attempt to receive found no value.
+enum Miss {
+    Empty,
+    Closed,
+    Lagged(u64),
+}
+
+impl<T: Clone> Receiver<T> {
+    /// Take the next value, or say why there is none. With `waker`, a receiver that
+    /// finds nothing new registers it before the tail lock is let go, so a value sent
+    /// after the check wakes it.
+    fn try_take(&mut self, waker: Option<&Waker>) -> Result<T, Miss> {
+        loop {
+            let pos = self.next;
+            let slot = self.shared.read(pos);
+            if slot.pos == pos {
+                // The fast path: the value is there for this receiver (it was alive when
+                // the value was sent, so the value counts it and is still held). The
+                // receiver moves past it before cloning: a clone that panics leaves the
+                // value counted as seen (as Tokio does).
+                self.next = pos + 1;
+                let last = slot.rem.fetch_sub(1, Ordering::AcqRel) == 1;
+                let v = slot.val.as_ref().expect("a value is kept until every receiver has seen it").clone();
+                drop(slot);
+                if last {
+                    // The last receiver to see it drops it, unless a sender has
+                    // overwritten the slot meanwhile.
+                    let old = {
+                        let mut slot = self.shared.write(pos);
+                        if slot.pos == pos && slot.rem.load(Ordering::Acquire) == 0 {
+                            slot.val.take()
+                        } else {
+                            None
+                        }
+                    };
+                    drop(old);
+                }
+                return Ok(v);
+            }
+            drop(slot);
+            // Nothing for this receiver in the slot: nothing new, or it lags. The tail
+            // lock says which, as no sender writes while it is held.
+            let mut tail = self.shared.lock();
+            if pos >= tail.pos {
+                if tail.tx_count == 0 {
+                    return Err(Miss::Closed);
+                }
+                let old = waker.and_then(|w| tail.waiters.register(&mut self.key, w));
+                drop(tail);
+                drop(old);
+                return Err(Miss::Empty);
+            }
+            let oldest = tail.pos.saturating_sub(self.shared.capacity());
+            if pos < oldest {
+                self.next = oldest;
+                return Err(Miss::Lagged(oldest - pos));
+            }
+            // A value was sent between the two looks: read it.
+        }
+    }
+
+    /// Wait for the next value. `Lagged(n)` once when the receiver fell more than the
+    /// capacity behind (it then goes on from the oldest value kept); `Closed` when every
+    /// sender is gone and every value was seen. Cancel safe.
+    pub async fn recv(&mut self) -> Result<T, RecvError> {
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, RecvError>> {
+        std::task::ready!(coop::poll_proceed(cx));
+        let out = match self.try_take(Some(cx.waker())) {
+            Ok(v) => Ok(v),
+            Err(Miss::Closed) => Err(RecvError::Closed),
+            Err(Miss::Lagged(n)) => Err(RecvError::Lagged(n)),
+            Err(Miss::Empty) => {
+                record_recv_wait();
+                return Poll::Pending;
+            }
+        };
+        coop::spend();
+        Poll::Ready(out)
+    }
+
+    /// The next value if there is one now.
+    pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
+        self.try_take(None).map_err(|m| match m {
+            Miss::Empty => TryRecvError::Empty,
+            Miss::Closed => TryRecvError::Closed,
+            Miss::Lagged(n) => TryRecvError::Lagged(n),
+        })
+    }
+
+    /// [`recv`](Receiver::recv) from synchronous code, blocking the thread.
+    ///
+    /// # Panics
+    /// On a runtime's worker thread.
+    #[cfg(not(loom))]
+    #[track_caller]
+    pub fn blocking_recv(&mut self) -> Result<T, RecvError> {
+        crate::sync::blocking_wait("broadcast::Receiver::blocking_recv", self.recv())
+    }
+}
+
+impl<T> Receiver<T> {
+    /// A new receiver of the same channel, which sees the values sent from now on.
+    pub fn resubscribe(&self) -> Self {
+        let mut tail = self.shared.lock();
+        tail.rx_count += 1;
+        Receiver { shared: self.shared.clone(), next: tail.pos, key: None }
+    }
+
+    /// Values sent that this receiver has yet to receive (more than the capacity when it
+    /// lags).
+    pub fn len(&self) -> usize {
+        (self.shared.lock().pos - self.next) as usize
+    }
+
+    /// Whether this receiver has received every value sent.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `other` receives from the same channel.
+    pub fn same_channel(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// Whether every sender is gone (values may still wait to be received).
+    pub fn is_closed(&self) -> bool {
+        self.shared.lock().tx_count == 0
+    }
+
+    /// How many senders the channel has.
+    pub fn sender_strong_count(&self) -> usize {
+        self.shared.lock().tx_count
+    }
+
+    /// How many weak senders the channel has.
+    pub fn sender_weak_count(&self) -> usize {
+        self.shared.lock().weak_count
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let mut dropped = Vec::new();
+        let mut old = None;
+        let last = {
+            let mut tail = self.shared.lock();
+            if let Some(k) = self.key {
+                old = tail.waiters.remove(k);
+            }
+            // The values this receiver never saw no longer wait for it. With the tail
+            // lock held no sender rewrites these slots.
+            let from = self.next.max(tail.pos.saturating_sub(self.shared.capacity()));
+            for pos in from..tail.pos {
+                let mut slot = self.shared.write(pos);
+                if slot.pos == pos && slot.rem.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    if let Some(v) = slot.val.take() {
+                        dropped.push(v);
+                    }
+                }
+            }
+            tail.rx_count -= 1;
+            tail.rx_count == 0
+        };
+        drop(dropped);
+        drop(old);
+        if last {
+            wake_all_of(&self.shared.tail, |t| &mut t.closed);
+        }
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver").field("next", &self.next).finish_non_exhaustive()
+    }
+}
