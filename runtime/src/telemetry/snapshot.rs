@@ -1,4 +1,4 @@
-//! What [`Telemetry::snapshot`](super::Telemetry::snapshot) returns: the runtime's
+//! What [`Telemetry::snapshot`](super::Telemetry::snapshot)(super::Telemetry::snapshot) returns: the runtime's
 //! counters and gauges at one moment.
 
 use super::{Histogram, WorkerSnapshot};
@@ -15,7 +15,7 @@ pub enum WorkerState {
     Parked = 2,
 }
 
-/// The whole runtime, as read by [`Telemetry::snapshot`].
+/// The whole runtime, as read by [`Telemetry::snapshot`](super::Telemetry::snapshot).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Snapshot {
@@ -67,7 +67,7 @@ pub struct Snapshot {
     /// per ring), whether or not a reader had read them first. This is the ring's churn,
     /// not a loss: on a busy runtime nearly every record is overwritten eventually, after
     /// every reader has read it. What a reader missed is its cursor's
-    /// [`EventCursor::dropped`]. A record a writer on the shared remote ring gave up (it
+    /// [`EventCursor::dropped`](super::EventCursor::dropped). A record a writer on the shared remote ring gave up (it
     /// lapped a writer still storing its own) counts here once a later lap passes it.
     pub events_overwritten: u64,
     /// Threads in the blocking pool.
@@ -78,7 +78,7 @@ pub struct Snapshot {
     /// runtime (at most 4 MiB, though a reading taken while a spawner takes freed memory
     /// back may count it twice; each worker's own is `WorkerSnapshot::cell_cache_bytes`).
     pub outside_cell_cache_bytes: u64,
-    /// Deadlocks reported so far ([`Telemetry::deadlocks`]): each cycle of tasks counts
+    /// Deadlocks reported so far ([`Telemetry::deadlocks`](super::Telemetry::deadlocks)): each cycle of tasks counts
     /// once, when a reading confirms it. Readings are taken only while someone watches
     /// (a `Telemetry::deadlocks` call, the console while a client is connected, the
     /// exporter on a scrape), so a deadlock nobody looked for is not counted yet.

@@ -6,7 +6,7 @@ use super::clock::Clock;
 use super::{Histogram, WaitReason, WakeSource};
 use std::sync::atomic::Ordering::Relaxed;
 
-/// One live task, as [`Telemetry::tasks`] lists it.
+/// One live task, as [`Telemetry::tasks`](super::Telemetry::tasks) lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TaskInfo {
