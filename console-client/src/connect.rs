@@ -36,7 +36,7 @@ pub fn endpoint(uri: String) -> Result<Endpoint, String> {
 
 /// Connect to `endpoint`; the error is the transport's, with its causes.
 pub async fn open(endpoint: Endpoint) -> Result<Client, String> {
-    let channel = endpoint.connect().await.map_err(|e| volt::console::error_chain(&e))?;
+    let channel = endpoint.connect().await.map_err(|e| crate::error::error_chain(&e))?;
     Ok(ConsoleClient::new(channel).max_decoding_message_size(MAX_MESSAGE))
 }
 
@@ -65,6 +65,6 @@ pub async fn subscribe(
 /// A gRPC status as one line: its message, its code, and the cause underneath (a
 /// transport failure's status says only "transport error"; the reason is its source).
 pub fn status_text(s: &tonic::Status) -> String {
-    let msg = volt::console::with_causes(s.message().to_string(), std::error::Error::source(s));
+    let msg = crate::error::with_causes(s.message().to_string(), std::error::Error::source(s));
     format!("{msg} ({:?})", s.code())
 }

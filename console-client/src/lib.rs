@@ -12,13 +12,16 @@
 //!   subscription, and a watcher thread that reconnects and answers the dashboard's
 //!   requests.
 //! - [`event`]: one event as a log line.
+//! - [`error`]: an error and its causes as one line.
 //!
 //! It speaks the gRPC types of `volt-console-proto` only, so it holds nothing of the
-//! runtime's in-process model and neither program depends on the other.
+//! runtime's in-process model, does not depend on the runtime crate, and neither program
+//! depends on the other.
 
 pub mod addr;
 pub mod backoff;
 pub mod connect;
+pub mod error;
 pub mod event;
 pub mod token;
 pub mod watch;
@@ -33,8 +36,7 @@ pub use watch::{
     DEFAULT_MAX_EVENTS, ONCE_TIMEOUT, WATCH_BACKLOG,
 };
 
-/// `e` with its sources, each said once, for a message a person can act on.
-pub use volt::console::error_chain;
+pub use error::{error_chain, with_causes};
 
 /// The address a console client connects to by default.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:6670";

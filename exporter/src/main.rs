@@ -19,6 +19,10 @@
 //! of every task in the process, once a second) only while something scrapes it, and
 //! subscribes again when that changes. Logs go to stderr through `tracing-subscriber`;
 //! `RUST_LOG` selects them (default `info`).
+//!
+//! `/metrics` is served as the in-process exporter serves it, on the exporter's own Volt
+//! runtime; the console client speaks tonic, so the stream is followed on a Tokio runtime
+//! of its own, on one of that runtime's blocking threads.
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -39,7 +43,7 @@ struct Args {
     listen: String,
     /// The most HTTP connections open at once; one over it closes the oldest that has not
     /// sent its request header yet.
-    #[arg(long, value_name = "N", default_value_t = volt::console::limits::DEFAULT_MAX_CONNECTIONS as u64,
+    #[arg(long, value_name = "N", default_value_t = volt_exporter::DEFAULT_MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=65_536))]
     max_connections: u64,
     /// Seconds a connection has to send its request header before it is closed.
@@ -94,15 +98,36 @@ fn main() -> ExitCode {
     metrics.set_console_up(false);
     let m = Arc::clone(&metrics);
     let token = client::token_from(args.token);
-    let exporter = match volt_exporter::start_limited(listener, limits, metrics, "volt-exporter", move |stop| {
-        follow(console, token, m, stop)
-    }) {
-        Ok(e) => e,
+    let console_rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
         Err(e) => {
             eprintln!("volt-exporter: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let exporter =
+        match volt_exporter::start_limited(listener, limits, metrics, "volt-exporter", move |stop| async move {
+            let followed = volt::task::spawn_blocking(move || {
+                console_rt.block_on(async {
+                    tokio::select! {
+                        _ = follow(console, token, m) => {}
+                        _ = stop.stopped() => {}
+                    }
+                })
+            });
+            // A panic there ends the exporter's thread with it, and the process fails.
+            if let Err(e) = followed.await {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
+        }) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("volt-exporter: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     tracing::info!("serving http://{}/metrics from the console at {}", exporter.local_addr(), args.console);
     match exporter.join() {
         Ok(()) => ExitCode::SUCCESS,
@@ -116,20 +141,11 @@ fn main() -> ExitCode {
 
 /// Follow the console stream forever, reconnecting on the client library's capped
 /// backoff schedule.
-async fn follow(
-    console: String,
-    token: Option<String>,
-    metrics: Arc<Metrics>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
+async fn follow(console: String, token: Option<String>, metrics: Arc<Metrics>) {
     let mut backoff = Backoff::new();
     let mut seen = None;
     loop {
-        let run = watch(&console, token.as_deref(), &metrics, &mut seen, &mut backoff);
-        let reason = tokio::select! {
-            r = run => r,
-            _ = stop.wait_for(|s| *s) => return,
-        };
+        let reason = watch(&console, token.as_deref(), &metrics, &mut seen, &mut backoff).await;
         let Some(reason) = reason else {
             // Subscribe again at once, asking for the lost-waker count or not.
             continue;
@@ -137,10 +153,7 @@ async fn follow(
         metrics.set_console_up(false);
         let wait = backoff.fail();
         tracing::warn!("console {console}: {reason}; reconnecting in {wait:?}");
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
+        tokio::time::sleep(wait).await;
     }
 }
 
