@@ -54,7 +54,7 @@ impl Conn {
                             self.recorder = None;
                         }
                     }
-                    if app.paused {
+                    if app.screen.paused {
                         app.hold(*u);
                     } else {
                         app.apply(*u);

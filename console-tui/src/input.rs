@@ -1,146 +1,131 @@
-//! Keys to actions. A key changes the view state (the screen, the selection, the sort
-//! and filters, the detail view, pause, help) and may ask the main loop for something
-//! only it can do: quit, step a replay, ask the connection for a task's history or
-//! another window of the task list ([`Action`]).
+//! Keys to changes. A key changes the view state ([`Screen`]: the view, the selection,
+//! the sort and filters, pause, help) and may ask for what only the app can do, as a
+//! [`Command`]: quit, step a replay, open or close the detail view, note a resume. The
+//! model is read (for the lists' lengths), never changed.
 
-use crate::app::{App, SortKey, View};
+use crate::screen::{Screen, SortKey, View};
+use crate::state::Model;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use volt_console_proto as proto;
 
-/// What the main loop should do after a key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
+/// What a key asks of the app, beyond the view state it changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
     None,
     Quit,
     /// Replay: show the next recorded update (while paused).
     Step,
-    /// The detail view of this task opened: ask the server for its history (live only).
-    FetchTask(u64),
-    /// The task list's window, sort or filter changed: ask the server for it (live only).
-    QueryTasks(proto::TaskQuery),
+    /// Open the detail view of the selected task (closing the one open).
+    OpenDetail,
+    /// Close the detail view.
+    CloseDetail,
+    /// The display was paused and goes on again.
+    Resume,
 }
 
-impl App {
-    /// Handle a key press.
-    pub fn on_key(&mut self, key: KeyEvent) -> Action {
-        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
-            return Action::Quit;
-        }
-        let action = self.on_key_inner(key);
-        if action != Action::None || self.view != View::Tasks {
-            return action;
-        }
-        self.requery()
+/// Handle a key press on `screen`, whose lists show `model`.
+pub fn on_key(screen: &mut Screen, model: &Model, key: KeyEvent) -> Command {
+    if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+        return Command::Quit;
     }
-
-    fn on_key_inner(&mut self, key: KeyEvent) -> Action {
-        if let Some(input) = &mut self.filter_input {
-            match key.code {
-                KeyCode::Enter => {
-                    self.name_filter = self.filter_input.take().unwrap_or_default();
-                    self.selected = 0;
-                }
-                KeyCode::Esc => self.filter_input = None,
-                KeyCode::Backspace => {
-                    input.pop();
-                }
-                KeyCode::Char(c) => input.push(c),
-                _ => {}
-            }
-            return Action::None;
-        }
-        if self.help {
-            // Any key closes the help; `q` still quits.
-            self.help = false;
-            return if key.code == KeyCode::Char('q') { Action::Quit } else { Action::None };
-        }
+    if let Some(input) = &mut screen.filter_input {
         match key.code {
-            KeyCode::Char('q') => return Action::Quit,
-            KeyCode::Esc => self.close_detail(),
-            KeyCode::Char('?') | KeyCode::Char('h') => self.help = true,
-            KeyCode::Tab => self.switch(match self.view {
-                View::Workers => View::Tasks,
-                View::Tasks => View::Groups,
-                View::Groups => View::Events,
-                View::Events => View::Stalls,
-                View::Stalls => View::Resources,
-                View::Resources => View::Workers,
-            }),
-            KeyCode::BackTab => self.switch(match self.view {
-                View::Workers => View::Resources,
-                View::Resources => View::Stalls,
-                View::Tasks => View::Workers,
-                View::Groups => View::Tasks,
-                View::Events => View::Groups,
-                View::Stalls => View::Events,
-            }),
-            KeyCode::Char('w') => self.switch(View::Workers),
-            KeyCode::Char('t') => self.switch(View::Tasks),
-            KeyCode::Char('o') => self.switch(View::Groups),
-            KeyCode::Char('e') => self.switch(View::Events),
-            KeyCode::Char('s') | KeyCode::Char('S') => self.switch(View::Stalls),
-            KeyCode::Char('r') => self.switch(View::Resources),
-            KeyCode::Down | KeyCode::Char('j') => {
-                self.selected = (self.selected + 1).min(self.visible_len().saturating_sub(1))
+            KeyCode::Enter => {
+                screen.name_filter = screen.filter_input.take().unwrap_or_default();
+                screen.selected = 0;
             }
-            KeyCode::Up | KeyCode::Char('k') => self.selected = self.selected.saturating_sub(1),
-            KeyCode::Home | KeyCode::Char('g') => self.selected = 0,
-            KeyCode::End | KeyCode::Char('G') => self.selected = self.visible_len().saturating_sub(1),
-            KeyCode::Enter if self.view == View::Tasks => {
-                self.close_detail();
-                if let Some(row) = self.selected_task().cloned() {
-                    self.detail = Some(row.task.id);
-                    self.detail_row = Some(row.clone());
-                    return Action::FetchTask(row.task.id);
-                }
+            KeyCode::Esc => screen.filter_input = None,
+            KeyCode::Backspace => {
+                input.pop();
             }
-            KeyCode::PageDown => {
-                self.selected = (self.selected + 20).min(self.visible_len().saturating_sub(1));
-            }
-            KeyCode::PageUp => self.selected = self.selected.saturating_sub(20),
-            KeyCode::Char('b') => self.sort = SortKey::Busy,
-            KeyCode::Char('p') => self.sort = SortKey::Polls,
-            KeyCode::Char('n') if matches!(self.view, View::Tasks | View::Groups) => self.sort = SortKey::Name,
-            KeyCode::Char('l') if self.view == View::Tasks => self.sort = SortKey::Wait,
-            KeyCode::Char('/') if self.view == View::Tasks => self.filter_input = Some(self.name_filter.clone()),
-            KeyCode::Char('f') if self.view == View::Stalls => self.unfold_frames = !self.unfold_frames,
-            KeyCode::Char('f') if self.view == View::Tasks => {
-                use proto::TaskState as S;
-                self.state_filter = match self.state_filter {
-                    None => Some(S::Running),
-                    Some(S::Running) => Some(S::Scheduled),
-                    Some(S::Scheduled) => Some(S::Idle),
-                    _ => None,
-                };
-                self.selected = 0;
-            }
-            KeyCode::Char(' ') => {
-                self.paused = !self.paused;
-                if !self.paused && !self.is_replay() {
-                    // Rows that changed in the pause were sent only then: ask for the
-                    // whole window again (`requery` sees a new query).
-                    self.last_query = None;
-                }
-            }
-            KeyCode::Char('.') | KeyCode::Char('n') | KeyCode::Right => return Action::Step,
+            KeyCode::Char(c) => input.push(c),
             _ => {}
         }
-        Action::None
+        return Command::None;
     }
-
-    fn switch(&mut self, v: View) {
-        if self.view != v {
-            self.view = v;
-            self.selected = 0;
-            self.close_detail();
+    if screen.help {
+        // Any key closes the help; `q` still quits.
+        screen.help = false;
+        return if key.code == KeyCode::Char('q') { Command::Quit } else { Command::None };
+    }
+    let last = |screen: &Screen| screen.visible_len(model).saturating_sub(1);
+    match key.code {
+        KeyCode::Char('q') => return Command::Quit,
+        KeyCode::Esc => return Command::CloseDetail,
+        KeyCode::Char('?') | KeyCode::Char('h') => screen.help = true,
+        KeyCode::Tab => {
+            return switch(
+                screen,
+                match screen.view {
+                    View::Workers => View::Tasks,
+                    View::Tasks => View::Groups,
+                    View::Groups => View::Events,
+                    View::Events => View::Stalls,
+                    View::Stalls => View::Resources,
+                    View::Resources => View::Workers,
+                },
+            )
         }
+        KeyCode::BackTab => {
+            return switch(
+                screen,
+                match screen.view {
+                    View::Workers => View::Resources,
+                    View::Resources => View::Stalls,
+                    View::Tasks => View::Workers,
+                    View::Groups => View::Tasks,
+                    View::Events => View::Groups,
+                    View::Stalls => View::Events,
+                },
+            )
+        }
+        KeyCode::Char('w') => return switch(screen, View::Workers),
+        KeyCode::Char('t') => return switch(screen, View::Tasks),
+        KeyCode::Char('o') => return switch(screen, View::Groups),
+        KeyCode::Char('e') => return switch(screen, View::Events),
+        KeyCode::Char('s') | KeyCode::Char('S') => return switch(screen, View::Stalls),
+        KeyCode::Char('r') => return switch(screen, View::Resources),
+        KeyCode::Down | KeyCode::Char('j') => screen.selected = (screen.selected + 1).min(last(screen)),
+        KeyCode::Up | KeyCode::Char('k') => screen.selected = screen.selected.saturating_sub(1),
+        KeyCode::Home | KeyCode::Char('g') => screen.selected = 0,
+        KeyCode::End | KeyCode::Char('G') => screen.selected = last(screen),
+        KeyCode::Enter if screen.view == View::Tasks => return Command::OpenDetail,
+        KeyCode::PageDown => screen.selected = (screen.selected + 20).min(last(screen)),
+        KeyCode::PageUp => screen.selected = screen.selected.saturating_sub(20),
+        KeyCode::Char('b') => screen.sort = SortKey::Busy,
+        KeyCode::Char('p') => screen.sort = SortKey::Polls,
+        KeyCode::Char('n') if matches!(screen.view, View::Tasks | View::Groups) => screen.sort = SortKey::Name,
+        KeyCode::Char('l') if screen.view == View::Tasks => screen.sort = SortKey::Wait,
+        KeyCode::Char('/') if screen.view == View::Tasks => screen.filter_input = Some(screen.name_filter.clone()),
+        KeyCode::Char('f') if screen.view == View::Stalls => screen.unfold_frames = !screen.unfold_frames,
+        KeyCode::Char('f') if screen.view == View::Tasks => {
+            use proto::TaskState as S;
+            screen.state_filter = match screen.state_filter {
+                None => Some(S::Running),
+                Some(S::Running) => Some(S::Scheduled),
+                Some(S::Scheduled) => Some(S::Idle),
+                _ => None,
+            };
+            screen.selected = 0;
+        }
+        KeyCode::Char(' ') => {
+            screen.paused = !screen.paused;
+            if !screen.paused {
+                return Command::Resume;
+            }
+        }
+        KeyCode::Char('.') | KeyCode::Char('n') | KeyCode::Right => return Command::Step,
+        _ => {}
     }
+    Command::None
+}
 
-    fn close_detail(&mut self) {
-        self.detail = None;
-        self.detail_row = None;
-        self.history = None;
-        self.detail_histograms = None;
-        self.detail_holds.clear();
+/// Show view `v`: the selection starts over, and the detail view closes.
+fn switch(screen: &mut Screen, v: View) -> Command {
+    if screen.view == v {
+        return Command::None;
     }
+    screen.view = v;
+    screen.selected = 0;
+    Command::CloseDetail
 }

@@ -9,9 +9,15 @@
 //!   `volt-console-client` crate) talks to the server; [`conn::Conn`] takes its messages
 //!   into the app once a frame and passes the app's requests back.
 //! - [`state`]: the data model the update stream builds (workers, rates, histories,
-//!   events, tasks); [`app::App`] holds it next to the view state.
-//! - [`input`]: keys to changes of the view state and [`app::Action`]s for the main loop.
-//! - [`warnings`]: what is worth a look, computed from the data model.
+//!   events, tasks, what the warnings follow), [`state::Model`]. It knows nothing above.
+//! - [`screen`]: the view state, [`screen::Screen`] (the view, the selection, the sort
+//!   and filters, pause, help); it reads the model for the lists' lengths and orders.
+//! - [`input`]: keys to changes of the view state, and [`input::Command`]s for the app.
+//! - [`warnings`]: what is worth a look, a [`warnings::Warn`] for each kind of trouble
+//!   over the model's items.
+//! - [`app`]: [`app::App`] owns the model and the view state and composes them: updates
+//!   and keys go through it, and what only the main loop can do comes back as an
+//!   [`app::Action`].
 //! - [`view`] (also named [`ui`]): drawing only; it reads an `App` and does no I/O.
 //! - [`record`]: recording the stream and playing it back ([`record::Player`]).
 //! - [`perfetto`]: a recording (or a live console) as a Perfetto trace, a timeline of
@@ -26,6 +32,7 @@ pub mod conn;
 pub mod input;
 pub mod perfetto;
 pub mod record;
+pub mod screen;
 pub mod state;
 pub mod view;
 pub mod warnings;

@@ -37,9 +37,9 @@ fn groups_reach_the_dashboard() {
     let _watcher = client::spawn_watcher(rt.console_addr().unwrap().to_string(), None, tx);
     let mut app = App::new("test");
     let deadline = Instant::now() + Duration::from_secs(30);
-    let group = |app: &App, name: &str| app.task_groups.iter().find(|g| g.name == name).cloned();
+    let group = |app: &App, name: &str| app.model.task_groups.iter().find(|g| g.name == name).cloned();
     loop {
-        assert!(Instant::now() < deadline, "the groups never arrived: {:#?}", app.task_groups);
+        assert!(Instant::now() < deadline, "the groups never arrived: {:#?}", app.model.task_groups);
         if let Ok(client::Msg::Update(u)) = rx.recv_timeout(Duration::from_secs(1)) {
             app.apply(*u);
         }
@@ -52,13 +52,13 @@ fn groups_reach_the_dashboard() {
     let job = group(&app, "job").unwrap();
     assert_eq!((job.spawned, job.alive, job.kind), (25, 0, proto::TaskGroupKind::Named as i32));
     assert!(job.polls >= 25 && job.poll_p50_ns.is_some());
-    let busy: u64 = app.snapshot.as_ref().unwrap().workers.iter().map(|w| w.busy_ns).sum();
+    let busy: u64 = app.model.snapshot.as_ref().unwrap().workers.iter().map(|w| w.busy_ns).sum();
     assert!(busy > 0, "the workers' busy time did not come");
     app.on_key(crossterm::event::KeyEvent::new(
         crossterm::event::KeyCode::Char('o'),
         crossterm::event::KeyModifiers::NONE,
     ));
-    assert_eq!(app.view, View::Groups);
+    assert_eq!(app.screen.view, View::Groups);
     let s = screen(&app);
     assert!(s.contains("task groups: "), "{s}");
     let row = |name: &str| s.lines().find(|l| l.starts_with(&format!("│{name} "))).map(String::from);

@@ -92,7 +92,7 @@ fn the_header_names_each_deadlocked_task_with_what_it_holds_and_wants() {
 fn r_opens_the_resources_view_which_lists_holders_waiters_and_permits() {
     let mut app = app_with_deadlock();
     assert_eq!(app.on_key(key(KeyCode::Char('r'))), Action::None);
-    assert_eq!(app.view, View::Resources);
+    assert_eq!(app.screen.view, View::Resources);
     let t = render(&app, 140, 30);
     find(&t, "resources: 3");
     // Mutex #1's row (the header's deadlock warning also names task 3).
@@ -106,14 +106,14 @@ fn r_opens_the_resources_view_which_lists_holders_waiters_and_permits() {
     for _ in 0..10 {
         app.on_key(key(KeyCode::Down));
     }
-    assert_eq!(app.selected, 2);
+    assert_eq!(app.screen.selected, 2);
     // Tab goes round through it: stalls, resources, workers.
     app.on_key(key(KeyCode::Tab));
-    assert_eq!(app.view, View::Workers);
+    assert_eq!(app.screen.view, View::Workers);
     app.on_key(key(KeyCode::BackTab));
-    assert_eq!(app.view, View::Resources);
+    assert_eq!(app.screen.view, View::Resources);
     app.on_key(key(KeyCode::BackTab));
-    assert_eq!(app.view, View::Stalls);
+    assert_eq!(app.screen.view, View::Stalls);
     // The help lists the key, and the key bar the view.
     app.on_key(key(KeyCode::Char('?')));
     let t = render(&app, 140, 40);
@@ -149,14 +149,14 @@ fn a_tasks_details_show_what_it_holds() {
     assert!(l.contains("Mutex #1 (1 waiting)"), "{l}");
     // Closing the details forgets it.
     app.on_key(key(KeyCode::Esc));
-    assert!(app.detail_holds.is_empty());
+    assert_eq!(app.model.detail, None);
 }
 
 #[test]
 fn an_update_without_resources_empties_the_view() {
     let mut app = app_with_deadlock();
     app.apply(proto::Update { uptime_ns: 2_000_000_000, ..Default::default() });
-    assert!(app.resources.is_empty());
+    assert!(app.model.resources.is_empty());
     app.on_key(key(KeyCode::Char('r')));
     find(&render(&app, 140, 30), "resources: 0");
 }

@@ -265,10 +265,10 @@ fn the_demo_watched_from_its_start_misses_no_events() {
     let s = rt.handle().telemetry().snapshot();
     eprintln!(
         "{updates} updates, recorded {} overwritten {}; missed ring {} cap {}",
-        s.events_recorded, s.events_overwritten, app.events_missed_ring, app.events_missed_cap
+        s.events_recorded, s.events_overwritten, app.model.missed.events_ring, app.model.missed.events_cap
     );
     assert!(updates >= 5, "{updates} updates in 6 s");
-    assert_eq!((app.events_missed_ring, app.events_missed_cap), (0, 0), "{:?}", app.warnings());
+    assert_eq!((app.model.missed.events_ring, app.model.missed.events_cap), (0, 0), "{:?}", app.warnings());
     assert!(!app.warnings().iter().any(|w| w.contains("missed")), "{:?}", app.warnings());
 }
 

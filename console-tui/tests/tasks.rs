@@ -453,10 +453,10 @@ fn the_tui_asks_for_its_window_and_holds_only_it() {
 
     // To the end of a million rows: one query for the window there, and only it is held.
     let Action::QueryTasks(q) = app.on_key(key(KeyCode::End)) else { panic!("End asks for the last window") };
-    assert_eq!(app.selected as u64, total - 1);
+    assert_eq!(app.screen.selected as u64, total - 1);
     assert!(q.offset < total && total - 1 < q.offset + TASK_WINDOW as u64, "{q:?}");
     app.apply_page(page(q.offset));
-    assert!(app.tasks.len() <= TASK_WINDOW as usize);
+    assert!(app.model.tasks.len() <= TASK_WINDOW as usize);
     assert_eq!(app.selected_task().map(|r| r.task.id), Some(total), "the selected row is the last task");
     // A step inside the window asks nothing.
     assert_eq!(app.on_key(key(KeyCode::Up)), Action::None);
@@ -473,7 +473,7 @@ fn the_tui_asks_for_its_window_and_holds_only_it() {
     }
     let Action::QueryTasks(q) = app.on_key(key(KeyCode::Enter)) else { panic!("name filter") };
     assert_eq!(q.name_contains, "web");
-    assert!(app.tasks.len() <= TASK_WINDOW as usize);
+    assert!(app.model.tasks.len() <= TASK_WINDOW as usize);
 }
 
 /// What each task waits on, who woke it and whether it can ever be woken, over gRPC:
@@ -909,14 +909,14 @@ fn unknown_and_every_wait_of_a_poll_reach_the_wire_the_dashboard_and_once_json()
     // The dashboard: the list shows the first wait and how many more; the details show
     // each wait, and a hint for `unknown`.
     let mut app = app;
-    app.view = volt_console::app::View::Tasks;
+    app.screen.view = volt_console::app::View::Tasks;
     let lines = screen(&app);
     let row = |name: &str| lines.iter().find(|l| l.contains(name)).unwrap_or_else(|| panic!("{name}: {lines:#?}"));
     assert!(row("read-then-oneshot").contains("unknown"), "{}", row("read-then-oneshot"));
     let r = row(" select ");
     assert!(r.contains("sleep until +") && r.contains(" +1 "), "{r}");
     for (id, d) in details {
-        app.detail = Some(id);
+        app.model.open_detail(id);
         app.apply_task(id, Ok(d));
         let lines = screen(&app);
         let has = |text: &str| lines.iter().any(|l| l.contains(text));

@@ -155,40 +155,40 @@ fn keys_switch_views_move_sort_open_details_and_quit() {
         ..Default::default()
     });
     app.apply(u);
-    assert_eq!(app.view, View::Workers);
+    assert_eq!(app.screen.view, View::Workers);
     assert_eq!(app.on_key(key(KeyCode::Tab)), Action::None);
-    assert_eq!(app.view, View::Tasks);
+    assert_eq!(app.screen.view, View::Tasks);
     let order = |app: &App| app.sorted_tasks().iter().map(|r| r.task.id).collect::<Vec<_>>();
     assert_eq!(order(&app), [9, 7, 8], "busy time, most first");
     app.on_key(key(KeyCode::Char('p')));
-    assert_eq!((app.sort, order(&app)), (SortKey::Polls, vec![8, 9, 7]));
+    assert_eq!((app.screen.sort, order(&app)), (SortKey::Polls, vec![8, 9, 7]));
     app.on_key(key(KeyCode::Char('n')));
-    assert_eq!((app.sort, order(&app)), (SortKey::Name, vec![8, 7, 9]), "named first, by name");
+    assert_eq!((app.screen.sort, order(&app)), (SortKey::Name, vec![8, 7, 9]), "named first, by name");
     app.on_key(key(KeyCode::Char('j')));
     app.on_key(key(KeyCode::Down));
     app.on_key(key(KeyCode::Down));
-    assert_eq!(app.selected, 2, "stops at the last row");
+    assert_eq!(app.screen.selected, 2, "stops at the last row");
     app.on_key(key(KeyCode::Char('k')));
     assert_eq!(app.on_key(key(KeyCode::Enter)), Action::FetchTask(7), "opening details asks the server");
-    assert_eq!(app.detail, Some(7));
+    assert_eq!(app.model.detail_id(), Some(7));
     let t = render(&app, 140, 40);
     find(&t, "task (Esc closes)");
     find(&t, "b-task");
     app.on_key(key(KeyCode::Esc));
-    assert_eq!(app.detail, None);
+    assert_eq!(app.model.detail_id(), None);
     app.on_key(key(KeyCode::Char('?')));
-    assert!(app.help);
+    assert!(app.screen.help);
     find(&render(&app, 140, 40), "this help");
     app.on_key(key(KeyCode::Char('x')));
-    assert!(!app.help);
+    assert!(!app.screen.help);
     app.on_key(key(KeyCode::Char(' ')));
-    assert!(app.paused);
+    assert!(app.screen.paused);
     app.on_key(key(KeyCode::Char('e')));
-    assert_eq!(app.view, View::Events);
+    assert_eq!(app.screen.view, View::Events);
     app.on_key(key(KeyCode::BackTab));
-    assert_eq!(app.view, View::Groups);
+    assert_eq!(app.screen.view, View::Groups);
     app.on_key(key(KeyCode::BackTab));
-    assert_eq!(app.view, View::Tasks);
+    assert_eq!(app.screen.view, View::Tasks);
     // A finished task leaves the list.
     let mut u = update(4, [3000, 2000, 1000, 1000], 3000);
     u.tasks = Some(proto::TaskChanges { changed: vec![], removed: vec![7], full: false, ..Default::default() });
@@ -263,11 +263,12 @@ fn task_details_join_the_server_history_to_the_log_without_repeats() {
     app.apply(u);
     app.on_key(key(KeyCode::Char('t')));
     assert_eq!(app.on_key(key(KeyCode::Enter)), Action::FetchTask(5));
-    let ids = |app: &App| app.detail_task().unwrap().1.iter().map(|e| (e.timestamp_ns, e.kind)).collect::<Vec<_>>();
+    let ids =
+        |app: &App| app.model.detail_task().unwrap().1.iter().map(|e| (e.timestamp_ns, e.kind)).collect::<Vec<_>>();
     // Before the answer: the log's events of this task.
     assert_eq!(ids(&app).len(), 7);
     app.history_requested(5, Ok(()));
-    assert_eq!(app.history, Some(TaskHistory::Pending));
+    assert_eq!(app.model.detail.as_ref().unwrap().history, Some(TaskHistory::Pending));
     find(&render(&app, 140, 40), "asking the server");
     // The server's history reaches back to the spawn (before this console connected) and
     // stops in the middle of the 300 ns poll.
@@ -285,7 +286,7 @@ fn task_details_join_the_server_history_to_the_log_without_repeats() {
     fresher.state = proto::TaskState::Idle as i32;
     // An answer for a task whose view is closed changes nothing.
     app.apply_task(9, Ok(proto::TaskDetails { task: None, recent_events: vec![], ..Default::default() }));
-    assert_eq!(app.history, Some(TaskHistory::Pending));
+    assert_eq!(app.model.detail.as_ref().unwrap().history, Some(TaskHistory::Pending));
     app.apply_task(5, Ok(proto::TaskDetails { task: Some(fresher), recent_events: history, ..Default::default() }));
     let (s, p, e, st) = (K::Spawn as i32, K::PollStart as i32, K::PollEnd as i32, K::Schedule as i32);
     assert_eq!(
@@ -293,7 +294,7 @@ fn task_details_join_the_server_history_to_the_log_without_repeats() {
         [(10, s), (20, p), (30, e), (100, p), (150, e), (200, st), (300, p), (300, s), (300, s), (400, e)],
         "the history, then only what the log has beyond it"
     );
-    assert_eq!(app.detail_task().unwrap().0.task.polls, 4, "the answer refreshes the row");
+    assert_eq!(app.model.detail_task().unwrap().0.task.polls, 4, "the answer refreshes the row");
     let screen = render(&app, 140, 40);
     find(&screen, "8 from the server's history");
     find(&screen, "spawn");
@@ -303,7 +304,7 @@ fn task_details_join_the_server_history_to_the_log_without_repeats() {
     find(&render(&app, 140, 40), "this console's only: no live task");
     // Closing the view forgets the history.
     app.on_key(key(KeyCode::Esc));
-    assert_eq!((app.detail, app.history.clone()), (None, None));
+    assert_eq!(app.model.detail, None);
 }
 
 #[test]
@@ -323,7 +324,7 @@ fn the_bridge_row_shows_its_threads_tasks_queue_and_busy_share_or_off() {
             Some(proto::BridgeSnapshot { workers: 2, alive_tasks: 13, global_queue_depth: 1, busy_ns });
         app.apply(u);
     }
-    assert_eq!(app.rates.bridge_busy, Some(0.5));
+    assert_eq!(app.model.rates.bridge_busy, Some(0.5));
     let t = render(&app, 140, 40);
     let (_, l) = find(&t, "bridge ");
     assert!(l.starts_with("│bridge    2 thr  13 tasks  q 1  50% "), "{l}");
@@ -360,7 +361,7 @@ fn busy_app() -> App {
 fn at_80x24_the_key_bar_keeps_help_and_quit() {
     let mut app = busy_app();
     for view in [View::Workers, View::Tasks, View::Events] {
-        app.view = view;
+        app.screen.view = view;
         let t = render(&app, 80, 24);
         let bar = line(&t, 23);
         assert!(bar.contains("? help") && bar.contains("q quit"), "{view:?}: {bar:?}");
@@ -379,7 +380,7 @@ fn at_60x20_numbers_are_whole_and_the_help_box_fits() {
     assert!(head.contains("#") && head.contains("state"), "{head}");
     for w in 0..4u16 {
         let row = line(&t, y + 1 + w);
-        let polls = volt_console::app::si(app.rates.workers[w as usize].0);
+        let polls = volt_console::ui::format::si(app.model.rates.workers[w as usize].0);
         assert!(row.contains(&format!(" {polls}")), "row {w} lacks its whole polls/s {polls}: {row}");
     }
     for heading in ["local queue", "LIFO", "steals/s", "parks/s", "EWMA task", "gq int"] {
@@ -389,14 +390,16 @@ fn at_60x20_numbers_are_whole_and_the_help_box_fits() {
     }
     // The header's figures are whole: each label is followed by a whole value or absent.
     let header = line(&t, 1);
-    for (label, value) in [("workers ", "4"), ("spawn ", &format!("{}/s", volt_console::app::si(app.rates.spawns)))] {
+    for (label, value) in
+        [("workers ", "4"), ("spawn ", &format!("{}/s", volt_console::ui::format::si(app.model.rates.spawns)))]
+    {
         if header.contains(label.trim()) {
             assert!(header.contains(&format!("{label}{value}")), "{header}");
         }
     }
     assert!(!s.contains("spawns/s "), "the third box is dropped under 90 columns:\n{s}");
     // The tasks view: ids and busy times whole.
-    app.view = View::Tasks;
+    app.screen.view = View::Tasks;
     let t = render(&app, 60, 20);
     let (y, head) = find(&t, "│id ");
     assert!(head.contains("busy") && head.contains("polls"), "{head}");
@@ -404,12 +407,12 @@ fn at_60x20_numbers_are_whole_and_the_help_box_fits() {
     for r in &rows {
         let id = r.trim_start_matches('│').split_whitespace().next().unwrap();
         let id: u64 = id.parse().unwrap_or_else(|_| panic!("an id cut: {r}"));
-        let row = app.tasks.get(&id).unwrap_or_else(|| panic!("no task {id}: {r}"));
-        assert!(r.contains(&volt_console::app::dur(row.task.busy_ns)), "busy time cut: {r}");
+        let row = app.model.tasks.get(&id).unwrap_or_else(|| panic!("no task {id}: {r}"));
+        assert!(r.contains(&volt_console::ui::format::dur(row.task.busy_ns)), "busy time cut: {r}");
     }
     // The help box: every line of it whole, inside its borders.
-    app.view = View::Workers;
-    app.help = true;
+    app.screen.view = View::Workers;
+    app.screen.help = true;
     let t = render(&app, 60, 20);
     let s = screen(&t);
     for l in
@@ -540,7 +543,7 @@ fn bogus_sizes_and_huge_terminals_draw() {
     let mut u = update(3, [3000, 2000, 1000, 1000], 4100);
     u.runtime.as_mut().unwrap().max_searching = u32::MAX;
     app.apply(u);
-    app.view = View::Workers;
+    app.screen.view = View::Workers;
     let t = render(&app, 100, 30);
     let (_, bar) = find(&t, "searching ");
     assert!(bar.contains("/4"), "the cap is the worker count: {bar}");
@@ -577,13 +580,13 @@ fn a_pause_keeps_what_the_server_sends_once_and_resuming_asks_for_the_window() {
     use volt_console::app::Status;
     let mut app = App::new("x");
     app.status = Status::Live;
-    app.view = View::Tasks;
+    app.screen.view = View::Tasks;
     app.apply(window_update(1, vec![task(1, Some("a"), 1, 0), task(2, Some("b"), 1, 0)], vec![1, 2], true));
     assert!(matches!(app.requery(), Action::QueryTasks(_)), "the first window is asked for");
     app.awaiting_page = false;
     assert_eq!(app.requery(), Action::None, "nothing changed");
     app.on_key(key(KeyCode::Char(' ')));
-    assert!(app.paused);
+    assert!(app.screen.paused);
     // In the pause: task 3 enters the window (sent once), a stall, missed updates.
     let mut u = window_update(2, vec![task(3, Some("c"), 1, 0)], vec![1, 2, 3], false);
     u.snapshot = Some(proto::Snapshot {
@@ -592,13 +595,13 @@ fn a_pause_keeps_what_the_server_sends_once_and_resuming_asks_for_the_window() {
     });
     u.updates_missed = 4;
     app.hold(u);
-    assert_eq!(app.tasks.len(), 2, "the list is frozen in the pause");
-    assert_eq!(app.uptime_ns, 1_000_000_000, "the figures are frozen in the pause");
-    assert_eq!(app.stalls.len(), 1, "a stall is sent once: kept in the pause");
-    assert_eq!(app.updates_missed, 4);
+    assert_eq!(app.model.tasks.len(), 2, "the list is frozen in the pause");
+    assert_eq!(app.model.uptime_ns, 1_000_000_000, "the figures are frozen in the pause");
+    assert_eq!(app.model.stalls.len(), 1, "a stall is sent once: kept in the pause");
+    assert_eq!(app.model.missed.updates, 4);
     assert!(app.warnings().iter().any(|w| w.starts_with("stall: task 3")), "{:?}", app.warnings());
     let resumed = app.on_key(key(KeyCode::Char(' ')));
-    assert!(!app.paused);
+    assert!(!app.screen.paused);
     let Action::QueryTasks(q) = resumed else { panic!("resuming asks for the window again: {resumed:?}") };
     assert_eq!((q.offset, q.limit), (0, volt_console::app::TASK_WINDOW));
     assert!(app.awaiting_page);
@@ -623,14 +626,14 @@ fn a_page_is_awaited_only_from_a_live_stream() {
     app.status = Status::Replay { position: 0, total: 0, paused: false, skipped: 0 };
     app.apply(window_update(1, vec![task(1, Some("a"), 1, 0)], vec![1], true));
     assert_eq!(app.requery(), Action::None, "a replay has no server to ask");
-    app.view = View::Tasks;
+    app.screen.view = View::Tasks;
     assert_eq!(app.on_key(key(KeyCode::Char('p'))), Action::None);
     assert!(!app.awaiting_page);
 
     let mut app = App::new("x");
     app.status = Status::Disconnected { reason: "gone".into(), retry_in_ms: 100 };
     app.apply(window_update(1, vec![task(1, Some("a"), 1, 0)], vec![1], true));
-    app.view = View::Tasks;
+    app.screen.view = View::Tasks;
     assert!(matches!(app.on_key(key(KeyCode::Char('p'))), Action::QueryTasks(_)), "kept for the next stream");
     assert!(!app.awaiting_page, "no page comes while disconnected");
 }
@@ -659,13 +662,13 @@ fn a_restarted_server_is_not_mixed_with_the_old_one() {
         snapshot: Some(proto::Snapshot { tasks_spawned: 2000, ..Default::default() }),
         ..Default::default()
     });
-    assert_eq!(app.rates.spawns, 1000.0);
+    assert_eq!(app.model.rates.spawns, 1000.0);
     assert!(app.warnings().iter().any(|w| w.contains("task 7") && w.contains("15.0 ms")), "{:?}", app.warnings());
     // The new process, 3 s old with 30,000 spawns: a rate needs two of its snapshots.
     let mut u = restarted(3000, 30_000, 222);
     u.tasks = window_update(3, vec![task(7, Some("new-seven"), 1, 0)], vec![7], true).tasks;
     app.apply(u);
-    assert_eq!(app.rates.spawns, 0.0, "no rate across two processes");
+    assert_eq!(app.model.rates.spawns, 0.0, "no rate across two processes");
     let w = app.warnings();
     assert!(!w.iter().any(|w| w.contains("polled for")), "the old process's slow poll: {w:?}");
     app.apply(proto::Update {
@@ -673,7 +676,7 @@ fn a_restarted_server_is_not_mixed_with_the_old_one() {
         snapshot: Some(proto::Snapshot { tasks_spawned: 40_000, ..Default::default() }),
         ..Default::default()
     });
-    assert_eq!(app.rates.spawns, 10_000.0);
+    assert_eq!(app.model.rates.spawns, 10_000.0);
 }
 
 /// The slow-poll warning goes away some time after the poll, as a stall's does.
@@ -721,7 +724,7 @@ fn the_groups_view_shows_each_group_with_its_rates() {
         vec![group("conn", Named, 3000, 600_000_000), group("src/main.rs:9:5", SpawnLocation, 60, 3_000_000)];
     app.apply(u);
     app.on_key(key(KeyCode::Char('o')));
-    assert_eq!(app.view, View::Groups);
+    assert_eq!(app.screen.view, View::Groups);
     let t = render(&app, 160, 40);
     let (y, head) = find(&t, "busy total");
     assert!(head.contains("│group"), "{head}");

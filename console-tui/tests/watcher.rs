@@ -115,9 +115,9 @@ fn the_watcher_fetches_a_task_history_from_before_it_connected() {
                 app.apply(*u);
                 // Once this console's log holds some of the task's polls (which the
                 // server's history holds too), open its details as Enter does.
-                let logged = app.events.iter().filter(|e| e.task_id == h.id().as_u64()).count();
-                if !asked && app.tasks.contains_key(&h.id().as_u64()) && logged >= 4 {
-                    app.detail = Some(h.id().as_u64());
+                let logged = app.model.events.iter().filter(|e| e.task_id == h.id().as_u64()).count();
+                if !asked && app.model.tasks.contains_key(&h.id().as_u64()) && logged >= 4 {
+                    app.model.open_detail(h.id().as_u64());
                     watcher.fetch_task(h.id().as_u64());
                     watcher.fetch_task(u64::MAX);
                     asked = true;
@@ -139,9 +139,9 @@ fn the_watcher_fetches_a_task_history_from_before_it_connected() {
     assert_eq!(d.task.as_ref().unwrap().name.as_deref(), Some("early"));
     let spawn = |e: &&proto::Event| e.kind == proto::EventKind::Spawn as i32 && e.task_id == h.id().as_u64();
     assert!(d.recent_events.iter().any(|e| spawn(&e)), "the history holds the spawn: {:?}", d.recent_events);
-    assert!(!app.events.iter().any(|e| spawn(&e)), "the stream began after the spawn");
+    assert!(!app.model.events.iter().any(|e| spawn(&e)), "the stream began after the spawn");
     app.apply_task(h.id().as_u64(), Ok(*d));
-    let (_, events) = app.detail_task().unwrap();
+    let (_, events) = app.model.detail_task().unwrap();
     assert!(events.iter().any(spawn), "the detail view shows the spawn");
     let mut seen = std::collections::HashSet::new();
     let polls = events.iter().filter(|e| e.kind == proto::EventKind::PollStart as i32);

@@ -62,15 +62,20 @@ impl Player {
     /// Once a frame: apply the updates that are due (unless paused), and set the
     /// status and what went wrong with the file so far.
     pub fn advance(&mut self, app: &mut App) {
-        if !app.paused {
+        if !app.screen.paused {
             while let Some(u) = self.poll(false) {
                 app.apply(u);
             }
         }
-        app.status = if self.ended() && !app.paused {
+        app.status = if self.ended() && !app.screen.paused {
             Status::Ended
         } else {
-            Status::Replay { position: self.next, total: self.total, paused: app.paused, skipped: self.reader.skipped }
+            Status::Replay {
+                position: self.next,
+                total: self.total,
+                paused: app.screen.paused,
+                skipped: self.reader.skipped,
+            }
         };
         // What went wrong with the file stays on screen, as a warning.
         app.replay_problems = self.problems();
@@ -78,7 +83,7 @@ impl Player {
 
     /// `.`: pause, and show the next update now.
     pub fn step(&mut self, app: &mut App) {
-        app.paused = true;
+        app.screen.paused = true;
         if let Some(u) = self.poll(true) {
             app.apply(u);
         }

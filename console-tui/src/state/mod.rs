@@ -1,63 +1,86 @@
 //! The data model: what the update stream says about the runtime, kept for the screen.
 //! An update brings the runtime's info (first on a stream), a snapshot of every worker's
 //! counters, the events read since the last update and the changes to the task window;
-//! [`App::apply`] folds it in: the snapshot and its rates, the sparkline histories, the
-//! event log (bounded), the task rows, and what the warnings follow (open polls, slow
-//! polls, self-wakes in a row, parked workers with queued work).
+//! [`Model::apply`] folds it in: the snapshot and its rates, the sparkline histories, the
+//! event log (bounded), the task rows, and what the warnings follow ([`Watch`]). The
+//! model knows nothing of the screen, the keys or the connection.
 
 mod rates;
+mod tasks;
+mod watch;
 
 use rates::{group_rates, push, rates};
-pub use rates::{GroupRates, Rates};
+pub use rates::{GroupRates, Rates, HISTORY};
+use tasks::merge_history;
+pub use tasks::{TaskDetail, TaskHistory, TaskRow, TASK_WINDOW};
+pub use watch::{OpenPoll, SelfWakes, SlowPoll, Watch, SLOW_POLL_NS};
 
-use crate::app::App;
-use crate::warnings::SLOW_POLL_NS;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use volt_console_proto as proto;
-
-/// Samples kept for the sparklines.
-pub const HISTORY: usize = 120;
 
 /// Events kept for the event pane and the task detail view.
 pub const EVENT_LOG: usize = 20_000;
 /// Stalls kept for the stalls view, as many as the server's history.
 pub const STALL_LOG: usize = 64;
 
-/// Rows of the task list the console asks the server for: a window around the selected
-/// row, larger than any screen, so scrolling asks again only every `TASK_WINDOW / 4`
-/// rows. The console never holds more task rows than this (plus the detail view's).
-pub const TASK_WINDOW: u32 = 200;
-
-/// Tasks followed for self-wakes. When a new task finds the map full, those with none in
-/// a row are forgotten; if that frees less than a quarter, new tasks are turned away
-/// until another quarter of the map's size has been, so the sweep (a pass over the whole
-/// map) runs at most once per that many events.
-pub(crate) const MAX_TRACKS: usize = 65_536;
-
-/// What the server said about the task in the detail view.
-#[derive(Clone, Debug, PartialEq)]
-pub enum TaskHistory {
-    /// Asked, no answer yet.
-    Pending,
-    /// Its events from the server's history, oldest first.
-    Events(Vec<proto::Event>),
-    /// Why there is none (the task ended, no connection, a replay).
-    Unavailable(String),
+/// What this console missed, since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Missed {
+    /// Events missed (the sum of the next two).
+    pub events: u64,
+    /// Records the event ring overwrote before the server read them.
+    pub events_ring: u64,
+    /// Events the server left out of this console's updates for its per-update cap.
+    pub events_cap: u64,
+    /// Updates the server skipped because this console read too slowly.
+    pub updates: u64,
 }
 
-/// What we know about one task.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TaskRow {
-    pub task: proto::Task,
-    /// Uptime when this row was last refreshed (to age `since_last_poll_ns`).
-    pub seen_at_ns: u64,
+/// Everything the update stream said that the console keeps.
+#[derive(Clone, Debug, Default)]
+pub struct Model {
+    pub info: Option<proto::RuntimeInfo>,
+    pub snapshot: Option<proto::Snapshot>,
+    /// The snapshot before, with its uptime: the rates are the change since.
+    prev: Option<(u64, proto::Snapshot)>,
+    pub uptime_ns: u64,
+    pub rates: Rates,
+    pub global_queue_history: VecDeque<u64>,
+    pub spawn_rate_history: VecDeque<u64>,
+    pub events: VecDeque<proto::Event>,
+    /// The stalls that ended, as the server sent them, oldest first (at most
+    /// [`STALL_LOG`]). The polls stalled now are in `snapshot.ongoing_stalls`.
+    pub stalls: VecDeque<proto::Stall>,
+    /// The runtime's uptime when the newest of them arrived: the header warns about it
+    /// for a while after.
+    pub stall_arrived_ns: Option<u64>,
+    pub missed: Missed,
+    /// Updates taken in.
+    pub updates: u64,
+    /// The rows of the task window the server sent (at most [`TASK_WINDOW`]).
+    pub tasks: BTreeMap<u64, TaskRow>,
+    /// All live tasks by state, from the server (`None` from a server without windows).
+    pub task_counts: Option<proto::TaskCounts>,
+    /// Tasks that pass the filters, from the server: the list's length.
+    pub task_matching: u64,
+    /// The task groups, as the last update had them (the server sends them all each
+    /// time; none without task statistics).
+    pub task_groups: Vec<proto::TaskGroup>,
+    /// Each group's rates since the update before, by name.
+    pub group_rates: HashMap<String, GroupRates>,
+    /// The uptime of the update the groups came in.
+    groups_at: Option<u64>,
+    /// The sync primitives tasks have waited on, by id, as the last update had them (at
+    /// most the server's 500), and how many there are.
+    pub resources: Vec<proto::Resource>,
+    pub resources_total: u64,
+    /// The task the detail view follows.
+    pub detail: Option<TaskDetail>,
+    /// What the warnings follow in the stream.
+    pub watch: Watch,
 }
 
-#[derive(Default, Clone, Debug)]
-pub(crate) struct TaskTrack {
-    pub(crate) self_wakes_in_a_row: u64,
-}
-
-impl App {
+impl Model {
     /// Take in one update from the stream (or a recording).
     pub fn apply(&mut self, u: proto::Update) {
         self.take_in(u, true);
@@ -67,8 +90,8 @@ impl App {
     /// and the event log stay as they were, but nothing the server sends only once is
     /// lost. New stalls and the counts of what was missed are kept, the events still
     /// feed the warnings (a slow poll in a pause is still flagged), and a new runtime
-    /// behind the address is noticed. On resuming, the task window is asked for again
-    /// (see `input`), since the rows that changed in the pause came only then.
+    /// behind the address is noticed. On resuming, the task window is asked for again,
+    /// since the rows that changed in the pause came only then.
     pub fn hold(&mut self, u: proto::Update) {
         self.take_in(u, false);
     }
@@ -81,17 +104,17 @@ impl App {
         if let Some(info) = u.runtime.take() {
             self.set_info(info);
         }
-        self.events_missed += u.events_missed;
+        self.missed.events += u.events_missed;
         // A server older than the split reports only the sum: count it as the ring's.
         let split = u.events_missed_ring + u.events_missed_cap;
-        self.events_missed_ring += if split == 0 { u.events_missed } else { u.events_missed_ring };
-        self.events_missed_cap += u.events_missed_cap;
-        self.updates_missed += u.updates_missed;
+        self.missed.events_ring += if split == 0 { u.events_missed } else { u.events_missed_ring };
+        self.missed.events_cap += u.events_missed_cap;
+        self.missed.updates += u.updates_missed;
         if show {
             self.uptime_ns = u.uptime_ns;
         }
         for e in &u.events {
-            self.track_event(e, u.uptime_ns);
+            self.watch.event(e, u.uptime_ns);
         }
         if show {
             for e in u.events {
@@ -132,23 +155,18 @@ impl App {
                 }
                 push(&mut self.global_queue_history, s.global_queue_depth);
                 push(&mut self.spawn_rate_history, self.rates.spawns.round() as u64);
-                let parked_with_work = s.num_parked > 0 && s.global_queue_depth > 0;
-                self.parked_with_work = if parked_with_work { self.parked_with_work + 1 } else { 0 };
+                self.watch.snapshot(&s);
                 self.prev = Some((u.uptime_ns, s.clone()));
                 self.snapshot = Some(s);
             }
-        }
-        let n = self.visible_len();
-        if self.selected >= n {
-            self.selected = n.saturating_sub(1);
         }
     }
 
     /// The runtime's info, from a stream's first update. Another process behind the
     /// address (a restarted server: its pid or start time differ) starts over what
     /// was kept of the old one, whose counters, clock and task ids mean nothing for
-    /// the new one: the rates, the sparklines, the event log, the open and slow polls,
-    /// the tasks followed for self-wakes, the task rows and the detail view.
+    /// the new one: the rates, the sparklines, the event log, what the warnings follow,
+    /// the task rows, the groups, the resources and the detail view.
     fn set_info(&mut self, info: proto::RuntimeInfo) {
         let another =
             self.info.as_ref().is_some_and(|old| (old.pid, old.started_unix_ns) != (info.pid, info.started_unix_ns));
@@ -158,24 +176,15 @@ impl App {
             self.global_queue_history.clear();
             self.spawn_rate_history.clear();
             self.events.clear();
-            self.open_polls.clear();
-            self.slow_polls.clear();
-            self.slow_poll_arrived_ns = None;
-            self.tracks.clear();
-            self.tracks_refused = 0;
-            self.parked_with_work = 0;
+            self.watch = Watch::default();
             self.tasks.clear();
             self.task_groups.clear();
             self.group_rates.clear();
             self.groups_at = None;
             self.resources.clear();
             self.resources_total = 0;
-            self.detail_holds.clear();
             self.stall_arrived_ns = None;
             self.detail = None;
-            self.detail_row = None;
-            self.history = None;
-            self.detail_histograms = None;
             self.uptime_ns = 0;
         }
         self.info = Some(info);
@@ -203,8 +212,8 @@ impl App {
             self.tasks.clear();
         }
         for task in t.changed {
-            if self.detail == Some(task.id) {
-                self.detail_row = Some(TaskRow { task: task.clone(), seen_at_ns: uptime_ns });
+            if let Some(d) = self.detail.as_mut().filter(|d| d.id == task.id) {
+                d.row = Some(TaskRow { task: task.clone(), seen_at_ns: uptime_ns });
             }
             self.tasks.insert(task.id, TaskRow { task, seen_at_ns: uptime_ns });
         }
@@ -222,7 +231,6 @@ impl App {
 
     /// Take in a page the server sent for a new query (`SetTaskQuery`).
     pub fn apply_page(&mut self, page: proto::TaskPage) {
-        self.awaiting_page = false;
         let counts = page.counts;
         let matching = page.matching;
         let view = page.tasks.iter().map(|t| t.id).collect();
@@ -230,152 +238,77 @@ impl App {
             proto::TaskChanges { changed: page.tasks, full: true, counts, view, matching, ..Default::default() },
             self.uptime_ns,
         );
-        self.clamp_selection();
     }
 
-    /// Follow one event for the warnings; `now_ns` is its update's uptime.
-    fn track_event(&mut self, e: &proto::Event, now_ns: u64) {
-        use proto::EventKind as K;
-        let worker = e.worker.unwrap_or(u32::MAX);
-        match K::try_from(e.kind).unwrap_or(K::Unspecified) {
-            K::PollStart => {
-                self.open_polls.insert(worker, (e.task_id, e.timestamp_ns));
-            }
-            K::PollEnd => {
-                if let Some((task, start)) = self.open_polls.remove(&worker) {
-                    let took = e.timestamp_ns.saturating_sub(start);
-                    if task == e.task_id && took > SLOW_POLL_NS {
-                        if self.slow_polls.len() == 16 {
-                            self.slow_polls.pop_front();
-                        }
-                        self.slow_polls.push_back((task, took));
-                        self.slow_poll_arrived_ns = Some(now_ns);
-                    }
-                }
-            }
-            K::Transition => {
-                if self.tracks.len() < MAX_TRACKS {
-                    // Room again (tasks ended): the next time it fills, sweep first.
-                    self.tracks_refused = 0;
-                } else if !self.tracks.contains_key(&e.task_id) {
-                    if self.tracks_refused < MAX_TRACKS / 4 && self.tracks_refused > 0 {
-                        self.tracks_refused += 1;
-                        return;
-                    }
-                    self.tracks.retain(|_, t| t.self_wakes_in_a_row > 0);
-                    self.tracks_refused = 0;
-                    if self.tracks.len() > MAX_TRACKS * 3 / 4 {
-                        self.tracks_refused = 1;
-                        return;
-                    }
-                }
-                // RUNNING -> SCHEDULED: woken during its own poll (a yield, or a self-wake).
-                let t = self.tracks.entry(e.task_id).or_default();
-                if e.arg == (2 << 8 | 1) {
-                    t.self_wakes_in_a_row += 1;
-                } else if e.arg == (2 << 8) {
-                    t.self_wakes_in_a_row = 0;
-                }
-            }
-            K::Complete | K::Cancel | K::Panic => {
-                self.tracks.remove(&e.task_id);
-            }
-            _ => {}
+    /// Follow task `id` in the detail view (its row from the window, if it is there),
+    /// forgetting the one followed before.
+    pub fn open_detail(&mut self, id: u64) {
+        self.detail = Some(TaskDetail::new(id, self.tasks.get(&id).cloned()));
+    }
+
+    /// Stop following a task.
+    pub fn close_detail(&mut self) {
+        self.detail = None;
+    }
+
+    /// The task the detail view follows, if any.
+    pub fn detail_id(&self) -> Option<u64> {
+        self.detail.as_ref().map(|d| d.id)
+    }
+
+    /// Note that the server was asked about task `id` (or, with `Err`, that it cannot
+    /// be), if the detail view still follows it.
+    pub fn history_requested(&mut self, id: u64, can_ask: Result<(), String>) {
+        if let Some(d) = self.detail.as_mut().filter(|d| d.id == id) {
+            d.requested(can_ask);
         }
     }
 
     /// Take in the server's answer about task `id` (ignored once its view is closed).
     pub fn apply_task(&mut self, id: u64, details: Result<proto::TaskDetails, String>) {
-        if self.detail != Some(id) {
-            return;
-        }
-        self.history = Some(match details {
-            Ok(d) => {
-                self.detail_histograms =
-                    Some((d.poll_histogram.unwrap_or_default(), d.schedule_histogram.unwrap_or_default()));
-                self.detail_holds = d.holds;
-                if let Some(task) = d.task {
-                    self.detail_row = Some(TaskRow { task, seen_at_ns: self.uptime_ns });
-                }
-                TaskHistory::Events(d.recent_events)
-            }
-            Err(why) => TaskHistory::Unavailable(why),
-        });
-    }
-}
-
-/// One task's events from the server's history (`server`, oldest first) and from this
-/// console's log (`log`, oldest first), each event once: the log's events before the
-/// history starts, the history, then the log's events after it. Both lists are cuts of
-/// one ordered stream, so at the history's last timestamp the log's first events there
-/// are the ones the history already holds (events of one worker often share a timestamp).
-pub(crate) fn merge_history<'a>(
-    server: &'a [proto::Event],
-    log: impl Iterator<Item = &'a proto::Event>,
-) -> Vec<&'a proto::Event> {
-    let (first, last) = (server[0].timestamp_ns, server[server.len() - 1].timestamp_ns);
-    let mut at_last = server.iter().rev().take_while(|e| e.timestamp_ns == last).count();
-    let (mut before, mut after) = (Vec::new(), Vec::new());
-    for e in log {
-        if e.timestamp_ns < first {
-            before.push(e);
-        } else if e.timestamp_ns > last {
-            after.push(e);
-        } else if e.timestamp_ns == last {
-            if at_last > 0 {
-                at_last -= 1;
-            } else {
-                after.push(e);
-            }
-        }
-    }
-    before.extend(server);
-    before.append(&mut after);
-    before
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn self_wake(task_id: u64) -> proto::Event {
-        proto::Event {
-            timestamp_ns: task_id,
-            worker: Some(0),
-            kind: proto::EventKind::Transition as i32,
-            task_id,
-            arg: 2 << 8 | 1,
+        let uptime_ns = self.uptime_ns;
+        if let Some(d) = self.detail.as_mut().filter(|d| d.id == id) {
+            d.answer(details, uptime_ns);
         }
     }
 
-    /// A full map of tasks that all keep waking themselves frees nothing when swept: new
-    /// tasks are turned away (the map never passes its cap), and the sweep, a pass over
-    /// the whole map, is not repeated for each of them.
-    #[test]
-    fn self_wake_tracking_stays_within_its_cap() {
-        let mut app = App::new(String::from("test"));
-        let events: Vec<_> = (1..=(MAX_TRACKS as u64 + 50_000)).map(self_wake).collect();
-        app.apply(proto::Update { events, ..Default::default() });
-        assert_eq!(app.tracks.len(), MAX_TRACKS);
-        assert!(app.tracks.contains_key(&1) && !app.tracks.contains_key(&(MAX_TRACKS as u64 + 1)));
-        // Once some end, new tasks find room again, and the refusals start over.
-        let ends: Vec<_> = (1..=MAX_TRACKS as u64 / 2)
-            .map(|id| proto::Event { kind: proto::EventKind::Complete as i32, arg: 0, ..self_wake(id) })
-            .collect();
-        app.apply(proto::Update { events: ends, ..Default::default() });
-        let late = u64::MAX / 2;
-        app.apply(proto::Update { events: vec![self_wake(late)], ..Default::default() });
-        assert!(app.tracks.contains_key(&late));
-        assert_eq!(app.tracks_refused, 0);
-        // Filled again with tasks that have stopped waking themselves: the first new task
-        // past the cap sweeps them out and gets in.
-        let room = (MAX_TRACKS - app.tracks.len()) as u64;
-        let calm: Vec<_> = (0..room).map(|i| proto::Event { arg: 2 << 8, ..self_wake(late + 1 + i) }).collect();
-        app.apply(proto::Update { events: calm, ..Default::default() });
-        assert_eq!(app.tracks.len(), MAX_TRACKS);
-        let newcomer = late + 10 * MAX_TRACKS as u64;
-        app.apply(proto::Update { events: vec![self_wake(newcomer)], ..Default::default() });
-        assert!(app.tracks.contains_key(&newcomer), "a sweep would have made room");
-        assert!(app.tracks.len() <= MAX_TRACKS);
+    /// The task shown in the detail view, with its events: the server's history of it
+    /// (which reaches back before this console connected), then the newer ones from
+    /// this console's log, each once, oldest first.
+    pub fn detail_task(&self) -> Option<(&TaskRow, Vec<&proto::Event>)> {
+        let detail = self.detail.as_ref()?;
+        let id = detail.id;
+        // The freshest copy: the window's updates and the server's answer both refresh it.
+        let row = detail.row.as_ref().filter(|r| r.task.id == id).or(self.tasks.get(&id))?;
+        let log = self.events.iter().filter(|e| e.task_id == id);
+        let server = match &detail.history {
+            Some(TaskHistory::Events(h)) if !h.is_empty() => h,
+            _ => return Some((row, log.collect())),
+        };
+        Some((row, merge_history(server, log)))
+    }
+
+    /// ` (name)` for task `id` if its name is known here, else nothing.
+    pub fn task_name(&self, id: u64) -> String {
+        let detail_row = self.detail.as_ref().and_then(|d| d.row.as_ref());
+        match self.tasks.get(&id).or(detail_row.filter(|r| r.task.id == id)).and_then(|r| r.task.name.as_deref()) {
+            Some(n) => format!(" ({n})"),
+            None => String::new(),
+        }
+    }
+
+    /// The deadlocks the server's latest reading found (from the last snapshot).
+    pub fn deadlocks(&self) -> &[proto::Deadlock] {
+        self.snapshot.as_ref().map_or(&[][..], |s| &s.deadlocks[..])
+    }
+
+    /// The polls stalled now (from the last snapshot).
+    pub fn ongoing_stalls(&self) -> &[proto::Stall] {
+        self.snapshot.as_ref().map_or(&[][..], |s| &s.ongoing_stalls[..])
+    }
+
+    /// The stalls view's rows: the polls stalled now, then the ended stalls, newest first.
+    pub fn stall_rows(&self) -> Vec<&proto::Stall> {
+        self.ongoing_stalls().iter().chain(self.stalls.iter().rev()).collect()
     }
 }

@@ -1,9 +1,11 @@
 //! Per-second rates between two snapshots, and the bounded sample histories of the
 //! sparklines.
 
-use super::HISTORY;
 use std::collections::{HashMap, VecDeque};
 use volt_console_proto as proto;
+
+/// Samples kept for the sparklines.
+pub const HISTORY: usize = 120;
 
 /// Per-second rates between the last two snapshots.
 #[derive(Clone, Debug, Default, PartialEq)]

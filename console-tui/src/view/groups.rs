@@ -38,7 +38,7 @@ const DROP_ORDER: [usize; 7] = [11, 10, 9, 7, 5, 6, 8];
 
 /// One group's cells, in [`COLUMNS`]' order.
 fn cells(app: &App, g: &proto::TaskGroup) -> Vec<Cell<'static>> {
-    let rates = app.group_rates.get(&g.name).copied().unwrap_or_default();
+    let rates = app.model.group_rates.get(&g.name).copied().unwrap_or_default();
     let mean = |total: u64, n: u64| total.checked_div(n).map_or("-".into(), dur);
     let failed = g.cancelled + g.panicked;
     let name = match proto::TaskGroupKind::try_from(g.kind) {
@@ -71,18 +71,19 @@ pub(super) fn draw_groups(f: &mut Frame, app: &App, area: Rect) {
     };
     let header = Row::new(keep(COLUMNS.iter().map(|c| Cell::from(c.0)).collect()))
         .style(Style::new().add_modifier(Modifier::BOLD));
-    let rows: Vec<Row> = app.sorted_groups().into_iter().map(|g| Row::new(keep(cells(app, g)))).collect();
-    let title = if app.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
+    let rows: Vec<Row> =
+        app.screen.sorted_groups(&app.model).into_iter().map(|g| Row::new(keep(cells(app, g)))).collect();
+    let title = if app.model.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
         " task groups (kept only when the runtime records: Builder::event_ring) ".to_string()
     } else {
-        let sort = match app.sort {
+        let sort = match app.screen.sort {
             SortKey::Busy | SortKey::Wait => "busy",
             SortKey::Polls => "polls",
             SortKey::Name => "name",
         };
         format!(
             " task groups: {}, by name or spawn location, sorted by {sort} (b p n sort; p50 p99 poll time, mean first-poll and queued delay) ",
-            app.task_groups.len()
+            app.model.task_groups.len()
         )
     };
     // The name takes the room the others leave.
@@ -93,8 +94,8 @@ pub(super) fn draw_groups(f: &mut Frame, app: &App, area: Rect) {
         .map(|((name, w), _)| if *name == "group" { Constraint::Fill(1) } else { Constraint::Length(*w) })
         .collect();
     let mut state = TableState::default();
-    if app.view == View::Groups {
-        state.select(Some(app.selected));
+    if app.screen.view == View::Groups {
+        state.select(Some(app.screen.selected));
     }
     f.render_stateful_widget(
         Table::new(rows, widths)

@@ -39,26 +39,26 @@ pub fn draw(f: &mut Frame, app: &App) {
     let [header, body, footer] =
         Layout::vertical([Constraint::Length(header_h), Constraint::Min(5), Constraint::Length(1)]).areas(f.area());
     draw_header(f, app, &warnings, header);
-    match app.view {
+    match app.screen.view {
         View::Workers => draw_workers_view(f, app, body),
         View::Tasks => draw_tasks(f, app, body),
-        View::Events => draw_events(f, app, body, app.selected),
+        View::Events => draw_events(f, app, body, app.screen.selected),
         View::Stalls => draw_stalls(f, app, body),
         View::Groups => groups::draw_groups(f, app, body),
         View::Resources => resources::draw_resources(f, app, body),
     }
     draw_footer(f, app, footer);
-    if app.detail.is_some() {
+    if app.model.detail.is_some() {
         draw_detail(f, app, centered(f.area(), 80, 70));
     }
-    if app.help {
+    if app.screen.help {
         draw_help(f, f.area());
     }
 }
 
 fn status_span(app: &App) -> Span<'static> {
     match &app.status {
-        Status::Live if app.paused => Span::styled("❚❚ paused", Style::new().fg(Color::Yellow)),
+        Status::Live if app.screen.paused => Span::styled("❚❚ paused", Style::new().fg(Color::Yellow)),
         Status::Live => Span::styled("● live", Style::new().fg(Color::Green)),
         Status::Connecting { attempt } => {
             Span::styled(format!("… connecting (attempt {attempt})"), Style::new().fg(Color::Yellow))
@@ -85,7 +85,7 @@ fn uptime(ns: u64) -> String {
 }
 
 fn draw_header(f: &mut Frame, app: &App, warnings: &[String], area: Rect) {
-    let workers = app.snapshot.as_ref().map_or(0, |s| s.workers.len());
+    let workers = app.model.snapshot.as_ref().map_or(0, |s| s.workers.len());
     let label = Style::new().fg(Color::DarkGray);
     let mut first = vec![
         Span::styled(app.source.clone(), Style::new().add_modifier(Modifier::BOLD)),
@@ -100,13 +100,13 @@ fn draw_header(f: &mut Frame, app: &App, warnings: &[String], area: Rect) {
     let inner = area.width.saturating_sub(2) as usize;
     let mut used: usize = first.iter().map(|s| s.width()).sum();
     let items = [
-        ("  uptime ", uptime(app.uptime_ns)),
+        ("  uptime ", uptime(app.model.uptime_ns)),
         ("  workers ", workers.to_string()),
-        ("  spawn ", format!("{}/s", si(app.rates.spawns))),
-        ("  poll ", format!("{}/s", si(app.rates.polls))),
-        ("  steal ", format!("{}/s", si(app.rates.steals))),
-        ("  park ", format!("{}/s", si(app.rates.parks))),
-        ("  missed ", si(app.events_missed as f64)),
+        ("  spawn ", format!("{}/s", si(app.model.rates.spawns))),
+        ("  poll ", format!("{}/s", si(app.model.rates.polls))),
+        ("  steal ", format!("{}/s", si(app.model.rates.steals))),
+        ("  park ", format!("{}/s", si(app.model.rates.parks))),
+        ("  missed ", si(app.model.missed.events as f64)),
     ];
     for (name, value) in items {
         let w = name.chars().count() + value.chars().count();
@@ -167,7 +167,7 @@ pub fn fit_columns(widths: &[u16], drop_order: &[usize], width: u16) -> Vec<bool
 }
 
 fn draw_workers_view(f: &mut Frame, app: &App, area: Rect) {
-    let workers = app.snapshot.as_ref().map_or(0, |s| s.workers.len());
+    let workers = app.model.snapshot.as_ref().map_or(0, |s| s.workers.len());
     let table_rows = u16::try_from(workers).unwrap_or(u16::MAX).saturating_add(3);
     let [sched, table, events] =
         Layout::vertical([Constraint::Length(5), Constraint::Length(table_rows), Constraint::Min(3)]).areas(area);
@@ -177,7 +177,7 @@ fn draw_workers_view(f: &mut Frame, app: &App, area: Rect) {
     let [left, mid, right] =
         Layout::horizontal([Constraint::Length(38), Constraint::Fill(1), Constraint::Fill(right_width)]).areas(sched);
     draw_scheduler(f, app, left);
-    let gq: Vec<u64> = app.global_queue_history.iter().copied().collect();
+    let gq: Vec<u64> = app.model.global_queue_history.iter().copied().collect();
     let last_gq = gq.last().copied().unwrap_or(0);
     f.render_widget(
         Sparkline::default()
@@ -186,31 +186,33 @@ fn draw_workers_view(f: &mut Frame, app: &App, area: Rect) {
             .style(Style::new().fg(Color::Magenta)),
         mid,
     );
-    let sp: Vec<u64> = app.spawn_rate_history.iter().copied().collect();
+    let sp: Vec<u64> = app.model.spawn_rate_history.iter().copied().collect();
     if right.width > 0 {
         f.render_widget(
             Sparkline::default()
-                .block(Block::default().borders(Borders::ALL).title(format!(" spawns/s {} ", si(app.rates.spawns))))
+                .block(
+                    Block::default().borders(Borders::ALL).title(format!(" spawns/s {} ", si(app.model.rates.spawns))),
+                )
                 .data(&sp[sp.len().saturating_sub(right.width.saturating_sub(2) as usize)..])
                 .style(Style::new().fg(Color::Cyan)),
             right,
         );
     }
     draw_worker_table(f, app, table);
-    let newest = app.events.len().saturating_sub(1);
+    let newest = app.model.events.len().saturating_sub(1);
     draw_events(f, app, events, newest);
 }
 
 /// The parked bitmap, one cell per worker, searchers against their cap, and the Tokio
 /// bridge's line.
 fn draw_scheduler(f: &mut Frame, app: &App, area: Rect) {
-    let (bitmap, parked, searching, workers) = match &app.snapshot {
+    let (bitmap, parked, searching, workers) = match &app.model.snapshot {
         Some(s) => (s.parked_bitmap, s.num_parked, s.num_searching, s.workers.len() as u32),
         None => (0, 0, 0, 0),
     };
     // Whatever the server (or a recording) says, no more searchers than workers, and no
     // more cells than the bitmap has.
-    let cap = app.info.as_ref().map_or(workers.div_ceil(2), |i| i.max_searching).min(workers).min(64);
+    let cap = app.model.info.as_ref().map_or(workers.div_ceil(2), |i| i.max_searching).min(workers).min(64);
     let mut cells = vec![Span::styled("parked    ", Style::new().fg(Color::DarkGray))];
     for i in 0..workers.min(64) {
         cells.push(if bitmap >> i & 1 == 1 {
@@ -236,7 +238,7 @@ fn draw_scheduler(f: &mut Frame, app: &App, area: Rect) {
 /// share, or "off" while the runtime reports none (never used, or the feature is off).
 pub fn bridge_line(app: &App) -> Line<'static> {
     let label = Span::styled("bridge    ", Style::new().fg(Color::DarkGray));
-    let Some(b) = app.snapshot.as_ref().and_then(|s| s.bridge.as_ref()) else {
+    let Some(b) = app.model.snapshot.as_ref().and_then(|s| s.bridge.as_ref()) else {
         return Line::from(vec![label, Span::styled("off", Style::new().fg(Color::DarkGray))]);
     };
     let mut spans = vec![
@@ -248,7 +250,7 @@ pub fn bridge_line(app: &App) -> Line<'static> {
             si(b.global_queue_depth as f64)
         )),
     ];
-    if let Some(busy) = app.rates.bridge_busy {
+    if let Some(busy) = app.model.rates.bridge_busy {
         spans.push(Span::raw(format!("  {:.0}%", (busy * 100.0).clamp(0.0, 100.0))));
     }
     Line::from(spans)
@@ -294,13 +296,14 @@ fn draw_worker_table(f: &mut Frame, app: &App, area: Rect) {
     let header = Row::new(keep(WORKER_COLUMNS.iter().map(|c| Cell::from(c.0)).collect()))
         .style(Style::new().add_modifier(Modifier::BOLD));
     let rows: Vec<Row> = app
+        .model
         .snapshot
         .iter()
         .flat_map(|s| s.workers.iter().enumerate())
         .map(|(i, w)| {
-            let (polls, steals, parks) = app.rates.workers.get(i).copied().unwrap_or_default();
+            let (polls, steals, parks) = app.model.rates.workers.get(i).copied().unwrap_or_default();
             // The share of the time it spent in polls since the last update.
-            let busy = app.rates.worker_busy.get(i).map_or("-".into(), |b| format!("{:.0}%", b * 100.0));
+            let busy = app.model.rates.worker_busy.get(i).map_or("-".into(), |b| format!("{:.0}%", b * 100.0));
             Row::new(keep(vec![
                 Cell::from(w.index.to_string()),
                 state_cell(w.state),
@@ -318,8 +321,8 @@ fn draw_worker_table(f: &mut Frame, app: &App, area: Rect) {
     let widths: Vec<Constraint> =
         widths.iter().zip(&shown).filter(|(_, s)| **s).map(|(w, _)| Constraint::Length(*w)).collect();
     let mut state = TableState::default();
-    if app.view == View::Workers {
-        state.select(Some(app.selected));
+    if app.screen.view == View::Workers {
+        state.select(Some(app.screen.selected));
     }
     f.render_stateful_widget(
         Table::new(rows, widths)
@@ -337,9 +340,10 @@ pub use volt_console_client::event_line;
 /// The event log, scrolled so that event `focus` is in view (the newest at the bottom).
 fn draw_events(f: &mut Frame, app: &App, area: Rect, focus: usize) {
     let h = area.height.saturating_sub(2) as usize;
-    let end = (focus + 1).min(app.events.len()).max(h.min(app.events.len()));
+    let end = (focus + 1).min(app.model.events.len()).max(h.min(app.model.events.len()));
     let start = end.saturating_sub(h);
     let lines: Vec<Line> = app
+        .model
         .events
         .iter()
         .enumerate()
@@ -347,23 +351,23 @@ fn draw_events(f: &mut Frame, app: &App, area: Rect, focus: usize) {
         .take(end - start)
         .map(|(i, e)| {
             let l = Line::from(event_line(e));
-            if app.view == View::Events && i == focus {
+            if app.screen.view == View::Events && i == focus {
                 l.style(Style::new().add_modifier(Modifier::REVERSED))
             } else {
                 l
             }
         })
         .collect();
-    let title = if app.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
+    let title = if app.model.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
         " events (the event ring is off: Builder::event_ring) ".to_string()
     } else {
-        format!(" events ({} kept, {} missed) ", app.events.len(), app.events_missed)
+        format!(" events ({} kept, {} missed) ", app.model.events.len(), app.model.missed.events)
     };
     f.render_widget(Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)), area);
 }
 
 fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
-    let sort = match app.sort {
+    let sort = match app.screen.sort {
         SortKey::Busy => "busy",
         SortKey::Polls => "polls",
         SortKey::Name => "name",
@@ -390,7 +394,7 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
                 proto::TaskState::Running => "running",
                 proto::TaskState::Complete => "complete",
             };
-            let waited = t.waiting_since_ns.map(|n| dur(n + app.uptime_ns.saturating_sub(r.seen_at_ns)));
+            let waited = t.waiting_since_ns.map(|n| dur(n + app.model.uptime_ns.saturating_sub(r.seen_at_ns)));
             // An unnamed task shows where it was spawned instead.
             let name = t.name.clone().or_else(|| t.spawned_at.as_ref().map(|at| format!("at {at}")));
             Row::new(keep(vec![
@@ -405,22 +409,24 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
             ]))
         })
         .collect();
-    let title = if app.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
+    let title = if app.model.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
         " tasks (listed only when the runtime records: Builder::event_ring) ".to_string()
     } else {
         let mut filter = String::new();
-        if let Some(s) = app.state_filter {
+        if let Some(s) = app.screen.state_filter {
             filter += &format!(", {} only", s.as_str_name().trim_start_matches("TASK_STATE_").to_lowercase());
         }
-        match &app.filter_input {
+        match &app.screen.filter_input {
             Some(typed) => filter += &format!(", name contains: {typed}_ (Enter sets, Esc cancels)"),
-            None if !app.name_filter.is_empty() => filter += &format!(", name contains {:?}", app.name_filter),
+            None if !app.screen.name_filter.is_empty() => {
+                filter += &format!(", name contains {:?}", app.screen.name_filter)
+            }
             None => {}
         }
-        let live = match &app.task_counts {
+        let live = match &app.model.task_counts {
             Some(c) if filter.is_empty() => format!("{} live", c.total),
-            Some(c) => format!("{} of {} live", app.task_matching, c.total),
-            None => format!("{} live", app.tasks.len()),
+            Some(c) => format!("{} of {} live", app.model.task_matching, c.total),
+            None => format!("{} live", app.model.tasks.len()),
         };
         format!(" tasks: {live}, sorted by {sort}{filter} (b p n l sort, / name, f state; Enter details) ")
     };
@@ -437,8 +443,8 @@ fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
     ];
     let widths: Vec<Constraint> = widths.iter().zip(&shown).filter(|(_, s)| **s).map(|(w, _)| *w).collect();
     // The rows held are a window of the whole list, starting at `task_offset`.
-    let offset = if app.task_counts.is_some() { app.task_offset as usize } else { 0 };
-    let mut state = TableState::default().with_selected(app.selected.checked_sub(offset));
+    let offset = if app.model.task_counts.is_some() { app.task_offset as usize } else { 0 };
+    let mut state = TableState::default().with_selected(app.screen.selected.checked_sub(offset));
     f.render_stateful_widget(
         Table::new(rows, widths)
             .header(header)
@@ -524,8 +530,8 @@ fn histogram_line(h: &proto::Histogram) -> String {
 /// and the picked one's stack, the program's own frames first (the plumbing folded
 /// unless `f` unfolded it).
 fn draw_stalls(f: &mut Frame, app: &App, area: Rect) {
-    let rows = app.stall_rows();
-    let total = app.snapshot.as_ref().map_or(0, |s| s.stalls_total);
+    let rows = app.model.stall_rows();
+    let total = app.model.snapshot.as_ref().map_or(0, |s| s.stalls_total);
     let block = Block::default()
         .borders(Borders::ALL)
         .title(format!(" stalls: {total} (polls past the threshold; j/k pick one, newest first; f folds frames) "));
@@ -534,7 +540,7 @@ fn draw_stalls(f: &mut Frame, app: &App, area: Rect) {
         f.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }).block(block), area);
         return;
     }
-    let pick = app.selected.min(rows.len() - 1);
+    let pick = app.screen.selected.min(rows.len() - 1);
     let mut lines: Vec<Line> = rows
         .iter()
         .enumerate()
@@ -556,7 +562,7 @@ fn draw_stalls(f: &mut Frame, app: &App, area: Rect) {
         })
         .collect();
     lines.push(Line::from(""));
-    lines.extend(stack_lines(rows[pick], app.unfold_frames));
+    lines.extend(stack_lines(rows[pick], app.screen.unfold_frames));
     f.render_widget(Paragraph::new(lines).block(block), area);
 }
 
@@ -601,7 +607,7 @@ fn stack_lines(s: &proto::Stall, unfold: bool) -> Vec<Line<'static>> {
 fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
     f.render_widget(Clear, area);
     let block = Block::default().borders(Borders::ALL).title(" task (Esc closes) ");
-    let Some((row, events)) = app.detail_task() else {
+    let (Some(detail), Some((row, events))) = (&app.model.detail, app.model.detail_task()) else {
         f.render_widget(Paragraph::new("this task has finished").block(block), area);
         return;
     };
@@ -615,17 +621,17 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
         Line::from(format!("scheduled   {}", dur(t.scheduled_ns))),
         Line::from(format!("mean poll   {}", t.busy_ns.checked_div(t.polls).map_or("-".into(), dur))),
     ];
-    let aged = |ns: u64| dur(ns + app.uptime_ns.saturating_sub(row.seen_at_ns));
+    let aged = |ns: u64| dur(ns + app.model.uptime_ns.saturating_sub(row.seen_at_ns));
     lines.extend(waiting_lines(t, t.waiting_since_ns.map_or("-".into(), aged)));
     if let Some(by) = &t.last_woken_by {
-        let name = t.last_woken_by_task.map(|id| app.task_name(id)).unwrap_or_default();
+        let name = t.last_woken_by_task.map(|id| app.model.task_name(id)).unwrap_or_default();
         lines.push(Line::from(format!("last woken by {by}{name}, {} ago", t.last_woken_ns.map_or("-".into(), aged))));
     }
-    if !app.detail_holds.is_empty() {
-        let held: Vec<String> = app.detail_holds.iter().map(resources::short).collect();
+    if !detail.holds.is_empty() {
+        let held: Vec<String> = detail.holds.iter().map(resources::short).collect();
         lines.push(Line::from(format!("holds       {}", held.join(", "))));
     }
-    if let Some((polls, sched)) = &app.detail_histograms {
+    if let Some((polls, sched)) = &detail.histograms {
         lines.push(Line::from(format!("poll times  {}", histogram_line(polls))));
         lines.push(Line::from(format!("queued      {}", histogram_line(sched))));
     }
@@ -633,7 +639,7 @@ fn draw_detail(f: &mut Frame, app: &App, area: Rect) {
         Line::from(""),
         Line::from(vec![
             Span::styled("recent events", Style::new().add_modifier(Modifier::BOLD)),
-            Span::raw(match &app.history {
+            Span::raw(match &detail.history {
                 None => String::new(),
                 Some(TaskHistory::Pending) => "  (asking the server for older ones...)".into(),
                 Some(TaskHistory::Events(h)) => {
@@ -684,7 +690,7 @@ fn draw_help(f: &mut Frame, screen: Rect) {
 
 fn draw_footer(f: &mut Frame, app: &App, area: Rect) {
     let tab = |v: View, s: &'static str| {
-        if app.view == v {
+        if app.screen.view == v {
             Span::styled(s, Style::new().add_modifier(Modifier::REVERSED))
         } else {
             Span::raw(s)

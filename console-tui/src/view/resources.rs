@@ -34,7 +34,7 @@ pub(super) fn short(r: &proto::Resource) -> String {
 
 fn holder(app: &App, r: &proto::Resource) -> String {
     match r.holder_task {
-        Some(id) => format!("task {id}{}", app.task_name(id)),
+        Some(id) => format!("task {id}{}", app.model.task_name(id)),
         None if r.held_outside => "outside a task".into(),
         None => "-".into(),
     }
@@ -58,8 +58,10 @@ pub(super) fn draw_resources(f: &mut Frame, app: &App, area: Rect) {
     };
     let header = Row::new(keep(COLUMNS.iter().map(|c| Cell::from(c.0)).collect()))
         .style(Style::new().add_modifier(Modifier::BOLD));
-    let in_deadlock = |id: u64| app.deadlocks().iter().flat_map(|d| &d.tasks).any(|t| t.wants_resource == Some(id));
+    let in_deadlock =
+        |id: u64| app.model.deadlocks().iter().flat_map(|d| &d.tasks).any(|t| t.wants_resource == Some(id));
     let rows: Vec<Row> = app
+        .model
         .resources
         .iter()
         .map(|r| {
@@ -80,17 +82,17 @@ pub(super) fn draw_resources(f: &mut Frame, app: &App, area: Rect) {
             }
         })
         .collect();
-    let more = app.resources_total.saturating_sub(app.resources.len() as u64);
-    let title = if app.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
+    let more = app.model.resources_total.saturating_sub(app.model.resources.len() as u64);
+    let title = if app.model.info.as_ref().is_some_and(|i| i.event_ring_capacity == 0) {
         " resources (listed only when the runtime records: Builder::event_ring) ".to_string()
     } else if more > 0 {
         format!(
             " resources: the first {} of {} (sync primitives tasks have waited on) ",
-            app.resources.len(),
-            app.resources_total
+            app.model.resources.len(),
+            app.model.resources_total
         )
     } else {
-        format!(" resources: {} (sync primitives tasks have waited on) ", app.resources.len())
+        format!(" resources: {} (sync primitives tasks have waited on) ", app.model.resources.len())
     };
     let widths: Vec<Constraint> = COLUMNS
         .iter()
@@ -99,8 +101,8 @@ pub(super) fn draw_resources(f: &mut Frame, app: &App, area: Rect) {
         .map(|((name, w), _)| if *name == "holder" { Constraint::Fill(1) } else { Constraint::Length(*w) })
         .collect();
     let mut state = TableState::default();
-    if app.view == View::Resources {
-        state.select(Some(app.selected));
+    if app.screen.view == View::Resources {
+        state.select(Some(app.screen.selected));
     }
     f.render_stateful_widget(
         Table::new(rows, widths)
