@@ -44,3 +44,5 @@ mod schedule;
 pub(crate) mod stats;
 #[cfg(not(loom))]
 pub(crate) mod worker;
+#[cfg(not(loom))]
+mod worker_park;
