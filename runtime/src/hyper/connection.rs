@@ -6,6 +6,7 @@ use super::rt::Executor;
 use super::serve::{Config, ServeBody, ServeService};
 use super::shutdown::{unless_shutdown, ConnGuard, Registry, FORCED, GRACEFUL};
 use super::watch::{Activity, Counted, HeaderWatch};
+use crate::net::stream::StreamSocket;
 use crate::net::TcpStream;
 use std::future::Future;
 use std::pin::Pin;

@@ -1,6 +1,7 @@
 //! [`Io`]: a stream as hyper's `Read` and `Write`.
 
 use super::connection::PREFACE;
+use crate::net::stream::StreamSocket;
 use crate::net::TcpStream;
 use std::any::TypeId;
 use std::io;

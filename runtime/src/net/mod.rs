@@ -36,6 +36,7 @@ mod addr;
 pub(crate) mod ready;
 mod socket;
 mod split;
+pub(crate) mod stream;
 #[path = "tcp.rs"]
 mod tcp_impl;
 mod udp;

@@ -4,6 +4,7 @@
 //! a task reading one half and another writing the other never take each other's
 //! wake-ups.
 
+use super::stream::StreamSocket;
 use super::TcpStream;
 use futures_io::{AsyncRead, AsyncWrite};
 use std::io;

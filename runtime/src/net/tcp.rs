@@ -1,16 +1,15 @@
 //! `TcpListener` and `TcpStream`.
 
 use super::split::{self, OwnedReadHalf, OwnedWriteHalf, ReadHalf, WriteHalf};
+use super::stream::{impl_async_read, impl_async_write, StreamSocket};
 use super::{Interest, Ready, ToSocketAddrs};
 use crate::reactor::{Direction, Registration, WaitAs};
 use crate::task::wait;
-use futures_io::{AsyncRead, AsyncWrite};
 use std::future::poll_fn;
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
-use std::net::{Shutdown, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, RawFd};
-use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
@@ -319,86 +318,20 @@ impl TcpStream {
     }
 }
 
-/// The poll functions behind the I/O traits, for `TcpStream` and its halves.
-impl TcpStream {
-    /// Read into `buf`, which need not be initialized (hyper's and Tokio's read buffers
-    /// are not): the bytes go straight from the kernel, with no zeroing first. A short
-    /// read clears the read readiness (see `Registration::poll_read_io`).
-    #[cfg_attr(not(any(feature = "tokio-io", feature = "hyper")), allow(dead_code))]
-    pub(crate) fn poll_read_uninit(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &mut [std::mem::MaybeUninit<u8>],
-    ) -> Poll<io::Result<usize>> {
-        if buf.is_empty() {
-            return Poll::Ready(Ok(0));
-        }
-        let fd = self.io.as_raw_fd();
-        self.reg.poll_read_io(cx, buf.len(), || {
-            // SAFETY: `read(2)` writes at most `buf.len()` bytes into the memory `buf`
-            // covers, which is valid for writes for that length; it never reads it, so
-            // uninitialized bytes are fine.
-            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        })
+impl StreamSocket for TcpStream {
+    type Io = mio::net::TcpStream;
+
+    fn io(&self) -> &mio::net::TcpStream {
+        &self.io
     }
 
-    /// Read into an initialized `buf` (the futures-io path). An empty `buf` reads nothing,
-    /// at once, whether or not the socket is readable.
-    pub(crate) fn poll_read_init(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        if buf.is_empty() {
-            return Poll::Ready(Ok(0));
-        }
-        self.reg.poll_read_io(cx, buf.len(), || (&self.io).read(buf))
-    }
-
-    /// Write `buf`.
-    pub(crate) fn poll_write_buf(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.reg.poll_io(cx, Direction::Write, || (&self.io).write(buf))
-    }
-
-    /// Write several buffers with one `writev(2)`.
-    pub(crate) fn poll_write_vectored_bufs(
-        &self,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.reg.poll_io(cx, Direction::Write, || (&self.io).write_vectored(bufs))
-    }
-
-    /// Tokio's `poll_read`: fill the unfilled part of `buf` straight from the kernel.
-    #[cfg(feature = "tokio-io")]
-    pub(crate) fn poll_read_tokio(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if buf.remaining() == 0 {
-            return Poll::Ready(Ok(()));
-        }
-        // SAFETY: `poll_read_uninit` only writes into this memory (never de-initializes
-        // any of it), and only the bytes the kernel wrote are marked initialized below.
-        let unfilled = unsafe { buf.unfilled_mut() };
-        let n = ready!(self.poll_read_uninit(cx, unfilled))?;
-        // SAFETY: `read(2)` initialized the first `n` bytes of the unfilled part.
-        unsafe { buf.assume_init(n) };
-        buf.advance(n);
-        Poll::Ready(Ok(()))
-    }
-
-    /// `poll_close`/`poll_shutdown`: send a FIN. A socket the peer already reset counts as
-    /// shut down.
-    pub(crate) fn shutdown_write(&self) -> io::Result<()> {
-        match self.io.shutdown(Shutdown::Write) {
-            Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
-            r => r,
-        }
+    fn reg(&self) -> &Registration {
+        &self.reg
     }
 }
+
+impl_async_read!(TcpStream, |s| s);
+impl_async_write!(TcpStream, |s| s, |s| s.shutdown_write());
 
 /// Set `SO_LINGER` on `fd` (see [`TcpStream::set_linger`]).
 pub(super) fn set_linger_fd(fd: RawFd, dur: Option<Duration>) -> io::Result<()> {
@@ -445,70 +378,6 @@ fn getsockopt_linger(fd: RawFd) -> io::Result<libc::linger> {
         return Err(io::Error::last_os_error());
     }
     Ok(value)
-}
-
-impl AsyncRead for TcpStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_read_init(cx, buf)
-    }
-}
-
-impl AsyncWrite for TcpStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write_buf(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write_vectored_bufs(cx, bufs)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Writes go straight to the socket: nothing is buffered here.
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.shutdown_write())
-    }
-}
-
-#[cfg(feature = "tokio-io")]
-impl tokio::io::AsyncRead for TcpStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().poll_read_tokio(cx, buf)
-    }
-}
-
-#[cfg(feature = "tokio-io")]
-impl tokio::io::AsyncWrite for TcpStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write_buf(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write_vectored_bufs(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Writes go straight to the socket: nothing is buffered here.
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.shutdown_write())
-    }
 }
 
 impl AsRawFd for TcpStream {

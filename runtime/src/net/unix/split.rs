@@ -5,6 +5,7 @@
 //! wake-ups.
 
 use super::{SocketAddr, UnixStream};
+use crate::net::stream::StreamSocket;
 use crate::net::{Interest, Ready};
 use futures_io::{AsyncRead, AsyncWrite};
 use std::io;

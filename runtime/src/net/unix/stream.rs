@@ -2,16 +2,14 @@
 
 use super::split::{self, OwnedReadHalf, OwnedWriteHalf, ReadHalf, WriteHalf};
 use super::{SocketAddr, UCred};
+use crate::net::stream::{impl_async_read, impl_async_write, StreamSocket};
 use crate::net::{Interest, Ready};
 use crate::reactor::{Direction, Registration};
-use futures_io::{AsyncRead, AsyncWrite};
 use std::future::poll_fn;
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
-use std::net::Shutdown;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, RawFd};
 use std::path::Path;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// A connected Unix stream socket. Read and write it with Tokio's
@@ -166,133 +164,22 @@ impl UnixStream {
     pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
         split::into_split(self)
     }
+}
 
-    /// Read into the initialized `buf`.
-    pub(super) fn poll_read_init(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        if buf.is_empty() {
-            return Poll::Ready(Ok(0));
-        }
-        self.reg.poll_read_io(cx, buf.len(), || (&self.io).read(buf))
+impl StreamSocket for UnixStream {
+    type Io = mio::net::UnixStream;
+
+    fn io(&self) -> &mio::net::UnixStream {
+        &self.io
     }
 
-    /// Tokio's `poll_read`: fill the unfilled part of `buf` straight from the kernel.
-    #[cfg(feature = "tokio-io")]
-    pub(super) fn poll_read_tokio(
-        &self,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if buf.remaining() == 0 {
-            return Poll::Ready(Ok(()));
-        }
-        let fd = self.io.as_raw_fd();
-        // SAFETY: only `read(2)` writes into this memory (it never de-initializes any),
-        // and only the bytes it wrote are marked initialized below.
-        let unfilled = unsafe { buf.unfilled_mut() };
-        let len = unfilled.len();
-        let n = std::task::ready!(self.reg.poll_read_io(cx, len, || {
-            // SAFETY: `read(2)` writes at most `len` bytes into memory valid for writes
-            // of that length, and never reads it.
-            let n = unsafe { libc::read(fd, unfilled.as_mut_ptr().cast(), len) };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        }))?;
-        // SAFETY: `read(2)` initialized the first `n` bytes of the unfilled part.
-        unsafe { buf.assume_init(n) };
-        buf.advance(n);
-        Poll::Ready(Ok(()))
-    }
-
-    /// Write `buf`.
-    pub(super) fn poll_write_buf(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.reg.poll_io(cx, Direction::Write, || (&self.io).write(buf))
-    }
-
-    /// Write several buffers with one `writev(2)`.
-    pub(super) fn poll_write_vectored_bufs(
-        &self,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.reg.poll_io(cx, Direction::Write, || (&self.io).write_vectored(bufs))
-    }
-
-    /// `poll_shutdown`/`poll_close`: shut the writing side down (the peer reads end of
-    /// stream). A socket whose peer is gone counts as shut down.
-    pub(super) fn shutdown_write(&self) -> io::Result<()> {
-        match self.io.shutdown(Shutdown::Write) {
-            Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
-            r => r,
-        }
+    fn reg(&self) -> &Registration {
+        &self.reg
     }
 }
 
-impl AsyncRead for UnixStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_read_init(cx, buf)
-    }
-}
-
-impl AsyncWrite for UnixStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write_buf(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write_vectored_bufs(cx, bufs)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Writes go straight to the socket: nothing is buffered here.
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.shutdown_write())
-    }
-}
-
-#[cfg(feature = "tokio-io")]
-impl tokio::io::AsyncRead for UnixStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().poll_read_tokio(cx, buf)
-    }
-}
-
-#[cfg(feature = "tokio-io")]
-impl tokio::io::AsyncWrite for UnixStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write_buf(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write_vectored_bufs(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Writes go straight to the socket: nothing is buffered here.
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(self.shutdown_write())
-    }
-}
+impl_async_read!(UnixStream, |s| s);
+impl_async_write!(UnixStream, |s| s, |s| s.shutdown_write());
 
 impl AsRawFd for UnixStream {
     fn as_raw_fd(&self) -> RawFd {
