@@ -33,6 +33,7 @@
 //! operations fail with an `io::Error` rather than wait forever.
 
 mod addr;
+mod halves;
 pub(crate) mod ready;
 mod socket;
 mod split;
