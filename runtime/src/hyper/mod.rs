@@ -1,10 +1,10 @@
 //! hyper on Volt (feature `hyper`): the runtime traits hyper 1.x asks of a runtime, an
 //! HTTP server for any tower service, and a connector for hyper-util's client.
 //!
-//! * [`Io`] wraps a Volt [`TcpStream`] (or any futures-io stream) as hyper's
-//!   [`Read`](hyper::rt::Read) and [`Write`](hyper::rt::Write). For a `TcpStream` a read
-//!   goes straight into hyper's uninitialized buffer, with no zeroing, and writes are
-//!   vectored (one `writev` for a response's head and body).
+//! * [`Io`] wraps a Volt [`TcpStream`](crate::net::TcpStream) (or any futures-io
+//!   stream) as hyper's [`Read`](hyper::rt::Read) and [`Write`](hyper::rt::Write). For a
+//!   `TcpStream` a read goes straight into hyper's uninitialized buffer, with no zeroing,
+//!   and writes are vectored (one `writev` for a response's head and body).
 //! * [`Executor`] spawns hyper's background futures (HTTP/2 streams, client connections)
 //!   as named Volt tasks, so they show in the console's task list; [`Timer`] gives hyper
 //!   sleeps on Volt's timing wheel, with `reset` moving a sleep in place.
