@@ -44,8 +44,8 @@ impl<T> Io<T> {
         &mut self.inner
     }
 
-    /// Unwrap. Bytes read ahead by [`serve`](super::serve)'s protocol sniff and not yet handed to hyper
-    /// are lost; an `Io` made with [`Io::new`] has none.
+    /// Unwrap. Bytes read ahead by [`serve`](fn@super::serve)'s protocol sniff and not yet
+    /// handed to hyper are lost; an `Io` made with [`Io::new`] has none.
     pub fn into_inner(self) -> T {
         self.inner
     }

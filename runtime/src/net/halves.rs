@@ -1,7 +1,8 @@
 //! The halves of a split stream socket, TCP or Unix, written once. Each kind keeps its
 //! own public types (`tcp::ReadHalf` and `unix::ReadHalf` are distinct, as in Tokio):
 //! its module declares them and [`stream_halves`] fills in their methods and traits. A
-//! borrowed half holds `&Stream`; an owned half holds an [`Owned`] share of the stream.
+//! borrowed half holds `&Stream`; an owned half holds a share of the stream ([`OwnedRead`],
+//! [`OwnedWrite`]).
 //!
 //! A reading half uses the socket's read waker slot and a writing half its write slot, so
 //! a task reading one half and another writing the other never take each other's
@@ -199,7 +200,9 @@ macro_rules! stream_halves {
             /// Put the halves back together into the stream. Halves of different
             /// streams are handed back in the error.
             pub fn reunite(self, other: OwnedWriteHalf) -> Result<$stream, ReuniteError> {
-                self.0.reunite(other.0).map_err(|(read, write)| ReuniteError(OwnedReadHalf(read), OwnedWriteHalf(write)))
+                self.0
+                    .reunite(other.0)
+                    .map_err(|(read, write)| ReuniteError(OwnedReadHalf(read), OwnedWriteHalf(write)))
             }
 
             $crate::net::halves::read_methods!($stream, $addr);

@@ -8,14 +8,20 @@ use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::task::{Context, Poll};
 
-/// A connected mio stream socket, TCP or Unix: what the shared code does with it.
+/// A connected mio stream socket, TCP or Unix: what the shared code does with it, each
+/// a non-blocking system call on the socket (`WouldBlock` when it would wait).
 pub(crate) trait MioStream: AsRawFd {
+    /// `read(2)` into `buf`.
     fn read_now(&self, buf: &mut [u8]) -> io::Result<usize>;
+    /// `write(2)` of `buf`.
     fn write_now(&self, buf: &[u8]) -> io::Result<usize>;
+    /// `writev(2)` of `bufs`.
     fn write_vectored_now(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize>;
+    /// `shutdown(2)`.
     fn shutdown_now(&self, how: Shutdown) -> io::Result<()>;
 }
 
+/// [`MioStream`] for mio's stream sockets, through their `Read` and `Write` on `&self`.
 macro_rules! mio_stream {
     ($($t:ty),*) => {$(
         impl MioStream for $t {
@@ -43,10 +49,12 @@ mio_stream!(mio::net::TcpStream, mio::net::UnixStream);
 /// A stream socket on the reactor (`TcpStream`, `UnixStream`): the poll functions behind
 /// the I/O traits, for the stream and its halves.
 pub(crate) trait StreamSocket {
+    /// The mio socket.
     type Io: MioStream;
 
     fn io(&self) -> &Self::Io;
 
+    /// The socket's registration with the reactor.
     fn reg(&self) -> &Registration;
 
     /// Read into `buf`, which need not be initialized (hyper's and Tokio's read buffers

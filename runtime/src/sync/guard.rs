@@ -86,3 +86,81 @@ macro_rules! guard_deref_mut {
 }
 
 pub(super) use {guard_deref, guard_deref_mut};
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::sync::{
+        MappedMutexGuard, Mutex, MutexGuard, OwnedMappedMutexGuard, OwnedMutexGuard, OwnedRwLockMappedWriteGuard,
+        OwnedRwLockReadGuard, OwnedRwLockWriteGuard, RwLock, RwLockMappedWriteGuard, RwLockReadGuard, RwLockWriteGuard,
+    };
+    use std::sync::Arc;
+
+    type Pair = (u8, String);
+
+    fn pair() -> Pair {
+        (1, String::from("a"))
+    }
+
+    /// Every mutex guard narrowed, or not (a `try_map` that finds nothing gives the guard
+    /// back), still holds the lock, and lets it go once when dropped; an owned guard's
+    /// `Arc` moves to the narrower guard, neither leaked nor dropped twice.
+    #[test]
+    fn narrowed_mutex_guards_hold_the_lock_until_dropped() {
+        let m = Arc::new(Mutex::new(pair()));
+        let g = MutexGuard::try_map(m.try_lock().unwrap(), |_| None::<&mut u8>).unwrap_err();
+        let g = MappedMutexGuard::try_map(MutexGuard::map(g, |t| t), |_| None::<&mut u8>).unwrap_err();
+        let mut s = MappedMutexGuard::map(g, |t| &mut t.1);
+        s.push('b');
+        assert!(m.try_lock().is_err(), "a mapped guard holds the lock");
+        drop(s);
+
+        let g = OwnedMutexGuard::try_map(m.clone().try_lock_owned().unwrap(), |_| None::<&mut u8>).unwrap_err();
+        let g = OwnedMappedMutexGuard::try_map(OwnedMutexGuard::map(g, |t| t), |_| None::<&mut u8>).unwrap_err();
+        let mut n = OwnedMappedMutexGuard::map(g, |t| &mut t.0);
+        *n += 1;
+        assert!(m.try_lock().is_err(), "an owned mapped guard holds the lock");
+        assert_eq!(Arc::strong_count(&m), 2);
+        drop(n);
+        assert_eq!(Arc::strong_count(&m), 1, "the guard's Arc was dropped once");
+        assert_eq!(*m.try_lock().unwrap(), (2, String::from("ab")));
+    }
+
+    /// As above for the read-write lock's guards, downgrades included: a downgraded or
+    /// read guard keeps writers out and lets readers in.
+    #[test]
+    fn narrowed_rwlock_guards_hold_the_lock_until_dropped() {
+        let l = Arc::new(RwLock::new(pair()));
+        let r = RwLockReadGuard::try_map(l.try_read().unwrap(), |_| None::<&u8>).unwrap_err();
+        let r = RwLockReadGuard::map(r, |t| &t.1);
+        assert!(l.try_write().is_err() && l.try_read().is_ok(), "a mapped read guard is a reader");
+        drop(r);
+
+        let w = RwLockWriteGuard::try_map(l.try_write().unwrap(), |_| None::<&mut u8>).unwrap_err();
+        let w = RwLockMappedWriteGuard::try_map(RwLockWriteGuard::map(w, |t| t), |_| None::<&mut u8>).unwrap_err();
+        RwLockMappedWriteGuard::map(w, |t| &mut t.1).push('b');
+        let w = RwLockWriteGuard::try_downgrade_map(l.try_write().unwrap(), |_| None::<&u8>).unwrap_err();
+        assert!(l.try_read().is_err(), "a failed try_downgrade_map keeps the write lock");
+        let r = RwLockWriteGuard::downgrade_map(w, |t| &t.0);
+        assert!(l.try_write().is_err() && l.try_read().is_ok(), "a downgraded guard is a reader");
+        drop(r);
+
+        let r = OwnedRwLockReadGuard::try_map(l.clone().try_read_owned().unwrap(), |_| None::<&u8>).unwrap_err();
+        let r = OwnedRwLockReadGuard::map(r, |t| &t.1);
+        assert_eq!(*r, "ab");
+        drop(r);
+        let w = OwnedRwLockWriteGuard::try_map(l.clone().try_write_owned().unwrap(), |_| None::<&mut u8>).unwrap_err();
+        let w = OwnedRwLockMappedWriteGuard::try_map(OwnedRwLockWriteGuard::into_mapped(w), |_| None::<&mut u8>)
+            .unwrap_err();
+        *OwnedRwLockMappedWriteGuard::map(w, |t| &mut t.0) += 1;
+        let w = OwnedRwLockWriteGuard::try_downgrade_map(l.clone().try_write_owned().unwrap(), |_| None::<&u8>)
+            .unwrap_err();
+        let r = OwnedRwLockWriteGuard::try_downgrade_map(w, |t| Some(&t.1)).unwrap();
+        assert!(l.try_write().is_err() && l.try_read().is_ok(), "an owned downgraded guard is a reader");
+        assert_eq!(Arc::strong_count(&l), 2);
+        drop(r);
+        let r = l.clone().try_write_owned().unwrap().downgrade();
+        drop(r);
+        assert_eq!(Arc::strong_count(&l), 1, "each guard's Arc was dropped once");
+        assert_eq!(*l.try_read().unwrap(), (2, String::from("ab")));
+    }
+}

@@ -2,8 +2,8 @@
 //!
 //! A mutex guards the slot for the value, the two halves' flags and their wakers; every
 //! operation takes it once, and wakes after letting it go. The [`Receiver`] is a future
-//! of the value, or of [`RecvError`] when the sender is dropped without
-//! sending. Its wait shows in the console as `recv oneshot`, and the sender's
+//! of the value, or of [`RecvError`] when the sender is dropped without sending. Its
+//! wait shows in the console as `recv oneshot`, and the sender's
 //! [`closed`](Sender::closed) as `closed oneshot`.
 
 use crate::loom::{lock, Arc, Mutex, MutexGuard};

@@ -41,7 +41,7 @@ pub(crate) const T_NOTIFIED: u8 = 5;
 pub(crate) const T_BARRIER: u8 = 6;
 /// `OnceCell::get_or_init` behind another task's initialization.
 pub(crate) const T_ONCE_INIT: u8 = 7;
-// Reserved for the channels (`mpsc.rs`, `oneshot.rs`, `broadcast.rs`, `watch.rs`), which
+// Reserved for the channels (`mpsc`, `oneshot`, `broadcast`, `watch`), which
 // name their waits with labels for now: see [`Named`] for how to switch.
 /// `mpsc::Receiver::recv`.
 #[allow(dead_code)]
