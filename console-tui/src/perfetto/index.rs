@@ -7,9 +7,12 @@
 //! recording moves on to another runtime (a reconnection to a restarted process), since
 //! timestamps start over there: the export stops at that point.
 
-use super::timeline::{StallReport, MAX_WORKERS};
+use super::decode::StallReport;
 use std::collections::HashMap;
 use volt_console_proto as proto;
+
+/// The most worker tracks a trace declares; an event naming a worker past it is left out.
+pub const MAX_WORKERS: usize = 4096;
 
 /// What the first pass learned.
 #[derive(Debug, Default)]

@@ -47,6 +47,7 @@
 //! seven messages written here. The export's test reads the file back with Perfetto's own
 //! definitions.
 
+mod decode;
 mod index;
 mod live;
 mod timeline;
@@ -55,7 +56,7 @@ mod trace;
 pub use live::MAX_CAPTURE;
 pub use timeline::Counts;
 
-use index::Index;
+use index::{Index, MAX_WORKERS};
 
 use crate::record::RecordReader;
 use std::fmt;
@@ -222,7 +223,7 @@ pub fn export_recording(recording: &Path, out: &Path) -> Result<Summary, ExportE
     Ok(Summary {
         updates: index.updates,
         events: index.events,
-        workers: index.workers.min(timeline::MAX_WORKERS),
+        workers: index.workers.min(MAX_WORKERS),
         names: index.names.len(),
         counts,
         skipped,

@@ -8,7 +8,7 @@
 //! │src/main.rs:40:9             0  200k      1.1k    2%    35.0ms      0  2µs   4µs      │
 //! ```
 
-use super::fit_columns;
+use super::fit::fit_columns;
 use super::format::{dur, si};
 use crate::app::{App, SortKey, View};
 use ratatui::layout::{Constraint, Rect};

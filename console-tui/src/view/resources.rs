@@ -10,7 +10,7 @@
 //! │15     Semaphore   -                            4  0/10                   src/main.rs:12:9    │
 //! ```
 
-use super::fit_columns;
+use super::fit::fit_columns;
 use crate::app::{App, View};
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Color, Modifier, Style};
