@@ -71,7 +71,11 @@ mod convert;
 mod cost;
 pub mod limits;
 mod publisher;
+mod queue;
 mod service;
+mod stalls;
+mod state;
+mod stream;
 mod tasks;
 
 use crate::telemetry::Telemetry;
@@ -237,7 +241,7 @@ async fn serve(
     limits: ConnectionLimits,
     mut stop: watch::Receiver<bool>,
 ) {
-    let state = Arc::new(publisher::State::new(telemetry, interval));
+    let state = Arc::new(state::State::new(telemetry, interval));
     let publisher = tokio::spawn(publisher::publish(Arc::clone(&state), stop.clone()));
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
