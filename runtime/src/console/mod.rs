@@ -25,11 +25,11 @@
 //! A runtime may hold a million live tasks, so no message carries all of them. While some
 //! client wants tasks (a stream without `omit_tasks`, or a `GetSnapshot`/`ListTasks`
 //! in the last [`ONE_OFF_KEEP`]), the server keeps an index of them ([`tasks`]), built by
-//! one walk and then fed by the runtime's change log: a publish costs O(tasks that
-//! changed). Each stream has a `TaskQuery` (sort, filters, a window); its updates carry
-//! only that window's rows that changed, plus counts. With no such client there is no
-//! index, the change log is off, and the server does no work per task at all. Every page
-//! stays under [`tasks::MAX_PAGE_BYTES`].
+//! one walk and then fed by the runtime's change log (`Telemetry::watch_tasks`): a
+//! publish costs O(tasks that changed). Each stream has a `TaskQuery` (sort, filters, a
+//! window); its updates carry only that window's rows that changed, plus counts. With no
+//! such client there is no index, the change log is off, and the server does no work per
+//! task at all. Every page stays under [`tasks::MAX_PAGE_BYTES`].
 //!
 //! A window with a filter, or in an order the index does not keep, walks every task.
 //! Each publish recomputes such windows within a budget of two walks of the index,
@@ -282,9 +282,8 @@ async fn serve(
         } => {}
     }
     publisher.abort();
-    // The publisher may have been cut off before its own cleanup: stop the change log
-    // here too, so it holds no task past the server (everything here runs on this one
-    // thread, so no read of the log is in progress).
+    // The publisher may have been cut off before its own cleanup: drop the index here
+    // too, which stops the change log, so it holds no task past the server (everything
+    // here runs on this one thread, so no read of the log is in progress).
     state.index.lock().unwrap_or_else(|e| e.into_inner()).take();
-    state.telemetry.unwatch_tasks();
 }

@@ -221,11 +221,9 @@ pub(super) async fn publish(state: Arc<State>, mut stop: watch::Receiver<bool>) 
         state.broadcast(update, if wanted { slot.as_ref() } else { None });
     }
     deadlocks.abort();
-    // Dropping the senders ends every stream.
+    // Dropping the senders ends every stream; dropping the index stops the change log.
     state.clients.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    if state.index.lock().unwrap_or_else(|e| e.into_inner()).take().is_some() {
-        state.telemetry.unwatch_tasks();
-    }
+    state.index.lock().unwrap_or_else(|e| e.into_inner()).take();
 }
 
 /// One client's copy of a published update: its newest `max_events` events (the rest

@@ -10,6 +10,7 @@ use super::state::State;
 use super::stream::{Client, ClientView};
 use super::tasks::Query;
 use super::{proto, CLIENT_BACKLOG, MAX_EVENTS_PER_UPDATE, MAX_EVENTS_PER_UPDATE_LIMIT};
+use crate::telemetry::STALL_STACK_DEPTH;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -61,7 +62,7 @@ impl Console for Service {
         // snapshot's stalls) would not fit; checked again, exactly, once it is made.
         // (Ended stalls and stalls still running, at most `MAX_STALLS_PER_UPDATE` each.)
         let estimate = 1
-            + 2 * MAX_STALLS_PER_UPDATE * (1 + crate::telemetry::stall::MAX_FRAMES)
+            + 2 * MAX_STALLS_PER_UPDATE * (1 + STALL_STACK_DEPTH)
             + if wants_tasks { query.limit() + query.limit() / 8 } else { 0 };
         if !self.state.queued.room_for(estimate) {
             return Err(queues_full());

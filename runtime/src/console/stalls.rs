@@ -2,7 +2,7 @@
 //! converted for the wire once, and numbered, so each reaches each stream once.
 
 use super::proto;
-use crate::telemetry::{Telemetry, STALL_HISTORY};
+use crate::telemetry::{StallCursor, Telemetry, STALL_HISTORY};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -19,10 +19,9 @@ const STALLS_KEPT: usize = STALL_HISTORY;
 /// number of clients. Their stacks are named on a blocking thread ([`refresh`]): the
 /// first stack named in a process loads its debug info, which must not hold up the
 /// console.
-#[derive(Default)]
 pub(super) struct StallFeed {
-    /// The runtime's report count per worker, read up to here.
-    cursor: Vec<u64>,
+    /// The runtime's stall reports, read up to here.
+    cursor: StallCursor,
     /// Ended stalls read so far (the next one's number).
     pub(super) next: u64,
     /// The newest [`STALLS_KEPT`] ended stalls read, numbered: a stream is sent at most
@@ -34,6 +33,11 @@ pub(super) struct StallFeed {
 }
 
 impl StallFeed {
+    /// A feed that has read nothing yet.
+    pub(super) fn new(telemetry: &Telemetry) -> StallFeed {
+        StallFeed { cursor: telemetry.stall_cursor(), next: 0, recent: VecDeque::new(), ongoing: Vec::new() }
+    }
+
     /// The oldest [`MAX_STALLS_PER_UPDATE`] ended stalls numbered `seen` or later that the
     /// feed holds, and the number after the last of them (`seen` if none).
     pub(super) fn since(&self, seen: u64) -> (Vec<proto::Stall>, u64) {
@@ -66,13 +70,13 @@ pub(super) async fn refresh(feed: &Mutex<StallFeed>, telemetry: &Telemetry) {
         let f = feed.lock().unwrap_or_else(|e| e.into_inner());
         (f.cursor.clone(), !f.ongoing.is_empty())
     };
-    if !had_ongoing && !telemetry.stalls_pending(&cursor) {
+    if !had_ongoing && !cursor.pending() {
         return;
     }
     let t = telemetry.clone();
     let read = tokio::task::spawn_blocking(move || {
         let mut cursor = cursor;
-        let ended = t.stalls_since(&mut cursor, STALLS_KEPT);
+        let ended = cursor.read(STALLS_KEPT);
         let mut ongoing = t.stalls_ongoing();
         ongoing.truncate(MAX_STALLS_PER_UPDATE);
         let wire = |v: Vec<crate::telemetry::Stall>| v.iter().map(proto::Stall::from).collect::<Vec<_>>();

@@ -9,7 +9,7 @@ use super::stalls::StallFeed;
 use super::stream::Client;
 use super::tasks::{Query, TaskIndex};
 use super::ONE_OFF_KEEP;
-use crate::telemetry::{ResourceHolder, Telemetry, MAX_RESOURCES};
+use crate::telemetry::{ResourceHolder, Telemetry};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -79,6 +79,7 @@ impl State {
                 .map_or(0, |d| d.as_nanos() as u64),
         };
         State {
+            stalls: Mutex::new(StallFeed::new(&telemetry)),
             telemetry,
             info,
             seq: AtomicU64::new(0),
@@ -89,7 +90,6 @@ impl State {
             index: Mutex::new(None),
             one_off_until: Mutex::new(None),
             history: Mutex::new(VecDeque::new()),
-            stalls: Mutex::new(StallFeed::default()),
             deadlocks: Mutex::new(Vec::new()),
             served: Mutex::new(HashMap::new()),
             one_off: Mutex::new(OneOffBuckets::default()),
@@ -147,17 +147,8 @@ impl State {
     /// while recording.
     pub(super) fn fresh_index<'a>(&self, slot: &'a mut Option<TaskIndex>) -> &'a mut TaskIndex {
         match slot {
-            Some(idx) => {
-                let drained = self.telemetry.drain_task_changes(|row, name| idx.apply(&row, name));
-                if let crate::telemetry::tasks::Drained::Resync = drained {
-                    idx.rebuild(&self.telemetry);
-                }
-            }
-            None => {
-                // Changes from here on are logged; the walk sees everything before.
-                self.telemetry.watch_tasks();
-                *slot = Some(TaskIndex::build(&self.telemetry));
-            }
+            Some(idx) => idx.refresh(&self.telemetry),
+            None => *slot = Some(TaskIndex::start(&self.telemetry)),
         }
         slot.as_mut().expect("just filled")
     }
@@ -170,7 +161,7 @@ impl State {
         self.fresh_index(&mut slot).page(q, now)
     }
 
-    /// Keep the index while someone wants it; drop it (and stop the change log) once
+    /// Keep the index while someone wants it; drop it (which stops the change log) once
     /// nobody does. Called by the publisher.
     pub(super) fn maintain_index(&self, slot: &mut Option<TaskIndex>) -> bool {
         let wanted = self.recording() && {
@@ -179,8 +170,8 @@ impl State {
         };
         if wanted {
             self.fresh_index(slot);
-        } else if slot.take().is_some() {
-            self.telemetry.unwatch_tasks();
+        } else {
+            *slot = None;
         }
         wanted
     }
@@ -217,7 +208,8 @@ impl State {
     /// The resources view: the first [`MAX_RESOURCES_PER_UPDATE`] resources by id, and
     /// how many there are (one short hold of the registry's lock).
     pub(super) fn resources(&self) -> (Vec<proto::Resource>, u64) {
-        let page = self.telemetry.resources_page(0, MAX_RESOURCES_PER_UPDATE);
+        let mut page = self.telemetry.resources(0);
+        page.truncate(MAX_RESOURCES_PER_UPDATE);
         let total = (self.telemetry.resource_count() as u64).max(page.len() as u64);
         (page.iter().map(proto::Resource::from).collect(), total)
     }
@@ -229,7 +221,7 @@ impl State {
         let mut after = 0;
         let mut scanned = 0;
         while scanned < HOLDS_SCAN && out.len() < HOLDS_MAX {
-            let page = self.telemetry.resources_page(after, MAX_RESOURCES);
+            let page = self.telemetry.resources(after);
             let Some(last) = page.last() else { break };
             after = last.id;
             scanned += page.len();

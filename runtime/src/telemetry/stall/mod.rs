@@ -77,9 +77,12 @@
 
 #[cfg(target_os = "linux")]
 mod capture;
+mod cursor;
 mod record;
 pub(crate) mod slot;
 mod symbols;
+
+pub use cursor::StallCursor;
 
 use crate::runtime::handle::Shared;
 use crate::telemetry::clock::Clock;
@@ -96,6 +99,10 @@ use std::time::{Duration, Instant};
 pub const STALL_HISTORY: usize = 64;
 /// The most frames a stack keeps.
 pub(crate) const MAX_FRAMES: usize = 64;
+/// How deep a stall's stack is taken: at most this many return addresses, innermost
+/// first. [`Stall::frames`] names each, and may list more frames than this where calls
+/// were inlined into one address.
+pub const STALL_STACK_DEPTH: usize = MAX_FRAMES;
 /// Frames a walk stores: a report's, plus the signal handler's own above them.
 const WALK_FRAMES: usize = MAX_FRAMES + 32;
 /// How often the monitor's thread samples on its own while the workers sample: the net
