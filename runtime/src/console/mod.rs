@@ -24,7 +24,7 @@
 //! # The task list
 //! A runtime may hold a million live tasks, so no message carries all of them. While some
 //! client wants tasks (a stream without `omit_tasks`, or a `GetSnapshot`/`ListTasks`
-//! in the last [`ONE_OFF_KEEP`]), the server keeps an index of them ([`tasks`]), built by
+//! in the last [`ONE_OFF_KEEP`]), the server keeps an index of them (`tasks`), built by
 //! one walk and then fed by the runtime's change log (`Telemetry::watch_tasks`): a
 //! publish costs O(tasks that changed). Each stream has a `TaskQuery` (sort, filters, a
 //! window); its updates carry only that window's rows that changed, plus counts. With no
@@ -123,7 +123,7 @@ pub(crate) struct ConsoleConfig {
     pub(crate) limits: Option<ConnectionLimits>,
 }
 
-/// A running console server; stopped by [`ConsoleServer::stop`] (the runtime's shutdown).
+/// A running console server; stopped by [`ServerHandle::stop`] (the runtime's shutdown).
 pub(crate) struct ServerHandle {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
