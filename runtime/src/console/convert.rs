@@ -2,61 +2,105 @@
 //! `volt-console-proto`).
 
 use super::proto;
-use crate::telemetry::for_each_worker_counter;
 use crate::telemetry::{
-    Deadlock, DeadlockWant, Event, EventKind, Resource, ResourceHolder, Snapshot, TaskGroup, TaskGroupKind, TaskInfo,
-    TaskState, WorkerState,
+    Deadlock, DeadlockWant, Event, EventKind, Histogram, Resource, ResourceHolder, Snapshot, Stall, TaskGroup,
+    TaskGroupKind, TaskInfo, TaskState, WaitReason, WakeSource, WorkerSnapshot, WorkerState, WORKER_COUNTERS,
 };
 
-/// A `telemetry::WorkerSnapshot` as the wire's, from the counter list (see
-/// `telemetry/counters.rs`): the counters field for field by name.
-macro_rules! worker_to_proto {
-    (
-        [$w:ident]
-        per_worker { $( $(#[doc = $doc:literal])* $name:ident [$($family:tt)*]; )* }
-        totals { $( $total:ident; )* }
-    ) => {
-        proto::WorkerSnapshot {
-            index: $w.index as u32,
-            state: proto::WorkerState::from($w.state) as i32,
-            local_queue_depth: $w.local_queue_depth,
-            lifo_occupied: $w.lifo_occupied,
-            $( $name: $w.$name, )*
-            ewma_task_ns: $w.ewma_task_ns,
-            global_queue_interval: $w.global_queue_interval,
-            poll_time_histogram: histogram(&$w.poll_time_histogram),
-            busy_ns: $w.busy_ns,
+/// The per-worker counters, which the wire's `WorkerSnapshot` carries under the names
+/// [`WORKER_COUNTERS`] gives them: the conversion of a worker, and each counter's reader
+/// on the wire, in the list's order (checked against it below, as the build runs).
+macro_rules! wire_worker_counters {
+    ($($name:ident)*) => {
+        fn worker_to_proto(w: &WorkerSnapshot) -> proto::WorkerSnapshot {
+            proto::WorkerSnapshot {
+                index: w.index as u32,
+                state: proto::WorkerState::from(w.state) as i32,
+                local_queue_depth: w.local_queue_depth,
+                lifo_occupied: w.lifo_occupied,
+                $( $name: w.$name, )*
+                ewma_task_ns: w.ewma_task_ns,
+                global_queue_interval: w.global_queue_interval,
+                poll_time_histogram: histogram(&w.poll_time_histogram),
+                busy_ns: w.busy_ns,
+            }
         }
+
+        const WIRE_COUNTERS: &[(&str, fn(&proto::WorkerSnapshot) -> u64)] =
+            &[ $( (stringify!($name), |w: &proto::WorkerSnapshot| w.$name), )* ];
     };
 }
+
+wire_worker_counters!(
+    tasks_polled tasks_stolen steal_operations times_parked parked_ns lifo_hits global_batch_fetches overflows
+    budget_yields stalls
+);
+
+/// Whether `a` and `b` are the same text (for the checks the build runs: `==` on `str`
+/// is not available there).
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+// The wire carries every worker counter, in the list's order: a counter added to the
+// runtime fails the build here until the wire has its field and this list its name.
+const _: () = {
+    assert!(WIRE_COUNTERS.len() == WORKER_COUNTERS.len(), "the wire's worker counters differ from the runtime's");
+    let mut i = 0;
+    while i < WORKER_COUNTERS.len() {
+        assert!(
+            same(WIRE_COUNTERS[i].0, WORKER_COUNTERS[i].name),
+            "the wire's worker counters differ from the runtime's"
+        );
+        i += 1;
+    }
+};
 
 /// A Prometheus counter family of one worker counter: its name, its help text, and how
 /// to read it off a wire snapshot.
 pub type WorkerCounterFamily = (&'static str, &'static str, fn(&proto::WorkerSnapshot) -> u64);
 
 /// The `volt_worker_*_total` families `volt-exporter` publishes, one per worker counter
-/// the list (`telemetry/counters.rs`) gives a family, in the list's order.
-pub const WORKER_COUNTER_FAMILIES: &[WorkerCounterFamily] = for_each_worker_counter!(worker_families);
+/// that has one ([`WorkerCounter::family`](crate::telemetry::WorkerCounter::family)), in
+/// the order of [`WORKER_COUNTERS`].
+pub const WORKER_COUNTER_FAMILIES: &[WorkerCounterFamily] = &families();
 
-/// Builds [`WORKER_COUNTER_FAMILIES`]: one entry per counter with a family (a muncher,
-/// since entries without one add nothing).
-macro_rules! worker_families {
-    (@acc [$($out:tt)*]) => { &[$($out)*] };
-    (@acc [$($out:tt)*] $name:ident [$family:literal, $help:literal]; $($rest:tt)*) => {
-        worker_families!(@acc [$($out)* ($family, $help, |w: &proto::WorkerSnapshot| w.$name),] $($rest)*)
-    };
-    (@acc [$($out:tt)*] $name:ident []; $($rest:tt)*) => { worker_families!(@acc [$($out)*] $($rest)*) };
-    (
-        []
-        per_worker { $( $(#[doc = $doc:literal])* $name:ident [$($family:tt)*]; )* }
-        totals { $( $total:ident; )* }
-    ) => {
-        worker_families!(@acc [] $( $name [$($family)*]; )*)
-    };
+/// How many worker counters have a family.
+const FAMILIES: usize = {
+    let (mut i, mut n) = (0, 0);
+    while i < WORKER_COUNTERS.len() {
+        n += WORKER_COUNTERS[i].family.is_some() as usize;
+        i += 1;
+    }
+    n
+};
+
+/// [`WORKER_COUNTER_FAMILIES`], from the list and the wire's readers.
+const fn families() -> [WorkerCounterFamily; FAMILIES] {
+    let mut out: [WorkerCounterFamily; FAMILIES] = [("", "", WIRE_COUNTERS[0].1); FAMILIES];
+    let (mut i, mut n) = (0, 0);
+    while i < WORKER_COUNTERS.len() {
+        if let Some((family, help)) = WORKER_COUNTERS[i].family {
+            out[n] = (family, help, WIRE_COUNTERS[i].1);
+            n += 1;
+        }
+        i += 1;
+    }
+    out
 }
-use worker_families;
 
-pub(super) fn histogram(h: &crate::telemetry::Histogram) -> Option<proto::Histogram> {
+pub(super) fn histogram(h: &Histogram) -> Option<proto::Histogram> {
     Some(proto::Histogram { buckets: h.buckets.clone(), sum: h.sum })
 }
 
@@ -73,7 +117,7 @@ impl From<WorkerState> for proto::WorkerState {
 impl From<&Snapshot> for proto::Snapshot {
     fn from(s: &Snapshot) -> proto::Snapshot {
         proto::Snapshot {
-            workers: s.workers.iter().map(|w| crate::telemetry::for_each_worker_counter!(worker_to_proto, w)).collect(),
+            workers: s.workers.iter().map(worker_to_proto).collect(),
             global_queue_depth: s.global_queue_depth,
             num_searching: s.num_searching,
             num_parked: s.num_parked,
@@ -188,7 +232,7 @@ impl From<&Event> for proto::Event {
             worker: e.worker.map(|w| w as u32),
             kind: proto::EventKind::from(e.kind) as i32,
             task_id: e.task_id,
-            arg: e.arg,
+            arg: e.arg(),
         }
     }
 }
@@ -218,15 +262,15 @@ impl From<&TaskInfo> for proto::Task {
             last_woken_by: t.last_woken_by.map(|s| s.to_string()),
             last_woken_ns: t.last_woken.map(|d| d.as_nanos() as u64),
             last_woken_by_task: match t.last_woken_by {
-                Some(crate::telemetry::WakeSource::Task(id)) => Some(id),
+                Some(WakeSource::Task(id)) => Some(id),
                 _ => None,
             },
         }
     }
 }
 
-impl From<&crate::telemetry::WaitReason> for proto::TaskWait {
-    fn from(w: &crate::telemetry::WaitReason) -> proto::TaskWait {
+impl From<&WaitReason> for proto::TaskWait {
+    fn from(w: &WaitReason) -> proto::TaskWait {
         proto::TaskWait { description: w.to_string(), kind: w.kind().to_string() }
     }
 }
@@ -262,8 +306,8 @@ impl From<&TaskGroup> for proto::TaskGroup {
     }
 }
 
-impl From<&crate::telemetry::Stall> for proto::Stall {
-    fn from(s: &crate::telemetry::Stall) -> proto::Stall {
+impl From<&Stall> for proto::Stall {
+    fn from(s: &Stall) -> proto::Stall {
         proto::Stall {
             worker: s.worker as u32,
             task_id: s.task_id,
@@ -283,5 +327,28 @@ impl From<&crate::telemetry::Stall> for proto::Stall {
             stack_taken_after_ns: s.stack_taken_after.map(|d| d.as_nanos() as u64),
             poll: s.poll,
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The exporter's families are the list's, in its order, each reading its own
+    /// counter off the wire.
+    #[test]
+    fn the_counter_families_read_their_own_counters() {
+        let rt = crate::runtime::Builder::new().worker_threads(1).build().unwrap();
+        for _ in 0..10 {
+            rt.block_on(rt.spawn(async {})).unwrap();
+        }
+        let w = &rt.handle().telemetry().snapshot().workers[0];
+        let wire = worker_to_proto(w);
+        let expected: Vec<_> = w.counters().filter_map(|(c, v)| c.family.map(|(f, h)| (f, h, v))).collect();
+        let families: Vec<_> = WORKER_COUNTER_FAMILIES.iter().map(|&(f, h, read)| (f, h, read(&wire))).collect();
+        assert_eq!(families, expected);
+        assert_eq!(families[0].0, "volt_worker_polls_total");
+        assert!(families[0].2 >= 10, "{families:?}");
+        assert_eq!(families.len(), WORKER_COUNTERS.len() - 1, "every counter but parked_ns");
     }
 }

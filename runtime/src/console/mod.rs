@@ -37,12 +37,12 @@
 //! # The task list
 //! A runtime may hold a million live tasks, so no message carries all of them. While some
 //! client wants tasks (a stream without `omit_tasks`, or a `GetSnapshot`/`ListTasks`
-//! in the last [`ONE_OFF_KEEP`]), the server keeps an index of them (the `tasks` module), built by
-//! one walk and then fed by the runtime's change log: a publish costs O(tasks that
-//! changed). Each stream has a `TaskQuery` (sort, filters, a window); its updates carry
-//! only that window's rows that changed, plus counts. With no such client there is no
-//! index, the change log is off, and the server does no work per task at all. Every page
-//! stays under [`tasks::MAX_PAGE_BYTES`].
+//! in the last [`ONE_OFF_KEEP`]), the server keeps an index of them (`tasks`), built by
+//! one walk and then fed by the runtime's change log (`Telemetry::watch_tasks`): a
+//! publish costs O(tasks that changed). Each stream has a `TaskQuery` (sort, filters, a
+//! window); its updates carry only that window's rows that changed, plus counts. With no
+//! such client there is no index, the change log is off, and the server does no work per
+//! task at all. Every page stays under [`tasks::MAX_PAGE_BYTES`].
 //!
 //! A window with a filter, or in an order the index does not keep, walks every task.
 //! Each publish recomputes such windows within a budget of two walks of the index,
@@ -84,7 +84,11 @@ mod convert;
 mod cost;
 pub mod limits;
 mod publisher;
+mod queue;
 mod service;
+mod stalls;
+mod state;
+mod stream;
 mod tasks;
 
 use crate::telemetry::Telemetry;
@@ -132,7 +136,7 @@ pub(crate) struct ConsoleConfig {
     pub(crate) limits: Option<ConnectionLimits>,
 }
 
-/// A running console server; stopped by [`ConsoleServer::stop`] (the runtime's shutdown).
+/// A running console server; stopped by [`ServerHandle::stop`] (the runtime's shutdown).
 pub(crate) struct ServerHandle {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
@@ -250,7 +254,7 @@ async fn serve(
     limits: ConnectionLimits,
     mut stop: watch::Receiver<bool>,
 ) {
-    let state = Arc::new(publisher::State::new(telemetry, interval));
+    let state = Arc::new(state::State::new(telemetry, interval));
     let publisher = tokio::spawn(publisher::publish(Arc::clone(&state), stop.clone()));
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
@@ -291,9 +295,8 @@ async fn serve(
         } => {}
     }
     publisher.abort();
-    // The publisher may have been cut off before its own cleanup: stop the change log
-    // here too, so it holds no task past the server (everything here runs on this one
-    // thread, so no read of the log is in progress).
+    // The publisher may have been cut off before its own cleanup: drop the index here
+    // too, which stops the change log, so it holds no task past the server (everything
+    // here runs on this one thread, so no read of the log is in progress).
     state.index.lock().unwrap_or_else(|e| e.into_inner()).take();
-    state.telemetry.unwatch_tasks();
 }

@@ -3,9 +3,14 @@
 
 use super::cost::Conn;
 use super::limits::GuardedInfo;
-use super::publisher::{for_client, Client, ClientView, Item, Published, Queued, State, MAX_STALLS_PER_UPDATE};
+use super::publisher::for_client;
+use super::queue::{own_rows, Item, Published, Queued};
+use super::stalls::MAX_STALLS_PER_UPDATE;
+use super::state::State;
+use super::stream::{Client, ClientView};
 use super::tasks::Query;
 use super::{proto, CLIENT_BACKLOG, MAX_EVENTS_PER_UPDATE, MAX_EVENTS_PER_UPDATE_LIMIT};
+use crate::telemetry::STALL_STACK_DEPTH;
 use std::pin::Pin;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -18,7 +23,7 @@ pub(super) struct Service {
 }
 
 /// A new stream refused: what every stream's channel holds has reached its cap (see
-/// `publisher::QUEUED_ROWS_CAP`).
+/// `queue::QUEUED_ROWS_CAP`).
 fn queues_full() -> Status {
     Status::resource_exhausted(
         "the console's send queues are full (streams that stopped reading hold them): try again later",
@@ -57,9 +62,9 @@ impl Console for Service {
         // snapshot's stalls) would not fit; checked again, exactly, once it is made.
         // (Ended stalls and stalls still running, at most `MAX_STALLS_PER_UPDATE` each.)
         let estimate = 1
-            + 2 * MAX_STALLS_PER_UPDATE * (1 + crate::telemetry::stall::MAX_FRAMES)
+            + 2 * MAX_STALLS_PER_UPDATE * (1 + STALL_STACK_DEPTH)
             + if wants_tasks { query.limit() + query.limit() / 8 } else { 0 };
-        if !self.state.room_for(estimate) {
+        if !self.state.queued.room_for(estimate) {
             return Err(queues_full());
         }
         if wants_tasks {
@@ -83,8 +88,8 @@ impl Console for Service {
         // Its stalls ride in its snapshot; it has no events.
         let stalls: Vec<_> =
             first.snapshot.iter().flat_map(|s| s.recent_stalls.iter().chain(&s.ongoing_stalls)).cloned().collect();
-        let rows = super::publisher::own_rows(tasks.as_ref(), &stalls);
-        let Some(queued) = self.state.reserve(&own, rows, 0, true) else {
+        let rows = own_rows(tasks.as_ref(), &stalls);
+        let Some(queued) = self.state.queued.reserve(&own, rows, 0, true) else {
             return Err(queues_full());
         };
         let _ = tx.try_send((Arc::new(Published::uncounted(first)), 0, tasks, Vec::new(), queued));

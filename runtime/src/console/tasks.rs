@@ -4,9 +4,13 @@
 //!
 //! Built by one walk of the task list when the first client asks; dropped (with the
 //! change log stopped) once none does. While it exists it holds one row per live task.
+//! The change log is the runtime's one [`TaskWatch`]: should someone else hold it, the
+//! index is rebuilt by a walk at each refresh instead.
 
 use super::proto;
-use crate::telemetry::{TaskRow, TaskState, Telemetry, WaitReason, WakeSource};
+use crate::telemetry::{
+    SyncHolder, SyncWait, TaskChanges, TaskRow, TaskState, TaskWaits, TaskWatch, Telemetry, WaitReason, WakeSource,
+};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
@@ -33,9 +37,9 @@ struct Entry {
     last_poll_end_ns: u64,
     name: Option<Arc<str>>,
     /// The wait list as read, decoded when sent (its deadlines are relative).
-    wait: crate::task::wait::WaitWords,
+    wait: TaskWaits,
     lost_waker: bool,
-    woken_by: u64,
+    woken_by: Option<WakeSource>,
     woken_at_ns: u64,
 }
 
@@ -56,6 +60,8 @@ pub(crate) struct TaskIndex {
     lost: BTreeSet<u64>,
     /// Bumped by every change, so a client's window is recomputed only after one.
     pub(crate) generation: u64,
+    /// The change log, from the start (`None`: someone else holds it).
+    watch: Option<TaskWatch>,
 }
 
 fn state_slot(s: TaskState) -> Option<usize> {
@@ -162,12 +168,33 @@ pub(crate) struct Window {
 }
 
 impl TaskIndex {
-    /// Walk the whole task list (the caller started the change log first).
+    /// Start the change log, then walk the whole task list: a change made before the
+    /// start is in the walk, one made after it comes through the log.
+    pub(crate) fn start(telemetry: &Telemetry) -> TaskIndex {
+        let watch = telemetry.watch_tasks();
+        TaskIndex { watch, ..TaskIndex::build(telemetry) }
+    }
+
+    /// Bring the index up to date: the changes since the last refresh, or a walk of the
+    /// whole task list if the log lost some (or there is no log).
+    pub(crate) fn refresh(&mut self, telemetry: &Telemetry) {
+        let Some(mut watch) = self.watch.take() else {
+            self.rebuild(telemetry);
+            return;
+        };
+        let read = watch.read_changes(|row, name| self.apply(&row, name));
+        self.watch = Some(watch);
+        if read == TaskChanges::Resync {
+            self.rebuild(telemetry);
+        }
+    }
+
+    /// Walk the whole task list, without the change log.
     pub(crate) fn build(telemetry: &Telemetry) -> TaskIndex {
         let mut all = Vec::new();
         telemetry.for_each_task(|row, name| {
-            if row.state != TaskState::Complete {
-                all.push((row.id, entry(&row, name, None)));
+            if row.state() != TaskState::Complete {
+                all.push((row.id(), entry(&row, name, None)));
             }
         });
         all.sort_unstable_by_key(|(id, _)| *id);
@@ -180,7 +207,14 @@ impl TaskIndex {
             }
         }
         let lost = all.iter().filter(|(_, e)| e.lost_waker).map(|(id, _)| *id).collect();
-        TaskIndex { rows: all.into_iter().collect(), by_busy: busy.into_iter().collect(), counts, lost, generation: 1 }
+        TaskIndex {
+            rows: all.into_iter().collect(),
+            by_busy: busy.into_iter().collect(),
+            counts,
+            lost,
+            generation: 1,
+            watch: None,
+        }
     }
 
     /// Walk the whole task list again (the change log lost changes). The generation moves
@@ -188,38 +222,39 @@ impl TaskIndex {
     /// recomputes its window only when the generation differs from the one it last saw,
     /// so two rebuilds in a row that both restarted at 1 would leave every stream's
     /// window as it was before the second (the case of a change log that overflows at
-    /// every publish, under a heavy spawn load).
+    /// every publish, under a heavy spawn load). The change log goes on.
     pub(crate) fn rebuild(&mut self, telemetry: &Telemetry) {
         let generation = self.generation;
-        *self = TaskIndex::build(telemetry);
+        let watch = self.watch.take();
+        *self = TaskIndex { watch, ..TaskIndex::build(telemetry) };
         self.generation = generation + 1;
     }
 
     /// Take in one changed task.
-    pub(crate) fn apply(&mut self, row: &TaskRow, name: Option<&str>) {
+    fn apply(&mut self, row: &TaskRow, name: Option<&str>) {
         self.generation += 1;
-        let old =
-            if row.state == TaskState::Complete { self.rows.remove(&row.id) } else { self.rows.get(&row.id).cloned() };
+        let (id, complete) = (row.id(), row.state() == TaskState::Complete);
+        let old = if complete { self.rows.remove(&id) } else { self.rows.get(&id).cloned() };
         if let Some(o) = &old {
-            self.by_busy.remove(&(Reverse(o.busy_ns), row.id));
+            self.by_busy.remove(&(Reverse(o.busy_ns), id));
             if let Some(i) = state_slot(o.state) {
                 self.counts[i] -= 1;
             }
         }
-        if row.lost_waker {
-            self.lost.insert(row.id);
+        if row.lost_waker() {
+            self.lost.insert(id);
         } else {
-            self.lost.remove(&row.id);
+            self.lost.remove(&id);
         }
-        if row.state == TaskState::Complete {
+        if complete {
             return;
         }
         let e = entry(row, name, old.and_then(|o| o.name));
-        self.by_busy.insert((Reverse(e.busy_ns), row.id));
+        self.by_busy.insert((Reverse(e.busy_ns), id));
         if let Some(i) = state_slot(e.state) {
             self.counts[i] += 1;
         }
-        self.rows.insert(row.id, e);
+        self.rows.insert(id, e);
     }
 
     /// Take in a walk's finding that the tasks `ids` can never be woken. The change log
@@ -383,16 +418,16 @@ impl TaskIndex {
 
 fn entry(row: &TaskRow, name: Option<&str>, kept: Option<Arc<str>>) -> Entry {
     Entry {
-        spawned_at: row.spawned_at,
-        state: row.state,
-        polls: row.polls,
-        busy_ns: row.busy_ns,
-        scheduled_ns: row.scheduled_ns,
-        last_poll_end_ns: row.last_poll_end_ns,
-        wait: row.wait,
-        lost_waker: row.lost_waker,
-        woken_by: row.woken_by,
-        woken_at_ns: row.woken_at_ns,
+        spawned_at: row.spawned_at(),
+        state: row.state(),
+        polls: row.polls(),
+        busy_ns: row.busy_ns(),
+        scheduled_ns: row.scheduled_ns(),
+        last_poll_end_ns: row.last_poll_end_ns().unwrap_or(0),
+        wait: row.waits(),
+        lost_waker: row.lost_waker(),
+        woken_by: row.last_woken_by(),
+        woken_at_ns: row.last_woken_ns().unwrap_or(0),
         // A task's name never changes: keep the one already copied.
         name: kept.or_else(|| name.map(|n| Arc::from(cut_name(n)))),
     }
@@ -413,21 +448,16 @@ fn cut_name(n: &str) -> &str {
 fn wire(id: u64, e: &Entry, now_ns: u64, name_of: &dyn Fn(u64) -> Option<String>) -> proto::Task {
     let idle = e.state == TaskState::Idle;
     // The reading kept waits only for an idle task, or a yield for a queued one.
-    let (waits, more_waits) = e.wait.decode(std::time::Instant::now());
-    let mut waits: Vec<WaitReason> = waits.into_iter().map(WaitReason::from_wait).collect();
+    let (mut waits, more_waits) = e.wait.decode();
     for w in &mut waits {
-        if let WaitReason::Sync(crate::telemetry::SyncWait {
-            holder: Some(crate::telemetry::SyncHolder::Task { id, name }),
-            ..
-        }) = w
-        {
+        if let WaitReason::Sync(SyncWait { holder: Some(SyncHolder::Task { id, name }), .. }) = w {
             if name.is_none() {
                 *name = name_of(*id);
             }
         }
     }
     let waiting = waits.first();
-    let woken_by = (e.woken_by != 0).then(|| WakeSource::from_packed(e.woken_by - 1));
+    let woken_by = e.woken_by;
     proto::Task {
         id,
         name: e.name.as_deref().map(String::from),
@@ -472,6 +502,22 @@ mod tests {
             seen.push(idx.generation);
             assert_eq!(idx.rows.len(), round, "round {round}");
         }
+    }
+
+    /// While someone else holds the runtime's change log, the index is kept by walks: a
+    /// task spawned after the index was built is in it after a refresh.
+    #[test]
+    fn without_the_change_log_the_index_walks() {
+        let rt = crate::runtime::Builder::new().worker_threads(1).event_ring(64).build().unwrap();
+        let t = rt.handle().telemetry();
+        let _theirs = t.watch_tasks().expect("the log is free");
+        let mut idx = TaskIndex::start(&t);
+        assert!(idx.watch.is_none());
+        let h = rt.spawn(std::future::pending::<()>());
+        let g = idx.generation;
+        idx.refresh(&t);
+        assert!(idx.generation > g);
+        assert!(idx.rows.contains_key(&h.id().as_u64()));
     }
 
     /// A task whose last waker is dropped without any change the log would see (no wake,

@@ -5,8 +5,8 @@ use std::cell::Cell;
 use std::ptr::NonNull;
 
 /// A task's id: unique among all tasks of the process (ids are never reused), and the
-/// same for every handle of one task ([`JoinHandle::id`](super::JoinHandle::id), [`AbortHandle::id`](super::AbortHandle::id),
-/// [`JoinError::id`](super::JoinError::id)) and inside it ([`id`]).
+/// same for every handle of one task ([`JoinHandle::id`](super::join::JoinHandle::id), [`AbortHandle::id`](super::join::AbortHandle::id),
+/// [`JoinError::id`](super::join::JoinError::id)) and inside it ([`id`]).
 ///
 /// It displays as its number, which is also the `id` the telemetry shows
 /// (`Id::as_u64`).

@@ -52,7 +52,7 @@ where
 /// (everything it `join!`s, say) waits for `f`.
 ///
 /// # Panics
-/// Inside a [`LocalSet`](super::LocalSet) that is running (in a local task, in `run_until`'s future, in
+/// Inside a [`LocalSet`](super::local::LocalSet) that is running (in a local task, in `run_until`'s future, in
 /// the drop of a local task's future), as Tokio's does: the set's other tasks cannot move
 /// to another thread, so they would all wait. (Volt has no current-thread runtime yet; on
 /// one, this is to panic too, as Tokio's does.)

@@ -9,14 +9,17 @@
 //! * the [`WorkerSnapshot`] counter fields, with their docs, and the read that fills them
 //!   ([`WorkerCounters::snapshot`]);
 //! * the runtime-wide totals the snapshot sums over the workers ([`WorkerCounters::add_totals`]);
-//! * the console's conversion to the wire's `WorkerSnapshot` (`console/convert.rs`) and the
-//!   exporter's `volt_worker_*_total` families, read off the wire's snapshot
-//!   (`volt::console::WORKER_COUNTER_FAMILIES`) or off [`WorkerSnapshot`]
+//! * the public list of them by name, with their Prometheus families
+//!   ([`WORKER_COUNTERS`](super::WORKER_COUNTERS)), and [`WorkerSnapshot::counters`]
+//!   (`counter_list.rs`), from which readers outside the runtime, the console's wire
+//!   conversion among them, learn of every counter; and the exporter's
+//!   `volt_worker_*_total` families read off [`WorkerSnapshot`]
 //!   ([`WORKER_COUNTER_FAMILIES`]).
 //!
 //! Adding a per-worker counter: one line in the list, and one field of the same name in
 //! `WorkerSnapshot` of `console-proto/proto/volt/console/v1/telemetry.proto` (prost
-//! generates the wire type from that file, so its line cannot come from here). A
+//! generates the wire type from that file, so its line cannot come from here; the
+//! console's build fails until the wire carries every counter of the list). A
 //! runtime-wide total also needs its `Snapshot` field (and `RemoteCounters`' if other
 //! threads count it too).
 
@@ -83,8 +86,7 @@ macro_rules! for_each_worker_counter {
         }
     };
 }
-#[cfg(feature = "console")]
-pub(crate) use for_each_worker_counter;
+pub(super) use for_each_worker_counter;
 
 /// Nanoseconds from a process-wide base to `at`, plus one (0 stands for "not asleep").
 fn park_clock_ns(at: std::time::Instant) -> u64 {

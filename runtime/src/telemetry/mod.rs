@@ -37,6 +37,7 @@
 //! idle.
 
 pub(crate) mod clock;
+mod counter_list;
 mod counters;
 pub(crate) mod deadlock;
 pub mod events;
@@ -48,16 +49,14 @@ mod recorder;
 mod resources;
 pub(crate) mod samples;
 mod snapshot;
-// The live-task change log serves the console's task stream only.
-#[cfg_attr(not(feature = "console"), allow(dead_code))]
 pub(crate) mod stall;
 mod task_info;
+mod task_watch;
 pub(crate) mod tasks;
 pub(crate) mod view;
 mod wait;
 
-#[cfg(feature = "console")]
-pub(crate) use counters::for_each_worker_counter;
+pub use counter_list::{WorkerCounter, WORKER_COUNTERS};
 pub(crate) use counters::{Counter, WorkerCounters};
 pub use counters::{WorkerCounterFamily, WorkerSnapshot, WORKER_COUNTER_FAMILIES};
 pub use deadlock::{Deadlock, DeadlockWant, DeadlockedTask, HeldResource};
@@ -67,10 +66,10 @@ pub use histogram::Histogram;
 pub(crate) use recorder::Recorder;
 pub use resources::{Resource, ResourceHolder, MAX_RESOURCES};
 pub use snapshot::{BridgeSnapshot, Snapshot, WorkerState};
-pub use stall::{MissingStack, StackFrame, Stall, STALL_HISTORY};
-pub(crate) use task_info::TaskRow;
+pub use stall::{MissingStack, StackFrame, Stall, StallCursor, STALL_HISTORY, STALL_STACK_DEPTH};
 use task_info::{read_task, task_info, Holder};
-pub use task_info::{TaskInfo, TaskState};
+pub use task_info::{TaskInfo, TaskRow, TaskState};
+pub use task_watch::{TaskChanges, TaskWaits, TaskWatch};
 pub use wait::{SyncHolder, SyncWait, WaitReason, WakeSource};
 
 use metrics::Metrics;
@@ -144,23 +143,12 @@ impl Telemetry {
         self.metrics.stall.history(&self.metrics, &|id| self.task_name(id))
     }
 
-    /// The stalls that ended after `cursor` (one report count per worker, kept by the
-    /// caller), at most the newest `max` (for the console, which sends each stall once).
-    #[cfg(feature = "console")]
-    pub(crate) fn stalls_since(&self, cursor: &mut Vec<u64>, max: usize) -> Vec<Stall> {
-        self.metrics.stall.since(cursor, max, &|id| self.task_name(id))
-    }
-
-    /// The polls running past the stall threshold now, as `Stall::ongoing` reports.
-    #[cfg(feature = "console")]
-    pub(crate) fn stalls_ongoing(&self) -> Vec<Stall> {
+    /// The polls running past the stall threshold now, as ongoing stalls
+    /// (`Stall::ongoing`), their stacks named as [`Telemetry::stalls`] names them. With
+    /// [`Telemetry::stall_cursor`], for a reader that shows each stall once as it ends
+    /// and the ones still going on meanwhile.
+    pub fn stalls_ongoing(&self) -> Vec<Stall> {
         self.metrics.stall.running(&self.metrics, &|id| self.task_name(id))
-    }
-
-    /// Whether `stalls_since(cursor)` or `stalls_ongoing` has anything (cheap).
-    #[cfg(feature = "console")]
-    pub(crate) fn stalls_pending(&self, cursor: &[u64]) -> bool {
-        self.metrics.stall.anything_since(&self.metrics, cursor)
     }
 
     /// The task groups: the tasks of each name (unnamed tasks: of each spawn location)
@@ -273,8 +261,6 @@ impl Telemetry {
     }
 }
 
-// The task stream and the clock reading serve the console only.
-#[cfg_attr(not(feature = "console"), allow(dead_code))]
 impl Telemetry {
     /// The live tasks, with their statistics; empty unless the runtime records events
     /// (`Builder::event_ring`). Takes each owned-list shard lock briefly, as spawn and
@@ -298,8 +284,9 @@ impl Telemetry {
         n
     }
 
-    /// The ids of the live tasks [`Telemetry::lost_wakers`] counts, by the same walk.
-    pub(crate) fn lost_waker_ids(&self) -> Vec<u64> {
+    /// The ids of the live tasks [`Telemetry::lost_wakers`] counts, by the same walk, in
+    /// no particular order.
+    pub fn lost_waker_ids(&self) -> Vec<u64> {
         let mut ids = Vec::new();
         self.for_each_lost_waker(|id| ids.push(id));
         ids
@@ -317,7 +304,7 @@ impl Telemetry {
     /// walks only the id's shard of the task list, up to the task, a batch per hold of
     /// its lock: a client asking for tasks in a loop must not hold up the workers'
     /// spawns and completions.
-    pub(crate) fn task(&self, id: u64) -> Option<TaskInfo> {
+    pub fn task(&self, id: u64) -> Option<TaskInfo> {
         let rec = self.metrics.recorder.as_ref()?;
         let (now, now_ns) = (rec.clock.raw(), self.now_ns());
         self.view
@@ -330,13 +317,16 @@ impl Telemetry {
             .flatten()
     }
 
-    /// How many shards the task list has: [`Telemetry::task`] walks one of them.
-    pub(crate) fn task_list_shards(&self) -> usize {
+    /// How many shards the task list has: [`Telemetry::task`] walks one of them, so a
+    /// lookup visits about [`Telemetry::task_list_len`] divided by this many tasks.
+    pub fn task_list_shards(&self) -> usize {
         self.view.tasks().shards()
     }
 
-    /// How many tasks the task list holds now (what a walk of it visits).
-    pub(crate) fn task_list_len(&self) -> u64 {
+    /// How many tasks the task list holds now: what a walk of it visits
+    /// ([`Telemetry::tasks`], [`Telemetry::for_each_task`], [`Telemetry::lost_wakers`]).
+    /// Finished tasks count until they leave the list.
+    pub fn task_list_len(&self) -> u64 {
         self.view.tasks().len() as u64
     }
 
@@ -345,9 +335,12 @@ impl Telemetry {
         self.task(id)?.name
     }
 
-    /// Visit every live task (unordered), with its name. Nothing when the runtime does
-    /// not record events.
-    pub(crate) fn for_each_task(&self, mut f: impl FnMut(TaskRow, Option<&str>)) {
+    /// Visit every live task (unordered) as one reading finds it, with its name: a walk of
+    /// the task list that, as [`Telemetry::tasks`], holds each shard's lock for a batch of
+    /// tasks at a time, never for a whole shard, and copies no name. A task that has
+    /// finished but not yet left the list comes with state [`TaskState::Complete`].
+    /// Nothing when the runtime keeps no task statistics (`Builder::event_ring`).
+    pub fn for_each_task(&self, mut f: impl FnMut(TaskRow, Option<&str>)) {
         self.for_each_task_stats(|row, name, _| f(row, name))
     }
 
@@ -364,44 +357,11 @@ impl Telemetry {
         });
     }
 
-    /// Start recording which tasks change (the console's task index, while a client wants
-    /// it). Returns false when the runtime does not record tasks. The caller then reads
-    /// the whole list once ([`Telemetry::for_each_task`]) and from then on only the
-    /// changes ([`Telemetry::drain_task_changes`]).
-    pub(crate) fn watch_tasks(&self) -> bool {
-        let Some(rec) = &self.metrics.recorder else { return false };
-        rec.changes.start();
-        true
-    }
-
-    /// Stop recording task changes and release what the log holds.
-    pub(crate) fn unwatch_tasks(&self) {
-        if let Some(rec) = &self.metrics.recorder {
-            rec.changes.stop();
-        }
-    }
-
-    /// The tasks that changed since the last call (between `watch_tasks` and
-    /// `unwatch_tasks`; one caller at a time). A task that finished comes with state
-    /// `Complete`, once or more. `Resync` means some changes could not be logged: the
-    /// caller walks the whole list again.
-    pub(crate) fn drain_task_changes(&self, mut f: impl FnMut(TaskRow, Option<&str>)) -> tasks::Drained {
-        let Some(rec) = &self.metrics.recorder else { return tasks::Drained::Changes };
-        let now = rec.clock.raw();
-        rec.changes.drain(|t| {
-            if let Some(st) = crate::task::stats::stats(t) {
-                tasks::clear_then_read(&st.queued);
-            }
-            // The log holds one reference while it hands the task over.
-            let Some((row, name)) = read_task(&rec.clock, now, t, Holder::Log) else { return false };
-            f(row, name);
-            // Its poll's end moves it out of RUNNING with no mark: read it again.
-            row.state == TaskState::Running
-        })
-    }
-
-    /// Nanoseconds since the runtime started, by the recorder's clock (0 without it).
-    pub(crate) fn now_ns(&self) -> u64 {
+    /// Nanoseconds since the runtime started, on the clock that stamps events
+    /// ([`Event::timestamp_ns`]) and task rows ([`TaskRow::last_poll_end_ns`]): the "now"
+    /// to measure those against. 0 when the runtime keeps no event ring
+    /// (`Builder::event_ring`), which is when nothing carries such a stamp.
+    pub fn now_ns(&self) -> u64 {
         self.metrics.recorder.as_ref().map_or(0, |r| r.clock.since_start_ns(r.clock.raw()))
     }
 

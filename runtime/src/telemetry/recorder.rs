@@ -13,7 +13,7 @@ pub(crate) struct Recorder {
     /// Who holds each leased ring (see `events::lease`).
     leases: std::sync::Arc<events::Leases>,
     pub(super) clock: Clock,
-    /// Which live tasks changed, while a reader (the console) watches the task list.
+    /// Which live tasks changed, while a reader (a [`TaskWatch`](super::TaskWatch)) follows the task list.
     pub(crate) changes: tasks::TaskChangeLog,
     /// The task groups' lookup table and their figures counted off the workers.
     pub(crate) groups: groups::TaskGroups,

@@ -65,9 +65,14 @@ pub struct TaskInfo {
     pub schedule_histogram: Histogram,
 }
 
-/// One live task's figures as the console's task index keeps them.
+/// One live task as a reading of the task list found it: its figures without its
+/// histograms, its name apart, and its waits kept as recorded until they are asked for.
+/// Small and `Copy`, for a reader that keeps a row per live task
+/// ([`Telemetry::for_each_task`](super::Telemetry::for_each_task),
+/// [`TaskWatch`](super::TaskWatch)). [`Telemetry::task`](super::Telemetry::task) reads
+/// one task whole, as a [`TaskInfo`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TaskRow {
+pub struct TaskRow {
     pub(crate) id: u64,
     pub(crate) spawned_at: &'static std::panic::Location<'static>,
     pub(crate) state: TaskState,
@@ -86,19 +91,6 @@ pub(crate) struct TaskRow {
     /// runtime started.
     pub(crate) woken_by: u64,
     pub(crate) woken_at_ns: u64,
-}
-
-impl TaskRow {
-    /// The waits, decoded with deadlines measured from now, and how many more were
-    /// recorded than listed.
-    pub(crate) fn waits(&self) -> (Vec<WaitReason>, u32) {
-        let (waits, more) = self.wait.decode(std::time::Instant::now());
-        (waits.into_iter().map(WaitReason::from_wait).collect(), more)
-    }
-
-    pub(crate) fn last_woken_by(&self) -> Option<WakeSource> {
-        (self.woken_by != 0).then(|| WakeSource::from_packed(self.woken_by - 1))
-    }
 }
 
 /// A task's histograms as [`Histogram`]s: their buckets put where the runtime-wide
@@ -209,7 +201,7 @@ pub(super) fn task_info(
     use std::time::Duration;
     let idle = row.state == TaskState::Idle;
     let (poll_histogram, schedule_histogram) = task_histograms(st, row);
-    let (waits, more_waits) = row.waits();
+    let (waits, more_waits) = row.waits().decode();
     TaskInfo {
         id: row.id,
         name: name.map(String::from),

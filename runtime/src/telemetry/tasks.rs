@@ -1,4 +1,4 @@
-//! The live-task change log: how a reader of the task list (the console) learns which
+//! The live-task change log: how a reader of the task list (a `TaskWatch`) learns which
 //! tasks changed without walking all of them.
 //!
 //! # Protocol
@@ -123,6 +123,10 @@ pub(crate) struct TaskChangeLog {
     remote: Mutex<RemoteList>,
     /// Reader only: tasks it last saw running, each with a reference, to read again.
     running: Mutex<RemoteList>,
+    /// Held by whoever takes entries out of the rings: the reader (`drain`, `stop`) and a
+    /// worker releasing its own ring as it exits, which at shutdown may meet a read in
+    /// progress. A ring has one consumer at a time.
+    consumer: Mutex<()>,
 }
 
 /// What [`TaskChangeLog::drain`] found.
@@ -140,6 +144,7 @@ impl TaskChangeLog {
             rings: (0..workers).map(|_| ChangeRing::new(RING_CAPACITY)).collect(),
             remote: Mutex::new(RemoteList { tasks: Vec::new(), overflowed: false }),
             running: Mutex::new(RemoteList { tasks: Vec::new(), overflowed: false }),
+            consumer: Mutex::new(()),
         }
     }
 
@@ -150,17 +155,24 @@ impl TaskChangeLog {
     }
 
     /// The reader starts watching. It walks the whole task list afterwards: a change made
-    /// before this store is in that walk, one made after it is queued.
-    pub(crate) fn start(&self) {
+    /// before this store is in that walk, one made after it is queued. False, with nothing
+    /// changed, while a reader is watching already: the log has one reader at a time.
+    pub(crate) fn start(&self) -> bool {
         let mut r = lock(&self.remote);
+        // `start` and `stop` both hold this lock while they change `watching`.
+        if self.watching.load(Relaxed) {
+            return false;
+        }
         let len = r.tasks.len();
         r.tasks.reserve_exact(RING_CAPACITY.saturating_sub(len));
         self.watching.store(true, SeqCst);
+        true
     }
 
     /// The reader stops: markers stop queueing, and the references queued so far are
     /// released. Consumer only.
     pub(crate) fn stop(&self) {
+        let _consumer = lock(&self.consumer);
         {
             let mut r = lock(&self.remote);
             self.watching.store(false, SeqCst);
@@ -179,8 +191,10 @@ impl TaskChangeLog {
         }
     }
 
-    /// Worker `index`, exiting (no reader runs any more): release what its ring holds.
+    /// Worker `index`, exiting: release what its ring holds (after any read in progress;
+    /// later reads find the ring empty, as nothing marks into it any more).
     pub(crate) fn release_ring(&self, index: usize) {
+        let _consumer = lock(&self.consumer);
         self.rings[index].drain(release);
     }
 
@@ -226,8 +240,10 @@ impl TaskChangeLog {
 
     /// Consumer only: hand every queued task, and every task it last saw running, to `f`
     /// (which must clear the task's flag, fence, then read it: see [`clear_then_read`]),
-    /// and release its reference unless `f` says the task is running (true).
+    /// and release its reference unless `f` says the task is running (true). `f` must not
+    /// unwind: a ring it left would hand the entries it had taken over again.
     pub(crate) fn drain(&self, mut f: impl FnMut(NonNull<crate::task::header::Header>) -> bool) -> Drained {
+        let _consumer = lock(&self.consumer);
         let mut resync = false;
         let mut running = std::mem::take(&mut lock(&self.running).tasks);
         let mut still = Vec::new();

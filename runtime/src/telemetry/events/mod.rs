@@ -239,6 +239,12 @@ fn task_state(s: u64) -> TaskState {
 
 #[cfg(not(loom))]
 impl Event {
+    /// The kind's argument in its packed form, as each [`EventKind`] describes its `arg`:
+    /// what the console's wire and recordings carry. [`Event::detail`] reads it typed.
+    pub fn arg(&self) -> u64 {
+        self.arg
+    }
+
     /// The kind's argument, typed.
     pub fn detail(&self) -> EventDetail {
         let a = self.arg;

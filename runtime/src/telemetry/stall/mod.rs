@@ -77,6 +77,7 @@
 
 #[cfg(target_os = "linux")]
 mod capture;
+mod cursor;
 mod record;
 mod report;
 pub(crate) mod slot;
@@ -88,6 +89,8 @@ pub use report::{MissingStack, StackFrame, Stall};
 pub(crate) use stack::StackBuf;
 use stack::WRITING;
 pub(crate) use thread::start;
+
+pub use cursor::StallCursor;
 
 use crate::telemetry::clock::Clock;
 use crate::telemetry::metrics::Metrics;
@@ -102,6 +105,10 @@ use std::time::{Duration, Instant};
 pub const STALL_HISTORY: usize = 64;
 /// The most frames a stack keeps.
 pub(crate) const MAX_FRAMES: usize = 64;
+/// How deep a stall's stack is taken: at most this many return addresses, innermost
+/// first. [`Stall::frames`] names each, and may list more frames than this where calls
+/// were inlined into one address.
+pub const STALL_STACK_DEPTH: usize = MAX_FRAMES;
 /// Frames a walk stores: a report's, plus the signal handler's own above them.
 const WALK_FRAMES: usize = MAX_FRAMES + 32;
 /// How long a runtime's drop waits for the monitor's thread to leave.
