@@ -1,7 +1,7 @@
 //! One connection of [`serve`](super::serve): the protocol sniff, then hyper's HTTP/1 or
 //! HTTP/2 connection driven to its end, watching the server's shutdown.
 
-use super::io::Io;
+use super::io::{Io, PREFACE};
 use super::rt::Executor;
 use super::serve::{Config, ServeBody, ServeService};
 use super::shutdown::{unless_shutdown, ConnGuard, Registry, FORCED, GRACEFUL};
@@ -13,9 +13,6 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::Poll;
-
-/// The HTTP/2 client preface; a connection that starts with it speaks HTTP/2.
-pub(super) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// What every connection of one server is built with: hyper's two builders and the
 /// server's settings.

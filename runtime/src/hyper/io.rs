@@ -1,6 +1,5 @@
 //! [`Io`]: a stream as hyper's `Read` and `Write`.
 
-use super::connection::PREFACE;
 use crate::net::stream::StreamSocket;
 use crate::net::TcpStream;
 use std::any::TypeId;
@@ -8,6 +7,9 @@ use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+
+/// The HTTP/2 client preface; a connection that starts with it speaks HTTP/2.
+pub(super) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// A stream as hyper's [`Read`](hyper::rt::Read) and [`Write`](hyper::rt::Write).
 ///
