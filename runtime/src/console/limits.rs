@@ -1,6 +1,6 @@
-//! Connection limits for the console's gRPC server and the exporter's HTTP server: a
-//! connection cap and a handshake timeout, so connections that never finish cannot pile
-//! up.
+//! Connection limits for the console's gRPC server: a connection cap and a handshake
+//! timeout, so connections that never finish cannot pile up. (The exporter's HTTP server
+//! keeps the same rules with a gate of its own, `volt-exporter`'s `server/gate.rs`.)
 //!
 //! # The rules
 //! * A connection must finish its handshake within `handshake_timeout`: send the bytes
@@ -15,8 +15,7 @@
 //! * What proves a connection: for [`Gate::new`], finishing its handshake. For
 //!   [`Gate::until_called`], a call that passed the server's checks
 //!   ([`Admission::prove`]): on the console's gRPC server, where the token is checked
-//!   per call, not per connection, a call with the token; on the exporter's HTTP
-//!   server, a request (a blank line ends no request). Otherwise a peer
+//!   per call, not per connection, a call with the token. Otherwise a peer
 //!   without the token could send the HTTP/2 preface on every place under the cap, sit
 //!   idle, and lock every client out.
 //!
@@ -33,7 +32,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// The console server's and the exporter's defaults: at most this many connections.
+/// The console server's default: at most this many connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// The default time a connection has to send its request header or HTTP/2 preface.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -43,10 +42,7 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ConnectionLimits {
     /// Connections open at once (at least 1).
     pub max_connections: usize,
-    /// Time from accept to the end of the request header or HTTP/2 preface. The
-    /// exporter's HTTP server also gives each later request on a kept-alive connection
-    /// this long, idle time before it included, and a client this long to make room for
-    /// an answer it has not read.
+    /// Time from accept to the end of the request header or HTTP/2 preface.
     pub handshake_timeout: Duration,
 }
 
@@ -310,8 +306,8 @@ impl std::fmt::Debug for Admission {
     }
 }
 
-/// A listener's connections, each admitted through a [`Gate`]: the console's and the
-/// exporter's accept loop, as a stream that never ends and never yields an error.
+/// A listener's connections, each admitted through a [`Gate`]: the console's accept
+/// loop, as a stream that never ends and never yields an error.
 ///
 /// An accept error (out of file descriptors) is followed by a 50 ms pause: the same
 /// error comes back at once while a connection waits in the backlog, and retrying
