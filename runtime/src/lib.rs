@@ -133,7 +133,7 @@
 //!   `yield_now` (`mod.rs`);
 //! * `scheduler/`: the local ring `WorkStealQueue` (`queue.rs`), the global injection queue
 //!   (`inject.rs`), the idle state with the parked bitmap and "last searcher must notify"
-//!   (`idle.rs`), futex parking (`park.rs`), the run loop (`worker.rs`), where a task is
+//!   (`idle.rs`), futex parking (`park.rs`), the run loop (`run.rs`), where a task is
 //!   queued (`schedule.rs`), the worker's driver pass (`driver.rs`), the EWMA and the
 //!   global-queue interval (`stats.rs`), the `Schedule` hooks (`hooks.rs`), the blocking
 //!   join (`join.rs`), one method per telemetry event (`metrics.rs`), the PRNG (`rand.rs`);
@@ -171,6 +171,8 @@ pub(crate) mod blocking;
 pub mod bridge;
 #[cfg(all(feature = "console", not(loom)))]
 pub mod console;
+#[cfg(not(loom))]
+pub(crate) mod driver;
 #[cfg(all(feature = "fs", not(loom)))]
 pub mod fs;
 #[cfg(all(feature = "hyper", not(loom)))]

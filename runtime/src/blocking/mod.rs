@@ -29,7 +29,6 @@
 //! `on_thread_stop` hook just before it exits (see [`ThreadHooks`]), outside the pool's
 //! lock; the workers run the same hooks.
 
-use crate::scheduler::handle::Handle;
 use crate::task::header::Header;
 use crate::task::id::next_task_id;
 use crate::task::join::JoinHandle;
@@ -42,9 +41,52 @@ use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+
+pub(crate) mod deadline;
+
+/// What enters a runtime's context on a pool thread: a guard that leaves it on drop.
+pub(crate) type EnterRuntime = Box<dyn Fn() -> Option<Box<dyn std::any::Any>> + Send + Sync>;
+
+/// What the scheduler and the leaves hold of the pool: `spawn_blocking` and friends, and
+/// how the current one is found (through the thread's context).
+#[derive(Clone)]
+pub(crate) struct Spawner(Arc<Pool>);
+
+impl Spawner {
+    pub(crate) fn new(pool: Pool) -> Spawner {
+        Spawner(Arc::new(pool))
+    }
+
+    /// The current runtime's pool, if this thread is in one.
+    pub(crate) fn current() -> Option<Spawner> {
+        let p = crate::runtime::context::get().spawner;
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: only `context_ptr` below makes the pointers the context's spawner slot
+        // holds: `Arc::as_ptr` of a live spawner's pool, which the thread that entered
+        // keeps alive (through its runtime) while the context is set. The borrowed `Arc`
+        // is cloned (a count of our own) and never dropped.
+        let borrowed = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p.cast::<Pool>()) });
+        Some(Spawner(Arc::clone(&borrowed)))
+    }
+
+    /// This pool as the context's spawner slot stores it (see `runtime::context`).
+    pub(crate) fn context_ptr(&self) -> *const () {
+        Arc::as_ptr(&self.0).cast()
+    }
+}
+
+impl std::ops::Deref for Spawner {
+    type Target = Arc<Pool>;
+
+    fn deref(&self) -> &Arc<Pool> {
+        &self.0
+    }
+}
 
 /// The pool: shared by the runtime and its threads.
 pub(crate) struct Pool {
@@ -58,8 +100,10 @@ pub(crate) struct Pool {
     thread_name: String,
     stack_size: usize,
     hooks: ThreadHooks,
-    /// The runtime, so `volt::spawn` and `Handle::current` work on pool threads.
-    runtime: Weak<Handle>,
+    /// Enters the runtime's context on a pool thread (for its life), so `volt::spawn`
+    /// and `Handle::current` work there; `None` once the runtime is gone. Given by the
+    /// scheduler, which owns the pool, so the pool needs no knowledge of it.
+    enter: EnterRuntime,
     /// Gauges for telemetry, written under the lock.
     pub(crate) num_threads_gauge: AtomicU64,
     pub(crate) queue_depth_gauge: AtomicU64,
@@ -166,7 +210,7 @@ impl<F: FnOnce() -> R, R> Future for BlockingTask<F> {
 }
 
 impl Pool {
-    pub(crate) fn new(config: PoolConfig, runtime: Weak<Handle>) -> Pool {
+    pub(crate) fn new(config: PoolConfig, enter: EnterRuntime) -> Pool {
         Pool {
             state: Mutex::new(PoolState {
                 queue: VecDeque::new(),
@@ -185,7 +229,7 @@ impl Pool {
             thread_name: config.thread_name,
             stack_size: config.stack_size,
             hooks: config.hooks,
-            runtime,
+            enter,
             num_threads_gauge: AtomicU64::new(0),
             queue_depth_gauge: AtomicU64::new(0),
         }
@@ -298,8 +342,7 @@ impl Pool {
     /// A pool thread's life, between the start and stop hooks (run in the runtime's
     /// context and outside the lock).
     fn run(self: Arc<Pool>) {
-        let runtime = self.runtime.upgrade();
-        let _enter = runtime.as_ref().map(crate::runtime::context::enter);
+        let _enter = (self.enter)();
         let hooks = self.hooks.clone();
         // Wakes from this thread (a blocking task's completion) name the pool.
         crate::task::wait::mark_thread(crate::task::wait::SRC_BLOCKING);
@@ -323,12 +366,11 @@ impl Pool {
                 st.num_running -= 1;
                 if st.queue.len() + st.num_running <= st.num_worker_loops && crate::time::clock::any_paused() {
                     // The runtime may have nothing to do now: a paused clock's worker in
-                    // the reactor looks again (see `time::clock`). Outside the lock: the
-                    // runtime's last reference may go with `rt`.
+                    // the reactor looks again (see `time::clock`). Outside the lock. The
+                    // thread is in its runtime's context (`run`), if the runtime was
+                    // alive when it started.
                     drop(st);
-                    if let Some(rt) = self.runtime.upgrade() {
-                        rt.driver.wake_reactor();
-                    }
+                    crate::driver::Handle::with_current(|d| d.wake_reactor());
                     st = self.lock();
                 }
                 if !st.shutdown && st.counted_threads() > self.max_threads {
@@ -387,12 +429,12 @@ impl Pool {
         for task in queued {
             task.0.shutdown();
         }
-        let mut st = crate::runtime::wait_until_deadline(&self.exited, self.lock(), deadline, |st| st.num_threads == 0);
+        let mut st = deadline::wait_until_deadline(&self.exited, self.lock(), deadline, |st| st.num_threads == 0);
         let threads = std::mem::take(&mut st.threads);
         drop(st);
         // A thread leaves the count before its stop hook and its thread-locals'
         // destructors run: those get what is left of the timeout too, and no more.
-        crate::runtime::join_until(threads, deadline);
+        deadline::join_until(threads, deadline);
     }
 }
 
@@ -449,7 +491,7 @@ mod tests {
                 stack_size: 1 << 46,
                 hooks: ThreadHooks::default(),
             },
-            Weak::new(),
+            Box::new(|| None),
         ))
     }
 

@@ -103,7 +103,7 @@ where
 }
 
 fn current_shared(what: &str) -> Arc<Handle> {
-    crate::runtime::context::current_handle().unwrap_or_else(|| {
+    crate::scheduler::handle::current_handle().unwrap_or_else(|| {
         panic!("volt::hyper::{what} used outside a Volt runtime: create it inside one, or pass a `Handle`")
     })
 }

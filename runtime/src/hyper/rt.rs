@@ -105,11 +105,11 @@ impl hyper::rt::Sleep for TimerSleep {}
 
 impl hyper::rt::Timer for Timer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(TimerSleep(crate::time::Sleep::new_in(self.shared(), deadline_after(duration))))
+        Box::pin(TimerSleep(crate::time::Sleep::new_in(self.shared().driver.clone(), deadline_after(duration))))
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(TimerSleep(crate::time::Sleep::new_in(self.shared(), deadline)))
+        Box::pin(TimerSleep(crate::time::Sleep::new_in(self.shared().driver.clone(), deadline)))
     }
 
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {

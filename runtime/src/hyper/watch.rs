@@ -238,9 +238,8 @@ impl HeaderWatch {
         // The connection's future is its task's own (spawned by `run`), so this waker
         // stays the task's for the connection's life; it is set again at each arming.
         *self.alarm.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
-        let shared = crate::runtime::context::current_handle();
-        let Some(shared) = shared else { return Poll::Pending };
-        let mut sleep = crate::time::Sleep::new_in(shared, at);
+        let Some(driver) = crate::driver::Handle::current() else { return Poll::Pending };
+        let mut sleep = crate::time::Sleep::new_in(driver, at);
         let waker = Waker::from(Arc::clone(&self.alarm));
         if Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker)).is_ready() {
             // Already due: look again on the next poll.

@@ -79,12 +79,12 @@ pub(crate) async fn resolve<A: ToSocketAddrs + ?Sized>(addr: &A) -> io::Result<A
         Lookup::Ready(addrs) => Ok(addrs),
         Lookup::Invalid(why) => Err(io::Error::new(io::ErrorKind::InvalidInput, why)),
         Lookup::Host(host, port) => {
-            let shared = crate::runtime::context::current_handle().ok_or_else(|| {
+            let spawner = crate::blocking::Spawner::current().ok_or_else(|| {
                 io::Error::other(
                     "volt: host names are resolved on the runtime's blocking pool, so only inside a Volt runtime",
                 )
             })?;
-            let lookup = shared.blocking.spawn(move || {
+            let lookup = spawner.spawn(move || {
                 std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port)).map(|it| it.collect::<Vec<_>>())
             });
             // A cancelled lookup (the runtime shut down meanwhile) is an `io::Error` too.

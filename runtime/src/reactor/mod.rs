@@ -42,9 +42,9 @@
 //! At shutdown every source is marked `SHUTDOWN` and woken: later operations on it fail
 //! with an error instead of waiting forever.
 
-use crate::scheduler::handle::Handle;
+use crate::driver::Handle;
 use crate::task::wait;
-use crate::time::TimeDriver;
+use crate::time::driver::TimeDriver;
 use std::io;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
@@ -361,7 +361,7 @@ fn shutdown_error() -> io::Error {
 
 /// A source's registration with its runtime's reactor.
 pub(crate) struct Registration {
-    shared: Arc<Handle>,
+    driver: Handle,
     io: Arc<ScheduledIo>,
     token: usize,
     /// What a task waiting on this source waits on (`task::wait`), set by the socket.
@@ -405,10 +405,9 @@ impl Registration {
         interest: mio::Interest,
         ready: u64,
     ) -> io::Result<Registration> {
-        let shared = crate::runtime::context::current_handle().ok_or_else(|| {
+        let driver = Handle::current().ok_or_else(|| {
             io::Error::other("volt I/O resources must be created inside a Volt runtime (a task or `Runtime::block_on`)")
         })?;
-        let driver = &shared.driver;
         let io = Arc::new(ScheduledIo::new(ready));
         let token = {
             let mut sources = lock(&driver.io.sources);
@@ -425,7 +424,7 @@ impl Registration {
         }
         driver.io.registered.fetch_add(1, Relaxed);
         let wait = WaitAs { read: wait::W_READ, write: wait::W_WRITE, addr: None };
-        Ok(Registration { shared, io, token, wait })
+        Ok(Registration { driver, io, token, wait })
     }
 
     /// Name the waits on this source (see [`WaitAs`]).
@@ -564,13 +563,13 @@ impl Registration {
 
     /// Remove `source` from the reactor (call before dropping the registration).
     pub(crate) fn deregister(&self, source: &mut impl mio::event::Source) {
-        let _ = self.shared.driver.io.registry.deregister(source);
+        let _ = self.driver.io.registry.deregister(source);
     }
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let io = &self.shared.driver.io;
+        let io = &self.driver.io;
         if lock(&io.sources).remove(self.token, &self.io) {
             io.registered.fetch_sub(1, Relaxed);
         }

@@ -1,6 +1,5 @@
 //! [`Builder`]: a runtime's configuration, and `build`, which starts it.
 
-use super::context;
 use super::{Handle, Runtime, RuntimeFlavor};
 use crate::scheduler::handle::Handle as Scheduler;
 use crate::scheduler::idle::MAX_WORKERS;
@@ -66,7 +65,7 @@ impl Builder {
             #[cfg(feature = "console")]
             console_optional: false,
             #[cfg(feature = "tokio-bridge")]
-            tokio_bridge_threads: crate::bridge::DEFAULT_THREADS,
+            tokio_bridge_threads: crate::bridge::state::DEFAULT_THREADS,
         }
     }
 
@@ -395,7 +394,7 @@ impl Builder {
         )?;
         // Paused before any task runs, so the first `Instant::now()` is already virtual.
         if self.start_paused {
-            crate::time::clock::pause_at_start(&shared);
+            shared.driver.time.pause_at_start();
         }
         #[cfg(feature = "tokio-bridge")]
         shared.bridge.configure(
@@ -440,7 +439,7 @@ impl Builder {
             }
             let spawned = std::thread::Builder::new().name(name).stack_size(self.thread_stack_size).spawn(move || {
                 // The hooks run in the runtime's context, outside any scheduler lock.
-                let _enter = context::enter(&shared);
+                let _enter = crate::scheduler::handle::enter(&shared);
                 hooks.run_thread(|| Scheduler::run_worker(Arc::clone(&shared), index));
             });
             match spawned {

@@ -37,8 +37,7 @@
 //! A blocking `JoinHandle::join` inside a current-thread task never hands the worker to
 //! another thread: it keeps it, running the target inline when it can, else waiting.
 
-use super::context;
-use crate::scheduler::handle::Handle;
+use crate::scheduler::handle::{enter, enter_worker, Handle, CORE_EXITED, CORE_FREE, CORE_HELD};
 use crate::task::coop::Budget;
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -47,13 +46,6 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, SeqCst};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
-
-/// Nobody has the worker.
-pub(crate) const CORE_FREE: u8 = 0;
-/// A thread inside `block_on` runs the worker.
-pub(crate) const CORE_HELD: u8 = 1;
-/// The runtime shut down and the worker's exit was counted.
-pub(crate) const CORE_EXITED: u8 = 2;
 
 /// The stack a `block_on` thread is assumed to have for a blocking join's inline help
 /// (which uses at most half of it).
@@ -88,7 +80,7 @@ impl Wake for MainWaker {
 pub(crate) fn block_on<F: Future>(shared: &Arc<Handle>, future: F) -> F::Output {
     // Entered first, so the future is dropped (also when its poll panics) inside the
     // runtime's context.
-    let _enter = context::enter(shared);
+    let _enter = enter(shared);
     let mut future = pin!(future);
     let main = Arc::new(MainWaker {
         woken: AtomicBool::new(true),
@@ -144,7 +136,7 @@ fn drive<F: Future>(
         }
     }
     let w = &shared.workers[0];
-    let _ctx = context::enter_worker(shared, w);
+    let _ctx = enter_worker(shared, w);
     shared.metrics.stall.enter_thread(0);
     let _release = Release(shared);
     // A blocking join helps inline within half of this much stack: the `block_on` thread is
@@ -197,7 +189,7 @@ pub(crate) fn exit_core(shared: &Arc<Handle>) {
     }
     let w = &shared.workers[0];
     {
-        let _ctx = context::enter_worker(shared, w);
+        let _ctx = enter_worker(shared, w);
         shared.drain_local(w);
         shared.metrics.on_worker_exit(&w.rec);
     }

@@ -70,6 +70,7 @@ mod metrics;
 pub use builder::{Builder, DEFAULT_STALL_THRESHOLD, MAX_EVENT_RING};
 pub use metrics::RuntimeMetrics;
 
+use crate::blocking::deadline::{join_until, wait_until_deadline};
 use crate::scheduler::handle::Handle as Scheduler;
 use crate::task::join::JoinHandle;
 use crate::telemetry::Telemetry;
@@ -192,7 +193,7 @@ impl Runtime {
             current::exit_core(shared);
         }
         let n = shared.workers.len();
-        if context::current_handle().is_some_and(|s| Arc::ptr_eq(&s, shared)) {
+        if crate::scheduler::handle::current_handle().is_some_and(|s| Arc::ptr_eq(&s, shared)) {
             // On one of this runtime's own threads (inside a task, a blocking call, or a
             // task that lost its worker to a blocking join): waiting for the workers would
             // wait on ourselves. Leave the rest to the last worker to exit its loop, or do
@@ -226,44 +227,6 @@ impl Runtime {
     }
 }
 
-/// Join `threads`: every one without a deadline; with one, each that finishes before it
-/// (looked at every millisecond), leaving the rest to exit on their own.
-pub(crate) fn join_until(threads: impl IntoIterator<Item = std::thread::JoinHandle<()>>, deadline: Option<Instant>) {
-    for t in threads {
-        if let Some(d) = deadline {
-            while !t.is_finished() && Instant::now() < d {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            if !t.is_finished() {
-                continue;
-            }
-        }
-        let _ = t.join();
-    }
-}
-
-/// Wait on `cv` until `done(state)` holds or `deadline` (if any) passes.
-pub(crate) fn wait_until_deadline<'a, T>(
-    cv: &std::sync::Condvar,
-    mut guard: std::sync::MutexGuard<'a, T>,
-    deadline: Option<Instant>,
-    mut done: impl FnMut(&T) -> bool,
-) -> std::sync::MutexGuard<'a, T> {
-    while !done(&guard) {
-        guard = match deadline {
-            None => cv.wait(guard).unwrap_or_else(|e| e.into_inner()),
-            Some(d) => {
-                let now = Instant::now();
-                if now >= d {
-                    break;
-                }
-                cv.wait_timeout(guard, d - now).unwrap_or_else(|e| e.into_inner()).0
-            }
-        };
-    }
-    guard
-}
-
 impl Drop for Runtime {
     fn drop(&mut self) {
         self.shutdown(None);
@@ -293,14 +256,16 @@ impl Handle {
 
     /// The handle of the runtime this thread is in, or an error saying why there is none.
     pub fn try_current() -> Result<Handle, TryCurrentError> {
-        context::current_handle().map(|shared| Handle { shared }).ok_or(TryCurrentError { _private: () })
+        crate::scheduler::handle::current_handle()
+            .map(|shared| Handle { shared })
+            .ok_or(TryCurrentError { _private: () })
     }
 
     /// Make this runtime the calling thread's current one until the guard drops (guards
     /// nest: dropping one restores what was current before it). Drop guards in the reverse
     /// order of their creation.
     pub fn enter(&self) -> EnterGuard<'_> {
-        EnterGuard { _guard: context::enter(&self.shared), _handle: std::marker::PhantomData }
+        EnterGuard { _guard: crate::scheduler::handle::enter(&self.shared), _handle: std::marker::PhantomData }
     }
 
     /// Run `future` to completion on the calling thread, with this runtime as the context.
@@ -323,14 +288,14 @@ impl Handle {
         if self.shared.current_thread {
             return current::block_on(&self.shared, future);
         }
-        let _enter = context::enter(&self.shared);
+        let _enter = crate::scheduler::handle::enter(&self.shared);
         // Its own polls never yield to a scheduler: no cooperative budget (see
         // `task::coop`), even when called from inside a task's poll on a thread that
         // handed its worker away, or from a blocking closure.
         let _budget = crate::task::coop::Budget::unlimited();
         // The park counts this thread as busy while it polls, for a paused clock's
         // auto-advance (`time::clock`).
-        let park = crate::time::clock::BlockOnPark::new(&self.shared);
+        let park = crate::time::block_on::BlockOnPark::new(&self.shared.driver);
         let waker = park.waker();
         let mut cx = Context::from_waker(&waker);
         let mut future = pin!(future);

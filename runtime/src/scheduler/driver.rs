@@ -1,6 +1,6 @@
 //! The worker's side of the driver: when a running worker fires timers and polls the
 //! reactor, and whom it wakes for what that delivers. (Parking in the reactor is part of
-//! `park`, in `worker`.)
+//! `park`, in `run`.)
 //!
 //! # When a worker polls
 //! A worker that runs out of work takes the driver if it is free and parks in the

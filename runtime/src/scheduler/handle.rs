@@ -15,10 +15,9 @@
 //! global queue otherwise). The runtime's shutdown steps that run on its own threads
 //! (`finish_shutdown_here`) are here too; the order of the steps is in `runtime`'s doc.
 
-use crate::blocking::{Pool, PoolConfig};
+use crate::blocking::{Pool, PoolConfig, Spawner};
 use crate::padded::CachePadded;
-use crate::reactor::Driver;
-use crate::runtime::context;
+use crate::runtime::context::{self, EnterGuard, Slots};
 use crate::scheduler::exits::Exits;
 use crate::scheduler::idle::Idle;
 use crate::scheduler::inject::Inject;
@@ -30,26 +29,36 @@ use crate::task::raw::new_task;
 use crate::task::stats::NewTaskStats;
 use crate::telemetry::metrics::{Metrics, MetricsConfig};
 use std::future::Future;
+use std::mem::ManuallyDrop;
 use std::panic::Location;
+use std::ptr;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+/// `Handle::core` of a current-thread runtime (see `runtime::current`): nobody has the
+/// worker.
+pub(crate) const CORE_FREE: u8 = 0;
+/// A thread inside `block_on` runs the worker.
+pub(crate) const CORE_HELD: u8 = 1;
+/// The runtime shut down and the worker's exit was counted.
+pub(crate) const CORE_EXITED: u8 = 2;
+
 /// The runtime's state (see the module doc).
 pub(crate) struct Handle {
     // The runtime's parts.
-    /// The reactor and the timer wheel.
-    pub(crate) driver: Driver,
+    /// The reactor and the timer wheel (what the leaves hold too).
+    pub(crate) driver: crate::driver::Handle,
     /// The `spawn_blocking` threads.
-    pub(crate) blocking: Arc<Pool>,
+    pub(crate) blocking: Spawner,
     /// Everything the runtime counts and records (telemetry's; see `telemetry::metrics`).
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) shutdown: AtomicBool,
     /// The Tokio bridge (`volt::bridge`): configured by `Builder::build`, started on
     /// first use, shut down by `Runtime::shutdown`.
     #[cfg(feature = "tokio-bridge")]
-    pub(crate) bridge: crate::bridge::Bridge,
+    pub(crate) bridge: crate::bridge::state::Bridge,
 
     // The scheduler's part. The global queue (written by spawns from outside and by the
     // workers that take from it) and the idle state (written by workers as they park and
@@ -88,7 +97,6 @@ impl Handle {
         stall: (Option<Duration>, bool),
         current_thread: bool,
     ) -> std::io::Result<Arc<Handle>> {
-        let driver = Driver::new()?;
         let stats = crate::scheduler::stats::Stats::new();
         let metrics = Arc::new(Metrics::new(MetricsConfig {
             workers: num_workers,
@@ -99,10 +107,11 @@ impl Handle {
             interval: stats.interval(),
             ewma_task_ns: stats.ewma_task_ns(),
         }));
+        let driver = crate::driver::Handle::new(Arc::clone(&metrics))?;
         let stack_size = blocking.stack_size;
         Ok(Arc::new_cyclic(|weak| Handle {
             driver,
-            blocking: Arc::new(Pool::new(blocking, weak.clone())),
+            blocking: Spawner::new(Pool::new(blocking, enter_from_pool(weak.clone()))),
             workers: (0..num_workers).map(|index| Worker::new(index, &metrics)).collect(),
             metrics,
             inject: CachePadded(Inject::new()),
@@ -114,7 +123,7 @@ impl Handle {
             exited_cv: Condvar::new(),
             stack_size,
             current_thread,
-            core: std::sync::atomic::AtomicU8::new(crate::runtime::current::CORE_FREE),
+            core: std::sync::atomic::AtomicU8::new(CORE_FREE),
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))
@@ -217,7 +226,7 @@ impl Handle {
     /// Shutdown, after the workers have left their loops: cancel every task that is left
     /// and release the global queue's entries.
     pub(crate) fn close_and_cancel_all(this: &Arc<Handle>) {
-        let _enter = context::enter(this);
+        let _enter = enter(this);
         this.inject.close();
         this.owned.close_and_pop(|t| {
             let task = crate::task::notified::Task::<Arc<Handle>>::from_raw(t);
@@ -235,7 +244,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let shared = context::current_shared()?;
+    let shared = current_shared()?;
     Some(Handle::spawn(&shared, future, spawned_at))
 }
 
@@ -275,5 +284,117 @@ impl crate::telemetry::view::RuntimeView for Handle {
 
     fn tasks(&self) -> &OwnedTasks {
         &self.owned
+    }
+}
+
+// ---- The scheduler's view of the thread-local context -------------------------------
+//
+// Entering fills every owner's slot of `runtime::context` from this handle, which holds
+// the parts (the driver, the clock inside it, the blocking pool, each worker's
+// recorder), so the leaves find theirs without knowing the scheduler. Only this file
+// writes or reads the scheduler's two slots, so only it casts them back.
+
+/// The context of `shared`, with `w` as this thread's worker if given.
+fn slots(shared: &Arc<Handle>, w: Option<&Worker>) -> Slots {
+    Slots {
+        scheduler: Arc::as_ptr(shared).cast(),
+        worker: w.map_or(ptr::null(), |w| ptr::from_ref(w).cast()),
+        driver: shared.driver.context_ptr(),
+        clock: shared.driver.time.clock.context_ptr(),
+        spawner: shared.blocking.context_ptr(),
+        rec: w.map_or(ptr::null(), |w| &w.rec),
+    }
+}
+
+/// Make `shared` the current runtime of this (non-worker) thread, for `volt::spawn`.
+pub(crate) fn enter(shared: &Arc<Handle>) -> EnterGuard {
+    context::enter(slots(shared, None))
+}
+
+/// Make this thread worker `w` of `shared` (its loop's owner) until the guard drops.
+pub(crate) fn enter_worker(shared: &Arc<Handle>, w: &Worker) -> EnterGuard {
+    context::enter(slots(shared, Some(w)))
+}
+
+/// How the blocking pool enters its runtime on each of its threads: the context, and a
+/// reference that keeps the runtime alive while the thread is in it.
+pub(crate) fn enter_from_pool(shared: std::sync::Weak<Handle>) -> crate::blocking::EnterRuntime {
+    struct Entered {
+        // Dropped in this order: the context first, then the reference it borrows from.
+        _guard: EnterGuard,
+        _shared: Arc<Handle>,
+    }
+    Box::new(move || {
+        let shared = shared.upgrade()?;
+        Some(Box::new(Entered { _guard: enter(&shared), _shared: shared }) as Box<dyn std::any::Any>)
+    })
+}
+
+/// A blocking join gives this thread's worker away: from now on the thread is a plain
+/// thread of its runtime. Dropping the guard takes the worker back (the hand-off failed);
+/// forgetting it keeps the change (the enclosing `enter_worker` guard restores the
+/// context when the thread leaves the loop).
+pub(crate) fn hand_off_worker() -> EnterGuard {
+    context::enter(context::get().without_worker())
+}
+
+/// The runtime this thread is in, if any (borrowed: the caller must not outlive it).
+pub(crate) fn current_shared() -> Option<ManuallyDrop<Arc<Handle>>> {
+    let p = context::get().scheduler;
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: only `slots` above fills this slot, with `Arc::as_ptr` of an
+    // `Arc<Handle>` that the thread that entered (a worker, a `block_on` caller, a pool
+    // thread) keeps alive while the context is set; `ManuallyDrop` keeps this borrowed
+    // `Arc` from releasing a count it never took.
+    Some(ManuallyDrop::new(unsafe { Arc::from_raw(p.cast::<Handle>()) }))
+}
+
+/// A clone of the current runtime's `Arc`, if any.
+pub(crate) fn current_handle() -> Option<Arc<Handle>> {
+    current_shared().map(|s| Arc::clone(&s))
+}
+
+/// This thread's worker (of whichever runtime), or null.
+#[inline(always)]
+pub(crate) fn current_worker_ptr() -> *const Worker {
+    context::worker_ptr().cast()
+}
+
+/// Whether this thread owns worker `w` now (a blocking join may have handed it off).
+#[inline(always)]
+pub(crate) fn owns(w: &Worker) -> bool {
+    ptr::eq(current_worker_ptr(), w)
+}
+
+impl Handle {
+    /// This thread's worker's part of telemetry, if the thread is one of our workers.
+    #[inline(always)]
+    pub(crate) fn current_rec(&self) -> Option<&crate::telemetry::record::WorkerRecorder> {
+        self.current_worker().map(|w| &w.rec)
+    }
+
+    /// The worker this thread is, if it is one of ours.
+    #[inline(always)]
+    pub(crate) fn current_worker(&self) -> Option<&Worker> {
+        let ctx = context::get();
+        if ptr::eq(ctx.scheduler.cast::<Handle>(), self) && !ctx.worker.is_null() {
+            // SAFETY: `enter_worker` set it to one of `self.workers` (same scheduler), and
+            // `self` is alive while we hold `&self`.
+            Some(unsafe { &*ctx.worker.cast::<Worker>() })
+        } else {
+            None
+        }
+    }
+
+    /// Like `current_worker`, but also safe while the thread's locals are being torn down
+    /// (a task freed from a thread-local destructor).
+    #[inline]
+    pub(crate) fn current_worker_index(&self) -> Option<usize> {
+        context::try_get()
+            .filter(|ctx| ptr::eq(ctx.scheduler.cast::<Handle>(), self) && !ctx.worker.is_null())
+            // SAFETY: set by `enter_worker` to one of `self.workers`, alive while `self` is.
+            .map(|ctx| unsafe { &*ctx.worker.cast::<Worker>() }.index)
     }
 }

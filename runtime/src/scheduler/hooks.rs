@@ -48,7 +48,7 @@ impl Schedule for Arc<Handle> {
     #[inline(always)]
     fn poll_end(&self, ptr: NonNull<Header>, token: &mut PollToken) {
         if !token.cx.is_null() {
-            let w = crate::runtime::context::current_worker_ptr();
+            let w = crate::scheduler::handle::current_worker_ptr();
             // SAFETY: a non-null worker pointer in the context is this thread's worker,
             // alive while the thread owns it; only the address of its recorder is taken.
             let still_ours = !w.is_null() && ptr::eq(unsafe { ptr::addr_of!((*w).rec) }, token.cx.cast());
@@ -120,7 +120,7 @@ impl Schedule for Arc<Handle> {
     }
 
     fn in_context(&self, f: &mut dyn FnMut()) {
-        let _enter = crate::runtime::context::enter(self);
+        let _enter = crate::scheduler::handle::enter(self);
         f()
     }
 }

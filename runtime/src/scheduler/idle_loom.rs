@@ -35,7 +35,7 @@ impl IdleModel {
         })
     }
 
-    /// The worker's park sequence from `worker.rs`: mark parked, re-check when nobody is
+    /// The worker's park sequence from `run.rs` and `worker_park.rs`: mark parked, re-check when nobody is
     /// searching, sleep, then learn why it woke. Returns true if it saw work.
     fn park_worker(&self, index: usize, searching: bool) -> bool {
         let last = self.idle.transition_worker_to_parked(index, searching);
@@ -152,7 +152,7 @@ fn dispatch_batch_against_a_parking_worker(searching: bool) {
     let thief = {
         let m = m.clone();
         thread::spawn(move || {
-            // Worker 1's park sequence from `worker.rs`.
+            // Worker 1's park sequence from `run.rs` and `worker_park.rs`.
             let last = m.idle.transition_worker_to_parked(1, searching);
             let recheck = last || m.idle.num_searching_seqcst() == 0;
             if !(recheck && m.ring.is_stealable()) {

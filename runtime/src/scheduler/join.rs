@@ -37,8 +37,9 @@
 //! a runtime that runs on) waits for that poll to end.
 
 use super::worker::Worker;
-use crate::runtime::context::{self, owns, thread_waker};
+use crate::runtime::context::thread_waker;
 use crate::scheduler::handle::Handle;
+use crate::scheduler::handle::{current_shared, current_worker_ptr, hand_off_worker, owns};
 use crate::task::header;
 use crate::task::header::Header;
 use crate::task::join::JoinError;
@@ -107,9 +108,9 @@ fn help_has_stack_room() -> bool {
 /// registers `waker` as the join waker and returns true once the output is ready. Returns
 /// whether the target completed.
 pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn FnMut(&Waker) -> bool) -> bool {
-    let worker = context::current_worker_ptr();
+    let worker = current_worker_ptr();
     if !worker.is_null() {
-        let shared = context::current_shared().expect("worker context");
+        let shared = current_shared().expect("worker context");
         // SAFETY: a worker's context points at that worker of `shared`, which is alive.
         let w = unsafe { &*worker };
         Handle::join_on_worker(&shared, w, target, poll_join);
@@ -125,11 +126,11 @@ pub(crate) fn block_until_complete(target: NonNull<Header>, poll_join: &mut dyn 
 /// runtime. False when this is a worker that could not be handed off (no thread could be
 /// started): it stays this thread's, as a join's failed hand-off does.
 pub(crate) fn hand_off_current_worker() -> bool {
-    let worker = context::current_worker_ptr();
+    let worker = current_worker_ptr();
     if worker.is_null() {
         return true;
     }
-    let shared = context::current_shared().expect("worker context");
+    let shared = current_shared().expect("worker context");
     // SAFETY: a worker's context points at that worker of `shared`, which is alive.
     let w = unsafe { &*worker };
     match Handle::hand_off(&shared, w) {
@@ -294,7 +295,7 @@ impl Handle {
         if this.current_thread {
             return Err(());
         }
-        let plain = context::hand_off_worker(this);
+        let plain = hand_off_worker();
         let handoff = HandedOff { shared: Some(Arc::clone(this)), index: w.index };
         // The pool's lock orders everything this thread did to the worker before the new
         // owner's first look at it.

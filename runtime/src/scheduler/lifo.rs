@@ -7,7 +7,7 @@
 //! (Tokio's open issue #4941; Tokio 1.51 made its slot stealable and 1.52.2 reverted it
 //! for its cost on short-handler workloads). Here the slot can be taken by another worker
 //! with a compare-exchange, and the scheduler only does that when the owner has stayed in
-//! one poll for a while (see "Stealing from the LIFO slot" in `worker.rs`), so the common
+//! one poll for a while (see "Stealing from the LIFO slot" in `run.rs`), so the common
 //! hand-off keeps its locality and its cost.
 //!
 //! # Protocol

@@ -1,7 +1,7 @@
 //! The multi-thread work-stealing scheduler. One file per concept; this file only
 //! declares and re-exports.
 //!
-//! The run loop is `worker.rs`; where a task is queued, `schedule.rs`; the worker's driver
+//! A worker's state is `worker.rs`, its run loop `run.rs`; where a task is queued, `schedule.rs`; the worker's driver
 //! pass, `driver.rs`; the EWMA and the
 //! global-queue interval, `stats.rs`; the `Schedule` hooks, `hooks.rs`; the blocking join,
 //! `join.rs`; what each event counts and records, `metrics.rs`. The queues (`queue.rs`,
@@ -38,6 +38,8 @@ pub(crate) mod queue;
 #[cfg(all(loom, test))]
 mod queue_loom;
 pub(crate) mod rand;
+#[cfg(not(loom))]
+mod run;
 #[cfg(not(loom))]
 mod schedule;
 #[cfg(not(loom))]

@@ -19,7 +19,7 @@
 //! swap to UNPARKED rather than a plain store, so it can report whether it was notified.
 //!
 //! `park` takes an optional timeout: `None` sleeps until `unpark`, with no timer at all, which
-//! is how an idle runtime's workers sleep (see "Parking" in `worker.rs` for who keeps one).
+//! is how an idle runtime's workers sleep (see "Parking" in `run.rs` for who keeps one).
 //!
 //! On Linux the wait is the `futex` system call. Elsewhere a mutex and condvar stand in.
 //! Under loom the futex is emulated with loom's mutex and condvar and there is no timeout,

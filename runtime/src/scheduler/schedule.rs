@@ -14,10 +14,10 @@
 //! wake another worker at nearly every step, each wake a futex syscall on the busy
 //! worker's path, only for the woken worker to find nothing it could take. The exception
 //! is a slot-only push while no parked worker watches the slots (see "Stealing from the
-//! LIFO slot" in `worker`): it wakes one, which then parks as the watcher.
+//! LIFO slot" in `run`): it wakes one, which then parks as the watcher.
 //!
 //! While a worker delivers the driver's wakes (`dispatching`), it decides whom to wake
-//! once for the batch instead (see "Waking others after a dispatch" in `worker`).
+//! once for the batch instead (see "Waking others after a dispatch" in `driver`).
 //!
 //! # Scheduling from elsewhere (`schedule_remote`)
 //! Any other thread (a pool thread, `block_on`, another runtime's worker) pushes to the

@@ -1,111 +1,18 @@
-//! The worker run loop: budget ticks, the order in which a worker looks for work, and
-//! how it parks.
-//!
-//! # The loop
-//! A worker runs *budget ticks*. Each tick polls at most [`BUDGET_PER_TICK`] (128) tasks,
-//! then updates its EWMA of task time and its global-queue interval (`stats`); a tick
-//! that found no work parks the worker. The LIFO slot serves at most
-//! [`MAX_LIFO_POLLS_PER_TICK`] (3) polls in a row; the count restarts when a task comes
-//! from any other source and at every tick. Past the cap, a task found in the slot is
-//! flushed to the back of the ring so it is visible to FIFO order and to stealers, and two
-//! tasks that keep waking each other can't hold the worker.
-//!
-//! # Finding work (`find_work`)
-//! 1. the periodic global check: every `global_queue_interval` polls, fetch a batch (and
-//!    right after a poll that yielded, if the global queue holds work);
-//! 2. the LIFO slot;
-//! 3. the local ring (FIFO);
-//! 4. become a searcher (if fewer than half the workers are) and steal half of a random
-//!    victim's ring (xorshift + Lemire);
-//! 5. a final global check;
-//! 6. park.
-//!
-//! The periodic global check comes *before* the local sources: after them, a worker whose
-//! local sources never run dry (a task that keeps waking itself always sits in the ring)
-//! would never reach it, and remotely spawned tasks would starve. `tick` counts polls,
-//! not budget ticks, because the EWMA gives the interval in tasks ("tasks per 1 ms").
-//!
-//! # Where a global batch goes
-//! A fetched batch goes into the worker's ring, not a private buffer: private means no
-//! other worker can take those tasks, and when the first task run from a batch takes long
-//! (a CPU-heavy poll, a blocking call), up to 63 tasks would wait behind it while the
-//! other workers find nothing and park (the test
-//! `tasks_fetched_by_a_worker_stuck_in_a_long_poll_still_run_elsewhere`). In the ring,
-//! stealers see them (and the parking re-check counts them), and the worker, unless it is
-//! searching (then the last searcher's wake covers it), wakes a parked one to share them,
-//! as a local spawn does. The batch still costs one lock for up to 64 tasks.
-//!
-//! # Yielded tasks and the global queue
-//! A task that yields (or wakes itself during its poll) says it can wait. Queued at the
-//! back of the ring, it still keeps the ring non-empty, so a worker with a few tasks that
-//! yield in a loop would reach the global queue only on the periodic check, and tasks
-//! spawned from outside would wait behind the spinners. So a poll that ends in such a
-//! requeue marks the worker, and its next `find_work` fetches a global batch first if the
-//! global queue holds anything (one atomic load when it does not). The yielded task keeps
-//! its place in the ring, ahead of the batch's tail, so it still runs once per pass of the
-//! ring: no task that yields forever starves the others, and none is starved by them.
-//!
-//! # Stealing from the LIFO slot
-//! An owner-only slot has a flaw: a task spawned or woken just before its worker's poll
-//! turns long (a CPU-heavy loop, a blocking call) waits for that poll, however long, while
-//! the other workers sit idle (the test
-//! `a_task_in_the_lifo_slot_of_a_worker_stuck_in_a_long_poll_runs_elsewhere`). So the slot
-//! is stealable (`lifo.rs`), but only from a worker that is stuck: a worker about to park
-//! (`check_stuck_lifo`) notes a task it sees in another worker's slot with that worker's
-//! poll count, sleeps at most [`LIFO_STEAL_AFTER`] (100 µs), and takes the task if it is
-//! still there and the count has not moved (the owner is still in the same poll). Taking
-//! it at once instead would break the hand-off between two tasks on one worker, which is
-//! what the slot is for. Nothing wakes a worker for a slot-only push (`schedule`) while
-//! one parked worker is the *watcher* (see "Parking"): it wakes at least every
-//! [`PARK_TIMEOUT`], in the reactor too, so such a task waits about 10 ms at most. A
-//! slot-only push that finds nobody watching wakes a parked worker, which then parks as
-//! the watcher. The owner pays one atomic swap per LIFO hit, and two loads per slot-only
-//! push.
-//!
-//! A poll that turns long with nothing in its slot leaves nothing to rescue, but it is
-//! away from the driver. If it was the reactor's holder, woken by I/O or a timer with
-//! the other workers asleep and nobody watching, other tasks' timers and I/O wait for
-//! that poll to end, as they do on Tokio; a worker woken for work (rule 8 in `idle`)
-//! leaves the reactor's holder in place.
-//!
-//! # Parking (`park`)
-//! Set `transitioning_to_park`, run the idle protocol's `transition_worker_to_parked`, then,
-//! if no worker is searching afterwards (always so for the last searcher), re-check every
-//! queue and cancel the park if anything is there. Re-checking only for the last
-//! searcher is not enough: a worker that parks without having become a searcher (the
-//! searcher limit refused it) could then set its bit just after a producer looked and
-//! found nobody searching, and sleep through the timeout with work queued. Then park, on
-//! the futex or in the reactor.
-//!
-//! A parked worker sleeps until work, a timer or I/O arrives: there is no periodic wake,
-//! which would cost every idle worker a wakeup 100 times a second forever. Instead one
-//! worker keeps a timeout, and only while it is needed (rule 7 in `idle`): while some
-//! worker is out of the parked state (maybe inside a long poll), the one parked worker
-//! that holds the watch (the first to claim it, futex or reactor) sleeps at most
-//! [`PARK_TIMEOUT`], then looks at the other workers' LIFO slots and, if the driver is
-//! free, takes it. When every worker is parked, nobody holds the watch: the worker in the
-//! reactor sleeps until the next timer (none: until I/O or a wake) and the others until
-//! they are woken. A worker that saw a task in another's LIFO slot sleeps only until that
-//! watch is due.
-//!
-//! Elsewhere: spawning and where a task is queued (`schedule`), the worker's driver pass
-//! (`driver`), the EWMA (`stats`), the `Schedule` hooks (`hooks`), the blocking join and
-//! the worker's hand-off (`join`), and what each event counts and records (`metrics`).
+//! A worker: the parts other threads touch (its ring, LIFO slot, park state, telemetry
+//! recorder, task-cell cache) and the state only its own thread touches (`Core`), with
+//! the constants of its loop. The loop itself is `run.rs`; parking, `worker_park.rs`.
 
-use super::join::HelpStackGuard;
 use super::lifo::LifoSlot;
 use super::park::ParkState;
 use super::queue::WorkStealQueue;
 use super::rand::FastRand;
 use super::stats::Stats;
-use crate::runtime::context::{self, owns};
 use crate::scheduler::handle::Handle;
 use crate::task::cellcache::CellCache;
 use crate::task::header::Header;
-use crate::task::notified::Notified;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::record::WorkerRecorder;
-use crate::telemetry::{WorkerCounters, WorkerState};
+use crate::telemetry::WorkerCounters;
 use std::cell::Cell;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -122,13 +29,13 @@ pub(crate) const MAX_GLOBAL_BATCH: usize = 64;
 /// Polls between two of a worker's offers to sample for stalls (see "Who samples" in
 /// `telemetry::stall`): a busy worker makes one every few hundred microseconds, far more
 /// often than a sample is due.
-const STALL_CHECK_POLLS: u32 = 64;
+pub(super) const STALL_CHECK_POLLS: u32 = 64;
 
 /// The longest the watcher (the one parked worker that keeps a timeout while another
-/// worker is out; see "Parking") sleeps before looking again.
+/// worker is out; see "Parking" in `run.rs`) sleeps before looking again.
 pub(crate) const PARK_TIMEOUT: Duration = Duration::from_millis(10);
 /// How long a task may sit in the LIFO slot of a worker that stays in one poll before an
-/// idle worker takes it (see "Stealing from the LIFO slot").
+/// idle worker takes it (see "Stealing from the LIFO slot" in `run.rs`).
 pub(crate) const LIFO_STEAL_AFTER: Duration = Duration::from_micros(100);
 
 /// One worker: the parts other threads touch, plus owner-only `core`.
@@ -137,7 +44,7 @@ pub(crate) struct Worker {
     pub(crate) index: usize,
     pub(crate) queue: WorkStealQueue<Arc<Handle>>,
     /// The LIFO slot: filled by the owner; emptied by the owner, or by another worker
-    /// when the owner is stuck in a poll (see "Stealing from the LIFO slot").
+    /// when the owner is stuck in a poll (see "Stealing from the LIFO slot" in `run.rs`).
     pub(crate) lifo: LifoSlot<Header>,
     pub(crate) park: ParkState,
     /// Set while the owner parks; `schedule_local` then sends tasks to the global queue.
@@ -180,22 +87,22 @@ impl Worker {
 pub(crate) struct Core {
     /// Polls so far; the periodic global check runs when `tick % interval == 0`.
     pub(crate) tick: Cell<u32>,
-    lifo_polls: Cell<u32>,
+    pub(super) lifo_polls: Cell<u32>,
     pub(crate) is_searching: Cell<bool>,
-    rng: Cell<FastRand>,
+    pub(super) rng: Cell<FastRand>,
     /// The EWMA of task time and the global-queue interval (`stats`).
     pub(crate) stats: Stats,
     /// A task this worker, about to park, saw in another worker's LIFO slot.
-    pub(crate) lifo_watch: Cell<Option<super::worker_park::LifoWatch>>,
+    pub(crate) lifo_watch: Cell<Option<LifoWatch>>,
     /// `tick` when this worker last polled the reactor (see `maintain_driver`).
     pub(crate) last_io_poll: Cell<u32>,
     /// `tick` when this worker last offered to sample for stalls (see `run_tick`).
-    last_stall_check: Cell<u32>,
+    pub(super) last_stall_check: Cell<u32>,
     /// Set while this worker delivers the driver's wakes: `schedule_local` then leaves
     /// waking other workers to `dispatch_driver`, which decides once for the whole batch.
     pub(crate) dispatching: Cell<bool>,
     /// The last poll ended in a requeue of its own task (`yield_now`, a self-wake): the
-    /// next `find_work` looks at the global queue first (see "Yielded tasks and the
+    /// next `find_work` looks at the global queue first (see `run.rs`, "Yielded tasks and the
     /// global queue").
     pub(crate) yielded: Cell<bool>,
 }
@@ -222,226 +129,13 @@ impl Core {
     }
 }
 
-impl Handle {
-    /// Run worker `index` on this thread until shutdown, or until a blocking join on this
-    /// thread hands the worker to another thread (`join`). Worker threads
-    /// start here, and so does each replacement a hand-off starts on the blocking pool.
-    pub(crate) fn run_worker(this: Arc<Handle>, index: usize) {
-        /// Counts the exit of the worker's owner (on unwinding too, so `shutdown` never
-        /// waits for a worker that is gone); not for a thread that handed the worker off.
-        struct Exit<'a> {
-            shared: &'a Arc<Handle>,
-            owner: bool,
-        }
-        impl Drop for Exit<'_> {
-            fn drop(&mut self) {
-                if self.owner {
-                    Handle::worker_exited(self.shared);
-                }
-            }
-        }
-        /// The thread's part in the stall machinery (its timer, its signal handler's view
-        /// of the worker) ends with the loop, on every way out.
-        struct StallThread<'a>(&'a Handle);
-        impl Drop for StallThread<'_> {
-            fn drop(&mut self) {
-                self.0.metrics.stall.leave_thread();
-            }
-        }
-        let mut exit = Exit { shared: &this, owner: true };
-        let w = &this.workers[index];
-        let _ctx = context::enter_worker(&this, w);
-        this.metrics.stall.enter_thread(index);
-        let _stall = StallThread(&this);
-        let _help = HelpStackGuard::start(this.stack_size);
-        this.metrics.on_worker_start(&w.rec);
-        while !this.is_shutdown() {
-            match this.run_tick(w) {
-                Some(0) => this.park(w),
-                Some(_) => {}
-                None => {
-                    // Handed off: another thread runs this worker now; this one is done.
-                    exit.owner = false;
-                    return;
-                }
-            }
-        }
-        this.drain_local(w);
-        this.metrics.on_worker_exit(&w.rec);
-    }
-
-    /// One budget tick. Returns how many tasks ran, or `None` when a task's blocking join
-    /// handed the worker to another thread (then nothing of `w` may be touched here again).
-    pub(crate) fn run_tick(&self, w: &Worker) -> Option<u32> {
-        let core = &w.core;
-        let start = Instant::now();
-        self.maintain_driver(w, start);
-        // At most once every `STALL_CHECK_POLLS` polls: a tick can be a poll or two long,
-        // and even the check's clock arithmetic showed on such workloads.
-        if core.tick.get().wrapping_sub(core.last_stall_check.get()) >= STALL_CHECK_POLLS {
-            core.last_stall_check.set(core.tick.get());
-            self.metrics.stall.maybe_sample(&self.metrics, w.index, start, self.is_shutdown());
-        }
-        core.lifo_polls.set(0);
-        let mut ran = 0;
-        while ran < BUDGET_PER_TICK && !self.is_shutdown() {
-            if ran > 0 && self.io_poll_due(w) {
-                // A long tick polls the reactor on schedule too, not only at its start.
-                self.maintain_driver(w, Instant::now());
-            }
-            let Some(task) = self.find_work(w) else { break };
-            self.run_task(w, task);
-            if !owns(w) {
-                return None;
-            }
-            ran += 1;
-        }
-        if ran > 0 {
-            core.stats.end_tick(ran, start.elapsed());
-            self.metrics.on_interval_changed(&w.rec, core.stats.ewma_task_ns(), core.stats.interval());
-        }
-        if ran == BUDGET_PER_TICK {
-            self.metrics.on_budget_yield(&w.rec);
-        }
-        Some(ran)
-    }
-
-    fn find_work(&self, w: &Worker) -> Option<Notified<Arc<Handle>>> {
-        let core = &w.core;
-        // Any source but the LIFO slot ends a run of consecutive LIFO polls.
-        let t = self.find_work_inner(w);
-        if !matches!(t, Some((_, true))) {
-            core.lifo_polls.set(0);
-        }
-        t.map(|(t, _)| t)
-    }
-
-    /// `find_work`, also saying whether the task came from the LIFO slot.
-    fn find_work_inner(&self, w: &Worker) -> Option<(Notified<Arc<Handle>>, bool)> {
-        let core = &w.core;
-        // 1. The periodic global check, when due (see the module doc for why it is here),
-        //    or after a yield while the global queue holds work.
-        let after_yield = core.yielded.replace(false) && !self.inject.is_empty();
-        if after_yield || core.tick.get() % core.stats.interval() == 0 {
-            if let Some(t) = self.fetch_global_batch(w) {
-                return Some((t, false));
-            }
-        }
-        // 2. The LIFO slot, at most MAX_LIFO_POLLS_PER_TICK times per tick.
-        if let Some(t) = w.lifo.pop() {
-            // SAFETY: the slot held a queue reference, now ours.
-            let t = unsafe { Notified::from_raw(t) };
-            if core.lifo_polls.get() < MAX_LIFO_POLLS_PER_TICK {
-                core.lifo_polls.set(core.lifo_polls.get() + 1);
-                self.metrics.on_lifo_hit(&w.rec);
-                return Some((t, true));
-            }
-            self.push_local_ring(w, t);
-        }
-        // 3. The local ring.
-        if let Some(t) = w.queue.pop() {
-            return Some((t, false));
-        }
-        // 4. Steal.
-        if let Some(t) = self.steal_work(w) {
-            return Some((t, false));
-        }
-        // 5. The final global check.
-        self.fetch_global_batch(w).map(|t| (t, false))
-    }
-
-    /// Take `clamp(len / workers, 4, 64)` tasks (fewer if the ring lacks room): one to run,
-    /// the rest into the ring.
-    fn fetch_global_batch(&self, w: &Worker) -> Option<Notified<Arc<Handle>>> {
-        let len = self.inject.len();
-        if len == 0 {
-            // An empty queue lifts the backlog cap (`stats`).
-            if w.core.stats.global_fetch(0, self.workers.len(), 0) {
-                self.metrics.on_interval_changed(&w.rec, w.core.stats.ewma_task_ns(), w.core.stats.interval());
-            }
-            return None;
-        }
-        // At most what the ring has room for, keeping one slot for the task run now should
-        // it yield: the periodic check can find the ring part full, and an overflow would
-        // send half of it straight back to the global queue. At least one task even when
-        // the ring is full, so the global queue is served. (Stealers only take from the
-        // ring, so the room only grows.)
-        let room = ((crate::scheduler::queue::CAPACITY - w.queue.len()) as usize).max(1);
-        let n = (len / self.workers.len()).clamp(MIN_GLOBAL_BATCH, MAX_GLOBAL_BATCH).min(len).min(room);
-        if w.core.stats.global_fetch(n, self.workers.len(), len - n) {
-            self.metrics.on_interval_changed(&w.rec, w.core.stats.ewma_task_ns(), w.core.stats.interval());
-        }
-        let mut first = None;
-        // `pop_n` calls this outside the global queue's lock, so an overflow of the ring
-        // (which pushes to the global queue) can't deadlock.
-        let got = self.inject.pop_n(n, |t| match first {
-            None => first = Some(t),
-            Some(_) => self.push_local_ring(w, t),
-        });
-        if got > 0 {
-            self.metrics.on_global_batch(&w.rec);
-        }
-        // The rest of the batch is in the ring: see "Where a global batch goes".
-        if got > 1 && !w.core.is_searching.get() {
-            self.notify_parked();
-        }
-        first
-    }
-
-    fn steal_work(&self, w: &Worker) -> Option<Notified<Arc<Handle>>> {
-        let core = &w.core;
-        if !core.is_searching.get() {
-            if !self.idle.transition_worker_to_searching() {
-                return None;
-            }
-            core.is_searching.set(true);
-            self.metrics.on_state(&w.rec, WorkerState::Searching);
-        }
-        let n = self.workers.len();
-        if n == 1 {
-            return None;
-        }
-        let mut rng = core.rng.get();
-        let start = rng.fastrand_n(n as u32) as usize;
-        core.rng.set(rng);
-        for i in 0..n {
-            let victim = (start + i) % n;
-            if victim == w.index {
-                continue;
-            }
-            if let Some((t, count)) = self.workers[victim].queue.steal_into(&w.queue) {
-                self.metrics.on_steal(&w.rec, victim, count as u64, t.header().id);
-                return Some(t);
-            }
-        }
-        None
-    }
-
-    pub(super) fn run_task(&self, w: &Worker, task: Notified<Arc<Handle>>) {
-        let core = &w.core;
-        if core.is_searching.get() {
-            // Rule 2: the last searcher to find work wakes the next one.
-            core.is_searching.set(false);
-            self.metrics.on_state(&w.rec, WorkerState::Running);
-            if self.idle.transition_worker_from_searching() {
-                self.notify_parked();
-            }
-        }
-        core.tick.set(core.tick.get().wrapping_add(1));
-        self.metrics.on_poll(&w.rec);
-        // The poll hooks get the worker from here (`on_poll_start`), not from the thread-local.
-        task.run_on((&w.rec as *const WorkerRecorder).cast());
-    }
-
-    /// On a worker's own thread as it exits: release the queue entries it holds. The
-    /// tasks themselves are cancelled through the owned-task list.
-    pub(crate) fn drain_local(&self, w: &Worker) {
-        if let Some(t) = w.lifo.pop() {
-            // SAFETY: the slot held a queue reference, now ours.
-            drop(unsafe { Notified::<Arc<Handle>>::from_raw(t) });
-        }
-        while let Some(t) = w.queue.pop() {
-            drop(t);
-        }
-    }
+/// What a worker about to park saw in another worker's LIFO slot.
+#[derive(Clone, Copy)]
+pub(crate) struct LifoWatch {
+    pub(super) victim: usize,
+    /// The task's address: only compared, never followed.
+    pub(super) task: usize,
+    /// The victim's poll count then; the same count later means the same poll.
+    pub(super) polls: u64,
+    pub(super) since: Instant,
 }

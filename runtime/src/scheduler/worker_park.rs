@@ -1,6 +1,6 @@
 //! What a worker does when it finds nothing to run: look for a task stuck in another
 //! worker's LIFO slot, then park (see "Stealing from the LIFO slot" and "Parking" in
-//! `worker`).
+//! `run`).
 
 use super::handle::Handle;
 use super::park::Unparked;
@@ -10,17 +10,6 @@ use crate::telemetry::WorkerState;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// What a worker about to park saw in another worker's LIFO slot.
-#[derive(Clone, Copy)]
-pub(crate) struct LifoWatch {
-    pub(super) victim: usize,
-    /// The task's address: only compared, never followed.
-    pub(super) task: usize,
-    /// The victim's poll count then; the same count later means the same poll.
-    pub(super) polls: u64,
-    pub(super) since: Instant,
-}
 
 /// What `check_stuck_lifo` found.
 pub(super) enum LifoCheck {

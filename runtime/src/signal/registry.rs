@@ -18,7 +18,6 @@
 //! the others find the pipe empty and nothing new.
 
 use crate::reactor::{Direction, Registration};
-use crate::scheduler::handle::Handle;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -220,18 +219,17 @@ impl Wake for DriverWaker {
     }
 }
 
-/// Each runtime's driver, by the address of its `Handle` (a live driver keeps its runtime
-/// alive through its registration, so an address is never reused while its entry lives).
+/// Each runtime's signal driver, by the address of the runtime's I/O driver (a live signal
+/// driver keeps that alive through its registration, so an address is never reused while
+/// its entry lives).
 static DRIVERS: Mutex<Vec<(usize, Weak<RtDriver>)>> = Mutex::new(Vec::new());
 
 impl RtDriver {
     /// The current runtime's driver, made (and armed) if it has none.
     pub(crate) fn current() -> io::Result<Arc<RtDriver>> {
-        let shared: Arc<Handle> = crate::runtime::context::current_handle().ok_or_else(|| {
+        let key = crate::driver::Handle::with_current(|d| d.context_ptr() as usize).ok_or_else(|| {
             io::Error::other("volt: signals are listened for on a runtime's reactor, so only inside a Volt runtime")
         })?;
-        let key = Arc::as_ptr(&shared) as usize;
-        drop(shared);
         let mut drivers = lock(&DRIVERS);
         drivers.retain(|(_, d)| d.strong_count() > 0);
         if let Some(d) = drivers.iter().find(|(k, _)| *k == key).and_then(|(_, d)| d.upgrade()) {

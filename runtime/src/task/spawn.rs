@@ -34,7 +34,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let shared = crate::runtime::context::current_handle().expect(
+    let shared = crate::scheduler::handle::current_handle().expect(
         "volt::task::spawn_blocking called outside a Volt runtime: call it from a task or inside `Runtime::block_on`",
     );
     shared.blocking.spawn(f)
@@ -64,7 +64,7 @@ where
     #[cfg(not(loom))]
     {
         // A current-thread runtime has no other thread to run its tasks while `f` blocks.
-        let current_thread = crate::runtime::context::current_shared().is_some_and(|s| s.current_thread);
+        let current_thread = crate::scheduler::handle::current_shared().is_some_and(|s| s.current_thread);
         if local::running_here() || current_thread {
             panic!("can call blocking only when running on the multi-threaded runtime");
         }
@@ -118,7 +118,7 @@ impl Builder {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let shared = crate::runtime::context::current_handle()
+        let shared = crate::scheduler::handle::current_handle()
             .expect("volt::task::Builder::spawn called outside a Volt runtime: use `spawn_on` with a `Handle`");
         crate::scheduler::handle::Handle::spawn_named(&shared, future, self.name, std::panic::Location::caller())
     }

@@ -122,7 +122,7 @@ impl Counter {
     /// Owner only: add one, in every build. For the one counter the scheduler itself
     /// reads (`tasks_polled`, which numbers the polls for the stall machinery, and which
     /// other workers watch to tell a worker stuck in one poll: see "Stealing from the
-    /// LIFO slot" in `scheduler/worker.rs`), which therefore stays under
+    /// LIFO slot" in `scheduler/run.rs`), which therefore stays under
     /// `--cfg volt_no_counters`.
     #[inline(always)]
     pub(crate) fn inc_always(&self) {

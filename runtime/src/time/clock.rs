@@ -4,7 +4,7 @@
 //! runtime's [`Clock`] may be paused: then its time stands still except when a test calls
 //! `advance`, or when the runtime has nothing to do and a worker about to sleep until the
 //! next timer moves the time to that timer's deadline instead ("auto-advance", in
-//! `scheduler::worker`'s `park`).
+//! `scheduler::worker_park`).
 //!
 //! # When the runtime "has nothing to do"
 //! Every worker is parked, no queue holds a task (global, rings, LIFO slots), the blocking
@@ -26,13 +26,12 @@
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 #[cfg(feature = "test-util")]
 use std::sync::atomic::{AtomicBool, AtomicUsize};
+#[cfg(feature = "test-util")]
 use std::sync::Arc;
 #[cfg(feature = "test-util")]
 use std::sync::{Mutex, MutexGuard};
 #[cfg(feature = "test-util")]
 use std::time::Duration;
-
-use crate::scheduler::handle::Handle;
 
 /// How many live clocks have ever been paused: while none has, `Instant::now()` reads
 /// std's clock without looking for a runtime.
@@ -45,8 +44,12 @@ static ALTERED: AtomicUsize = AtomicUsize::new(0);
 pub(crate) fn now() -> std::time::Instant {
     #[cfg(feature = "test-util")]
     if ALTERED.load(Relaxed) > 0 {
-        if let Some(shared) = crate::runtime::context::current_shared() {
-            return shared.driver.time.clock.now();
+        let p = crate::runtime::context::get().clock;
+        if !p.is_null() {
+            // SAFETY: only `Clock::context_ptr` makes the pointers in the context's clock
+            // slot: the address of a runtime's clock, which the thread that entered keeps
+            // alive (through its runtime) while the context is set.
+            return unsafe { &*p.cast::<Clock>() }.now();
         }
     }
     std::time::Instant::now()
@@ -66,34 +69,23 @@ pub(crate) fn any_paused() -> bool {
     }
 }
 
-/// Pause `shared`'s clock before its first task runs: where the runtime is built when
-/// `Builder::start_paused(true)` was asked for. Without `test-util` this does nothing.
-pub(crate) fn pause_at_start(shared: &Handle) {
-    #[cfg(feature = "test-util")]
-    {
-        let _ = shared.driver.time.pause();
-    }
-    #[cfg(not(feature = "test-util"))]
-    let _ = shared;
-}
-
 /// A runtime's clock.
 #[derive(Debug, Default)]
 pub(crate) struct Clock {
     #[cfg(feature = "test-util")]
-    inner: Arc<ClockInner>,
+    pub(super) inner: Arc<ClockInner>,
 }
 
 #[cfg(feature = "test-util")]
 #[derive(Debug, Default)]
-struct ClockInner {
+pub(super) struct ClockInner {
     /// Paused now (mirrors `state.paused`, for lock-free checks).
-    paused: AtomicBool,
+    pub(super) paused: AtomicBool,
     /// Paused at some time: `now` must read `state` from then on.
     altered: AtomicBool,
-    state: Mutex<ClockState>,
+    pub(super) state: Mutex<ClockState>,
     /// `block_on` callers polling, or woken and about to poll.
-    outside: AtomicUsize,
+    pub(super) outside: AtomicUsize,
 }
 
 #[cfg(feature = "test-util")]
@@ -118,6 +110,11 @@ impl ClockState {
 }
 
 impl Clock {
+    /// This clock as the context's clock slot stores it (see `runtime::context`).
+    pub(crate) fn context_ptr(&self) -> *const () {
+        std::ptr::from_ref(self).cast()
+    }
+
     /// The clock's time now.
     #[inline]
     pub(crate) fn now(&self) -> std::time::Instant {
@@ -217,145 +214,6 @@ impl Drop for ClockInner {
     }
 }
 
-/// How a `block_on` caller sleeps between polls of its future, and its waker. With
-/// `test-util`, it also counts the caller as busy while it polls or has been woken, so a
-/// paused clock never auto-advances under it (see the module doc).
-pub(crate) struct BlockOnPark {
-    #[cfg(feature = "test-util")]
-    inner: Arc<BlockOnInner>,
-    #[cfg(feature = "test-util")]
-    shared: Arc<Handle>,
-}
-
-#[cfg(feature = "test-util")]
-const POLLING: u8 = 0;
-#[cfg(feature = "test-util")]
-const POLLING_NOTIFIED: u8 = 1;
-#[cfg(feature = "test-util")]
-const IDLE: u8 = 2;
-#[cfg(feature = "test-util")]
-const NOTIFIED: u8 = 3;
-#[cfg(feature = "test-util")]
-const DONE: u8 = 4;
-
-#[cfg(feature = "test-util")]
-struct BlockOnInner {
-    state: Mutex<u8>,
-    thread: std::thread::Thread,
-    clock: Arc<ClockInner>,
-}
-
-#[cfg(feature = "test-util")]
-impl BlockOnInner {
-    fn lock(&self) -> MutexGuard<'_, u8> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-#[cfg(feature = "test-util")]
-impl std::task::Wake for BlockOnInner {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref()
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        {
-            let mut st = self.lock();
-            match *st {
-                IDLE => {
-                    self.clock.outside.fetch_add(1, SeqCst);
-                    *st = NOTIFIED;
-                    if self.clock.paused.load(SeqCst) {
-                        // Wait out an advance decided before the count went up: the poll
-                        // this wake leads to starts after it (see the module doc).
-                        drop(self.clock.state.lock().unwrap_or_else(|e| e.into_inner()));
-                    }
-                }
-                POLLING => *st = POLLING_NOTIFIED,
-                _ => {}
-            }
-        }
-        self.thread.unpark();
-    }
-}
-
-impl BlockOnPark {
-    /// For a `block_on` on `shared`, from the calling thread, which polls at once.
-    pub(crate) fn new(shared: &Arc<Handle>) -> BlockOnPark {
-        #[cfg(feature = "test-util")]
-        {
-            let clock = Arc::clone(&shared.driver.time.clock.inner);
-            clock.outside.fetch_add(1, SeqCst);
-            BlockOnPark {
-                inner: Arc::new(BlockOnInner { state: Mutex::new(POLLING), thread: std::thread::current(), clock }),
-                shared: Arc::clone(shared),
-            }
-        }
-        #[cfg(not(feature = "test-util"))]
-        {
-            let _ = shared;
-            BlockOnPark {}
-        }
-    }
-
-    /// The waker to poll the future with.
-    pub(crate) fn waker(&self) -> std::task::Waker {
-        #[cfg(feature = "test-util")]
-        {
-            std::task::Waker::from(Arc::clone(&self.inner))
-        }
-        #[cfg(not(feature = "test-util"))]
-        {
-            crate::runtime::context::thread_waker()
-        }
-    }
-
-    /// After a poll returned `Pending`: sleep until the waker is woken (at once if it
-    /// was woken during the poll).
-    pub(crate) fn park(&self) {
-        #[cfg(feature = "test-util")]
-        {
-            {
-                let mut st = self.inner.lock();
-                if *st == POLLING_NOTIFIED {
-                    *st = POLLING;
-                    return;
-                }
-                *st = IDLE;
-                self.inner.clock.outside.fetch_sub(1, SeqCst);
-            }
-            if self.inner.clock.paused.load(SeqCst) {
-                // The runtime may have nothing to do now: the worker in the reactor looks
-                // again (see the module doc).
-                self.shared.driver.wake_reactor();
-            }
-            loop {
-                std::thread::park();
-                let mut st = self.inner.lock();
-                if *st == NOTIFIED {
-                    *st = POLLING;
-                    return;
-                }
-            }
-        }
-        #[cfg(not(feature = "test-util"))]
-        std::thread::park();
-    }
-}
-
-#[cfg(feature = "test-util")]
-impl Drop for BlockOnPark {
-    fn drop(&mut self) {
-        let was = std::mem::replace(&mut *self.inner.lock(), DONE);
-        if was != IDLE && was != DONE {
-            self.inner.clock.outside.fetch_sub(1, SeqCst);
-            if self.inner.clock.paused.load(SeqCst) {
-                self.shared.driver.wake_reactor();
-            }
-        }
-    }
-}
-
 #[cfg(all(test, feature = "test-util", not(loom)))]
 mod tests {
     use crate::time::{self, Instant};
@@ -367,7 +225,7 @@ mod tests {
     #[test]
     fn pause_at_start_pauses_before_the_first_task() {
         let rt = crate::runtime::Builder::new().worker_threads(2).build().unwrap();
-        super::pause_at_start(&rt.handle().shared);
+        rt.handle().shared.driver.time.pause_at_start();
         let (start, end) = rt.block_on(async {
             let start = Instant::now();
             // Paused already: pausing again is the misuse Tokio reports.

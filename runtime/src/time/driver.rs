@@ -1,10 +1,18 @@
 //! [`TimeDriver`]: the runtime's timers, its wheel and its clock.
 
-use super::*;
+use super::clock;
+#[cfg(feature = "test-util")]
+use super::instant::deadline_after;
+use super::instant::Instant;
+use super::wheel::Wheel;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Mutex;
 use std::task::Waker;
+use std::time::Duration;
+
+/// The largest deadline tick: `u64::MAX` itself means "no deadline" in `next_deadline`.
+const MAX_TICK: u64 = u64::MAX - 1;
 
 /// The runtime's timer state.
 pub(crate) struct TimeDriver {
@@ -22,6 +30,14 @@ pub(crate) struct TimeDriver {
 }
 
 impl TimeDriver {
+    /// Pause the clock before the runtime's first task runs: where the runtime is built
+    /// when `Builder::start_paused(true)` was asked for. Without `test-util` this does
+    /// nothing.
+    pub(crate) fn pause_at_start(&self) {
+        #[cfg(feature = "test-util")]
+        let _ = self.pause();
+    }
+
     pub(crate) fn new() -> TimeDriver {
         TimeDriver {
             start: std::time::Instant::now(),
@@ -172,7 +188,7 @@ impl TimeDriver {
     pub(crate) fn fire_due(&self) {
         let mut fired = Vec::new();
         self.process(std::time::Instant::now(), &mut fired);
-        let _source = wait::SourceGuard::new(wait::SRC_TIMER);
+        let _source = crate::task::wait::SourceGuard::new(crate::task::wait::SRC_TIMER);
         for w in fired {
             w.wake();
         }

@@ -125,3 +125,27 @@ impl fmt::Debug for Instant {
         self.std.fmt(f)
     }
 }
+
+/// How far ahead a saturated deadline lies: later than any program waits for (about a
+/// century), and small enough that `Instant` holds it on every platform Volt runs on.
+pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `now + d`, saturating: a sum `Instant` cannot hold means "never", which is
+/// [`FAR_FUTURE`] from now (or the furthest fraction of it that fits).
+pub(crate) fn deadline_after(now: std::time::Instant, d: Duration) -> std::time::Instant {
+    if let Some(at) = now.checked_add(d) {
+        return at;
+    }
+    let mut far = FAR_FUTURE.min(d);
+    loop {
+        if let Some(at) = now.checked_add(far) {
+            return at;
+        }
+        far /= 2;
+    }
+}
+
+/// [`deadline_after`] on the runtime's [`Instant`].
+pub(crate) fn instant_after(now: Instant, d: Duration) -> Instant {
+    Instant::from_std(deadline_after(now.into_std(), d))
+}

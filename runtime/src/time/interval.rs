@@ -63,9 +63,9 @@ impl MissedTickBehavior {
 #[track_caller]
 pub fn interval(period: Duration) -> Interval {
     assert!(period > Duration::ZERO, "`period` must be non-zero.");
-    let shared = super::current_for("volt::time::interval");
-    let start = shared.driver.time.now();
-    Interval::new(Sleep::at(shared, start), period)
+    let driver = super::current_for("volt::time::interval");
+    let start = driver.time.now();
+    Interval::new(Sleep::at(driver, start), period)
 }
 
 /// Ticks every `period`, the first tick at `start` (at once if `start` has passed).
@@ -103,7 +103,7 @@ impl Interval {
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         std::task::ready!(Pin::new(&mut self.sleep).poll(cx));
         let due = self.sleep.deadline();
-        let now = self.sleep.shared.driver.time.now();
+        let now = self.sleep.driver.time.now();
         let next = if now.saturating_duration_since(due) > MISSED_AFTER {
             self.missed.next_after_miss(due, now, self.period)
         } else {
@@ -115,19 +115,19 @@ impl Interval {
 
     /// Start the schedule again: the next tick a period from now.
     pub fn reset(&mut self) {
-        let now = self.sleep.shared.driver.time.now();
+        let now = self.sleep.driver.time.now();
         self.sleep.reset_inner(instant_after(now, self.period));
     }
 
     /// Start the schedule again: the next tick at once.
     pub fn reset_immediately(&mut self) {
-        let now = self.sleep.shared.driver.time.now();
+        let now = self.sleep.driver.time.now();
         self.sleep.reset_inner(now);
     }
 
     /// Start the schedule again: the next tick `after` from now.
     pub fn reset_after(&mut self, after: Duration) {
-        let now = self.sleep.shared.driver.time.now();
+        let now = self.sleep.driver.time.now();
         self.sleep.reset_inner(instant_after(now, after));
     }
 

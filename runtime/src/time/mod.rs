@@ -55,9 +55,10 @@
 //! dropped like any other; or it completes when the runtime shuts down, when every timer
 //! fires (nothing would fire it afterwards).
 
+pub(crate) mod block_on;
 pub(crate) mod clock;
-mod driver;
-mod instant;
+pub(crate) mod driver;
+pub(crate) mod instant;
 mod interval;
 #[cfg(feature = "test-util")]
 mod pause;
@@ -65,8 +66,8 @@ mod sleep;
 mod timeout;
 mod wheel;
 
-pub(crate) use driver::TimeDriver;
 pub use instant::Instant;
+pub(crate) use instant::{deadline_after, instant_after};
 pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
 #[cfg(feature = "test-util")]
 pub use pause::{advance, pause, resume};
@@ -81,7 +82,7 @@ use crate::task::wait;
 use std::future::Future;
 use std::pin::Pin;
 
-pub(crate) use wheel::{TimerKey, Wheel};
+pub(crate) use wheel::TimerKey;
 
 /// Errors from the time API.
 pub mod error {
@@ -161,31 +162,4 @@ pub mod error {
     }
 
     impl std::error::Error for Error {}
-}
-
-/// How far ahead a saturated deadline lies: later than any program waits for (about a
-/// century), and small enough that `Instant` holds it on every platform Volt runs on.
-pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-
-/// `now + d`, saturating: a sum `Instant` cannot hold means "never", which is
-/// [`FAR_FUTURE`] from now (or the furthest fraction of it that fits).
-pub(crate) fn deadline_after(now: std::time::Instant, d: Duration) -> std::time::Instant {
-    if let Some(at) = now.checked_add(d) {
-        return at;
-    }
-    let mut far = FAR_FUTURE.min(d);
-    loop {
-        if let Some(at) = now.checked_add(far) {
-            return at;
-        }
-        far /= 2;
-    }
-}
-
-/// The largest deadline tick: `u64::MAX` itself means "no deadline" in `next_deadline`.
-const MAX_TICK: u64 = u64::MAX - 1;
-
-/// [`deadline_after`] on the runtime's [`Instant`].
-fn instant_after(now: Instant, d: Duration) -> Instant {
-    Instant::from_std(deadline_after(now.into_std(), d))
 }

@@ -21,9 +21,9 @@ use super::*;
 #[cfg(feature = "test-util")]
 #[track_caller]
 pub fn pause() {
-    let shared = crate::runtime::context::current_shared()
+    let paused = crate::driver::Handle::with_current(|d| d.time.pause())
         .expect("volt::time::pause called outside a Volt runtime: time can only be frozen inside one");
-    if let Err(e) = shared.driver.time.pause() {
+    if let Err(e) = paused {
         panic!("{e}");
     }
 }
@@ -36,9 +36,9 @@ pub fn pause() {
 #[cfg(feature = "test-util")]
 #[track_caller]
 pub fn resume() {
-    let shared = crate::runtime::context::current_shared()
+    let resumed = crate::driver::Handle::with_current(|d| d.time.clock.resume())
         .expect("volt::time::resume called outside a Volt runtime: time can only be frozen inside one");
-    if let Err(e) = shared.driver.time.clock.resume() {
+    if let Err(e) = resumed {
         panic!("{e}");
     }
 }
@@ -52,13 +52,13 @@ pub fn resume() {
 /// If the clock is not paused, or outside a Volt runtime.
 #[cfg(feature = "test-util")]
 pub async fn advance(duration: Duration) {
-    let shared = crate::runtime::context::current_handle()
+    let driver = crate::driver::Handle::current()
         .expect("volt::time::advance called outside a Volt runtime: time can only be frozen inside one");
-    let time = &shared.driver.time;
+    let time = &driver.time;
     if let Err(e) = time.clock.advance(duration) {
         panic!("{e}");
     }
     time.fire_due();
-    drop(shared);
+    drop(driver);
     crate::task::yield_now().await;
 }

@@ -1,10 +1,9 @@
 //! [`Sleep`], [`sleep`] and [`sleep_until`].
 
 use super::*;
-use crate::scheduler::handle::Handle;
+use crate::driver::Handle;
 use crate::task::wait;
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 /// A future that completes at a deadline. See [`sleep`].
@@ -14,7 +13,7 @@ use std::task::{Context, Poll, Waker};
 #[must_use = "futures do nothing unless polled"]
 pub struct Sleep {
     pub(super) deadline: Instant,
-    pub(super) shared: Arc<Handle>,
+    pub(super) driver: Handle,
     pub(super) key: Option<TimerKey>,
     pub(super) fired: bool,
     /// What a pending poll records as the task's wait (`task::wait`): a sleep, or the
@@ -32,9 +31,9 @@ pub struct Sleep {
 /// Outside a Volt runtime (a task, `block_on`, or a blocking-pool thread).
 #[track_caller]
 pub fn sleep(duration: Duration) -> Sleep {
-    let shared = current_for("volt::time::sleep");
-    let deadline = instant_after(shared.driver.time.now(), duration);
-    Sleep::at(shared, deadline)
+    let driver = current_for("volt::time::sleep");
+    let deadline = instant_after(driver.time.now(), duration);
+    Sleep::at(driver, deadline)
 }
 
 /// Wait until `deadline`. Any deadline is accepted: one decades away simply stays
@@ -48,22 +47,22 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 }
 
 #[track_caller]
-pub(super) fn current_for(what: &str) -> Arc<Handle> {
-    match crate::runtime::context::current_handle() {
+pub(super) fn current_for(what: &str) -> Handle {
+    match Handle::current() {
         Some(s) => s,
         None => panic!("{what} called outside a Volt runtime: call it from a task or inside `Runtime::block_on`"),
     }
 }
 
 impl Sleep {
-    pub(super) fn at(shared: Arc<Handle>, deadline: Instant) -> Sleep {
-        Sleep { deadline, shared, key: None, fired: false, kind: wait::W_SLEEP }
+    pub(super) fn at(driver: Handle, deadline: Instant) -> Sleep {
+        Sleep { deadline, driver, key: None, fired: false, kind: wait::W_SLEEP }
     }
 
-    /// A sleep on `shared`'s timers, from any thread (hyper's timer: std's `Instant`).
+    /// A sleep on `driver`'s timers, from any thread (hyper's timer: std's `Instant`).
     #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
-    pub(crate) fn new_in(shared: Arc<Handle>, deadline: std::time::Instant) -> Sleep {
-        Sleep::at(shared, Instant::from_std(deadline))
+    pub(crate) fn new_in(driver: Handle, deadline: std::time::Instant) -> Sleep {
+        Sleep::at(driver, Instant::from_std(deadline))
     }
 
     /// When this sleep completes.
@@ -73,7 +72,7 @@ impl Sleep {
 
     /// Whether the deadline has been reached (on the runtime's clock).
     pub fn is_elapsed(&self) -> bool {
-        self.fired || self.shared.driver.time.now() >= self.deadline
+        self.fired || self.driver.time.now() >= self.deadline
     }
 
     /// Move the deadline, whether or not the sleep has completed. A sleep that was waiting
@@ -101,9 +100,9 @@ impl Sleep {
     /// dropped (or used) outside the wheel's lock.
     pub(super) fn disarm(&mut self) -> Option<Waker> {
         let key = self.key.take()?;
-        let (waker, cancelled) = self.shared.driver.time.lock().remove(key);
+        let (waker, cancelled) = self.driver.time.lock().remove(key);
         if cancelled {
-            self.shared.metrics.on_timer_cancelled(self.shared.current_rec());
+            self.driver.metrics().on_timer_cancelled(self.driver.current_rec());
             waker
         } else {
             drop(waker);
@@ -114,7 +113,7 @@ impl Sleep {
     /// Put `waker` in the wheel for this sleep's deadline. `false`: not armed, because
     /// the deadline has passed or the timers have shut down (so the sleep is due).
     pub(super) fn arm(&mut self, waker: &Waker) -> bool {
-        let time = &self.shared.driver.time;
+        let time = &self.driver.time;
         if time.now() >= self.deadline {
             return false;
         }
@@ -134,10 +133,10 @@ impl Sleep {
         };
         let Some(key) = key else { return false };
         self.key = Some(key);
-        self.shared.metrics.on_timer_armed(self.shared.current_rec());
+        self.driver.metrics().on_timer_armed(self.driver.current_rec());
         time.next_deadline.fetch_min(tick, SeqCst);
         if tick < time.reactor_sleep_until.load(SeqCst) {
-            self.shared.driver.wake_reactor();
+            self.driver.wake_reactor();
         }
         true
     }
@@ -152,7 +151,7 @@ impl Future for Sleep {
         std::task::ready!(crate::task::coop::poll_proceed(cx));
         let r = self.poll_timer(cx);
         if r.is_pending() {
-            wait::record_deadline(self.kind, self.shared.driver.time.deadline_for_record(self.deadline));
+            wait::record_deadline(self.kind, self.driver.time.deadline_for_record(self.deadline));
         } else {
             crate::task::coop::spend();
         }
@@ -167,7 +166,7 @@ impl Sleep {
         if this.fired {
             return Poll::Ready(());
         }
-        let time = &this.shared.driver.time;
+        let time = &this.driver.time;
         match this.key {
             None => {
                 if this.arm(cx.waker()) {

@@ -2,9 +2,8 @@
 
 use super::sleep::{current_for, Sleep};
 use super::*;
-use crate::scheduler::handle::Handle;
+use crate::driver::Handle;
 use crate::task::wait;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// Run `future` for at most `duration`: `Err(Elapsed)` if the time runs out first (the
@@ -16,9 +15,9 @@ use std::task::{Context, Poll};
 /// Outside a Volt runtime.
 #[track_caller]
 pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
-    let shared = current_for("volt::time::timeout");
-    let deadline = instant_after(shared.driver.time.now(), duration);
-    Timeout::new(shared, deadline, future)
+    let driver = current_for("volt::time::timeout");
+    let deadline = instant_after(driver.time.now(), duration);
+    Timeout::new(driver, deadline, future)
 }
 
 /// Run `future` until `deadline` at most: `Err(Elapsed)` if the deadline comes first.
@@ -41,8 +40,8 @@ pub struct Timeout<T> {
 }
 
 impl<T> Timeout<T> {
-    fn new(shared: Arc<Handle>, deadline: Instant, value: T) -> Timeout<T> {
-        let mut sleep = Sleep::at(shared, deadline);
+    fn new(driver: Handle, deadline: Instant, value: T) -> Timeout<T> {
+        let mut sleep = Sleep::at(driver, deadline);
         sleep.kind = wait::W_TIMEOUT;
         Timeout { value, sleep }
     }
@@ -83,7 +82,7 @@ impl<F: Future> Future for Timeout<F> {
             Poll::Ready(()) => Poll::Ready(Err(error::Elapsed(()))),
             Poll::Pending => {
                 if mark.unchanged() {
-                    let at = this.sleep.shared.driver.time.deadline_for_record(this.sleep.deadline);
+                    let at = this.sleep.driver.time.deadline_for_record(this.sleep.deadline);
                     wait::record_deadline(wait::W_TIMEOUT, at);
                 }
                 Poll::Pending
