@@ -1,14 +1,14 @@
-//! The runtime's shared state, one per runtime behind an `Arc` that every task, timer,
-//! socket, pool thread and [`Handle`](super::Handle) holds.
+//! The scheduler's handle: one per runtime, behind an `Arc` that every task, worker
+//! and [`Handle`](crate::runtime::Handle) holds.
 //!
-//! It holds two kinds of things. The runtime's parts: the driver (reactor and timer
-//! wheel), the blocking pool, the recorder and the clock (telemetry), the counts made off
-//! the workers, the start time, the shutdown flag and the Tokio bridge. And the
-//! scheduler's part: the workers, the global queue, the idle state, the owned-task list
-//! and the exit count, which `scheduler/` reads and writes and telemetry only reads. The
-//! leaf modules (`task`, `time`, `io`, `blocking`, `net`, `telemetry`) reach the runtime
-//! through this type and the thread's [`context`](super::context), never through the
-//! worker's file.
+//! It holds the scheduler's own state (the workers, the global queue, the idle state, the
+//! owned-task list, the exit count, the shutdown flag), and the parts it is built from,
+//! each owned elsewhere: a `driver::Handle` (the reactor and the timer wheel), a
+//! `blocking::Spawner` (the pool), the `Arc<Metrics>` it counts in (telemetry), and the
+//! Tokio bridge's state. The leaves (`time`, `io`, `net`, `blocking`, `signal`, `sync`,
+//! `fs`) hold those parts, never this handle: they find them through their own slots of
+//! the thread's context (`runtime::context`), which this file fills when a thread enters
+//! the runtime (the end of this file).
 //!
 //! Spawning starts here: allocate the task, count and record it, link it into the owned
 //! list, and hand it to the scheduler (`schedule_local` on a worker of this runtime, the
