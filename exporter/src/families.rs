@@ -1,7 +1,7 @@
 //! The metric families: each name with its help text and kind, declared once for the
 //! `metrics` side and the hand-rendered part (see the crate doc), and how each reads its
 //! figure off a [`Sample`]. The per-worker counters come from the runtime's one list of
-//! them (`volt::telemetry::WORKER_COUNTER_FAMILIES`), read in `registry`.
+//! them (`volt::telemetry::WORKER_COUNTERS`, those with a family), read in `registry`.
 
 use crate::sample::{BridgeSample, GroupSample, Sample, WorkerSample};
 use metrics::Unit;

@@ -10,7 +10,7 @@ use crate::sample::{Buckets, GroupSample, Sample, WorkerSample};
 use metrics::{Counter, Gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use std::fmt::Write as _;
-use volt::telemetry::WORKER_COUNTER_FAMILIES;
+use volt::telemetry::WORKER_COUNTERS;
 
 /// The buckets of Volt's log2 histograms: a worker's poll-time buckets past these (from a
 /// console that is not Volt's) count in the last, open-ended one.
@@ -23,7 +23,7 @@ enum Handle<T> {
 }
 
 /// One worker's registered series: its counters, in the order of
-/// `WORKER_COUNTER_FAMILIES` (as `WorkerSample::counters`), then its gauges.
+/// the worker counters that have a family (`WORKER_COUNTERS`, as `WorkerSample::counters`), then its gauges.
 struct WorkerHandles {
     counters: Vec<Counter>,
     gauges: Vec<Handle<WorkerSample>>,
@@ -33,7 +33,7 @@ struct WorkerHandles {
 /// `with_local_recorder`).
 fn describe_all() {
     metrics::with_recorder(|r| {
-        for &(name, help, _) in WORKER_COUNTER_FAMILIES {
+        for (name, help) in WORKER_COUNTERS.iter().filter_map(|c| c.family) {
             r.describe_counter(name.into(), None, help.into());
         }
         describe(r, WORKER_GAUGES);
@@ -113,9 +113,10 @@ impl Registry {
         while self.workers.len() <= i {
             let labels = [("worker", self.workers.len().to_string())];
             let w = metrics::with_local_recorder(&self.recorder, || WorkerHandles {
-                counters: WORKER_COUNTER_FAMILIES
+                counters: WORKER_COUNTERS
                     .iter()
-                    .map(|&(name, _, _)| metrics::counter!(name, &labels))
+                    .filter_map(|c| c.family)
+                    .map(|(name, _)| metrics::counter!(name, &labels))
                     .collect(),
                 gauges: register(WORKER_GAUGES, &labels),
             });

@@ -4,7 +4,7 @@
 //! console's wire types (`sidecar::convert`). Times are whole nanoseconds on both ways,
 //! so a figure renders the same from either.
 
-use volt::telemetry::{Histogram, Snapshot, TaskGroup, WorkerSnapshot, WORKER_COUNTER_FAMILIES};
+use volt::telemetry::{Histogram, Snapshot, TaskGroup, WorkerSnapshot};
 
 /// One reading of a runtime, ready to publish ([`Metrics::publish`](crate::Metrics::publish)):
 /// from `volt::telemetry::Snapshot` (`Sample::from(&telemetry.snapshot())`) or, with the
@@ -54,7 +54,8 @@ impl Sample {
 pub(crate) struct WorkerSample {
     /// Its place in the runtime's list of workers, as the source says it.
     pub(crate) index: usize,
-    /// The counters of `volt::telemetry::WORKER_COUNTER_FAMILIES`, in that list's order.
+    /// The worker counters that have a Prometheus family, in the order of
+    /// `volt::telemetry::WORKER_COUNTERS`.
     pub(crate) counters: Vec<u64>,
     pub(crate) parked_ns: u64,
     pub(crate) busy_ns: u64,
@@ -119,7 +120,7 @@ impl From<&WorkerSnapshot> for WorkerSample {
     fn from(w: &WorkerSnapshot) -> WorkerSample {
         WorkerSample {
             index: w.index,
-            counters: WORKER_COUNTER_FAMILIES.iter().map(|&(_, _, read)| read(w)).collect(),
+            counters: w.counters().filter_map(|(c, v)| c.family.map(|_| v)).collect(),
             parked_ns: w.parked_ns,
             busy_ns: w.busy_ns,
             local_queue_depth: w.local_queue_depth,

@@ -29,9 +29,9 @@ impl From<&proto::WorkerSnapshot> for WorkerSample {
     fn from(w: &proto::WorkerSnapshot) -> WorkerSample {
         WorkerSample {
             index: w.index as usize,
-            // The console's list of the worker counters' families: the same families as
-            // `volt::telemetry::WORKER_COUNTER_FAMILIES`, in the same order (one list in
-            // the runtime makes both), read off the wire's worker.
+            // The console's list of the worker counters' families: the families of
+            // `volt::telemetry::WORKER_COUNTERS`, in the same order (one list in the
+            // runtime makes both), read off the wire's worker.
             counters: volt::console::WORKER_COUNTER_FAMILIES.iter().map(|&(_, _, read)| read(w)).collect(),
             parked_ns: w.parked_ns,
             busy_ns: w.busy_ns,
@@ -112,8 +112,7 @@ mod tests {
     #[test]
     fn the_console_lists_the_worker_families_of_the_telemetry() {
         let wire: Vec<(&str, &str)> = volt::console::WORKER_COUNTER_FAMILIES.iter().map(|&(n, h, _)| (n, h)).collect();
-        let direct: Vec<(&str, &str)> =
-            volt::telemetry::WORKER_COUNTER_FAMILIES.iter().map(|&(n, h, _)| (n, h)).collect();
+        let direct: Vec<(&str, &str)> = volt::telemetry::WORKER_COUNTERS.iter().filter_map(|c| c.family).collect();
         assert_eq!(wire, direct);
         assert!(direct.iter().any(|&(n, _)| n == "volt_worker_polls_total"), "{direct:?}");
     }

@@ -158,29 +158,6 @@ impl ServerHandle {
     }
 }
 
-/// `e` and its sources (`std::error::Error::source`), each said once: a cause whose text
-/// is already in the message (transport layers often repeat their source's text, as in
-/// "tcp connect error: tcp connect error") is left out. For messages a person acts on.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    with_causes(e.to_string(), e.source())
-}
-
-/// `message` followed by `source` and its sources, each said once (see [`error_chain`]).
-/// For an error whose own text is not the message to show (a gRPC status: its message).
-pub fn with_causes(message: String, source: Option<&(dyn std::error::Error + 'static)>) -> String {
-    let mut out = message;
-    let mut cur = source;
-    while let Some(c) = cur {
-        let text = c.to_string();
-        if !text.is_empty() && !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cur = c.source();
-    }
-    out
-}
-
 fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, msg)
 }

@@ -11,10 +11,8 @@
 //! * the runtime-wide totals the snapshot sums over the workers ([`WorkerCounters::add_totals`]);
 //! * the public list of them by name, with their Prometheus families
 //!   ([`WORKER_COUNTERS`](super::WORKER_COUNTERS)), and [`WorkerSnapshot::counters`]
-//!   (`counter_list.rs`), from which readers outside the runtime, the console's wire
-//!   conversion among them, learn of every counter; and the exporter's
-//!   `volt_worker_*_total` families read off [`WorkerSnapshot`]
-//!   ([`WORKER_COUNTER_FAMILIES`]).
+//!   (`counter_list.rs`), from which readers outside the runtime (the console's wire
+//!   conversion, the exporter's `volt_worker_*_total` families) learn of every counter.
 //!
 //! Adding a per-worker counter: one line in the list, and one field of the same name in
 //! `WorkerSnapshot` of `console-proto/proto/volt/console/v1/telemetry.proto` (prost
@@ -331,35 +329,6 @@ macro_rules! declare_worker_counters {
 }
 
 for_each_worker_counter!(declare_worker_counters);
-
-/// A Prometheus counter family of one worker counter: its name, its help text, and how
-/// to read it off a [`WorkerSnapshot`].
-pub type WorkerCounterFamily = (&'static str, &'static str, fn(&WorkerSnapshot) -> u64);
-
-/// Builds [`WORKER_COUNTER_FAMILIES`]: one entry per counter with a family (a muncher,
-/// since entries without one add nothing).
-macro_rules! snapshot_families {
-    (@acc [$($out:tt)*]) => { &[$($out)*] };
-    (@acc [$($out:tt)*] $name:ident [$family:literal, $help:literal]; $($rest:tt)*) => {
-        snapshot_families!(@acc [$($out)* ($family, $help, |w: &WorkerSnapshot| w.$name),] $($rest)*)
-    };
-    (@acc [$($out:tt)*] $name:ident []; $($rest:tt)*) => { snapshot_families!(@acc [$($out)*] $($rest)*) };
-    (
-        []
-        per_worker { $( $(#[doc = $doc:literal])* $name:ident [$($family:tt)*]; )* }
-        totals { $( $total:ident; )* }
-    ) => {
-        snapshot_families!(@acc [] $( $name [$($family)*]; )*)
-    };
-}
-
-/// The `volt_worker_*_total` families of the worker counters, one per counter the list
-/// gives a family, in the list's order, read straight off
-/// [`Telemetry::snapshot`](super::Telemetry::snapshot)'s workers: what an exporter
-/// inside the process publishes, with no console in between. The console's
-/// `volt::console::WORKER_COUNTER_FAMILIES` has the same names, help and order, read off
-/// the wire's worker snapshot.
-pub const WORKER_COUNTER_FAMILIES: &[WorkerCounterFamily] = for_each_worker_counter!(snapshot_families);
 
 impl WorkerCounters {
     /// Owner only: a timed poll of `busy_ns` ended (the worker's own busy time is its

@@ -57,8 +57,8 @@ pub(crate) mod view;
 mod wait;
 
 pub use counter_list::{WorkerCounter, WORKER_COUNTERS};
+pub use counters::WorkerSnapshot;
 pub(crate) use counters::{Counter, WorkerCounters};
-pub use counters::{WorkerCounterFamily, WorkerSnapshot, WORKER_COUNTER_FAMILIES};
 pub use deadlock::{Deadlock, DeadlockWant, DeadlockedTask, HeldResource};
 pub use events::{Event, EventCursor, EventDetail, EventKind, ScheduleTarget};
 pub use groups::{TaskGroup, TaskGroupKind, MAX_TASK_GROUPS, OTHER_TASK_GROUP, SLOW_POLL_THRESHOLD};
