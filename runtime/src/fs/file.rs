@@ -362,7 +362,7 @@ impl tokio::io::AsyncRead for File {
                 };
                 let (std, want) = (Arc::clone(std), dst.remaining().min(max));
                 inner.state = State::Busy(
-                    pool.spawn_blocking(move || {
+                    pool.spawn(move || {
                         let r = buf.read_from(&std, want);
                         (Op::Read(r), buf)
                     }),
@@ -411,7 +411,7 @@ impl File {
                 let n = fill(&mut buf.buf, max);
                 let std = Arc::clone(std);
                 inner.state = State::Busy(
-                    pool.spawn_blocking(move || {
+                    pool.spawn(move || {
                         let r = match seek {
                             Some(seek) => (&*std).seek(seek).and_then(|_| buf.write_to(&std)),
                             None => buf.write_to(&std),
@@ -491,7 +491,7 @@ impl tokio::io::AsyncSeek for File {
             }
         }
         inner.state = State::Busy(
-            pool.spawn_blocking(move || {
+            pool.spawn(move || {
                 let r = (&*std).seek(pos);
                 (Op::Seek(r), buf)
             }),

@@ -72,7 +72,7 @@ impl ReadDir {
                     }
                     let pool = pool()?;
                     let mut b = batch.take().expect("checked above");
-                    self.state = State::Pending(pool.spawn_blocking(move || {
+                    self.state = State::Pending(pool.spawn(move || {
                         for _ in 0..BATCH {
                             match b.std.next() {
                                 Some(r) => b.buf.push_back(r.map(|e| DirEntry(Arc::new(e)))),

@@ -115,7 +115,7 @@ impl<T: Read + Send + 'static> Blocking<T> {
                         return Poll::Ready(Ok(()));
                     }
                     let want = dst.remaining().min(MAX_BUF);
-                    self.state = State::Busy(pool.spawn_blocking(move || {
+                    self.state = State::Busy(pool.spawn(move || {
                         buf.clear();
                         buf.resize(want, 0);
                         let r = loop {
@@ -149,7 +149,7 @@ impl<T: Write + Send + 'static> Blocking<T> {
                     let n = src.len().min(MAX_BUF);
                     buf.clear();
                     buf.extend_from_slice(&src[..n]);
-                    self.state = State::Busy(pool.spawn_blocking(move || {
+                    self.state = State::Busy(pool.spawn(move || {
                         let r = inner.write_all(&buf).and_then(|()| inner.flush()).map(|()| 0);
                         buf.clear();
                         (r, inner, buf)

@@ -127,7 +127,7 @@ impl<T: Send + 'static> Labelled<T> {
     /// Run `f` on the current runtime's blocking pool. Outside a Volt runtime the
     /// future fails with an error that says so (Tokio's `fs` panics there instead).
     pub(crate) fn spawn(label: StackLabel, f: impl FnOnce() -> io::Result<T> + Send + 'static) -> Labelled<T> {
-        let handle = pool().ok().map(|h| h.spawn_blocking(f));
+        let handle = pool().ok().map(|pool| pool.spawn(f));
         Labelled { handle, label }
     }
 }
@@ -144,10 +144,10 @@ impl<T> Future for Labelled<T> {
     }
 }
 
-/// The current runtime, whose blocking pool runs the job, or the error a caller
+/// The current runtime's blocking pool, which runs the job, or the error a caller
 /// outside any runtime gets (Tokio panics there instead).
-pub(crate) fn pool() -> io::Result<crate::runtime::Handle> {
-    crate::runtime::Handle::try_current().ok().ok_or_else(|| {
+pub(crate) fn pool() -> io::Result<crate::blocking::Spawner> {
+    crate::blocking::Spawner::current().ok_or_else(|| {
         io::Error::other(
             "volt::fs and the standard streams must be used inside a Volt runtime (a task or `Runtime::block_on`)",
         )
