@@ -105,6 +105,37 @@ pub struct GroupSample {
     pub(crate) poll_p99_ns: Option<u64>,
 }
 
+/// A [`Sample`] of `$s` (a runtime `Snapshot` or the wire's): the figures both have
+/// under the same names, then the rest (`$rest`: the fields the two give differently).
+/// One list for both conversions, so a figure added to one is added to the other.
+macro_rules! runtime_sample {
+    ($s:ident, { $($rest:tt)* }) => {
+        $crate::sample::Sample {
+            global_queue_depth: $s.global_queue_depth,
+            num_searching: u64::from($s.num_searching),
+            num_parked: u64::from($s.num_parked),
+            tasks_spawned: $s.tasks_spawned,
+            tasks_alive: $s.tasks_alive,
+            tasks_completed: $s.tasks_completed,
+            tasks_cancelled: $s.tasks_cancelled,
+            tasks_panicked: $s.tasks_panicked,
+            timers_armed: $s.timers_armed,
+            timers_fired: $s.timers_fired,
+            timers_cancelled: $s.timers_cancelled,
+            timers_pending: $s.timers_pending,
+            io_events: $s.io_events,
+            events_recorded: $s.events_recorded,
+            events_overwritten: $s.events_overwritten,
+            blocking_threads: $s.blocking_threads,
+            blocking_queue_depth: $s.blocking_queue_depth,
+            deadlocks_total: $s.deadlocks_total,
+            $($rest)*
+        }
+    };
+}
+#[cfg(feature = "sidecar")]
+pub(crate) use runtime_sample;
+
 /// Whole nanoseconds of `d` (a `u64` holds 584 years).
 fn ns(d: std::time::Duration) -> u64 {
     d.as_nanos() as u64
@@ -133,26 +164,8 @@ impl From<&WorkerSnapshot> for WorkerSample {
 
 impl From<&Snapshot> for Sample {
     fn from(s: &Snapshot) -> Sample {
-        Sample {
+        runtime_sample!(s, {
             workers: s.workers.iter().map(WorkerSample::from).collect(),
-            global_queue_depth: s.global_queue_depth,
-            num_searching: u64::from(s.num_searching),
-            num_parked: u64::from(s.num_parked),
-            tasks_spawned: s.tasks_spawned,
-            tasks_alive: s.tasks_alive,
-            tasks_completed: s.tasks_completed,
-            tasks_cancelled: s.tasks_cancelled,
-            tasks_panicked: s.tasks_panicked,
-            timers_armed: s.timers_armed,
-            timers_fired: s.timers_fired,
-            timers_cancelled: s.timers_cancelled,
-            timers_pending: s.timers_pending,
-            io_events: s.io_events,
-            events_recorded: s.events_recorded,
-            events_overwritten: s.events_overwritten,
-            blocking_threads: s.blocking_threads,
-            blocking_queue_depth: s.blocking_queue_depth,
-            deadlocks_total: s.deadlocks_total,
             park_duration: Some(Buckets::from(&s.park_duration_histogram)),
             schedule_latency: Some(Buckets::from(&s.schedule_latency_histogram)),
             lost_wakers: None,
@@ -162,7 +175,7 @@ impl From<&Snapshot> for Sample {
                 global_queue_depth: b.global_queue_depth,
                 busy_ns: ns(b.busy),
             }),
-        }
+        })
     }
 }
 

@@ -45,26 +45,8 @@ impl From<&proto::WorkerSnapshot> for WorkerSample {
 
 impl From<&proto::Snapshot> for Sample {
     fn from(s: &proto::Snapshot) -> Sample {
-        Sample {
+        crate::sample::runtime_sample!(s, {
             workers: s.workers.iter().map(WorkerSample::from).collect(),
-            global_queue_depth: s.global_queue_depth,
-            num_searching: u64::from(s.num_searching),
-            num_parked: u64::from(s.num_parked),
-            tasks_spawned: s.tasks_spawned,
-            tasks_alive: s.tasks_alive,
-            tasks_completed: s.tasks_completed,
-            tasks_cancelled: s.tasks_cancelled,
-            tasks_panicked: s.tasks_panicked,
-            timers_armed: s.timers_armed,
-            timers_fired: s.timers_fired,
-            timers_cancelled: s.timers_cancelled,
-            timers_pending: s.timers_pending,
-            io_events: s.io_events,
-            events_recorded: s.events_recorded,
-            events_overwritten: s.events_overwritten,
-            blocking_threads: s.blocking_threads,
-            blocking_queue_depth: s.blocking_queue_depth,
-            deadlocks_total: s.deadlocks_total,
             park_duration: s.park_duration_histogram.as_ref().map(Buckets::from),
             schedule_latency: s.schedule_latency_histogram.as_ref().map(Buckets::from),
             lost_wakers: s.tasks_lost_waker,
@@ -74,7 +56,7 @@ impl From<&proto::Snapshot> for Sample {
                 global_queue_depth: b.global_queue_depth,
                 busy_ns: b.busy_ns,
             }),
-        }
+        })
     }
 }
 
