@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Memory per idle HTTP/1.1 connection: the `http_bench` example (axum's hello world on
+# `volt::hyper::serve`, or on `axum::serve` with Tokio), holding N connections that each
+# sent part of a request head (`GET / HTTP/1.1\r\nHost: x\r\n`) and then wait, as a slow
+# or idle client would. Run by hand (not in CI); needs python3, and valgrind for HEAP=1.
+#
+#   bash runtime/benches/idle_conns.sh                   # 2,000 connections, 3 rounds
+#   CONNS="2000 10000" ROUNDS=5 bash runtime/benches/idle_conns.sh
+#   HEAP=1 bash runtime/benches/idle_conns.sh            # also live heap, under valgrind
+#
+# Per server process (a fresh one each time, volt and tokio in turn): its resident set
+# (`VmRSS`) after 20 whole requests, then after the N connections were opened and 1.5 s
+# of settling; the difference divided by N is the figure. RSS counts only the pages
+# touched, so a buffer allocated but not yet written costs less than its size.
+#
+# HEAP=1 adds, for 300 connections, the heap still allocated per connection when the
+# server exits (valgrind's DHAT: the bytes of the live blocks at the end, minus those of a
+# run with no idle connections), with the largest allocation sites: this is what the
+# program holds, with no allocator in the count.
+#
+# Each connection is one file descriptor in the server and one in this script, so N is
+# bounded by the open-file limit (`ulimit -n`).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CONNS=${CONNS:-2000}
+ROUNDS=${ROUNDS:-3}
+HEAP=${HEAP:-0}
+
+cargo build --release -p volt-examples --example http_bench >&2
+BIN=target/release/examples/http_bench
+
+python3 - "$BIN" "$CONNS" "$ROUNDS" "$HEAP" <<'EOF'
+import json, os, re, signal, socket, subprocess, sys, tempfile, time
+
+BIN, CONNS, ROUNDS, HEAP = sys.argv[1], [int(n) for n in sys.argv[2].split()], int(sys.argv[3]), sys.argv[4] == "1"
+HEAD = b"GET / HTTP/1.1\r\nHost: x\r\n"
+
+def rss_kib(pid):
+    return int(re.search(r"VmRSS:\s+(\d+)", open(f"/proc/{pid}/status").read()).group(1))
+
+def start(rt, wrap=()):
+    p = subprocess.Popen([*wrap, BIN, "--runtime", rt, "--addr", "127.0.0.1:0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    addr = p.stdout.readline().split()[-1]
+    host, port = addr.rsplit(":", 1)
+    return p, (host, int(port))
+
+def warm(addr, n=20):
+    for _ in range(n):
+        c = socket.create_connection(addr)
+        c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        while c.recv(4096):
+            pass
+        c.close()
+
+def idle(addr, n):
+    socks = []
+    for _ in range(n):
+        c = socket.create_connection(addr)
+        c.sendall(HEAD)
+        socks.append(c)
+    return socks
+
+def rss_per_conn(rt, n):
+    p, addr = start(rt)
+    try:
+        warm(addr)
+        time.sleep(0.3)
+        before = rss_kib(p.pid)
+        socks = idle(addr, n)
+        time.sleep(1.5)
+        after = rss_kib(p.pid)
+    finally:
+        p.kill()
+        p.wait()
+    for c in socks:
+        c.close()
+    return (after - before) * 1024 / n
+
+def live_heap(rt, n):
+    """Live bytes at exit under DHAT, and the top allocation sites per connection."""
+    out = tempfile.mktemp(suffix=".dhat.json")
+    p, addr = start(rt, ("valgrind", "--tool=dhat", f"--dhat-out-file={out}"))
+    time.sleep(2)
+    warm(addr, 5)
+    socks = idle(addr, n)
+    time.sleep(8)
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=120)
+    for c in socks:
+        c.close()
+    d = json.load(open(out))
+    os.unlink(out)
+    def where(s):
+        frames = [d["ftbl"][i] for i in s["fs"]]
+        keep = [f for f in frames if any(k in f for k in ("hyper", "volt::", "tokio::", "axum"))]
+        return (keep or frames)[0].split(": ", 1)[-1][:110]
+    # Sites with the same innermost frame of interest are one site (a call reached from
+    # two threads' stacks is two DHAT sites).
+    by = {}
+    for s in d["pps"]:
+        if s.get("eb", 0):
+            k = where(s)
+            eb, ebk = by.get(k, (0, 0))
+            by[k] = (eb + s["eb"], ebk + s.get("ebk", 0))
+    top = sorted(by.items(), key=lambda kv: -kv[1][0])[:5]
+    top = [(eb / n, ebk, k) for k, (eb, ebk) in top if n and ebk >= n]
+    return sum(s.get("eb", 0) for s in d["pps"]), top
+
+print("## RSS per idle connection (KiB)\n")
+print("| connections | volt | tokio | volt/tokio |")
+print("|---:|---|---|---:|")
+for n in CONNS:
+    got = {"volt": [], "tokio": []}
+    for _ in range(ROUNDS):
+        for rt in ("volt", "tokio"):
+            got[rt].append(rss_per_conn(rt, n) / 1024)
+    med = {rt: sorted(v)[len(v) // 2] for rt, v in got.items()}
+    fmt = lambda v: ", ".join(f"{x:.1f}" for x in v)
+    print(f"| {n} | {fmt(got['volt'])} | {fmt(got['tokio'])} | {med['volt'] / med['tokio']:.2f} |", flush=True)
+
+if HEAP:
+    n = 300
+    print(f"\n## Live heap per idle connection at exit, {n} connections (valgrind DHAT)\n")
+    for rt in ("volt", "tokio"):
+        base, _ = live_heap(rt, 0)
+        total, top = live_heap(rt, n)
+        print(f"{rt}: {(total - base) / n / 1024:.1f} KiB per connection; largest sites:")
+        for per, blocks, site in top:
+            print(f"  {per:8.0f} B  ({blocks} blocks)  {site}")
+EOF
