@@ -1,5 +1,24 @@
 //! One connection of [`serve`](super::serve): the protocol sniff, then hyper's HTTP/1 or
 //! HTTP/2 connection driven to its end, watching the server's shutdown.
+//!
+//! # No buffers before a request head
+//! hyper gives each HTTP/1 connection a read buffer (8 KiB, grown to 16 KiB once a
+//! partial head is in it) and an 8 KiB buffer for response heads, and keeps both for
+//! the connection's life: 24 KiB of the 29 KiB an idle connection holds. A connection
+//! that has not yet sent a whole request head (a slow client, a client that connects
+//! ahead of need, a slowloris) needs neither. So the first bytes are read here, before
+//! hyper sees the connection: each read lands in a buffer on the stack (for the length
+//! of one poll) and is kept in a vector exactly as long as what has arrived, until the
+//! bytes are the HTTP/2 preface, or a blank line ends an HTTP/1 head, or
+//! [`HEAD_LIMIT`] bytes have come without one. Only then is hyper's connection made,
+//! and it reads those bytes first (`Io`'s prefix). A connection waiting for the rest of
+//! its head holds its socket, those bytes and a few hundred bytes of task: hyper's
+//! connection future is boxed, so the task's own cell does not carry its size. (The
+//! bytes are read rather than peeked at and left in the socket: a client that trickles
+//! a long head in tiny segments would fill the socket's receive buffer with their
+//! overhead, close its window, and stall.) The header-read timeout and a graceful
+//! shutdown apply to this wait as they do to hyper's (the timeout counts from the
+//! connection's start).
 
 use super::io::{Io, PREFACE};
 use super::rt::Executor;
@@ -10,7 +29,7 @@ use crate::net::stream::StreamSocket;
 use crate::net::TcpStream;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::Poll;
 
@@ -30,22 +49,44 @@ enum Sniffed {
     Gone,
 }
 
-/// Read until the bytes either match the whole HTTP/2 preface or stop matching it.
-async fn sniff(stream: &TcpStream, buf: &mut [u8; PREFACE.len()], len: &mut usize) -> Sniffed {
-    loop {
-        let n = match std::future::poll_fn(|cx| stream.poll_read_init(cx, &mut buf[*len..])).await {
-            Ok(0) | Err(_) => return Sniffed::Gone,
+/// How many bytes of an unfinished head are read here: a head not ended within them is
+/// left to hyper (which enforces its own limit on a head's size).
+const HEAD_LIMIT: usize = 8 * 1024;
+
+/// Whether `bytes` (what the connection has sent so far) hold a whole HTTP/1 request
+/// head: after any empty lines before it (which HTTP lets a client send and which end no
+/// request), a line followed by an empty one (CRLF or bare LF line ends).
+fn head_complete(bytes: &[u8]) -> bool {
+    let start = bytes.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(bytes.len());
+    let head = &bytes[start..];
+    head.windows(2).any(|w| w == b"\n\n") || head.windows(3).any(|w| w == b"\n\r\n")
+}
+
+/// Read the connection's first bytes into `start` (see the module doc), noting how many
+/// have arrived in `got`: until they are the whole HTTP/2 preface, or stop matching it
+/// and then hold a whole HTTP/1 request head or [`HEAD_LIMIT`] bytes.
+async fn read_start(stream: &TcpStream, start: &mut Vec<u8>, got: &AtomicUsize) -> Sniffed {
+    std::future::poll_fn(|cx| loop {
+        let mut chunk = [0u8; HEAD_LIMIT];
+        let room = HEAD_LIMIT - start.len();
+        let n = match std::task::ready!(stream.poll_read_init(cx, &mut chunk[..room])) {
+            Ok(0) | Err(_) => return Poll::Ready(Sniffed::Gone),
             Ok(n) => n,
         };
-        let old = *len;
-        *len += n;
-        if buf[old..*len] != PREFACE[old..*len] {
-            return Sniffed::Http1;
+        // Exactly what arrived: a connection that waits holds no spare room.
+        start.reserve_exact(n);
+        start.extend_from_slice(&chunk[..n]);
+        got.store(start.len(), Relaxed);
+        let k = start.len().min(PREFACE.len());
+        if start[..k] == PREFACE[..k] {
+            if k == PREFACE.len() {
+                return Poll::Ready(Sniffed::Http2);
+            }
+        } else if start.len() >= HEAD_LIMIT || head_complete(start) {
+            return Poll::Ready(Sniffed::Http1);
         }
-        if *len == PREFACE.len() {
-            return Sniffed::Http2;
-        }
-    }
+    })
+    .await
 }
 
 /// Serve one connection, from its first byte to its close, watching the server's
@@ -64,13 +105,13 @@ where
     // Made before the first byte is read: the header-read timeout counts from here, the
     // connection's start, through the protocol sniff and the first request's head.
     let activity = Arc::new(Activity::new());
-    let mut buf = [0u8; PREFACE.len()];
-    let mut len = 0;
+    let mut start = Vec::new();
+    let got = AtomicUsize::new(0);
     let sniffed = {
-        let sniff = std::pin::pin!(sniff(&stream, &mut buf, &mut len));
+        let sniff = std::pin::pin!(read_start(&stream, &mut start, &got));
         // At a graceful shutdown, a connection that has sent nothing closes now; one
         // whose first bytes have arrived goes on to be answered.
-        let sniff = unless_shutdown(&registry, sniff, || !has_unread_bytes(fd));
+        let sniff = unless_shutdown(&registry, sniff, || got.load(Relaxed) == 0 && !has_unread_bytes(fd));
         match builders.config.header_read_timeout {
             Some(t) => crate::time::timeout(t, sniff).await.ok().flatten(),
             None => sniff.await,
@@ -86,24 +127,24 @@ where
     let http1_watch = || timeout.map(|t| HeaderWatch::new(t, Arc::clone(&activity)));
     let http2_watch = || timeout.map(|t| HeaderWatch::first_request(t, Arc::clone(&activity)));
     let http1_drain = Http1Drain { fd, activity: Arc::clone(&activity) };
-    let io = Io::with_prefix(stream, buf, len);
+    let io = Io::with_prefix(stream, start);
     match sniffed {
         Some(Sniffed::Http1) if builders.config.http1 => {
             let conn = builders.http1.serve_connection(io, service).with_upgrades();
-            drive(&registry, conn, Some(http1_drain), http1_watch(), |c| c.graceful_shutdown()).await;
+            Box::pin(drive(&registry, conn, Some(http1_drain), http1_watch(), |c| c.graceful_shutdown())).await;
         }
         Some(Sniffed::Http2) if builders.config.http2 => {
             let conn = builders.http2.serve_connection(io, service);
-            drive(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown()).await;
+            Box::pin(drive(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown())).await;
         }
         Some(Sniffed::Http2) => {
             // An HTTP/1-only server: hyper's HTTP/1 side closes on the preface.
             let conn = builders.http1.serve_connection(io, service);
-            drive(&registry, conn, Some(http1_drain), http1_watch(), |c| c.graceful_shutdown()).await;
+            Box::pin(drive(&registry, conn, Some(http1_drain), http1_watch(), |c| c.graceful_shutdown())).await;
         }
         Some(Sniffed::Http1) => {
             let conn = builders.http2.serve_connection(io, service);
-            drive(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown()).await;
+            Box::pin(drive(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown())).await;
         }
         Some(Sniffed::Gone) | None => {}
     }

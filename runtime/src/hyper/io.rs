@@ -25,9 +25,8 @@ pub struct Io<T> {
 
 #[derive(Debug)]
 struct Prefix {
-    buf: [u8; PREFACE.len()],
+    buf: Vec<u8>,
     pos: usize,
-    len: usize,
 }
 
 impl<T> Io<T> {
@@ -52,8 +51,9 @@ impl<T> Io<T> {
         self.inner
     }
 
-    pub(super) fn with_prefix(inner: T, buf: [u8; PREFACE.len()], len: usize) -> Io<T> {
-        Io { inner, prefix: (len > 0).then_some(Prefix { buf, pos: 0, len }) }
+    /// Wrap `inner`, whose first bytes `buf` were read already: they are read first.
+    pub(super) fn with_prefix(inner: T, buf: Vec<u8>) -> Io<T> {
+        Io { inner, prefix: (!buf.is_empty()).then_some(Prefix { buf, pos: 0 }) }
     }
 }
 
@@ -72,10 +72,11 @@ where
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if let Some(p) = &mut this.prefix {
-            let n = (p.len - p.pos).min(buf.remaining());
+            let n = (p.buf.len() - p.pos).min(buf.remaining());
             buf.put_slice(&p.buf[p.pos..p.pos + n]);
             p.pos += n;
-            if p.pos == p.len {
+            if p.pos == p.buf.len() {
+                // Given up in full: the bytes are hyper's now, and the vector goes.
                 this.prefix = None;
             }
             return Poll::Ready(Ok(()));
