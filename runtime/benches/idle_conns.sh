@@ -7,6 +7,13 @@
 #   bash runtime/benches/idle_conns.sh                   # 2,000 connections, 3 rounds
 #   CONNS="2000 10000" ROUNDS=5 bash runtime/benches/idle_conns.sh
 #   HEAP=1 bash runtime/benches/idle_conns.sh            # also live heap, under valgrind
+#   PROTO=h2 bash runtime/benches/idle_conns.sh          # idle HTTP/2 connections instead
+#   PROTO=keepalive bash runtime/benches/idle_conns.sh   # idle after one whole request
+#
+# With PROTO=h2 each connection sends the HTTP/2 preface and an empty SETTINGS frame
+# (prior knowledge, as `curl --http2-prior-knowledge` starts), then nothing: an HTTP/2
+# connection the server has set up, with no stream open. With PROTO=keepalive each makes
+# one whole request, reads the answer, and keeps the connection open.
 #
 # Per server process (a fresh one each time, volt and tokio in turn): its resident set
 # (`VmRSS`) after 20 whole requests, then after the N connections were opened and 1.5 s
@@ -25,15 +32,23 @@ cd "$(dirname "$0")/../.."
 CONNS=${CONNS:-2000}
 ROUNDS=${ROUNDS:-3}
 HEAP=${HEAP:-0}
+PROTO=${PROTO:-http1}
 
 cargo build --release -p volt-examples --example http_bench >&2
 BIN=target/release/examples/http_bench
 
-python3 - "$BIN" "$CONNS" "$ROUNDS" "$HEAP" <<'EOF'
+python3 - "$BIN" "$CONNS" "$ROUNDS" "$HEAP" "$PROTO" <<'EOF'
 import json, os, re, signal, socket, subprocess, sys, tempfile, time
 
 BIN, CONNS, ROUNDS, HEAP = sys.argv[1], [int(n) for n in sys.argv[2].split()], int(sys.argv[3]), sys.argv[4] == "1"
-HEAD = b"GET / HTTP/1.1\r\nHost: x\r\n"
+PROTO = sys.argv[5]
+if PROTO == "h2":
+    # The preface, then a SETTINGS frame with no settings (length 0, type 4, stream 0).
+    HEAD = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+elif PROTO == "keepalive":
+    HEAD = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+else:
+    HEAD = b"GET / HTTP/1.1\r\nHost: x\r\n"
 
 def rss_kib(pid):
     return int(re.search(r"VmRSS:\s+(\d+)", open(f"/proc/{pid}/status").read()).group(1))
@@ -59,6 +74,11 @@ def idle(addr, n):
         c = socket.create_connection(addr)
         c.sendall(HEAD)
         socks.append(c)
+    if PROTO == "keepalive":
+        for c in socks:
+            got = b""
+            while not got.endswith(b"Hello, world!"):
+                got += c.recv(4096)
     return socks
 
 def rss_per_conn(rt, n):
@@ -107,7 +127,7 @@ def live_heap(rt, n):
     top = [(eb / n, ebk, k) for k, (eb, ebk) in top if n and ebk >= n]
     return sum(s.get("eb", 0) for s in d["pps"]), top
 
-print("## RSS per idle connection (KiB)\n")
+print(f"## RSS per idle {PROTO} connection (KiB)\n")
 print("| connections | volt | tokio | volt/tokio |")
 print("|---:|---|---|---:|")
 for n in CONNS:
@@ -121,7 +141,7 @@ for n in CONNS:
 
 if HEAP:
     n = 300
-    print(f"\n## Live heap per idle connection at exit, {n} connections (valgrind DHAT)\n")
+    print(f"\n## Live heap per idle {PROTO} connection at exit, {n} connections (valgrind DHAT)\n")
     for rt in ("volt", "tokio"):
         base, _ = live_heap(rt, 0)
         total, top = live_heap(rt, n)
