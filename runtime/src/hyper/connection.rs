@@ -1,4 +1,5 @@
-//! One connection of [`serve`](super::serve): the protocol sniff, then hyper's HTTP/1 or
+//! One connection of [`serve`](super::serve): the protocol sniff and the first request
+//! head, read here (see below), then hyper's HTTP/1 or
 //! HTTP/2 connection driven to its end, watching the server's shutdown.
 //!
 //! # No buffers before a request head
@@ -195,7 +196,7 @@ async fn drive<C, E>(
     let mut conn = std::pin::pin!(conn);
     let mut asked = false;
     // Nothing is decided before hyper's first poll: until it reads them, the bytes the
-    // protocol sniff took are in `Io`'s prefix, neither in the socket (where the check
+    // first read took are in `Io`'s prefix, neither in the socket (where the check
     // for unread bytes looks) nor in hyper's buffer (which tells hyper a request has
     // begun), and a shutdown asked for then would close the connection on a request
     // that has wholly arrived.

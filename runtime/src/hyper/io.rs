@@ -19,7 +19,8 @@ pub(super) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #[derive(Debug)]
 pub struct Io<T> {
     inner: T,
-    /// Bytes read ahead (the protocol sniff), handed out before the stream's own.
+    /// Bytes read ahead (the protocol sniff and the first request head), handed out
+    /// before the stream's own.
     prefix: Option<Prefix>,
 }
 
@@ -45,7 +46,7 @@ impl<T> Io<T> {
         &mut self.inner
     }
 
-    /// Unwrap. Bytes read ahead by [`serve`](fn@super::serve)'s protocol sniff and not yet
+    /// Unwrap. Bytes read ahead by [`serve`](fn@super::serve) (the first request head) and not yet
     /// handed to hyper are lost; an `Io` made with [`Io::new`] has none.
     pub fn into_inner(self) -> T {
         self.inner

@@ -49,6 +49,13 @@
 //! than with hyper-util's `auto` builder because that one waits for the first bytes with
 //! no timeout at all.
 //!
+//! # Memory per connection
+//! Until a connection's first request head is whole, `serve` holds its bytes itself, in
+//! a vector as long as what arrived, and makes hyper's connection (with hyper's 8 KiB
+//! read and 8 KiB write buffers) only then: a connection that connects and waits, or
+//! trickles its head, holds about 1 KiB. After a request, hyper keeps its two buffers
+//! for the connection's life (`connection`'s module doc has the figures).
+//!
 //! # Graceful shutdown
 //! [`Serve::with_graceful_shutdown`] takes a future; when it completes the listener is
 //! closed (new connections are refused), every connection is asked to finish: an idle
