@@ -5,7 +5,7 @@
 //! A counting allocator measures what the server holds (bytes allocated and not freed),
 //! so this file is its own test binary.
 
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::convert::Infallible;
@@ -61,7 +61,11 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-async fn hello(_req: http::Request<Incoming>) -> Result<http::Response<Full<Bytes>>, Infallible> {
+/// Reads the request's body, then answers: the answer never comes before the whole
+/// request has (hyper would otherwise answer a request whose body is still on its way,
+/// and close the connection under the client's remaining writes).
+async fn hello(req: http::Request<Incoming>) -> Result<http::Response<Full<Bytes>>, Infallible> {
+    let _ = req.into_body().collect().await;
     Ok(http::Response::new(Full::new(Bytes::from_static(b"Hello, world!"))))
 }
 
