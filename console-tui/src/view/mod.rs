@@ -30,6 +30,7 @@ mod header;
 mod keys;
 mod resources;
 mod stalls;
+mod table;
 mod tasks;
 mod workers;
 

@@ -14,7 +14,7 @@ use super::fit::fit_columns;
 use crate::app::{App, View};
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::widgets::{Block, Borders, Cell, Row, Table, TableState};
+use ratatui::widgets::{Cell, Row, Table};
 use ratatui::Frame;
 use volt_console_proto as proto;
 
@@ -100,16 +100,6 @@ pub(super) fn draw_resources(f: &mut Frame, app: &App, area: Rect) {
         .filter(|(_, s)| **s)
         .map(|((name, w), _)| if *name == "holder" { Constraint::Fill(1) } else { Constraint::Length(*w) })
         .collect();
-    let mut state = TableState::default();
-    if app.screen.view == View::Resources {
-        state.select(Some(app.screen.selected));
-    }
-    f.render_stateful_widget(
-        Table::new(rows, widths)
-            .header(header)
-            .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-            .block(Block::default().borders(Borders::ALL).title(title)),
-        area,
-        &mut state,
-    );
+    let selected = (app.screen.view == View::Resources).then_some(app.screen.selected);
+    super::table::draw_table(f, area, Table::new(rows, widths).header(header), title, selected);
 }

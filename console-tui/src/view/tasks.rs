@@ -6,7 +6,7 @@ use super::format::{dur, si};
 use crate::app::{App, SortKey};
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};
-use ratatui::widgets::{Block, Borders, Row, Table, TableState};
+use ratatui::widgets::{Row, Table};
 use ratatui::Frame;
 use volt_console_proto as proto;
 
@@ -89,14 +89,12 @@ pub(super) fn draw_tasks(f: &mut Frame, app: &App, area: Rect) {
     let widths: Vec<Constraint> = widths.iter().zip(&shown).filter(|(_, s)| **s).map(|(w, _)| *w).collect();
     // The rows held are a window of the whole list, starting at `task_offset`.
     let offset = if app.model.task_counts.is_some() { app.task_offset as usize } else { 0 };
-    let mut state = TableState::default().with_selected(app.screen.selected.checked_sub(offset));
-    f.render_stateful_widget(
-        Table::new(rows, widths)
-            .header(header)
-            .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-            .block(Block::default().borders(Borders::ALL).title(title)),
+    super::table::draw_table(
+        f,
         area,
-        &mut state,
+        Table::new(rows, widths).header(header),
+        title,
+        app.screen.selected.checked_sub(offset),
     );
 }
 

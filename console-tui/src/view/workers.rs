@@ -9,7 +9,7 @@ use crate::app::{App, View};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Sparkline, Table, TableState};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Sparkline, Table};
 use ratatui::Frame;
 use volt_console_proto as proto;
 
@@ -170,16 +170,6 @@ fn draw_worker_table(f: &mut Frame, app: &App, area: Rect) {
         .collect();
     let widths: Vec<Constraint> =
         widths.iter().zip(&shown).filter(|(_, s)| **s).map(|(w, _)| Constraint::Length(*w)).collect();
-    let mut state = TableState::default();
-    if app.screen.view == View::Workers {
-        state.select(Some(app.screen.selected));
-    }
-    f.render_stateful_widget(
-        Table::new(rows, widths)
-            .header(header)
-            .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-            .block(Block::default().borders(Borders::ALL).title(" workers ")),
-        area,
-        &mut state,
-    );
+    let selected = (app.screen.view == View::Workers).then_some(app.screen.selected);
+    super::table::draw_table(f, area, Table::new(rows, widths).header(header), " workers ", selected);
 }
