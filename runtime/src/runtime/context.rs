@@ -13,7 +13,7 @@
 //! here would import the scheduler through it, and the scheduler would import the leaf
 //! back. So the context is a row of untyped pointers, one per owner (the scheduler and
 //! its worker, the driver, the clock, the blocking pool, the worker's telemetry
-//! recorder), and each owner reads only its own slot, casting it back to the type that
+//! recorder, the worker's held budget wakes), and each owner reads only its own slot, casting it back to the type that
 //! it alone stores there: `driver::Handle::current`, `time::clock::now`,
 //! `blocking::Spawner::current`, and the scheduler's typed view in
 //! `scheduler::context`. The scheduler fills the row when it enters (it holds all the
@@ -48,6 +48,9 @@ pub(crate) struct Slots {
     pub(crate) spawner: *const (),
     /// This thread's worker's part of telemetry (null: not a worker).
     pub(crate) rec: *const WorkerRecorder,
+    /// This thread's worker's held budget wakes (`task::coop::Deferred`; null: not a
+    /// worker, so a refused task is woken at once).
+    pub(crate) defer: *const (),
 }
 
 impl Slots {
@@ -59,11 +62,12 @@ impl Slots {
         clock: ptr::null(),
         spawner: ptr::null(),
         rec: ptr::null(),
+        defer: ptr::null(),
     };
 
     /// The same runtime, as a thread that is not its worker.
     pub(crate) fn without_worker(self) -> Slots {
-        Slots { worker: ptr::null(), rec: ptr::null(), ..self }
+        Slots { worker: ptr::null(), rec: ptr::null(), defer: ptr::null(), ..self }
     }
 }
 

@@ -124,6 +124,9 @@ fn drive<F: Future>(
         fn drop(&mut self) {
             let shared = self.0;
             let w = &shared.workers[0];
+            // Wakes the budget held back go to the queues, where the next holder (and
+            // every check for queued work) sees them.
+            shared.flush_deferred(w);
             // Parked while nobody runs it (see "Idle between calls").
             let was_searching = w.core.is_searching.replace(false);
             let _ = shared.idle.transition_worker_to_parked(0, was_searching);

@@ -303,6 +303,7 @@ fn slots(shared: &Arc<Handle>, w: Option<&Worker>) -> Slots {
         clock: shared.driver.time.clock.context_ptr(),
         spawner: shared.blocking.context_ptr(),
         rec: w.map_or(ptr::null(), |w| &w.rec),
+        defer: w.map_or(ptr::null(), |w| w.core.deferred.context_ptr()),
     }
 }
 

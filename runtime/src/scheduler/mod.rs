@@ -11,6 +11,8 @@
 
 // Under loom only its model uses it (the worker is not compiled there).
 #[cfg(not(loom))]
+pub(crate) mod defer;
+#[cfg(not(loom))]
 mod driver;
 #[cfg_attr(loom, allow(dead_code))]
 pub(crate) mod exits;

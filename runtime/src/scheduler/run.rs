@@ -18,7 +18,8 @@
 //! 4. become a searcher (if fewer than half the workers are) and steal half of a random
 //!    victim's ring (xorshift + Lemire);
 //! 5. a final global check;
-//! 6. park.
+//! 6. flush the wakes the cooperative budget held back, and take one of those tasks;
+//! 7. park.
 //!
 //! The periodic global check comes *before* the local sources: after them, a worker whose
 //! local sources never run dry (a task that keeps waking itself always sits in the ring)
@@ -44,6 +45,32 @@
 //! global queue holds anything (one atomic load when it does not). The yielded task keeps
 //! its place in the ring, ahead of the batch's tail, so it still runs once per pass of the
 //! ring: no task that yields forever starves the others, and none is starved by them.
+//!
+//! # Deferred wakes
+//! A task the cooperative budget refuses (`task::coop`) has more to do at once, but must
+//! let the worker's other tasks run first. Queued at the back of the ring, it would be in
+//! view of every stealer at once, and a worker that ran out of work would take it (and
+//! half the ring) and run it alongside the worker it came from. In a group of consumers
+//! fed by one producer, that breaks up the shape that makes the group cheap: the producer
+//! alone on one worker and the consumers on the other, each behind by a batch or more and
+//! reading all it can until the budget stops it, so that none of them ever waits and no
+//! wake crosses between workers. Instead the consumers, stolen mid-batch, run next to the
+//! producer and follow it value by value, both cores writing the same cache lines (the
+//! `broadcast` fan-out in `benches/README.md` was 1.5-1.9 times Tokio's time so).
+//!
+//! So a refused task's waker goes into a list of its worker's own (`coop::Deferred`,
+//! owner-only, found through the context's `defer` slot), which no stealer sees, and the
+//! wake waits there until the worker has run its LIFO slot and ring dry and found nothing
+//! to steal and nothing global (step 6 above), or until its next budget tick starts, so a
+//! busy worker holds a wake for at most one tick. The flush (`defer`) wakes them in the
+//! order they were refused; each goes to the LIFO slot or the ring as any wake on the
+//! worker does, and one decision for the batch wakes a parked worker if more than one
+//! task waits (rule 6 in `idle`). A worker never parks with wakes held: it flushes before
+//! `find_work` can come back empty; a current-thread runtime's worker flushes before its
+//! thread lets it go, and a blocking join before it looks for its target or gives its
+//! worker away. Flushing *before* the steal attempt instead brought the slow mode back:
+//! the flushed tasks are in the ring then, for the other worker to steal. Yields are not
+//! held (see "Yielded tasks and the global queue").
 //!
 //! # Stealing from the LIFO slot
 //! An owner-only slot has a flaw: a task spawned or woken just before its worker's poll
@@ -163,6 +190,8 @@ impl Handle {
             core.last_stall_check.set(core.tick.get());
             self.metrics.stall.maybe_sample(&self.metrics, w.index, start, self.is_shutdown());
         }
+        // Held-back wakes wait at most one tick while the worker stays busy.
+        self.flush_deferred(w);
         core.lifo_polls.set(0);
         let mut ran = 0;
         while ran < BUDGET_PER_TICK && !self.is_shutdown() {
@@ -228,7 +257,19 @@ impl Handle {
             return Some((t, false));
         }
         // 5. The final global check.
-        self.fetch_global_batch(w).map(|t| (t, false))
+        if let Some(t) = self.fetch_global_batch(w) {
+            return Some((t, false));
+        }
+        // 6. The wakes held back (see "Deferred wakes"): their tasks land in the LIFO
+        //    slot and the ring.
+        if self.flush_deferred(w) {
+            if let Some(t) = w.lifo.pop() {
+                // SAFETY: the slot held a queue reference, now ours.
+                return Some((unsafe { Notified::from_raw(t) }, false));
+            }
+            return w.queue.pop().map(|t| (t, false));
+        }
+        None
     }
 
     /// Take `clamp(len / workers, 4, 64)` tasks (fewer if the ring lacks room): one to run,
@@ -317,6 +358,7 @@ impl Handle {
     /// On a worker's own thread as it exits: release the queue entries it holds. The
     /// tasks themselves are cancelled through the owned-task list.
     pub(crate) fn drain_local(&self, w: &Worker) {
+        w.core.deferred.clear();
         if let Some(t) = w.lifo.pop() {
             // SAFETY: the slot held a queue reference, now ours.
             drop(unsafe { Notified::<Arc<Handle>>::from_raw(t) });

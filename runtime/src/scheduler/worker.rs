@@ -3,6 +3,7 @@
 //! the constants of its loop. The loop itself is `run.rs`; parking, `worker_park.rs`.
 
 use super::lifo::LifoSlot;
+use crate::task::coop::Deferred;
 use super::park::ParkState;
 use super::queue::WorkStealQueue;
 use super::rand::FastRand;
@@ -105,6 +106,9 @@ pub(crate) struct Core {
     /// next `find_work` looks at the global queue first (see `run.rs`, "Yielded tasks and the
     /// global queue").
     pub(crate) yielded: Cell<bool>,
+    /// Wakes the cooperative budget held back until this worker runs out of other work
+    /// (see `run.rs`, "Deferred wakes").
+    pub(crate) deferred: Deferred,
 }
 
 // SAFETY: `Core` is only accessed from the worker thread that owns it (through
@@ -125,6 +129,7 @@ impl Core {
             last_stall_check: Cell::new(0),
             dispatching: Cell::new(false),
             yielded: Cell::new(false),
+            deferred: Deferred::default(),
         }
     }
 }

@@ -6,9 +6,12 @@
 //! `Ready` at once, so a task looping on them would never return `Pending`: its worker
 //! would run no other task, fire no timer and poll no I/O, and the runtime's shutdown
 //! would wait for the loop to end. So each poll of a task gets `BUDGET` (128) operations;
-//! once they are spent, a socket's readiness and a `Sleep` answer `Pending` and wake the
-//! task at once, which puts it at the back of its worker's queue. Its next poll has a
-//! new budget. Only operations that complete count; one that answers `Pending` costs
+//! once they are spent, a socket's readiness and a `Sleep` answer `Pending`, and the task
+//! is woken again without waiting for anything. On a worker that wake is held in a list
+//! of the worker's own until the worker has run its other ready tasks (or its next budget
+//! tick starts), out of reach of other workers meanwhile: see "Deferred wakes" in the
+//! scheduler's `worker` for why. Elsewhere it is woken at once. Its next poll has a new
+//! budget. Only operations that complete count; one that answers `Pending` costs
 //! nothing.
 //!
 //! Outside a task's poll (`block_on`'s own future, a thread of the caller's) the budget
@@ -20,8 +23,8 @@
 //! run inside a task's poll, such as `futures::executor::block_on`, shares that poll's
 //! budget, and spins once it is spent: await the future instead.)
 
-use std::cell::Cell;
-use std::task::{Context, Poll};
+use std::cell::{Cell, RefCell};
+use std::task::{Context, Poll, Waker};
 
 /// Operations a task's poll may complete before it is made to yield (as Tokio does).
 pub(crate) const BUDGET: u8 = 128;
@@ -63,10 +66,80 @@ impl Drop for Budget {
 #[inline(always)]
 pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
     if LEFT.with(|l| l.get()) == 0 {
-        cx.waker().wake_by_ref();
+        refuse(cx);
         return Poll::Pending;
     }
     Poll::Ready(())
+}
+
+/// The task is refused for this poll: on a worker, its wake waits in the worker's
+/// [`Deferred`] list until the worker has run its other tasks (see "Deferred wakes" in
+/// the scheduler's `run`); elsewhere it is woken at once.
+#[cold]
+fn refuse(cx: &mut Context<'_>) {
+    let list = crate::runtime::context::get().defer;
+    if list.is_null() {
+        cx.waker().wake_by_ref();
+        return;
+    }
+    // SAFETY: only `Deferred::context_ptr` fills this slot, for the worker this thread
+    // owns while the context is set; the worker (and so its list) outlives that, and
+    // only the owning thread touches the list.
+    unsafe { &*list.cast::<Deferred>() }.push(cx.waker());
+}
+
+/// The wakes the budget refused on one worker, held until the worker flushes them.
+///
+/// Owner-only: the worker's thread pushes and flushes it. A refusal costs a clone of the
+/// task's waker (one reference count) and a push onto a `Vec` whose capacity is kept
+/// from one flush to the next, so a worker allocates for it only while the list grows
+/// past its largest size so far. Two refusals in a row of the same task (a poll that
+/// keeps asking a spent budget) are kept once.
+#[derive(Default)]
+pub(crate) struct Deferred(RefCell<Vec<Waker>>);
+
+impl Deferred {
+    fn push(&self, waker: &Waker) {
+        let mut list = self.0.borrow_mut();
+        if list.last().is_some_and(|last| last.will_wake(waker)) {
+            return;
+        }
+        list.push(waker.clone());
+    }
+
+    /// What the owning worker puts in its context's `defer` slot.
+    pub(crate) fn context_ptr(&self) -> *const () {
+        std::ptr::from_ref(self).cast()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.borrow().is_empty()
+    }
+
+    /// Wake every held task, in the order they were refused; true if there were any.
+    pub(crate) fn wake_all(&self) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        // Taken out of the cell, so a wake that defers again can't find it borrowed; the
+        // emptied `Vec` goes back to keep its capacity.
+        let mut list = self.0.take();
+        for waker in list.drain(..) {
+            waker.wake();
+        }
+        let mut cur = self.0.borrow_mut();
+        if cur.is_empty() {
+            *cur = list;
+        }
+        true
+    }
+
+    /// Drop the held wakes without running them (the worker is exiting).
+    pub(crate) fn clear(&self) {
+        // Taken out first: dropping a waker may free a task, which must not find the
+        // list borrowed.
+        drop(self.0.take());
+    }
 }
 
 /// An operation completed: one unit of the poll's budget is gone.
@@ -90,15 +163,16 @@ pub fn has_budget_remaining() -> bool {
 }
 
 /// Spend one unit of the current task's budget, yielding to the scheduler first if the
-/// budget is spent (the task is queued again at once, and its next poll has a new one).
+/// budget is spent (the task runs again once its worker has run its other ready tasks,
+/// and its next poll has a new budget).
 ///
 /// For a loop that does much work without touching Volt's resources (which spend the
 /// budget themselves), so that it still lets the worker's other tasks run. Outside a
 /// task's poll it returns at once.
 pub async fn consume_budget() {
     std::future::poll_fn(|cx| {
-        // No wait is recorded on `Pending`: the task is queued again at once, as with
-        // `yield_now`.
+        // No wait is recorded on `Pending`: the task is woken again without waiting
+        // for anything (its worker holds the wake until its other tasks have run).
         std::task::ready!(poll_proceed(cx));
         spend();
         Poll::Ready(())
