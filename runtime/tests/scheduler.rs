@@ -690,3 +690,41 @@ fn join_error_formats() {
     let e: Box<dyn std::error::Error> = Box::new(e);
     assert!(!e.to_string().is_empty());
 }
+
+/// A task the budget refuses waits in its worker's own list, not in a queue: the worker
+/// must still run it again when it has nothing else, and never park with it held. Tasks
+/// that only ever wait on the budget finish, alone or several at once, on one worker, on
+/// two, and on a current-thread runtime (whose worker's thread leaves it between
+/// `block_on` calls).
+#[test]
+fn tasks_refused_by_the_budget_run_again_and_never_wait_for_a_park() {
+    async fn spin(n: u64) -> u64 {
+        for _ in 0..n {
+            volt::task::consume_budget().await;
+        }
+        n
+    }
+    for workers in [1, 2] {
+        let rt = rt(workers);
+        for tasks in [1u64, 5] {
+            let total = rt.block_on(async move {
+                let hs: Vec<_> = (0..tasks).map(|_| volt::spawn(spin(20_000))).collect();
+                let mut total = 0;
+                for h in hs {
+                    total += h.await.unwrap();
+                }
+                total
+            });
+            assert_eq!(total, tasks * 20_000, "{workers} workers, {tasks} tasks");
+        }
+    }
+    let rt = volt::runtime::Builder::new_current_thread().build().unwrap();
+    for _ in 0..3 {
+        let h = rt.spawn(spin(5_000));
+        assert_eq!(rt.block_on(h).unwrap(), 5_000);
+        // Refused in a `block_on` that is over: the next call runs it.
+        let h = rt.spawn(spin(1_000));
+        rt.block_on(async { volt::task::consume_budget().await });
+        assert_eq!(rt.block_on(h).unwrap(), 1_000);
+    }
+}

@@ -21,7 +21,8 @@
 //! `Timeout`'s own deadline is not charged, so a timeout still fires when the future
 //! inside spent the budget. (As with Tokio's budget, a foreign executor's `block_on`
 //! run inside a task's poll, such as `futures::executor::block_on`, shares that poll's
-//! budget, and spins once it is spent: await the future instead.)
+//! budget, and once it is spent it waits for good: the refused future's wake is held by
+//! the worker, which is inside that very poll. Await the future instead.)
 
 use std::cell::{Cell, RefCell};
 use std::task::{Context, Poll, Waker};
