@@ -728,3 +728,41 @@ fn tasks_refused_by_the_budget_run_again_and_never_wait_for_a_park() {
         assert_eq!(rt.block_on(h).unwrap(), 1_000);
     }
 }
+
+/// A blocking join on a target the budget refused still runs it inline: its wake, held
+/// by the worker, is flushed into the worker's queues first. On a current-thread runtime
+/// a target that did not finish inline would panic the join.
+#[test]
+fn a_blocking_join_runs_a_target_the_budget_refused() {
+    async fn spin(n: u64) -> u64 {
+        for _ in 0..n {
+            volt::task::consume_budget().await;
+        }
+        n
+    }
+    let current = volt::runtime::Builder::new_current_thread().build().unwrap();
+    let out = current.block_on(async {
+        volt::spawn(async {
+            let target = volt::spawn(spin(1_000));
+            // Let the target start and be refused before the join.
+            for _ in 0..3 {
+                volt::task::yield_now().await;
+            }
+            target.join().unwrap()
+        })
+        .await
+        .unwrap()
+    });
+    assert_eq!(out, 1_000);
+    let rt = rt(2);
+    let out = rt.block_on(async {
+        volt::spawn(async {
+            let target = volt::spawn(spin(1_000));
+            volt::task::yield_now().await;
+            target.join().unwrap()
+        })
+        .await
+        .unwrap()
+    });
+    assert_eq!(out, 1_000);
+}

@@ -7,7 +7,9 @@
 //! ring (popped whole and pushed back in order, since the ring has no removal from the
 //! middle), and `run_task` polls it inline while the thread's stack has room
 //! (`HELP_STACK`: half the stack, measured from where the worker loop started) and at most
-//! [`MAX_INLINE_POLLS_PER_JOIN`] times.
+//! [`MAX_INLINE_POLLS_PER_JOIN`] times. Before each `take_local` the worker flushes the
+//! wakes the cooperative budget held back ("Deferred wakes" in `worker`): a target
+//! refused by the budget is waiting there, out of the slot and the ring.
 //!
 //! # Handing the worker off (`hand_off`)
 //! Otherwise the join gives the worker away: the thread writes its pending poll start out
@@ -206,6 +208,10 @@ impl Handle {
             if inline_polls == MAX_INLINE_POLLS_PER_JOIN || !help_has_stack_room() {
                 break;
             }
+            // A target the budget refused (maybe in the last inline run) waits in the
+            // worker's list of held wakes: queue it, so it runs here, or, should the join
+            // keep the worker without running anything, a thief can take it.
+            this.flush_deferred(w);
             let Some(task) = this.take_local(w, target) else { break };
             inline_polls += 1;
             // The joining poll stops holding the worker by itself (see `telemetry::stall`).
