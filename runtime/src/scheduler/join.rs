@@ -138,6 +138,9 @@ pub(crate) fn hand_off_current_worker() -> bool {
     match Handle::hand_off(&shared, w) {
         Ok(()) => true,
         Err(()) => {
+            // The worker stays in this poll while `f` runs: the wakes it holds back go to
+            // its queues, where thieves can take them.
+            shared.flush_deferred(w);
             // SAFETY: the task being polled on this thread is alive for its poll.
             let me = crate::task::id::current_task().map_or(0, |t| unsafe { t.as_ref() }.id);
             shared.metrics.stall.enter_thread(w.index);
@@ -223,6 +226,9 @@ impl Handle {
             }
             this.metrics.on_poll_resumed(&w.rec, me);
         }
+        // Whatever the last inline run left held goes to the queues before the worker is
+        // handed off or kept in a wait.
+        this.flush_deferred(w);
         let waker = thread_waker();
         if poll_join(&waker) {
             return;
