@@ -8,7 +8,7 @@
 //! middle), and `run_task` polls it inline while the thread's stack has room
 //! (`HELP_STACK`: half the stack, measured from where the worker loop started) and at most
 //! [`MAX_INLINE_POLLS_PER_JOIN`] times. Before each `take_local` the worker flushes the
-//! wakes the cooperative budget held back ("Deferred wakes" in `worker`): a target
+//! wakes the cooperative budget held back ("Deferred wakes" in `run`): a target
 //! refused by the budget is waiting there, out of the slot and the ring.
 //!
 //! # Handing the worker off (`hand_off`)

@@ -3,13 +3,13 @@
 //! the constants of its loop. The loop itself is `run.rs`; parking, `worker_park.rs`.
 
 use super::lifo::LifoSlot;
-use crate::task::coop::Deferred;
 use super::park::ParkState;
 use super::queue::WorkStealQueue;
 use super::rand::FastRand;
 use super::stats::Stats;
 use crate::scheduler::handle::Handle;
 use crate::task::cellcache::CellCache;
+use crate::task::coop::Deferred;
 use crate::task::header::Header;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::record::WorkerRecorder;

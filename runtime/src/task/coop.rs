@@ -10,7 +10,7 @@
 //! is woken again without waiting for anything. On a worker that wake is held in a list
 //! of the worker's own until the worker has run its other ready tasks (or its next budget
 //! tick starts), out of reach of other workers meanwhile: see "Deferred wakes" in the
-//! scheduler's `worker` for why. Elsewhere it is woken at once. Its next poll has a new
+//! scheduler's `run` for why. Elsewhere it is woken at once. Its next poll has a new
 //! budget. Only operations that complete count; one that answers `Pending` costs
 //! nothing.
 //!
