@@ -78,6 +78,10 @@ pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
 /// the scheduler's `run`); elsewhere it is woken at once.
 #[cold]
 fn refuse(cx: &mut Context<'_>) {
+    // Under loom there is no worker loop (only the models of its parts).
+    #[cfg(loom)]
+    let list: *const () = std::ptr::null();
+    #[cfg(not(loom))]
     let list = crate::runtime::context::get().defer;
     if list.is_null() {
         cx.waker().wake_by_ref();
