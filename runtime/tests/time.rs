@@ -134,11 +134,11 @@ fn dropped_sleep_never_fires() {
         // A task that counts its polls: if the dropped timer still fired its waker, the
         // count would go up after the deadline.
         let h = volt::spawn(async move {
-            let mut s = Some(sleep(Duration::from_millis(30)));
+            let mut s = Some(Box::pin(sleep(Duration::from_millis(30))));
             std::future::poll_fn(|cx| {
                 w2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 if let Some(mut sl) = s.take() {
-                    let _ = std::pin::Pin::new(&mut sl).poll(cx);
+                    let _ = sl.as_mut().poll(cx);
                     drop(sl);
                     return std::task::Poll::Pending;
                 }
@@ -404,7 +404,7 @@ fn shutdown_timeout_with_duration_max() {
 fn a_replaced_waker_is_dropped_outside_the_wheels_lock() {
     use std::task::{Context, Wake, Waker};
     /// Held only to be dropped with the waker.
-    struct Holder(#[allow(dead_code)] Mutex<Option<volt::time::Sleep>>);
+    struct Holder(#[allow(dead_code)] Mutex<Option<Pin<Box<volt::time::Sleep>>>>);
     impl Wake for Holder {
         fn wake(self: Arc<Self>) {}
     }
@@ -413,15 +413,15 @@ fn a_replaced_waker_is_dropped_outside_the_wheels_lock() {
     rt.spawn(async move {
         let noop = Waker::noop();
         // The sleep the first waker holds, armed (polled once) so its drop disarms it.
-        let mut held = sleep(Duration::from_secs(3600));
-        assert!(Pin::new(&mut held).poll(&mut Context::from_waker(noop)).is_pending());
+        let mut held = Box::pin(sleep(Duration::from_secs(3600)));
+        assert!(held.as_mut().poll(&mut Context::from_waker(noop)).is_pending());
         let first = Waker::from(Arc::new(Holder(Mutex::new(Some(held)))));
-        let mut s = sleep(Duration::from_secs(3600));
-        assert!(Pin::new(&mut s).poll(&mut Context::from_waker(&first)).is_pending());
+        let mut s = Box::pin(sleep(Duration::from_secs(3600)));
+        assert!(s.as_mut().poll(&mut Context::from_waker(&first)).is_pending());
         // The wheel now holds the last reference to the first waker.
         drop(first);
         // A different waker replaces it: the old one, and the sleep inside, drop.
-        assert!(Pin::new(&mut s).poll(&mut Context::from_waker(noop)).is_pending());
+        assert!(s.as_mut().poll(&mut Context::from_waker(noop)).is_pending());
         drop(s);
         let _ = tx.send(());
     });

@@ -313,10 +313,10 @@ fn sleep_reset_through_pin() {
         b.as_mut().reset(start + Duration::from_secs(40));
         b.await;
         assert_eq!(Instant::now(), start + Duration::from_secs(40));
-        // Unpin, so `Pin::new` works too; a deadline passed already completes at once.
-        let mut u = time::sleep(Duration::from_secs(5));
-        Pin::new(&mut u).reset(start);
-        (&mut u).await;
+        // Pinned on the stack; a deadline passed already completes at once.
+        let mut u = std::pin::pin!(time::sleep(Duration::from_secs(5)));
+        u.as_mut().reset(start);
+        u.as_mut().await;
         assert_eq!(Instant::now(), start + Duration::from_secs(40));
     });
 }
@@ -367,9 +367,9 @@ fn advance_fires_due_timers_in_deadline_order() {
         time::pause();
         let start = Instant::now();
         let log = Arc::new(Mutex::new(Vec::new()));
-        let mut sleeps: Vec<(u32, time::Sleep)> = [3u32, 1, 5, 2]
+        let mut sleeps: Vec<(u32, Pin<Box<time::Sleep>>)> = [3u32, 1, 5, 2]
             .into_iter()
-            .map(|id| (id, time::sleep_until(start + Duration::from_secs(id as u64))))
+            .map(|id| (id, Box::pin(time::sleep_until(start + Duration::from_secs(id as u64)))))
             .collect();
         for (id, s) in &mut sleeps {
             let w = Waker::from(Arc::new(Recorder { id: *id, log: log.clone() }));
@@ -474,8 +474,8 @@ fn a_cancelled_timer_never_moves_the_paused_clock() {
         let start = Instant::now();
         // A timeout whose future is ready at once: its timer is armed, then cancelled.
         assert_eq!(time::timeout(Duration::from_secs(10), async { 1 }).await, Ok(1));
-        let mut armed = time::timeout(Duration::from_secs(20), std::future::pending::<()>());
-        assert!(futures::poll!(&mut armed).is_pending());
+        let mut armed = Box::pin(time::timeout(Duration::from_secs(20), std::future::pending::<()>()));
+        assert!(futures::poll!(armed.as_mut()).is_pending());
         drop(armed);
         // Then wait for real I/O from a peer outside the runtime, which answers a while
         // later: the runtime sits idle meanwhile with no timer pending, so the clock
@@ -615,7 +615,7 @@ fn quarter_millisecond_advances_fire_a_1ms_sleep_on_the_fourth() {
         time::pause();
         let log = Arc::new(Mutex::new(Vec::new()));
         let w = Waker::from(Arc::new(Recorder { id: 1, log: log.clone() }));
-        let mut s = time::sleep(ms(1));
+        let mut s = Box::pin(time::sleep(ms(1)));
         assert!(poll_once(&mut s, &w).is_pending());
         for step in 1..=3 {
             time::advance(Duration::from_micros(250)).await;
@@ -701,8 +701,8 @@ fn a_paused_idle_runtime_sleeps_instead_of_spinning() {
         rt.block_on(async move {
             time::pause();
             drop(time::timeout(Duration::from_secs(5), std::future::pending::<()>()));
-            let mut armed = time::sleep(Duration::from_secs(7));
-            assert!(futures::poll!(&mut armed).is_pending());
+            let mut armed = Box::pin(time::sleep(Duration::from_secs(7)));
+            assert!(futures::poll!(armed.as_mut()).is_pending());
             drop(armed);
             let _pending = volt::spawn(time::sleep(Duration::from_secs(3600)));
             volt::task::yield_now().await;

@@ -125,7 +125,7 @@ impl Gate {
             io,
             gate: Arc::clone(self),
             slot,
-            first_request: Some(volt::time::sleep(limit)),
+            first_request: Some(Box::pin(volt::time::sleep(limit))),
             stalled: None,
             limit,
         })
@@ -157,10 +157,11 @@ pub(crate) struct Guarded<IO> {
     io: IO,
     gate: Arc<Gate>,
     slot: Arc<Slot>,
-    /// Until the first request: when its time runs out.
-    first_request: Option<volt::time::Sleep>,
+    /// Until the first request: when its time runs out. (Boxed, as the timers below: a
+    /// `Sleep` is not `Unpin`, and the connection moves.)
+    first_request: Option<Pin<Box<volt::time::Sleep>>>,
     /// Since when writes have been waiting, as a timer that ends the wait.
-    stalled: Option<volt::time::Sleep>,
+    stalled: Option<Pin<Box<volt::time::Sleep>>>,
     limit: Duration,
 }
 
@@ -189,7 +190,7 @@ impl<IO> Guarded<IO> {
             return None;
         }
         *self.slot.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
-        match Pin::new(deadline).poll(cx) {
+        match deadline.as_mut().poll(cx) {
             Poll::Ready(()) => {
                 Some(io::Error::new(io::ErrorKind::TimedOut, "no request header within the handshake timeout"))
             }
@@ -205,8 +206,8 @@ impl<IO> Guarded<IO> {
             return r;
         }
         let limit = self.limit;
-        let timer = self.stalled.get_or_insert_with(|| volt::time::sleep(limit));
-        match Pin::new(timer).poll(cx) {
+        let timer = self.stalled.get_or_insert_with(|| Box::pin(volt::time::sleep(limit)));
+        match timer.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!("the client read nothing for {limit:?} while an answer waited"),

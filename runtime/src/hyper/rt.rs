@@ -93,11 +93,19 @@ impl Default for Timer {
 #[derive(Debug)]
 struct TimerSleep(crate::time::Sleep);
 
+impl TimerSleep {
+    fn sleep(self: Pin<&mut Self>) -> Pin<&mut crate::time::Sleep> {
+        // SAFETY: the sleep is structurally pinned: `TimerSleep` never hands it out by
+        // value or by `&mut`, and has no `Drop` of its own.
+        unsafe { self.map_unchecked_mut(|s| &mut s.0) }
+    }
+}
+
 impl Future for TimerSleep {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        Pin::new(&mut self.get_mut().0).poll(cx)
+        self.sleep().poll(cx)
     }
 }
 
@@ -115,7 +123,7 @@ impl hyper::rt::Timer for Timer {
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
         // A sleep of ours is moved in place (no new allocation); any other is replaced.
         match sleep.as_mut().downcast_mut_pin::<TimerSleep>() {
-            Some(s) => Pin::new(&mut s.get_mut().0).reset(new_deadline.into()),
+            Some(s) => s.sleep().reset(new_deadline.into()),
             None => *sleep = self.sleep_until(new_deadline),
         }
     }

@@ -159,7 +159,8 @@ pub(super) struct HeaderWatch {
     first_only: bool,
     activity: Arc<Activity>,
     alarm: Arc<Alarm>,
-    sleep: Option<crate::time::Sleep>,
+    /// Boxed: an armed `Sleep` holds its place in the timing wheel and must not move.
+    sleep: Option<Pin<Box<crate::time::Sleep>>>,
     /// The timer rang while a request was in flight: no timer is set until it finishes.
     awaiting_finish: bool,
 }
@@ -239,14 +240,20 @@ impl HeaderWatch {
         // stays the task's for the connection's life; it is set again at each arming.
         *self.alarm.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
         let Some(driver) = crate::driver::Handle::current() else { return Poll::Pending };
-        let mut sleep = crate::time::Sleep::new_in(driver, at);
+        // A sleep kept from the last arming is moved, not allocated again.
+        let sleep = match &mut self.sleep {
+            Some(s) => {
+                s.as_mut().reset(at.into());
+                s
+            }
+            None => self.sleep.insert(Box::pin(crate::time::Sleep::new_in(driver, at))),
+        };
         let waker = Waker::from(Arc::clone(&self.alarm));
-        if Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker)).is_ready() {
+        if sleep.as_mut().poll(&mut Context::from_waker(&waker)).is_ready() {
             // Already due: look again on the next poll.
             self.alarm.rang.store(true, Release);
             cx.waker().wake_by_ref();
         }
-        self.sleep = Some(sleep);
         Poll::Pending
     }
 }

@@ -81,7 +81,9 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
 /// A timer that ticks every period; see [`interval`].
 #[derive(Debug)]
 pub struct Interval {
-    sleep: Sleep,
+    /// Boxed, as Tokio's is, so the `Interval` itself can move (`Sleep` holds its place in
+    /// the timing wheel and must stay put once armed).
+    sleep: Pin<Box<Sleep>>,
     period: Duration,
     missed: MissedTickBehavior,
 }
@@ -89,7 +91,7 @@ pub struct Interval {
 impl Interval {
     fn new(mut sleep: Sleep, period: Duration) -> Interval {
         sleep.kind = wait::W_INTERVAL;
-        Interval { sleep, period, missed: MissedTickBehavior::default() }
+        Interval { sleep: Box::pin(sleep), period, missed: MissedTickBehavior::default() }
     }
 
     /// Wait for the next tick; returns the time it was scheduled for. Cancel-safe: a
@@ -101,7 +103,7 @@ impl Interval {
     /// Poll for the next tick: `Ready` with the time it was scheduled for, or `Pending`
     /// (then `cx`'s waker is woken at the tick).
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
-        std::task::ready!(Pin::new(&mut self.sleep).poll(cx));
+        std::task::ready!(self.sleep.as_mut().poll(cx));
         let due = self.sleep.deadline();
         let now = self.sleep.driver.time.now();
         let next = if now.saturating_duration_since(due) > MISSED_AFTER {
@@ -109,31 +111,31 @@ impl Interval {
         } else {
             instant_after(due, self.period)
         };
-        self.sleep.reset_inner(next);
+        self.sleep.as_mut().reset(next);
         Poll::Ready(due)
     }
 
     /// Start the schedule again: the next tick a period from now.
     pub fn reset(&mut self) {
         let now = self.sleep.driver.time.now();
-        self.sleep.reset_inner(instant_after(now, self.period));
+        self.sleep.as_mut().reset(instant_after(now, self.period));
     }
 
     /// Start the schedule again: the next tick at once.
     pub fn reset_immediately(&mut self) {
         let now = self.sleep.driver.time.now();
-        self.sleep.reset_inner(now);
+        self.sleep.as_mut().reset(now);
     }
 
     /// Start the schedule again: the next tick `after` from now.
     pub fn reset_after(&mut self, after: Duration) {
         let now = self.sleep.driver.time.now();
-        self.sleep.reset_inner(instant_after(now, after));
+        self.sleep.as_mut().reset(instant_after(now, after));
     }
 
     /// Start the schedule again: the next tick at `deadline`.
     pub fn reset_at(&mut self, deadline: Instant) {
-        self.sleep.reset_inner(deadline);
+        self.sleep.as_mut().reset(deadline);
     }
 
     /// What happens to missed ticks.

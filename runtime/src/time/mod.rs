@@ -31,6 +31,9 @@
 //! Timers live in one hierarchical timing wheel per runtime (`wheel.rs`, 1 ms resolution),
 //! under a mutex that is only held for O(1) operations. A `Sleep` is armed on its first
 //! poll (a sleep created and dropped unpolled costs nothing) and unlinked when dropped.
+//! The wheel's entry is inside the `Sleep` (which is therefore not `Unpin`, as Tokio's
+//! is not): a timer costs its sleep's bytes and nothing else, and gives them back with
+//! it.
 //!
 //! # Who fires timers
 //! The worker holding the driver (see `reactor::Driver`): a running worker checks at the start
@@ -81,8 +84,6 @@ pub use timeout::{timeout, timeout_at, Timeout};
 use crate::task::wait;
 use std::future::Future;
 use std::pin::Pin;
-
-pub(crate) use wheel::TimerKey;
 
 /// Errors from the time API.
 pub mod error {

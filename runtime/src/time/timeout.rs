@@ -66,19 +66,21 @@ impl<F: Future> Future for Timeout<F> {
     type Output = Result<F::Output, error::Elapsed>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // SAFETY: `value` is structurally pinned (never moved out of the pinned
-        // `Timeout`: no method hands it out by value or `&mut` from a pinned `Timeout`);
-        // `sleep` is `Unpin`.
+        // SAFETY: `value` and `sleep` are structurally pinned (never moved out of the
+        // pinned `Timeout`: no method hands them out by value or `&mut` from a pinned
+        // `Timeout`, and its `Drop` is the fields' own).
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: see above.
         let future = unsafe { Pin::new_unchecked(&mut this.value) };
+        // SAFETY: see above.
+        let sleep = unsafe { Pin::new_unchecked(&mut this.sleep) };
         // The timeout is the task's wait unless the future named a closer one (a read,
         // a join) in this poll.
         let mark = wait::Mark::now();
         if let Poll::Ready(v) = future.poll(cx) {
             return Poll::Ready(Ok(v));
         }
-        match this.sleep.poll_timer(cx) {
+        match sleep.poll_timer(cx) {
             Poll::Ready(()) => Poll::Ready(Err(error::Elapsed(()))),
             Poll::Pending => {
                 if mark.unchanged() {

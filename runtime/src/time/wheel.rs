@@ -3,10 +3,23 @@
 //! is filed in the top level and re-filed each time its slot comes round, until it is due:
 //! it never fires early.
 //!
-//! Entries live in a slab (a `Vec` with a free list) and each slot is an intrusive
-//! doubly-linked list of slab indices, so insert, remove and fire are O(1), a dropped
-//! sleep is unlinked at once (nothing waits in the wheel for a deadline that no longer
-//! matters), and memory is the peak number of live timers, reused after that.
+//! # Where a timer's memory is
+//! Each slot is an intrusive doubly-linked list of [`Entry`]s, and an entry lives inside
+//! the future that owns the timer (a `Sleep`, pinned while it is armed), not in the
+//! wheel: insert, remove and fire are O(1) pointer updates, and the wheel allocates
+//! nothing. So a timer costs only its future's own bytes, and a dropped sleep gives its
+//! memory back with it. (Entries kept in a slab owned by the wheel cost a second copy of
+//! each timer's state, and the slab never shrank: with half of 500,000 armed sleeps
+//! dropped, it still held 81% of its peak, against 50% for Tokio, whose timers are
+//! intrusive too.)
+//!
+//! The price is `unsafe`: the wheel holds raw pointers to entries it does not own. The
+//! contract, on every method that takes a [`TimerKey`]: the entry is pinned (it never
+//! moves while linked), it is only touched through the wheel it is armed on, with that
+//! wheel's lock held, and its owner removes it (`remove`) before the entry is dropped.
+//! `Sleep` keeps it: it arms only from a pinned poll, and its `Drop` removes the entry
+//! under the lock. The wheel itself never outlives an armed entry's need for it: each
+//! `Sleep` holds its runtime's driver (and so the wheel) alive.
 //!
 //! An entry sits at the level given by the highest bit in which its deadline differs
 //! from `elapsed` (the wheel's current time): level 0 holds the deadlines in the current
@@ -15,6 +28,9 @@
 //! earliest occupied slot whose start has passed, fires the entries due by then, and
 //! re-files the rest one level down ("cascading"), until the next slot is in the future.
 
+use std::cell::UnsafeCell;
+use std::marker::PhantomPinned;
+use std::ptr::NonNull;
 use std::task::Waker;
 
 const LEVELS: usize = 6;
@@ -24,25 +40,61 @@ const SLOT_MASK: u64 = SLOTS as u64 - 1;
 /// The furthest deadline the wheel represents, in ms past `elapsed`.
 pub(crate) const MAX_DURATION: u64 = (1 << (SLOT_BITS * LEVELS as u32)) - 1;
 
-/// A timer's index in the slab.
-pub(crate) type TimerKey = usize;
+/// A timer as the wheel sees it: a pointer to its entry (see the module doc's contract).
+pub(crate) type TimerKey = NonNull<Entry>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum EntryState {
-    /// Linked into `levels[level].slots[slot]`.
-    Pending { level: usize, slot: usize },
+    /// Not in the wheel (never armed, or removed).
+    Idle,
+    /// Linked into `levels[level].heads[slot]`.
+    Pending { level: u8, slot: u8 },
     /// Its deadline passed; unlinked; waits for its owner to look (and remove it).
     Fired,
-    /// In the free list.
-    Free,
 }
 
-struct Entry {
+/// One timer's place in the wheel, embedded in the future that owns the timer.
+pub(crate) struct Entry {
+    node: UnsafeCell<Node>,
+    /// Linked entries are found through raw pointers: they must never move.
+    _pinned: PhantomPinned,
+}
+
+struct Node {
     deadline: u64,
     waker: Option<Waker>,
     state: EntryState,
     prev: Option<TimerKey>,
     next: Option<TimerKey>,
+}
+
+// SAFETY: the node is only read or written through the wheel it is armed on, with that
+// wheel's lock held (the module doc's contract), so moving the owner to another thread or
+// sharing references to it lets no two threads touch the node at once; the waker inside
+// is `Send + Sync`.
+unsafe impl Send for Entry {}
+// SAFETY: as above: `&Entry` gives no access to the node without the wheel's lock.
+unsafe impl Sync for Entry {}
+
+impl Entry {
+    pub(crate) const fn new() -> Entry {
+        Entry {
+            node: UnsafeCell::new(Node { deadline: 0, waker: None, state: EntryState::Idle, prev: None, next: None }),
+            _pinned: PhantomPinned,
+        }
+    }
+
+    /// This entry as the wheel's key. The caller keeps the module doc's contract for it
+    /// from the first time it passes it to the wheel.
+    pub(crate) fn key(&self) -> TimerKey {
+        NonNull::from(self)
+    }
+}
+
+impl Default for Entry {
+    fn default() -> Entry {
+        Entry::new()
+    }
 }
 
 struct Level {
@@ -60,10 +112,12 @@ impl Default for Level {
 pub(crate) struct Wheel {
     elapsed: u64,
     levels: [Level; LEVELS],
-    entries: Vec<Entry>,
-    free: Vec<TimerKey>,
     pending: usize,
 }
+
+// SAFETY: the wheel's pointers lead to entries that are `Send` and, by the contract, are
+// only touched through this wheel, which its lock guards.
+unsafe impl Send for Wheel {}
 
 /// The earliest occupied slot.
 #[derive(Debug, Clone, Copy)]
@@ -91,9 +145,21 @@ fn level_for(elapsed: u64, when: u64) -> usize {
     significant / SLOT_BITS as usize
 }
 
+/// The node behind `key`.
+///
+/// # Safety
+/// The module doc's contract holds for `key`, and the caller holds the wheel's lock (a
+/// `&mut Wheel`); no other reference to this node is alive.
+#[allow(clippy::mut_from_ref)]
+unsafe fn node<'a>(key: TimerKey) -> &'a mut Node {
+    // SAFETY: the caller's contract: the entry is alive and pinned, and only the holder of
+    // the wheel's lock touches its node, through one reference at a time.
+    unsafe { &mut *key.as_ref().node.get() }
+}
+
 impl Wheel {
     pub(crate) fn new() -> Wheel {
-        Wheel { elapsed: 0, levels: Default::default(), entries: Vec::new(), free: Vec::new(), pending: 0 }
+        Wheel { elapsed: 0, levels: Default::default(), pending: 0 }
     }
 
     /// Timers linked in the wheel (not fired, not removed).
@@ -102,65 +168,73 @@ impl Wheel {
         self.pending
     }
 
-    /// Slab size (live plus free entries): the memory high-water mark.
-    #[cfg(test)]
-    pub(crate) fn capacity(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Arm a timer for `deadline` (ms, any `u64`). Returns `None` if that time has already
-    /// been reached: the caller completes at once.
-    pub(crate) fn insert(&mut self, deadline: u64, waker: Waker) -> Option<TimerKey> {
+    /// Arm the timer at `key` for `deadline` (ms, any `u64`). Returns `false` if that
+    /// time has already been reached: the caller completes at once.
+    ///
+    /// # Safety
+    /// The module doc's contract, from now until the entry is removed; the entry is not
+    /// in a wheel now (never armed, or removed since).
+    pub(crate) unsafe fn insert(&mut self, key: TimerKey, deadline: u64, waker: Waker) -> bool {
         if deadline <= self.elapsed {
-            return None;
+            return false;
         }
-        let entry = Entry { deadline, waker: Some(waker), state: EntryState::Free, prev: None, next: None };
-        let key = match self.free.pop() {
-            Some(k) => {
-                self.entries[k] = entry;
-                k
-            }
-            None => {
-                self.entries.push(entry);
-                self.entries.len() - 1
-            }
-        };
-        self.link(key);
+        {
+            // SAFETY: the caller's contract; the reference ends before `link`.
+            let n = unsafe { node(key) };
+            debug_assert_eq!(n.state, EntryState::Idle, "a timer armed twice");
+            n.deadline = deadline;
+            n.waker = Some(waker);
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.link(key) };
         self.pending += 1;
-        Some(key)
+        true
     }
 
     /// Whether the timer has fired.
-    pub(crate) fn is_fired(&self, key: TimerKey) -> bool {
-        self.entries[key].state == EntryState::Fired
+    ///
+    /// # Safety
+    /// The module doc's contract holds for `key`.
+    pub(crate) unsafe fn is_fired(&self, key: TimerKey) -> bool {
+        // SAFETY: the caller's contract (`&self` is the lock's guard here too).
+        unsafe { (*key.as_ref().node.get()).state == EntryState::Fired }
     }
 
     /// Replace the waker of a pending timer (unless it would wake the same task). Returns
     /// the waker it replaced, which the caller must drop outside the lock guarding the
     /// wheel (as with [`remove`](Self::remove)).
+    ///
+    /// # Safety
+    /// The module doc's contract holds for `key`.
     #[must_use = "drop the old waker after unlocking the wheel"]
-    pub(crate) fn set_waker(&mut self, key: TimerKey, waker: &Waker) -> Option<Waker> {
-        let e = &mut self.entries[key];
-        if e.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+    pub(crate) unsafe fn set_waker(&mut self, key: TimerKey, waker: &Waker) -> Option<Waker> {
+        // SAFETY: the caller's contract.
+        let n = unsafe { node(key) };
+        if n.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
             return None;
         }
-        e.waker.replace(waker.clone())
+        n.waker.replace(waker.clone())
     }
 
-    /// Forget a timer, fired or not. Returns its waker, which the caller must drop
-    /// outside the lock guarding the wheel (dropping a waker runs arbitrary code), and
-    /// whether it was still pending (a cancellation).
-    pub(crate) fn remove(&mut self, key: TimerKey) -> (Option<Waker>, bool) {
-        let was_pending = matches!(self.entries[key].state, EntryState::Pending { .. });
+    /// Take a timer out, fired or not; after this the wheel holds no pointer to it.
+    /// Returns its waker, which the caller must drop outside the lock guarding the wheel
+    /// (dropping a waker runs arbitrary code), and whether it was still pending (a
+    /// cancellation).
+    ///
+    /// # Safety
+    /// The module doc's contract holds for `key` (until this returns).
+    pub(crate) unsafe fn remove(&mut self, key: TimerKey) -> (Option<Waker>, bool) {
+        // SAFETY: the caller's contract.
+        let was_pending = matches!(unsafe { node(key) }.state, EntryState::Pending { .. });
         if was_pending {
-            self.unlink(key);
+            // SAFETY: the caller's contract.
+            unsafe { self.unlink(key) };
             self.pending -= 1;
         }
-        let e = &mut self.entries[key];
-        debug_assert_ne!(e.state, EntryState::Free, "timer removed twice");
-        e.state = EntryState::Free;
-        self.free.push(key);
-        (e.waker.take(), was_pending)
+        // SAFETY: the caller's contract.
+        let n = unsafe { node(key) };
+        n.state = EntryState::Idle;
+        (n.waker.take(), was_pending)
     }
 
     /// The earliest deadline (ms) of a pending timer's slot, if any: when `poll` next has
@@ -182,20 +256,23 @@ impl Wheel {
             level.occupied &= !(1 << exp.slot);
             self.elapsed = exp.deadline;
             while let Some(key) = cur {
-                let e = &mut self.entries[key];
-                cur = e.next;
-                e.prev = None;
-                e.next = None;
-                if e.deadline <= exp.deadline {
-                    e.state = EntryState::Fired;
+                // SAFETY: every linked entry keeps the contract (its owner removes it
+                // before it is dropped), and `&mut self` is the lock's guard.
+                let n = unsafe { node(key) };
+                cur = n.next;
+                n.prev = None;
+                n.next = None;
+                if n.deadline <= exp.deadline {
+                    n.state = EntryState::Fired;
                     self.pending -= 1;
                     count += 1;
-                    if let Some(w) = e.waker.take() {
+                    if let Some(w) = n.waker.take() {
                         fired.push(w);
                     }
                 } else {
                     // Cascade: file it again relative to the new `elapsed`, a level lower.
-                    self.link(key);
+                    // SAFETY: as above.
+                    unsafe { self.link(key) };
                 }
             }
         }
@@ -207,16 +284,23 @@ impl Wheel {
     /// each waker goes to `fired`. Returns how many fired.
     pub(crate) fn fire_all(&mut self, fired: &mut Vec<Waker>) -> usize {
         let mut count = 0;
-        for key in 0..self.entries.len() {
-            if let EntryState::Pending { .. } = self.entries[key].state {
-                self.unlink(key);
-                let e = &mut self.entries[key];
-                e.state = EntryState::Fired;
-                self.pending -= 1;
-                count += 1;
-                fired.extend(e.waker.take());
+        for level in &mut self.levels {
+            for head in &mut level.heads {
+                let mut cur = head.take();
+                while let Some(key) = cur {
+                    // SAFETY: as in `poll`.
+                    let n = unsafe { node(key) };
+                    cur = n.next;
+                    n.prev = None;
+                    n.next = None;
+                    n.state = EntryState::Fired;
+                    count += 1;
+                    fired.extend(n.waker.take());
+                }
             }
+            level.occupied = 0;
         }
+        self.pending -= count;
         count
     }
 
@@ -246,58 +330,99 @@ impl Wheel {
         None
     }
 
-    fn link(&mut self, key: TimerKey) {
-        let deadline = self.entries[key].deadline;
+    /// # Safety
+    /// The contract holds for `key`, which is not linked now.
+    unsafe fn link(&mut self, key: TimerKey) {
+        // SAFETY: the caller's contract.
+        let deadline = unsafe { node(key) }.deadline;
         let level = level_for(self.elapsed, deadline);
         let slot = ((deadline >> (SLOT_BITS * level as u32)) & SLOT_MASK) as usize;
         let head = self.levels[level].heads[slot];
         if let Some(h) = head {
-            self.entries[h].prev = Some(key);
+            // SAFETY: a linked entry (the contract), not `key` (which is not linked).
+            unsafe { node(h) }.prev = Some(key);
         }
-        let e = &mut self.entries[key];
-        e.prev = None;
-        e.next = head;
-        e.state = EntryState::Pending { level, slot };
+        // SAFETY: the caller's contract.
+        let n = unsafe { node(key) };
+        n.prev = None;
+        n.next = head;
+        n.state = EntryState::Pending { level: level as u8, slot: slot as u8 };
         self.levels[level].heads[slot] = Some(key);
         self.levels[level].occupied |= 1 << slot;
     }
 
-    fn unlink(&mut self, key: TimerKey) {
+    /// # Safety
+    /// The contract holds for `key`.
+    unsafe fn unlink(&mut self, key: TimerKey) {
         let (prev, next, state) = {
-            let e = &self.entries[key];
-            (e.prev, e.next, e.state)
+            // SAFETY: the caller's contract.
+            let n = unsafe { node(key) };
+            (n.prev, n.next, n.state)
         };
         let EntryState::Pending { level, slot } = state else { return };
+        let (level, slot) = (level as usize, slot as usize);
         match prev {
-            Some(p) => self.entries[p].next = next,
+            // SAFETY: linked neighbours keep the contract; each reference is the only one.
+            Some(p) => unsafe { node(p) }.next = next,
             None => self.levels[level].heads[slot] = next,
         }
-        if let Some(n) = next {
-            self.entries[n].prev = prev;
+        if let Some(nx) = next {
+            // SAFETY: as above.
+            unsafe { node(nx) }.prev = prev;
         }
         if self.levels[level].heads[slot].is_none() {
             self.levels[level].occupied &= !(1 << slot);
         }
-        let e = &mut self.entries[key];
-        e.prev = None;
-        e.next = None;
+        // SAFETY: the caller's contract.
+        let n = unsafe { node(key) };
+        n.prev = None;
+        n.next = None;
     }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::pin::Pin;
 
     fn fire_until(w: &mut Wheel, now: u64) -> usize {
         let mut v = vec![];
         w.poll(now, &mut v)
     }
 
+    /// The tests' timers: entries pinned in boxes. Each test declares its `Timers` before
+    /// its wheel, so the entries outlive the wheel (the contract asks no more of them
+    /// then: a wheel that is gone touches nothing).
+    #[derive(Default)]
+    struct Timers(Vec<Pin<Box<Entry>>>);
+
+    impl Timers {
+        fn insert(&mut self, w: &mut Wheel, deadline: u64) -> Option<TimerKey> {
+            let e = Box::pin(Entry::new());
+            let key = e.key();
+            self.0.push(e);
+            // SAFETY: boxed and pinned, never touched but through `w`, and kept until the
+            // end of the test, after `w` is gone.
+            unsafe { w.insert(key, deadline, Waker::noop().clone()) }.then_some(key)
+        }
+    }
+
+    fn is_fired(w: &Wheel, k: TimerKey) -> bool {
+        // SAFETY: every key here is from `Timers::insert`.
+        unsafe { w.is_fired(k) }
+    }
+
+    fn remove(w: &mut Wheel, k: TimerKey) -> bool {
+        // SAFETY: every key here is from `Timers::insert`.
+        unsafe { w.remove(k) }.1
+    }
+
     #[test]
     fn fires_in_deadline_order_across_levels() {
+        let mut t = Timers::default();
         let mut w = Wheel::new();
         let deadlines = [1u64, 5, 63, 64, 65, 100, 4_095, 4_096, 5_000, 300_000, 20_000_000];
-        let keys: Vec<_> = deadlines.iter().map(|&d| (d, w.insert(d, Waker::noop().clone()).unwrap())).collect();
+        let keys: Vec<_> = deadlines.iter().map(|&d| (d, t.insert(&mut w, d).unwrap())).collect();
         // Poll at one ms before and at each deadline, with big jumps between.
         let mut times: Vec<u64> = deadlines.iter().flat_map(|&d| [d - 1, d]).collect();
         times.sort();
@@ -305,7 +430,7 @@ mod tests {
         for now in times {
             fire_until(&mut w, now);
             for (d, k) in &keys {
-                if w.is_fired(*k) && !fired_at.iter().any(|(dd, _)| dd == d) {
+                if is_fired(&w, *k) && !fired_at.iter().any(|(dd, _)| dd == d) {
                     fired_at.push((*d, now));
                 }
             }
@@ -317,68 +442,108 @@ mod tests {
 
     #[test]
     fn fires_exactly_at_the_deadline_when_polled_every_ms() {
+        let mut t = Timers::default();
         let mut w = Wheel::new();
-        let ds: Vec<u64> = (1..3_000).step_by(37).collect();
-        let keys: Vec<_> = ds.iter().map(|&d| w.insert(d, Waker::noop().clone()).unwrap()).collect();
-        for now in 1..3_100 {
+        let end = if cfg!(miri) { 300 } else { 3_000 };
+        let ds: Vec<u64> = (1..end).step_by(37).collect();
+        let keys: Vec<_> = ds.iter().map(|&d| t.insert(&mut w, d).unwrap()).collect();
+        for now in 1..end + 100 {
             fire_until(&mut w, now);
             for (d, k) in ds.iter().zip(&keys) {
-                assert_eq!(w.is_fired(*k), *d <= now, "deadline {d} at {now}");
+                assert_eq!(is_fired(&w, *k), *d <= now, "deadline {d} at {now}");
             }
         }
     }
 
     #[test]
     fn fire_all_fires_every_pending_timer_and_only_those() {
+        let mut t = Timers::default();
         let mut w = Wheel::new();
         let keys: Vec<_> = [3u64, 70, 5_000, 300_000, MAX_DURATION - 1, MAX_DURATION + 5]
             .iter()
-            .map(|&d| w.insert(d, Waker::noop().clone()).unwrap())
+            .map(|&d| t.insert(&mut w, d).unwrap())
             .collect();
-        drop(w.remove(keys[1]).0);
+        assert!(remove(&mut w, keys[1]));
         fire_until(&mut w, 10); // fires the first
         let mut fired = vec![];
         assert_eq!(w.fire_all(&mut fired), 4);
         assert_eq!(fired.len(), 4);
         assert_eq!(w.pending(), 0);
         assert!(w.next_deadline().is_none());
-        assert!(keys.iter().enumerate().filter(|(i, _)| *i != 1).all(|(_, k)| w.is_fired(*k)));
+        assert!(keys.iter().enumerate().filter(|(i, _)| *i != 1).all(|(_, k)| is_fired(&w, *k)));
         // The wheel goes on working: a new timer fires at its deadline.
-        let k = w.insert(20_000, Waker::noop().clone()).unwrap();
+        let k = t.insert(&mut w, 20_000).unwrap();
         assert_eq!(fire_until(&mut w, 20_000), 1);
-        assert!(w.is_fired(k));
+        assert!(is_fired(&w, k));
     }
 
     #[test]
-    fn removed_timers_never_fire_and_slots_are_reused() {
+    fn removed_timers_never_fire_and_their_entries_can_go() {
         let mut w = Wheel::new();
-        for round in 0..10u64 {
-            let keys: Vec<_> =
-                (0..1_000).map(|i| w.insert(round * 200 + 5 + i % 50, Waker::noop().clone()).unwrap()).collect();
-            for k in keys {
-                drop(w.remove(k).0);
+        // Smaller under Miri, which runs it about a thousand times slower.
+        let (rounds, per_round) = if cfg!(miri) { (2, 100) } else { (10, 1_000) };
+        for round in 0..rounds {
+            let mut t = Timers::default();
+            let keys: Vec<_> = (0..per_round).map(|i| t.insert(&mut w, round * 200 + 5 + i % 50).unwrap()).collect();
+            // Every other one is removed and its entry freed at once; the rest are removed
+            // last, in reverse, so unlinking meets both ends and the middle of the lists.
+            for k in keys.iter().step_by(2) {
+                assert!(remove(&mut w, *k));
+            }
+            let mut i = 0;
+            t.0.retain(|_| {
+                i += 1;
+                i % 2 == 0
+            });
+            assert_eq!(w.pending(), per_round as usize / 2);
+            for k in keys.iter().skip(1).step_by(2).rev() {
+                assert!(remove(&mut w, *k));
             }
             assert_eq!(w.pending(), 0);
+            assert_eq!(w.next_deadline(), None);
+            drop(t);
             assert_eq!(fire_until(&mut w, round * 200 + 100), 0);
         }
-        assert_eq!(w.capacity(), 1_000, "the slab did not grow past the peak");
+    }
+
+    /// A fired timer's entry can be armed again once removed, and one removed while
+    /// pending can too: the entry carries nothing over.
+    #[test]
+    fn an_entry_is_armed_again_after_remove() {
+        let mut t = Timers::default();
+        let mut w = Wheel::new();
+        let k = t.insert(&mut w, 5).unwrap();
+        assert_eq!(fire_until(&mut w, 5), 1);
+        assert!(is_fired(&w, k));
+        assert!(!remove(&mut w, k), "a fired timer is not a cancellation");
+        // SAFETY: `k` is from `Timers::insert`, removed above.
+        assert!(unsafe { w.insert(k, 9, Waker::noop().clone()) });
+        assert!(!is_fired(&w, k));
+        assert!(remove(&mut w, k));
+        // SAFETY: as above.
+        assert!(unsafe { w.insert(k, 12, Waker::noop().clone()) });
+        assert_eq!(fire_until(&mut w, 11), 0);
+        assert_eq!(fire_until(&mut w, 12), 1);
+        assert!(is_fired(&w, k));
+        assert!(!remove(&mut w, k));
     }
 
     /// Deadlines past the wheel's span (and `u64::MAX`) are re-filed at the top level each
     /// rotation and fire exactly when due, never at the end of the first rotation.
     #[test]
     fn deadlines_beyond_the_span_fire_when_due_not_early() {
+        let mut t = Timers::default();
         let mut w = Wheel::new();
         let span = MAX_DURATION + 1;
         let deadlines = [span - 1, span + 5, 2 * span + 123, 3 * span + 7 * 4_096 + 9];
-        let keys: Vec<_> = deadlines.iter().map(|&d| w.insert(d, Waker::noop().clone()).unwrap()).collect();
-        let never = w.insert(u64::MAX - 1, Waker::noop().clone()).unwrap();
+        let keys: Vec<_> = deadlines.iter().map(|&d| t.insert(&mut w, d).unwrap()).collect();
+        let never = t.insert(&mut w, u64::MAX - 1).unwrap();
         for (d, k) in deadlines.iter().zip(&keys) {
             // Jump straight to one ms before, then to the deadline.
             fire_until(&mut w, d - 1);
-            assert!(!w.is_fired(*k), "{d} fired early");
+            assert!(!is_fired(&w, *k), "{d} fired early");
             fire_until(&mut w, *d);
-            assert!(w.is_fired(*k), "{d} did not fire on time");
+            assert!(is_fired(&w, *k), "{d} did not fire on time");
         }
         // Poll step by step through a few rotations of the top level too.
         let end = 6 * span;
@@ -386,22 +551,23 @@ mod tests {
         while now < end {
             now += span / 7;
             fire_until(&mut w, now);
-            assert!(!w.is_fired(never), "a never-timer fired at {now}");
+            assert!(!is_fired(&w, never), "a never-timer fired at {now}");
         }
         assert_eq!(w.pending(), 1);
         assert!(w.next_deadline().is_some_and(|d| d > now && d <= now + span));
-        drop(w.remove(never).0);
+        assert!(remove(&mut w, never));
         assert_eq!(w.next_deadline(), None);
     }
 
     #[test]
     fn past_deadline_is_refused_and_far_deadline_is_pending() {
+        let mut t = Timers::default();
         let mut w = Wheel::new();
         fire_until(&mut w, 10);
-        assert!(w.insert(10, Waker::noop().clone()).is_none());
-        let k = w.insert(u64::MAX, Waker::noop().clone()).unwrap();
+        assert!(t.insert(&mut w, 10).is_none());
+        let k = t.insert(&mut w, u64::MAX).unwrap();
         assert_eq!(w.next_deadline().map(|d| d > 10), Some(true));
-        drop(w.remove(k).0);
+        assert!(remove(&mut w, k));
         assert_eq!(w.next_deadline(), None);
     }
 }
