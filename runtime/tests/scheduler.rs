@@ -740,20 +740,25 @@ fn a_blocking_join_runs_a_target_the_budget_refused() {
         }
         n
     }
-    let current = volt::runtime::Builder::new_current_thread().build().unwrap();
-    let out = current.block_on(async {
-        volt::spawn(async {
-            let target = volt::spawn(spin(1_000));
-            // Let the target start and be refused before the join.
-            for _ in 0..3 {
-                volt::task::yield_now().await;
-            }
-            target.join().unwrap()
-        })
-        .await
-        .unwrap()
-    });
-    assert_eq!(out, 1_000);
+    // Under Miri a local's address says nothing about the stack's depth, so a join there
+    // never finds room to run its target inline (it measures the stack that way), and a
+    // current-thread runtime's join would panic whatever the budget did.
+    if !cfg!(miri) {
+        let current = volt::runtime::Builder::new_current_thread().build().unwrap();
+        let out = current.block_on(async {
+            volt::spawn(async {
+                let target = volt::spawn(spin(1_000));
+                // Let the target start and be refused before the join.
+                for _ in 0..3 {
+                    volt::task::yield_now().await;
+                }
+                target.join().unwrap()
+            })
+            .await
+            .unwrap()
+        });
+        assert_eq!(out, 1_000);
+    }
     let rt = rt(2);
     let out = rt.block_on(async {
         volt::spawn(async {
