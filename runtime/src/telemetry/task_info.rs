@@ -161,10 +161,16 @@ pub(super) fn read_task<'a>(
     // during the poll), with no wake since, waits on its yield: the poll's end stamped
     // `scheduled_at` and `last_poll_end` with the same reading, and a later wake would
     // have moved `woken_at` past it.
+    //
+    // The state word is read again after the stamps: a reader that loaded it before a poll
+    // (queued) and the stamps after that poll's end (which stamps both, whether the task
+    // goes idle or is queued again) would call a task that has just gone idle "yielded".
+    // (A test saw it with the reader's thread preempted between the loads.)
     let yielded = state == TaskState::Scheduled
         && last != 0
         && st.scheduled_at.load(Relaxed) == last
-        && st.woken_at.load(Relaxed) <= last;
+        && st.woken_at.load(Relaxed) <= last
+        && h.state.load().lifecycle() == Lifecycle::Scheduled;
     use crate::task::wait::WaitWords;
     let wait = if idle {
         let latest = st.wait_record().and_then(|w| w.read()).filter(|w| w.is_current(polls) && w.names_any());
