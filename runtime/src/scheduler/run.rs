@@ -64,13 +64,21 @@
 //! to steal and nothing global (step 6 above), or until its next budget tick starts, so a
 //! busy worker holds a wake for at most one tick. The flush (`defer`) wakes them in the
 //! order they were refused; each goes to the LIFO slot or the ring as any wake on the
-//! worker does, and one decision for the batch wakes a parked worker if more than one
+//! worker does (so at a tick's start the last one refused runs first, ahead of older
+//! tasks in the ring, which still run in that tick: the LIFO slot serves at most
+//! [`MAX_LIFO_POLLS_PER_TICK`] polls in a row), and one decision for the batch wakes a parked worker if more than one
 //! task waits (rule 6 in `idle`). A worker never parks with wakes held: it flushes before
 //! `find_work` can come back empty; a current-thread runtime's worker flushes before its
 //! thread lets it go, and a blocking join before it looks for its target or gives its
 //! worker away. Flushing *before* the steal attempt instead brought the slow mode back:
 //! the flushed tasks are in the ring then, for the other worker to steal. Yields are not
 //! held (see "Yielded tasks and the global queue").
+//!
+//! What this gives up: the list is out of every other worker's reach, so if the worker
+//! then gets stuck in one long poll (a CPU loop, a blocking call), the tasks it holds
+//! wait for that poll to end, as Tokio's deferred tasks do, where a refused task in the
+//! ring would have been stolen. A blocking join and `block_in_place` flush the list
+//! first, so the common blocking calls inside a poll don't strand them.
 //!
 //! # Stealing from the LIFO slot
 //! An owner-only slot has a flaw: a task spawned or woken just before its worker's poll

@@ -8,8 +8,8 @@
 //! would wait for the loop to end. So each poll of a task gets `BUDGET` (128) operations;
 //! once they are spent, a socket's readiness and a `Sleep` answer `Pending`, and the task
 //! is woken again without waiting for anything. On a worker that wake is held in a list
-//! of the worker's own until the worker has run its other ready tasks (or its next budget
-//! tick starts), out of reach of other workers meanwhile: see "Deferred wakes" in the
+//! of the worker's own until the worker has run its other ready tasks, or at most until its
+//! next budget tick starts (then the task goes first, through the LIFO slot), out of reach of other workers meanwhile: see "Deferred wakes" in the
 //! scheduler's `run` for why. Elsewhere it is woken at once. Its next poll has a new
 //! budget. Only operations that complete count; one that answers `Pending` costs
 //! nothing.
@@ -169,7 +169,8 @@ pub fn has_budget_remaining() -> bool {
 
 /// Spend one unit of the current task's budget, yielding to the scheduler first if the
 /// budget is spent (the task runs again once its worker has run its other ready tasks,
-/// and its next poll has a new budget).
+/// or at its worker's next budget tick, whichever comes first; its next poll has a new
+/// budget).
 ///
 /// For a loop that does much work without touching Volt's resources (which spend the
 /// budget themselves), so that it still lets the worker's other tasks run. Outside a

@@ -17,7 +17,7 @@
 //! contract, on every method that takes a [`TimerKey`]: the entry is pinned (it never
 //! moves while linked), it is only touched through the wheel it is armed on, with that
 //! wheel's lock held, and its owner removes it (`remove`) before the entry is dropped.
-//! `Sleep` keeps it: it arms only from a pinned poll, and its `Drop` removes the entry
+//! `Sleep` keeps it: it arms only from a pinned poll or `reset`, and its `Drop` removes the entry
 //! under the lock. The wheel itself never outlives an armed entry's need for it: each
 //! `Sleep` holds its runtime's driver (and so the wheel) alive.
 //!
