@@ -7,49 +7,15 @@
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::convert::Infallible;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 use volt::telemetry::WaitReason;
 
-struct Counting;
-
-/// Bytes allocated and not yet freed, by the whole process.
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is passed to the system allocator unchanged; the count on the side
-// never affects what is returned.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract for `alloc`, passed on.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Relaxed);
-        // SAFETY: the caller's contract for `dealloc`, passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract for `realloc`, passed on.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_add(new_size as isize - layout.size() as isize, Relaxed);
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+#[path = "support/counting.rs"]
+mod counting;
+use counting::held;
 
 const BOUND: Duration = Duration::from_secs(30);
 
@@ -118,7 +84,7 @@ fn a_connection_without_a_whole_head_holds_no_hyper_buffers() {
     wait_until("the warm-up connection to end", || {
         reading(&rt, &[]) == 0 && rt.handle().telemetry().snapshot().tasks_alive == 1
     });
-    let base = LIVE.load(Relaxed);
+    let base = held();
 
     let mut clients: Vec<TcpStream> = (0..CONNS).map(|_| TcpStream::connect(addr).unwrap()).collect();
     for c in &mut clients {
@@ -128,7 +94,7 @@ fn a_connection_without_a_whole_head_holds_no_hyper_buffers() {
     // Each connection has taken its part of a head in (the sniff reads the first bytes)
     // and waits for the rest: whatever it holds for it, it holds now.
     wait_until("every connection to wait for the rest of its head", || reading(&rt, &peers) == CONNS);
-    let per_conn = (LIVE.load(Relaxed) - base) / CONNS as isize;
+    let per_conn = (held() - base) / CONNS as isize;
     // hyper's buffers alone are 24 KiB a connection (16 KiB read, 8 KiB for response
     // heads); without them a connection holds its task and its registration.
     assert!(per_conn < 4 * 1024, "{per_conn} bytes held per connection waiting for its head");

@@ -4,48 +4,14 @@
 //! A counting allocator measures what the process holds (bytes allocated and not freed),
 //! so this file is its own test binary.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 use std::task::Poll;
 use std::time::Duration;
 
-struct Counting;
-
-/// Bytes allocated and not yet freed, by the whole process.
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is passed to the system allocator unchanged; the count on the side
-// never affects what is returned.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract for `alloc`, passed on.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Relaxed);
-        // SAFETY: the caller's contract for `dealloc`, passed on.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller's contract for `realloc`, passed on.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_add(new_size as isize - layout.size() as isize, Relaxed);
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+#[path = "support/counting.rs"]
+mod counting;
+use counting::held;
 
 const TIMERS: usize = 20_000;
 
@@ -58,11 +24,6 @@ async fn arm_all(sleeps: &mut [Option<Pin<Box<volt::time::Sleep>>>]) {
         Poll::Ready(())
     })
     .await
-}
-
-/// Bytes the process holds now.
-fn held() -> isize {
-    LIVE.load(Relaxed)
 }
 
 #[test]
