@@ -1,4 +1,4 @@
-//! Loom models of the receive protocol: receivers reading slots under their read locks
+//! Loom models of the receive protocol: receivers reading slots side by side
 //! while a sender writes the next one and takes the waiters under the tail lock. Every
 //! receiver gets every value once, in order, then `Closed`, and every value is dropped.
 //! Run with `RUSTFLAGS="--cfg loom" cargo test -p volt --lib --release sync::broadcast`.
@@ -59,5 +59,40 @@ fn loom_a_lagging_receiver_sees_lagged_or_every_value() {
         t.join().unwrap();
         // Either it read 1 before 2 overwrote it, or it lagged by one and read 2.
         assert!(got == vec![1, 2] || got == vec![101, 2], "{got:?}");
+    });
+}
+
+#[test]
+fn loom_values_are_dropped_once_whoever_sees_them_last() {
+    // Capacity 1: the second send overwrites the first value while receiver `a` may be
+    // reading it and receiver `b` is being dropped, so the last reader, the dropped
+    // receiver and the sender race to let each value go.
+    crate::loom_tests::model_bounded(2, || {
+        let (tx, mut a) = channel::<std::sync::Arc<u64>>(1);
+        let b = tx.subscribe();
+        let v1 = std::sync::Arc::new(1);
+        let v2 = std::sync::Arc::new(2);
+        let (s1, s2) = (v1.clone(), v2.clone());
+        let t = loom::thread::spawn(move || {
+            tx.send(s1).unwrap();
+            tx.send(s2).unwrap();
+        });
+        let tb = loom::thread::spawn(move || drop(b));
+        let mut got = Vec::new();
+        loop {
+            match block_on(a.recv()) {
+                Ok(v) => got.push(*v),
+                Err(RecvError::Lagged(n)) => got.push(100 + n),
+                Err(RecvError::Closed) => break,
+            }
+        }
+        t.join().unwrap();
+        tb.join().unwrap();
+        assert!(got == vec![1, 2] || got == vec![101, 2], "{got:?}");
+        // `a` still holds the channel: each value went when the last of its receivers
+        // saw it or left, or when the second send overwrote it.
+        assert_eq!(std::sync::Arc::strong_count(&v1), 1, "the first value was dropped");
+        assert_eq!(std::sync::Arc::strong_count(&v2), 1, "the second value was dropped");
+        drop(a);
     });
 }

@@ -2,53 +2,40 @@
 //! sees every value sent while it lives, in order.
 //!
 //! # How it works
-//! A ring of `capacity` slots (rounded up to a power of two, as Tokio does), each behind
-//! its own read-write lock, and one mutex for the tail (where the next value goes, the
-//! counts, the waiters). A value takes the slot of its position, with a count of the
-//! receivers that have yet to see it (those alive when it was sent); the last of them
-//! drops it. A receiver keeps the position it reads next and clones the value there
-//! under the slot's read lock, so receivers that keep up read side by side and never
-//! take the tail mutex; only a receiver that finds nothing for it (nothing new, lag,
-//! close) does, to learn which and to register its waker. When senders get more than
-//! the capacity ahead of a receiver, its oldest values are overwritten: its next `recv`
-//! returns [`RecvError::Lagged`](error::RecvError::Lagged) with how many it missed,
-//! once, and then goes on from the oldest value still kept. Receivers that wait keep
-//! one slot each in a reusable slab; a send takes their wakers under the tail lock it
-//! already holds and wakes them after letting it go.
+//! A ring of `capacity` slots (rounded up to a power of two, as Tokio does), each
+//! guarded by one word of its own (`slot`), and one mutex for the tail (where the next
+//! value goes, the counts, the waiters). A value takes the slot of its position, with a
+//! count of the receivers that have yet to see it (those alive when it was sent); the
+//! last of them drops it. A receiver keeps the position it reads next and clones the
+//! value there while it is counted in the slot's word, so receivers that keep up read
+//! side by side and never take the tail mutex; only a receiver that finds nothing for it
+//! (nothing new, lag, close, a sender writing the slot) does, to learn which and to
+//! register its waker. When senders get more than the capacity ahead of a receiver, its
+//! oldest values are overwritten: its next `recv` returns
+//! [`RecvError::Lagged`](error::RecvError::Lagged) with how many it missed, once, and
+//! then goes on from the oldest value still kept. Receivers that wait keep one slot each
+//! in a reusable slab; a send takes their wakers under the tail lock it already holds
+//! and wakes them after letting it go.
 //!
 //! A receive that waits shows in the console as `recv broadcast`; [`Sender::closed`] as
 //! `closed broadcast`.
 //!
 //! # Where it lives
-//! This file holds the ring, the tail and the public types; `sender` and `receiver` hold
-//! their methods, and `error` the errors.
+//! This file holds the ring, the tail and the public types; `slot` the slot and its word;
+//! `sender` and `receiver` the methods, and `error` the errors.
 
 pub mod error;
 
 mod receiver;
 mod sender;
+mod slot;
 
-use crate::loom::{lock, Arc, AtomicUsize, Mutex, MutexGuard};
+use crate::loom::{lock, Arc, Mutex, MutexGuard};
 use crate::sync::waiters::{ClosedState, Waiters};
-#[cfg(loom)]
-use loom::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-#[cfg(not(loom))]
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-
-/// One place of the ring, behind its own read-write lock: receivers clone its value
-/// under the read lock (side by side), a sender writes it under the write lock.
-struct Slot<T> {
-    /// The position of the value it holds (or last held); for a slot never written,
-    /// a position no receiver reads (`index - capacity`, wrapped).
-    pos: u64,
-    /// Receivers yet to see it. Receivers count down under the read lock; a sender
-    /// sets it under the write lock.
-    rem: AtomicUsize,
-    val: Option<T>,
-}
+use slot::Slot;
 
 struct Shared<T> {
-    slots: Box<[RwLock<Slot<T>>]>,
+    slots: Box<[Slot<T>]>,
     tail: Mutex<Tail>,
     mask: u64,
 }
@@ -73,30 +60,19 @@ impl<T> Shared<T> {
         lock(&self.tail)
     }
 
-    fn slot(&self, pos: u64) -> &RwLock<Slot<T>> {
+    fn slot(&self, pos: u64) -> &Slot<T> {
         &self.slots[(pos & self.mask) as usize]
-    }
-
-    fn read(&self, pos: u64) -> RwLockReadGuard<'_, Slot<T>> {
-        // A read guard never poisons, and no user code runs under a write guard.
-        let l = self.slot(pos).read();
-        #[cfg(loom)]
-        return l.unwrap();
-        #[cfg(not(loom))]
-        l.unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn write(&self, pos: u64) -> RwLockWriteGuard<'_, Slot<T>> {
-        let l = self.slot(pos).write();
-        #[cfg(loom)]
-        return l.unwrap();
-        #[cfg(not(loom))]
-        l.unwrap_or_else(|e| e.into_inner())
     }
 
     fn capacity(&self) -> u64 {
         self.mask + 1
     }
+}
+
+/// Count one more receiver (the tail lock held).
+fn add_receiver(tail: &mut Tail) {
+    assert!(tail.rx_count < slot::MAX_RECEIVERS, "broadcast channel: too many receivers");
+    tail.rx_count += 1;
 }
 
 impl ClosedState for Tail {
@@ -121,9 +97,8 @@ pub fn channel<T: Clone>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     assert!(capacity > 0, "broadcast channel capacity cannot be zero");
     assert!(capacity <= usize::MAX >> 1, "broadcast channel capacity exceeded `usize::MAX / 2`");
     let cap = capacity.next_power_of_two();
-    let slots = (0..cap)
-        .map(|i| RwLock::new(Slot { pos: (i as u64).wrapping_sub(cap as u64), rem: AtomicUsize::new(0), val: None }))
-        .collect();
+    // A slot never written holds a position no receiver reads.
+    let slots = (0..cap).map(|i| Slot::new((i as u64).wrapping_sub(cap as u64))).collect();
     let shared = Arc::new(Shared {
         slots,
         tail: Mutex::new(Tail {

@@ -1,4 +1,4 @@
-//! The receivers' side: [`Receiver`], reading each slot under its read lock.
+//! The receivers' side: [`Receiver`], reading each slot side by side with the others.
 
 use super::error::{RecvError, TryRecvError};
 use super::Receiver;
@@ -6,7 +6,6 @@ use crate::loom::Arc;
 use crate::sync::waiters::wake_all_of;
 use crate::task::coop;
 use std::fmt;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 
 /// Name a receiver's wait.
@@ -28,32 +27,21 @@ impl<T: Clone> Receiver<T> {
     fn try_take(&mut self, waker: Option<&Waker>) -> Result<T, Miss> {
         loop {
             let pos = self.next;
-            let slot = self.shared.read(pos);
-            if slot.pos == pos {
-                // The fast path: the value is there for this receiver (it was alive when
-                // the value was sent, so the value counts it and is still held). The
-                // receiver moves past it before cloning: a clone that panics leaves the
-                // value counted as seen (as Tokio does).
-                self.next = pos + 1;
-                let last = slot.rem.fetch_sub(1, Ordering::AcqRel) == 1;
-                let v = slot.val.as_ref().expect("a value is kept until every receiver has seen it").clone();
-                drop(slot);
-                if last {
-                    // The last receiver to see it drops it, unless a sender has
-                    // overwritten the slot meanwhile.
-                    let old = {
-                        let mut slot = self.shared.write(pos);
-                        if slot.pos == pos && slot.rem.load(Ordering::Acquire) == 0 {
-                            slot.val.take()
-                        } else {
-                            None
-                        }
-                    };
-                    drop(old);
+            // `None`: a writer has the slot; the tail lock below waits it out.
+            if let Some(mut slot) = self.shared.slot(pos).read() {
+                if slot.pos() == pos {
+                    // The fast path: the value is there for this receiver (it was alive
+                    // when the value was sent, so the value counts it and is still
+                    // held). The receiver moves past it before cloning: a clone that
+                    // panics leaves the value counted as seen (as Tokio does). Leaving
+                    // the slot counts it, and the last to leave drops the value.
+                    self.next = pos + 1;
+                    slot.seen();
+                    let v = slot.val().expect("a value is kept until every receiver has seen it").clone();
+                    drop(slot);
+                    return Ok(v);
                 }
-                return Ok(v);
             }
-            drop(slot);
             // Nothing for this receiver in the slot: nothing new, or it lags. The tail
             // lock says which, as no sender writes while it is held.
             let mut tail = self.shared.lock();
@@ -119,9 +107,12 @@ impl<T: Clone> Receiver<T> {
 
 impl<T> Receiver<T> {
     /// A new receiver of the same channel, which sees the values sent from now on.
+    ///
+    /// # Panics
+    /// When the channel already has `u32::MAX` receivers.
     pub fn resubscribe(&self) -> Self {
         let mut tail = self.shared.lock();
-        tail.rx_count += 1;
+        super::add_receiver(&mut tail);
         Receiver { shared: self.shared.clone(), next: tail.pos, key: None }
     }
 
@@ -170,9 +161,14 @@ impl<T> Drop for Receiver<T> {
             // lock held no sender rewrites these slots.
             let from = self.next.max(tail.pos.saturating_sub(self.shared.capacity()));
             for pos in from..tail.pos {
-                let mut slot = self.shared.write(pos);
-                if slot.pos == pos && slot.rem.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    if let Some(v) = slot.val.take() {
+                let mut slot = self.shared.slot(pos).write();
+                if slot.pos() != pos {
+                    continue;
+                }
+                // This receiver is counted in the value (it lived when the value was
+                // sent and has not seen it); the last one counted off drops it.
+                if slot.count_off() {
+                    if let Some(v) = slot.take() {
                         dropped.push(v);
                     }
                 }

@@ -5,7 +5,6 @@ use super::{channel, Receiver, Sender, WeakSender};
 use crate::loom::Arc;
 use crate::sync::waiters::{wake_all_of, Closed, WakeList};
 use std::fmt;
-use std::sync::atomic::Ordering;
 
 impl<T: Clone> Sender<T> {
     /// A sender of a new channel with no receiver yet ([`subscribe`](Sender::subscribe)
@@ -32,12 +31,7 @@ impl<T> Sender<T> {
         let pos = tail.pos;
         // The slot is written with the tail lock held, so senders take positions in
         // order and a receiver that finds the tail past its position finds the value.
-        let old = {
-            let mut slot = self.shared.write(pos);
-            slot.pos = pos;
-            slot.rem.store(rx, Ordering::Relaxed);
-            slot.val.replace(value)
-        };
+        let old = self.shared.slot(pos).write().put(pos, value, rx);
         tail.pos = pos + 1;
         // Waiters are taken under the same lock (no second lock per send), and only
         // when some receiver waits.
@@ -54,9 +48,12 @@ impl<T> Sender<T> {
     }
 
     /// A new receiver, which sees the values sent from now on.
+    ///
+    /// # Panics
+    /// When the channel already has `u32::MAX` receivers.
     pub fn subscribe(&self) -> Receiver<T> {
         let mut tail = self.shared.lock();
-        tail.rx_count += 1;
+        super::add_receiver(&mut tail);
         Receiver { shared: self.shared.clone(), next: tail.pos, key: None }
     }
 
@@ -71,10 +68,9 @@ impl<T> Sender<T> {
         let tail = self.shared.lock();
         let from = tail.pos.saturating_sub(self.shared.capacity());
         (from..tail.pos)
-            .filter(|&pos| {
-                let slot = self.shared.read(pos);
-                slot.pos == pos && slot.rem.load(Ordering::Acquire) > 0
-            })
+            // A slot a reader is dropping the value of (the only writer while the tail
+            // lock is held) holds nothing.
+            .filter(|&pos| self.shared.slot(pos).read().is_some_and(|s| s.pos() == pos && s.remaining() > 0))
             .count()
     }
 
