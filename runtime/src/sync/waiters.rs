@@ -28,6 +28,10 @@ impl WakeList {
         self.len == Self::CAP
     }
 
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Keep `w` to wake later (waking the batch kept so far first when it is full).
     pub(super) fn push(&mut self, w: Waker) {
         if self.is_full() {

@@ -1,6 +1,8 @@
 //! Loom models of the channel's hand-offs: a slot freed by the receiver reaches a
-//! waiting sender, and a value or the end of the stream reaches a waiting receiver, in
-//! every interleaving. Run with
+//! waiting sender (whether the receiver counted it without the lock before the sender
+//! began to wait, or brought it to the lock after), the receiver's batch keeps the
+//! order and the count of free slots, and a value or the end of the stream reaches a
+//! waiting receiver, in every interleaving. Run with
 //! `RUSTFLAGS="--cfg loom" cargo test -p volt --lib --release sync::mpsc`.
 
 use super::channel;
@@ -21,6 +23,49 @@ fn loom_two_senders_on_one_slot_lose_nothing() {
         a.join().unwrap();
         b.join().unwrap();
         crate::loom_tests::assert_each_once(got, vec![1, 2]);
+    });
+}
+
+#[test]
+fn loom_a_slot_freed_as_a_sender_begins_to_wait_reaches_it() {
+    // The receiver frees the one slot, without the lock, while the sender finds the
+    // channel full and queues: the slot must reach the sender either way (a lost slot
+    // leaves the sender asleep, which loom reports as a deadlock).
+    crate::loom_tests::model(|| {
+        let (tx, mut rx) = channel::<u64>(1);
+        tx.try_send(0).unwrap();
+        let t = loom::thread::spawn(move || {
+            block_on(tx.send(1)).unwrap();
+            tx
+        });
+        assert_eq!(block_on(rx.recv()), Some(0));
+        let tx = t.join().unwrap();
+        assert_eq!(block_on(rx.recv()), Some(1));
+        // Both slots came back, whoever counted them.
+        assert_eq!(tx.capacity(), 1);
+        drop(tx);
+        assert_eq!(block_on(rx.recv()), None);
+    });
+}
+
+#[test]
+fn loom_the_receivers_batch_keeps_order_and_frees_each_slot_once() {
+    // Two values become the receiver's batch at once; a sender waits for a slot of the
+    // two meanwhile and sends a third.
+    crate::loom_tests::model_bounded(2, || {
+        let (tx, mut rx) = channel::<u64>(2);
+        tx.try_send(1).unwrap();
+        tx.try_send(2).unwrap();
+        let t = loom::thread::spawn(move || {
+            block_on(tx.send(3)).unwrap();
+            assert!(tx.capacity() <= 2);
+        });
+        let mut got = Vec::new();
+        while let Some(v) = block_on(rx.recv()) {
+            got.push(v);
+        }
+        t.join().unwrap();
+        assert_eq!(got, vec![1, 2, 3]);
     });
 }
 
