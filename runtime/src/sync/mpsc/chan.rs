@@ -412,14 +412,22 @@ impl<T> Chan<T> {
         };
         buffer.push(first);
         // The rest from the batch `next_value` left (the shared buffer, if it was
-        // empty before), without the lock.
+        // empty before), without the lock...
         // SAFETY: only the receiver reaches `rx.buf`, through `&mut self` here.
-        let more = self.rx.buf.with_mut(|b| unsafe {
+        let mut more = self.rx.buf.with_mut(|b| unsafe {
             let b = &mut *b;
             let n = (limit - 1).min(b.len());
             buffer.extend(b.drain(..n));
             n
         });
+        if more < limit - 1 {
+            // ...and, with room left, what the senders added since.
+            let mut st = self.lock();
+            let n = (limit - 1 - more).min(st.buf.len());
+            buffer.extend(st.buf.drain(..n));
+            drop(st);
+            more += n;
+        }
         self.freed_by_receiver(more);
         coop::spend();
         Poll::Ready(1 + more)

@@ -45,3 +45,6 @@ pub use unbounded::{unbounded_channel, UnboundedReceiver, UnboundedSender, WeakU
 
 #[cfg(all(loom, test))]
 mod loom_tests;
+
+#[cfg(all(test, not(loom)))]
+mod tests;
