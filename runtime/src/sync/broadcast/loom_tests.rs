@@ -96,3 +96,37 @@ fn loom_values_are_dropped_once_whoever_sees_them_last() {
         drop(a);
     });
 }
+
+#[test]
+fn loom_len_never_drops_a_value_under_the_tail_lock() {
+    // A value whose destructor takes the channel's tail lock (through a weak sender).
+    // `len` runs under that lock; had it entered the slot, it could be the last to
+    // leave it, drop the value there and deadlock on itself.
+    struct D(Option<super::WeakSender<D>>);
+    impl Clone for D {
+        fn clone(&self) -> Self {
+            D(None)
+        }
+    }
+    impl Drop for D {
+        fn drop(&mut self) {
+            if let Some(w) = &self.0 {
+                let _ = w.strong_count();
+            }
+        }
+    }
+    crate::loom_tests::model_bounded(3, || {
+        let (tx, mut a) = channel::<D>(2);
+        tx.send(D(Some(tx.downgrade()))).unwrap();
+        let t = loom::thread::spawn(move || {
+            assert!(a.try_recv().is_ok());
+            a
+        });
+        assert!(tx.len() <= 1);
+        let a = t.join().unwrap();
+        // `a` saw the value, so it went, and with it the weak sender it held.
+        assert_eq!(tx.weak_count(), 0);
+        assert_eq!(tx.len(), 0);
+        drop(a);
+    });
+}

@@ -37,7 +37,7 @@ impl<T: Clone> Receiver<T> {
                     // the slot counts it, and the last to leave drops the value.
                     self.next = pos + 1;
                     slot.seen();
-                    let v = slot.val().expect("a value is kept until every receiver has seen it").clone();
+                    let v = slot.clone_val().expect("a value is kept until every receiver has seen it");
                     drop(slot);
                     return Ok(v);
                 }

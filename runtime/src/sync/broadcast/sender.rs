@@ -68,9 +68,11 @@ impl<T> Sender<T> {
         let tail = self.shared.lock();
         let from = tail.pos.saturating_sub(self.shared.capacity());
         (from..tail.pos)
-            // A slot a reader is dropping the value of (the only writer while the tail
-            // lock is held) holds nothing.
-            .filter(|&pos| self.shared.slot(pos).read().is_some_and(|s| s.pos() == pos && s.remaining() > 0))
+            .filter(|&pos| {
+                // SAFETY: the tail lock is held.
+                let (at, remaining) = unsafe { self.shared.slot(pos).peek_locked() };
+                at == pos && remaining > 0
+            })
             .count()
     }
 

@@ -97,9 +97,26 @@ impl<T> Slot<T> {
         drop(old);
     }
 
+    /// The position and the remaining count, without entering the slot: for a caller
+    /// that holds the tail lock, which every writer of `pos` holds too. (Entering it
+    /// could make the caller the last to leave, and so the one to drop a value, which
+    /// runs user code under the tail lock.)
+    ///
+    /// # Safety
+    /// The caller holds the channel's tail lock.
+    pub(super) unsafe fn peek_locked(&self) -> (u64, u64) {
+        let rem = self.state.load(Acquire) >> REM_SHIFT;
+        // SAFETY: only senders and dropped receivers write `pos`, under the tail lock the
+        // caller holds; a reader dropping a value touches `val` only.
+        let pos = self.pos.with(|p| unsafe { *p });
+        (pos, rem)
+    }
+
     /// Have the slot to oneself: wait for the writer before (at most a dropping reader,
     /// as senders and dropped receivers hold the tail lock), then for the readers in it
-    /// to leave. Readers are in only to compare and clone, so the wait is short.
+    /// to leave. Readers are in only to compare and clone, so the wait is short; it
+    /// spins, then yields the thread, and never sleeps, so a reader whose thread is
+    /// descheduled mid-clone (or a slow `Clone`) costs the writer's core that long.
     pub(super) fn write(&self) -> WriteGuard<'_, T> {
         let mut spins = 0u32;
         let mut cur = self.state.load(Relaxed);
@@ -154,6 +171,7 @@ impl<T> ReadGuard<'_, T> {
     }
 
     /// How many receivers have yet to see the value (a snapshot).
+    #[cfg(test)]
     pub(super) fn remaining(&self) -> u64 {
         self.slot.state.load(Acquire) >> REM_SHIFT
     }
@@ -163,10 +181,14 @@ impl<T> ReadGuard<'_, T> {
         self.seen = true;
     }
 
-    pub(super) fn val(&self) -> Option<&T> {
-        // SAFETY: readers are in, so no writer changes it while the guard (and the
-        // borrow, tied to it) lives.
-        self.slot.val.with(|v| unsafe { (*v).as_ref() })
+    /// A clone of the value, made inside the cell's access (so loom sees the clone
+    /// race with any writer, were there one).
+    pub(super) fn clone_val(&self) -> Option<T>
+    where
+        T: Clone,
+    {
+        // SAFETY: readers are in, so no writer changes it during the clone.
+        self.slot.val.with(|v| unsafe { (*v).clone() })
     }
 }
 
@@ -259,7 +281,7 @@ mod tests {
                         // At it, or past it (overwritten): read what is there, as a
                         // lagging receiver goes on from the oldest value kept.
                         g.seen();
-                        assert_eq!(g.val().expect("held until seen").0, at);
+                        assert_eq!(g.clone_val().expect("held until seen").0, at);
                         seen += 1;
                         pos = at + 1;
                     }
@@ -278,7 +300,7 @@ mod tests {
         let g = slot.read().expect("no writer left");
         assert_eq!(g.pos(), ROUNDS - 1);
         assert_eq!(g.remaining(), 0);
-        assert!(g.val().is_none(), "the last value went when both had seen it");
+        assert!(g.clone_val().is_none(), "the last value went when both had seen it");
         drop(g);
         assert_eq!(Arc::strong_count(&live), 1, "every value was dropped, once");
     }

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::{self, AcqRel};
+use std::sync::atomic::Ordering::AcqRel;
 use std::task::{Context, Poll, Waker};
 
 // ---------------------------------------------------------------------------------------
@@ -156,18 +156,44 @@ impl<T> Chan<T> {
 
     /// Fold the slots the receiver gave back without the lock into `in_use` (the lock
     /// held): to the waiting senders first, as `release` does; the wakers of those it
-    /// completes go in `wakes`. Drops the `WAITING` bit once no sender waits.
-    fn fold(&self, st: &mut State<T>, wakes: &mut WakeList) {
+    /// completes go in `wakes`, as many as it has room for. Returns whether slots are
+    /// left (put back in `freed`): then the caller wakes `wakes` without the lock and
+    /// folds again ([`fold_all`](Chan::fold_all)), so no waker runs under the lock.
+    /// Drops the `WAITING` bit once no sender waits.
+    #[must_use]
+    fn fold(&self, st: &mut State<T>, wakes: &mut WakeList) -> bool {
         if self.bound.is_none() {
-            return;
+            return false;
         }
         let keep = if st.queue.is_empty() { 0 } else { WAITING };
-        let n = self.rx.freed.swap(keep, AcqRel) & !WAITING;
-        self.release_many(st, n, wakes);
+        let mut n = self.rx.freed.swap(keep, AcqRel) & !WAITING;
+        while n > 0 {
+            if wakes.is_full() {
+                // Senders wait (only a waiter fills the list), so the bit is still up.
+                self.rx.freed.fetch_add(n, AcqRel);
+                return true;
+            }
+            if let Some(w) = self.release(st) {
+                wakes.push(w);
+            }
+            n -= 1;
+        }
         if keep != 0 && st.queue.is_empty() {
             // Slots freed from now on stay counted in `freed`: nobody waits for them.
             self.rx.freed.fetch_and(!WAITING, AcqRel);
         }
+        false
+    }
+
+    /// [`fold`](Chan::fold) until nothing is left, waking each full list of wakers with
+    /// the lock let go; returns the lock held again, the last round's wakers in `wakes`.
+    fn fold_all<'a>(&'a self, mut st: MutexGuard<'a, State<T>>, wakes: &mut WakeList) -> MutexGuard<'a, State<T>> {
+        while self.fold(&mut st, wakes) {
+            drop(st);
+            wakes.wake_all();
+            st = self.lock();
+        }
+        st
     }
 
     /// The receiver gave `n` slots back (it received `n` values): counted without the
@@ -178,16 +204,10 @@ impl<T> Chan<T> {
         }
         if self.rx.freed.fetch_add(n, AcqRel) & WAITING != 0 {
             let mut wakes = WakeList::new();
-            let mut st = self.lock();
-            self.fold(&mut st, &mut wakes);
+            let st = self.fold_all(self.lock(), &mut wakes);
             drop(st);
             wakes.wake_all();
         }
-    }
-
-    /// Slots in use, the receiver's unfolded gifts taken off (the lock held).
-    fn in_use(&self, st: &State<T>) -> usize {
-        st.in_use.saturating_sub(self.rx.freed.load(Ordering::Acquire) & !WAITING)
     }
 
     /// The receiver's next value: from its batch, or else the whole shared buffer
@@ -268,7 +288,7 @@ impl<T> Chan<T> {
                 // Take in what the receiver gave back (no sender waits, so nobody is
                 // woken).
                 let mut wakes = WakeList::new();
-                self.fold(&mut st, &mut wakes);
+                st = self.fold_all(st, &mut wakes);
                 debug_assert!(wakes.is_empty());
             }
             // Waiting senders come first (they hold every free slot anyway).
@@ -335,7 +355,7 @@ impl<T> Chan<T> {
         let bound = self.bound.unwrap_or(usize::MAX);
         if st.queue.is_empty() && bound - st.in_use.min(bound) < n {
             let mut wakes = WakeList::new();
-            self.fold(&mut st, &mut wakes);
+            st = self.fold_all(st, &mut wakes);
             debug_assert!(wakes.is_empty());
         }
         if !st.queue.is_empty() || bound - st.in_use.min(bound) < n {
@@ -366,9 +386,9 @@ impl<T> Chan<T> {
 
     /// With no value: fold the receiver's gifts (the lock held), then say whether the
     /// stream has ended; else keep the receiver's waker. Wakes those the fold completed.
-    fn end_or_wait(&self, mut st: MutexGuard<'_, State<T>>, cx: Option<&mut Context<'_>>) -> bool {
+    fn end_or_wait(&self, st: MutexGuard<'_, State<T>>, cx: Option<&mut Context<'_>>) -> bool {
         let mut wakes = WakeList::new();
-        self.fold(&mut st, &mut wakes);
+        let st = self.fold_all(st, &mut wakes);
         let ended = Self::ended(&st);
         match cx {
             Some(cx) if !ended => Self::wait_for_values(st, cx),
@@ -471,7 +491,7 @@ impl<T> Chan<T> {
         let (buf, waker) = {
             let mut st = self.lock();
             st.rx_dropped = true;
-            self.fold(&mut st, &mut wakes);
+            let mut st = self.fold_all(st, &mut wakes);
             st.in_use -= if self.bound.is_some() { st.buf.len() + batch.len() } else { 0 };
             (std::mem::take(&mut st.buf), st.rx_waker.take())
         };
@@ -545,10 +565,14 @@ impl<T> Chan<T> {
     }
 
     pub(super) fn capacity(&self) -> usize {
-        match self.bound {
-            Some(b) => b - self.in_use(&self.lock()).min(b),
-            None => usize::MAX,
-        }
+        let Some(b) = self.bound else { return usize::MAX };
+        // Folded first: a slot the receiver freed while senders wait is theirs, not free.
+        let mut wakes = WakeList::new();
+        let st = self.fold_all(self.lock(), &mut wakes);
+        let free = b - st.in_use.min(b);
+        drop(st);
+        wakes.wake_all();
+        free
     }
 
     pub(super) fn max_capacity(&self) -> usize {
@@ -628,7 +652,7 @@ impl<T> Future for Acquire<'_, T> {
                 let mut wakes = WakeList::new();
                 if st.queue.is_empty() {
                     // Nobody waits, so nobody is woken.
-                    chan.fold(&mut st, &mut wakes);
+                    st = chan.fold_all(st, &mut wakes);
                     if bound - st.in_use.min(bound) >= this.need {
                         st.in_use += this.need;
                         return Poll::Ready(Ok(()));
@@ -645,7 +669,7 @@ impl<T> Future for Acquire<'_, T> {
                     // it freed before the bit went up is folded now (to this sender,
                     // which is then woken to take it).
                     chan.rx.freed.fetch_or(WAITING, AcqRel);
-                    chan.fold(&mut st, &mut wakes);
+                    st = chan.fold_all(st, &mut wakes);
                 } else {
                     let k = st.senders.insert_needing(cx.waker(), this.need);
                     st.queue.push_back(k);

@@ -70,3 +70,67 @@ fn recv_many_and_len_see_the_batch_and_the_buffer() {
     assert_eq!(out, vec![6, 7, 8]);
     assert_eq!(tx.capacity(), 8);
 }
+
+/// A slot the receiver freed without the lock counts for `try_reserve`, and closing
+/// ends the stream once the buffer is drained and no permit is out.
+#[test]
+fn freed_slots_count_for_try_reserve_and_close_ends_the_stream() {
+    use super::error::TryRecvError;
+    let (tx, mut rx) = channel::<u64>(1);
+    tx.try_send(0).unwrap();
+    assert_eq!(rx.try_recv(), Ok(0));
+    let permit = tx.try_reserve().expect("the received value's slot is free");
+    drop(permit);
+    rx.close();
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected), "closed, drained, no permit out");
+}
+
+/// More waiting senders than one round of wakes holds get their slots from one
+/// `recv_many`, and no waker runs under the channel's lock: each of these wakers takes
+/// it (through `capacity`), which would deadlock there.
+#[test]
+fn recv_many_frees_slots_to_many_waiters_and_wakes_them_without_the_lock() {
+    use std::future::Future;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct LocksOnWake {
+        tx: super::Sender<u64>,
+        woken: Arc<AtomicUsize>,
+    }
+    impl Wake for LocksOnWake {
+        fn wake(self: Arc<Self>) {
+            let _ = self.tx.capacity();
+            self.woken.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    const CAP: usize = 40;
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (tx, mut rx) = channel::<u64>(CAP);
+        for n in 0..CAP as u64 {
+            tx.try_send(n).unwrap();
+        }
+        let woken = Arc::new(AtomicUsize::new(0));
+        let waker = Waker::from(Arc::new(LocksOnWake { tx: tx.clone(), woken: woken.clone() }));
+        let mut cx = Context::from_waker(&waker);
+        let mut sends: Vec<_> = (0..CAP as u64).map(|n| Box::pin(tx.send(100 + n))).collect();
+        for s in &mut sends {
+            assert!(s.as_mut().poll(&mut cx).is_pending(), "the channel is full");
+        }
+        let mut out = Vec::new();
+        let noop = Context::from_waker(Waker::noop());
+        let mut noop = noop;
+        assert_eq!(rx.poll_recv_many(&mut noop, &mut out, CAP), Poll::Ready(CAP));
+        assert_eq!(woken.load(Ordering::Relaxed), CAP, "every waiting sender was woken");
+        for s in &mut sends {
+            assert!(matches!(s.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
+        }
+        done_tx.send(()).unwrap();
+    });
+    done_rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("recv_many finished (a waker run under the channel's lock deadlocks it)");
+}
