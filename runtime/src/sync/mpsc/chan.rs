@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::AcqRel;
+use std::sync::atomic::Ordering::{AcqRel, Relaxed};
 use std::task::{Context, Poll, Waker};
 
 // ---------------------------------------------------------------------------------------
@@ -386,15 +386,23 @@ impl<T> Chan<T> {
 
     /// With no value: fold the receiver's gifts (the lock held), then say whether the
     /// stream has ended; else keep the receiver's waker. Wakes those the fold completed.
-    fn end_or_wait(&self, st: MutexGuard<'_, State<T>>, cx: Option<&mut Context<'_>>) -> bool {
-        let mut wakes = WakeList::new();
-        let st = self.fold_all(st, &mut wakes);
+    fn end_or_wait<'a>(&'a self, mut st: MutexGuard<'a, State<T>>, cx: Option<&mut Context<'_>>) -> bool {
+        // Only the receiver adds to `freed` (this thread), so a relaxed look suffices;
+        // with nothing to fold, no list of wakers is made (it is 32 slots to clear).
+        let mut wakes = None;
+        if self.bound.is_some() && self.rx.freed.load(Relaxed) & !WAITING != 0 {
+            let mut list = WakeList::new();
+            st = self.fold_all(st, &mut list);
+            wakes = Some(list);
+        }
         let ended = Self::ended(&st);
         match cx {
             Some(cx) if !ended => Self::wait_for_values(st, cx),
             _ => drop(st),
         }
-        wakes.wake_all();
+        if let Some(mut list) = wakes {
+            list.wake_all();
+        }
         ended
     }
 
