@@ -19,18 +19,27 @@ fn recv_all(mut rx: Receiver<std::sync::Arc<u64>>) -> Vec<u64> {
     }
 }
 
+/// Send the values 1 and 2 from a thread of their own; the caller keeps a clone of each
+/// (to check that the channel let them go) and the thread's handle.
+fn send_two_from_a_thread(
+    tx: super::Sender<std::sync::Arc<u64>>,
+) -> (std::sync::Arc<u64>, std::sync::Arc<u64>, loom::thread::JoinHandle<()>) {
+    let v1 = std::sync::Arc::new(1);
+    let v2 = std::sync::Arc::new(2);
+    let (s1, s2) = (v1.clone(), v2.clone());
+    let t = loom::thread::spawn(move || {
+        tx.send(s1).unwrap();
+        tx.send(s2).unwrap();
+    });
+    (v1, v2, t)
+}
+
 #[test]
 fn loom_two_receivers_get_every_value_once_and_values_are_dropped() {
     crate::loom_tests::model_bounded(2, || {
         let (tx, a) = channel::<std::sync::Arc<u64>>(2);
         let b = tx.subscribe();
-        let v1 = std::sync::Arc::new(1);
-        let v2 = std::sync::Arc::new(2);
-        let (s1, s2) = (v1.clone(), v2.clone());
-        let t = loom::thread::spawn(move || {
-            tx.send(s1).unwrap();
-            tx.send(s2).unwrap();
-        });
+        let (v1, v2, t) = send_two_from_a_thread(tx);
         let rb = loom::thread::spawn(move || recv_all(b));
         assert_eq!(recv_all(a), vec![1, 2]);
         assert_eq!(rb.join().unwrap(), vec![1, 2]);
@@ -70,13 +79,7 @@ fn loom_values_are_dropped_once_whoever_sees_them_last() {
     crate::loom_tests::model_bounded(2, || {
         let (tx, mut a) = channel::<std::sync::Arc<u64>>(1);
         let b = tx.subscribe();
-        let v1 = std::sync::Arc::new(1);
-        let v2 = std::sync::Arc::new(2);
-        let (s1, s2) = (v1.clone(), v2.clone());
-        let t = loom::thread::spawn(move || {
-            tx.send(s1).unwrap();
-            tx.send(s2).unwrap();
-        });
+        let (v1, v2, t) = send_two_from_a_thread(tx);
         let tb = loom::thread::spawn(move || drop(b));
         let mut got = Vec::new();
         loop {

@@ -69,9 +69,9 @@ fn record_full_wait(kind: WaitKind, cap: usize) {
 // receiver counts it in `freed` without the lock, and whoever next holds the lock and
 // needs the figure folds the count into `in_use`. While senders wait for slots, the
 // `WAITING` bit in `freed` sends the receiver to the lock instead, to hand each slot to
-// the first waiter as it frees. A sender that starts to wait raises the bit and then
-// folds once more, so a slot freed just before the bit went up still reaches it: both
-// are read-modify-writes of one word, so one of the two sees the other.
+// the first waiter as it frees. A sender that starts to wait raises the bit in the swap
+// that folds the count once more, so a slot freed just before the bit went up still
+// reaches it: both are read-modify-writes of one word, so one of the two sees the other.
 //
 // With eight senders on two workers this took the receiver from fighting the senders
 // for the lock on every value to taking it once per batch.
@@ -673,10 +673,10 @@ impl<T> Future for Acquire<'_, T> {
                     st.in_use += free;
                     st.queue.push_back(k);
                     this.key = Some(k);
-                    // From here the receiver brings each slot it frees to the lock; one
-                    // it freed before the bit went up is folded now (to this sender,
-                    // which is then woken to take it).
-                    chan.rx.freed.fetch_or(WAITING, AcqRel);
+                    // The fold raises the bit (the queue is not empty now) in the same
+                    // swap that takes the slots freed before it went up (to this
+                    // sender, which is then woken to take them); from here the receiver
+                    // brings each slot it frees to the lock.
                     st = chan.fold_all(st, &mut wakes);
                 } else {
                     let k = st.senders.insert_needing(cx.waker(), this.need);
