@@ -291,3 +291,60 @@ fn group_names_are_unique() {
     assert_eq!(names.len(), groups.len(), "{groups:#?}");
     assert_eq!(groups.iter().map(|g| g.spawned).sum::<u64>(), 2);
 }
+
+/// A thread that is none of the workers remembers the last spawn location it looked up.
+/// Spawns from two lines in turn each land in their own line's group. So do they in a
+/// second runtime made after the first is gone, whose table numbers the groups another
+/// way (a task spawned from another thread takes the first number there): an answer
+/// remembered from the first runtime would count them in the wrong group.
+#[test]
+fn spawns_off_the_workers_count_in_their_own_locations_group() {
+    // Each spawns from one line, and says which.
+    fn spawn_a(rt: &volt::Runtime) -> (volt::task::JoinHandle<()>, u32) {
+        (rt.spawn(async {}), line!())
+    }
+    fn spawn_b(rt: &volt::Runtime) -> (volt::task::JoinHandle<()>, u32) {
+        (rt.spawn(async {}), line!())
+    }
+    for second in [false, true] {
+        let rt = recording(1);
+        let t = rt.handle().telemetry();
+        let mut elsewhere = 0;
+        if second {
+            // From another thread, which remembers its own last lookup.
+            let (other, line) = std::thread::scope(|s| s.spawn(|| (rt.spawn(async {}), line!())).join().unwrap());
+            rt.block_on(other).unwrap();
+            elsewhere = line;
+        }
+        let mut joins = Vec::new();
+        let mut lines = [0; 2];
+        let mut spawn = |which: usize| {
+            let (j, line) = if which == 0 { spawn_a(&rt) } else { spawn_b(&rt) };
+            lines[which] = line;
+            joins.push(j);
+        };
+        // The first runtime ends with a spawn from `b`; the second starts with one.
+        if second {
+            spawn(1);
+        }
+        for _ in 0..5 {
+            spawn(0);
+            spawn(0);
+            spawn(1);
+        }
+        for j in joins {
+            rt.block_on(j).unwrap();
+        }
+        let groups = t.task_groups();
+        let spawned_at = |line: u32| {
+            let at = format!("{}:{line}:", file!());
+            groups.iter().filter(|g| g.name.starts_with(&at)).map(|g| g.spawned).sum::<u64>()
+        };
+        let got = (spawned_at(lines[0]), spawned_at(lines[1]));
+        assert_eq!(got, (10, 5 + second as u64), "second runtime: {second}: {groups:#?}");
+        if second {
+            assert_eq!(spawned_at(elsewhere), 1, "{groups:#?}");
+        }
+        drop(rt);
+    }
+}

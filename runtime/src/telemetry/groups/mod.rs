@@ -325,11 +325,31 @@ pub(crate) enum GroupEvent {
 pub(crate) struct TaskGroups {
     table: GroupTable,
     remote: Box<[RemoteCells]>,
+    /// This runtime's number among every `TaskGroups` the process made (from 1), which
+    /// keys the spawn location a thread off the workers last looked up
+    /// ([`LAST_REMOTE`]): an address could be used again by a later runtime, a number
+    /// is not.
+    id: u64,
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// The last spawn location a thread that is no worker looked up, and its group:
+    /// `(TaskGroups::id, location address << 8 | group)`, `(0, 0)` for none. A thread that
+    /// spawns from outside (a `block_on` loop, a blocking-pool thread) mostly spawns from
+    /// one place, and hashing the location's file name cost about 170 instructions per
+    /// spawn, more than a third of what the ring added to a spawn from outside.
+    static LAST_REMOTE: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 impl TaskGroups {
     pub(crate) fn new() -> TaskGroups {
-        TaskGroups { table: GroupTable::new(), remote: (0..=MAX_TASK_GROUPS).map(|_| RemoteCells::default()).collect() }
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        TaskGroups {
+            table: GroupTable::new(),
+            remote: (0..=MAX_TASK_GROUPS).map(|_| RemoteCells::default()).collect(),
+            id: NEXT_ID.fetch_add(1, Relaxed),
+        }
     }
 
     /// The group of a task named `name` (unnamed: spawned at `spawned_at`). `local`: the
@@ -344,7 +364,30 @@ impl TaskGroups {
         match (name, local) {
             (Some(n), _) => self.table.group_of(Lookup::Name(n)),
             (None, Some(w)) => w.group_of_location(spawned_at, || self.table.group_of(Lookup::Spawned(spawned_at))),
-            (None, None) => self.table.group_of(Lookup::Spawned(spawned_at)),
+            (None, None) => self.group_of_location_off_workers(spawned_at),
+        }
+    }
+
+    /// The group of spawn location `at` for a thread that is none of the workers: the
+    /// thread's last lookup if it was of `at` in this runtime, else the table's.
+    fn group_of_location_off_workers(&self, at: &'static Location<'static>) -> GroupId {
+        let look_up = || self.table.group_of(Lookup::Spawned(at));
+        #[cfg(loom)]
+        return look_up();
+        #[cfg(not(loom))]
+        {
+            // User-space addresses fit in 56 bits, so the address and a group fit one word.
+            let addr = at as *const Location<'static> as u64;
+            let last = LAST_REMOTE.try_with(|c| c.get()).unwrap_or((0, 0));
+            if last.0 == self.id && last.1 >> 8 == addr {
+                return GroupId((last.1 & 0xff) as u8);
+            }
+            let g = look_up();
+            // `other` is not kept, as in `WorkerGroups::group_of_location`.
+            if g != GroupId::OTHER && addr >> 56 == 0 {
+                let _ = LAST_REMOTE.try_with(|c| c.set((self.id, addr << 8 | g.0 as u64)));
+            }
+            g
         }
     }
 
