@@ -12,6 +12,10 @@
 //! * `yield`: 100 tasks that yield 2,000 times each, 200,000 polls;
 //! * `spawn`: one task that spawns 500 empty children and awaits each in turn, 200 times:
 //!   100,200 tasks, each spawned, polled once and joined;
+//! * `remote`: the main thread, which is none of the workers, spawns 10,000 empty tasks
+//!   and awaits each in turn, 20 times: 200,000 tasks. Half of a remote spawn's cost is
+//!   on the spawning thread, so count it with `--toggle-collect=per_op::main` as well
+//!   (callgrind adds up every function it names);
 //!
 //! Runtimes (second argument): `untimed` (`poll_time_histogram(false)`), `default`, or
 //! `ring` (`event_ring(4096)`). The stall monitor is off in all three: its thread would
@@ -68,6 +72,16 @@ fn main() {
             });
             rx.recv().unwrap();
         }
-        other => panic!("unknown workload {other:?}: yield or spawn"),
+        "remote" => {
+            // From this thread, none of the runtime's: each spawn goes through the global
+            // queue, and with the ring on, records from outside the workers.
+            for _ in 0..20 {
+                let handles: Vec<_> = (0..10_000u64).map(|i| rt.spawn(async move { i })).collect();
+                for (i, h) in handles.into_iter().enumerate() {
+                    assert_eq!(rt.block_on(h).unwrap(), i as u64);
+                }
+            }
+        }
+        other => panic!("unknown workload {other:?}: yield, spawn or remote"),
     }
 }
