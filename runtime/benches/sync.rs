@@ -4,7 +4,9 @@
 //! `cargo bench -p volt --bench sync` prints a table of medians and the ratio volt/tokio
 //! per workload (the median of the back-to-back pairs' ratios), and their geometric mean
 //! (below 1.0: Volt is faster). `VOLT_BENCH_SAMPLES` sets the samples (default 30);
-//! `VOLT_BENCH_ONLY=NAME` runs only the workloads whose names contain `NAME`.
+//! `VOLT_BENCH_ONLY=NAME` runs only the workloads whose names contain `NAME`;
+//! `VOLT_BENCH_SPREAD=1` adds each runtime's 10th and 90th percentile sample (a workload
+//! whose runs fall into two modes shows it there, not in the median).
 //!
 //! A third column runs Volt's workloads on a runtime with the event ring on
 //! (`event_ring(1024)`): its tasks keep statistics, so the primitives they wait on are
@@ -226,6 +228,7 @@ fn main() {
     ];
     // `VOLT_BENCH_ONLY=broadcast` runs the workloads whose names contain it.
     let only = std::env::var("VOLT_BENCH_ONLY").unwrap_or_default();
+    let spread = std::env::var_os("VOLT_BENCH_SPREAD").is_some();
     let workloads: Vec<_> = workloads.into_iter().filter(|w| w.name.contains(only.as_str())).collect();
     println!(
         "Volt's sync vs Tokio's, {WORKERS} workers each, {samples} samples per runtime per workload, alternating\n"
@@ -280,6 +283,22 @@ fn main() {
         let watched = paired_ratio(&tw, &tt);
         log_sum += ratio.ln();
         log_sum_watched += watched.ln();
+        if spread {
+            let p = |v: &mut Vec<std::time::Duration>, q: usize| {
+                v.sort();
+                fmt(v[(v.len() * q / 10).min(v.len() - 1)])
+            };
+            println!(
+                "| {} spread (p10-p90) | {}-{} | {}-{} | {}-{} | | |",
+                w.name,
+                p(&mut tv, 1),
+                p(&mut tv, 9),
+                p(&mut tt, 1),
+                p(&mut tt, 9),
+                p(&mut tw, 1),
+                p(&mut tw, 9)
+            );
+        }
         println!(
             "| {} | {} | {} | {} | {:.2} | {:.2} |",
             w.name,
