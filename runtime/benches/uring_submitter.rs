@@ -176,7 +176,10 @@ mod probe {
         println!("|---|---:|---:|---:|---:|---|");
         for case in ["epoll", "waiter", "parked", "exited"] {
             let (seen, lat, sw) = run(case);
-            let q = |f: f64| lat.get(((lat.len() as f64 * f) as usize).min(lat.len().saturating_sub(1))).map_or("-".to_string(), |ns| format!("{} µs", ns / 1000));
+            let q = |f: f64| {
+                lat.get(((lat.len() as f64 * f) as usize).min(lat.len().saturating_sub(1)))
+                    .map_or("-".to_string(), |ns| format!("{} µs", ns / 1000))
+            };
             let who = match case {
                 "epoll" => "another thread (epoll, baseline)",
                 "waiter" => "the waiting thread",
