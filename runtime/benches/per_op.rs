@@ -12,6 +12,9 @@
 //! * `yield`: 100 tasks that yield 2,000 times each, 200,000 polls;
 //! * `spawn`: one task that spawns 500 empty children and awaits each in turn, 200 times:
 //!   100,200 tasks, each spawned, polled once and joined;
+//! * `oneshot`: a task sends 100,000 requests, each with a `oneshot` sender for the
+//!   answer, over an unbounded `mpsc` channel to a server task, and awaits each answer:
+//!   the `sync` bench's `oneshot_round_trip` on one worker (200,000 polls, as many wakes);
 //! * `remote`: the main thread, which is none of the workers, spawns 10,000 empty tasks
 //!   and awaits each in turn, 20 times: 200,000 tasks. Half of a remote spawn's cost is
 //!   on the spawning thread, so count it with `--toggle-collect=per_op::main` as well
@@ -82,6 +85,27 @@ fn main() {
                 }
             }
         }
-        other => panic!("unknown workload {other:?}: yield, spawn or remote"),
+        "oneshot" => {
+            rt.spawn(async move {
+                let (req_tx, mut req_rx) = volt::sync::mpsc::unbounded_channel::<volt::sync::oneshot::Sender<u64>>();
+                let server = volt::spawn(async move {
+                    let mut n = 0u64;
+                    while let Some(reply) = req_rx.recv().await {
+                        n += 1;
+                        let _ = reply.send(n);
+                    }
+                });
+                for i in 1..=100_000u64 {
+                    let (reply_tx, reply_rx) = volt::sync::oneshot::channel();
+                    req_tx.send(reply_tx).unwrap();
+                    assert_eq!(reply_rx.await.unwrap(), i);
+                }
+                drop(req_tx);
+                server.await.unwrap();
+                tx.send(()).unwrap();
+            });
+            rx.recv().unwrap();
+        }
+        other => panic!("unknown workload {other:?}: yield, spawn, remote or oneshot"),
     }
 }

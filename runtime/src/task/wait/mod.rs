@@ -303,15 +303,21 @@ impl WaitRecord {
             len -= 1;
         }
         let at = p.text;
-        let bytes = &label.as_bytes()[..len];
-        for w in at / 8..(at + len).div_ceil(8) {
-            let mut word = self.text[w].load(Relaxed).to_le_bytes();
-            for (k, b) in word.iter_mut().enumerate() {
-                if let Some(&c) = (w * 8 + k).checked_sub(at).and_then(|j| bytes.get(j)) {
-                    *b = c;
-                }
+        if len > 0 {
+            // Assemble the words the label touches in a local copy and store each once:
+            // the first may hold the end of the label before, the last the bytes after
+            // (whatever they are, no label reads them, but they are left as they were).
+            let (first, end) = (at / 8, (at + len).div_ceil(8));
+            let mut buf = [0u8; LABEL_BYTES];
+            buf[first * 8..first * 8 + 8].copy_from_slice(&self.text[first].load(Relaxed).to_le_bytes());
+            if end - 1 > first {
+                buf[(end - 1) * 8..end * 8].copy_from_slice(&self.text[end - 1].load(Relaxed).to_le_bytes());
             }
-            self.text[w].store(u64::from_le_bytes(word), Relaxed);
+            buf[at..at + len].copy_from_slice(&label.as_bytes()[..len]);
+            for w in first..end {
+                let bytes: [u8; 8] = buf[w * 8..w * 8 + 8].try_into().expect("eight bytes");
+                self.text[w].store(u64::from_le_bytes(bytes), Relaxed);
+            }
         }
         p.text += len;
         let cut = if len < label.len() { F_LABEL_CUT } else { 0 };

@@ -127,6 +127,37 @@ fn labels_are_copied_cut_and_marked() {
     assert_eq!(more, 0);
 }
 
+/// Two labels in one poll, of every pair of lengths from 0 to the whole label room, each
+/// at every offset the first leaves it: both read back as written (cut where the room
+/// ends), whichever words of the label bytes they start and end in.
+#[test]
+fn labels_read_back_at_every_offset_and_length() {
+    let now = Instant::now();
+    // No two of its substrings that start at different places are equal (no character
+    // repeats), so the second label is never a repeat of the first.
+    let text: String = (0..2 * LABEL_BYTES + 4).map(|i| (b'!' + i as u8) as char).collect();
+    let mut stamp = 0;
+    for a in 0..=LABEL_BYTES {
+        for b in 1..=LABEL_BYTES + 2 {
+            stamp += 1;
+            let r = WaitRecord::default();
+            let (first, second) = (&text[..a], &text[a..a + b]);
+            if a > 0 {
+                r.put_label(stamp, first, usize::MAX);
+            }
+            r.put_label(stamp, second, usize::MAX);
+            let fits = b.min(LABEL_BYTES - a);
+            let cut = if fits < b { "…" } else { "" };
+            let mut want = Vec::new();
+            if a > 0 {
+                want.push(Wait::Label(first.into()));
+            }
+            want.push(Wait::Label(format!("{}{cut}", &second[..fits])));
+            assert_eq!(waits(&r, now).0, want, "first {a} bytes, second {b}");
+        }
+    }
+}
+
 /// A wrapper's label goes where its future's waits begin, ahead of them; on a full
 /// list the last wait makes room (both slots of an IPv6 address).
 #[test]
