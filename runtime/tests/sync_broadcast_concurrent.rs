@@ -111,3 +111,80 @@ fn broadcast_receivers_that_drop_midway_let_their_values_go() {
     });
     assert_eq!(Arc::strong_count(&live), 1, "every value was dropped");
 }
+
+#[test]
+fn broadcast_bursts_that_overrun_the_ring_then_calm_account_for_every_value() {
+    // Each round, a burst overruns the ring (receivers lag: the channel turns careful
+    // and receivers enter the slots they read), then sends in small steps, each after
+    // every receiver caught up, more than a thousand in a row that overwrite nothing
+    // unread (the channel reads without entering again). The values, the lag counts and
+    // the drops add up across both ways of reading and the switches between them.
+    const CAP: usize = 256;
+    const ROUNDS: u64 = 4;
+    const BURST: u64 = 4 * CAP as u64;
+    const CALM: u64 = 1_200;
+    const RECEIVERS: usize = 4;
+    let live = Arc::new(());
+    rt().block_on(async {
+        let (tx, rx) = broadcast::channel::<Counted>(CAP);
+        let mut rxs = vec![rx];
+        for _ in 1..RECEIVERS {
+            rxs.push(tx.subscribe());
+        }
+        let progress: Vec<Arc<std::sync::atomic::AtomicU64>> =
+            (0..RECEIVERS).map(|_| Arc::new(std::sync::atomic::AtomicU64::new(0))).collect();
+        let handles: Vec<_> = rxs
+            .into_iter()
+            .zip(progress.iter().cloned())
+            .map(|(mut rx, done)| {
+                volt::spawn(async move {
+                    let (mut got, mut lagged, mut expect) = (0u64, 0u64, 0u64);
+                    loop {
+                        match rx.recv().await {
+                            Ok(v) => {
+                                assert_eq!(v.n, expect, "out of order, or skipped without Lagged");
+                                expect += 1;
+                                got += 1;
+                            }
+                            Err(RecvError::Lagged(n)) => {
+                                expect += n;
+                                lagged += n;
+                            }
+                            Err(RecvError::Closed) => return (got, lagged),
+                        }
+                        done.store(expect, std::sync::atomic::Ordering::Release);
+                    }
+                })
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + BOUND;
+        let mut n = 0u64;
+        for _ in 0..ROUNDS {
+            for _ in 0..BURST {
+                tx.send(Counted { n, _live: live.clone() }).expect("receivers live");
+                n += 1;
+            }
+            let mut calm = 0;
+            while calm < CALM {
+                // Wait for every receiver to have taken or skipped all that was sent.
+                while progress.iter().any(|p| p.load(std::sync::atomic::Ordering::Acquire) < n) {
+                    assert!(std::time::Instant::now() < deadline, "receivers caught up within {BOUND:?}");
+                    volt::task::yield_now().await;
+                }
+                for _ in 0..100 {
+                    tx.send(Counted { n, _live: live.clone() }).expect("receivers live");
+                    n += 1;
+                }
+                calm += 100;
+            }
+        }
+        drop(tx);
+        let total = n;
+        for h in handles {
+            let (got, lagged) = volt::time::timeout(BOUND, h).await.expect("receiver finished").unwrap();
+            assert_eq!(got + lagged, total, "received {got} and lagged {lagged}");
+            assert!(got >= ROUNDS * CALM, "every calm value was received ({got})");
+        }
+    });
+    assert_eq!(Arc::strong_count(&live), 1, "every value was dropped");
+}

@@ -133,3 +133,42 @@ fn loom_len_never_drops_a_value_under_the_tail_lock() {
         drop(a);
     });
 }
+
+#[test]
+fn loom_a_channel_turns_careful_and_back_while_a_receiver_reads() {
+    // Capacity 1 and three sends: a send that overwrites the value the receiver has yet
+    // to read makes the channel careful (waiting out a read without entering), and a
+    // send after it caught up lets it read without entering again (after one calm send
+    // under loom). Whatever the interleaving, the receiver sees the values in order,
+    // lags by the count it missed, and every value goes once.
+    crate::loom_tests::model_bounded(2, || {
+        let (tx, mut rx) = channel::<std::sync::Arc<u64>>(1);
+        let vals: Vec<_> = (1..=3).map(std::sync::Arc::new).collect();
+        let sent = vals.clone();
+        let t = loom::thread::spawn(move || {
+            for v in sent {
+                tx.send(v).unwrap();
+            }
+        });
+        let mut last = 0;
+        let mut seen = 0;
+        loop {
+            match block_on(rx.recv()) {
+                Ok(v) => {
+                    assert!(*v > last, "in order: {} after {last}", *v);
+                    last = *v;
+                    seen += 1;
+                }
+                Err(RecvError::Lagged(n)) => seen += n,
+                Err(RecvError::Closed) => break,
+            }
+        }
+        t.join().unwrap();
+        assert_eq!(last, 3, "the last value is never overwritten");
+        assert_eq!(seen, 3, "each value received or counted as missed");
+        drop(rx);
+        for v in &vals {
+            assert_eq!(std::sync::Arc::strong_count(v), 1, "value {} was dropped", **v);
+        }
+    });
+}

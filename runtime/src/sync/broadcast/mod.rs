@@ -6,39 +6,69 @@
 //! guarded by one word of its own (`slot`), and one mutex for the tail (where the next
 //! value goes, the counts, the waiters). A value takes the slot of its position, with a
 //! count of the receivers that have yet to see it (those alive when it was sent); the
-//! last of them drops it. A receiver keeps the position it reads next and clones the
-//! value there while it is counted in the slot's word, so receivers that keep up read
-//! side by side and never take the tail mutex; only a receiver that finds nothing for it
-//! (nothing new, lag, close, a sender writing the slot) does, to learn which and to
-//! register its waker. When senders get more than the capacity ahead of a receiver, its
-//! oldest values are overwritten: its next `recv` returns
-//! [`RecvError::Lagged`](error::RecvError::Lagged) with how many it missed, once, and
-//! then goes on from the oldest value still kept. Receivers that wait keep one slot each
-//! in a reusable slab; a send takes their wakers under the tail lock it already holds
-//! and wakes them after letting it go.
+//! last of them drops it. A receiver keeps the position it reads next, clones the value
+//! there and counts it as seen: one atomic operation on the slot's word, and none on
+//! anything another receiver writes (see `slot` for why no lock is needed, and for the
+//! one case, a sender overwriting a value a lagging receiver has yet to read, where
+//! receivers enter the slot instead). Receivers that keep up read side by side and never
+//! take the tail mutex; only a receiver that finds nothing for it (nothing new, lag,
+//! close, a sender writing the slot) does, to learn which and to register its waker.
+//! When senders get more than the capacity ahead of a receiver, its oldest values are
+//! overwritten: its next `recv` returns [`RecvError::Lagged`](error::RecvError::Lagged)
+//! with how many it missed, once, and then goes on from the oldest value still kept.
+//! Receivers that wait keep one slot each in a reusable slab; a send takes their wakers
+//! under the tail lock it already holds and wakes them after letting it go.
+//!
+//! Each receiver owns a mark (a word on lines of its own, allocated when it subscribes),
+//! which it sets around each read that does not enter the slot.
 //!
 //! A receive that waits shows in the console as `recv broadcast`; [`Sender::closed`] as
 //! `closed broadcast`.
 //!
 //! # Where it lives
-//! This file holds the ring, the tail and the public types; `slot` the slot and its word;
-//! `sender` and `receiver` the methods, and `error` the errors.
+//! This file holds the ring, the tail, the receivers' marks and the public types; `slot`
+//! the slot, its word and the two ways to read it; `fence` the asymmetric fence between
+//! a receiver's mark and a sender's flag; `sender` and `receiver` the methods, and
+//! `error` the errors.
 
 pub mod error;
 
+mod fence;
 mod receiver;
 mod sender;
 mod slot;
 
-use crate::loom::{lock, Arc, Mutex, MutexGuard};
+use crate::loom::{lock, Arc, AtomicBool, AtomicU64, Mutex, MutexGuard};
+use crate::padded::CachePadded;
 use crate::sync::waiters::{ClosedState, Waiters};
 use slot::Slot;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 struct Shared<T> {
     slots: Box<[Slot<T>]>,
     tail: Mutex<Tail>,
     mask: u64,
+    /// Receivers enter each slot they read (see `slot`): a sender is overwriting values
+    /// some receiver has yet to see, or the asymmetric fence is missing. Only senders
+    /// change it, under the tail lock; receivers read it on every receive, so it has its
+    /// lines to itself.
+    careful: CachePadded<AtomicBool>,
+    fence: fence::Fence,
 }
+
+/// A receiver's mark: odd while it reads a slot without entering it, even otherwise. A
+/// sender making the channel careful waits until each odd mark it saw has changed. Both
+/// stores are `Release`: the sender may see the next read's odd mark instead of the even
+/// one before it, and must still learn from it that the earlier clone is done.
+struct Mark {
+    word: CachePadded<AtomicU64>,
+    /// Its place in `Tail::marks` (changed under the tail lock).
+    index: std::sync::atomic::AtomicUsize,
+}
+
+/// Sends in a row that overwrote no value a receiver had yet to see, after which a
+/// careful channel lets receivers read without entering again.
+const CALM_SENDS: u32 = if cfg!(loom) { 1 } else { 1024 };
 
 /// What the channel's mutex guards: where the next value goes, the counts, and the
 /// waiters. Receivers take it only when the slot they read next holds no value for
@@ -53,6 +83,10 @@ struct Tail {
     waiters: Waiters,
     /// Waiters of `Sender::closed`.
     closed: Waiters,
+    /// Every receiver's mark.
+    marks: Vec<Arc<Mark>>,
+    /// While careful: sends in a row that overwrote no value still to be seen.
+    calm: u32,
 }
 
 impl<T> Shared<T> {
@@ -69,10 +103,71 @@ impl<T> Shared<T> {
     }
 }
 
-/// Count one more receiver (the tail lock held).
-fn add_receiver(tail: &mut Tail) {
+/// A new receiver of `shared` at `next`, counted and with its mark listed (`tail` is
+/// its locked tail).
+///
+/// # Panics
+/// When the channel already has `u32::MAX` receivers.
+fn add_receiver<T>(shared: &Arc<Shared<T>>, tail: &mut Tail, next: u64) -> Receiver<T> {
     assert!(tail.rx_count < slot::MAX_RECEIVERS, "broadcast channel: too many receivers");
     tail.rx_count += 1;
+    let mark = Arc::new(Mark {
+        word: CachePadded(AtomicU64::new(0)),
+        index: std::sync::atomic::AtomicUsize::new(tail.marks.len()),
+    });
+    tail.marks.push(mark.clone());
+    Receiver { shared: shared.clone(), next, key: None, mark, seq: 0 }
+}
+
+impl<T> Shared<T> {
+    /// Make the channel careful before overwriting a value some receiver has yet to see
+    /// (the tail lock held): from the fence on, every receiver enters the slots it
+    /// reads, and the receivers that were reading without entering finish first.
+    fn become_careful(&self, tail: &mut Tail) {
+        tail.calm = 0;
+        if self.careful.load(Relaxed) {
+            return;
+        }
+        self.careful.store(true, Relaxed);
+        // Each receiver's thread is now past its mark (seen below) or will see the flag.
+        self.fence.heavy();
+        for m in &tail.marks {
+            let seen = m.word.load(Acquire);
+            if seen & 1 == 0 {
+                continue;
+            }
+            // Busy: wait for the read to end. It takes no lock and waits for nothing, so
+            // only a preempted thread (or a slow `Clone`) makes this wait long.
+            let mut spins = 0;
+            while m.word.load(Acquire) == seen {
+                slot::backoff(&mut spins);
+            }
+        }
+    }
+
+    /// After a send that overwrote no value still to be seen (the tail lock held): a
+    /// careful channel that has been calm long enough lets receivers read without
+    /// entering again (if the fence works in this process).
+    fn calm_send(&self, tail: &mut Tail) {
+        if !self.careful.load(Relaxed) {
+            return;
+        }
+        tail.calm += 1;
+        if tail.calm >= CALM_SENDS && fence::available() {
+            tail.calm = 0;
+            self.careful.store(false, Release);
+        }
+    }
+}
+
+/// Take a dropped receiver's mark off the list (the tail lock held).
+fn remove_mark(tail: &mut Tail, mark: &Arc<Mark>) {
+    let i = mark.index.load(Relaxed);
+    debug_assert!(Arc::ptr_eq(&tail.marks[i], mark));
+    tail.marks.swap_remove(i);
+    if let Some(moved) = tail.marks.get(i) {
+        moved.index.store(i, Relaxed);
+    }
 }
 
 impl ClosedState for Tail {
@@ -97,21 +192,26 @@ pub fn channel<T: Clone>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     assert!(capacity > 0, "broadcast channel capacity cannot be zero");
     assert!(capacity <= usize::MAX >> 1, "broadcast channel capacity exceeded `usize::MAX / 2`");
     let cap = capacity.next_power_of_two();
-    // A slot never written holds a position no receiver reads.
-    let slots = (0..cap).map(|i| Slot::new((i as u64).wrapping_sub(cap as u64))).collect();
+    // A slot never written holds a position no receiver reads (from 2^64 - cap - 1 up,
+    // short of `u64::MAX`, which marks a slot being written).
+    let slots = (0..cap).map(|i| Slot::new((i as u64).wrapping_sub(cap as u64).wrapping_sub(1))).collect();
     let shared = Arc::new(Shared {
         slots,
         tail: Mutex::new(Tail {
             pos: 0,
-            rx_count: 1,
+            rx_count: 0,
             tx_count: 1,
             weak_count: 0,
             waiters: Waiters::default(),
             closed: Waiters::default(),
+            marks: Vec::new(),
+            calm: 0,
         }),
         mask: cap as u64 - 1,
+        careful: CachePadded(AtomicBool::new(!fence::available())),
+        fence: fence::Fence::default(),
     });
-    let rx = Receiver { shared: shared.clone(), next: 0, key: None };
+    let rx = add_receiver(&shared, &mut shared.lock(), 0);
     (Sender { shared }, rx)
 }
 
@@ -127,6 +227,9 @@ pub struct Receiver<T> {
     next: u64,
     /// Its slot among the waiters, once it has waited.
     key: Option<usize>,
+    /// Its mark, and the mark's last even count (only this receiver writes it).
+    mark: Arc<Mark>,
+    seq: u64,
 }
 
 /// A sender that does not keep the channel open: [`upgrade`](WeakSender::upgrade) it
@@ -137,3 +240,56 @@ pub struct WeakSender<T> {
 
 #[cfg(all(loom, test))]
 mod loom_tests;
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::channel;
+    use super::error::TryRecvError;
+    use std::sync::Arc;
+
+    /// Receivers on threads of their own read a ring of two with `try_recv` while a
+    /// sender overruns it: reads without entering, careful reads, and the switches
+    /// between them (under Miri too, which checks that no clone races a write). Each
+    /// receiver sees increasing values, each value received or counted in one lag,
+    /// and every value is dropped once.
+    #[test]
+    fn threads_that_lag_and_keep_up_account_for_every_value() {
+        const VALUES: u64 = if cfg!(miri) { 60 } else { 20_000 };
+        let live = Arc::new(());
+        let (tx, rx) = channel::<(u64, Arc<()>)>(2);
+        let rxs = vec![rx, tx.subscribe()];
+        let readers: Vec<_> = rxs
+            .into_iter()
+            .map(|mut rx| {
+                std::thread::spawn(move || {
+                    let (mut expect, mut got) = (0u64, 0u64);
+                    loop {
+                        match rx.try_recv() {
+                            Ok((n, _)) => {
+                                assert_eq!(n, expect, "in order, none skipped without a lag");
+                                expect += 1;
+                                got += 1;
+                            }
+                            Err(TryRecvError::Lagged(n)) => expect += n,
+                            Err(TryRecvError::Empty) => std::thread::yield_now(),
+                            Err(TryRecvError::Closed) => return (expect, got),
+                        }
+                    }
+                })
+            })
+            .collect();
+        for n in 0..VALUES {
+            tx.send((n, live.clone())).unwrap();
+            if n % 16 == 0 {
+                std::thread::yield_now();
+            }
+        }
+        drop(tx);
+        for r in readers {
+            let (accounted, got) = r.join().unwrap();
+            assert_eq!(accounted, VALUES, "each value received or counted as missed");
+            assert!(got >= 1, "the last value is never overwritten");
+        }
+        assert_eq!(Arc::strong_count(&live), 1, "every value was dropped once");
+    }
+}

@@ -6,11 +6,21 @@ use crate::loom::Arc;
 use crate::sync::waiters::wake_all_of;
 use crate::task::coop;
 use std::fmt;
+use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::task::{Context, Poll, Waker};
 
 /// Name a receiver's wait.
 fn record_recv_wait() {
     crate::task::wait::record_label("recv broadcast");
+}
+
+/// What a read without entering the slot found.
+enum Marked<T> {
+    Got(T),
+    /// The slot holds another position: nothing new, or this receiver lags.
+    Missed,
+    /// The channel is careful: enter the slot to read it.
+    Careful,
 }
 
 /// Why an attempt to receive found no value.
@@ -21,25 +31,61 @@ enum Miss {
 }
 
 impl<T: Clone> Receiver<T> {
+    /// Read the slot of `pos` without entering it, unless the channel is careful (see
+    /// `slot`): mark the read, fence, and look at the flag.
+    #[inline]
+    fn read_marked(&mut self, pos: u64) -> Marked<T> {
+        let shared = &*self.shared;
+        if shared.careful.load(Relaxed) {
+            return Marked::Careful;
+        }
+        // `Release`, like the idle mark after the last read: a sender that sees this mark
+        // instead of that one must still know the last read's clone is done.
+        let mark = &self.mark.word;
+        mark.store(self.seq + 1, Release);
+        self.seq += 2;
+        let idle = self.seq;
+        shared.fence.light();
+        if shared.careful.load(Relaxed) {
+            mark.store(idle, Release);
+            return Marked::Careful;
+        }
+        // SAFETY: the read is marked and the channel was not careful after the fence.
+        match unsafe { shared.slot(pos).read_marked(pos, mark, idle) } {
+            Some(v) => Marked::Got(v),
+            None => Marked::Missed,
+        }
+    }
+
     /// Take the next value, or say why there is none. With `waker`, a receiver that
     /// finds nothing new registers it before the tail lock is let go, so a value sent
     /// after the check wakes it.
     fn try_take(&mut self, waker: Option<&Waker>) -> Result<T, Miss> {
         loop {
             let pos = self.next;
-            // `None`: a writer has the slot; the tail lock below waits it out.
-            if let Some(mut slot) = self.shared.slot(pos).read() {
-                if slot.pos() == pos {
-                    // The fast path: the value is there for this receiver (it was alive
-                    // when the value was sent, so the value counts it and is still
-                    // held). The receiver moves past it before cloning: a clone that
-                    // panics leaves the value counted as seen (as Tokio does). Leaving
-                    // the slot counts it, and the last to leave drops the value.
+            match self.read_marked(pos) {
+                Marked::Got(v) => {
                     self.next = pos + 1;
-                    slot.seen();
-                    let v = slot.clone_val().expect("a value is kept until every receiver has seen it");
-                    drop(slot);
                     return Ok(v);
+                }
+                Marked::Missed => {}
+                // `None`: a writer has the slot; the tail lock below waits it out.
+                Marked::Careful => {
+                    if let Some(mut slot) = self.shared.slot(pos).read() {
+                        if slot.pos() == pos {
+                            // The value is there for this receiver (it was alive when the
+                            // value was sent, so the value counts it and is still held).
+                            // The receiver moves past it before cloning: a clone that
+                            // panics leaves the value counted as seen (as Tokio does).
+                            // Leaving the slot counts it, and the last to leave drops the
+                            // value.
+                            self.next = pos + 1;
+                            slot.seen();
+                            let v = slot.clone_val().expect("a value is kept until every receiver has seen it");
+                            drop(slot);
+                            return Ok(v);
+                        }
+                    }
                 }
             }
             // Nothing for this receiver in the slot: nothing new, or it lags. The tail
@@ -112,8 +158,8 @@ impl<T> Receiver<T> {
     /// When the channel already has `u32::MAX` receivers.
     pub fn resubscribe(&self) -> Self {
         let mut tail = self.shared.lock();
-        super::add_receiver(&mut tail);
-        Receiver { shared: self.shared.clone(), next: tail.pos, key: None }
+        let next = tail.pos;
+        super::add_receiver(&self.shared, &mut tail, next)
     }
 
     /// Values sent that this receiver has yet to receive (more than the capacity when it
@@ -161,18 +207,13 @@ impl<T> Drop for Receiver<T> {
             // lock held no sender rewrites these slots.
             let from = self.next.max(tail.pos.saturating_sub(self.shared.capacity()));
             for pos in from..tail.pos {
-                let mut slot = self.shared.slot(pos).write();
-                if slot.pos() != pos {
-                    continue;
-                }
-                // This receiver is counted in the value (it lived when the value was
-                // sent and has not seen it); the last one counted off drops it.
-                if slot.count_off() {
-                    if let Some(v) = slot.take() {
-                        dropped.push(v);
-                    }
+                // SAFETY: the tail lock is held, and this receiver, alive when each of
+                // these values was sent and yet to see it, is counted in it.
+                if let Some(v) = unsafe { self.shared.slot(pos).count_off_locked(pos) } {
+                    dropped.push(v);
                 }
             }
+            super::remove_mark(&mut tail, &self.mark);
             tail.rx_count -= 1;
             tail.rx_count == 0
         };

@@ -31,7 +31,15 @@ impl<T> Sender<T> {
         let pos = tail.pos;
         // The slot is written with the tail lock held, so senders take positions in
         // order and a receiver that finds the tail past its position finds the value.
-        let old = self.shared.slot(pos).write().put(pos, value, rx);
+        // SAFETY: the tail lock is held.
+        let slot = unsafe { self.shared.slot(pos).write() };
+        if slot.remaining() > 0 {
+            // A value some receiver has yet to see: it lags, and may be reading it.
+            self.shared.become_careful(&mut tail);
+        } else {
+            self.shared.calm_send(&mut tail);
+        }
+        let old = slot.put(pos, value, rx);
         tail.pos = pos + 1;
         // Waiters are taken under the same lock (no second lock per send), and only
         // when some receiver waits.
@@ -53,8 +61,8 @@ impl<T> Sender<T> {
     /// When the channel already has `u32::MAX` receivers.
     pub fn subscribe(&self) -> Receiver<T> {
         let mut tail = self.shared.lock();
-        super::add_receiver(&mut tail);
-        Receiver { shared: self.shared.clone(), next: tail.pos, key: None }
+        let next = tail.pos;
+        super::add_receiver(&self.shared, &mut tail, next)
     }
 
     /// How many receivers live.

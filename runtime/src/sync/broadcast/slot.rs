@@ -1,30 +1,43 @@
 //! One place of the ring and the word that guards it.
 //!
-//! # Why not a read-write lock and a counter
-//! Every receiver reads every slot, so whatever a read touches bounces between the
-//! cores the receivers run on. A standard read-write lock plus a count of the receivers
-//! yet to see the value costs three contended atomic operations per receive (lock,
-//! count down, unlock). Here the count lives in the lock's own word, so leaving the
-//! slot and counting the value as seen are one operation: two per receive.
+//! # Two ways to read
+//! Every receiver reads every slot, so whatever a read writes bounces between the cores
+//! the receivers run on. A standard read-write lock plus a count of the receivers yet to
+//! see the value costs three contended atomic operations per receive (lock, count down,
+//! unlock). Here a receive costs one: counting the value as seen. It is safe to clone a
+//! value without entering the slot because no writer changes a value that some receiver
+//! still has to see, with one exception, a sender overwriting a value a lagging receiver
+//! has not read. For that one case the receivers mark each read in a word of their own
+//! (`Mark`, in `mod`), and such a sender first makes the channel *careful*: it sets a
+//! flag, runs the heavy side of an asymmetric fence (`fence`), and waits until every
+//! receiver marked busy is done. While the channel is careful, receivers enter the slot
+//! (the *counted read* below, two operations), and the sender keeps them out as it
+//! writes. After enough sends that overwrite no unseen value, the channel stops being
+//! careful. Where the fence is missing, it is careful for good.
 //!
 //! # The word
 //! `[remaining: 32 bits][WRITER: 1 bit][readers: 31 bits]`
-//! - *readers*: receivers looking at the slot now. A reader adds one; if it finds
+//! - *readers*: receivers in the slot by a counted read. A reader adds one; if it finds
 //!   `WRITER` set it takes its one back and goes the slow way (the tail lock), so a
 //!   reader never waits on a writer here. Nor does a reader turned away try again
 //!   at once: it takes the tail lock (which a sender holds while it writes), so
 //!   readers cannot keep a writer waiting by coming and going.
 //! - *WRITER*: someone has the slot to itself, or is waiting for the readers in it to
-//!   leave (no new reader stays). Writers are senders and dropped receivers, which hold
-//!   the tail lock, or the reader that leaves a slot whose value nobody needs any more.
+//!   leave (no new counted reader stays). Writers are senders, which hold the tail
+//!   lock, and whoever drops a value nobody needs any more.
 //! - *remaining*: receivers, alive when the value was sent, that have yet to see it.
-//!   The reader that leaves the word at zero (no readers, no writer, nobody left to see
-//!   the value) drops the value.
+//!   Whoever leaves the word at zero (no readers, no writer, nobody left to see the
+//!   value) drops the value.
 //!
-//! `pos` and `val` change only under `WRITER` with no reader in: a reader's `Acquire`
-//! increment pairs with the writer's `Release` store that let go of the slot, and the
-//! writer's `Acquire` look at a reader count of zero pairs with each reader's `Release`
-//! decrement, so a clone in progress never sees its value change.
+//! `val` changes only under `WRITER`, with no counted reader in and, as above, no
+//! receiver left to see it or the channel careful. A sender publishes a value by storing
+//! its position (`Release`) after the value and its remaining count; a reader that loads
+//! that position (`Acquire`) sees both. While the value changes the position is
+//! `REWRITING`, which no receiver reads, so a counted reader let in between the count and
+//! the position does not take the new value for the old. A reader counts the value as
+//! seen (`Release`) after its clone, and whoever drops the value or overwrites it has
+//! seen the count at zero (`Acquire`) or waited out the reader's mark, so no clone is in
+//! progress when the value goes.
 
 use crate::loom::{AtomicU64, UnsafeCell};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -42,59 +55,127 @@ pub(super) const MAX_RECEIVERS: usize = u32::MAX as usize;
 pub(super) struct Slot<T> {
     state: AtomicU64,
     /// The position of the value it holds (or last held); for a slot never written, a
-    /// position no receiver reads.
-    pos: UnsafeCell<u64>,
+    /// position no receiver reads; `REWRITING` while a sender writes it.
+    pos: AtomicU64,
     val: UnsafeCell<Option<T>>,
 }
+
+/// The position while a sender writes the slot: no receiver reads it.
+const REWRITING: u64 = u64::MAX;
 
 // SAFETY: a slot hands out `&T` to several threads at once (readers clone side by side),
 // so sharing it needs `T: Sync`, and a value written on one thread is dropped on
 // another, so both need `T: Send`: the bounds a read-write lock of the value would have.
-// Every access to `pos` and `val` follows the protocol in the module's docs.
+// Every access to `val` follows the protocol in the module's docs.
 unsafe impl<T: Send + Sync> Sync for Slot<T> {}
 // SAFETY: moving a slot moves its value.
 unsafe impl<T: Send> Send for Slot<T> {}
 
 impl<T> Slot<T> {
     pub(super) fn new(pos: u64) -> Self {
-        Slot { state: AtomicU64::new(0), pos: UnsafeCell::new(pos), val: UnsafeCell::new(None) }
+        debug_assert_ne!(pos, REWRITING);
+        Slot { state: AtomicU64::new(0), pos: AtomicU64::new(pos), val: UnsafeCell::new(None) }
     }
 
     /// Look at the slot, unless a writer has it (then `None`: the caller goes the slow
-    /// way, where the writer, if it is a sender or a dropped receiver, is done).
+    /// way, where the writer, if it is a sender, is done).
     #[inline]
     pub(super) fn read(&self) -> Option<ReadGuard<'_, T>> {
         let prev = self.state.fetch_add(READER, Acquire);
         if prev & WRITER != 0 {
-            self.leave(0);
+            drop(self.leave(0));
             return None;
         }
         Some(ReadGuard { slot: self, seen: false })
     }
 
-    /// Leave after reading, with `rem` counted off the remaining; the one that leaves
-    /// the word at zero drops a value nobody needs any more.
+    /// The value at `pos`, cloned without entering the slot and counted as seen; `None`
+    /// when the slot holds another position (the caller goes the slow way). Either way
+    /// the read's `mark` is set to `idle` (`Release`: a sender that sees it knows the
+    /// clone is done), after the count and before a value nobody needs any more is
+    /// dropped here: a value's `Drop` may take the tail lock, under which a careful
+    /// sender waits for the marks.
+    ///
+    /// # Safety
+    /// The caller's read is marked, and it found the channel not careful after the
+    /// mark (see the module's docs): so no writer changes a value it is counted in.
     #[inline]
-    fn leave(&self, rem: u64) {
-        let prev = self.state.fetch_sub(READER + rem, AcqRel);
-        if prev == READER + rem {
-            self.drop_unneeded();
+    pub(super) unsafe fn read_marked(&self, pos: u64, mark: &AtomicU64, idle: u64) -> Option<T>
+    where
+        T: Clone,
+    {
+        if self.pos.load(Acquire) != pos {
+            mark.store(idle, Release);
+            return None;
         }
+        // The value counts this receiver (it lived when the value was sent), so it stays
+        // until this count, which the guard makes even if the clone panics (the value
+        // then counts as seen, as Tokio has it).
+        struct Reading<'a, T> {
+            slot: &'a Slot<T>,
+            mark: &'a AtomicU64,
+            idle: u64,
+        }
+        impl<T> Drop for Reading<'_, T> {
+            #[inline]
+            fn drop(&mut self) {
+                let unneeded = self.slot.count_off(REM_ONE);
+                self.mark.store(self.idle, Release);
+                drop(unneeded);
+            }
+        }
+        let reading = Reading { slot: self, mark, idle };
+        // SAFETY: the receiver is counted in this value, so no sender overwrites it
+        // (one that would waits for the mark), and nobody drops it before the count.
+        let v = self.val.with(|v| unsafe { (*v).clone() });
+        drop(reading);
+        Some(v.expect("a value is kept until every receiver has seen it"))
     }
 
-    /// Drop the value if nobody is left to see it and the slot is free to take.
+    /// Leave a counted read, with `rem` counted off the remaining.
+    #[inline]
+    fn leave(&self, rem: u64) -> Option<T> {
+        self.count_off(READER + rem)
+    }
+
+    /// Take `sub` off the word; whoever leaves it at zero takes a value nobody needs any
+    /// more, for the caller to drop.
+    #[inline]
+    fn count_off(&self, sub: u64) -> Option<T> {
+        let prev = self.state.fetch_sub(sub, AcqRel);
+        if prev == sub {
+            return self.take_unneeded();
+        }
+        None
+    }
+
+    /// The value, if nobody is left to see it and the slot is free to take.
     #[cold]
-    fn drop_unneeded(&self) {
+    fn take_unneeded(&self) -> Option<T> {
         if self.state.compare_exchange(0, WRITER, Acquire, Relaxed).is_err() {
             // A reader or a writer came in; whoever leaves last tries again, and a
             // sender overwrites the value anyway.
-            return;
+            return None;
         }
-        // SAFETY: `WRITER` is ours and no reader is in (the word was zero).
+        // SAFETY: `WRITER` is ours, no counted reader is in and nobody has the value
+        // to see (the word was zero).
         let old = self.val.with_mut(|v| unsafe { (*v).take() });
         // Not a store: a reader turned away meanwhile has yet to take its one back.
         self.state.fetch_sub(WRITER, Release);
-        drop(old);
+        old
+    }
+
+    /// Count a dropped receiver off the value at `pos`, which it never saw; the value
+    /// when it was the last to see it, for the caller to drop after the tail lock.
+    ///
+    /// # Safety
+    /// The caller holds the channel's tail lock (so no sender rewrites the slot), and its
+    /// receiver is counted in the value at `pos` if the slot still holds it.
+    pub(super) unsafe fn count_off_locked(&self, pos: u64) -> Option<T> {
+        if self.pos.load(Acquire) != pos {
+            return None;
+        }
+        self.count_off(REM_ONE)
     }
 
     /// The position and the remaining count, without entering the slot: for a caller
@@ -106,18 +187,18 @@ impl<T> Slot<T> {
     /// The caller holds the channel's tail lock.
     pub(super) unsafe fn peek_locked(&self) -> (u64, u64) {
         let rem = self.state.load(Acquire) >> REM_SHIFT;
-        // SAFETY: only senders and dropped receivers write `pos`, under the tail lock the
-        // caller holds; a reader dropping a value touches `val` only.
-        let pos = self.pos.with(|p| unsafe { *p });
-        (pos, rem)
+        (self.pos.load(Relaxed), rem)
     }
 
-    /// Have the slot to oneself: wait for the writer before (at most a dropping reader,
-    /// as senders and dropped receivers hold the tail lock), then for the readers in it
-    /// to leave. Readers are in only to compare and clone, so the wait is short; it
-    /// spins, then yields the thread, and never sleeps, so a reader whose thread is
-    /// descheduled mid-clone (or a slow `Clone`) costs the writer's core that long.
-    pub(super) fn write(&self) -> WriteGuard<'_, T> {
+    /// Have the slot to oneself: wait for the writer before (at most one dropping a value,
+    /// as senders hold the tail lock), then for the counted readers in it to leave.
+    /// Readers are in only to compare and clone, so the wait is short; it spins, then
+    /// yields the thread, and never sleeps, so a reader whose thread is descheduled
+    /// mid-clone (or a slow `Clone`) costs the writer's core that long.
+    ///
+    /// # Safety
+    /// The caller holds the channel's tail lock.
+    pub(super) unsafe fn write(&self) -> WriteGuard<'_, T> {
         let mut spins = 0u32;
         let mut cur = self.state.load(Relaxed);
         loop {
@@ -136,8 +217,7 @@ impl<T> Slot<T> {
         loop {
             let cur = self.state.load(Acquire);
             if cur & READERS == 0 {
-                let rem = cur >> REM_SHIFT;
-                return WriteGuard { slot: self, rem, held: rem };
+                return WriteGuard { slot: self };
             }
             backoff(&mut spins);
         }
@@ -145,7 +225,7 @@ impl<T> Slot<T> {
 }
 
 /// Spin a little, then give the thread up: the one this waits for may be preempted.
-fn backoff(spins: &mut u32) {
+pub(super) fn backoff(spins: &mut u32) {
     *spins += 1;
     #[cfg(loom)]
     crate::loom::thread::yield_now();
@@ -157,8 +237,9 @@ fn backoff(spins: &mut u32) {
     }
 }
 
-/// A reader in a slot. Dropping it leaves, counting the value as seen if
-/// [`seen`](ReadGuard::seen) was called (so a clone that panics still counts).
+/// A counted reader in a slot. Dropping it leaves, counting the value as seen if
+/// [`seen`](ReadGuard::seen) was called (so a clone that panics still counts); a value
+/// nobody needs any more is dropped then, after leaving.
 pub(super) struct ReadGuard<'a, T> {
     slot: &'a Slot<T>,
     seen: bool,
@@ -166,8 +247,7 @@ pub(super) struct ReadGuard<'a, T> {
 
 impl<T> ReadGuard<'_, T> {
     pub(super) fn pos(&self) -> u64 {
-        // SAFETY: readers are in, so no writer changes it.
-        self.slot.pos.with(|p| unsafe { *p })
+        self.slot.pos.load(Acquire)
     }
 
     /// How many receivers have yet to see the value (a snapshot).
@@ -187,61 +267,58 @@ impl<T> ReadGuard<'_, T> {
     where
         T: Clone,
     {
-        // SAFETY: readers are in, so no writer changes it during the clone.
+        // SAFETY: a counted reader is in, so no writer changes it during the clone.
         self.slot.val.with(|v| unsafe { (*v).clone() })
     }
 }
 
 impl<T> Drop for ReadGuard<'_, T> {
     fn drop(&mut self) {
-        self.slot.leave(if self.seen { REM_ONE } else { 0 });
+        drop(self.slot.leave(if self.seen { REM_ONE } else { 0 }));
     }
 }
 
-/// The slot to oneself.
+/// The slot to oneself, to put a new value in. Dropped without [`put`](WriteGuard::put)
+/// (a panic), it lets the slot go unchanged.
 pub(super) struct WriteGuard<'a, T> {
     slot: &'a Slot<T>,
-    /// The remaining count, written back when the guard goes.
-    rem: u64,
-    /// The remaining count in the word while the guard lives.
-    held: u64,
 }
 
 impl<T> WriteGuard<'_, T> {
-    pub(super) fn pos(&self) -> u64 {
-        // SAFETY: the writer has the slot to itself.
-        self.slot.pos.with(|p| unsafe { *p })
+    /// How many receivers have yet to see the value it holds (lagging receivers, if the
+    /// value is overwritten). Receivers reading it without entering may still count it
+    /// down; once it is zero, nobody changes it.
+    pub(super) fn remaining(&self) -> u64 {
+        self.slot.state.load(Acquire) >> REM_SHIFT
     }
 
-    /// Count one receiver off the remaining (none when none remain); `true` when
-    /// none remain now.
-    pub(super) fn count_off(&mut self) -> bool {
-        self.rem = self.rem.saturating_sub(1);
-        self.rem == 0
-    }
-
-    /// Put a value for position `pos`, to be seen by `receivers`; returns the old value.
-    pub(super) fn put(&mut self, pos: u64, val: T, receivers: usize) -> Option<T> {
-        debug_assert!(receivers <= MAX_RECEIVERS);
-        self.rem = receivers as u64;
-        // SAFETY: the writer has the slot to itself.
-        self.slot.pos.with_mut(|p| unsafe { *p = pos });
-        // SAFETY: as above.
-        self.slot.val.with_mut(|v| unsafe { (*v).replace(val) })
-    }
-
-    pub(super) fn take(&mut self) -> Option<T> {
-        // SAFETY: the writer has the slot to itself.
-        self.slot.val.with_mut(|v| unsafe { (*v).take() })
+    /// Put a value for position `pos`, to be seen by `receivers`, and let the slot go;
+    /// returns the old value.
+    pub(super) fn put(self, pos: u64, val: T, receivers: usize) -> Option<T> {
+        debug_assert!(receivers <= MAX_RECEIVERS && pos != REWRITING);
+        let this = std::mem::ManuallyDrop::new(self);
+        let slot = this.slot;
+        slot.pos.store(REWRITING, Relaxed);
+        // SAFETY: the writer has the slot to itself: no counted reader is in, and no
+        // receiver still to see the old value reads it without entering (the caller
+        // made the channel careful if one remains).
+        let old = slot.val.with_mut(|v| unsafe { (*v).replace(val) });
+        // The new count and the slot let go, in one step; not a store, as a reader
+        // turned away meanwhile may have yet to take its one back. The old count is
+        // read now, not when the slot was taken: until the caller made the channel
+        // careful, lagging receivers reading without entering could still count it down.
+        let held = slot.state.load(Acquire) >> REM_SHIFT;
+        let delta = ((receivers as u64) << REM_SHIFT).wrapping_sub(held << REM_SHIFT).wrapping_sub(WRITER);
+        slot.state.fetch_add(delta, Release);
+        // Published: a reader that loads this position sees the value and its count.
+        slot.pos.store(pos, Release);
+        old
     }
 }
 
 impl<T> Drop for WriteGuard<'_, T> {
     fn drop(&mut self) {
-        // Not a store: a reader turned away meanwhile may have yet to take its one back.
-        // Only the writer changes the remaining count while it holds the slot.
-        let delta = (self.rem << REM_SHIFT).wrapping_sub(self.held << REM_SHIFT).wrapping_sub(WRITER);
-        self.slot.state.fetch_add(delta, Release);
+        self.slot.state.fetch_sub(WRITER, Release);
     }
 }
 
@@ -257,7 +334,7 @@ mod tests {
     #[test]
     fn readers_follow_a_writer_and_each_value_goes_once() {
         const ROUNDS: u64 = if cfg!(miri) { 40 } else { 5_000 };
-        let slot = Arc::new(Slot::<(u64, Arc<()>)>::new(u64::MAX));
+        let slot = Arc::new(Slot::<(u64, Arc<()>)>::new(u64::MAX - 1));
         let live = Arc::new(());
         let readers: Vec<_> = (0..2)
             .map(|_| {
@@ -273,10 +350,10 @@ mod tests {
                             continue;
                         };
                         let at = g.pos();
-                        if at == u64::MAX || at < pos {
+                        if at >= u64::MAX - 1 || at < pos {
                             drop(g);
                             std::thread::yield_now();
-                            continue; // not written yet
+                            continue; // not written yet, or being written
                         }
                         // At it, or past it (overwritten): read what is there, as a
                         // lagging receiver goes on from the oldest value kept.
@@ -290,7 +367,8 @@ mod tests {
             })
             .collect();
         for pos in 0..ROUNDS {
-            let old = slot.write().put(pos, (pos, live.clone()), 2);
+            // SAFETY: this thread is the only writer, as a tail lock would make it.
+            let old = unsafe { slot.write() }.put(pos, (pos, live.clone()), 2);
             drop(old);
             std::thread::yield_now();
         }
