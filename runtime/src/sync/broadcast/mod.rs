@@ -45,15 +45,17 @@ use slot::Slot;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 struct Shared<T> {
+    // What every receive reads: the ring, its mask and the flag. Only the flag changes,
+    // and rarely, so these lines stay in every reader's cache.
     slots: Box<[Slot<T>]>,
-    tail: Mutex<Tail>,
     mask: u64,
     /// Receivers enter each slot they read (see `slot`): a sender is overwriting values
     /// some receiver has yet to see, or the asymmetric fence is missing. Only senders
-    /// change it, under the tail lock; receivers read it on every receive, so it has its
-    /// lines to itself.
-    careful: CachePadded<AtomicBool>,
+    /// change it, under the tail lock.
+    careful: AtomicBool,
     fence: fence::Fence,
+    /// On lines of its own: every send writes it.
+    tail: CachePadded<Mutex<Tail>>,
 }
 
 /// A receiver's mark: odd while it reads a slot without entering it, even otherwise. A
@@ -120,14 +122,36 @@ fn add_receiver<T>(shared: &Arc<Shared<T>>, tail: &mut Tail, next: u64) -> Recei
 }
 
 impl<T> Shared<T> {
-    /// Make the channel careful before overwriting a value some receiver has yet to see
-    /// (the tail lock held): from the fence on, every receiver enters the slots it
-    /// reads, and the receivers that were reading without entering finish first.
-    fn become_careful(&self, tail: &mut Tail) {
-        tail.calm = 0;
-        if self.careful.load(Relaxed) {
-            return;
+    /// Before a sender overwrites a slot whose value `remaining` receivers have yet to
+    /// see (the tail lock held): the channel turns careful if some do (they lag, and
+    /// may be reading it), and a careful channel calm for long enough stops being so.
+    #[inline]
+    fn before_overwrite(&self, tail: &mut Tail, remaining: u64) -> slot::Mode {
+        let careful = self.careful.load(Relaxed);
+        if remaining > 0 {
+            tail.calm = 0;
+            if !careful {
+                self.become_careful(tail);
+                return slot::Mode::TurnedCareful;
+            }
+            return slot::Mode::Careful;
         }
+        if careful {
+            tail.calm += 1;
+            if tail.calm >= CALM_SENDS && fence::available() {
+                tail.calm = 0;
+                self.careful.store(false, Release);
+                return slot::Mode::Calm;
+            }
+            return slot::Mode::Careful;
+        }
+        slot::Mode::Calm
+    }
+
+    /// From the fence on, every receiver enters the slots it reads; the receivers that
+    /// were reading without entering finish first.
+    #[cold]
+    fn become_careful(&self, tail: &Tail) {
         self.careful.store(true, Relaxed);
         // Each receiver's thread is now past its mark (seen below) or will see the flag.
         self.fence.heavy();
@@ -142,20 +166,6 @@ impl<T> Shared<T> {
             while m.word.load(Acquire) == seen {
                 slot::backoff(&mut spins);
             }
-        }
-    }
-
-    /// After a send that overwrote no value still to be seen (the tail lock held): a
-    /// careful channel that has been calm long enough lets receivers read without
-    /// entering again (if the fence works in this process).
-    fn calm_send(&self, tail: &mut Tail) {
-        if !self.careful.load(Relaxed) {
-            return;
-        }
-        tail.calm += 1;
-        if tail.calm >= CALM_SENDS && fence::available() {
-            tail.calm = 0;
-            self.careful.store(false, Release);
         }
     }
 }
@@ -197,7 +207,7 @@ pub fn channel<T: Clone>(capacity: usize) -> (Sender<T>, Receiver<T>) {
     let slots = (0..cap).map(|i| Slot::new((i as u64).wrapping_sub(cap as u64).wrapping_sub(1))).collect();
     let shared = Arc::new(Shared {
         slots,
-        tail: Mutex::new(Tail {
+        tail: CachePadded(Mutex::new(Tail {
             pos: 0,
             rx_count: 0,
             tx_count: 1,
@@ -206,9 +216,9 @@ pub fn channel<T: Clone>(capacity: usize) -> (Sender<T>, Receiver<T>) {
             closed: Waiters::default(),
             marks: Vec::new(),
             calm: 0,
-        }),
+        })),
         mask: cap as u64 - 1,
-        careful: CachePadded(AtomicBool::new(!fence::available())),
+        careful: AtomicBool::new(!fence::available()),
         fence: fence::Fence::default(),
     });
     let rx = add_receiver(&shared, &mut shared.lock(), 0);

@@ -220,7 +220,7 @@ impl<T> Drop for Receiver<T> {
         drop(dropped);
         drop(old);
         if last {
-            wake_all_of(&self.shared.tail, |t| &mut t.closed);
+            wake_all_of(&*self.shared.tail, |t| &mut t.closed);
         }
     }
 }

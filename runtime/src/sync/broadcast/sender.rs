@@ -33,13 +33,8 @@ impl<T> Sender<T> {
         // order and a receiver that finds the tail past its position finds the value.
         // SAFETY: the tail lock is held.
         let slot = unsafe { self.shared.slot(pos).write() };
-        if slot.remaining() > 0 {
-            // A value some receiver has yet to see: it lags, and may be reading it.
-            self.shared.become_careful(&mut tail);
-        } else {
-            self.shared.calm_send(&mut tail);
-        }
-        let old = slot.put(pos, value, rx);
+        let mode = self.shared.before_overwrite(&mut tail, slot.remaining());
+        let old = slot.put(pos, value, rx, mode);
         tail.pos = pos + 1;
         // Waiters are taken under the same lock (no second lock per send), and only
         // when some receiver waits.
@@ -50,7 +45,7 @@ impl<T> Sender<T> {
         drop(old);
         list.wake_all();
         if more {
-            wake_all_of(&self.shared.tail, |t| &mut t.waiters);
+            wake_all_of(&*self.shared.tail, |t| &mut t.waiters);
         }
         Ok(rx)
     }
@@ -96,7 +91,7 @@ impl<T> Sender<T> {
 
     /// Wait until no receiver lives.
     pub async fn closed(&self) {
-        Closed::new(&self.shared.tail).await
+        Closed::new(&*self.shared.tail).await
     }
 
     /// How many senders the channel has.
@@ -173,7 +168,7 @@ impl<T> Drop for Sender<T> {
         };
         if last {
             // Receivers that wait learn that the channel is closed.
-            wake_all_of(&self.shared.tail, |t| &mut t.waiters);
+            wake_all_of(&*self.shared.tail, |t| &mut t.waiters);
         }
     }
 }

@@ -30,14 +30,21 @@
 //!   value) drops the value.
 //!
 //! `val` changes only under `WRITER`, with no counted reader in and, as above, no
-//! receiver left to see it or the channel careful. A sender publishes a value by storing
-//! its position (`Release`) after the value and its remaining count; a reader that loads
-//! that position (`Acquire`) sees both. While the value changes the position is
-//! `REWRITING`, which no receiver reads, so a counted reader let in between the count and
-//! the position does not take the new value for the old. A reader counts the value as
-//! seen (`Release`) after its clone, and whoever drops the value or overwrites it has
-//! seen the count at zero (`Acquire`) or waited out the reader's mark, so no clone is in
+//! receiver left to see it or the channel careful. While the channel is not careful, a
+//! sender publishes a value by storing its position (`Release`) after the value and its
+//! remaining count; a reader that loads that position (`Acquire`) sees both. While the
+//! value changes the position is `REWRITING`, which no receiver reads, so a counted
+//! reader let in between the count and the position (one that saw the channel careful
+//! just before it stopped being so) does not take the new value for the old. While it is
+//! careful, only counted readers read, so the sender writes all three and lets go of
+//! `WRITER` last, as a read-write lock would. A reader counts the value as seen
+//! (`Release`) after its clone, and whoever drops the value or overwrites it has seen
+//! the count at zero (`Acquire`) or waited out the reader's mark, so no clone is in
 //! progress when the value goes.
+//!
+//! A sender that made the channel careful for this write reads the remaining count
+//! again after the wait: receivers reading without entering may have counted the old
+//! value down since it took the slot.
 
 use crate::loom::{AtomicU64, UnsafeCell};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
@@ -58,6 +65,17 @@ pub(super) struct Slot<T> {
     /// position no receiver reads; `REWRITING` while a sender writes it.
     pos: AtomicU64,
     val: UnsafeCell<Option<T>>,
+}
+
+/// How a sender writes a slot, by the channel's state (see the module's docs).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Mode {
+    /// Receivers may read without entering.
+    Calm,
+    /// Careful since an earlier send.
+    Careful,
+    /// Careful since this send: made so after the slot was taken.
+    TurnedCareful,
 }
 
 /// The position while a sender writes the slot: no receiver reads it.
@@ -217,7 +235,7 @@ impl<T> Slot<T> {
         loop {
             let cur = self.state.load(Acquire);
             if cur & READERS == 0 {
-                return WriteGuard { slot: self };
+                return WriteGuard { slot: self, held: cur >> REM_SHIFT };
             }
             backoff(&mut spins);
         }
@@ -282,33 +300,55 @@ impl<T> Drop for ReadGuard<'_, T> {
 /// (a panic), it lets the slot go unchanged.
 pub(super) struct WriteGuard<'a, T> {
     slot: &'a Slot<T>,
+    /// The remaining count when the slot was taken.
+    held: u64,
 }
 
 impl<T> WriteGuard<'_, T> {
-    /// How many receivers have yet to see the value it holds (lagging receivers, if the
-    /// value is overwritten). Receivers reading it without entering may still count it
-    /// down; once it is zero, nobody changes it.
+    /// How many receivers had yet to see the value it holds when the slot was taken
+    /// (lagging receivers, if the value is overwritten). Receivers reading it without
+    /// entering may count it down since; once it is zero, nobody changes it.
     pub(super) fn remaining(&self) -> u64 {
-        self.slot.state.load(Acquire) >> REM_SHIFT
+        self.held
     }
 
     /// Put a value for position `pos`, to be seen by `receivers`, and let the slot go;
-    /// returns the old value.
-    pub(super) fn put(self, pos: u64, val: T, receivers: usize) -> Option<T> {
+    /// returns the old value. `mode`: whether the channel is careful now (it changes only
+    /// under the tail lock the caller holds).
+    pub(super) fn put(self, pos: u64, val: T, receivers: usize, mode: Mode) -> Option<T> {
         debug_assert!(receivers <= MAX_RECEIVERS && pos != REWRITING);
         let this = std::mem::ManuallyDrop::new(self);
         let slot = this.slot;
+        // A channel that turned careful for this write reads the old count again: until
+        // then, lagging receivers reading without entering could still count it down.
+        // After that nobody changes it but this writer. Otherwise it was zero, or the
+        // channel was careful already when the slot was taken: it has not changed.
+        let held = match mode {
+            Mode::TurnedCareful => slot.state.load(Acquire) >> REM_SHIFT,
+            Mode::Careful | Mode::Calm => this.held,
+        };
+        // The new count, and the slot let go: not a store, as a reader turned away
+        // meanwhile may have yet to take its one back.
+        let delta = ((receivers as u64) << REM_SHIFT).wrapping_sub(held << REM_SHIFT).wrapping_sub(WRITER);
+        if mode != Mode::Calm {
+            // Only counted readers: they see the slot only after `WRITER` goes, so the
+            // position and the value are written first and published by that step.
+            slot.pos.store(pos, Relaxed);
+            // SAFETY: the writer has the slot to itself: no counted reader is in, and
+            // the channel is careful, so none reads without entering.
+            let old = slot.val.with_mut(|v| unsafe { (*v).replace(val) });
+            slot.state.fetch_add(delta, Release);
+            return old;
+        }
+        // Receivers may read without entering: they take the value once they load its
+        // position, so the count is set before the position is. A counted reader (one
+        // that saw the channel careful just before it stopped being so) let in between
+        // finds `REWRITING`, not the old position with the new value.
         slot.pos.store(REWRITING, Relaxed);
         // SAFETY: the writer has the slot to itself: no counted reader is in, and no
-        // receiver still to see the old value reads it without entering (the caller
-        // made the channel careful if one remains).
+        // receiver is left to see the old value (the caller checked), so none reads it
+        // without entering.
         let old = slot.val.with_mut(|v| unsafe { (*v).replace(val) });
-        // The new count and the slot let go, in one step; not a store, as a reader
-        // turned away meanwhile may have yet to take its one back. The old count is
-        // read now, not when the slot was taken: until the caller made the channel
-        // careful, lagging receivers reading without entering could still count it down.
-        let held = slot.state.load(Acquire) >> REM_SHIFT;
-        let delta = ((receivers as u64) << REM_SHIFT).wrapping_sub(held << REM_SHIFT).wrapping_sub(WRITER);
         slot.state.fetch_add(delta, Release);
         // Published: a reader that loads this position sees the value and its count.
         slot.pos.store(pos, Release);
@@ -368,7 +408,7 @@ mod tests {
             .collect();
         for pos in 0..ROUNDS {
             // SAFETY: this thread is the only writer, as a tail lock would make it.
-            let old = unsafe { slot.write() }.put(pos, (pos, live.clone()), 2);
+            let old = unsafe { slot.write() }.put(pos, (pos, live.clone()), 2, super::Mode::Careful);
             drop(old);
             std::thread::yield_now();
         }
