@@ -17,6 +17,12 @@
 //! `tokio::sync`): an uncontended `Mutex`, a `Mutex` and a `Semaphore` contended by 8
 //! tasks on 2 workers, `mpsc` throughput with 1 and 8 producers, a `oneshot` round trip
 //! between two tasks, and a `broadcast` fan-out to 16 receivers.
+//!
+//! A second table, outside the geomean, has `broadcast` with receivers that fall behind:
+//! a ring of 16 that the sender overruns all the time (most receives are `Lagged`), and
+//! a ring of 1,024 overrun by bursts of 2,048 sends, each followed by 2,000 sends at a
+//! pace the receivers keep up with. Volt's channel reads differently while receivers lag
+//! (see `sync/broadcast/slot.rs`), so these show what switching costs.
 
 #[allow(unused_macros)] // the runtime suites are for vs_tokio and overhead
 mod workloads;
@@ -170,6 +176,64 @@ macro_rules! sync_suite {
                 });
             }
 
+            /// `bursts`: see the module's docs.
+            pub fn broadcast_lagging(rt: &$Rt, bursts: bool) {
+                rt.block_on(async {
+                    let (tx, _) = sync::broadcast::channel::<u64>(if bursts { 1024 } else { 16 });
+                    let receivers: Vec<_> = (0..4)
+                        .map(|_| {
+                            let mut rx = tx.subscribe();
+                            $spawn(async move {
+                                let mut accounted = 0u64;
+                                loop {
+                                    match rx.recv().await {
+                                        Ok(_) => accounted += 1,
+                                        Err(sync::broadcast::error::RecvError::Lagged(k)) => accounted += k,
+                                        Err(sync::broadcast::error::RecvError::Closed) => return accounted,
+                                    }
+                                }
+                            })
+                        })
+                        .collect();
+                    let mut sent = 0u64;
+                    if bursts {
+                        for _ in 0..10 {
+                            for _ in 0..2048 {
+                                tx.send(sent).unwrap();
+                                sent += 1;
+                            }
+                            for i in 0..2000 {
+                                tx.send(sent).unwrap();
+                                sent += 1;
+                                if i % 16 == 0 {
+                                    tokio_yield().await;
+                                }
+                            }
+                        }
+                    } else {
+                        for i in 0..50_000u64 {
+                            tx.send(i).unwrap();
+                            sent += 1;
+                            if i % 256 == 0 {
+                                tokio_yield().await;
+                            }
+                        }
+                    }
+                    drop(tx);
+                    for r in receivers {
+                        assert_eq!(r.await.unwrap(), sent, "each value received or counted in a lag");
+                    }
+                });
+            }
+
+            pub fn broadcast_lag_sustained(rt: &$Rt) {
+                broadcast_lagging(rt, false)
+            }
+
+            pub fn broadcast_lag_bursts(rt: &$Rt) {
+                broadcast_lagging(rt, true)
+            }
+
             async fn tokio_yield() {
                 // Both runtimes' yield_now would do; a runtime-neutral one keeps the
                 // workloads identical.
@@ -233,31 +297,64 @@ fn main() {
     println!(
         "Volt's sync vs Tokio's, {WORKERS} workers each, {samples} samples per runtime per workload, alternating\n"
     );
+    if !workloads.is_empty() {
+        let geomean = table(&workloads, samples, spread, &volt_rt, &tokio_rt, &watched_rt);
+        println!("| **geomean** | | | | **{:.2}** | **{:.2}** |", geomean.0, geomean.1);
+    }
+    let lagging = [
+        Workload {
+            name: "broadcast_lag_sustained",
+            volt: on_volt::broadcast_lag_sustained,
+            tokio: on_tokio::broadcast_lag_sustained,
+        },
+        Workload {
+            name: "broadcast_lag_bursts",
+            volt: on_volt::broadcast_lag_bursts,
+            tokio: on_tokio::broadcast_lag_bursts,
+        },
+    ];
+    let lagging: Vec<_> = lagging.into_iter().filter(|w| w.name.contains(only.as_str())).collect();
+    if !lagging.is_empty() {
+        println!("\nReceivers that fall behind (not in the geomean)\n");
+        table(&lagging, samples, spread, &volt_rt, &tokio_rt, &watched_rt);
+    }
+}
+
+/// Run each workload `samples` times per runtime, alternating, and print its row;
+/// returns the geometric means of volt/tokio and watched/tokio.
+fn table(
+    workloads: &[Workload],
+    samples: usize,
+    spread: bool,
+    volt_rt: &volt::Runtime,
+    tokio_rt: &tokio::runtime::Runtime,
+    watched_rt: &volt::Runtime,
+) -> (f64, f64) {
     println!("| workload | volt median | tokio median | watched median | volt/tokio | watched/tokio |");
     println!("|---|---:|---:|---:|---:|---:|");
     let (mut log_sum, mut log_sum_watched) = (0.0, 0.0);
-    for w in &workloads {
+    for w in workloads {
         for _ in 0..2 {
-            (w.volt)(&volt_rt);
-            (w.tokio)(&tokio_rt);
-            (w.volt)(&watched_rt);
+            (w.volt)(volt_rt);
+            (w.tokio)(tokio_rt);
+            (w.volt)(watched_rt);
         }
         let (mut tv, mut tt, mut tw) =
             (Vec::with_capacity(samples), Vec::with_capacity(samples), Vec::with_capacity(samples));
         for i in 0..samples {
             let mut run_volt = || {
                 let t = Instant::now();
-                (w.volt)(&volt_rt);
+                (w.volt)(volt_rt);
                 tv.push(t.elapsed());
             };
             let mut run_tokio = || {
                 let t = Instant::now();
-                (w.tokio)(&tokio_rt);
+                (w.tokio)(tokio_rt);
                 tt.push(t.elapsed());
             };
             let mut run_watched = || {
                 let t = Instant::now();
-                (w.volt)(&watched_rt);
+                (w.volt)(watched_rt);
                 tw.push(t.elapsed());
             };
             // Rotate which runtime goes first, so drift hits all alike.
@@ -310,5 +407,5 @@ fn main() {
         );
     }
     let n = workloads.len() as f64;
-    println!("| **geomean** | | | | **{:.2}** | **{:.2}** |", (log_sum / n).exp(), (log_sum_watched / n).exp());
+    ((log_sum / n).exp(), (log_sum_watched / n).exp())
 }
