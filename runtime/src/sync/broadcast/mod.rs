@@ -257,6 +257,37 @@ mod tests {
     use super::error::TryRecvError;
     use std::sync::Arc;
 
+    /// A value whose clone panics counts as seen by that receiver, once: used again, the
+    /// receiver goes on to the next value, and the other receiver still gets the first
+    /// (counting it twice would drop it before that receiver saw it).
+    #[test]
+    fn a_clone_that_panics_counts_the_value_as_seen_once() {
+        use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+        struct Touchy(u64, Arc<AtomicBool>, Arc<()>);
+        impl Clone for Touchy {
+            fn clone(&self) -> Self {
+                if self.1.swap(false, Relaxed) {
+                    panic!("this clone panics");
+                }
+                Touchy(self.0, self.1.clone(), self.2.clone())
+            }
+        }
+        let live = Arc::new(());
+        let (tx, mut a) = channel::<Touchy>(4);
+        let mut b = tx.subscribe();
+        let panics = Arc::new(AtomicBool::new(false));
+        tx.send(Touchy(0, panics.clone(), live.clone())).unwrap();
+        tx.send(Touchy(1, panics.clone(), live.clone())).unwrap();
+        panics.store(true, Relaxed);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.try_recv()));
+        assert!(r.is_err(), "the clone panicked");
+        assert_eq!(a.try_recv().ok().map(|v| v.0), Some(1), "a goes on to the next value");
+        assert_eq!(b.try_recv().ok().map(|v| v.0), Some(0), "b still gets the first");
+        assert_eq!(b.try_recv().ok().map(|v| v.0), Some(1));
+        assert!(matches!(a.try_recv(), Err(TryRecvError::Empty)));
+        assert_eq!(Arc::strong_count(&live), 1, "both values went once both receivers saw them");
+    }
+
     /// Receivers on threads of their own read a ring of two with `try_recv` while a
     /// sender overruns it: reads without entering, careful reads, and the switches
     /// between them (under Miri too, which checks that no clone races a write). Each

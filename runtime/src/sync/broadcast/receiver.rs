@@ -51,7 +51,7 @@ impl<T: Clone> Receiver<T> {
             return Marked::Careful;
         }
         // SAFETY: the read is marked and the channel was not careful after the fence.
-        match unsafe { shared.slot(pos).read_marked(pos, mark, idle) } {
+        match unsafe { shared.slot(pos).read_marked(&mut self.next, mark, idle) } {
             Some(v) => Marked::Got(v),
             None => Marked::Missed,
         }
@@ -64,10 +64,7 @@ impl<T: Clone> Receiver<T> {
         loop {
             let pos = self.next;
             match self.read_marked(pos) {
-                Marked::Got(v) => {
-                    self.next = pos + 1;
-                    return Ok(v);
-                }
+                Marked::Got(v) => return Ok(v),
                 Marked::Missed => {}
                 // `None`: a writer has the slot; the tail lock below waits it out.
                 Marked::Careful => {

@@ -107,8 +107,9 @@ impl<T> Slot<T> {
         Some(ReadGuard { slot: self, seen: false })
     }
 
-    /// The value at `pos`, cloned without entering the slot and counted as seen; `None`
-    /// when the slot holds another position (the caller goes the slow way). Either way
+    /// The value at position `*next`, cloned without entering the slot and counted as
+    /// seen, with `*next` moved past it; `None` when the slot holds another position
+    /// (the caller goes the slow way). Either way
     /// the read's `mark` is set to `idle` (`Release`: a sender that sees it knows the
     /// clone is done), after the count and before a value nobody needs any more is
     /// dropped here: a value's `Drop` may take the tail lock, under which a careful
@@ -118,14 +119,18 @@ impl<T> Slot<T> {
     /// The caller's read is marked, and it found the channel not careful after the
     /// mark (see the module's docs): so no writer changes a value it is counted in.
     #[inline]
-    pub(super) unsafe fn read_marked(&self, pos: u64, mark: &AtomicU64, idle: u64) -> Option<T>
+    pub(super) unsafe fn read_marked(&self, next: &mut u64, mark: &AtomicU64, idle: u64) -> Option<T>
     where
         T: Clone,
     {
+        let pos = *next;
         if self.pos.load(Acquire) != pos {
             mark.store(idle, Release);
             return None;
         }
+        // The receiver moves past the value before cloning: a clone that panics leaves
+        // it counted as seen, so a receiver used again must not count it twice.
+        *next = pos + 1;
         // The value counts this receiver (it lived when the value was sent), so it stays
         // until this count, which the guard makes even if the clone panics (the value
         // then counts as seen, as Tokio has it).
