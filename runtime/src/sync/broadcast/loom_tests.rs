@@ -172,3 +172,42 @@ fn loom_a_channel_turns_careful_and_back_while_a_receiver_reads() {
         }
     });
 }
+
+#[test]
+fn loom_a_send_overwriting_a_lagging_receivers_value_while_another_reads() {
+    // Capacity 2, three sends: the third overwrites the first value, which receiver `b`
+    // (never reading) has yet to see, so the channel turns careful while receiver `a`,
+    // on its own thread, may be reading another position without entering. The sender
+    // waits only for reads of the position it overwrites; `a` still sees the values in
+    // order, each received or counted in a lag, and every value goes once.
+    crate::loom_tests::model_bounded(2, || {
+        let (tx, mut a) = channel::<std::sync::Arc<u64>>(2);
+        let b = tx.subscribe();
+        let vals: Vec<_> = (1..=3).map(std::sync::Arc::new).collect();
+        let sent = vals.clone();
+        let reader = loom::thread::spawn(move || {
+            let (mut last, mut accounted) = (0, 0);
+            loop {
+                match block_on(a.recv()) {
+                    Ok(v) => {
+                        assert!(*v > last, "in order: {} after {last}", *v);
+                        last = *v;
+                        accounted += 1;
+                    }
+                    Err(RecvError::Lagged(n)) => accounted += n,
+                    Err(RecvError::Closed) => return (last, accounted),
+                }
+            }
+        });
+        for v in sent {
+            tx.send(v).unwrap();
+        }
+        drop(tx);
+        let (last, accounted) = reader.join().unwrap();
+        assert_eq!((last, accounted), (3, 3));
+        drop(b);
+        for v in &vals {
+            assert_eq!(std::sync::Arc::strong_count(v), 1, "value {} was dropped", **v);
+        }
+    });
+}

@@ -58,10 +58,11 @@ struct Shared<T> {
     tail: CachePadded<Mutex<Tail>>,
 }
 
-/// A receiver's mark: odd while it reads a slot without entering it, even otherwise. A
-/// sender making the channel careful waits until each odd mark it saw has changed. Both
-/// stores are `Release`: the sender may see the next read's odd mark instead of the even
-/// one before it, and must still learn from it that the earlier clone is done.
+/// A receiver's mark: `2 * position + 1` while it reads that position without entering
+/// the slot, 0 otherwise. A careful sender about to overwrite a position waits until the
+/// marks it saw reading it have changed. Both stores are `Release`: the sender may see
+/// the next read's mark instead of the 0 before it, and must still learn from it that
+/// the earlier clone is done.
 struct Mark {
     word: CachePadded<AtomicU64>,
     /// Its place in `Tail::marks` (changed under the tail lock).
@@ -89,6 +90,9 @@ struct Tail {
     marks: Vec<Arc<Mark>>,
     /// While careful: sends in a row that overwrote no value still to be seen.
     calm: u32,
+    /// Reads without entering that were in flight when the channel turned careful, with
+    /// the mark each had then (until it changes).
+    in_flight: Vec<(Arc<Mark>, u64)>,
 }
 
 impl<T> Shared<T> {
@@ -118,56 +122,73 @@ fn add_receiver<T>(shared: &Arc<Shared<T>>, tail: &mut Tail, next: u64) -> Recei
         index: std::sync::atomic::AtomicUsize::new(tail.marks.len()),
     });
     tail.marks.push(mark.clone());
-    Receiver { shared: shared.clone(), next, key: None, mark, seq: 0 }
+    Receiver { shared: shared.clone(), next, key: None, mark }
 }
 
 impl<T> Shared<T> {
-    /// Before a sender overwrites a slot whose value `remaining` receivers have yet to
-    /// see (the tail lock held): the channel turns careful if some do (they lag, and
-    /// may be reading it), and a careful channel calm for long enough stops being so.
+    /// Before a sender overwrites the value at position `old` that `remaining`
+    /// receivers have yet to see (the tail lock held): the channel turns careful if some
+    /// do (they lag, and may be reading it), and a careful channel calm for long enough
+    /// stops being so. Waits for the receivers still reading `old` without entering.
     #[inline]
-    fn before_overwrite(&self, tail: &mut Tail, remaining: u64) -> slot::Mode {
+    fn before_overwrite(&self, tail: &mut Tail, old: u64, remaining: u64) {
         let careful = self.careful.load(Relaxed);
         if remaining > 0 {
             tail.calm = 0;
             if !careful {
                 self.become_careful(tail);
-                return slot::Mode::TurnedCareful;
             }
-            return slot::Mode::Careful;
+            if !tail.in_flight.is_empty() {
+                wait_for_readers_of(tail, old);
+            }
+            return;
         }
         if careful {
             tail.calm += 1;
             if tail.calm >= CALM_SENDS && fence::available() {
                 tail.calm = 0;
+                tail.in_flight.clear();
                 self.careful.store(false, Release);
-                return slot::Mode::Calm;
             }
-            return slot::Mode::Careful;
         }
-        slot::Mode::Calm
     }
 
-    /// From the fence on, every receiver enters the slots it reads; the receivers that
-    /// were reading without entering finish first.
+    /// From the fence on, every receiver enters the slots it reads. The reads in flight
+    /// without entering are noted; a sender waits for one only before overwriting the
+    /// value it reads, as a reader-writer lock per slot would make it (a wait for all of
+    /// them, under the tail lock, would deadlock with a `Clone` that takes it).
     #[cold]
-    fn become_careful(&self, tail: &Tail) {
+    fn become_careful(&self, tail: &mut Tail) {
         self.careful.store(true, Relaxed);
         // Each receiver's thread is now past its mark (seen below) or will see the flag.
         self.fence.heavy();
-        for m in &tail.marks {
+        let Tail { marks, in_flight, .. } = tail;
+        in_flight.clear();
+        for m in marks.iter() {
             let seen = m.word.load(Acquire);
-            if seen & 1 == 0 {
-                continue;
-            }
-            // Busy: wait for the read to end. It takes no lock and waits for nothing, so
-            // only a preempted thread (or a slow `Clone`) makes this wait long.
-            let mut spins = 0;
-            while m.word.load(Acquire) == seen {
-                slot::backoff(&mut spins);
+            if seen & 1 == 1 {
+                in_flight.push((m.clone(), seen));
             }
         }
     }
+}
+
+/// Forget the noted reads that have ended, and wait for those of position `old` (the
+/// tail lock held). Such a read clones the value and counts it; it waits for nothing,
+/// unless its `Clone` does, as a reader inside a slot's lock would.
+#[cold]
+fn wait_for_readers_of(tail: &mut Tail, old: u64) {
+    tail.in_flight.retain(|(m, seen)| {
+        let mut cur = m.word.load(Acquire);
+        if cur == *seen && *seen >> 1 == old {
+            let mut spins = 0;
+            while cur == *seen {
+                slot::backoff(&mut spins);
+                cur = m.word.load(Acquire);
+            }
+        }
+        cur == *seen
+    });
 }
 
 /// Take a dropped receiver's mark off the list (the tail lock held).
@@ -216,6 +237,7 @@ pub fn channel<T: Clone>(capacity: usize) -> (Sender<T>, Receiver<T>) {
             closed: Waiters::default(),
             marks: Vec::new(),
             calm: 0,
+            in_flight: Vec::new(),
         })),
         mask: cap as u64 - 1,
         careful: AtomicBool::new(!fence::available()),
@@ -237,9 +259,8 @@ pub struct Receiver<T> {
     next: u64,
     /// Its slot among the waiters, once it has waited.
     key: Option<usize>,
-    /// Its mark, and the mark's last even count (only this receiver writes it).
+    /// Its mark (only this receiver writes it).
     mark: Arc<Mark>,
-    seq: u64,
 }
 
 /// A sender that does not keep the channel open: [`upgrade`](WeakSender::upgrade) it
@@ -286,6 +307,88 @@ mod tests {
         assert_eq!(b.try_recv().ok().map(|v| v.0), Some(1));
         assert!(matches!(a.try_recv(), Err(TryRecvError::Empty)));
         assert_eq!(Arc::strong_count(&live), 1, "both values went once both receivers saw them");
+    }
+
+    /// A value whose `Clone` uses the channel: it takes the tail lock (another thread's
+    /// send is waiting under it meanwhile), or sends on the channel itself, while a
+    /// lagging receiver makes that send overwrite a value it has yet to see. A sender
+    /// waits only for reads of the position it overwrites, so neither deadlocks; each
+    /// case runs on a thread of its own and must end within 10 s.
+    #[test]
+    #[cfg_attr(miri, ignore)] // sleeps, to order the threads
+    fn a_clone_that_uses_the_channel_does_not_deadlock_a_send() {
+        use super::error::TryRecvError;
+        use std::sync::mpsc as std_mpsc;
+        use std::sync::Mutex;
+        use std::time::Duration;
+
+        #[derive(Default)]
+        struct Hook {
+            /// Told when the clone has begun.
+            started: Mutex<Option<std_mpsc::Sender<()>>>,
+            /// A weak sender whose count the clone reads (under the tail lock).
+            weak: Mutex<Option<super::WeakSender<V>>>,
+            /// A sender the clone sends on.
+            send: Mutex<Option<super::Sender<V>>>,
+        }
+        struct V(u64, Option<Arc<Hook>>);
+        impl Clone for V {
+            fn clone(&self) -> Self {
+                if let Some(h) = &self.1 {
+                    if let Some(tx) = h.started.lock().unwrap().take() {
+                        tx.send(()).unwrap();
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    if let Some(w) = h.weak.lock().unwrap().take() {
+                        assert_eq!(w.strong_count(), 1);
+                    }
+                    if let Some(s) = h.send.lock().unwrap().take() {
+                        s.send(V(99, None)).unwrap();
+                    }
+                }
+                V(self.0, None)
+            }
+        }
+        let within = |f: Box<dyn FnOnce() + Send>| {
+            let (done_tx, done_rx) = std_mpsc::channel();
+            std::thread::spawn(move || {
+                f();
+                done_tx.send(()).unwrap();
+            });
+            done_rx.recv_timeout(Duration::from_secs(10)).expect("no deadlock within 10 s");
+        };
+
+        // Another thread's send waits under the tail lock while the clone takes it.
+        within(Box::new(|| {
+            let (tx, mut a) = channel::<V>(2);
+            let _lagging = tx.subscribe();
+            let hook = Arc::new(Hook::default());
+            let (started_tx, started_rx) = std_mpsc::channel();
+            *hook.started.lock().unwrap() = Some(started_tx);
+            *hook.weak.lock().unwrap() = Some(tx.downgrade());
+            tx.send(V(0, None)).unwrap();
+            tx.send(V(1, Some(hook))).unwrap();
+            assert_eq!(a.try_recv().ok().map(|v| v.0), Some(0));
+            let reader = std::thread::spawn(move || a.try_recv().ok().map(|v| v.0));
+            started_rx.recv().unwrap();
+            // Overwrites position 0, which `_lagging` has yet to see.
+            tx.send(V(2, None)).unwrap();
+            assert_eq!(reader.join().unwrap(), Some(1));
+        }));
+
+        // The clone sends on the channel, overwriting a value another receiver lags on.
+        within(Box::new(|| {
+            let (tx, mut a) = channel::<V>(2);
+            let _lagging = tx.subscribe();
+            let hook = Arc::new(Hook::default());
+            *hook.send.lock().unwrap() = Some(tx.clone());
+            tx.send(V(0, None)).unwrap();
+            tx.send(V(1, Some(hook))).unwrap();
+            assert_eq!(a.try_recv().ok().map(|v| v.0), Some(0));
+            assert_eq!(a.try_recv().ok().map(|v| v.0), Some(1));
+            assert_eq!(a.try_recv().ok().map(|v| v.0), Some(99), "the clone's send arrived");
+            assert!(matches!(a.try_recv(), Err(TryRecvError::Empty)));
+        }));
     }
 
     /// Receivers on threads of their own read a ring of two with `try_recv` while a

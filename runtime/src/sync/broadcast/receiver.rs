@@ -42,16 +42,14 @@ impl<T: Clone> Receiver<T> {
         // `Release`, like the idle mark after the last read: a sender that sees this mark
         // instead of that one must still know the last read's clone is done.
         let mark = &self.mark.word;
-        mark.store(self.seq + 1, Release);
-        self.seq += 2;
-        let idle = self.seq;
+        mark.store(pos << 1 | 1, Release);
         shared.fence.light();
         if shared.careful.load(Relaxed) {
-            mark.store(idle, Release);
+            mark.store(0, Release);
             return Marked::Careful;
         }
         // SAFETY: the read is marked and the channel was not careful after the fence.
-        match unsafe { shared.slot(pos).read_marked(&mut self.next, mark, idle) } {
+        match unsafe { shared.slot(pos).read_marked(&mut self.next, mark) } {
             Some(v) => Marked::Got(v),
             None => Marked::Missed,
         }
@@ -66,8 +64,8 @@ impl<T: Clone> Receiver<T> {
             match self.read_marked(pos) {
                 Marked::Got(v) => return Ok(v),
                 Marked::Missed => {}
-                // `None`: a writer has the slot; the tail lock below waits it out.
                 Marked::Careful => {
+                    // `None`: a writer has the slot; the tail lock below waits it out.
                     if let Some(mut slot) = self.shared.slot(pos).read() {
                         if slot.pos() == pos {
                             // The value is there for this receiver (it was alive when the

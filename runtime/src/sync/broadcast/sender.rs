@@ -33,8 +33,8 @@ impl<T> Sender<T> {
         // order and a receiver that finds the tail past its position finds the value.
         // SAFETY: the tail lock is held.
         let slot = unsafe { self.shared.slot(pos).write() };
-        let mode = self.shared.before_overwrite(&mut tail, slot.remaining());
-        let old = slot.put(pos, value, rx, mode);
+        self.shared.before_overwrite(&mut tail, slot.pos(), slot.remaining());
+        let old = slot.put(pos, value, rx);
         tail.pos = pos + 1;
         // Waiters are taken under the same lock (no second lock per send), and only
         // when some receiver waits.

@@ -7,12 +7,14 @@
 //! unlock). Here a receive costs one: counting the value as seen. It is safe to clone a
 //! value without entering the slot because no writer changes a value that some receiver
 //! still has to see, with one exception, a sender overwriting a value a lagging receiver
-//! has not read. For that one case the receivers mark each read in a word of their own
-//! (`Mark`, in `mod`), and such a sender first makes the channel *careful*: it sets a
-//! flag, runs the heavy side of an asymmetric fence (`fence`), and waits until every
-//! receiver marked busy is done. While the channel is careful, receivers enter the slot
-//! (the *counted read* below, two operations), and the sender keeps them out as it
-//! writes. After enough sends that overwrite no unseen value, the channel stops being
+//! has not read. For that one case the receivers mark each read, with its position, in a
+//! word of their own (`Mark`, in `mod`), and such a sender first makes the channel
+//! *careful*: it sets a flag, runs the heavy side of an asymmetric fence (`fence`), and
+//! notes the reads in flight. From then on receivers enter the slot (the *counted read*
+//! below, two operations), and the sender keeps them out as it writes; before
+//! overwriting a position, a sender also waits for the noted reads of that position, as
+//! a per-slot read-write lock would make it wait (and no longer: waiting for every read
+//! in flight, under the tail lock, would deadlock with a `Clone` that takes it). After enough sends that overwrite no unseen value, the channel stops being
 //! careful. Where the fence is missing, it is careful for good.
 //!
 //! # The word
@@ -30,19 +32,16 @@
 //!   value) drops the value.
 //!
 //! `val` changes only under `WRITER`, with no counted reader in and, as above, no
-//! receiver left to see it or the channel careful. While the channel is not careful, a
-//! sender publishes a value by storing its position (`Release`) after the value and its
-//! remaining count; a reader that loads that position (`Acquire`) sees both. While the
-//! value changes the position is `REWRITING`, which no receiver reads, so a counted
-//! reader let in between the count and the position (one that saw the channel careful
-//! just before it stopped being so) does not take the new value for the old. While it is
-//! careful, only counted readers read, so the sender writes all three and lets go of
-//! `WRITER` last, as a read-write lock would. A reader counts the value as seen
-//! (`Release`) after its clone, and whoever drops the value or overwrites it has seen
-//! the count at zero (`Acquire`) or waited out the reader's mark, so no clone is in
-//! progress when the value goes.
+//! receiver left to see it or none reading it without entering. A sender publishes a
+//! value by storing its position (`Release`) after the value and its remaining count; a
+//! reader that loads that position (`Acquire`) sees both. While the value changes the
+//! position is `REWRITING`, which no receiver reads, so a counted reader let in between
+//! the count and the position does not take the new value for the old. A reader counts
+//! the value as seen (`Release`) after its clone, and whoever drops the value or
+//! overwrites it has seen the count at zero (`Acquire`) or waited out the reader's mark,
+//! so no clone is in progress when the value goes.
 //!
-//! A sender that made the channel careful for this write reads the remaining count
+//! A sender overwriting a value some receiver had yet to see reads the remaining count
 //! again after the wait: receivers reading without entering may have counted the old
 //! value down since it took the slot.
 
@@ -65,17 +64,6 @@ pub(super) struct Slot<T> {
     /// position no receiver reads; `REWRITING` while a sender writes it.
     pos: AtomicU64,
     val: UnsafeCell<Option<T>>,
-}
-
-/// How a sender writes a slot, by the channel's state (see the module's docs).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Mode {
-    /// Receivers may read without entering.
-    Calm,
-    /// Careful since an earlier send.
-    Careful,
-    /// Careful since this send: made so after the slot was taken.
-    TurnedCareful,
 }
 
 /// The position while a sender writes the slot: no receiver reads it.
@@ -110,22 +98,22 @@ impl<T> Slot<T> {
     /// The value at position `*next`, cloned without entering the slot and counted as
     /// seen, with `*next` moved past it; `None` when the slot holds another position
     /// (the caller goes the slow way). Either way
-    /// the read's `mark` is set to `idle` (`Release`: a sender that sees it knows the
+    /// the read's `mark` is set to 0 (`Release`: a sender that sees it knows the
     /// clone is done), after the count and before a value nobody needs any more is
     /// dropped here: a value's `Drop` may take the tail lock, under which a careful
-    /// sender waits for the marks.
+    /// sender may wait for this mark.
     ///
     /// # Safety
     /// The caller's read is marked, and it found the channel not careful after the
     /// mark (see the module's docs): so no writer changes a value it is counted in.
     #[inline]
-    pub(super) unsafe fn read_marked(&self, next: &mut u64, mark: &AtomicU64, idle: u64) -> Option<T>
+    pub(super) unsafe fn read_marked(&self, next: &mut u64, mark: &AtomicU64) -> Option<T>
     where
         T: Clone,
     {
         let pos = *next;
         if self.pos.load(Acquire) != pos {
-            mark.store(idle, Release);
+            mark.store(0, Release);
             return None;
         }
         // The receiver moves past the value before cloning: a clone that panics leaves
@@ -137,17 +125,16 @@ impl<T> Slot<T> {
         struct Reading<'a, T> {
             slot: &'a Slot<T>,
             mark: &'a AtomicU64,
-            idle: u64,
         }
         impl<T> Drop for Reading<'_, T> {
             #[inline]
             fn drop(&mut self) {
                 let unneeded = self.slot.count_off(REM_ONE);
-                self.mark.store(self.idle, Release);
+                self.mark.store(0, Release);
                 drop(unneeded);
             }
         }
-        let reading = Reading { slot: self, mark, idle };
+        let reading = Reading { slot: self, mark };
         // SAFETY: the receiver is counted in this value, so no sender overwrites it
         // (one that would waits for the mark), and nobody drops it before the count.
         let v = self.val.with(|v| unsafe { (*v).clone() });
@@ -317,43 +304,32 @@ impl<T> WriteGuard<'_, T> {
         self.held
     }
 
+    /// The position of the value it holds.
+    pub(super) fn pos(&self) -> u64 {
+        self.slot.pos.load(Relaxed)
+    }
+
     /// Put a value for position `pos`, to be seen by `receivers`, and let the slot go;
-    /// returns the old value. `mode`: whether the channel is careful now (it changes only
-    /// under the tail lock the caller holds).
-    pub(super) fn put(self, pos: u64, val: T, receivers: usize, mode: Mode) -> Option<T> {
+    /// returns the old value.
+    pub(super) fn put(self, pos: u64, val: T, receivers: usize) -> Option<T> {
         debug_assert!(receivers <= MAX_RECEIVERS && pos != REWRITING);
         let this = std::mem::ManuallyDrop::new(self);
         let slot = this.slot;
-        // A channel that turned careful for this write reads the old count again: until
-        // then, lagging receivers reading without entering could still count it down.
-        // After that nobody changes it but this writer. Otherwise it was zero, or the
-        // channel was careful already when the slot was taken: it has not changed.
-        let held = match mode {
-            Mode::TurnedCareful => slot.state.load(Acquire) >> REM_SHIFT,
-            Mode::Careful | Mode::Calm => this.held,
-        };
+        // A count that was not zero is read again: receivers reading without entering
+        // may have counted it down since the slot was taken (before the caller waited
+        // for them). Zero stays zero.
+        let held = if this.held > 0 { slot.state.load(Acquire) >> REM_SHIFT } else { 0 };
+        // Receivers may read without entering: they take the value once they load its
+        // position, so the count is set before the position is. A counted reader let in
+        // between finds `REWRITING`, not the old position with the new value.
+        slot.pos.store(REWRITING, Relaxed);
+        // SAFETY: the writer has the slot to itself: no counted reader is in, and no
+        // receiver reads the old value without entering (none is left to see it, or the
+        // caller waited for those reading it after making the channel careful).
+        let old = slot.val.with_mut(|v| unsafe { (*v).replace(val) });
         // The new count, and the slot let go: not a store, as a reader turned away
         // meanwhile may have yet to take its one back.
         let delta = ((receivers as u64) << REM_SHIFT).wrapping_sub(held << REM_SHIFT).wrapping_sub(WRITER);
-        if mode != Mode::Calm {
-            // Only counted readers: they see the slot only after `WRITER` goes, so the
-            // position and the value are written first and published by that step.
-            slot.pos.store(pos, Relaxed);
-            // SAFETY: the writer has the slot to itself: no counted reader is in, and
-            // the channel is careful, so none reads without entering.
-            let old = slot.val.with_mut(|v| unsafe { (*v).replace(val) });
-            slot.state.fetch_add(delta, Release);
-            return old;
-        }
-        // Receivers may read without entering: they take the value once they load its
-        // position, so the count is set before the position is. A counted reader (one
-        // that saw the channel careful just before it stopped being so) let in between
-        // finds `REWRITING`, not the old position with the new value.
-        slot.pos.store(REWRITING, Relaxed);
-        // SAFETY: the writer has the slot to itself: no counted reader is in, and no
-        // receiver is left to see the old value (the caller checked), so none reads it
-        // without entering.
-        let old = slot.val.with_mut(|v| unsafe { (*v).replace(val) });
         slot.state.fetch_add(delta, Release);
         // Published: a reader that loads this position sees the value and its count.
         slot.pos.store(pos, Release);
@@ -413,7 +389,7 @@ mod tests {
             .collect();
         for pos in 0..ROUNDS {
             // SAFETY: this thread is the only writer, as a tail lock would make it.
-            let old = unsafe { slot.write() }.put(pos, (pos, live.clone()), 2, super::Mode::Careful);
+            let old = unsafe { slot.write() }.put(pos, (pos, live.clone()), 2);
             drop(old);
             std::thread::yield_now();
         }
