@@ -134,6 +134,23 @@ fn loom_len_never_drops_a_value_under_the_tail_lock() {
     });
 }
 
+/// Receive until `Closed`, checking that the values rise; returns the last value and how
+/// many were received or counted in a lag.
+fn recv_in_order(rx: &mut Receiver<std::sync::Arc<u64>>) -> (u64, u64) {
+    let (mut last, mut accounted) = (0, 0);
+    loop {
+        match block_on(rx.recv()) {
+            Ok(v) => {
+                assert!(*v > last, "in order: {} after {last}", *v);
+                last = *v;
+                accounted += 1;
+            }
+            Err(RecvError::Lagged(n)) => accounted += n,
+            Err(RecvError::Closed) => return (last, accounted),
+        }
+    }
+}
+
 #[test]
 fn loom_a_channel_turns_careful_and_back_while_a_receiver_reads() {
     // Capacity 1 and three sends: a send that overwrites the value the receiver has yet
@@ -150,19 +167,7 @@ fn loom_a_channel_turns_careful_and_back_while_a_receiver_reads() {
                 tx.send(v).unwrap();
             }
         });
-        let mut last = 0;
-        let mut seen = 0;
-        loop {
-            match block_on(rx.recv()) {
-                Ok(v) => {
-                    assert!(*v > last, "in order: {} after {last}", *v);
-                    last = *v;
-                    seen += 1;
-                }
-                Err(RecvError::Lagged(n)) => seen += n,
-                Err(RecvError::Closed) => break,
-            }
-        }
+        let (last, seen) = recv_in_order(&mut rx);
         t.join().unwrap();
         assert_eq!(last, 3, "the last value is never overwritten");
         assert_eq!(seen, 3, "each value received or counted as missed");
@@ -185,20 +190,7 @@ fn loom_a_send_overwriting_a_lagging_receivers_value_while_another_reads() {
         let b = tx.subscribe();
         let vals: Vec<_> = (1..=3).map(std::sync::Arc::new).collect();
         let sent = vals.clone();
-        let reader = loom::thread::spawn(move || {
-            let (mut last, mut accounted) = (0, 0);
-            loop {
-                match block_on(a.recv()) {
-                    Ok(v) => {
-                        assert!(*v > last, "in order: {} after {last}", *v);
-                        last = *v;
-                        accounted += 1;
-                    }
-                    Err(RecvError::Lagged(n)) => accounted += n,
-                    Err(RecvError::Closed) => return (last, accounted),
-                }
-            }
-        });
+        let reader = loom::thread::spawn(move || recv_in_order(&mut a));
         for v in sent {
             tx.send(v).unwrap();
         }
