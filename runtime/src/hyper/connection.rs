@@ -1,11 +1,12 @@
 //! One connection of [`serve`](super::serve): the protocol sniff and the first request
-//! head, read here (see below), then hyper's HTTP/1 or
-//! HTTP/2 connection driven to its end, watching the server's shutdown.
+//! head, read here (see below), then hyper's HTTP/1 or HTTP/2 connection driven to its
+//! end, watching the server's shutdown. An HTTP/1 connection that waits for its next
+//! request gives hyper's connection up and reads that head here too ([`serve_http1`]).
 //!
 //! # No buffers before a request head
 //! hyper gives each HTTP/1 connection a read buffer (8 KiB, grown to 16 KiB once a
-//! partial head is in it) and an 8 KiB buffer for response heads, and keeps both for
-//! the connection's life: 24 KiB of the 29 KiB an idle connection holds. A connection
+//! partial head is in it) and an 8 KiB buffer for response heads, and keeps both while
+//! the hyper connection lives: 24 KiB of the 29 KiB an idle connection holds. A connection
 //! that has not yet sent a whole request head (a slow client, a client that connects
 //! ahead of need, a slowloris) needs neither. So the first bytes are read here, before
 //! hyper sees the connection: each read lands in a buffer on the stack (for the length
@@ -24,7 +25,7 @@
 use super::io::{Io, PREFACE};
 use super::rt::Executor;
 use super::serve::{Config, ServeBody, ServeService};
-use super::shutdown::{unless_shutdown, ConnGuard, Registry, FORCED, GRACEFUL};
+use super::shutdown::{unless_shutdown, ConnGuard, Registry, FORCED, GRACEFUL, RUNNING};
 use super::watch::{Activity, Counted, HeaderWatch};
 use crate::net::stream::StreamSocket;
 use crate::net::TcpStream;
@@ -64,12 +65,20 @@ fn head_complete(bytes: &[u8]) -> bool {
 }
 
 /// Read the connection's first bytes into `start` (see the module doc), noting how many
-/// have arrived in `got`: until they are the whole HTTP/2 preface, or stop matching it
-/// and then hold a whole HTTP/1 request head or [`HEAD_LIMIT`] bytes.
-async fn read_start(stream: &TcpStream, start: &mut Vec<u8>, got: &AtomicUsize) -> Sniffed {
+/// have arrived in `got`: until they are the whole HTTP/2 preface (if `sniff_h2`), or
+/// stop matching it and then hold a whole HTTP/1 request head or [`HEAD_LIMIT`] bytes.
+/// `start` may hold bytes already (a kept-alive connection's part of its next head).
+async fn read_start(stream: &TcpStream, start: &mut Vec<u8>, got: &AtomicUsize, sniff_h2: bool) -> Sniffed {
+    let is_h2 = |start: &[u8]| {
+        let k = start.len().min(PREFACE.len());
+        sniff_h2 && start[..k] == PREFACE[..k]
+    };
+    if !start.is_empty() && !is_h2(start) && (start.len() >= HEAD_LIMIT || head_complete(start)) {
+        return Sniffed::Http1;
+    }
     std::future::poll_fn(|cx| loop {
         let mut chunk = [0u8; HEAD_LIMIT];
-        let room = HEAD_LIMIT - start.len();
+        let room = HEAD_LIMIT.saturating_sub(start.len()).max(1);
         let n = match std::task::ready!(stream.poll_read_init(cx, &mut chunk[..room])) {
             Ok(0) | Err(_) => return Poll::Ready(Sniffed::Gone),
             Ok(n) => n,
@@ -78,9 +87,8 @@ async fn read_start(stream: &TcpStream, start: &mut Vec<u8>, got: &AtomicUsize) 
         start.reserve_exact(n);
         start.extend_from_slice(&chunk[..n]);
         got.store(start.len(), Relaxed);
-        let k = start.len().min(PREFACE.len());
-        if start[..k] == PREFACE[..k] {
-            if k == PREFACE.len() {
+        if is_h2(start) {
+            if start.len() >= PREFACE.len() {
                 return Poll::Ready(Sniffed::Http2);
             }
         } else if start.len() >= HEAD_LIMIT || head_complete(start) {
@@ -89,6 +97,13 @@ async fn read_start(stream: &TcpStream, start: &mut Vec<u8>, got: &AtomicUsize) 
     })
     .await
 }
+
+/// How long an HTTP/1 connection waits for its next request, after a response, before
+/// its hyper connection is taken apart and hyper's buffers go (see "Giving hyper's
+/// buffers back").
+const RELEASE_IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+type Service<S> = Counted<hyper_util::service::TowerToHyperService<S>>;
 
 /// Serve one connection, from its first byte to its close, watching the server's
 /// shutdown state.
@@ -107,49 +122,185 @@ where
     // connection's start, through the protocol sniff and the first request's head.
     let activity = Arc::new(Activity::new());
     let mut start = Vec::new();
-    let got = AtomicUsize::new(0);
-    let sniffed = {
-        let sniff = std::pin::pin!(read_start(&stream, &mut start, &got));
-        // At a graceful shutdown, a connection that has sent nothing closes now; one
-        // whose first bytes have arrived goes on to be answered.
-        let sniff = unless_shutdown(&registry, sniff, || got.load(Relaxed) == 0 && !has_unread_bytes(fd));
-        match builders.config.header_read_timeout {
-            Some(t) => crate::time::timeout(t, sniff).await.ok().flatten(),
-            None => sniff.await,
-        }
-    };
+    let sniffed = wait_for_head(&stream, &mut start, &builders, &registry, &activity, fd, true).await;
     let service =
         Counted { inner: hyper_util::service::TowerToHyperService::new(service), activity: Arc::clone(&activity) };
     let timeout = builders.config.header_read_timeout;
-    // HTTP/1: every request head must arrive within the timeout of the connection going
-    // idle. HTTP/2: the first request must start within the timeout of the connection's
-    // start (a client that sends the preface and then nothing holds no socket for long);
-    // after that an idle HTTP/2 connection is a normal thing for a client to keep.
-    let http1_watch = || timeout.map(|t| HeaderWatch::new(t, Arc::clone(&activity)));
+    // HTTP/2: the first request must start within the timeout of the connection's start
+    // (a client that sends the preface and then nothing holds no socket for long); after
+    // that an idle HTTP/2 connection is a normal thing for a client to keep.
     let http2_watch = || timeout.map(|t| HeaderWatch::first_request(t, Arc::clone(&activity)));
-    let http1_drain = Http1Drain { fd, activity: Arc::clone(&activity) };
-    let io = Io::with_prefix(stream, start);
+    let http1_drain = || Http1Drain { fd, activity: Arc::clone(&activity) };
+    let http1_watch = || timeout.map(|t| HeaderWatch::new(t, Arc::clone(&activity)));
     match sniffed {
         Some(Sniffed::Http1) if builders.config.http1 => {
-            let conn = builders.http1.serve_connection(io, service).with_upgrades();
-            Box::pin(drive(&registry, conn, Some(http1_drain), http1_watch(), |c| c.graceful_shutdown())).await;
+            serve_http1(stream, start, service, &builders, &registry, &activity, fd).await;
         }
         Some(Sniffed::Http2) if builders.config.http2 => {
-            let conn = builders.http2.serve_connection(io, service);
-            Box::pin(drive(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown())).await;
+            let io = Io::with_prefix(stream, start, Arc::clone(&activity));
+            let mut conn = Box::pin(builders.http2.serve_connection(io, service));
+            drive(&registry, conn.as_mut(), None, http2_watch(), None, |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Http2) => {
             // An HTTP/1-only server: hyper's HTTP/1 side closes on the preface.
-            let conn = builders.http1.serve_connection(io, service);
-            Box::pin(drive(&registry, conn, Some(http1_drain), http1_watch(), |c| c.graceful_shutdown())).await;
+            let io = Io::with_prefix(stream, start, Arc::clone(&activity));
+            let mut conn = Box::pin(builders.http1.serve_connection(io, service));
+            drive(&registry, conn.as_mut(), Some(http1_drain()), http1_watch(), None, |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Http1) => {
-            let conn = builders.http2.serve_connection(io, service);
-            Box::pin(drive(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown())).await;
+            let io = Io::with_prefix(stream, start, Arc::clone(&activity));
+            let mut conn = Box::pin(builders.http2.serve_connection(io, service));
+            drive(&registry, conn.as_mut(), None, http2_watch(), None, |c| c.graceful_shutdown()).await;
         }
         Some(Sniffed::Gone) | None => {}
     }
     drop(guard);
+}
+
+/// Wait for a request head (or, if `sniff_h2`, the HTTP/2 preface) in `start`, as
+/// [`read_start`] reads it, within the header-read timeout of the connection going idle
+/// (its start, or its last response's end). `None`: the timeout passed, or a graceful
+/// shutdown found nothing of it arrived.
+async fn wait_for_head(
+    stream: &TcpStream,
+    start: &mut Vec<u8>,
+    builders: &Builders,
+    registry: &Registry,
+    activity: &Activity,
+    fd: std::os::fd::RawFd,
+    sniff_h2: bool,
+) -> Option<Sniffed> {
+    let got = AtomicUsize::new(start.len());
+    let read = std::pin::pin!(read_start(stream, start, &got, sniff_h2));
+    // At a graceful shutdown, a connection that has sent nothing closes now; one whose
+    // first bytes have arrived goes on to be answered.
+    let read = unless_shutdown(registry, read, || got.load(Relaxed) == 0 && !has_unread_bytes(fd));
+    match builders.config.header_read_timeout {
+        Some(t) => {
+            let at = crate::time::deadline_after(activity.idle_since(), t);
+            crate::time::timeout_at(at.into(), read).await.ok().flatten()
+        }
+        None => read.await,
+    }
+}
+
+/// Serve an HTTP/1 connection whose first request head is in `start`: hyper's connection
+/// while requests come, taken apart whenever the connection stays idle for
+/// [`RELEASE_IDLE_AFTER`] between requests, and made again when the next head has come.
+///
+/// # Giving hyper's buffers back
+/// hyper's HTTP/1 connection keeps its read buffer (8 KiB) and its buffer for response
+/// heads (8 KiB) for the connection's life, so a kept-alive connection that waits for its
+/// next request would hold 16 KiB it does not use. When one has waited
+/// [`RELEASE_IDLE_AFTER`] after a response, hyper's connection is taken apart
+/// (`into_parts`), which gives back the socket, the service and any bytes of the next
+/// request hyper has read and not parsed, and frees the rest; the next head is read here,
+/// as a new connection's is, and a new hyper connection takes over from it. (A busy
+/// connection is never taken apart: its next request comes within the wait.)
+///
+/// That is done only where hyper is between requests, with nothing of its own to lose:
+/// every response finished and flushed, and the last request without a body, so none of
+/// it can still be on its way in. After a request with a body, the connection keeps
+/// hyper's buffers until a request without one has been answered.
+async fn serve_http1<S, B>(
+    mut stream: TcpStream,
+    mut start: Vec<u8>,
+    mut service: Service<S>,
+    builders: &Builders,
+    registry: &Registry,
+    activity: &Arc<Activity>,
+    fd: std::os::fd::RawFd,
+) where
+    S: ServeService<B>,
+    B: ServeBody,
+{
+    let timeout = builders.config.header_read_timeout;
+    loop {
+        let io = Io::with_prefix(stream, start, Arc::clone(activity));
+        // Boxed: the task's own cell stays small, and the box can be taken apart.
+        let mut conn = Box::new(builders.http1.serve_connection(io, service).with_upgrades());
+        // HTTP/1: every request head must arrive within the timeout of the connection
+        // going idle.
+        let watch = timeout.map(|t| HeaderWatch::new(t, Arc::clone(activity)));
+        let drain = Http1Drain { fd, activity: Arc::clone(activity) };
+        let mut release = Release::new(Arc::clone(activity));
+        let end =
+            drive(registry, Pin::new(&mut *conn), Some(drain), watch, Some(&mut release), |c| c.graceful_shutdown())
+                .await;
+        if end != Ended::Idle {
+            return;
+        }
+        // Upgraded connections end their future; this one is idle, so it is whole.
+        let Some(parts) = conn.into_parts() else { return };
+        let (inner, unread) = parts.io.into_parts();
+        stream = inner;
+        service = parts.service;
+        // What hyper read and did not parse came before what it never read.
+        start = Vec::with_capacity(parts.read_buf.len() + unread.len());
+        start.extend_from_slice(&parts.read_buf);
+        start.extend_from_slice(&unread);
+        // hyper's read buffer, whole: it goes before the wait, not after.
+        drop(parts.read_buf);
+        match wait_for_head(&stream, &mut start, builders, registry, activity, fd, false).await {
+            Some(Sniffed::Http1) => {}
+            _ => return,
+        }
+    }
+}
+
+/// When an idle HTTP/1 connection's hyper connection may be taken apart (see "Giving
+/// hyper's buffers back"): polled by [`drive`] after hyper's connection answers
+/// `Pending`, and `Ready` once the connection has been idle for [`RELEASE_IDLE_AFTER`]
+/// at a point where that loses nothing. One timer per period, as for the header-read
+/// timeout ([`HeaderWatch`]), so a busy connection pays about nothing for it.
+struct Release {
+    activity: Arc<Activity>,
+    /// Requests started before this hyper connection: nothing is released before it has
+    /// taken its first.
+    started_before: u64,
+    watch: HeaderWatch,
+    /// The connection was idle but not at a point to release (a request body, unflushed
+    /// bytes): look again once more requests than this have started.
+    wait_for_start: Option<u64>,
+}
+
+impl Release {
+    fn new(activity: Arc<Activity>) -> Release {
+        let started_before = activity.started.load(Relaxed);
+        let watch = HeaderWatch::new(RELEASE_IDLE_AFTER, Arc::clone(&activity));
+        Release { activity, started_before, watch, wait_for_start: None }
+    }
+
+    fn poll_idle(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let a = &self.activity;
+        let started = a.started.load(Relaxed);
+        if started == self.started_before {
+            return Poll::Pending;
+        }
+        if let Some(n) = self.wait_for_start {
+            if started <= n {
+                return Poll::Pending;
+            }
+            self.wait_for_start = None;
+            self.watch = HeaderWatch::new(RELEASE_IDLE_AFTER, Arc::clone(a));
+        }
+        std::task::ready!(self.watch.poll_expired(cx));
+        if a.in_flight() || a.last_had_body.load(Relaxed) || a.unflushed.load(Relaxed) {
+            self.wait_for_start = Some(started);
+            return Poll::Pending;
+        }
+        Poll::Ready(())
+    }
+}
+
+/// How [`drive`] ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// hyper's connection finished, or was cut (the header-read timeout, a forced
+    /// shutdown).
+    Done,
+    /// Idle for long enough to be taken apart (see [`Release`]).
+    Idle,
 }
 
 /// Whether bytes wait in the socket that the server has not read yet.
@@ -184,16 +335,21 @@ struct Http1Drain {
 /// read into its buffer is hyper's: asked to shut down, it answers the current request
 /// and closes.) A client that sends half a request
 /// is cut by the header-read timeout (`watch`), or at the deadline.
+///
+/// With `release` (an HTTP/1 connection), it ends `Idle` when the connection has waited
+/// long enough for its next request to be taken apart (see [`Release`]), unless a
+/// shutdown has begun.
 async fn drive<C, E>(
     registry: &Registry,
-    conn: C,
+    mut conn: Pin<&mut C>,
     http1: Option<Http1Drain>,
     mut watch: Option<HeaderWatch>,
+    mut release: Option<&mut Release>,
     graceful: impl Fn(Pin<&mut C>),
-) where
+) -> Ended
+where
     C: Future<Output = Result<(), E>>,
 {
-    let mut conn = std::pin::pin!(conn);
     let mut asked = false;
     // Nothing is decided before hyper's first poll: until it reads them, the bytes the
     // first read took are in `Io`'s prefix, neither in the socket (where the check
@@ -206,7 +362,7 @@ async fn drive<C, E>(
     std::future::poll_fn(|cx| loop {
         let state = registry.state();
         if state == FORCED {
-            return Poll::Ready(());
+            return Poll::Ready(Ended::Done);
         }
         if state == GRACEFUL && !asked && polled {
             if wait_for_more.is_none() {
@@ -231,7 +387,7 @@ async fn drive<C, E>(
         // A connection error (a reset peer, a malformed request, a header timeout) ends
         // this connection only; hyper has answered what it could.
         if conn.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(());
+            return Poll::Ready(Ended::Done);
         }
         if !polled {
             polled = true;
@@ -243,7 +399,13 @@ async fn drive<C, E>(
         // Idle past the header-read timeout: drop the connection, as hyper does.
         if let Some(watch) = watch.as_mut() {
             if watch.poll_expired(cx).is_ready() {
-                return Poll::Ready(());
+                return Poll::Ready(Ended::Done);
+            }
+        }
+        // Idle for long enough: hyper's connection can go (a shutdown leaves it to hyper).
+        if let Some(release) = release.as_mut().filter(|_| state == RUNNING && polled) {
+            if release.poll_idle(cx).is_ready() {
+                return Poll::Ready(Ended::Idle);
             }
         }
         // The awaited request has started, or the one in flight has finished: go round

@@ -1,11 +1,14 @@
 //! [`Io`]: a stream as hyper's `Read` and `Write`.
 
+use super::watch::Activity;
 use crate::net::stream::StreamSocket;
 use crate::net::TcpStream;
 use std::any::TypeId;
 use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// The HTTP/2 client preface; a connection that starts with it speaks HTTP/2.
@@ -22,6 +25,9 @@ pub struct Io<T> {
     /// Bytes read ahead (the protocol sniff and the first request head), handed out
     /// before the stream's own.
     prefix: Option<Prefix>,
+    /// The connection's record of whether hyper's writes are flushed (see
+    /// `Activity::unflushed`), for a connection of [`serve`](fn@super::serve).
+    activity: Option<Arc<Activity>>,
 }
 
 #[derive(Debug)]
@@ -33,7 +39,7 @@ struct Prefix {
 impl<T> Io<T> {
     /// Wrap `inner`.
     pub fn new(inner: T) -> Io<T> {
-        Io { inner, prefix: None }
+        Io { inner, prefix: None, activity: None }
     }
 
     /// The wrapped stream.
@@ -53,8 +59,27 @@ impl<T> Io<T> {
     }
 
     /// Wrap `inner`, whose first bytes `buf` were read already: they are read first.
-    pub(super) fn with_prefix(inner: T, buf: Vec<u8>) -> Io<T> {
-        Io { inner, prefix: (!buf.is_empty()).then_some(Prefix { buf, pos: 0 }) }
+    /// Writes and flushes are noted in `activity`.
+    pub(super) fn with_prefix(inner: T, buf: Vec<u8>, activity: Arc<Activity>) -> Io<T> {
+        Io { inner, prefix: (!buf.is_empty()).then_some(Prefix { buf, pos: 0 }), activity: Some(activity) }
+    }
+
+    /// Unwrap, with the bytes read ahead that hyper has not read yet.
+    pub(super) fn into_parts(self) -> (T, Vec<u8>) {
+        let rest = match self.prefix {
+            Some(Prefix { mut buf, pos }) => {
+                buf.drain(..pos);
+                buf
+            }
+            None => Vec::new(),
+        };
+        (self.inner, rest)
+    }
+
+    fn wrote(&self) {
+        if let Some(a) = &self.activity {
+            a.unflushed.store(true, Relaxed);
+        }
     }
 }
 
@@ -122,11 +147,18 @@ where
     T: futures_io::AsyncWrite + Unpin + 'static,
 {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        this.wrote();
+        Pin::new(&mut this.inner).poll_write(cx, buf)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_flush(cx);
+        if let (Poll::Ready(Ok(())), Some(a)) = (&r, &this.activity) {
+            a.unflushed.store(false, Relaxed);
+        }
+        r
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -142,7 +174,9 @@ where
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        this.wrote();
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
     }
 }
 

@@ -3,8 +3,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -17,15 +17,23 @@ pub(super) struct Counted<S> {
     pub(super) activity: Arc<Activity>,
 }
 
-impl<S, R, B> hyper::service::Service<R> for Counted<S>
+// The service is never pinned: hyper calls it through `&self`, and nothing here projects
+// a pin to it. (So a connection can be taken apart after it has been polled: see
+// "Giving hyper's buffers back" in `connection`.)
+impl<S> Unpin for Counted<S> {}
+
+impl<S, RB, B> hyper::service::Service<http::Request<RB>> for Counted<S>
 where
-    S: hyper::service::Service<R, Response = http::Response<B>>,
+    S: hyper::service::Service<http::Request<RB>, Response = http::Response<B>>,
+    RB: hyper::body::Body,
 {
     type Response = http::Response<Tracked<B>>;
     type Error = S::Error;
     type Future = Track<S::Future>;
 
-    fn call(&self, req: R) -> Track<S::Future> {
+    fn call(&self, req: http::Request<RB>) -> Track<S::Future> {
+        // Stored before the count, which is what a reader looks at first.
+        self.activity.last_had_body.store(!req.body().is_end_stream(), Relaxed);
         self.activity.started.fetch_add(1, Relaxed);
         Track { future: self.inner.call(req), finish: Finish(Some(Arc::clone(&self.activity))) }
     }
@@ -34,9 +42,16 @@ where
 /// What a connection's requests tell its task: how many started and finished, and when
 /// the last one finished. An HTTP/2 stream's response may finish on another task, so the
 /// counts are atomic; on HTTP/1 one task does all of it.
+#[derive(Debug)]
 pub(super) struct Activity {
     pub(super) started: AtomicU64,
     finished: AtomicU64,
+    /// Whether the last request started came with a body (HTTP/1: hyper may still be
+    /// reading it when its response has finished).
+    pub(super) last_had_body: AtomicBool,
+    /// Set by the connection's `Io` when hyper writes, cleared when a flush completes:
+    /// whether bytes hyper has written may still sit in its buffers.
+    pub(super) unflushed: AtomicBool,
     /// When the last response finished, in nanoseconds after `base`.
     last_finished_ns: AtomicU64,
     base: Instant,
@@ -47,6 +62,8 @@ impl Activity {
         Activity {
             started: AtomicU64::new(0),
             finished: AtomicU64::new(0),
+            last_had_body: AtomicBool::new(false),
+            unflushed: AtomicBool::new(false),
             last_finished_ns: AtomicU64::new(0),
             base: Instant::now(),
         }
@@ -60,7 +77,7 @@ impl Activity {
     }
 
     /// When the connection last went idle: the last response's end, or the start.
-    fn idle_since(&self) -> Instant {
+    pub(super) fn idle_since(&self) -> Instant {
         self.base + Duration::from_nanos(self.last_finished_ns.load(Relaxed))
     }
 
