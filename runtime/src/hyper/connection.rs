@@ -134,23 +134,24 @@ where
     let http1_watch = || timeout.map(|t| HeaderWatch::new(t, Arc::clone(&activity)));
     match sniffed {
         Some(Sniffed::Http1) if builders.config.http1 => {
-            serve_http1(stream, start, service, &builders, &registry, &activity, fd).await;
+            // Boxed, as every stage that holds hyper's connection: see `serve_http1`.
+            Box::pin(serve_http1(stream, start, service, &builders, &registry, &activity, fd)).await;
         }
         Some(Sniffed::Http2) if builders.config.http2 => {
             let io = Io::with_prefix(stream, start, Arc::clone(&activity));
-            let mut conn = Box::pin(builders.http2.serve_connection(io, service));
-            drive(&registry, conn.as_mut(), None, http2_watch(), None, |c| c.graceful_shutdown()).await;
+            let conn = builders.http2.serve_connection(io, service);
+            Box::pin(drive_owned(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown())).await;
         }
         Some(Sniffed::Http2) => {
             // An HTTP/1-only server: hyper's HTTP/1 side closes on the preface.
             let io = Io::with_prefix(stream, start, Arc::clone(&activity));
-            let mut conn = Box::pin(builders.http1.serve_connection(io, service));
-            drive(&registry, conn.as_mut(), Some(http1_drain()), http1_watch(), None, |c| c.graceful_shutdown()).await;
+            let conn = builders.http1.serve_connection(io, service);
+            Box::pin(drive_owned(&registry, conn, Some(http1_drain()), http1_watch(), |c| c.graceful_shutdown())).await;
         }
         Some(Sniffed::Http1) => {
             let io = Io::with_prefix(stream, start, Arc::clone(&activity));
-            let mut conn = Box::pin(builders.http2.serve_connection(io, service));
-            drive(&registry, conn.as_mut(), None, http2_watch(), None, |c| c.graceful_shutdown()).await;
+            let conn = builders.http2.serve_connection(io, service);
+            Box::pin(drive_owned(&registry, conn, None, http2_watch(), |c| c.graceful_shutdown())).await;
         }
         Some(Sniffed::Gone) | None => {}
     }
@@ -214,38 +215,55 @@ async fn serve_http1<S, B>(
     S: ServeService<B>,
     B: ServeBody,
 {
-    let timeout = builders.config.header_read_timeout;
     loop {
-        let io = Io::with_prefix(stream, start, Arc::clone(activity));
-        // Boxed: the task's own cell stays small, and the box can be taken apart.
-        let mut conn = Box::new(builders.http1.serve_connection(io, service).with_upgrades());
-        // HTTP/1: every request head must arrive within the timeout of the connection
-        // going idle.
-        let watch = timeout.map(|t| HeaderWatch::new(t, Arc::clone(activity)));
-        let drain = Http1Drain { fd, activity: Arc::clone(activity) };
-        let mut release = Release::new(Arc::clone(activity));
-        let end =
-            drive(registry, Pin::new(&mut *conn), Some(drain), watch, Some(&mut release), |c| c.graceful_shutdown())
-                .await;
-        if end != Ended::Idle {
-            return;
-        }
-        // Upgraded connections end their future; this one is idle, so it is whole.
-        let Some(parts) = conn.into_parts() else { return };
-        let (inner, unread) = parts.io.into_parts();
-        stream = inner;
-        service = parts.service;
-        // What hyper read and did not parse came before what it never read.
-        start = Vec::with_capacity(parts.read_buf.len() + unread.len());
-        start.extend_from_slice(&parts.read_buf);
-        start.extend_from_slice(&unread);
-        // hyper's read buffer, whole: it goes before the wait, not after.
-        drop(parts.read_buf);
+        // Boxed: while hyper's connection lives, the task's own cell holds a pointer to
+        // this stage, so that while it waits for a head it is small.
+        let hyper_stage = Box::pin(http1_until_idle(stream, start, service, builders, registry, activity, fd));
+        let Some(back) = hyper_stage.await else { return };
+        (stream, service, start) = back;
         match wait_for_head(&stream, &mut start, builders, registry, activity, fd, false).await {
             Some(Sniffed::Http1) => {}
             _ => return,
         }
     }
+}
+
+/// One hyper connection over `stream`, whose unread bytes start with `start`: driven
+/// until it ends (`None`) or has been idle long enough to be taken apart, and then
+/// taken apart: the socket, the service, and the bytes hyper has read and not parsed
+/// followed by those it never read.
+async fn http1_until_idle<S, B>(
+    stream: TcpStream,
+    start: Vec<u8>,
+    service: Service<S>,
+    builders: &Builders,
+    registry: &Registry,
+    activity: &Arc<Activity>,
+    fd: std::os::fd::RawFd,
+) -> Option<(TcpStream, Service<S>, Vec<u8>)>
+where
+    S: ServeService<B>,
+    B: ServeBody,
+{
+    let io = Io::with_prefix(stream, start, Arc::clone(activity));
+    let mut conn = builders.http1.serve_connection(io, service).with_upgrades();
+    // HTTP/1: every request head must arrive within the timeout of the connection going
+    // idle.
+    let watch = builders.config.header_read_timeout.map(|t| HeaderWatch::new(t, Arc::clone(activity)));
+    let drain = Http1Drain { fd, activity: Arc::clone(activity) };
+    let mut release = Release::new(Arc::clone(activity));
+    let end =
+        drive(registry, Pin::new(&mut conn), Some(drain), watch, Some(&mut release), |c| c.graceful_shutdown()).await;
+    if end != Ended::Idle {
+        return None;
+    }
+    // Upgraded connections end their future; this one is idle, so it is whole.
+    let parts = conn.into_parts()?;
+    let (stream, unread) = parts.io.into_parts();
+    let mut start = Vec::with_capacity(parts.read_buf.len() + unread.len());
+    start.extend_from_slice(&parts.read_buf);
+    start.extend_from_slice(&unread);
+    Some((stream, parts.service, start))
 }
 
 /// When an idle HTTP/1 connection's hyper connection may be taken apart (see "Giving
@@ -301,6 +319,21 @@ enum Ended {
     Done,
     /// Idle for long enough to be taken apart (see [`Release`]).
     Idle,
+}
+
+/// [`drive`] for a connection that is never taken apart, which it owns. (Boxed by its
+/// callers, so that the connection's future is not part of every connection task's
+/// cell.)
+async fn drive_owned<C, E>(
+    registry: &Registry,
+    conn: C,
+    http1: Option<Http1Drain>,
+    watch: Option<HeaderWatch>,
+    graceful: impl Fn(Pin<&mut C>),
+) where
+    C: Future<Output = Result<(), E>>,
+{
+    drive(registry, std::pin::pin!(conn), http1, watch, None, graceful).await;
 }
 
 /// Whether bytes wait in the socket that the server has not read yet.
