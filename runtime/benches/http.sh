@@ -31,6 +31,10 @@
 # runs made back to back (run r of each variant), which the machine's slow and fast
 # spells move less, each with a 90% interval from resampling the pairs.
 #
+# Then one more run per variant and connection count, not timed, with the server's system
+# calls and context switches counted by `perf stat` (kernel tracepoints; COUNT=0 skips
+# it, and it is skipped where perf or the tracepoint is missing), per request.
+#
 # The machine may be shared. Each run also measures the CPU time that went to neither the
 # server, wrk nor the console client (from /proc/stat); a run where that exceeds
 # OTHERS_MAX percent of the machine (default 10) is thrown away and run again after a
@@ -106,7 +110,14 @@ run() {
     console_pid=$(tmux list-panes -t "$session" -F '#{pane_pid}')
   fi
   wrk -t"$THREADS" -c"$conns" -d1s "http://127.0.0.1:$port/" > /dev/null
-  local t0 t1 m0 m1 c0=0 c1=0 wrk_ticks
+  local t0 t1 m0 m1 c0=0 c1=0 wrk_ticks perf_pid=
+  if [ "${COUNTING:-0}" = 1 ]; then
+    # System calls and context switches of the server (all its threads), counted in
+    # the kernel for the measured run only.
+    perf stat -x, -e raw_syscalls:sys_enter,context-switches -p "$server_pid" -o "$out/perf.txt" &
+    perf_pid=$!
+    sleep 0.2
+  fi
   m0=$(machine_ticks)
   t0=$(cpu_ticks "$server_pid")
   [ -n "$console_pid" ] && c0=$(cpu_ticks "$console_pid")
@@ -114,6 +125,10 @@ run() {
   t1=$(cpu_ticks "$server_pid")
   [ -n "$console_pid" ] && c1=$(cpu_ticks "$console_pid")
   m1=$(machine_ticks)
+  if [ -n "$perf_pid" ]; then
+    kill -INT "$perf_pid"
+    wait "$perf_pid" 2>/dev/null || true
+  fi
   if [ -n "$console_port" ]; then
     # The client must have stayed connected for the whole run.
     tmux has-session -t "$session" 2>/dev/null || { echo "volt-console exited during the run"; exit 1; }
@@ -124,6 +139,20 @@ run() {
   server_pid=
   local others=$(((m1 - m0) - (t1 - t0) - (c1 - c0) - wrk_ticks))
   local others_pct=$((others * 100 / ($(nproc) * DURATION * $(getconf CLK_TCK))))
+  if [ -n "$perf_pid" ]; then
+    python3 - "$out/wrk.txt" "$out/perf.txt" >> "$out/$variant.$conns.count" <<'PY'
+import re, sys
+reqs = int(re.search(r"(\d+) requests in", open(sys.argv[1]).read()).group(1))
+counts = {}
+for line in open(sys.argv[2]):
+    f = line.strip().split(",")
+    if len(f) > 2 and f[0].isdigit():
+        counts[f[2]] = int(f[0])
+print(f"{counts['raw_syscalls:sys_enter'] / reqs:.3f} {counts['context-switches'] / reqs:.3f}")
+PY
+    echo "  $variant c=$conns: system calls and context switches per request $(tail -1 "$out/$variant.$conns.count")" >&2
+    return 0
+  fi
   if [ "$others_pct" -gt "$OTHERS_MAX" ]; then
     echo "  $variant c=$conns: other processes took ${others_pct}% of the machine; run again" >&2
     return 1
@@ -158,6 +187,18 @@ for conns in $CONNS; do
     done
   done
 done
+
+# One more run of each variant with the server's system calls and context switches
+# counted (`perf stat`, kernel tracepoints), apart from the timed runs above: counting
+# each system call costs the server a little, so these runs are not timed.
+COUNT=${COUNT:-$(command -v perf >/dev/null && perf stat -e raw_syscalls:sys_enter true >/dev/null 2>&1 && echo 1 || echo 0)}
+if [ "$COUNT" = 1 ]; then
+  for conns in $CONNS; do
+    for variant in $VARIANTS; do
+      COUNTING=1 run "$variant" "$conns"
+    done
+  done
+fi
 
 python3 - "$out" "$CONNS" "$RUNS" "$DURATION" "$WORKERS" "$VARIANTS" <<'PY'
 import statistics, sys
@@ -217,6 +258,14 @@ if "volt" in variants and "watched" in variants:
     for c in conns:
         v, w = meds[c]["volt"], meds[c]["watched"]
         print(f"| {c} | {w[3]/v[3]:.2f} | {w[0]/v[0]:.2f} |")
+import os
+if all(os.path.exists(f"{d}/{v}.{c}.count") for c in conns for v in variants):
+    print("\n| conns | variant | system calls/request | context switches/request |")
+    print("|---:|---|---:|---:|")
+    for c in conns:
+        for v in variants:
+            sc, cs = map(float, open(f"{d}/{v}.{c}.count").read().split())
+            print(f"| {c} | {v} | {sc:.2f} | {cs:.3f} |")
 print("\nEvery run (requests/s, p50 ms, p99 ms, CPU µs/request, % of the machine other processes took):")
 for c in conns:
     for v in variants:
