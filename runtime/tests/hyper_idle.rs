@@ -3,7 +3,8 @@
 //! either line end, after blank lines, longer than the server's look at them.
 //!
 //! A counting allocator measures what the server holds (bytes allocated and not freed),
-//! so this file is its own test binary.
+//! so this file is its own test binary; its tests take turns (`SERIAL`), so one's
+//! connections are not in another's count.
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
@@ -18,6 +19,7 @@ mod counting;
 use counting::held;
 
 const BOUND: Duration = Duration::from_secs(30);
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     let start = Instant::now();
@@ -73,6 +75,7 @@ fn reading(rt: &volt::Runtime, peers: &[SocketAddr]) -> usize {
 
 #[test]
 fn a_connection_without_a_whole_head_holds_no_hyper_buffers() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     const CONNS: usize = 100;
     let (rt, addr) = server();
     // A whole request first, so what the first connection makes once (hyper's and the
@@ -111,6 +114,7 @@ fn a_connection_without_a_whole_head_holds_no_hyper_buffers() {
 
 #[test]
 fn heads_that_arrive_in_pieces_are_answered_whatever_their_shape() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (_rt, addr) = server();
     let long = format!("GET / HTTP/1.1\r\nhost: x\r\nx-long: {}\r\n\r\n", "a".repeat(12 * 1024));
     let heads: Vec<Vec<u8>> = vec![
@@ -139,6 +143,7 @@ fn heads_that_arrive_in_pieces_are_answered_whatever_their_shape() {
 
 #[test]
 fn a_peer_that_leaves_mid_head_leaves_no_task() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (rt, addr) = server();
     let alive = || rt.handle().telemetry().snapshot().tasks_alive;
     wait_until("the server alone", || alive() == 1);

@@ -202,7 +202,8 @@ async fn wait_for_head(
 /// That is done only where hyper is between requests, with nothing of its own to lose:
 /// every response finished and flushed, and the last request without a body, so none of
 /// it can still be on its way in. After a request with a body, the connection keeps
-/// hyper's buffers until a request without one has been answered.
+/// hyper's buffers until a request without one has been answered; with a response the
+/// client is slow to read, until its last bytes are flushed.
 async fn serve_http1<S, B>(
     mut stream: TcpStream,
     mut start: Vec<u8>,
@@ -277,16 +278,21 @@ struct Release {
     /// taken its first.
     started_before: u64,
     watch: HeaderWatch,
-    /// The connection was idle but not at a point to release (a request body, unflushed
-    /// bytes): look again once more requests than this have started.
+    /// The connection was idle but its last request came with a body: look again once
+    /// more requests than this have started.
     wait_for_start: Option<u64>,
+    /// The connection was idle but hyper's bytes were not all flushed (a client slow to
+    /// read): released once they are, unless more requests than this have started by
+    /// then. (The flush's own poll is where this is looked at: hyper flushes when the
+    /// socket takes its bytes, and `drive` asks here after every poll of hyper's.)
+    wait_for_flush: Option<u64>,
 }
 
 impl Release {
     fn new(activity: Arc<Activity>) -> Release {
         let started_before = activity.started.load(Relaxed);
         let watch = HeaderWatch::new(RELEASE_IDLE_AFTER, Arc::clone(&activity));
-        Release { activity, started_before, watch, wait_for_start: None }
+        Release { activity, started_before, watch, wait_for_start: None, wait_for_flush: None }
     }
 
     fn poll_idle(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
@@ -294,6 +300,13 @@ impl Release {
         let started = a.started.load(Relaxed);
         if started == self.started_before {
             return Poll::Pending;
+        }
+        if let Some(n) = self.wait_for_flush {
+            if started == n {
+                return if a.unflushed.load(Relaxed) { Poll::Pending } else { Poll::Ready(()) };
+            }
+            self.wait_for_flush = None;
+            self.watch = HeaderWatch::new(RELEASE_IDLE_AFTER, Arc::clone(a));
         }
         if let Some(n) = self.wait_for_start {
             if started <= n {
@@ -303,8 +316,12 @@ impl Release {
             self.watch = HeaderWatch::new(RELEASE_IDLE_AFTER, Arc::clone(a));
         }
         std::task::ready!(self.watch.poll_expired(cx));
-        if a.in_flight() || a.last_had_body.load(Relaxed) || a.unflushed.load(Relaxed) {
+        if a.last_had_body.load(Relaxed) {
             self.wait_for_start = Some(started);
+            return Poll::Pending;
+        }
+        if a.unflushed.load(Relaxed) {
+            self.wait_for_flush = Some(started);
             return Poll::Pending;
         }
         Poll::Ready(())

@@ -26,6 +26,14 @@ use std::time::Duration;
 /// future): it runs until the listener fails for good, or until the signal given to
 /// [`Serve::with_graceful_shutdown`] completes.
 ///
+/// An HTTP/1.1 connection kept alive gives hyper's buffers back once it has waited a
+/// second for its next request, and a new hyper connection reads that request. One
+/// difference follows for a handler that takes `hyper::upgrade::on` and then answers
+/// with something other than `101 Switching Protocols`: that upgrade future fails when
+/// the connection goes idle for that second (hyper's "upgrade expected but not
+/// completed"), where on a hyper connection that lives on it stays pending until the
+/// connection closes. Either way it never completes.
+///
 /// ```no_run
 /// # async fn f() -> std::io::Result<()> {
 /// let app = axum::Router::new().route("/", axum::routing::get(|| async { "Hello, world!" }));

@@ -17,11 +17,6 @@ pub(super) struct Counted<S> {
     pub(super) activity: Arc<Activity>,
 }
 
-// The service is never pinned: hyper calls it through `&self`, and nothing here projects
-// a pin to it. (So a connection can be taken apart after it has been polled: see
-// "Giving hyper's buffers back" in `connection`.)
-impl<S> Unpin for Counted<S> {}
-
 impl<S, RB, B> hyper::service::Service<http::Request<RB>> for Counted<S>
 where
     S: hyper::service::Service<http::Request<RB>, Response = http::Response<B>>,
