@@ -231,6 +231,12 @@ fn read_until(s: &mut TcpStream, end: &str, count: usize) -> String {
 const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
 const HELLO: &str = "Hello, world!";
 
+/// `GET /` on `c`, answered.
+fn get_hello(c: &mut TcpStream) {
+    c.write_all(GET).unwrap();
+    assert!(read_until(c, HELLO, 1).starts_with("HTTP/1.1 200"));
+}
+
 /// Connections to `addr`, each with one request answered and now idle.
 fn kept_alive(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
     let mut clients: Vec<TcpStream> = (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect();
@@ -323,8 +329,7 @@ fn an_idle_kept_alive_connection_gives_hyper_buffers_back_and_serves_on() {
 
     // Served on: a request each, then two pipelined in one write.
     for c in &mut clients {
-        c.write_all(GET).unwrap();
-        assert!(read_until(c, HELLO, 1).starts_with("HTTP/1.1 200"));
+        get_hello(c);
         let two = [GET, GET].concat();
         c.write_all(&two).unwrap();
         let r = read_until(c, HELLO, 2);
@@ -347,8 +352,7 @@ fn an_idle_kept_alive_connection_gives_hyper_buffers_back_and_serves_on() {
         c.write_all(req.as_bytes()).unwrap();
         let r = read_until(c, &body, 1);
         assert!(r.starts_with("HTTP/1.1 200"), "{r}");
-        c.write_all(GET).unwrap();
-        assert!(read_until(c, HELLO, 1).starts_with("HTTP/1.1 200"));
+        get_hello(c);
     }
     wait_for_release(base, CONNS);
 
@@ -411,15 +415,14 @@ fn a_connection_that_gave_its_buffers_back_can_be_upgraded() {
     wait_until("the refused upgrades' futures to fail", || REFUSED_UPGRADES_FAILED.load(Relaxed) == before + 2);
     // The connections serve on.
     for c in &mut refused {
-        c.write_all(GET).unwrap();
-        assert!(read_until(c, HELLO, 1).starts_with("HTTP/1.1 200"));
+        get_hello(c);
     }
 }
 
 /// Where taking hyper's connection apart would lose bytes, the connection keeps it past
 /// the wait, and what was on its way arrives whole: a response body that pauses longer
-/// than the wait, a response the client does not read for that long, a request body
-/// the handler never read that is still arriving.
+/// than the wait, a response the client does not read for that long (given back once
+/// flushed), a request body still arriving for a task that reads it after its response.
 #[test]
 fn a_connection_keeps_hyper_while_bytes_are_on_their_way() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -467,8 +470,7 @@ fn a_connection_keeps_hyper_while_bytes_are_on_their_way() {
     // All three then give the buffers back.
     wait_for_release(base, 3);
     for c in &mut clients {
-        c.write_all(GET).unwrap();
-        assert!(read_until(c, HELLO, 1).starts_with("HTTP/1.1 200"));
+        get_hello(c);
     }
 }
 
@@ -482,9 +484,10 @@ fn a_graceful_shutdown_closes_or_answers_a_connection_that_gave_its_buffers_back
     let base = server.warm_up();
     let mut clients = kept_alive(server.addr, 2);
     wait_for_release(base, 2);
+    let before = held();
     clients[1].write_all(&GET[..20]).unwrap();
     // The part has reached the server (it holds those bytes).
-    wait_until("the part of a head to arrive", || held() - base >= 20);
+    wait_until("the part of a head to arrive", || held() >= before + 20);
     server.stop();
     assert!(closed_by_server(&mut clients[0]), "an idle connection is closed at the shutdown");
     let c = &mut clients[1];
@@ -507,8 +510,9 @@ fn a_forced_shutdown_and_the_header_timeout_cut_a_connection_that_gave_its_buffe
         let base = server.warm_up();
         let mut clients = kept_alive(server.addr, 1);
         wait_for_release(base, 1);
+        let before = held();
         clients[0].write_all(&GET[..20]).unwrap();
-        wait_until("the part of a head to arrive", || held() - base >= 20);
+        wait_until("the part of a head to arrive", || held() >= before + 20);
         server.stop();
         assert!(closed_by_server(&mut clients[0]), "the deadline cuts the connection");
         server.join();
