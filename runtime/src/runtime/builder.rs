@@ -221,8 +221,8 @@ impl Builder {
     /// It also gives every task statistics, read with
     /// [`Telemetry::tasks`](crate::telemetry::Telemetry::tasks): its name, polls and
     /// times, two histograms, and what it waits on (the waits its latest poll recorded, or
-    /// `unknown`; see [`TaskInfo::waits`](crate::telemetry::TaskInfo::waits)). 248 bytes in
-    /// each task's allocation, 80 of them written at its spawn. Without the ring no task
+    /// `unknown`; see [`TaskInfo::waits`](crate::telemetry::TaskInfo::waits)). 256 bytes in
+    /// each task's allocation, 88 of them written at its spawn. Without the ring no task
     /// keeps statistics, and `Telemetry::tasks()` is empty.
     pub fn event_ring(&mut self, capacity: usize) -> &mut Builder {
         self.event_ring = Some(capacity);

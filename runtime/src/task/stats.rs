@@ -343,4 +343,15 @@ mod histogram_tests {
         assert!(c[2] > 30_000 && c[2] < u16::MAX, "halved once it was full: {c:?}");
         assert_eq!(c[TASK_HIST_BUCKETS - 1], 0, "the others halved with it: {c:?}");
     }
+
+    /// The sizes the docs give (`Builder::event_ring`, the design notes): 256 bytes a
+    /// task, of which the spawner writes the first 88.
+    #[test]
+    fn the_statistics_tail_is_256_bytes_88_written_at_the_spawn() {
+        use std::mem::{offset_of, size_of};
+        assert_eq!(size_of::<TaskStats>(), 256);
+        assert_eq!(offset_of!(TaskStats, poll), 88);
+        assert_eq!(size_of::<PollStats>(), 64);
+        assert_eq!(size_of::<wait::WaitRecord>(), 104);
+    }
 }
