@@ -474,6 +474,14 @@ fn a_connection_keeps_hyper_while_bytes_are_on_their_way() {
     }
 }
 
+/// Send the first 20 bytes of a GET on `c`, a connection that gave its buffers back, and
+/// wait until the server holds them.
+fn send_part_of_head(c: &mut TcpStream) {
+    let before = held();
+    c.write_all(&GET[..20]).unwrap();
+    wait_until("the part of a head to arrive", || held() >= before + 20);
+}
+
 /// A graceful shutdown reaches connections that gave hyper's buffers back: one that has
 /// sent nothing since is closed, one with part of a head is answered once the rest comes
 /// and then closed; `serve` returns once both are gone.
@@ -484,10 +492,7 @@ fn a_graceful_shutdown_closes_or_answers_a_connection_that_gave_its_buffers_back
     let base = server.warm_up();
     let mut clients = kept_alive(server.addr, 2);
     wait_for_release(base, 2);
-    let before = held();
-    clients[1].write_all(&GET[..20]).unwrap();
-    // The part has reached the server (it holds those bytes).
-    wait_until("the part of a head to arrive", || held() >= before + 20);
+    send_part_of_head(&mut clients[1]);
     server.stop();
     assert!(closed_by_server(&mut clients[0]), "an idle connection is closed at the shutdown");
     let c = &mut clients[1];
@@ -510,9 +515,7 @@ fn a_forced_shutdown_and_the_header_timeout_cut_a_connection_that_gave_its_buffe
         let base = server.warm_up();
         let mut clients = kept_alive(server.addr, 1);
         wait_for_release(base, 1);
-        let before = held();
-        clients[0].write_all(&GET[..20]).unwrap();
-        wait_until("the part of a head to arrive", || held() >= before + 20);
+        send_part_of_head(&mut clients[0]);
         server.stop();
         assert!(closed_by_server(&mut clients[0]), "the deadline cuts the connection");
         server.join();

@@ -278,21 +278,27 @@ struct Release {
     /// taken its first.
     started_before: u64,
     watch: HeaderWatch,
-    /// The connection was idle but its last request came with a body: look again once
-    /// more requests than this have started.
-    wait_for_start: Option<u64>,
-    /// The connection was idle but hyper's bytes were not all flushed (a client slow to
-    /// read): released once they are, unless more requests than this have started by
-    /// then. (The flush's own poll is where this is looked at: hyper flushes when the
+    /// The connection was idle but not at a point to release, why, and how many requests
+    /// had started then. A new request starts the wait over.
+    held: Option<(Held, u64)>,
+}
+
+/// Why an idle connection was not released when its wait was over.
+#[derive(Clone, Copy)]
+enum Held {
+    /// Its last request came with a body: look again once another request has started.
+    Body,
+    /// hyper's bytes were not all flushed (a client slow to read): released once they
+    /// are. (The flush's own poll is where this is looked at: hyper flushes when the
     /// socket takes its bytes, and `drive` asks here after every poll of hyper's.)
-    wait_for_flush: Option<u64>,
+    Flush,
 }
 
 impl Release {
     fn new(activity: Arc<Activity>) -> Release {
         let started_before = activity.started.load(Relaxed);
         let watch = HeaderWatch::new(RELEASE_IDLE_AFTER, Arc::clone(&activity));
-        Release { activity, started_before, watch, wait_for_start: None, wait_for_flush: None }
+        Release { activity, started_before, watch, held: None }
     }
 
     fn poll_idle(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
@@ -301,27 +307,23 @@ impl Release {
         if started == self.started_before {
             return Poll::Pending;
         }
-        if let Some(n) = self.wait_for_flush {
+        if let Some((why, n)) = self.held {
             if started == n {
-                return if a.unflushed.load(Relaxed) { Poll::Pending } else { Poll::Ready(()) };
+                return match why {
+                    Held::Flush if !a.unflushed.load(Relaxed) => Poll::Ready(()),
+                    _ => Poll::Pending,
+                };
             }
-            self.wait_for_flush = None;
-            self.watch = HeaderWatch::new(RELEASE_IDLE_AFTER, Arc::clone(a));
-        }
-        if let Some(n) = self.wait_for_start {
-            if started <= n {
-                return Poll::Pending;
-            }
-            self.wait_for_start = None;
+            self.held = None;
             self.watch = HeaderWatch::new(RELEASE_IDLE_AFTER, Arc::clone(a));
         }
         std::task::ready!(self.watch.poll_expired(cx));
         if a.last_had_body.load(Relaxed) {
-            self.wait_for_start = Some(started);
+            self.held = Some((Held::Body, started));
             return Poll::Pending;
         }
         if a.unflushed.load(Relaxed) {
-            self.wait_for_flush = Some(started);
+            self.held = Some((Held::Flush, started));
             return Poll::Pending;
         }
         Poll::Ready(())
