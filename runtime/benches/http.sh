@@ -17,6 +17,9 @@
 #            Tokio has none), so both servers do the same work per request
 #   volt-nsm Volt without the stall monitor (`stall_threshold(None)`)
 #   volt-sm200 Volt with a 200 ms stall threshold (the monitor samples every 100 ms)
+#   ceiling-epoll, ceiling-uring  the `io_ceiling` bench's servers: no runtime, no hyper,
+#            a thread per worker with epoll readiness or io_uring completions (what an
+#            io_uring driver could gain at most; see `benches/io_ceiling.rs`)
 #
 # Server and wrk share the machine's cores unpinned: on a 2-core machine there is no core
 # to give either one alone, so both runtimes are measured competing with the load
@@ -60,6 +63,17 @@ if [ -z "${BIN:-}" ]; then
   BIN=target/release/examples/http_bench
 fi
 CONSOLE=${CONSOLE:-target/release/volt-console}
+case " $VARIANTS " in
+  *" ceiling-"*)
+    if [ -z "${CEILING_BIN:-}" ]; then
+      CEILING_BIN=$(cargo bench -p volt --bench io_ceiling --no-run --message-format=json 2>/dev/null |
+        python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "io_ceiling" and m.get("executable"):
+        print(m["executable"])')
+    fi ;;
+esac
 
 out=$(mktemp -d)
 server_pid=
@@ -97,11 +111,15 @@ run() {
     volt-nsm) args=(--runtime volt --no-stall-monitor) ;;
     volt-sm200) args=(--runtime volt --stall-threshold-ms 200) ;;
     tokio) args=(--runtime tokio) ;;
+    ceiling-epoll) args=(--mode epoll) ;;
+    ceiling-uring) args=(--mode uring) ;;
     watched)
       console_port=$(free_port)
       args=(--runtime volt --event-ring 4096 --console --console-bind "127.0.0.1:$console_port") ;;
   esac
-  "$BIN" "${args[@]}" --workers "$WORKERS" --addr "127.0.0.1:$port" > "$out/server.log" 2>&1 &
+  local bin=$BIN
+  case $variant in ceiling-*) bin=$CEILING_BIN ;; esac
+  "$bin" "${args[@]}" --workers "$WORKERS" --addr "127.0.0.1:$port" > "$out/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 100); do grep -qs "listening on" "$out/server.log" && break; sleep 0.05; done
   grep -q "listening on" "$out/server.log" || { cat "$out/server.log"; exit 1; }
@@ -258,6 +276,13 @@ if "volt" in variants and "watched" in variants:
     for c in conns:
         v, w = meds[c]["volt"], meds[c]["watched"]
         print(f"| {c} | {w[3]/v[3]:.2f} | {w[0]/v[0]:.2f} |")
+if "ceiling-epoll" in variants and "ceiling-uring" in variants:
+    # The same servers but for the system-call interface: what completions could save.
+    print("\n| conns | uring/epoll requests/s | uring/epoll p99 | uring/epoll CPU/request |")
+    print("|---:|---:|---:|---:|")
+    for c in conns:
+        e, u = meds[c]["ceiling-epoll"], meds[c]["ceiling-uring"]
+        print(f"| {c} | {u[0]/e[0]:.2f} | {u[2]/e[2]:.2f} | {u[3]/e[3]:.2f} |")
 import os
 if all(os.path.exists(f"{d}/{v}.{c}.count") for c in conns for v in variants):
     print("\n| conns | variant | system calls/request | context switches/request |")
