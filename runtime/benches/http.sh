@@ -17,9 +17,10 @@
 #            Tokio has none), so both servers do the same work per request
 #   volt-nsm Volt without the stall monitor (`stall_threshold(None)`)
 #   volt-sm200 Volt with a 200 ms stall threshold (the monitor samples every 100 ms)
-#   ceiling-epoll, ceiling-uring  the `io_ceiling` bench's servers: no runtime, no hyper,
-#            a thread per worker with epoll readiness or io_uring completions (what an
-#            io_uring driver could gain at most; see `benches/io_ceiling.rs`)
+#   ceiling-epoll, ceiling-uring, ceiling-uring-direct  the `io_ceiling` bench's
+#            servers: no runtime, no hyper, a thread per worker with epoll readiness or
+#            io_uring completions (the last with direct descriptors): what an io_uring
+#            driver could gain at most (see `benches/io_ceiling.rs`)
 #
 # Server and wrk share the machine's cores unpinned: on a 2-core machine there is no core
 # to give either one alone, so both runtimes are measured competing with the load
@@ -27,7 +28,9 @@
 #
 # Per run: wrk's requests/s and its p50/p99 (`--latency`), and the server's CPU time per
 # request: its utime+stime from /proc/PID/stat read just before and just after the
-# measured wrk run, divided by the requests wrk completed. Each run is a fresh server
+# measured wrk run, divided by the requests wrk completed, and the utime part alone (the
+# runtime, hyper and the handler; the rest is the kernel's TCP work and system calls,
+# which on loopback include delivering the bytes to wrk). Each run is a fresh server
 # process warmed by a 1 s wrk run first. The table gives the median of the runs; the
 # Volt/Tokio ratios compare medians (for p99 and CPU, below 1 means Volt is better), and
 # the watching cost is watched/volt. The "paired" ratios are the median of the ratios of
@@ -88,6 +91,7 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+user_ticks() { awk '{print $14}' "/proc/$1/stat"; }
 # Busy ticks of the whole machine (user, nice, system, irq, softirq, steal).
 machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 # Run wrk; print the CPU ticks it used.
@@ -113,6 +117,7 @@ run() {
     tokio) args=(--runtime tokio) ;;
     ceiling-epoll) args=(--mode epoll) ;;
     ceiling-uring) args=(--mode uring) ;;
+    ceiling-uring-direct) args=(--mode uring-direct) ;;
     watched)
       console_port=$(free_port)
       args=(--runtime volt --event-ring 4096 --console --console-bind "127.0.0.1:$console_port") ;;
@@ -128,7 +133,7 @@ run() {
     console_pid=$(tmux list-panes -t "$session" -F '#{pane_pid}')
   fi
   wrk -t"$THREADS" -c"$conns" -d1s "http://127.0.0.1:$port/" > /dev/null
-  local t0 t1 m0 m1 c0=0 c1=0 wrk_ticks perf_pid=
+  local t0 t1 u0 u1 m0 m1 c0=0 c1=0 wrk_ticks perf_pid=
   if [ "${COUNTING:-0}" = 1 ]; then
     # System calls and context switches of the server (all its threads), counted in
     # the kernel for the measured run only.
@@ -138,9 +143,11 @@ run() {
   fi
   m0=$(machine_ticks)
   t0=$(cpu_ticks "$server_pid")
+  u0=$(user_ticks "$server_pid")
   [ -n "$console_pid" ] && c0=$(cpu_ticks "$console_pid")
   wrk_ticks=$(WRK_OUT="$out/wrk.txt" wrk_timed wrk -t"$THREADS" -c"$conns" -d"${DURATION}s" --latency "http://127.0.0.1:$port/")
   t1=$(cpu_ticks "$server_pid")
+  u1=$(user_ticks "$server_pid")
   [ -n "$console_pid" ] && c1=$(cpu_ticks "$console_pid")
   m1=$(machine_ticks)
   if [ -n "$perf_pid" ]; then
@@ -175,9 +182,10 @@ PY
     echo "  $variant c=$conns: other processes took ${others_pct}% of the machine; run again" >&2
     return 1
   fi
-  python3 - "$out/wrk.txt" "$((t1 - t0))" "$(getconf CLK_TCK)" "$others_pct" >> "$out/$variant.$conns" <<'PY'
+  python3 - "$out/wrk.txt" "$((t1 - t0))" "$(getconf CLK_TCK)" "$others_pct" "$((u1 - u0))" >> "$out/$variant.$conns" <<'PY'
 import re, sys
 text, ticks, hz, others = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+user = int(sys.argv[5])
 def ms(s):
     m = re.match(r"([\d.]+)(us|ms|s)", s)
     return float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
@@ -188,7 +196,7 @@ p99 = ms(re.search(r"^\s+99%\s+(\S+)", text, re.M).group(1))
 errors = re.search(r"Non-2xx or 3xx responses: (\d+)|Socket errors: (.*)", text)
 if errors:
     print(f"wrk reported errors: {errors.group(0)}", file=sys.stderr)
-print(f"{rps:.0f} {p50:.3f} {p99:.3f} {ticks / hz * 1e6 / reqs:.2f} {others}")
+print(f"{rps:.0f} {p50:.3f} {p99:.3f} {ticks / hz * 1e6 / reqs:.2f} {others} {user / hz * 1e6 / reqs:.2f}")
 PY
   echo "  $variant c=$conns: $(tail -1 "$out/$variant.$conns")" >&2
 }
@@ -224,16 +232,17 @@ d, conns, runs, dur, workers = sys.argv[1], sys.argv[2].split(), int(sys.argv[3]
 variants = sys.argv[6].split()
 def load(v, c):
     rows = [list(map(float, l.split())) for l in open(f"{d}/{v}.{c}")]
-    return [statistics.median(col) for col in list(zip(*rows))[:4]], rows
+    cols = list(zip(*rows))
+    return [statistics.median(col) for col in cols[:4]] + [statistics.median(cols[5])], rows
 print(f"wrk -t2 -d{dur}s --latency, {workers} workers each, {runs} alternating runs per variant, medians\n")
-print("| conns | variant | requests/s | p50 | p99 | CPU/request |")
-print("|---:|---|---:|---:|---:|---:|")
+print("| conns | variant | requests/s | p50 | p99 | CPU/request | of it in user space |")
+print("|---:|---|---:|---:|---:|---:|---:|")
 meds = {}
 for c in conns:
     meds[c] = {v: load(v, c)[0] for v in variants}
     for v in variants:
-        rps, p50, p99, cpu = meds[c][v]
-        print(f"| {c} | {v} | {rps:,.0f} | {p50:.2f} ms | {p99:.2f} ms | {cpu:.1f} µs |")
+        rps, p50, p99, cpu, user = meds[c][v]
+        print(f"| {c} | {v} | {rps:,.0f} | {p50:.2f} ms | {p99:.2f} ms | {cpu:.1f} µs | {user:.2f} µs |")
 if "tokio" in variants:
     print("\n| conns | variant | /Tokio requests/s | /Tokio p99 | /Tokio CPU/request |")
     print("|---:|---|---:|---:|---:|")
@@ -276,13 +285,16 @@ if "volt" in variants and "watched" in variants:
     for c in conns:
         v, w = meds[c]["volt"], meds[c]["watched"]
         print(f"| {c} | {w[3]/v[3]:.2f} | {w[0]/v[0]:.2f} |")
-if "ceiling-epoll" in variants and "ceiling-uring" in variants:
+uring = [v for v in ("ceiling-uring", "ceiling-uring-direct") if v in variants]
+if "ceiling-epoll" in variants and uring:
     # The same servers but for the system-call interface: what completions could save.
-    print("\n| conns | uring/epoll requests/s | uring/epoll p99 | uring/epoll CPU/request |")
-    print("|---:|---:|---:|---:|")
+    print("\n| conns | variant | /ceiling-epoll requests/s | p99 | CPU/request | user-space CPU/request |")
+    print("|---:|---|---:|---:|---:|---:|")
     for c in conns:
-        e, u = meds[c]["ceiling-epoll"], meds[c]["ceiling-uring"]
-        print(f"| {c} | {u[0]/e[0]:.2f} | {u[2]/e[2]:.2f} | {u[3]/e[3]:.2f} |")
+        e = meds[c]["ceiling-epoll"]
+        for v in uring:
+            u = meds[c][v]
+            print(f"| {c} | {v} | {u[0]/e[0]:.2f} | {u[2]/e[2]:.2f} | {u[3]/e[3]:.2f} | {u[4]/e[4]:.2f} |")
 import os
 if all(os.path.exists(f"{d}/{v}.{c}.count") for c in conns for v in variants):
     print("\n| conns | variant | system calls/request | context switches/request |")
@@ -291,7 +303,7 @@ if all(os.path.exists(f"{d}/{v}.{c}.count") for c in conns for v in variants):
         for v in variants:
             sc, cs = map(float, open(f"{d}/{v}.{c}.count").read().split())
             print(f"| {c} | {v} | {sc:.2f} | {cs:.3f} |")
-print("\nEvery run (requests/s, p50 ms, p99 ms, CPU µs/request, % of the machine other processes took):")
+print("\nEvery run (requests/s, p50 ms, p99 ms, CPU µs/request, % of the machine other processes took, user-space CPU µs/request):")
 for c in conns:
     for v in variants:
         print(f"  c={c} {v}: " + "; ".join(" ".join(f"{x:g}" for x in r) for r in load(v, c)[1]))

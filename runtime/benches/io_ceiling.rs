@@ -1,11 +1,11 @@
 //! The ceiling an io_uring driver could reach on this machine, before one is built: two
 //! minimal HTTP/1.1 keep-alive servers with no runtime, no hyper and no parsing beyond
 //! finding each request's end, one with epoll readiness and one with io_uring
-//! completions, so that `runtime/benches/http.sh` can measure what the system calls
+//! completions (in two forms), so that `runtime/benches/http.sh` can measure what the system calls
 //! alone cost per request, next to Volt and Tokio (see `docs/io-uring.md`).
 //!
 //! ```text
-//! VARIANTS="volt tokio ceiling-epoll ceiling-uring" bash runtime/benches/http.sh
+//! VARIANTS="volt tokio ceiling-epoll ceiling-uring ceiling-uring-direct" bash runtime/benches/http.sh
 //! cargo bench -p volt --bench io_ceiling -- --mode uring --workers 2 --addr 127.0.0.1:8080
 //! ```
 //!
@@ -25,6 +25,9 @@
 //!   per batch of answers from a buffer the connection owns until its completion. Every
 //!   submission waits for the loop's one `io_uring_enter`, which also reaps whatever
 //!   completed meanwhile.
+//! * `uring-direct`: `uring` with direct descriptors. Accepted sockets live only in the
+//!   ring's file table (never in the process's), so no operation looks a descriptor up;
+//!   `TCP_NODELAY` and the close go through the ring too.
 //!
 //! It prints `listening on ADDR` once every thread has bound, and serves until killed.
 //! These are measurements of the kernel's interfaces, not a server anyone should run:
@@ -130,14 +133,15 @@ mod server {
                 "--mode" => mode = v,
                 "--workers" => workers = v.parse().expect("--workers N"),
                 "--addr" => addr = v,
-                other => panic!("unknown argument {other:?}: --mode epoll|uring, --workers N, --addr IP:PORT"),
+                other => panic!("unknown argument {other:?}: --mode epoll|uring|uring-direct, --workers N, --addr IP:PORT"),
             }
         }
         let addr: SocketAddrV4 = addr.parse().expect("--addr takes an IPv4 address and a port");
         let run: fn(libc::c_int) -> io::Result<()> = match mode.as_str() {
             "epoll" => epoll::serve,
             "uring" => uring::serve,
-            other => panic!("unknown mode {other:?}: epoll or uring"),
+            "uring-direct" => uring::serve_direct,
+            other => panic!("unknown mode {other:?}: epoll, uring or uring-direct"),
         };
         let (tx, rx) = std::sync::mpsc::channel();
         let threads: Vec<_> = (0..workers)
@@ -298,7 +302,10 @@ mod server {
         const ACCEPT: u64 = 1 << 32;
         const RECV: u64 = 2 << 32;
         const SEND: u64 = 3 << 32;
+        const OTHER: u64 = 4 << 32;
         const KIND: u64 = 0xffff_ffff << 32;
+        /// The ring's file table, with `--mode uring-direct`: one slot a connection.
+        const FILES: u32 = 4096;
 
         #[derive(Default)]
         struct Conn {
@@ -320,7 +327,7 @@ mod server {
 
         impl Conn {
             /// Start sending what was queued, if nothing is in flight.
-            fn start_send(&mut self, fd: libc::c_int) -> Option<squeue::Entry> {
+            fn start_send(&mut self, fd: libc::c_int, direct: bool) -> Option<squeue::Entry> {
                 if self.in_flight || self.closing || self.queued.is_empty() {
                     return None;
                 }
@@ -328,7 +335,7 @@ mod server {
                 self.queued.clear();
                 self.sent = 0;
                 self.in_flight = true;
-                Some(send(fd, self))
+                Some(send(fd, self, direct))
             }
 
             fn done(&self) -> bool {
@@ -409,14 +416,33 @@ mod server {
             }
         }
 
-        fn recv(fd: libc::c_int) -> squeue::Entry {
-            opcode::RecvMulti::new(types::Fd(fd), GROUP).build().user_data(RECV | fd as u64)
+        /// `fd` is a descriptor, or with `direct` an index in the ring's file table.
+        fn recv(fd: libc::c_int, direct: bool) -> squeue::Entry {
+            let e = if direct {
+                opcode::RecvMulti::new(types::Fixed(fd as u32), GROUP).build()
+            } else {
+                opcode::RecvMulti::new(types::Fd(fd), GROUP).build()
+            };
+            e.user_data(RECV | fd as u64)
         }
 
-        fn send(fd: libc::c_int, c: &Conn) -> squeue::Entry {
+        fn send(fd: libc::c_int, c: &Conn, direct: bool) -> squeue::Entry {
             let rest = &c.sending[c.sent..];
-            opcode::Send::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32).build().user_data(SEND | fd as u64)
+            let (p, n) = (rest.as_ptr(), rest.len() as u32);
+            let e = if direct {
+                opcode::Send::new(types::Fixed(fd as u32), p, n).build()
+            } else {
+                opcode::Send::new(types::Fd(fd), p, n).build()
+            };
+            e.user_data(SEND | fd as u64)
         }
+
+        fn accept(lfd: libc::c_int, direct: bool) -> squeue::Entry {
+            opcode::AcceptMulti::new(types::Fd(lfd)).allocate_file_index(direct).build().user_data(ACCEPT)
+        }
+
+        /// `TCP_NODELAY`'s value, read by the kernel when it runs a `SetSockOpt` entry.
+        static ONE: libc::c_int = 1;
 
         /// The ring and the buffers it fills, dropped in that order: the kernel lets go of
         /// the buffers with the ring.
@@ -426,13 +452,26 @@ mod server {
         }
 
         pub(crate) fn serve(lfd: libc::c_int) -> io::Result<()> {
+            serve_with(lfd, false)
+        }
+
+        /// `serve` with direct descriptors: accepted sockets live only in the ring's file
+        /// table, so no operation looks a descriptor up (`fdget`) or counts a reference.
+        pub(crate) fn serve_direct(lfd: libc::c_int) -> io::Result<()> {
+            serve_with(lfd, true)
+        }
+
+        fn serve_with(lfd: libc::c_int, direct: bool) -> io::Result<()> {
             let ring: IoUring =
                 IoUring::builder().setup_single_issuer().setup_defer_taskrun().setup_coop_taskrun().build(1024)?;
+            if direct {
+                ring.submitter().register_files_sparse(FILES)?;
+            }
             let provided = Provided::new(&ring)?;
             let Thread { mut ring, mut provided } = Thread { ring, provided };
             let mut conns: Vec<Option<Box<Conn>>> = Vec::new();
             let mut cqes: Vec<cqueue::Entry> = Vec::with_capacity(1024);
-            push(&mut ring, opcode::AcceptMulti::new(types::Fd(lfd)).build().user_data(ACCEPT))?;
+            push(&mut ring, accept(lfd, direct))?;
             loop {
                 match ring.submit_and_wait(1) {
                     Ok(_) => {}
@@ -443,18 +482,35 @@ mod server {
                 let mut gave_back = false;
                 for cqe in cqes.drain(..) {
                     let (kind, fd, res) = (cqe.user_data() & KIND, cqe.user_data() as u32 as libc::c_int, cqe.result());
+                    if kind == OTHER {
+                        // A socket option or a close: nothing waits for it.
+                        continue;
+                    }
                     if kind == ACCEPT {
                         if res >= 0 {
-                            no_delay(res);
+                            if direct {
+                                let e = opcode::SetSockOpt::new(
+                                    types::Fixed(res as u32),
+                                    libc::IPPROTO_TCP as u32,
+                                    libc::TCP_NODELAY as u32,
+                                    (&raw const ONE).cast(),
+                                    std::mem::size_of::<libc::c_int>() as u32,
+                                )
+                                .build()
+                                .user_data(OTHER);
+                                push(&mut ring, e)?;
+                            } else {
+                                no_delay(res);
+                            }
                             let i = res as usize;
                             if conns.len() <= i {
                                 conns.resize_with(i + 1, || None);
                             }
                             conns[i] = Some(Box::new(Conn { receiving: true, ..Conn::default() }));
-                            push(&mut ring, recv(res))?;
+                            push(&mut ring, recv(res, direct))?;
                         }
                         if !cqueue::more(cqe.flags()) {
-                            push(&mut ring, opcode::AcceptMulti::new(types::Fd(lfd)).build().user_data(ACCEPT))?;
+                            push(&mut ring, accept(lfd, direct))?;
                         }
                         continue;
                     }
@@ -474,7 +530,7 @@ mod server {
                                 // The receive stopped but the stream goes on (with no free
                                 // buffer: the ones given back above are there by the next
                                 // submission).
-                                push(&mut ring, recv(fd))?;
+                                push(&mut ring, recv(fd, direct))?;
                             } else {
                                 // The end of the stream, or an error.
                                 c.receiving = false;
@@ -488,18 +544,22 @@ mod server {
                             c.sent += res as usize;
                         }
                         if !c.closing && c.sent < c.sending.len() {
-                            let e = send(fd, c);
+                            let e = send(fd, c, direct);
                             push(&mut ring, e)?;
                             continue;
                         }
                         c.in_flight = false;
                     }
-                    if let Some(e) = c.start_send(fd) {
+                    if let Some(e) = c.start_send(fd, direct) {
                         push(&mut ring, e)?;
                     }
                     if c.closing && c.done() {
                         conns[fd as usize] = None;
-                        close(fd);
+                        if direct {
+                            push(&mut ring, opcode::Close::new(types::Fixed(fd as u32)).build().user_data(OTHER))?;
+                        } else {
+                            close(fd);
+                        }
                     }
                 }
                 if gave_back {
