@@ -30,7 +30,9 @@
 # request: its utime+stime from /proc/PID/stat read just before and just after the
 # measured wrk run, divided by the requests wrk completed, and the utime part alone (the
 # runtime, hyper and the handler; the rest is the kernel's TCP work and system calls,
-# which on loopback include delivering the bytes to wrk). Each run is a fresh server
+# which on loopback include delivering the bytes to wrk). Because loopback charges each
+# side for part of the other's work, the server's and wrk's CPU per request together are
+# printed too. Each run is a fresh server
 # process warmed by a 1 s wrk run first. The table gives the median of the runs; the
 # Volt/Tokio ratios compare medians (for p99 and CPU, below 1 means Volt is better), and
 # the watching cost is watched/volt. The "paired" ratios are the median of the ratios of
@@ -182,10 +184,10 @@ PY
     echo "  $variant c=$conns: other processes took ${others_pct}% of the machine; run again" >&2
     return 1
   fi
-  python3 - "$out/wrk.txt" "$((t1 - t0))" "$(getconf CLK_TCK)" "$others_pct" "$((u1 - u0))" >> "$out/$variant.$conns" <<'PY'
+  python3 - "$out/wrk.txt" "$((t1 - t0))" "$(getconf CLK_TCK)" "$others_pct" "$((u1 - u0))" "$wrk_ticks" >> "$out/$variant.$conns" <<'PY'
 import re, sys
 text, ticks, hz, others = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-user = int(sys.argv[5])
+user, wrk = int(sys.argv[5]), int(sys.argv[6])
 def ms(s):
     m = re.match(r"([\d.]+)(us|ms|s)", s)
     return float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
@@ -196,7 +198,7 @@ p99 = ms(re.search(r"^\s+99%\s+(\S+)", text, re.M).group(1))
 errors = re.search(r"Non-2xx or 3xx responses: (\d+)|Socket errors: (.*)", text)
 if errors:
     print(f"wrk reported errors: {errors.group(0)}", file=sys.stderr)
-print(f"{rps:.0f} {p50:.3f} {p99:.3f} {ticks / hz * 1e6 / reqs:.2f} {others} {user / hz * 1e6 / reqs:.2f}")
+print(f"{rps:.0f} {p50:.3f} {p99:.3f} {ticks / hz * 1e6 / reqs:.2f} {others} {user / hz * 1e6 / reqs:.2f} {(ticks + wrk) / hz * 1e6 / reqs:.2f}")
 PY
   echo "  $variant c=$conns: $(tail -1 "$out/$variant.$conns")" >&2
 }
@@ -233,7 +235,7 @@ variants = sys.argv[6].split()
 def load(v, c):
     rows = [list(map(float, l.split())) for l in open(f"{d}/{v}.{c}")]
     cols = list(zip(*rows))
-    return [statistics.median(col) for col in cols[:4]] + [statistics.median(cols[5])], rows
+    return [statistics.median(col) for col in cols[:4]] + [statistics.median(cols[5]), statistics.median(cols[6])], rows
 print(f"wrk -t2 -d{dur}s --latency, {workers} workers each, {runs} alternating runs per variant, medians\n")
 print("| conns | variant | requests/s | p50 | p99 | CPU/request | of it in user space |")
 print("|---:|---|---:|---:|---:|---:|---:|")
@@ -241,7 +243,7 @@ meds = {}
 for c in conns:
     meds[c] = {v: load(v, c)[0] for v in variants}
     for v in variants:
-        rps, p50, p99, cpu, user = meds[c][v]
+        rps, p50, p99, cpu, user, _ = meds[c][v]
         print(f"| {c} | {v} | {rps:,.0f} | {p50:.2f} ms | {p99:.2f} ms | {cpu:.1f} µs | {user:.2f} µs |")
 if "tokio" in variants:
     print("\n| conns | variant | /Tokio requests/s | /Tokio p99 | /Tokio CPU/request |")
@@ -288,13 +290,13 @@ if "volt" in variants and "watched" in variants:
 uring = [v for v in ("ceiling-uring", "ceiling-uring-direct") if v in variants]
 if "ceiling-epoll" in variants and uring:
     # The same servers but for the system-call interface: what completions could save.
-    print("\n| conns | variant | /ceiling-epoll requests/s | p99 | CPU/request | user-space CPU/request |")
-    print("|---:|---|---:|---:|---:|---:|")
+    print("\n| conns | variant | /ceiling-epoll requests/s | p99 | CPU/request | user-space CPU/request | server and wrk CPU/request |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
     for c in conns:
         e = meds[c]["ceiling-epoll"]
         for v in uring:
             u = meds[c][v]
-            print(f"| {c} | {v} | {u[0]/e[0]:.2f} | {u[2]/e[2]:.2f} | {u[3]/e[3]:.2f} | {u[4]/e[4]:.2f} |")
+            print(f"| {c} | {v} | {u[0]/e[0]:.2f} | {u[2]/e[2]:.2f} | {u[3]/e[3]:.2f} | {u[4]/e[4]:.2f} | {u[5]/e[5]:.2f} |")
 import os
 if all(os.path.exists(f"{d}/{v}.{c}.count") for c in conns for v in variants):
     print("\n| conns | variant | system calls/request | context switches/request |")
@@ -303,7 +305,7 @@ if all(os.path.exists(f"{d}/{v}.{c}.count") for c in conns for v in variants):
         for v in variants:
             sc, cs = map(float, open(f"{d}/{v}.{c}.count").read().split())
             print(f"| {c} | {v} | {sc:.2f} | {cs:.3f} |")
-print("\nEvery run (requests/s, p50 ms, p99 ms, CPU µs/request, % of the machine other processes took, user-space CPU µs/request):")
+print("\nEvery run (requests/s, p50 ms, p99 ms, CPU µs/request, % of the machine other processes took, user-space CPU µs/request, server and wrk CPU µs/request):")
 for c in conns:
     for v in variants:
         print(f"  c={c} {v}: " + "; ".join(" ".join(f"{x:g}" for x in r) for r in load(v, c)[1]))

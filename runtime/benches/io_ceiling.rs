@@ -133,7 +133,9 @@ mod server {
                 "--mode" => mode = v,
                 "--workers" => workers = v.parse().expect("--workers N"),
                 "--addr" => addr = v,
-                other => panic!("unknown argument {other:?}: --mode epoll|uring|uring-direct, --workers N, --addr IP:PORT"),
+                other => {
+                    panic!("unknown argument {other:?}: --mode epoll|uring|uring-direct, --workers N, --addr IP:PORT")
+                }
             }
         }
         let addr: SocketAddrV4 = addr.parse().expect("--addr takes an IPv4 address and a port");
@@ -204,7 +206,7 @@ mod server {
         }
 
         pub(crate) fn serve(lfd: libc::c_int) -> io::Result<()> {
-            // SAFETY: plain system calls; the event structs are valid for the calls.
+            // SAFETY: a system call that takes no pointer.
             let ep = check(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }, "epoll_create1")?;
             let add = |fd: libc::c_int, events: u32, token: u64| {
                 let mut ev = libc::epoll_event { events, u64: token };
@@ -239,6 +241,10 @@ mod server {
                                 )
                             };
                             if fd < 0 {
+                                // A connection reset while queued is gone: take the next.
+                                if errno() == libc::ECONNABORTED {
+                                    continue;
+                                }
                                 break;
                             }
                             no_delay(fd);
@@ -302,7 +308,9 @@ mod server {
         const ACCEPT: u64 = 1 << 32;
         const RECV: u64 = 2 << 32;
         const SEND: u64 = 3 << 32;
-        const OTHER: u64 = 4 << 32;
+        const NODELAY: u64 = 4 << 32;
+        const SHUTDOWN: u64 = 5 << 32;
+        const CLOSE: u64 = 6 << 32;
         const KIND: u64 = 0xffff_ffff << 32;
         /// The ring's file table, with `--mode uring-direct`: one slot a connection.
         const FILES: u32 = 4096;
@@ -343,72 +351,104 @@ mod server {
             }
         }
 
+        /// One entry of a provided-buffer ring, as the kernel reads it (`io_uring_buf`).
+        /// The first entry's `resv` is the ring's tail, which the kernel reads at any time.
+        #[repr(C)]
+        struct BufEntry {
+            addr: u64,
+            len: u32,
+            bid: u16,
+            resv: u16,
+        }
+
         /// The thread's provided buffers: a page-aligned ring of entries the kernel takes
-        /// buffers from, and the buffers.
+        /// buffers from, and the buffers. Both are raw allocations the kernel reads and
+        /// writes, so nothing here holds a reference over them but to bytes the kernel
+        /// has handed back.
         struct Provided {
-            entries: *mut types::BufRingEntry,
-            layout: std::alloc::Layout,
-            bufs: Vec<u8>,
+            entries: *mut BufEntry,
+            entries_layout: std::alloc::Layout,
+            bufs: *mut u8,
+            bufs_layout: std::alloc::Layout,
             tail: u16,
         }
 
         impl Provided {
             fn new(ring: &IoUring) -> io::Result<Provided> {
-                let layout =
-                    std::alloc::Layout::from_size_align(BUFFERS as usize * std::mem::size_of::<types::BufRingEntry>(), 4096)
+                let entries_layout =
+                    std::alloc::Layout::from_size_align(BUFFERS as usize * std::mem::size_of::<BufEntry>(), 4096)
                         .expect("a valid layout");
-                // SAFETY: a non-zero size.
-                let entries = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<types::BufRingEntry>();
-                assert!(!entries.is_null(), "out of memory");
-                let mut p = Provided { entries, layout, bufs: vec![0u8; BUFFERS as usize * READ_BUF], tail: 0 };
+                let bufs_layout =
+                    std::alloc::Layout::from_size_align(BUFFERS as usize * READ_BUF, 64).expect("a valid layout");
+                // SAFETY: non-zero sizes.
+                let (entries, bufs) =
+                    unsafe { (std::alloc::alloc_zeroed(entries_layout), std::alloc::alloc_zeroed(bufs_layout)) };
+                assert!(!entries.is_null() && !bufs.is_null(), "out of memory");
+                let mut p = Provided { entries: entries.cast(), entries_layout, bufs, bufs_layout, tail: 0 };
                 for bid in 0..BUFFERS {
                     p.give_back(bid);
                 }
                 p.publish();
-                // SAFETY: the entries stay allocated, unmoved, for the ring's life: `serve`
-                // keeps both in a `Thread`, which drops the ring first.
-                unsafe { ring.submitter().register_buf_ring_with_flags(entries as u64, BUFFERS, GROUP, 0)? };
+                // SAFETY: the entries and buffers stay allocated, unmoved, while the ring
+                // can use them: `serve_with` never returns once a receive is armed (an
+                // error ends the process), and before that the ring, dropped first (see
+                // `Thread`), takes no buffer.
+                unsafe { ring.submitter().register_buf_ring_with_flags(p.entries as u64, BUFFERS, GROUP, 0)? };
                 Ok(p)
             }
 
             /// Buffer `bid` is free again (seen by the kernel at the next `publish`).
             fn give_back(&mut self, bid: u16) {
                 let i = (self.tail & (BUFFERS - 1)) as usize;
-                // SAFETY: `i` is within the ring's `BUFFERS` entries; the kernel reads an
-                // entry only once the tail passes it, which `publish` does after this.
-                let e = unsafe { &mut *self.entries.add(i) };
-                e.set_addr(self.bufs.as_ptr() as u64 + bid as u64 * READ_BUF as u64);
-                e.set_len(READ_BUF as u32);
-                e.set_bid(bid);
+                // SAFETY: `i` is within the ring's `BUFFERS` entries, and the kernel reads
+                // entry `i` only once the tail passes it, which `publish` does after this.
+                // The fields are written through raw pointers, leaving `resv` alone: in
+                // the first entry it is the tail, which the kernel may read meanwhile.
+                unsafe {
+                    let e = self.entries.add(i);
+                    (&raw mut (*e).addr).write(self.bufs as u64 + bid as u64 * READ_BUF as u64);
+                    (&raw mut (*e).len).write(READ_BUF as u32);
+                    (&raw mut (*e).bid).write(bid);
+                }
                 self.tail = self.tail.wrapping_add(1);
             }
 
             fn publish(&self) {
-                // SAFETY: the tail field of the ring's first entry, shared with the kernel,
-                // which reads it atomically; the store releases the entries written before.
-                unsafe {
-                    let tail = types::BufRingEntry::tail(self.entries).cast_mut();
-                    (*tail.cast::<AtomicU16>()).store(self.tail, Release);
-                }
+                // SAFETY: the tail is the first entry's `resv`, shared with the kernel,
+                // which reads it atomically; the release store publishes the entries
+                // written before it.
+                unsafe { (*(&raw mut (*self.entries).resv).cast::<AtomicU16>()).store(self.tail, Release) };
             }
 
+            /// The first `len` bytes of buffer `bid`, which a receive's completion has just
+            /// handed back.
             fn buf(&self, bid: u16, len: usize) -> &[u8] {
-                &self.bufs[bid as usize * READ_BUF..][..len]
+                assert!(bid < BUFFERS && len <= READ_BUF);
+                // SAFETY: in bounds of the allocation (checked above); the kernel wrote
+                // these bytes before posting the completion that named `bid`, and takes the
+                // buffer again only after `give_back` and `publish`, which the caller does
+                // once it is done with the slice.
+                unsafe { std::slice::from_raw_parts(self.bufs.add(bid as usize * READ_BUF), len) }
             }
         }
 
         impl Drop for Provided {
             fn drop(&mut self) {
-                // SAFETY: allocated in `new` with this layout.
-                unsafe { std::alloc::dealloc(self.entries.cast(), self.layout) };
+                // SAFETY: allocated in `new` with these layouts.
+                unsafe {
+                    std::alloc::dealloc(self.entries.cast(), self.entries_layout);
+                    std::alloc::dealloc(self.bufs, self.bufs_layout);
+                }
             }
         }
 
         fn push(ring: &mut IoUring, e: squeue::Entry) -> io::Result<()> {
             loop {
                 // SAFETY: every entry pushed here points only at memory that outlives its
-                // completion: a connection's `sending` buffer, which is not touched until
-                // the send completes, or no memory at all.
+                // completion: a connection's `sending` buffer (not touched, nor the
+                // connection dropped, until the send completes), the provided buffers (kept
+                // for the process's life once a receive is armed), the static `ONE`, or
+                // nothing at all.
                 if unsafe { ring.submission().push(&e) }.is_ok() {
                     return Ok(());
                 }
@@ -437,6 +477,16 @@ mod server {
             e.user_data(SEND | fd as u64)
         }
 
+        /// Shut both directions, which ends the armed receive.
+        fn shutdown(fd: libc::c_int, direct: bool) -> squeue::Entry {
+            let e = if direct {
+                opcode::Shutdown::new(types::Fixed(fd as u32), libc::SHUT_RDWR).build()
+            } else {
+                opcode::Shutdown::new(types::Fd(fd), libc::SHUT_RDWR).build()
+            };
+            e.user_data(SHUTDOWN | fd as u64)
+        }
+
         fn accept(lfd: libc::c_int, direct: bool) -> squeue::Entry {
             opcode::AcceptMulti::new(types::Fd(lfd)).allocate_file_index(direct).build().user_data(ACCEPT)
         }
@@ -444,8 +494,8 @@ mod server {
         /// `TCP_NODELAY`'s value, read by the kernel when it runs a `SetSockOpt` entry.
         static ONE: libc::c_int = 1;
 
-        /// The ring and the buffers it fills, dropped in that order: the kernel lets go of
-        /// the buffers with the ring.
+        /// The ring and the buffers it fills, dropped in that order (fields drop in
+        /// declaration order).
         struct Thread {
             ring: IoUring,
             provided: Provided,
@@ -468,10 +518,22 @@ mod server {
                 ring.submitter().register_files_sparse(FILES)?;
             }
             let provided = Provided::new(&ring)?;
-            let Thread { mut ring, mut provided } = Thread { ring, provided };
+            let mut t = Thread { ring, provided };
+            let e = match run(&mut t, lfd, direct) {
+                Err(e) => e,
+            };
+            // Exit with the ring and every buffer it may still use alive: the kernel lets
+            // go of them only when the ring's teardown has finished.
+            eprintln!("io_uring worker: {e}");
+            std::process::exit(1)
+        }
+
+        /// Serve until an error.
+        fn run(t: &mut Thread, lfd: libc::c_int, direct: bool) -> io::Result<std::convert::Infallible> {
+            let (ring, provided) = (&mut t.ring, &mut t.provided);
             let mut conns: Vec<Option<Box<Conn>>> = Vec::new();
             let mut cqes: Vec<cqueue::Entry> = Vec::with_capacity(1024);
-            push(&mut ring, accept(lfd, direct))?;
+            push(ring, accept(lfd, direct))?;
             loop {
                 match ring.submit_and_wait(1) {
                     Ok(_) => {}
@@ -482,9 +544,16 @@ mod server {
                 let mut gave_back = false;
                 for cqe in cqes.drain(..) {
                     let (kind, fd, res) = (cqe.user_data() & KIND, cqe.user_data() as u32 as libc::c_int, cqe.result());
-                    if kind == OTHER {
-                        // A socket option or a close: nothing waits for it.
-                        continue;
+                    match kind {
+                        // Either would change what is measured (Nagle's delay) or leak a
+                        // socket: stop the server.
+                        NODELAY | CLOSE if res < 0 => {
+                            let what = if kind == NODELAY { "TCP_NODELAY" } else { "close" };
+                            return Err(io::Error::other(format!("{what}: {}", io::Error::from_raw_os_error(-res))));
+                        }
+                        // A peer already gone makes a shutdown fail; the receive ends anyway.
+                        NODELAY | CLOSE | SHUTDOWN => continue,
+                        _ => {}
                     }
                     if kind == ACCEPT {
                         if res >= 0 {
@@ -497,8 +566,8 @@ mod server {
                                     std::mem::size_of::<libc::c_int>() as u32,
                                 )
                                 .build()
-                                .user_data(OTHER);
-                                push(&mut ring, e)?;
+                                .user_data(NODELAY | res as u64);
+                                push(ring, e)?;
                             } else {
                                 no_delay(res);
                             }
@@ -507,10 +576,10 @@ mod server {
                                 conns.resize_with(i + 1, || None);
                             }
                             conns[i] = Some(Box::new(Conn { receiving: true, ..Conn::default() }));
-                            push(&mut ring, recv(res, direct))?;
+                            push(ring, recv(res, direct))?;
                         }
                         if !cqueue::more(cqe.flags()) {
-                            push(&mut ring, accept(lfd, direct))?;
+                            push(ring, accept(lfd, direct))?;
                         }
                         continue;
                     }
@@ -530,7 +599,7 @@ mod server {
                                 // The receive stopped but the stream goes on (with no free
                                 // buffer: the ones given back above are there by the next
                                 // submission).
-                                push(&mut ring, recv(fd, direct))?;
+                                push(ring, recv(fd, direct))?;
                             } else {
                                 // The end of the stream, or an error.
                                 c.receiving = false;
@@ -539,24 +608,33 @@ mod server {
                         }
                     } else if kind == SEND {
                         if res < 0 {
+                            // Answer nothing more, and end the receive, which would
+                            // otherwise keep the connection for as long as the peer
+                            // writes.
                             c.closing = true;
+                            if c.receiving {
+                                push(ring, shutdown(fd, direct))?;
+                            }
                         } else {
                             c.sent += res as usize;
                         }
                         if !c.closing && c.sent < c.sending.len() {
                             let e = send(fd, c, direct);
-                            push(&mut ring, e)?;
+                            push(ring, e)?;
                             continue;
                         }
                         c.in_flight = false;
                     }
                     if let Some(e) = c.start_send(fd, direct) {
-                        push(&mut ring, e)?;
+                        push(ring, e)?;
                     }
                     if c.closing && c.done() {
                         conns[fd as usize] = None;
                         if direct {
-                            push(&mut ring, opcode::Close::new(types::Fixed(fd as u32)).build().user_data(OTHER))?;
+                            push(
+                                ring,
+                                opcode::Close::new(types::Fixed(fd as u32)).build().user_data(CLOSE | fd as u64),
+                            )?;
                         } else {
                             close(fd);
                         }
