@@ -519,9 +519,7 @@ mod server {
             }
             let provided = Provided::new(&ring)?;
             let mut t = Thread { ring, provided };
-            let e = match run(&mut t, lfd, direct) {
-                Err(e) => e,
-            };
+            let Err(e) = run(&mut t, lfd, direct);
             // Exit with the ring and every buffer it may still use alive: the kernel lets
             // go of them only when the ring's teardown has finished.
             eprintln!("io_uring worker: {e}");
