@@ -30,6 +30,7 @@
 //!   `TCP_NODELAY` and the close go through the ring too.
 //!
 //! It prints `listening on ADDR` once every thread has bound, and serves until killed.
+//! Without `--mode` (as `cargo bench` runs every bench) it prints how to run it and exits.
 //! These are measurements of the kernel's interfaces, not a server anyone should run:
 //! there is no timeout, no limit and no error beyond closing the connection.
 
@@ -126,11 +127,11 @@ mod server {
 
     pub(crate) fn main() {
         let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
-        let (mut mode, mut workers, mut addr) = ("uring".to_string(), 2usize, "127.0.0.1:8080".to_string());
+        let (mut mode, mut workers, mut addr) = (None, 2usize, "127.0.0.1:8080".to_string());
         while let Some(a) = args.next() {
             let v = args.next().unwrap_or_else(|| panic!("{a} needs a value"));
             match a.as_str() {
-                "--mode" => mode = v,
+                "--mode" => mode = Some(v),
                 "--workers" => workers = v.parse().expect("--workers N"),
                 "--addr" => addr = v,
                 other => {
@@ -138,6 +139,12 @@ mod server {
                 }
             }
         }
+        // A server runs until it is killed, so `cargo bench` running every bench must not
+        // start one: without a mode, say how to run it and stop.
+        let Some(mode) = mode else {
+            eprintln!("io_ceiling serves HTTP until killed; run it through runtime/benches/http.sh, or with --mode epoll|uring|uring-direct");
+            return;
+        };
         let addr: SocketAddrV4 = addr.parse().expect("--addr takes an IPv4 address and a port");
         let run: fn(libc::c_int) -> io::Result<()> = match mode.as_str() {
             "epoll" => epoll::serve,
