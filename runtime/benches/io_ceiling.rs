@@ -463,35 +463,34 @@ mod server {
             }
         }
 
-        /// `fd` is a descriptor, or with `direct` an index in the ring's file table.
-        fn recv(fd: libc::c_int, direct: bool) -> squeue::Entry {
-            let e = if direct {
-                opcode::RecvMulti::new(types::Fixed(fd as u32), GROUP).build()
-            } else {
-                opcode::RecvMulti::new(types::Fd(fd), GROUP).build()
+        /// An entry for socket `fd`: a descriptor, or with `direct` an index in the ring's
+        /// file table. (The two target types share no type the builders can be given.)
+        macro_rules! on_socket {
+            ($fd:expr, $direct:expr, |$t:ident| $build:expr) => {
+                if $direct {
+                    let $t = types::Fixed($fd as u32);
+                    $build
+                } else {
+                    let $t = types::Fd($fd);
+                    $build
+                }
             };
-            e.user_data(RECV | fd as u64)
+        }
+
+        fn recv(fd: libc::c_int, direct: bool) -> squeue::Entry {
+            on_socket!(fd, direct, |t| opcode::RecvMulti::new(t, GROUP).build()).user_data(RECV | fd as u64)
         }
 
         fn send(fd: libc::c_int, c: &Conn, direct: bool) -> squeue::Entry {
             let rest = &c.sending[c.sent..];
             let (p, n) = (rest.as_ptr(), rest.len() as u32);
-            let e = if direct {
-                opcode::Send::new(types::Fixed(fd as u32), p, n).build()
-            } else {
-                opcode::Send::new(types::Fd(fd), p, n).build()
-            };
-            e.user_data(SEND | fd as u64)
+            on_socket!(fd, direct, |t| opcode::Send::new(t, p, n).build()).user_data(SEND | fd as u64)
         }
 
         /// Shut both directions, which ends the armed receive.
         fn shutdown(fd: libc::c_int, direct: bool) -> squeue::Entry {
-            let e = if direct {
-                opcode::Shutdown::new(types::Fixed(fd as u32), libc::SHUT_RDWR).build()
-            } else {
-                opcode::Shutdown::new(types::Fd(fd), libc::SHUT_RDWR).build()
-            };
-            e.user_data(SHUTDOWN | fd as u64)
+            on_socket!(fd, direct, |t| opcode::Shutdown::new(t, libc::SHUT_RDWR).build())
+                .user_data(SHUTDOWN | fd as u64)
         }
 
         fn accept(lfd: libc::c_int, direct: bool) -> squeue::Entry {
