@@ -9,9 +9,76 @@ use std::time::{Duration, Instant};
 use volt::sync::{Barrier, Mutex};
 use volt::telemetry::{Deadlock, DeadlockWant, Telemetry};
 
-fn runtime() -> volt::Runtime {
-    volt::runtime::Builder::new().worker_threads(2).event_ring(1024).build().unwrap()
+std::thread_local! {
+    /// Set by the `while_watched` copies of the tests below: their runtime keeps task
+    /// statistics only while watched, and nothing watches, so the detector works from
+    /// what every task keeps (its waits and its poll number).
+    static WHILE_WATCHED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
+
+fn runtime() -> volt::Runtime {
+    let mut b = volt::runtime::Builder::new();
+    b.worker_threads(2).event_ring(1024);
+    if WHILE_WATCHED.get() {
+        b.task_statistics(volt::runtime::TaskStatistics::WhileWatched);
+    }
+    b.build().unwrap()
+}
+
+/// The tests named, again on a runtime with `TaskStatistics::WhileWatched` and no
+/// watcher: a report, its confirmation (no task polled between two readings) and the
+/// absence of false reports must not depend on the statistics.
+macro_rules! while_watched {
+    ($($name:ident),* $(,)?) => {
+        mod while_watched {
+            $(
+                #[test]
+                fn $name() {
+                    super::WHILE_WATCHED.set(true);
+                    super::$name();
+                }
+            )*
+
+            /// The lock-order deadlock with both cores kept busy by other threads.
+            #[test]
+            fn a_lock_order_deadlock_is_reported_with_the_cores_saturated() {
+                super::WHILE_WATCHED.set(true);
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let spinners: Vec<_> = (0..2)
+                    .map(|_| {
+                        let stop = stop.clone();
+                        std::thread::spawn(move || {
+                            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                                std::hint::spin_loop();
+                            }
+                        })
+                    })
+                    .collect();
+                // The spinners stop however the test ends.
+                struct Stop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+                impl Drop for Stop {
+                    fn drop(&mut self) {
+                        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                let guard = Stop(stop);
+                super::a_lock_order_deadlock_is_reported_once_with_both_tasks_and_locks();
+                drop(guard);
+                for s in spinners {
+                    s.join().unwrap();
+                }
+            }
+        }
+    };
+}
+
+while_watched!(
+    a_lock_order_deadlock_is_reported_once_with_both_tasks_and_locks,
+    a_join_on_a_task_waiting_for_the_joiners_lock_is_reported_once,
+    a_long_chain_of_waits_that_ends_is_no_deadlock,
+    busy_locks_taken_in_one_order_are_never_reported,
+    a_task_that_also_waits_on_a_timer_is_not_deadlocked,
+);
 
 /// `Telemetry::deadlocks` until `pred` holds, for at most 10 s.
 fn wait_for(t: &Telemetry, what: &str, pred: impl Fn(&[Deadlock]) -> bool) -> Vec<Deadlock> {

@@ -9,7 +9,8 @@
 
 use super::proto;
 use crate::telemetry::{
-    SyncHolder, SyncWait, TaskChanges, TaskRow, TaskState, TaskWaits, TaskWatch, Telemetry, WaitReason, WakeSource,
+    SyncHolder, SyncWait, TaskChanges, TaskRow, TaskState, TaskStatisticsWatch, TaskWaits, TaskWatch, Telemetry,
+    WaitReason, WakeSource,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -62,6 +63,9 @@ pub(crate) struct TaskIndex {
     pub(crate) generation: u64,
     /// The change log, from the start (`None`: someone else holds it).
     watch: Option<TaskWatch>,
+    /// Keeps the tasks' statistics while the index lives (a client shows tasks), with or
+    /// without the change log (`TaskStatistics::WhileWatched`).
+    stats: Option<TaskStatisticsWatch>,
 }
 
 fn state_slot(s: TaskState) -> Option<usize> {
@@ -171,8 +175,9 @@ impl TaskIndex {
     /// Start the change log, then walk the whole task list: a change made before the
     /// start is in the walk, one made after it comes through the log.
     pub(crate) fn start(telemetry: &Telemetry) -> TaskIndex {
+        let stats = telemetry.watch_task_statistics();
         let watch = telemetry.watch_tasks();
-        TaskIndex { watch, ..TaskIndex::build(telemetry) }
+        TaskIndex { watch, stats, ..TaskIndex::build(telemetry) }
     }
 
     /// Bring the index up to date: the changes since the last refresh, or a walk of the
@@ -214,6 +219,7 @@ impl TaskIndex {
             lost,
             generation: 1,
             watch: None,
+            stats: None,
         }
     }
 
@@ -225,8 +231,8 @@ impl TaskIndex {
     /// every publish, under a heavy spawn load). The change log goes on.
     pub(crate) fn rebuild(&mut self, telemetry: &Telemetry) {
         let generation = self.generation;
-        let watch = self.watch.take();
-        *self = TaskIndex { watch, ..TaskIndex::build(telemetry) };
+        let (watch, stats) = (self.watch.take(), self.stats.take());
+        *self = TaskIndex { watch, stats, ..TaskIndex::build(telemetry) };
         self.generation = generation + 1;
     }
 

@@ -22,6 +22,7 @@ pub struct Builder {
     max_blocking_threads: usize,
     thread_keep_alive: Duration,
     event_ring: Option<usize>,
+    task_statistics: TaskStatistics,
     poll_time_histogram: bool,
     stall_threshold: Option<Duration>,
     stall_stacks: bool,
@@ -56,6 +57,7 @@ impl Builder {
             max_blocking_threads: 512,
             thread_keep_alive: Duration::from_secs(10),
             event_ring: None,
+            task_statistics: TaskStatistics::Always,
             poll_time_histogram: true,
             stall_threshold: Some(DEFAULT_STALL_THRESHOLD),
             stall_stacks: true,
@@ -229,6 +231,15 @@ impl Builder {
         self
     }
 
+    /// When tasks keep the statistics the event ring gives them (with the ring on; see
+    /// [`TaskStatistics`]): [`Always`](TaskStatistics::Always), the default, or only
+    /// [`WhileWatched`](TaskStatistics::WhileWatched), so that a runtime nobody is
+    /// looking at pays for the ring's records alone.
+    pub fn task_statistics(&mut self, when: TaskStatistics) -> &mut Builder {
+        self.task_statistics = when;
+        self
+    }
+
     /// Whether every worker times its polls for its poll-time histogram
     /// (`WorkerSnapshot::poll_time_histogram`; on by default). Timing costs one read of
     /// the CPU's time-stamp counter per poll, shared with the event ring when that is on:
@@ -387,7 +398,7 @@ impl Builder {
                 stack_size: self.thread_stack_size,
                 hooks: self.thread_hooks.clone(),
             },
-            self.event_ring,
+            self.event_ring.map(|cap| (cap, self.task_statistics)),
             self.poll_time_histogram,
             (self.stall_threshold, self.stall_stacks),
             current_thread,
@@ -483,6 +494,33 @@ impl std::fmt::Debug for ThreadNameFn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ThreadNameFn(..)")
     }
+}
+
+/// When tasks keep their statistics ([`Builder::task_statistics`]), with the event
+/// ring on.
+///
+/// A task's statistics are its poll count, busy and queued times, two histograms, the
+/// time its last poll ended and who woke it last. Keeping them costs every poll and
+/// every wake a few stores into the task's memory: on a workload of tiny polls, most
+/// of what the ring costs (`runtime/benches/README.md`). What a task keeps whatever this
+/// says: its name, spawn location and group, its waits (the waits of its latest poll,
+/// so [`TaskInfo::waits`](crate::telemetry::TaskInfo::waits) and the deadlock detector
+/// work unwatched), the counts of its task group, and the ring's records of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TaskStatistics {
+    /// Every task keeps them from its spawn, whoever watches.
+    #[default]
+    Always,
+    /// Kept only while a reader watches the task list: a
+    /// [`TaskWatch`](crate::telemetry::TaskWatch) (which the console server holds for
+    /// each connected client) from its creation to its drop. A task's figures then add
+    /// up what happened while someone watched; what it did unwatched is not in them,
+    /// and figures that describe a moment (the time since its last poll, its last
+    /// waker) show as unknown until they are written again while watched. The worker's
+    /// schedule-latency histogram samples one wake in eight while nobody watches, as it
+    /// does without the ring.
+    WhileWatched,
 }
 
 /// The most events [`Builder::event_ring`] keeps per worker (16 Mi, 512 MiB a ring).

@@ -67,7 +67,7 @@ pub(crate) mod context;
 pub(crate) mod current;
 mod metrics;
 
-pub use builder::{Builder, DEFAULT_STALL_THRESHOLD, MAX_EVENT_RING};
+pub use builder::{Builder, TaskStatistics, DEFAULT_STALL_THRESHOLD, MAX_EVENT_RING};
 pub use metrics::RuntimeMetrics;
 
 use crate::blocking::deadline::{join_until, wait_until_deadline};

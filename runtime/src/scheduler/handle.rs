@@ -92,7 +92,7 @@ impl Handle {
     pub(crate) fn new(
         num_workers: usize,
         blocking: PoolConfig,
-        event_ring: Option<usize>,
+        event_ring: Option<(usize, crate::runtime::TaskStatistics)>,
         poll_time_histogram: bool,
         stall: (Option<Duration>, bool),
         current_thread: bool,
@@ -100,7 +100,8 @@ impl Handle {
         let stats = crate::scheduler::stats::Stats::new();
         let metrics = Arc::new(Metrics::new(MetricsConfig {
             workers: num_workers,
-            event_ring,
+            event_ring: event_ring.map(|r| r.0),
+            stats_always: event_ring.is_none_or(|r| r.1 == crate::runtime::TaskStatistics::Always),
             poll_time_histogram,
             stall_threshold: stall.0,
             stall_stacks: stall.1,

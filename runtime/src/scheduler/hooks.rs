@@ -41,8 +41,8 @@ impl Schedule for Arc<Handle> {
     }
 
     #[inline(always)]
-    fn poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool) -> PollToken {
-        self.metrics.on_poll_start(ptr, cx, sampled)
+    fn poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool, first: bool) -> PollToken {
+        self.metrics.on_poll_start(ptr, cx, sampled, first)
     }
 
     #[inline(always)]
@@ -111,7 +111,9 @@ impl Schedule for Arc<Handle> {
     fn on_complete(&self, task: NonNull<Header>, outcome: Outcome) {
         // SAFETY: the caller holds the task.
         let id = unsafe { task.as_ref() }.id;
-        let group = crate::task::stats::stats(task).map(|st| GroupId::from_index(st.group));
+        // SAFETY: the caller holds the task.
+        let h = unsafe { task.as_ref() };
+        let group = h.state.has_stats().then(|| GroupId::from_index(h.group));
         self.metrics.on_complete(self.current_rec(), id, outcome, group);
     }
 

@@ -4,6 +4,7 @@
 use super::state::{Lifecycle, State};
 use crate::loom::UnsafeCell;
 use std::ptr::NonNull;
+use std::sync::atomic::AtomicU32;
 use std::task::Waker;
 
 /// The type-erased part of every task. Queues and wakers only ever see this.
@@ -19,6 +20,21 @@ pub(crate) struct Header {
     pub(crate) queue_next: UnsafeCell<Option<NonNull<Header>>>,
     /// Intrusive links for the owned-task list; only touched under its shard lock.
     pub(crate) owned: UnsafeCell<OwnedLinks>,
+    /// Whether the task is in the owned-task list, so removal is idempotent; only touched
+    /// under that list's shard lock.
+    pub(crate) linked: UnsafeCell<bool>,
+    /// The index of its task group (`telemetry::groups`), found once at its spawn and
+    /// never changed; 0 for a task without statistics, which no group counts.
+    pub(crate) group: u8,
+    /// How many polls of the task have ended, wrapping (counted only for a task with
+    /// statistics): the number that stamps the waits a poll records and that tells a
+    /// deadlock reading whether a task ran. Written only by the thread polling the task
+    /// (RUNNING is exclusive), so a relaxed load and store; read by anyone.
+    ///
+    /// Here rather than in the statistics, which a poll need not touch: the header's
+    /// line is the one the poll's state transition writes anyway. With `linked` and
+    /// `group` it fills the eight bytes after the six words, so the header stays 56.
+    pub(crate) polls: AtomicU32,
 }
 
 /// The owned-task list's links, guarded by that list's shard lock.
@@ -26,12 +42,11 @@ pub(crate) struct Header {
 pub(crate) struct OwnedLinks {
     pub(crate) prev: Option<NonNull<Header>>,
     pub(crate) next: Option<NonNull<Header>>,
-    /// Whether the task is in the list, so removal is idempotent.
-    pub(crate) linked: bool,
 }
 
-// SAFETY: the header is shared between threads; its non-atomic fields are `queue_next`
-// and `owned`, each accessed only while holding the lock of the list it belongs to.
+// SAFETY: the header is shared between threads; its non-atomic fields are `queue_next`,
+// `owned` and `linked`, each accessed only while holding the lock of the list it belongs
+// to, and `group`, written before the task is shared and never after.
 unsafe impl Send for Header {}
 // SAFETY: see `Send` above.
 unsafe impl Sync for Header {}

@@ -91,8 +91,8 @@ impl OwnedTasks {
             task.as_ref().owned.with_mut(|l| {
                 (*l).prev = None;
                 (*l).next = shard.head;
-                (*l).linked = true;
             });
+            task.as_ref().linked.with_mut(|l| *l = true);
             if let Some(old) = shard.head {
                 old.as_ref().owned.with_mut(|l| (*l).prev = Some(task));
             }
@@ -253,7 +253,8 @@ impl Drop for Batch {
 unsafe fn unlink(shard: &mut Shard, task: NonNull<Header>) -> bool {
     // SAFETY: under the shard lock (caller), every linked pointer is live.
     unsafe {
-        let (prev, next, linked) = task.as_ref().owned.with(|l| ((*l).prev, (*l).next, (*l).linked));
+        let (prev, next) = task.as_ref().owned.with(|l| ((*l).prev, (*l).next));
+        let linked = task.as_ref().linked.with(|l| *l);
         if !linked {
             return false;
         }
@@ -269,6 +270,7 @@ unsafe fn unlink(shard: &mut Shard, task: NonNull<Header>) -> bool {
             n.as_ref().owned.with_mut(|l| (*l).prev = prev);
         }
         task.as_ref().owned.with_mut(|l| *l = super::header::OwnedLinks::default());
+        task.as_ref().linked.with_mut(|l| *l = false);
     }
     shard.len -= 1;
     true

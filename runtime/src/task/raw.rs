@@ -111,6 +111,7 @@ where
         let (mem, owner) = scheduler.alloc_cell(layout);
         let mem = mem.as_ptr();
         let has_stats = stats.is_some();
+        let group = stats.as_ref().map_or(0, |new| new.group);
         if let Some(new) = stats {
             // SAFETY: `stats_offset` lies inside the allocation and is aligned for
             // `TaskStats` (from `Layout::extend`); the memory is fresh.
@@ -123,6 +124,9 @@ where
                 id,
                 queue_next: UnsafeCell::new(None),
                 owned: UnsafeCell::new(OwnedLinks::default()),
+                linked: UnsafeCell::new(false),
+                group,
+                polls: std::sync::atomic::AtomicU32::new(0),
             },
             scheduler,
             stage: UnsafeCell::new(Stage::Running(future)),
@@ -156,8 +160,8 @@ where
 {
     // SAFETY: the queue reference we hold keeps the cell alive.
     let cell = unsafe { cell::<F, S>(ptr) };
-    let sampled = match cell.header.state.transition_to_running() {
-        TransitionToRunning::Poll { sampled } => sampled,
+    let (sampled, first) = match cell.header.state.transition_to_running() {
+        TransitionToRunning::Poll { sampled, first } => (sampled, first),
         TransitionToRunning::Cancel => {
             // SAFETY: we own the task in RUNNING.
             unsafe { cancel_and_complete::<F, S>(ptr) };
@@ -176,7 +180,7 @@ where
     let header = &cell.header;
     #[cfg(feature = "tracing")]
     let _span = tracing::trace_span!(target: "volt::task", "poll", task.id = header.id).entered();
-    let mut token = cell.scheduler.poll_start(ptr, cx, sampled);
+    let mut token = cell.scheduler.poll_start(ptr, cx, sampled, first);
     // SAFETY: RUNNING gives this thread exclusive access to the stage.
     let polled = unsafe { poll_future::<F, S>(cell, ptr) };
     // Accounted while we still own the task; recorded below without touching it.

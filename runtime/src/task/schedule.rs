@@ -109,9 +109,10 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
         f()
     }
     /// A poll begins (a no-op unless the scheduler records events). `sampled`: a
-    /// sampled wake queued the task (see `State::set_sampled`).
+    /// sampled wake queued the task (see `State::set_sampled`); `first`: it is the
+    /// task's first poll.
     #[inline(always)]
-    fn poll_start(&self, _task: NonNull<Header>, _cx: *const (), _sampled: bool) -> PollToken {
+    fn poll_start(&self, _task: NonNull<Header>, _cx: *const (), _sampled: bool, _first: bool) -> PollToken {
         PollToken::NONE
     }
     /// A poll returned: account it while the caller still owns the task.

@@ -72,8 +72,6 @@ pub(crate) struct TaskStats {
     poll_ready: std::sync::atomic::AtomicBool,
     /// The same for `wait`.
     wait_ready: std::sync::atomic::AtomicBool,
-    /// The index of its task group (`telemetry::groups`), found once at its spawn.
-    pub(crate) group: u8,
     pub(crate) name: Option<Box<str>>,
     /// Where it was spawned (the caller of `spawn`, through `#[track_caller]`).
     pub(crate) spawned_at: &'static std::panic::Location<'static>,
@@ -168,7 +166,6 @@ impl TaskStats {
             (&raw mut (*dst).queued).write(crate::loom::AtomicBool::new(false));
             (&raw mut (*dst).poll_ready).write(AtomicBool::new(false));
             (&raw mut (*dst).wait_ready).write(AtomicBool::new(false));
-            (&raw mut (*dst).group).write(new.group);
             (&raw mut (*dst).name).write(new.name);
             (&raw mut (*dst).spawned_at).write(new.spawned_at);
         }

@@ -300,7 +300,13 @@ fn find_cycles(t: &Telemetry) -> Vec<Cycle> {
             GraphWait::Join(_) => waits.push(w),
         });
         if !other && !waits.is_empty() {
-            nodes.push(Node { id: row.id, polls: row.polls, name: name.map(String::from), waits, succ: Vec::new() });
+            nodes.push(Node {
+                id: row.id,
+                polls: row.poll_number as u64,
+                name: name.map(String::from),
+                waits,
+                succ: Vec::new(),
+            });
         }
     });
     if nodes.is_empty() {

@@ -39,6 +39,9 @@ pub(crate) struct MetricsConfig {
     pub(crate) workers: usize,
     /// Slots per ring of the event ring (`None`: off).
     pub(crate) event_ring: Option<usize>,
+    /// With the ring: whether every task keeps its statistics, or only while a reader
+    /// watches (`TaskStatistics`).
+    pub(crate) stats_always: bool,
     pub(crate) poll_time_histogram: bool,
     /// The stall threshold, and whether stalled threads take their stacks.
     pub(crate) stall_threshold: Option<Duration>,
@@ -56,7 +59,9 @@ impl Metrics {
         let task_groups = c.event_ring.is_some();
         Metrics {
             started: Instant::now(),
-            recorder: c.event_ring.map(|cap| Recorder::new(c.workers, cap, clock.expect("the ring has a clock"))),
+            recorder: c
+                .event_ring
+                .map(|cap| Recorder::new(c.workers, cap, clock.expect("the ring has a clock"), c.stats_always)),
             clock,
             remote: CachePadded(RemoteCounters::default()),
             workers: (0..c.workers)

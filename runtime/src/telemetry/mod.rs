@@ -69,7 +69,7 @@ pub use snapshot::{BridgeSnapshot, Snapshot, WorkerState};
 pub use stall::{MissingStack, StackFrame, Stall, StallCursor, STALL_HISTORY, STALL_STACK_DEPTH};
 use task_info::{read_task, task_info, Holder};
 pub use task_info::{TaskInfo, TaskRow, TaskState};
-pub use task_watch::{TaskChanges, TaskWaits, TaskWatch};
+pub use task_watch::{TaskChanges, TaskStatisticsWatch, TaskWaits, TaskWatch};
 pub use wait::{SyncHolder, SyncWait, WaitReason, WakeSource};
 
 use metrics::Metrics;
@@ -310,7 +310,7 @@ impl Telemetry {
         self.view
             .tasks()
             .with_task(id, |t| {
-                let (row, name) = read_task(&rec.clock, now, t, Holder::Walk)?;
+                let (row, name) = read_task(rec, now, t, Holder::Walk)?;
                 let st = crate::task::stats::stats(t)?;
                 (row.state != TaskState::Complete).then(|| task_info(&row, name, st, now_ns))
             })
@@ -349,7 +349,7 @@ impl Telemetry {
         let now = rec.clock.raw();
         self.view.tasks().for_each(|t| {
             // The walk holds a reference to the task while `f` reads it.
-            if let Some((row, name)) = read_task(&rec.clock, now, t, Holder::Walk) {
+            if let Some((row, name)) = read_task(rec, now, t, Holder::Walk) {
                 if let Some(st) = crate::task::stats::stats(t) {
                     f(row, name, st);
                 }

@@ -19,18 +19,35 @@ pub(crate) struct Recorder {
     pub(crate) groups: groups::TaskGroups,
     /// The deadlock detector's memory between readings.
     pub(crate) deadlocks: deadlock::Detector,
+    /// Whether tasks keep their statistics now (`TaskStatistics`).
+    stats: StatsGate,
+}
+
+/// When tasks keep their statistics: always, or while readers watch (`TaskStatistics`).
+struct StatsGate {
+    always: bool,
+    /// Readers watching. The mutex also orders the changes of `on`.
+    watchers: std::sync::Mutex<usize>,
+    /// Whether they are kept now: one relaxed load for a wake. The poll path reads a copy
+    /// in its worker's ring (`EventRing::stats_on`), a line it writes anyway.
+    on: std::sync::atomic::AtomicBool,
+    /// When they were last turned on (raw clock ticks; 0 with `always`): a figure that
+    /// says when something happened, older than this, was left from an earlier watch and
+    /// may be stale.
+    since: std::sync::atomic::AtomicU64,
 }
 
 impl Recorder {
     /// `clock`: a copy of the runtime's (`Metrics::clock`, the same readings), so the
     /// paths that only run with the ring on take it from the recorder they already hold,
     /// without a second `Option` check.
-    pub(crate) fn new(workers: usize, capacity: usize, clock: Clock) -> Recorder {
+    /// `stats_always`: every task keeps its statistics, watched or not.
+    pub(crate) fn new(workers: usize, capacity: usize, clock: Clock, stats_always: bool) -> Recorder {
         let rings = (0..workers)
             .map(events::Writer::Worker)
             .chain(std::iter::repeat_n(events::Writer::Leased, events::OUTSIDE_RINGS))
             .chain([events::Writer::Shared])
-            .map(|w| EventRing::new(capacity, w))
+            .map(|w| EventRing::new(capacity, w, stats_always))
             .collect();
         let leases = events::Leases::new(events::OUTSIDE_RINGS);
         Recorder {
@@ -41,6 +58,58 @@ impl Recorder {
             changes: tasks::TaskChangeLog::new(workers),
             groups: groups::TaskGroups::new(),
             deadlocks: deadlock::Detector::new(),
+            stats: StatsGate {
+                always: stats_always,
+                watchers: std::sync::Mutex::new(0),
+                on: std::sync::atomic::AtomicBool::new(stats_always),
+                since: std::sync::atomic::AtomicU64::new(0),
+            },
+        }
+    }
+
+    /// Whether tasks keep their statistics now (a relaxed load; a change reaches each
+    /// thread soon, not at once, which a figure counted or missed at that moment allows).
+    #[inline(always)]
+    pub(crate) fn stats_on(&self) -> bool {
+        self.stats.on.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The clock reading before which a task's "when" figures (its last poll's end, its
+    /// last wake) may be stale: 0 when they are kept always.
+    pub(crate) fn stats_since(&self) -> u64 {
+        self.stats.since.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A reader starts watching: tasks keep their statistics until the last one stops.
+    pub(crate) fn watch_stats(&self) {
+        let mut n = self.stats.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        *n += 1;
+        if *n == 1 && !self.stats.always {
+            let since = self.clock.raw().max(1);
+            self.stats.since.store(since, std::sync::atomic::Ordering::Relaxed);
+            for r in self.rings.iter() {
+                r.stats_since.store(since, std::sync::atomic::Ordering::Relaxed);
+            }
+            // After `since`: a thread that sees the flag set compares against the new one.
+            self.set_stats_on(true);
+        }
+    }
+
+    /// A reader stops watching (after `watch_stats`).
+    pub(crate) fn unwatch_stats(&self) {
+        let mut n = self.stats.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        *n = n.saturating_sub(1);
+        if *n == 0 && !self.stats.always {
+            self.set_stats_on(false);
+        }
+    }
+
+    fn set_stats_on(&self, on: bool) {
+        use std::sync::atomic::Ordering::Release;
+        // Release: a thread that sees the flag set also sees the new `since`.
+        self.stats.on.store(on, Release);
+        for r in self.rings.iter() {
+            r.stats_on.store(on, Release);
         }
     }
 

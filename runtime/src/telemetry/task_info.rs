@@ -2,7 +2,6 @@
 //! (the console's index row) and [`TaskState`], read from a task's header and
 //! statistics without blocking its worker.
 
-use super::clock::Clock;
 use super::{Histogram, WaitReason, WakeSource};
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -91,6 +90,9 @@ pub struct TaskRow {
     /// runtime started.
     pub(crate) woken_by: u64,
     pub(crate) woken_at_ns: u64,
+    /// The task's poll number (`Header::polls`: every poll that ended, watched or not,
+    /// wrapping), which tells two readings whether it ran in between.
+    pub(crate) poll_number: u32,
 }
 
 /// A task's histograms as [`Histogram`]s: their buckets put where the runtime-wide
@@ -125,12 +127,13 @@ pub(super) enum Holder {
 /// Read one task, which the caller keeps alive with one reference of its own
 /// (`holder`'s). `None` if it has no statistics.
 pub(super) fn read_task<'a>(
-    clock: &Clock,
+    rec: &super::recorder::Recorder,
     now: u64,
     t: std::ptr::NonNull<crate::task::header::Header>,
     holder: Holder,
 ) -> Option<(TaskRow, Option<&'a str>)> {
     let st = crate::task::stats::stats(t)?;
+    let clock = rec.clock();
     // SAFETY: the caller keeps the task alive.
     let h = unsafe { t.as_ref() };
     use crate::task::state::Lifecycle;
@@ -151,9 +154,16 @@ pub(super) fn read_task<'a>(
         let expected = 2 + word.is_join_interested() as u64;
         word.ref_count() <= expected && (holder == Holder::Log || !st.queued.load(Relaxed))
     };
-    let last = st.last_poll_end.load(Relaxed);
-    let woken_at = st.woken_at.load(Relaxed);
+    // A figure that says when something happened is current only if it was written
+    // while the statistics are kept, as they are now: with `TaskStatistics::WhileWatched`
+    // one from an earlier watch may be stale (the task ran since, unwatched), so it reads
+    // as unknown.
+    let (on, since) = (rec.stats_on(), rec.stats_since());
+    let fresh = |t: u64| if on && t >= since { t } else { 0 };
+    let last = fresh(st.last_poll_end.load(Relaxed));
+    let woken_at = fresh(st.woken_at.load(Relaxed));
     let polls = st.polls.load(Relaxed);
+    let poll_number = h.polls.load(Relaxed);
     // Only the waits its latest poll named (see `task::wait`); an idle task whose latest
     // poll named none waits on something no Volt leaf names: `unknown`, never an older
     // poll's wait and never nothing. (A task that never recorded has no wait record:
@@ -173,7 +183,7 @@ pub(super) fn read_task<'a>(
         && h.state.load().lifecycle() == Lifecycle::Scheduled;
     use crate::task::wait::WaitWords;
     let wait = if idle {
-        let latest = st.wait_record().and_then(|w| w.read()).filter(|w| w.is_current(polls) && w.names_any());
+        let latest = st.wait_record().and_then(|w| w.read()).filter(|w| w.is_current(poll_number) && w.names_any());
         latest.unwrap_or_else(WaitWords::unknown)
     } else if yielded {
         WaitWords::yielded()
@@ -191,8 +201,9 @@ pub(super) fn read_task<'a>(
         since_last_poll_ns: (last != 0).then(|| clock.ticks_to_ns(now.saturating_sub(last))),
         wait,
         lost_waker,
-        woken_by: st.woken_by.load(Relaxed),
+        woken_by: if woken_at == 0 { 0 } else { st.woken_by.load(Relaxed) },
         woken_at_ns: if woken_at == 0 { 0 } else { clock.since_start_ns(woken_at).max(1) },
+        poll_number,
     };
     Some((row, st.name.as_deref()))
 }

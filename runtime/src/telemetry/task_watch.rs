@@ -99,6 +99,31 @@ impl TaskWaits {
 /// what it holds.
 pub struct TaskWatch {
     telemetry: Telemetry,
+    /// A watch keeps the tasks' statistics too (`TaskStatistics::WhileWatched`).
+    _stats: TaskStatisticsWatch,
+}
+
+/// Keeps the tasks' statistics while it lives, in a runtime built with
+/// [`TaskStatistics::WhileWatched`](crate::runtime::TaskStatistics::WhileWatched): from
+/// [`Telemetry::watch_task_statistics`]. (A [`TaskWatch`] holds one, and the console
+/// server one while a client shows tasks.) Any number may exist; the statistics are kept
+/// until the last is dropped. In a runtime that keeps them always, it changes nothing.
+pub struct TaskStatisticsWatch {
+    telemetry: Telemetry,
+}
+
+impl Drop for TaskStatisticsWatch {
+    fn drop(&mut self) {
+        if let Some(rec) = &self.telemetry.metrics.recorder {
+            rec.unwatch_stats();
+        }
+    }
+}
+
+impl std::fmt::Debug for TaskStatisticsWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskStatisticsWatch").finish_non_exhaustive()
+    }
 }
 
 /// What a [`TaskWatch::read_changes`] could tell.
@@ -118,8 +143,21 @@ impl Telemetry {
     /// runtime exists: a runtime has one, and the console's task list uses it while a
     /// client shows tasks (the console then walks every task at each publish instead).
     pub fn watch_tasks(&self) -> Option<TaskWatch> {
+        // The statistics first: while the log is read, they are kept.
+        let stats = self.watch_task_statistics()?;
         let rec = self.metrics.recorder.as_ref()?;
-        rec.changes.start().then(|| TaskWatch { telemetry: self.clone() })
+        rec.changes.start().then(|| TaskWatch { telemetry: self.clone(), _stats: stats })
+    }
+
+    /// Keep the tasks' statistics while the returned watch lives (see
+    /// [`TaskStatisticsWatch`]); `None` when the runtime keeps no task statistics
+    /// (`Builder::event_ring`). Only a runtime built with
+    /// [`TaskStatistics::WhileWatched`](crate::runtime::TaskStatistics::WhileWatched)
+    /// needs one.
+    pub fn watch_task_statistics(&self) -> Option<TaskStatisticsWatch> {
+        let rec = self.metrics.recorder.as_ref()?;
+        rec.watch_stats();
+        Some(TaskStatisticsWatch { telemetry: self.clone() })
     }
 }
 
@@ -143,7 +181,7 @@ impl TaskWatch {
                 tasks::clear_then_read(&st.queued);
             }
             // The log holds one reference while it hands the task over.
-            let Some((row, name)) = read_task(&rec.clock, now, t, Holder::Log) else { return false };
+            let Some((row, name)) = read_task(rec, now, t, Holder::Log) else { return false };
             // The log must see the whole read through (see `TaskChangeLog::drain`).
             if panicked.is_none() {
                 panicked = catch_unwind(AssertUnwindSafe(|| f(row, name))).err();

@@ -55,8 +55,8 @@ impl WaitWords {
     }
 
     /// Whether the list comes from the poll that left the task with `polls` polls.
-    pub(crate) fn is_current(&self, polls: u64) -> bool {
-        (self.poll >> STAMP_SHIFT) as u32 == polls as u32
+    pub(crate) fn is_current(&self, poll_number: u32) -> bool {
+        (self.poll >> STAMP_SHIFT) as u32 == poll_number
     }
 
     /// Whether the list names any wait.

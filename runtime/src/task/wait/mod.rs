@@ -405,9 +405,12 @@ fn current_stats<'a>() -> Option<&'a TaskStats> {
 /// number of the poll running now (the stamp of its list).
 #[inline(always)]
 fn current_wait<'a>() -> Option<(u32, &'a WaitRecord)> {
-    current_stats().map(|st| {
-        // The poll count after the poll that runs now.
-        let stamp = st.polls.load(Relaxed).wrapping_add(1) as u32;
+    let task = super::id::current_task()?;
+    super::stats::stats(task).map(|st| {
+        // The poll number after the poll that runs now (`Header::polls`, counted whether
+        // or not the task's statistics are kept).
+        // SAFETY: the poll's guard holds the task (see `current_stats`).
+        let stamp = unsafe { task.as_ref() }.polls.load(Relaxed).wrapping_add(1);
         // SAFETY: this thread polls the task (see `current_stats`).
         (stamp, unsafe { st.wait_writer() })
     })

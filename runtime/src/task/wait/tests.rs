@@ -54,9 +54,7 @@ fn records_round_trip_through_the_words() {
         write(&r, stamp);
         assert_eq!(waits(&r, now), (vec![want], 0));
         let w = r.read().unwrap();
-        assert!(
-            w.is_current(stamp as u64) && w.is_current(stamp as u64 + (1 << 32)) && !w.is_current(stamp as u64 + 1)
-        );
+        assert!(w.is_current(stamp) && !w.is_current(stamp.wrapping_add(1)) && !w.is_current(stamp.wrapping_sub(1)));
     }
     assert_eq!(WaitWords::unknown().decode(now), (vec![Wait::Unknown], 0));
     assert_eq!(WaitWords::yielded().decode(now), (vec![Wait::Yield], 0));

@@ -56,7 +56,7 @@
 
 use super::codec::{meta, META_STARTS_POLL, META_START_TASK_MAX, META_START_TASK_SHIFT};
 use super::EventKind;
-use crate::loom::{fence, AtomicU64};
+use crate::loom::{fence, AtomicBool, AtomicU64};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 /// One slot: the record. 32 bytes on a 32-byte boundary, so a record never straddles
@@ -111,6 +111,12 @@ pub(crate) struct EventRing {
     start_meta: u64,
     /// The worker part of this ring's `meta` (see [`meta`]).
     worker_bits: u64,
+    /// Whether tasks keep their statistics now (a copy of the recorder's flag, see
+    /// `Recorder::stats_on`): a worker's poll reads it from this line, which it writes
+    /// anyway, rather than from the recorder's.
+    pub(crate) stats_on: AtomicBool,
+    /// And a copy of `Recorder::stats_since`, for the same reason.
+    pub(crate) stats_since: AtomicU64,
 }
 
 /// Decoded fields of one record.
@@ -135,7 +141,7 @@ pub(crate) enum Read {
 impl EventRing {
     /// A ring of `capacity` (rounded up to a power of two) slots, written by `writer`.
     /// Records on a leased or the shared ring belong to no worker.
-    pub(crate) fn new(capacity: usize, writer: Writer) -> EventRing {
+    pub(crate) fn new(capacity: usize, writer: Writer, stats_on: bool) -> EventRing {
         let multi_writer = writer == Writer::Shared;
         let worker = match writer {
             Writer::Worker(i) => Some(i),
@@ -161,6 +167,8 @@ impl EventRing {
             pending_ts: AtomicU64::new(0),
             start_meta: meta(EventKind::PollStart, worker),
             worker_bits: meta(EventKind::PollStart, worker) & !0xff,
+            stats_on: AtomicBool::new(stats_on),
+            stats_since: AtomicU64::new(0),
         }
     }
 
@@ -428,7 +436,7 @@ mod tests {
 
     #[test]
     fn reader_sees_everything_in_order_then_exact_drops() {
-        let ring = EventRing::new(8, Writer::Worker(0));
+        let ring = EventRing::new(8, Writer::Worker(0), true);
         let mut cur = RingCursor::default();
         let mut out = vec![];
         for i in 0..5 {
@@ -466,14 +474,14 @@ mod tests {
         use EventKind::*;
         let (start, spawn, end) = (PollStart as u8, Spawn as u8, PollEnd as u8);
         // An event inside the poll (same timestamp) carries the start: one slot, two events.
-        let ring = EventRing::new(16, Writer::Worker(3));
+        let ring = EventRing::new(16, Writer::Worker(3), true);
         ring.set_pending_start(7, 100);
         ring.write_event(Spawn, 8, 0, 100);
         assert_eq!(ring.written(), 1);
         assert_eq!(expanded(&ring), vec![(start, 7, 100), (spawn, 8, 100)]);
 
         // A different timestamp, or an id too big for the spare bits: the start is a record.
-        let ring = EventRing::new(16, Writer::Worker(3));
+        let ring = EventRing::new(16, Writer::Worker(3), true);
         ring.set_pending_start(7, 100);
         ring.write_event(Spawn, 8, 0, 101);
         ring.set_pending_start(META_START_TASK_MAX + 1, 200);
@@ -486,7 +494,7 @@ mod tests {
 
         // The largest id that fits round-trips; a nested poll writes the outer start first;
         // a taken start is not written again.
-        let ring = EventRing::new(16, Writer::Worker(3));
+        let ring = EventRing::new(16, Writer::Worker(3), true);
         ring.set_pending_start(META_START_TASK_MAX, 5);
         ring.set_pending_start(2, 6);
         assert!(ring.take_pending_start());
@@ -497,7 +505,7 @@ mod tests {
 
     #[test]
     fn remote_ring_claims_positions() {
-        let ring = EventRing::new(4, Writer::Shared);
+        let ring = EventRing::new(4, Writer::Shared, true);
         ring.write(rec(1));
         ring.write(rec(2));
         let mut cur = RingCursor::default();
@@ -515,7 +523,7 @@ mod tests {
     fn remote_ring_writers_lapping_each_other_lose_nothing_uncounted() {
         const WRITERS: u64 = 4;
         const EACH: u64 = if cfg!(miri) { 200 } else { 20_000 };
-        let ring = std::sync::Arc::new(EventRing::new(16, Writer::Shared));
+        let ring = std::sync::Arc::new(EventRing::new(16, Writer::Shared, true));
         let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {
@@ -568,7 +576,7 @@ mod loom_tests {
         // Bounded to six preemptions per execution, which take 17 s rather than a minute;
         // with the writer's odd-word store made Relaxed, the model fails at two.
         model_bounded(6, || {
-            let ring = Arc::new(EventRing::new(2, super::Writer::Worker(0)));
+            let ring = Arc::new(EventRing::new(2, super::Writer::Worker(0), true));
             let r2 = ring.clone();
             let reader = thread::spawn(move || {
                 let mut cur = RingCursor::default();
@@ -603,7 +611,7 @@ mod loom_tests {
         use super::super::Leases;
         use super::{meta, EventKind, EventRing, Raw, RingCursor, Writer};
         model(|| {
-            let ring = Arc::new(EventRing::new(2, Writer::Leased));
+            let ring = Arc::new(EventRing::new(2, Writer::Leased, true));
             let leases = Leases::new(1);
             let rec = |i: u64| Raw { ts: i, task: i, arg: i * 10, meta: meta(EventKind::Spawn, None) };
             let take = |leases: &Leases| loop {
@@ -647,7 +655,7 @@ mod loom_tests {
     fn loom_remote_event_ring_writers_against_reader() {
         use super::{meta, EventKind, EventRing, Raw, RingCursor};
         model_bounded(6, || {
-            let ring = Arc::new(EventRing::new(2, super::Writer::Shared));
+            let ring = Arc::new(EventRing::new(2, super::Writer::Shared, true));
             let rec = |i: u64| Raw { ts: i, task: i, arg: i * 10, meta: meta(EventKind::Spawn, None) };
             let r2 = ring.clone();
             let writer = thread::spawn(move || {

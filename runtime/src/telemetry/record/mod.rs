@@ -252,7 +252,10 @@ impl Metrics {
     /// scheduled time) and record where.
     #[inline(always)]
     pub(crate) fn on_schedule(&self, w: Option<&WorkerRecorder>, task: NonNull<Header>, global: bool) {
-        if self.recorder.is_none() {
+        // Without the task's statistics (no ring, or nobody watching), a sample of the
+        // wakes measures the schedule latency.
+        let stats = self.recorder.as_ref().is_some_and(|r| r.stats_on());
+        if !stats {
             if let Some(clock) = &self.clock {
                 let n = WAKES.with(|c| {
                     let n = c.get().wrapping_add(1);
@@ -267,16 +270,17 @@ impl Metrics {
                     h.state.set_sampled();
                 }
             }
-            return;
         }
         if let Some(r) = &self.recorder {
             let target = Self::schedule_target(global);
             let now = self.ts_cached(r, w);
             let source = crate::task::wait::wake_source();
             if let Some(st) = crate::task::stats::stats(task) {
-                st.scheduled_at.store(now.max(1), Relaxed);
-                st.woken_by.store(source + 1, Relaxed);
-                st.woken_at.store(now.max(1), Relaxed);
+                if stats {
+                    st.scheduled_at.store(now.max(1), Relaxed);
+                    st.woken_by.store(source + 1, Relaxed);
+                    st.woken_at.store(now.max(1), Relaxed);
+                }
                 if r.changes.watching() {
                     r.changes.mark(task, &st.queued, w.map(|w| w.index));
                 }

@@ -15,7 +15,7 @@ impl Metrics {
 
     /// `Schedule::poll_start`: see "The poll hooks".
     #[inline(always)]
-    pub(crate) fn on_poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool) -> PollToken {
+    pub(crate) fn on_poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool, first: bool) -> PollToken {
         if self.clock.is_none() || cx.is_null() {
             return PollToken::NONE;
         }
@@ -29,7 +29,11 @@ impl Metrics {
         // SAFETY: the poller holds the task (RUNNING).
         self.stall.poll_begins(w.index, unsafe { ptr.as_ref() }.id, now);
         let ring = w.ring.get();
+        let mut group = NO_GROUP;
         if !ring.is_null() {
+            // With the ring on every task has a group (the header's, set at its spawn).
+            // SAFETY: the poller holds the task (RUNNING).
+            group = groups::poll_tag(unsafe { ptr.as_ref() }.group, first);
             // Written lazily: see "Lazy poll starts" in `telemetry::events`.
             // SAFETY: `ring` is this worker's ring in the runtime's recorder (see
             // `Core::ring`), alive with `self`; the poller holds the task (RUNNING).
@@ -56,7 +60,7 @@ impl Metrics {
             extra: 0,
             waited,
             busy_ns: PollToken::NOT_QUEUED,
-            group: NO_GROUP,
+            group,
         }
     }
 
@@ -88,6 +92,19 @@ impl Metrics {
         if ring.take_pending_start() {
             token.extra = events::POLL_IMPLICIT_START | (busy << events::POLL_BUSY_SHIFT);
         }
+        // SAFETY: the poller holds the task (RUNNING).
+        let h = unsafe { ptr.as_ref() };
+        // The poll's number, for the waits it recorded and for deadlock readings: only
+        // the poller writes it (RUNNING is exclusive).
+        h.polls.store(h.polls.load(Relaxed).wrapping_add(1), Relaxed);
+        if !ring.stats_on.load(Relaxed) {
+            // Nobody watches (`TaskStatistics::WhileWatched`): the task's statistics are
+            // left alone. The wait in a queue, if a sampled wake measured it, is in the
+            // token already. (A change-log reader turns them on first, but this thread
+            // may see its start before that: the task list still learns of the poll.)
+            self.mark_changed_end(ptr, w);
+            return;
+        }
         // The task's statistics, all at once (one lookup, one cache line). Only the
         // thread running the task writes them (RUNNING is exclusive, and nothing queues a
         // RUNNING task: a wake during the poll only sets NOTIFIED), so plain loads and
@@ -100,7 +117,6 @@ impl Metrics {
         // store below for a requeue), so it is never stale here.
         let queued_at = st.scheduled_at.load(Relaxed);
         let polls = st.polls.load(Relaxed);
-        token.group = groups::poll_tag(st.group, polls == 0);
         let busy_before = st.busy_ticks.load(Relaxed);
         // Each duration is scaled to nanoseconds once, here, for the task's histograms
         // and the worker's (`on_poll_outcome`).
@@ -108,7 +124,9 @@ impl Metrics {
         let busy_ns = events::scale_ticks(busy, fp);
         token.busy_ns = busy_ns;
         let mut waited = 0;
-        if queued_at != 0 {
+        // A queued time from before the statistics were last turned on may be stale (the
+        // task was woken again, unwatched): not a wait to count.
+        if queued_at != 0 && queued_at >= ring.stats_since.load(Relaxed) {
             waited = token.start.saturating_sub(queued_at);
             token.waited = events::scale_ticks(waited, fp);
             st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
@@ -136,8 +154,18 @@ impl Metrics {
         // If the poll ends in a requeue, it was queued now; if it ends idle, the wake
         // that queues it again overwrites this (after it, through the state word).
         st.scheduled_at.store(now, Relaxed);
+        self.mark_changed_end(ptr, w);
+    }
+
+    /// The end of a poll of the task at `ptr` on `w`, for the live-task change log (only
+    /// while a reader watches it: otherwise one relaxed load).
+    #[inline(always)]
+    fn mark_changed_end(&self, ptr: NonNull<Header>, w: &WorkerRecorder) {
         if let Some(r) = &self.recorder {
             if r.changes.watching() {
+                // SAFETY: with the ring on every task of this runtime has statistics (see
+                // `on_poll_end`), and the poller holds the task.
+                let st = unsafe { crate::task::stats::stats_unchecked(ptr) };
                 r.changes.mark(ptr, &st.queued, Some(w.index));
             }
         }
