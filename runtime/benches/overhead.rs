@@ -2,7 +2,10 @@
 //! (4,096 events per worker), over the Tokio-comparison workloads, alternating in one
 //! process; as a third runtime, what the default poll timing and stall checks cost (the
 //! same runtime with `poll_time_histogram(false)` and `stall_threshold(None)`); and as a
-//! fourth, what the stall checks alone cost (the default with `stall_threshold(None)`).
+//! fourth, what the stall checks alone cost (the default with `stall_threshold(None)`);
+//! and as a fifth, the ring with task statistics kept only while watched
+//! (`TaskStatistics::WhileWatched`) and nothing watching: what the ring's records cost
+//! alone.
 //! `cargo bench -p volt --bench overhead` prints medians, the ratios per workload (the median of the back-to-back samples' ratios), and
 //! their geometric means. `VOLT_BENCH_SAMPLES` sets the samples (default 64);
 //! `VOLT_BENCH_ONLY=name` runs the workloads whose name contains `name`. A sample repeats
@@ -87,6 +90,9 @@ enum Config {
     Default,
     /// The default plus the event ring.
     Ring,
+    /// The ring, with task statistics kept only while watched
+    /// (`TaskStatistics::WhileWatched`), and nothing watching: the ring's records alone.
+    RingUnwatched,
 }
 
 fn build(config: Config, workers: usize) -> volt::Runtime {
@@ -102,6 +108,9 @@ fn build(config: Config, workers: usize) -> volt::Runtime {
         Config::Default => {}
         Config::Ring => {
             b.event_ring(4096);
+        }
+        Config::RingUnwatched => {
+            b.event_ring(4096).task_statistics(volt::runtime::TaskStatistics::WhileWatched);
         }
     }
     b.build().expect("runtime")
@@ -137,17 +146,19 @@ fn main() {
     );
     // The first three time columns stay untimed, default, ring on: `against_build.sh`
     // reads them by position.
-    println!("| workload | untimed | default (ring off) | ring on | no stalls | default/untimed | default/no stalls | **ring on/off** |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| workload | untimed | default (ring off) | ring on | no stalls | ring on, unwatched | default/untimed | default/no stalls | **ring on/off** | **unwatched ring/off** |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let only = std::env::var("VOLT_BENCH_ONLY").ok();
     let workloads: Vec<_> = workloads.into_iter().filter(|w| only.as_deref().is_none_or(|o| w.0.contains(o))).collect();
-    let (mut log_ring, mut log_timed, mut log_stalls) = (0.0, 0.0, 0.0);
+    let (mut log_ring, mut log_timed, mut log_stalls, mut log_unwatched) = (0.0, 0.0, 0.0, 0.0);
     let (mut recorded, mut dropped) = (0, 0);
     for (name, run, busy) in &workloads {
         let n = samples_for(name, samples);
         let per_pair = n.div_ceil(pairs);
-        // Samples of: untimed, default (ring off), ring on, no stalls.
-        let mut times: [Vec<Duration>; 4] = Default::default();
+        // Samples of: untimed, default (ring off), ring on, no stalls, ring on unwatched.
+        let mut times: [Vec<Duration>; 5] = Default::default();
         for _ in 0..pairs {
             let workers = if *busy { busy_workers() } else { WORKERS };
             let rts = [
@@ -155,6 +166,7 @@ fn main() {
                 build(Config::Default, workers),
                 build(Config::Ring, workers),
                 build(Config::NoStalls, workers),
+                build(Config::RingUnwatched, workers),
             ];
             let addrs: Vec<std::net::SocketAddr> = rts
                 .iter()
@@ -207,24 +219,28 @@ fn main() {
         let ring = paired_ratio(&times[2], &times[1]);
         let timed = paired_ratio(&times[1], &times[0]);
         let stalls = paired_ratio(&times[1], &times[3]);
-        let [mut u, mut d, mut r, mut ns] = times;
+        let unwatched = paired_ratio(&times[4], &times[1]);
+        let [mut u, mut d, mut r, mut ns, mut uw] = times;
         log_ring += ring.ln();
         log_timed += timed.ln();
         log_stalls += stalls.ln();
+        log_unwatched += unwatched.ln();
         println!(
-            "| {name} | {} | {} | {} | {} | {timed:.2} | {stalls:.2} | **{ring:.2}** |",
+            "| {name} | {} | {} | {} | {} | {} | {timed:.2} | {stalls:.2} | **{ring:.2}** | **{unwatched:.2}** |",
             fmt(median(&mut u)),
             fmt(median(&mut d)),
             fmt(median(&mut r)),
-            fmt(median(&mut ns))
+            fmt(median(&mut ns)),
+            fmt(median(&mut uw))
         );
     }
     let n = workloads.len() as f64;
     println!(
-        "| **geomean** | | | | | **{:.2}** | **{:.2}** | **{:.2}** |",
+        "| **geomean** | | | | | | **{:.2}** | **{:.2}** | **{:.2}** | **{:.2}** |",
         (log_timed / n).exp(),
         (log_stalls / n).exp(),
-        (log_ring / n).exp()
+        (log_ring / n).exp(),
+        (log_unwatched / n).exp()
     );
     println!("\nring on: {recorded} events recorded, {dropped} overwritten (memory fixed at 4,096 per ring)");
 }

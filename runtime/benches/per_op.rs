@@ -43,8 +43,12 @@ fn main() {
         "ring" => {
             b.event_ring(4096);
         }
+        // The ring with task statistics kept only while watched, and nothing watching.
+        "unwatched" => {
+            b.event_ring(4096).task_statistics(volt::runtime::TaskStatistics::WhileWatched);
+        }
         "default" => {}
-        other => panic!("unknown runtime {other:?}: untimed, default or ring"),
+        other => panic!("unknown runtime {other:?}: untimed, default, ring or unwatched"),
     }
     let rt = b.build().expect("a runtime");
     let (tx, rx) = mpsc::sync_channel(100);

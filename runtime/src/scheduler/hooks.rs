@@ -41,8 +41,8 @@ impl Schedule for Arc<Handle> {
     }
 
     #[inline(always)]
-    fn poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool, first: bool) -> PollToken {
-        self.metrics.on_poll_start(ptr, cx, sampled, first)
+    fn poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool) -> PollToken {
+        self.metrics.on_poll_start(ptr, cx, sampled)
     }
 
     #[inline(always)]

@@ -26,15 +26,24 @@ pub(crate) struct Header {
     /// The index of its task group (`telemetry::groups`), found once at its spawn and
     /// never changed; 0 for a task without statistics, which no group counts.
     pub(crate) group: u8,
-    /// How many polls of the task have ended, wrapping (counted only for a task with
-    /// statistics): the number that stamps the waits a poll records and that tells a
-    /// deadlock reading whether a task ran. Written only by the thread polling the task
-    /// (RUNNING is exclusive), so a relaxed load and store; read by anyone.
+    /// The number of the task's last poll to end (0: none yet; counted only for a task
+    /// with statistics, see [`next_poll_number`]): the number that stamps the waits a
+    /// poll records, that tells a deadlock reading whether a task ran, and whose 0 marks
+    /// a first poll. Written only by the thread polling the task (RUNNING is exclusive),
+    /// so a relaxed load and store; read by anyone.
     ///
     /// Here rather than in the statistics, which a poll need not touch: the header's
     /// line is the one the poll's state transition writes anyway. With `linked` and
     /// `group` it fills the eight bytes after the six words, so the header stays 56.
     pub(crate) polls: AtomicU32,
+}
+
+/// The poll number after `n` (`Header::polls`): one more, wrapping past `u32::MAX` to 1,
+/// never back to 0, which means "never polled". Readers compare numbers only for
+/// equality, so the wrap is harmless.
+#[inline(always)]
+pub(crate) fn next_poll_number(n: u32) -> u32 {
+    n.wrapping_add(1).max(1)
 }
 
 /// The owned-task list's links, guarded by that list's shard lock.
@@ -86,4 +95,24 @@ pub(crate) fn is_complete(ptr: NonNull<Header>) -> bool {
 pub(crate) fn is_scheduled(ptr: NonNull<Header>) -> bool {
     // SAFETY: callers hold a reference.
     unsafe { ptr.as_ref() }.state.load().lifecycle() == Lifecycle::Scheduled
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A poll number never comes back to 0 ("never polled"), however often it wraps.
+    #[test]
+    fn poll_numbers_wrap_past_zero() {
+        assert_eq!(next_poll_number(0), 1);
+        assert_eq!(next_poll_number(41), 42);
+        assert_eq!(next_poll_number(u32::MAX), 1);
+    }
+
+    /// The poll number, the group and the owned list's flag fill the bytes after the six
+    /// words: a task's header stays 56 bytes (its size is on every spawn's path).
+    #[test]
+    fn the_header_is_still_56_bytes() {
+        assert_eq!(std::mem::size_of::<Header>(), 56);
+    }
 }

@@ -160,8 +160,8 @@ where
 {
     // SAFETY: the queue reference we hold keeps the cell alive.
     let cell = unsafe { cell::<F, S>(ptr) };
-    let (sampled, first) = match cell.header.state.transition_to_running() {
-        TransitionToRunning::Poll { sampled, first } => (sampled, first),
+    let sampled = match cell.header.state.transition_to_running() {
+        TransitionToRunning::Poll { sampled } => sampled,
         TransitionToRunning::Cancel => {
             // SAFETY: we own the task in RUNNING.
             unsafe { cancel_and_complete::<F, S>(ptr) };
@@ -180,7 +180,7 @@ where
     let header = &cell.header;
     #[cfg(feature = "tracing")]
     let _span = tracing::trace_span!(target: "volt::task", "poll", task.id = header.id).entered();
-    let mut token = cell.scheduler.poll_start(ptr, cx, sampled, first);
+    let mut token = cell.scheduler.poll_start(ptr, cx, sampled);
     // SAFETY: RUNNING gives this thread exclusive access to the stage.
     let polled = unsafe { poll_future::<F, S>(cell, ptr) };
     // Accounted while we still own the task; recorded below without touching it.

@@ -109,10 +109,9 @@ pub(crate) trait Schedule: Send + Sync + Sized + 'static {
         f()
     }
     /// A poll begins (a no-op unless the scheduler records events). `sampled`: a
-    /// sampled wake queued the task (see `State::set_sampled`); `first`: it is the
-    /// task's first poll.
+    /// sampled wake queued the task (see `State::set_sampled`).
     #[inline(always)]
-    fn poll_start(&self, _task: NonNull<Header>, _cx: *const (), _sampled: bool, _first: bool) -> PollToken {
+    fn poll_start(&self, _task: NonNull<Header>, _cx: *const (), _sampled: bool) -> PollToken {
         PollToken::NONE
     }
     /// A poll returned: account it while the caller still owns the task.

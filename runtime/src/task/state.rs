@@ -104,11 +104,7 @@ const SAMPLED: u64 = 1 << 8;
 /// a shielded task that was being polled when shutdown reached it went idle after that
 /// poll, with nothing left to cancel it, and its future was never dropped.
 const SHUTDOWN: u64 = 1 << 9;
-/// Set by the first transition to RUNNING that polls the task, never cleared: the poll
-/// learns whether it is the task's first from the compare-exchange it makes anyway
-/// (its task group counts first polls apart: `telemetry::groups`).
-const POLLED: u64 = 1 << 10;
-// Bit 11 is free for a future flag.
+// Bits 10..12 are free for future flags.
 
 /// Bits 12..20, set at creation and never changed: which worker's cell cache the task's
 /// memory came from (index + 1), or 0 for the global allocator
@@ -138,9 +134,8 @@ const INITIAL: u64 = ((Lifecycle::Scheduled as u64) << LIFECYCLE_SHIFT) | JOIN_I
 #[must_use]
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum TransitionToRunning {
-    /// Poll it; `sampled`: a sampled wake queued it (see [`State::set_sampled`]);
-    /// `first`: no poll of it began before this one.
-    Poll { sampled: bool, first: bool },
+    /// Poll it; `sampled`: a sampled wake queued it (see [`State::set_sampled`]).
+    Poll { sampled: bool },
     /// It was aborted and no shield is up: drop the future and complete it as cancelled.
     Cancel,
     /// It is no longer SCHEDULED (completed by shutdown meanwhile): drop the queue's ref.
@@ -234,7 +229,6 @@ impl fmt::Debug for Snapshot {
             .field("detached", &self.is_detached())
             .field("join_waker", &self.is_join_waker_set())
             .field("sampled", &(self.0 & SAMPLED != 0))
-            .field("polled", &(self.0 & POLLED != 0))
             .field("shutdown", &(self.0 & SHUTDOWN != 0))
             .field("shield_depth", &self.shield_depth())
             .field("ref_count", &self.ref_count())
@@ -299,8 +293,7 @@ impl State {
             let action = if curr.is_cancellation_effective() {
                 TransitionToRunning::Cancel
             } else {
-                next.0 |= POLLED;
-                TransitionToRunning::Poll { sampled: curr.0 & SAMPLED != 0, first: curr.0 & POLLED == 0 }
+                TransitionToRunning::Poll { sampled: curr.0 & SAMPLED != 0 }
             };
             (Some(next), action)
         })
@@ -547,7 +540,7 @@ mod tests {
     #[test]
     fn wake_during_poll_is_returned_by_transition_to_idle() {
         let s = State::new();
-        assert_eq!(s.transition_to_running(), TransitionToRunning::Poll { sampled: false, first: true });
+        assert_eq!(s.transition_to_running(), TransitionToRunning::Poll { sampled: false });
         assert_eq!(s.transition_to_scheduled_by_ref(), TransitionToScheduled::DoNothing);
         let t = s.transition_to_idle();
         assert!(t.prev.is_notified());
@@ -577,8 +570,7 @@ mod tests {
         // Shielded: the poll ends normally and the task goes idle.
         assert_eq!(s.transition_to_idle().action, IdleAction::Idle);
         assert_eq!(s.transition_to_scheduled_by_ref(), TransitionToScheduled::Submit);
-        // The second poll: not the first any more.
-        assert_eq!(s.transition_to_running(), TransitionToRunning::Poll { sampled: false, first: false });
+        assert_eq!(s.transition_to_running(), TransitionToRunning::Poll { sampled: false });
         assert_eq!(s.remove_shield(), TransitionToScheduled::DoNothing);
         assert!(s.load().is_cancellation_effective());
         assert_eq!(s.transition_to_idle().action, IdleAction::Cancel);

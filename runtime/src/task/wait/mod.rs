@@ -410,7 +410,7 @@ fn current_wait<'a>() -> Option<(u32, &'a WaitRecord)> {
         // The poll number after the poll that runs now (`Header::polls`, counted whether
         // or not the task's statistics are kept).
         // SAFETY: the poll's guard holds the task (see `current_stats`).
-        let stamp = unsafe { task.as_ref() }.polls.load(Relaxed).wrapping_add(1);
+        let stamp = super::header::next_poll_number(unsafe { task.as_ref() }.polls.load(Relaxed));
         // SAFETY: this thread polls the task (see `current_stats`).
         (stamp, unsafe { st.wait_writer() })
     })

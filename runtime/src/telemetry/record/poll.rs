@@ -15,7 +15,7 @@ impl Metrics {
 
     /// `Schedule::poll_start`: see "The poll hooks".
     #[inline(always)]
-    pub(crate) fn on_poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool, first: bool) -> PollToken {
+    pub(crate) fn on_poll_start(&self, ptr: NonNull<Header>, cx: *const (), sampled: bool) -> PollToken {
         if self.clock.is_none() || cx.is_null() {
             return PollToken::NONE;
         }
@@ -29,11 +29,7 @@ impl Metrics {
         // SAFETY: the poller holds the task (RUNNING).
         self.stall.poll_begins(w.index, unsafe { ptr.as_ref() }.id, now);
         let ring = w.ring.get();
-        let mut group = NO_GROUP;
         if !ring.is_null() {
-            // With the ring on every task has a group (the header's, set at its spawn).
-            // SAFETY: the poller holds the task (RUNNING).
-            group = groups::poll_tag(unsafe { ptr.as_ref() }.group, first);
             // Written lazily: see "Lazy poll starts" in `telemetry::events`.
             // SAFETY: `ring` is this worker's ring in the runtime's recorder (see
             // `Core::ring`), alive with `self`; the poller holds the task (RUNNING).
@@ -60,7 +56,7 @@ impl Metrics {
             extra: 0,
             waited,
             busy_ns: PollToken::NOT_QUEUED,
-            group,
+            group: NO_GROUP,
         }
     }
 
@@ -95,8 +91,11 @@ impl Metrics {
         // SAFETY: the poller holds the task (RUNNING).
         let h = unsafe { ptr.as_ref() };
         // The poll's number, for the waits it recorded and for deadlock readings: only
-        // the poller writes it (RUNNING is exclusive).
-        h.polls.store(h.polls.load(Relaxed).wrapping_add(1), Relaxed);
+        // the poller writes it (RUNNING is exclusive). 0 until the first poll's end, so
+        // it also tells the group's counts whether this was the task's first poll.
+        let number = h.polls.load(Relaxed);
+        h.polls.store(crate::task::header::next_poll_number(number), Relaxed);
+        token.group = groups::poll_tag(h.group, number == 0);
         if !ring.stats_on.load(Relaxed) {
             // Nobody watches (`TaskStatistics::WhileWatched`): the task's statistics are
             // left alone. The wait in a queue, if a sampled wake measured it, is in the
