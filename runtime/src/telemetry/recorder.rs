@@ -29,7 +29,7 @@ struct StatsGate {
     /// Readers watching. The mutex also orders the changes of `on`.
     watchers: std::sync::Mutex<usize>,
     /// Whether they are kept now: one relaxed load for a wake. The poll path reads a copy
-    /// in its worker's ring (`EventRing::stats_on`), a line it writes anyway.
+    /// in its worker's ring (`EventRing::stats_since`), a line it writes anyway.
     on: std::sync::atomic::AtomicBool,
     /// When they were last turned on (raw clock ticks; 0 with `always`): a figure that
     /// says when something happened, older than this, was left from an earlier watch and
@@ -85,13 +85,10 @@ impl Recorder {
         let mut n = self.stats.watchers.lock().unwrap_or_else(|e| e.into_inner());
         *n += 1;
         if *n == 1 && !self.stats.always {
-            let since = self.clock.raw().max(1);
+            // Below `STATS_OFF`, which means off in the rings' copies.
+            let since = self.clock.raw().clamp(1, events::STATS_OFF - 1);
             self.stats.since.store(since, std::sync::atomic::Ordering::Relaxed);
-            for r in self.rings.iter() {
-                r.stats_since.store(since, std::sync::atomic::Ordering::Relaxed);
-            }
-            // After `since`: a thread that sees the flag set compares against the new one.
-            self.set_stats_on(true);
+            self.set_stats_on(Some(since));
         }
     }
 
@@ -100,16 +97,18 @@ impl Recorder {
         let mut n = self.stats.watchers.lock().unwrap_or_else(|e| e.into_inner());
         *n = n.saturating_sub(1);
         if *n == 0 && !self.stats.always {
-            self.set_stats_on(false);
+            self.set_stats_on(None);
         }
     }
 
-    fn set_stats_on(&self, on: bool) {
+    /// Turn the statistics on (`Some`: since that clock reading) or off, here and in every
+    /// ring's copy.
+    fn set_stats_on(&self, since: Option<u64>) {
         use std::sync::atomic::Ordering::Release;
         // Release: a thread that sees the flag set also sees the new `since`.
-        self.stats.on.store(on, Release);
+        self.stats.on.store(since.is_some(), Release);
         for r in self.rings.iter() {
-            r.stats_on.store(on, Release);
+            r.stats_since.store(since.unwrap_or(events::STATS_OFF), Release);
         }
     }
 

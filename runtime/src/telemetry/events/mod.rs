@@ -55,7 +55,7 @@ pub use cursor::EventCursor;
 pub(crate) use lease::Leases;
 #[cfg(not(loom))]
 pub(crate) use lease::{held_ring, release_current};
-pub(crate) use ring::{EventRing, Raw, RingCursor, Writer, OUTSIDE_RINGS};
+pub(crate) use ring::{EventRing, Raw, RingCursor, Writer, OUTSIDE_RINGS, STATS_OFF};
 
 #[cfg(not(loom))]
 use crate::telemetry::TaskState;

@@ -56,7 +56,7 @@
 
 use super::codec::{meta, META_STARTS_POLL, META_START_TASK_MAX, META_START_TASK_SHIFT};
 use super::EventKind;
-use crate::loom::{fence, AtomicBool, AtomicU64};
+use crate::loom::{fence, AtomicU64};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 /// One slot: the record. 32 bytes on a 32-byte boundary, so a record never straddles
@@ -111,13 +111,15 @@ pub(crate) struct EventRing {
     start_meta: u64,
     /// The worker part of this ring's `meta` (see [`meta`]).
     worker_bits: u64,
-    /// Whether tasks keep their statistics now (a copy of the recorder's flag, see
-    /// `Recorder::stats_on`): a worker's poll reads it from this line, which it writes
-    /// anyway, rather than from the recorder's.
-    pub(crate) stats_on: AtomicBool,
-    /// And a copy of `Recorder::stats_since`, for the same reason.
+    /// Whether tasks keep their statistics now, and since when: [`STATS_OFF`] while they
+    /// are not, else the clock reading when they were last turned on (0: kept always).
+    /// A copy of the recorder's (`Recorder::stats_on`, `Recorder::stats_since`) that a
+    /// worker's poll reads from this line, which it writes anyway: one load for both.
     pub(crate) stats_since: AtomicU64,
 }
+
+/// [`EventRing::stats_since`] while tasks keep no statistics.
+pub(crate) const STATS_OFF: u64 = u64::MAX;
 
 /// Decoded fields of one record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,7 +143,7 @@ pub(crate) enum Read {
 impl EventRing {
     /// A ring of `capacity` (rounded up to a power of two) slots, written by `writer`.
     /// Records on a leased or the shared ring belong to no worker.
-    pub(crate) fn new(capacity: usize, writer: Writer, stats_on: bool) -> EventRing {
+    pub(crate) fn new(capacity: usize, writer: Writer, stats_always: bool) -> EventRing {
         let multi_writer = writer == Writer::Shared;
         let worker = match writer {
             Writer::Worker(i) => Some(i),
@@ -167,8 +169,7 @@ impl EventRing {
             pending_ts: AtomicU64::new(0),
             start_meta: meta(EventKind::PollStart, worker),
             worker_bits: meta(EventKind::PollStart, worker) & !0xff,
-            stats_on: AtomicBool::new(stats_on),
-            stats_since: AtomicU64::new(0),
+            stats_since: AtomicU64::new(if stats_always { 0 } else { STATS_OFF }),
         }
     }
 

@@ -96,7 +96,8 @@ impl Metrics {
         let number = h.polls.load(Relaxed);
         h.polls.store(crate::task::header::next_poll_number(number), Relaxed);
         token.group = groups::poll_tag(h.group, number == 0);
-        if !ring.stats_on.load(Relaxed) {
+        let since = ring.stats_since.load(Relaxed);
+        if since == events::STATS_OFF {
             // Nobody watches (`TaskStatistics::WhileWatched`): the task's statistics are
             // left alone. The wait in a queue, if a sampled wake measured it, is in the
             // token already. (A change-log reader turns them on first, but this thread
@@ -125,7 +126,7 @@ impl Metrics {
         let mut waited = 0;
         // A queued time from before the statistics were last turned on may be stale (the
         // task was woken again, unwatched): not a wait to count.
-        if queued_at != 0 && queued_at >= ring.stats_since.load(Relaxed) {
+        if queued_at != 0 && queued_at >= since {
             waited = token.start.saturating_sub(queued_at);
             token.waited = events::scale_ticks(waited, fp);
             st.scheduled_ticks.store(st.scheduled_ticks.load(Relaxed) + waited, Relaxed);
