@@ -771,3 +771,70 @@ fn a_blocking_join_runs_a_target_the_budget_refused() {
     });
     assert_eq!(out, 1_000);
 }
+
+/// A guard from `enter` keeps its runtime's memory alive: dropped (shut down) while the
+/// guard lives, the runtime stays the current one, and using it is safe. (The context
+/// holds plain pointers; before the guard kept a reference, this read freed memory.)
+#[test]
+fn enter_guard_keeps_a_dropped_runtime_alive() {
+    for flavor in [volt::runtime::RuntimeFlavor::CurrentThread, volt::runtime::RuntimeFlavor::MultiThread] {
+        let rt = match flavor {
+            volt::runtime::RuntimeFlavor::CurrentThread => volt::runtime::Builder::new_current_thread().build(),
+            _ => volt::runtime::Builder::new_multi_thread().worker_threads(1).build(),
+        }
+        .unwrap();
+        {
+            // Dropped at the block's end: a later use of the guard would keep `rt`
+            // borrowed, as with Tokio's guard.
+            let _enter = rt.enter();
+            drop(rt);
+            // Other runtimes built meanwhile must not take its place or its memory.
+            let others: Vec<_> =
+                (0..4).map(|_| volt::runtime::Builder::new_current_thread().build().unwrap()).collect();
+            let h = volt::runtime::Handle::current();
+            assert_eq!(h.runtime_flavor(), flavor);
+            assert_eq!(h.block_on(async { 7 }), 7);
+            drop(h.spawn(async { 1 }));
+            drop(others);
+        }
+        assert!(volt::runtime::Handle::try_current().is_err(), "the guard did not restore the context");
+    }
+}
+
+/// Guards nest: dropping the inner one makes the outer one's runtime current again.
+#[test]
+fn enter_guards_nest_and_restore_in_order() {
+    let outer = volt::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+    let inner = volt::runtime::Builder::new_current_thread().build().unwrap();
+    let e1 = outer.enter();
+    let e2 = inner.enter();
+    assert_eq!(volt::runtime::Handle::current().runtime_flavor(), volt::runtime::RuntimeFlavor::CurrentThread);
+    drop(e2);
+    assert_eq!(volt::runtime::Handle::current().runtime_flavor(), volt::runtime::RuntimeFlavor::MultiThread);
+    drop(e1);
+    assert!(volt::runtime::Handle::try_current().is_err());
+}
+
+/// Guards dropped out of order panic, as Tokio's do, and leave the thread able to enter
+/// again; the runtimes dropped on the way (while the context may still point to them)
+/// are not freed under it.
+#[test]
+fn enter_guards_dropped_out_of_order_panic_and_nothing_is_freed_under_the_context() {
+    let caught = std::panic::catch_unwind(|| {
+        let rt1 = volt::runtime::Builder::new_current_thread().build().unwrap();
+        let rt2 = volt::runtime::Builder::new_current_thread().build().unwrap();
+        let e1 = rt1.enter();
+        let e2 = rt2.enter();
+        drop(e1);
+        drop(e2);
+    });
+    let message = caught.expect_err("no panic").downcast::<&str>().map(|s| s.to_string()).unwrap_or_default();
+    assert!(message.contains("out of order"), "{message}");
+    // Whatever is current now is alive: using it is safe.
+    if let Ok(h) = volt::runtime::Handle::try_current() {
+        assert_eq!(h.block_on(async { 3 }), 3);
+    }
+    let rt3 = volt::runtime::Builder::new_current_thread().build().unwrap();
+    let _e3 = rt3.enter();
+    assert_eq!(rt3.block_on(volt::spawn(async { 5 })).unwrap(), 5);
+}

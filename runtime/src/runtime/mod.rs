@@ -265,7 +265,7 @@ impl Handle {
     /// nest: dropping one restores what was current before it). Drop guards in the reverse
     /// order of their creation.
     pub fn enter(&self) -> EnterGuard<'_> {
-        EnterGuard { _guard: crate::scheduler::handle::enter(&self.shared), _handle: std::marker::PhantomData }
+        EnterGuard::new(&self.shared)
     }
 
     /// Run `future` to completion on the calling thread, with this runtime as the context.
@@ -397,10 +397,72 @@ pub enum RuntimeFlavor {
 
 /// Keeps a runtime the thread's current one ([`Handle::enter`], [`Runtime::enter`]) until
 /// dropped, then restores the one before.
+///
+/// It keeps the runtime's memory alive too: a runtime dropped (shut down) while a guard
+/// lives stays the current one, shut down, as with Tokio. Guards must be dropped in the
+/// reverse order of their creation; dropping one out of order panics (unless the thread
+/// is panicking already) and leaves the context as it is.
 #[must_use = "the runtime is current only while the guard lives"]
 pub struct EnterGuard<'a> {
-    _guard: context::EnterGuard,
+    // The drop is `Entered`'s: a `Drop` on this type would keep the handle borrowed
+    // until the guard drops, and Tokio's guard lets its runtime be dropped or shut down
+    // (`shutdown_timeout(self, ..)`) while it lives.
+    _entered: Entered,
     _handle: std::marker::PhantomData<&'a Handle>,
+}
+
+/// What an [`EnterGuard`] restores when it drops.
+struct Entered {
+    /// The context to restore; dropped (which restores it) only in order.
+    guard: std::mem::ManuallyDrop<context::EnterGuard>,
+    /// How many guards this thread held, this one included, when it was made.
+    depth: usize,
+}
+
+std::thread_local! {
+    /// The runtimes this thread entered through `Handle::enter`, innermost last: each
+    /// guard's reference, which keeps alive the runtime that the thread's context points
+    /// to (the context holds plain pointers). A guard dropped out of order leaves its
+    /// reference here, so whatever the context points to after it stays alive until the
+    /// thread exits.
+    static ENTERED: std::cell::RefCell<Vec<Arc<Scheduler>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl EnterGuard<'_> {
+    fn new(shared: &Arc<Scheduler>) -> Self {
+        let depth = ENTERED.with(|e| {
+            let mut e = e.borrow_mut();
+            e.push(Arc::clone(shared));
+            e.len()
+        });
+        // After the reference is kept: the context points into what it keeps alive.
+        let guard = std::mem::ManuallyDrop::new(crate::scheduler::handle::enter(shared));
+        EnterGuard { _entered: Entered { guard, depth }, _handle: std::marker::PhantomData }
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        // A guard kept in another thread-local may drop after this one, as the thread
+        // exits: then there is nothing left to restore.
+        let Ok(in_order) = ENTERED.try_with(|e| e.borrow().len() == self.depth) else { return };
+        if !in_order {
+            // The context stays as it is, and every reference in `ENTERED` stays too, so
+            // it points to nothing freed.
+            if !std::thread::panicking() {
+                panic!(
+                    "volt: `EnterGuard`s dropped out of order: drop the guards of `Handle::enter` and \
+                     `Runtime::enter` in the reverse order of their creation"
+                );
+            }
+            return;
+        }
+        // SAFETY: dropped once, here; the field is not used again.
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.guard) };
+        // The context no longer points to it: its reference can go.
+        let shared = ENTERED.try_with(|e| e.borrow_mut().pop());
+        drop(shared);
+    }
 }
 
 impl std::fmt::Debug for EnterGuard<'_> {
