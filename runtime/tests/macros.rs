@@ -314,6 +314,24 @@ fn task_local_take_value() {
     });
 }
 
+/// A scope's future polled after `take_value` runs with the key unset, even where an
+/// outer scope of the same key has it set, as with Tokio.
+#[test]
+fn task_local_future_runs_unset_after_take_value() {
+    let rt = volt::runtime::Builder::new_current_thread().build().unwrap();
+    let got = rt.block_on(NUMBER.scope(1, async {
+        let f = NUMBER.scope(2, async {
+            volt::task::yield_now().await;
+            NUMBER.try_get().ok()
+        });
+        volt::pin!(f);
+        assert_eq!(f.as_mut().take_value(), Some(2));
+        let inner = f.await;
+        (inner, NUMBER.get())
+    }));
+    assert_eq!(got, (None, 1), "inside: unset; outside: the outer scope's value");
+}
+
 #[volt::test]
 async fn test_question_mark_converts_into_the_declared_error() -> Result<(), Box<dyn std::error::Error>> {
     // `?` converts `ParseIntError` into the boxed error of the signature.

@@ -900,3 +900,25 @@ fn every_primitive_is_listed_with_its_kind_and_creation_place_when_no_one_waits(
     drop(b);
     assert!(rt.handle().telemetry().resources(0).iter().all(|r| r.id != barrier_id));
 }
+
+/// `downgrade_map`'s closure runs while the access is still exclusive, as Tokio's
+/// documents: no reader gets in before it returns; after it, readers do.
+#[test]
+fn downgrade_map_keeps_the_lock_exclusive_while_its_closure_runs() {
+    let lock = std::sync::Arc::new(volt::sync::RwLock::new((1u32, 2u32)));
+    let w = lock.try_write().unwrap();
+    let r = volt::sync::RwLockWriteGuard::downgrade_map(w, |v| {
+        assert!(lock.try_read().is_err(), "a reader got in while the closure ran");
+        &v.1
+    });
+    assert_eq!(*r, 2);
+    assert!(lock.try_read().is_ok(), "a reader is kept out after the downgrade");
+    drop(r);
+    let w = lock.clone().try_write_owned().unwrap();
+    let r = volt::sync::OwnedRwLockWriteGuard::downgrade_map(w, |v| {
+        assert!(lock.try_read().is_err(), "a reader got in while the closure ran");
+        &v.0
+    });
+    assert_eq!(*r, 1);
+    assert!(lock.try_read().is_ok());
+}

@@ -741,3 +741,53 @@ fn a_local_task_aborted_from_another_thread_is_dropped_on_the_sets_thread() {
     assert_eq!(on_home.load(SeqCst), 1, "the future was dropped once, on the set's thread");
     assert!(rt.block_on(jh).unwrap_err().is_cancelled());
 }
+
+/// The task is the current one while its future or its output drops, whichever way it
+/// goes (aborted, finished with nobody to take the output, the output dropped with its
+/// handle): `task::try_id()` in a destructor names it, as with Tokio.
+#[test]
+#[cfg(feature = "sync")]
+fn a_task_is_current_while_its_future_or_output_drops() {
+    struct Tell(mpsc::Sender<Option<task::Id>>);
+    impl Drop for Tell {
+        fn drop(&mut self) {
+            let _ = self.0.send(task::try_id());
+        }
+    }
+    let rt = volt::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+
+    // The future, dropped by an abort.
+    let tell = Tell(tx.clone());
+    let h = rt.spawn(async move {
+        let _tell = tell;
+        std::future::pending::<()>().await
+    });
+    let id = h.id();
+    h.abort();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), Some(id));
+
+    // The output, dropped at completion because its handle went first.
+    let (go_tx, go_rx) = volt::sync::oneshot::channel::<()>();
+    let t = tx.clone();
+    let h = rt.spawn(async move {
+        let _ = go_rx.await;
+        Tell(t)
+    });
+    let id = h.id();
+    drop(h);
+    go_tx.send(()).unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), Some(id));
+
+    // The output, dropped with its handle after completion.
+    let t = tx.clone();
+    let h = rt.spawn(async move { Tell(t) });
+    let id = h.id();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !h.is_finished() {
+        assert!(Instant::now() < deadline, "the task never finished");
+        std::thread::yield_now();
+    }
+    drop(h);
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), Some(id));
+}

@@ -223,13 +223,12 @@ pub struct TaskLocalFuture<T: 'static, F> {
 }
 
 impl<T: 'static, F> TaskLocalFuture<T, F> {
-    /// Take the value out, dropping the future first (inside the scope, as a drop of the
-    /// whole would); `None` if it was taken already.
+    /// Take the value out; `None` if it was taken already. The future stays: polled
+    /// again, it runs with the key unset (as if outside any scope of it), as with Tokio.
     pub fn take_value(self: Pin<&mut Self>) -> Option<T> {
-        // SAFETY: `future` is dropped in place (never moved) by `drop_future`; `slot` and
-        // `key` are not structurally pinned, so moving the value out is fine.
+        // SAFETY: only `slot`, which is not structurally pinned, is touched: moving the
+        // value out is fine.
         let this = unsafe { self.get_unchecked_mut() };
-        this.drop_future();
         this.slot.take()
     }
 
@@ -243,11 +242,7 @@ impl<T: 'static, F> TaskLocalFuture<T, F> {
         // SAFETY: `future` is structurally pinned in `self`, which is pinned (or being
         // dropped); assigning `None` through the pin drops it in place without moving it.
         let clear = || unsafe { Pin::new_unchecked(future) }.set(None);
-        if self.slot.is_none() {
-            // The value was taken: drop without the scope.
-            clear();
-            return;
-        }
+        // With the value taken, the scope is entered empty: the key reads as unset.
         if key.enter(&mut self.slot, clear).is_err() {
             // The key cannot be entered (its `with` runs this drop, or the thread's locals
             // are gone): drop the future outside the scope rather than panic in a drop.
@@ -267,9 +262,8 @@ impl<T: 'static, F: Future> Future for TaskLocalFuture<T, F> {
         let this = unsafe { self.get_unchecked_mut() };
         let key = this.key;
         let future = &mut this.future;
-        if this.slot.is_none() && future.is_some() {
-            panic!("volt: a `task_local` scope's future was polled after `take_value`");
-        }
+        // After `take_value` the scope is entered empty: the future runs with the key
+        // unset.
         let poll = || match future.as_mut() {
             // SAFETY: structurally pinned, see above.
             Some(f) => unsafe { Pin::new_unchecked(f) }.poll(cx),

@@ -255,7 +255,7 @@ where
         Err(payload) => Err(JoinError::panic(cell.header.id, payload)),
     };
     // SAFETY: exclusive access (RUNNING).
-    match unsafe { drop_future_or_output(cell) } {
+    match unsafe { drop_future_or_output(cell, ptr) } {
         // The future panicked as it was dropped after its last poll: the task panicked,
         // and its joiner hears of it (an output it returned is dropped here, its own
         // drop's panic caught; a second panic, after one in the poll, is dropped).
@@ -271,8 +271,12 @@ where
 /// returned (the caller decides whether anyone can receive it).
 ///
 /// # Safety
-/// The caller must have exclusive access to the stage.
-unsafe fn drop_future_or_output<F: Future, S>(cell: &Cell<F, S>) -> Option<Box<dyn Any + Send>> {
+/// The caller must have exclusive access to the stage; `ptr` is the task's pointer as
+/// allocated (the current task meanwhile, which a leaf may read its statistics through).
+unsafe fn drop_future_or_output<F: Future, S>(cell: &Cell<F, S>, ptr: NonNull<Header>) -> Option<Box<dyn Any + Send>> {
+    // The task is the current one while its future or output drops, as while it is polled:
+    // `task::id()` in a destructor names it, as with Tokio.
+    let _current = super::id::CurrentTaskGuard::enter(ptr);
     catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: guaranteed by the caller.
         cell.stage.with_mut(|stage| unsafe { *stage = Stage::Consumed });
@@ -295,7 +299,7 @@ where
     let cell = unsafe { cell::<F, S>(ptr) };
     let id = cell.header.id;
     // SAFETY: exclusive access (RUNNING).
-    let (output, outcome) = match unsafe { drop_future_or_output(cell) } {
+    let (output, outcome) = match unsafe { drop_future_or_output(cell, ptr) } {
         None => (Err(JoinError::cancelled(id)), Outcome::Cancelled),
         Some(payload) => (Err(JoinError::panic(id, payload)), Outcome::Panicked),
     };
@@ -329,7 +333,7 @@ where
     if !prev.is_join_interested() {
         // Nobody will read it. The handle is gone, so the stage is ours again.
         // SAFETY: no `JoinHandle` exists; nothing else touches a COMPLETE stage.
-        let _ = unsafe { drop_future_or_output(cell) };
+        let _ = unsafe { drop_future_or_output(cell, ptr) };
     } else if prev.is_join_waker_set() {
         // The joiner's wake names this task as its source (the telemetry's wake source).
         let _current = super::id::CurrentTaskGuard::enter(ptr);
@@ -446,7 +450,7 @@ where
     if prev.is_complete() {
         // The completer saw our interest and left the output for us: drop it.
         // SAFETY: COMPLETE with join interest at completion: the stage is ours.
-        let _ = unsafe { drop_future_or_output(cell) };
+        let _ = unsafe { drop_future_or_output(cell, ptr) };
     }
     if cell.header.state.ref_dec() {
         // SAFETY: that was the last reference.

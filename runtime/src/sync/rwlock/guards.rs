@@ -140,8 +140,9 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     }
 
     /// [`RwLockWriteGuard::downgrade`], narrowing the read guard to a part of the data.
+    /// `f` runs while the access is still exclusive (no reader gets in before it returns).
     pub fn downgrade_map<U: ?Sized, F: FnOnce(&T) -> &U>(this: Self, f: F) -> RwLockReadGuard<'a, U> {
-        RwLockReadGuard::map(this.downgrade(), f)
+        found(RwLockWriteGuard::try_downgrade_map(this, |t| Some(f(t))))
     }
 
     /// [`RwLockWriteGuard::downgrade_map`] if `f` finds a part; else the write guard
@@ -255,8 +256,9 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
 
     /// [`OwnedRwLockWriteGuard::downgrade`], narrowing the read guard to a part of the
     /// data.
+    /// `f` runs while the access is still exclusive (no reader gets in before it returns).
     pub fn downgrade_map<U: ?Sized, F: FnOnce(&T) -> &U>(this: Self, f: F) -> OwnedRwLockReadGuard<T, U> {
-        OwnedRwLockReadGuard::map(this.downgrade(), f)
+        found(OwnedRwLockWriteGuard::try_downgrade_map(this, |t| Some(f(t))))
     }
 
     /// [`OwnedRwLockWriteGuard::downgrade_map`] if `f` finds a part; else the write
