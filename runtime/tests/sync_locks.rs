@@ -922,3 +922,71 @@ fn downgrade_map_keeps_the_lock_exclusive_while_its_closure_runs() {
     assert_eq!(*r, 1);
     assert!(lock.try_read().is_ok());
 }
+
+/// The `blocking_*` methods panic inside `block_on`, as Tokio's do ("Cannot block the
+/// current thread from within a runtime"), instead of parking the thread that drives the
+/// future: on a current-thread runtime, a contended `blocking_lock` there parked the only
+/// thread that could run the holder, for good.
+#[test]
+fn blocking_methods_panic_inside_block_on_instead_of_hanging() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let message = |r: Result<(), Box<dyn std::any::Any + Send>>| {
+        let e = r.expect_err("no panic");
+        e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string())).unwrap()
+    };
+    // Contended, on a current-thread runtime: the holder is a task of the same runtime.
+    let rt = volt::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let m = std::sync::Arc::new(volt::sync::Mutex::new(0));
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        rt.block_on(async {
+            let m2 = m.clone();
+            volt::spawn(async move {
+                let _g = m2.lock().await;
+                volt::time::sleep(std::time::Duration::from_millis(50)).await;
+            });
+            volt::task::yield_now().await;
+            volt::task::yield_now().await;
+            let _g = m.blocking_lock();
+        })
+    }));
+    assert!(message(r).contains("Cannot block the current thread"));
+    // A channel's and a lock's on a multi-thread runtime's `block_on`.
+    let rt = volt::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+    let (tx, mut rx) = volt::sync::mpsc::channel::<u32>(1);
+    tx.try_send(1).unwrap();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        rt.block_on(async {
+            let _ = rx.blocking_recv();
+        })
+    }));
+    assert!(message(r).contains("inside `block_on`"));
+    let lock = volt::sync::RwLock::new(0);
+    let r = catch_unwind(AssertUnwindSafe(|| rt.block_on(async { drop(lock.blocking_write()) })));
+    assert!(message(r).contains("Cannot block the current thread"));
+    // Nothing was lost: the message is still there for an async receive.
+    assert_eq!(rt.block_on(rx.recv()), Some(1));
+    // A `block_in_place` closure is outside the `block_on`: it may block.
+    tx.try_send(2).unwrap();
+    let got = rt.block_on(async { volt::task::block_in_place(|| rx.blocking_recv()) });
+    assert_eq!(got, Some(2));
+}
+
+/// A `block_on` inside another's future panics, as Tokio's does, on either flavor.
+#[test]
+fn block_on_inside_block_on_panics() {
+    for outer in [
+        volt::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap(),
+        volt::runtime::Builder::new_current_thread().build().unwrap(),
+    ] {
+        let inner = volt::runtime::Builder::new_current_thread().build().unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            outer.block_on(async { inner.block_on(async { 1 }) })
+        }));
+        let e = r.expect_err("no panic");
+        let text = e.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| e.downcast_ref::<String>().cloned());
+        assert!(text.unwrap_or_default().contains("Cannot start a runtime from within a runtime"));
+        // Both still work after.
+        assert_eq!(outer.block_on(async { 2 }), 2);
+        assert_eq!(inner.block_on(async { 3 }), 3);
+    }
+}

@@ -114,6 +114,40 @@ pub(crate) fn on_worker_thread() -> bool {
     !worker_ptr().is_null()
 }
 
+std::thread_local! {
+    /// How many `block_on` calls this thread is inside (0 in a `block_in_place` closure,
+    /// which leaves the runtime for its duration).
+    static BLOCK_ON: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread is inside a `block_on` (polling its future, or a task of a
+/// current-thread runtime it drives): blocking it there would stop what it drives.
+pub(crate) fn in_block_on() -> bool {
+    BLOCK_ON.try_with(|d| d.get() > 0).unwrap_or(false)
+}
+
+/// Marks this thread as inside a `block_on` until dropped (or, from
+/// [`InBlockOn::leave`], as outside any until dropped).
+pub(crate) struct InBlockOn(u32);
+
+impl InBlockOn {
+    pub(crate) fn enter() -> InBlockOn {
+        InBlockOn(BLOCK_ON.with(|d| d.replace(d.get() + 1)))
+    }
+
+    /// Out of every `block_on` until dropped: a `block_in_place` closure may block, and
+    /// may start a runtime of its own, as with Tokio.
+    pub(crate) fn leave() -> InBlockOn {
+        InBlockOn(BLOCK_ON.with(|d| d.replace(0)))
+    }
+}
+
+impl Drop for InBlockOn {
+    fn drop(&mut self) {
+        let _ = BLOCK_ON.try_with(|d| d.set(self.0));
+    }
+}
+
 struct ThreadWaker(std::thread::Thread);
 
 impl Wake for ThreadWaker {

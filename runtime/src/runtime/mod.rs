@@ -280,11 +280,19 @@ impl Handle {
     /// When called on a worker thread (inside a task): that would block the worker.
     #[track_caller]
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        // As Tokio's: a `block_on` inside another's future would block what the outer one
+        // drives (on a current-thread runtime, every task).
+        assert!(
+            !context::in_block_on(),
+            "Cannot start a runtime from within a runtime. This happens because a function (like `block_on`) \
+             attempted to block the current thread while the thread is being used to drive asynchronous tasks."
+        );
         assert!(
             !context::on_worker_thread(),
             "volt: `block_on` called on a runtime worker thread (inside a task), where it would block the worker; \
              `.await` the future or use `JoinHandle::join` instead"
         );
+        let _in_block_on = context::InBlockOn::enter();
         if self.shared.current_thread {
             return current::block_on(&self.shared, future);
         }

@@ -86,7 +86,7 @@ pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
         }
     }
     assert!(
-        crate::task::wait::current_task_id().is_none(),
+        crate::task::wait::current_task_id().is_none() && !crate::runtime::context::in_block_on(),
         "Cannot block the current thread from within a runtime. This happens because a function attempted \
          to block the current thread while the thread is being used to drive asynchronous tasks."
     );
@@ -110,10 +110,10 @@ pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
 #[track_caller]
 pub(crate) fn blocking_wait<F: std::future::Future>(what: &str, f: F) -> F::Output {
     use std::task::{Context, Poll};
-    if crate::runtime::context::on_worker_thread() {
+    if crate::runtime::context::on_worker_thread() || crate::runtime::context::in_block_on() {
         panic!(
-            "{what} was called on a runtime worker thread, where blocking would stop the worker's tasks; \
-             call it from a thread of your own or from `spawn_blocking`, or await the async method"
+            "{what} was called on a runtime worker thread or inside `block_on`, where blocking would stop the \
+             tasks it drives; call it from a thread of your own or from `spawn_blocking`, or await the async method"
         );
     }
     let waker = crate::runtime::context::thread_waker();

@@ -74,6 +74,8 @@ where
         // A blocking closure runs whole: nothing in it should see a cooperative budget
         // run out (see `coop`).
         let _budget = coop::Budget::unlimited();
+        // And it is outside any `block_on` (it may block, or start a runtime of its own).
+        let _out = crate::runtime::context::InBlockOn::leave();
         f()
     }
     #[cfg(loom)]
