@@ -522,3 +522,49 @@ fn datagram_poll_functions_fill_a_read_buf_as_tokio_does() {
         assert_eq!(buf.filled(), b"again");
     });
 }
+
+/// A task looping on an always-ready reader or writer (`empty`, `repeat`, `sink`) yields
+/// when its budget is spent, so a `timeout` around the loop fires: Tokio's own versions
+/// spend Tokio's budget, which never runs out on Volt, and such a task held its worker
+/// for good. Bounded: a task that never yields fails the test in 10 s rather than hang it.
+#[test]
+fn a_timeout_fires_around_a_loop_on_an_always_ready_reader_or_writer() {
+    use volt::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = volt::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.spawn(async move {
+        let ms = Duration::from_millis(1);
+        let mut b = [0u8; 16];
+        let empty = volt::time::timeout(ms, async {
+            let mut r = volt::io::empty();
+            loop {
+                let _ = r.read(&mut b).await;
+            }
+        });
+        let _ = tx.send(("empty", empty.await.is_err()));
+        let repeat = volt::time::timeout(ms, async {
+            let mut r = volt::io::repeat(7);
+            loop {
+                let _ = r.read(&mut b).await;
+            }
+        });
+        let _ = tx.send(("repeat", repeat.await.is_err()));
+        let sink = volt::time::timeout(ms, async {
+            let mut w = volt::io::sink();
+            loop {
+                let _ = w.write(b"x").await;
+            }
+        });
+        let _ = tx.send(("sink", sink.await.is_err()));
+    });
+    for want in ["empty", "repeat", "sink"] {
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok((name, elapsed)) => assert!(name == want && elapsed, "{name}: the timeout did not fire"),
+            Err(_) => {
+                // A worker is stuck in the loop: dropping the runtime would wait for it.
+                std::mem::forget(rt);
+                panic!("the loop on {want} never yielded");
+            }
+        }
+    }
+}

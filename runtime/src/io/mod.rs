@@ -24,7 +24,8 @@
 //! The traits (`AsyncRead`, `AsyncWrite`, their extension traits) and the utilities that
 //! need no runtime (`BufReader`, `copy`, `duplex`, `split`) are Tokio's own, re-exported
 //! (feature `io-util`): Volt's sockets, files and pipes implement them, so code written
-//! against `tokio::io` works unchanged. `stdin`, `stdout` and `stderr` (feature `io-std`)
+//! against `tokio::io` works unchanged. `empty`, `repeat` and `sink`, always ready, are
+//! Volt's: they make a task yield when its budget is spent, as Tokio's do on Tokio. `stdin`, `stdout` and `stderr` (feature `io-std`)
 //! are Volt's, on its blocking pool.
 
 #[cfg(feature = "tokio-io")]
@@ -32,10 +33,15 @@ pub use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 #[cfg(feature = "io-util")]
 pub use tokio::io::{
-    copy, copy_bidirectional, copy_buf, duplex, empty, join, repeat, simplex, sink, split, AsyncBufRead,
-    AsyncBufReadExt, AsyncReadExt, AsyncSeek, AsyncSeekExt, AsyncWriteExt, BufReader, BufStream, BufWriter,
-    DuplexStream, Empty, Join, Lines, ReadHalf, Repeat, SimplexStream, Sink, Split, Take, WriteHalf,
+    copy, copy_bidirectional, copy_buf, duplex, join, simplex, split, AsyncBufRead, AsyncBufReadExt, AsyncReadExt,
+    AsyncSeek, AsyncSeekExt, AsyncWriteExt, BufReader, BufStream, BufWriter, DuplexStream, Join, Lines, ReadHalf,
+    SimplexStream, Split, Take, WriteHalf,
 };
+
+#[cfg(feature = "io-util")]
+mod ready;
+#[cfg(feature = "io-util")]
+pub use ready::{empty, repeat, sink, Empty, Repeat, Sink};
 
 pub(crate) mod wait_label;
 
