@@ -221,6 +221,29 @@ fn notify_one_wakes_in_fifo_order_and_enable_queues_without_polling() {
     assert!(poll_once(e.as_mut()).is_pending(), "the forwarded notification was used once");
 }
 
+/// A waiter that `notify_last` served, dropped before it saw it, passes it on to the
+/// last waiter again, not to the first (as Tokio's `notified_multi_notify_last_drop`).
+#[test]
+fn a_dropped_waiter_passes_notify_last_on_to_the_last_waiter() {
+    let n = Notify::new();
+    let mut n1 = pin!(n.notified());
+    let mut n2 = pin!(n.notified());
+    let mut n3 = Box::pin(n.notified());
+    assert!(poll_once(n1.as_mut()).is_pending());
+    assert!(poll_once(n2.as_mut()).is_pending());
+    assert!(poll_once(n3.as_mut()).is_pending());
+    n.notify_last();
+    drop(n3);
+    assert!(poll_once(n1.as_mut()).is_pending(), "the first waiter took a notify_last");
+    assert!(poll_once(n2.as_mut()).is_ready(), "the last waiter left did not get it");
+    // And the same for notify_one: the first one.
+    let mut n4 = pin!(n.notified());
+    assert!(poll_once(n4.as_mut()).is_pending());
+    n.notify_one();
+    assert!(poll_once(n1.as_mut()).is_ready());
+    assert!(poll_once(n4.as_mut()).is_pending());
+}
+
 #[test]
 fn barrier_has_exactly_one_leader_per_generation() {
     let rt = runtime();

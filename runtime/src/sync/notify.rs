@@ -21,6 +21,9 @@ const NOTIFIED: usize = 2;
 // How a queued waiter was served.
 const BY_ONE: u8 = 1;
 const BY_ALL: u8 = 2;
+/// By `notify_last`: a waiter dropped before it saw it passes it to the last waiter
+/// again, as Tokio's does.
+const BY_LAST: u8 = 3;
 
 /// Wakes tasks waiting on it: [`Notify::notify_one`] wakes one waiter (in the order they
 /// started waiting) or, when none waits, stores one permit that the next
@@ -178,7 +181,7 @@ impl Notify {
         let k = if last { w.list.back() } else { w.list.front() };
         if let Some(k) = k {
             if let Some(node) = w.list.get_mut(k) {
-                node.served = BY_ONE;
+                node.served = if last { BY_LAST } else { BY_ONE };
                 if let Some(wk) = node.waker.take() {
                     wakers.push(wk);
                 }
@@ -288,10 +291,10 @@ impl Waiter {
         let mut wakers = WakeList::new();
         let mut w = lock(&n.waiters);
         if let Some(node) = w.list.take(key) {
-            if node.served == BY_ONE {
-                // A `notify_one` this future never saw: pass it on, as if it had come
-                // after the drop.
-                n.notify_locked(&mut w, false, &mut wakers);
+            if node.served == BY_ONE || node.served == BY_LAST {
+                // A `notify_one` (or `notify_last`) this future never saw: pass it on to
+                // the same end of the queue, as if it had come after the drop.
+                n.notify_locked(&mut w, node.served == BY_LAST, &mut wakers);
             } else if w.list.is_empty() && n.state.load(SeqCst) == WAITING {
                 n.state.store(EMPTY, SeqCst);
             }
