@@ -647,3 +647,46 @@ fn block_in_place_panics_on_a_current_thread_runtime() {
     assert_eq!(msg, Some("can call blocking only when running on the multi-threaded runtime"));
     assert_eq!(out.1.unwrap(), 2, "the runtime goes on");
 }
+
+/// Tasks run in the order they were spawned, and woken tasks in the order they were
+/// woken, as on Tokio's current-thread runtime (which has no LIFO slot): `#[volt::test]`
+/// runs on this flavor, and tests written for Tokio expect that order.
+#[test]
+#[cfg(feature = "sync")]
+fn tasks_run_in_the_order_they_were_spawned_or_woken() {
+    let rt = volt::runtime::Builder::new_current_thread().build().unwrap();
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let got = rt.block_on(async {
+        let spawned: Vec<_> = (0..5)
+            .map(|i| {
+                let order = order.clone();
+                volt::spawn(async move { order.lock().unwrap().push(i) })
+            })
+            .collect();
+        for h in spawned {
+            h.await.unwrap();
+        }
+        let first = std::mem::take(&mut *order.lock().unwrap());
+        // Five tasks waiting on a notify each, woken in reverse order of their spawn.
+        let notifies: Vec<_> = (0..5).map(|_| std::sync::Arc::new(volt::sync::Notify::new())).collect();
+        let waiting: Vec<_> = (0..5)
+            .map(|i| {
+                let (order, n) = (order.clone(), notifies[i].clone());
+                volt::spawn(async move {
+                    n.notified().await;
+                    order.lock().unwrap().push(i)
+                })
+            })
+            .collect();
+        volt::task::yield_now().await;
+        for n in notifies.iter().rev() {
+            n.notify_one();
+        }
+        for h in waiting {
+            h.await.unwrap();
+        }
+        (first, std::mem::take(&mut *order.lock().unwrap()))
+    });
+    assert_eq!(got.0, [0, 1, 2, 3, 4], "spawn order");
+    assert_eq!(got.1, [4, 3, 2, 1, 0], "wake order");
+}

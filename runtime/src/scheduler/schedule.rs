@@ -61,6 +61,11 @@ impl Handle {
                 return self.schedule_remote(task);
             }
             self.push_local_ring(w, task);
+        } else if self.current_thread {
+            // A current-thread runtime runs its tasks in the order they were spawned or
+            // woken, as Tokio's does (it has no LIFO slot): `#[volt::test]` runs on one,
+            // and tests written for Tokio's expect that order.
+            self.push_local_ring(w, task);
         } else {
             let Some(prev) = w.lifo.push(task.into_raw()) else {
                 // Only the slot changed: no worker is woken for it, unless nobody
