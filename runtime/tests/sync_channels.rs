@@ -1062,3 +1062,67 @@ fn always_ready_receives_yield_to_other_tasks() {
         }
     });
 }
+
+/// Waits that end at once (a closed watch channel's `changed` and `wait_for`, a watch
+/// sender's `closed` with no receiver) spend the budget of the poll, so a `yield_now`
+/// raced against a loop of them in a biased `select!` gets its turn: in a task, and in
+/// `block_on`, whose polls have a budget each, as Tokio's do. Each case runs on a thread
+/// of its own and is given 10 s: one that never yields fails the test instead of hanging.
+#[test]
+fn loops_of_waits_that_end_at_once_yield_in_tasks_and_in_block_on() {
+    fn case(name: &'static str, current_thread: bool, in_task: bool, which: u8) {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = if current_thread {
+                volt::runtime::Builder::new_current_thread().build().unwrap()
+            } else {
+                volt::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap()
+            };
+            let work = async move {
+                let (tx, mut rx) = volt::sync::watch::channel(0u8);
+                match which {
+                    0 => {
+                        drop(tx);
+                        volt::select! {
+                            biased;
+                            _ = async { loop { assert!(rx.changed().await.is_err()); } } => {}
+                            _ = volt::task::yield_now() => {}
+                        }
+                    }
+                    1 => {
+                        drop(tx);
+                        volt::select! {
+                            biased;
+                            _ = async { loop { assert!(rx.wait_for(|v| *v == 1).await.is_err()); } } => {}
+                            _ = volt::task::yield_now() => {}
+                        }
+                    }
+                    _ => {
+                        drop(rx);
+                        volt::select! {
+                            biased;
+                            _ = async { loop { tx.closed().await; } } => {}
+                            _ = volt::task::yield_now() => {}
+                        }
+                    }
+                }
+            };
+            if in_task {
+                rt.block_on(rt.spawn(work)).unwrap();
+            } else {
+                rt.block_on(work);
+            }
+            let _ = done_tx.send(());
+        });
+        if done_rx.recv_timeout(std::time::Duration::from_secs(10)).is_err() {
+            panic!("{name} (current thread: {current_thread}, in a task: {in_task}) never yielded");
+        }
+    }
+    for current_thread in [false, true] {
+        for in_task in [false, true] {
+            case("changed on a closed channel", current_thread, in_task, 0);
+            case("wait_for on a closed channel", current_thread, in_task, 1);
+            case("closed with no receiver", current_thread, in_task, 2);
+        }
+    }
+}

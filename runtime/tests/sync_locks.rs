@@ -1013,3 +1013,11 @@ fn block_on_inside_block_on_panics() {
         assert_eq!(inner.block_on(async { 3 }), 3);
     }
 }
+
+/// Tokio's message for a lock that would admit no reader, which tests written for it
+/// match.
+#[test]
+#[should_panic(expected = "a RwLock may not be created with 0 readers")]
+fn a_lock_with_no_reader_is_refused_with_tokios_message() {
+    let _ = volt::sync::RwLock::with_max_readers(0u8, 0);
+}

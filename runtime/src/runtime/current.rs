@@ -97,7 +97,8 @@ pub(crate) fn block_on<F: Future>(shared: &Arc<Handle>, future: F) -> F::Output 
         }
         // The worker is another thread's, or gone with the runtime: poll on our own.
         if main.woken.swap(false, AcqRel) {
-            let _budget = Budget::unlimited();
+            // A budget of its own for each poll, as a task's (see `drive`).
+            let _budget = Budget::enter();
             if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
                 return v;
             }
@@ -164,8 +165,14 @@ fn drive<F: Future>(
             // clock reading: make it a fresh one, or they would carry the time of the
             // last poll.
             shared.metrics.refresh_clock(&w.rec);
-            let _budget = Budget::unlimited();
-            if let Poll::Ready(v) = future.as_mut().poll(cx) {
+            // A budget of its own for each poll, as a task's and as Tokio's `block_on`:
+            // once it is spent, the future's wake waits in the worker's held-back list,
+            // which the next `run_tick` flushes first, so the future is polled again
+            // after the tasks that were ready.
+            let budget = Budget::enter();
+            let polled = future.as_mut().poll(cx);
+            drop(budget);
+            if let Poll::Ready(v) = polled {
                 return Some(v);
             }
             // What the future did is not part of the next task's poll.

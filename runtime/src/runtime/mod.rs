@@ -297,10 +297,6 @@ impl Handle {
             return current::block_on(&self.shared, future);
         }
         let _enter = crate::scheduler::handle::enter(&self.shared);
-        // Its own polls never yield to a scheduler: no cooperative budget (see
-        // `task::coop`), even when called from inside a task's poll on a thread that
-        // handed its worker away, or from a blocking closure.
-        let _budget = crate::task::coop::Budget::unlimited();
         // The park counts this thread as busy while it polls, for a paused clock's
         // auto-advance (`time::clock`).
         let park = crate::time::block_on::BlockOnPark::new(&self.shared.driver);
@@ -308,7 +304,15 @@ impl Handle {
         let mut cx = Context::from_waker(&waker);
         let mut future = pin!(future);
         loop {
-            if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            // Each poll has a cooperative budget of its own, as a task's does (and as
+            // Tokio's `block_on`): a loop on always-ready operations inside it is made to
+            // return `Pending` once it is spent, and its wake, off the workers, comes at
+            // once, so the next poll follows with a new budget (see `task::coop`).
+            let polled = {
+                let _budget = crate::task::coop::Budget::enter();
+                future.as_mut().poll(&mut cx)
+            };
+            if let Poll::Ready(v) = polled {
                 return v;
             }
             park.park();

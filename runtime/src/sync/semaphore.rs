@@ -250,6 +250,7 @@ impl<'a> SemaphorePermit<'a> {
     ///
     /// # Panics
     /// If the two come from different semaphores.
+    #[track_caller]
     pub fn merge(&mut self, mut other: Self) {
         assert!(std::ptr::eq(self.sem, other.sem), "merging permits from different semaphores");
         self.permits += other.permits;
@@ -283,6 +284,7 @@ impl OwnedSemaphorePermit {
     ///
     /// # Panics
     /// If the two come from different semaphores.
+    #[track_caller]
     pub fn merge(&mut self, mut other: Self) {
         assert!(Arc::ptr_eq(&self.sem, &other.sem), "merging permits from different semaphores");
         self.permits += other.permits;

@@ -230,12 +230,16 @@ impl<S: ClosedState> Future for Closed<'_, S> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // From the task's budget, as every wait that can end at once: a loop on a
+        // channel already closed still yields (Tokio's `sender_closed_is_cooperative`).
+        std::task::ready!(crate::task::coop::poll_proceed(cx));
         let this = &mut *self;
         let mut st = lock(this.state);
         if st.rx_gone() {
             let old = this.key.take().and_then(|k| st.closed_waiters().remove(k));
             drop(st);
             drop(old);
+            crate::task::coop::spend();
             return Poll::Ready(());
         }
         let old = st.closed_waiters().register(&mut this.key, cx.waker());

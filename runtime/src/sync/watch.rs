@@ -359,6 +359,15 @@ impl<T> Receiver<T> {
         // waits in the loop (on `version` and `key`).
         let Receiver { shared, version: seen, key } = self;
         let shared: &Shared<T> = shared;
+        // Each call spends from the task's budget, one that returns at once too (on a
+        // value that satisfies `f`, or a closed channel): a loop of such calls still
+        // yields, as with Tokio.
+        std::future::poll_fn(|cx| {
+            std::task::ready!(coop::poll_proceed(cx));
+            coop::spend();
+            Poll::Ready(())
+        })
+        .await;
         loop {
             // The read guard lives in this block only: the future stays `Send` across
             // the wait below.

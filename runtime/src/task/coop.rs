@@ -14,10 +14,13 @@
 //! budget. Only operations that complete count; one that answers `Pending` costs
 //! nothing.
 //!
-//! Outside a task's poll (`block_on`'s own future, a thread of the caller's) the budget
-//! is unlimited, and so it is for a `spawn_blocking` closure and for each poll
-//! `Runtime::block_on` makes: a closure that drives Volt futures with its own loop would
-//! otherwise spend the budget once and then be answered `Pending` for good. A
+//! Each poll `Runtime::block_on` makes of its future has a budget of its own too, as
+//! Tokio's does: once it is spent, the future is woken (at once off the workers; on a
+//! current-thread runtime's worker, at the start of its next tick) and polled again
+//! with a new one. Outside a poll (a thread of the caller's) the budget is unlimited,
+//! and so it is for a `spawn_blocking` closure: a closure that drives Volt futures with
+//! its own loop would otherwise spend the budget once and then be answered `Pending`
+//! for good. A
 //! `Timeout`'s own deadline is not charged, so a timeout still fires when the future
 //! inside spent the budget. (As with Tokio's budget, a foreign executor's `block_on`
 //! run inside a task's poll, such as `futures::executor::block_on`, shares that poll's
@@ -49,7 +52,7 @@ impl Budget {
     }
 
     /// No budget until dropped: for polls that no scheduler makes yield (a
-    /// `spawn_blocking` closure, `Runtime::block_on`).
+    /// `spawn_blocking` closure, a `block_in_place` one).
     pub(crate) fn unlimited() -> Budget {
         Budget(LEFT.with(|l| l.replace(UNLIMITED)))
     }

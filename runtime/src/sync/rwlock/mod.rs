@@ -73,7 +73,8 @@ impl<T> RwLock<T> {
     #[track_caller]
     pub fn with_max_readers(value: T, max_reads: u32) -> RwLock<T> {
         assert!(max_reads <= MAX_READS, "a lock cannot have more than MAX_READS ({MAX_READS}) readers");
-        assert!(max_reads > 0, "a lock must admit at least one reader");
+        // Tokio's message, which tests written for it match.
+        assert!(max_reads > 0, "a RwLock may not be created with 0 readers");
         RwLock {
             mr: max_reads,
             s: Sem::new(max_reads as usize, Some(std::panic::Location::caller())),
@@ -94,7 +95,8 @@ impl<T> RwLock<T> {
     /// If `max_reads` is 0 or above `u32::MAX >> 3`.
     #[cfg(not(loom))]
     pub const fn const_with_max_readers(value: T, max_reads: u32) -> RwLock<T> {
-        assert!(max_reads <= MAX_READS && max_reads > 0, "max_reads must be in 1..=MAX_READS");
+        assert!(max_reads > 0, "a RwLock may not be created with 0 readers");
+        assert!(max_reads <= MAX_READS, "a lock cannot have more than MAX_READS readers");
         RwLock { mr: max_reads, s: Sem::const_new(max_reads as usize), c: UnsafeCell::new(value) }
     }
 
