@@ -46,35 +46,43 @@ impl AsyncBufRead for Empty {
     }
 }
 
-impl AsyncWrite for Empty {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.0).poll_write(cx, buf)
-    }
+/// `AsyncWrite` for a wrapper of one of Tokio's always-ready writers: each call spends
+/// from the budget first, then goes to Tokio's.
+macro_rules! budgeted_write {
+    ($t:ty) => {
+        impl AsyncWrite for $t {
+            fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+                ready!(proceed(cx));
+                Pin::new(&mut self.0).poll_write(cx, buf)
+            }
 
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
-    }
+            fn poll_write_vectored(
+                mut self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                ready!(proceed(cx));
+                Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+            }
 
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
 
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.0).poll_flush(cx)
-    }
+            fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                ready!(proceed(cx));
+                Pin::new(&mut self.0).poll_flush(cx)
+            }
 
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.0).poll_shutdown(cx)
-    }
+            fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                ready!(proceed(cx));
+                Pin::new(&mut self.0).poll_shutdown(cx)
+            }
+        }
+    };
 }
+
+budgeted_write!(Empty);
 
 impl AsyncSeek for Empty {
     fn start_seek(mut self: Pin<&mut Self>, position: SeekFrom) -> io::Result<()> {
@@ -124,35 +132,7 @@ pub fn sink() -> Sink {
     Sink(tokio::io::sink())
 }
 
-impl AsyncWrite for Sink {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.0).poll_shutdown(cx)
-    }
-}
+budgeted_write!(Sink);
 
 impl fmt::Debug for Sink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
