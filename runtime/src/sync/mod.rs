@@ -85,8 +85,13 @@ pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
             self.0.unpark();
         }
     }
+    // Inside `block_on` too, as with Tokio (the loom models build no runtime).
+    #[cfg(not(loom))]
+    let in_block_on = crate::runtime::context::in_block_on();
+    #[cfg(loom)]
+    let in_block_on = false;
     assert!(
-        crate::task::wait::current_task_id().is_none() && !crate::runtime::context::in_block_on(),
+        crate::task::wait::current_task_id().is_none() && !in_block_on,
         "Cannot block the current thread from within a runtime. This happens because a function attempted \
          to block the current thread while the thread is being used to drive asynchronous tasks."
     );
