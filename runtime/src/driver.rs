@@ -27,8 +27,8 @@ struct Inner {
 }
 
 impl Handle {
-    pub(crate) fn new(metrics: Arc<Metrics>) -> std::io::Result<Handle> {
-        Ok(Handle { inner: Arc::new(Inner { driver: Driver::new()?, metrics }) })
+    pub(crate) fn new(metrics: Arc<Metrics>, io: crate::reactor::IoDriver) -> std::io::Result<Handle> {
+        Ok(Handle { inner: Arc::new(Inner { driver: Driver::new(io)?, metrics }) })
     }
 
     /// The runtime's metrics, where the leaves count their events.

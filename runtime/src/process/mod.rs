@@ -304,7 +304,7 @@ impl ExitWatch {
         match pidfd_open(pid) {
             Some(fd) => {
                 let raw = fd.as_raw_fd();
-                let reg = Registration::new(&mut mio::unix::SourceFd(&raw), mio::Interest::READABLE)?;
+                let reg = Registration::new_fd(raw, mio::Interest::READABLE)?;
                 Ok(ExitWatch::Pidfd { fd, reg })
             }
             None => Ok(ExitWatch::Pool(None)),

@@ -21,7 +21,7 @@ impl Pipe {
     fn new(fd: OwnedFd, interest: mio::Interest) -> io::Result<Pipe> {
         set_nonblocking(fd.as_raw_fd(), true)?;
         let raw = fd.as_raw_fd();
-        let reg = Registration::new(&mut SourceFd(&raw), interest)?;
+        let reg = Registration::new_fd(raw, interest)?;
         Ok(Pipe { fd: Some(fd), reg })
     }
 

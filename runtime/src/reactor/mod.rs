@@ -42,10 +42,13 @@
 //! At shutdown every source is marked `SHUTDOWN` and woken: later operations on it fail
 //! with an error instead of waiting forever.
 
+mod uring;
+
 use crate::driver::Handle;
 use crate::task::wait;
 use crate::time::driver::TimeDriver;
 use std::io;
+use std::os::unix::io::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -135,6 +138,9 @@ impl ScheduledIo {
 #[derive(Default)]
 struct Sources {
     slots: Vec<Option<Arc<ScheduledIo>>>,
+    /// Each slot's descriptor and poll mask, for the io_uring backend to arm its poll
+    /// again (see `uring`).
+    arms: Vec<(RawFd, u32)>,
     /// Each slot's generation (wrapping within the token's high bits).
     gens: Vec<usize>,
     free: Vec<usize>,
@@ -143,13 +149,21 @@ struct Sources {
 /// Token bits that hold the slot (the rest hold its generation).
 const INDEX_BITS: u32 = if usize::BITS >= 64 { 32 } else { 24 };
 const INDEX_MASK: usize = (1 << INDEX_BITS) - 1;
+/// A slot's generation wraps within what is left of a token that io_uring's user data
+/// holds beside its own tag bits (`uring::TOKEN_BITS`).
+const GEN_MASK: usize = if usize::BITS > uring::TOKEN_BITS {
+    usize::MAX >> (INDEX_BITS + usize::BITS - uring::TOKEN_BITS)
+} else {
+    usize::MAX >> INDEX_BITS
+};
 
 impl Sources {
     /// Put `io` in a free slot; its token.
-    fn insert(&mut self, io: Arc<ScheduledIo>) -> io::Result<usize> {
+    fn insert(&mut self, io: Arc<ScheduledIo>, arm: (RawFd, u32)) -> io::Result<usize> {
         let idx = match self.free.pop() {
             Some(i) => {
                 self.slots[i] = Some(io);
+                self.arms[i] = arm;
                 i
             }
             None => {
@@ -157,6 +171,7 @@ impl Sources {
                     return Err(io::Error::other("too many I/O sources registered with this runtime"));
                 }
                 self.slots.push(Some(io));
+                self.arms.push(arm);
                 self.gens.push(0);
                 self.slots.len() - 1
             }
@@ -180,25 +195,36 @@ impl Sources {
         }
         let idx = (token & INDEX_MASK) - 1;
         self.slots[idx] = None;
-        self.gens[idx] = self.gens[idx].wrapping_add(1) & (usize::MAX >> INDEX_BITS);
+        self.gens[idx] = self.gens[idx].wrapping_add(1) & GEN_MASK;
         self.free.push(idx);
         true
     }
 }
 
+/// Which system interface the reactor waits on (see `Builder::io_driver`).
+enum Backend {
+    Epoll { registry: mio::Registry, waker: mio::Waker },
+    Uring(Box<uring::Uring>),
+}
+
 /// The I/O half shared with registrations (no driver lock needed).
 pub(crate) struct IoShared {
-    registry: mio::Registry,
-    waker: mio::Waker,
+    backend: Backend,
     sources: Mutex<Sources>,
     registered: AtomicUsize,
     shutdown: AtomicBool,
 }
 
+/// What the holder polls: the epoll set and its events, or the io_uring completions
+/// reaped for sources.
+enum Poller {
+    Epoll { poll: mio::Poll, events: mio::Events },
+    Uring { completions: Vec<uring::PollCompletion> },
+}
+
 /// What only the driver holder touches.
 pub(crate) struct DriverCore {
-    poll: mio::Poll,
-    events: mio::Events,
+    poller: Poller,
     wake: Vec<Waker>,
 }
 
@@ -206,7 +232,50 @@ impl DriverCore {
     /// Whether the last poll collected an I/O event (the reactor's own waker aside).
     #[cfg(feature = "test-util")]
     pub(crate) fn has_io_events(&self) -> bool {
-        self.events.iter().any(|ev| ev.token() != WAKER_TOKEN)
+        match &self.poller {
+            Poller::Epoll { events, .. } => events.iter().any(|ev| ev.token() != WAKER_TOKEN),
+            Poller::Uring { completions } => !completions.is_empty(),
+        }
+    }
+}
+
+/// The I/O driver a runtime uses, chosen with [`Builder::io_driver`].
+///
+/// [`Builder::io_driver`]: crate::runtime::Builder::io_driver
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IoDriver {
+    /// The default: the `VOLT_IO_DRIVER` environment variable's choice (`epoll` or
+    /// `io_uring`) if it is set, else epoll, the faster of the two on every workload
+    /// measured so far (see the README's "I/O drivers").
+    #[default]
+    Auto,
+    /// epoll, through mio.
+    Epoll,
+    /// io_uring's multishot polls. The runtime fails to build if the kernel does not
+    /// offer what it needs (Linux 5.17 or later, with io_uring not disabled).
+    IoUring,
+}
+
+impl IoDriver {
+    /// The driver `Auto` stands for here, or an error naming a bad `VOLT_IO_DRIVER`.
+    fn resolve(self) -> io::Result<IoDriver> {
+        self.resolve_with(std::env::var("VOLT_IO_DRIVER").ok().as_deref())
+    }
+
+    /// [`resolve`](Self::resolve) with `env` as the variable's value.
+    fn resolve_with(self, env: Option<&str>) -> io::Result<IoDriver> {
+        if self != IoDriver::Auto {
+            return Ok(self);
+        }
+        match env.map(str::trim) {
+            None | Some("" | "auto" | "epoll") => Ok(IoDriver::Epoll),
+            Some("io_uring" | "io-uring" | "uring") => Ok(IoDriver::IoUring),
+            Some(other) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("VOLT_IO_DRIVER={other:?}: expected \"epoll\" or \"io_uring\""),
+            )),
+        }
     }
 }
 
@@ -225,19 +294,26 @@ pub(crate) struct Dispatched {
 }
 
 impl Driver {
-    pub(crate) fn new() -> io::Result<Driver> {
-        let poll = mio::Poll::new()?;
-        let registry = poll.registry().try_clone()?;
-        let waker = mio::Waker::new(poll.registry(), WAKER_TOKEN)?;
+    pub(crate) fn new(choice: IoDriver) -> io::Result<Driver> {
+        let (backend, poller) = match choice.resolve()? {
+            IoDriver::IoUring => {
+                let ring = uring::Uring::new().map_err(|e| {
+                    io::Error::new(e.kind(), format!("the io_uring I/O driver is not available here: {e}"))
+                })?;
+                (Backend::Uring(Box::new(ring)), Poller::Uring { completions: Vec::new() })
+            }
+            _ => {
+                let poll = mio::Poll::new()?;
+                let registry = poll.registry().try_clone()?;
+                let waker = mio::Waker::new(poll.registry(), WAKER_TOKEN)?;
+                let events = mio::Events::with_capacity(EVENTS_CAPACITY);
+                (Backend::Epoll { registry, waker }, Poller::Epoll { poll, events })
+            }
+        };
         Ok(Driver {
-            core: Mutex::new(DriverCore {
-                poll,
-                events: mio::Events::with_capacity(EVENTS_CAPACITY),
-                wake: Vec::new(),
-            }),
+            core: Mutex::new(DriverCore { poller, wake: Vec::new() }),
             io: IoShared {
-                registry,
-                waker,
+                backend,
                 sources: Mutex::new(Sources::default()),
                 registered: AtomicUsize::new(0),
                 shutdown: AtomicBool::new(false),
@@ -260,24 +336,50 @@ impl Driver {
         self.io.registered.load(Relaxed) > 0
     }
 
-    /// Interrupt the worker blocked in the reactor (or make its next poll return).
-    pub(crate) fn wake_reactor(&self) {
-        let _ = self.io.waker.wake();
+    /// The I/O driver in use (never `Auto`).
+    pub(crate) fn io_driver(&self) -> IoDriver {
+        match self.io.backend {
+            Backend::Epoll { .. } => IoDriver::Epoll,
+            Backend::Uring(_) => IoDriver::IoUring,
+        }
     }
 
-    /// Poll mio for events (blocking up to `timeout`; `Some(ZERO)` never blocks). The
-    /// events stay in `core` until `dispatch`.
-    pub(crate) fn poll_io(&self, core: &mut DriverCore, timeout: Option<Duration>) {
-        let DriverCore { poll, events, .. } = core;
-        if self.io.registered.load(Relaxed) == 0 && timeout == Some(Duration::ZERO) {
-            events.clear();
-            return;
-        }
-        if let Err(e) = poll.poll(events, timeout) {
-            // EINTR just ends this poll early; anything else leaves no events to handle.
-            if e.kind() != io::ErrorKind::Interrupted {
-                events.clear();
+    /// Interrupt the worker blocked in the reactor (or make its next poll return).
+    pub(crate) fn wake_reactor(&self) {
+        match &self.io.backend {
+            Backend::Epoll { waker, .. } => {
+                let _ = waker.wake();
             }
+            Backend::Uring(ring) => ring.wake(),
+        }
+    }
+
+    /// Poll for events (blocking up to `timeout`; `Some(ZERO)` never blocks). The events
+    /// stay in `core` until `dispatch`.
+    pub(crate) fn poll_io(&self, core: &mut DriverCore, timeout: Option<Duration>) {
+        let idle = self.io.registered.load(Relaxed) == 0 && timeout == Some(Duration::ZERO);
+        match (&mut core.poller, &self.io.backend) {
+            (Poller::Epoll { poll, events }, _) => {
+                if idle {
+                    events.clear();
+                    return;
+                }
+                if let Err(e) = poll.poll(events, timeout) {
+                    // EINTR just ends this poll early; anything else leaves no events to
+                    // handle.
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        events.clear();
+                    }
+                }
+            }
+            (Poller::Uring { completions }, Backend::Uring(ring)) => {
+                if !idle {
+                    // SAFETY: `core` is the driver's core, borrowed from its lock's guard,
+                    // so this thread is the completion queue's only reader.
+                    unsafe { ring.poll(completions, timeout) };
+                }
+            }
+            (Poller::Uring { .. }, Backend::Epoll { .. }) => unreachable!("the poller and backend are made together"),
         }
     }
 
@@ -285,41 +387,15 @@ impl Driver {
     /// caller's thread, a worker, so they land in its own queues). `count` records the
     /// figures *before* the wakes, so whoever a wake reaches also sees them counted.
     pub(crate) fn dispatch(&self, core: &mut DriverCore, now: Instant, count: impl FnOnce(Dispatched)) {
-        let DriverCore { events, wake, .. } = core;
+        let DriverCore { poller, wake } = core;
         let mut out = Dispatched::default();
         // A pass for timers only has no events: skip the sources lock. Readiness is stored
         // while the lock is held, which keeps each source alive without an `Arc` clone per
         // event (nothing takes the sources lock while holding a waker slot's lock).
-        if !events.is_empty() {
-            let sources = lock(&self.io.sources);
-            for ev in events.iter() {
-                if ev.token() == WAKER_TOKEN {
-                    continue;
-                }
-                // An event for a source dropped since the poll finds nothing (or, for a
-                // slot used again, a newer generation): see `Sources`.
-                let Some(io) = sources.get(ev.token().0) else { continue };
-                let mut bits = 0;
-                if ev.is_readable() {
-                    bits |= READABLE;
-                }
-                if ev.is_writable() {
-                    bits |= WRITABLE;
-                }
-                if ev.is_read_closed() {
-                    bits |= READ_CLOSED;
-                }
-                if ev.is_write_closed() {
-                    bits |= WRITE_CLOSED;
-                }
-                if ev.is_error() {
-                    bits |= ERROR;
-                }
-                io.set_readiness(bits, wake);
-                out.io_events += 1;
-            }
+        match poller {
+            Poller::Epoll { events, .. } => self.dispatch_epoll(events, wake, &mut out),
+            Poller::Uring { completions } => self.dispatch_uring(completions, wake, &mut out),
         }
-        events.clear();
         let io_wakes = wake.len();
         if self.time.is_due(now) {
             out.timers_fired = self.time.process(now, wake) as u64;
@@ -336,6 +412,84 @@ impl Driver {
             for w in wake.drain(..) {
                 w.wake();
             }
+        }
+    }
+
+    /// Store the readiness of epoll's events (see `dispatch`).
+    fn dispatch_epoll(&self, events: &mut mio::Events, wake: &mut Vec<Waker>, out: &mut Dispatched) {
+        if events.is_empty() {
+            return;
+        }
+        let sources = lock(&self.io.sources);
+        for ev in events.iter() {
+            if ev.token() == WAKER_TOKEN {
+                continue;
+            }
+            // An event for a source dropped since the poll finds nothing (or, for a
+            // slot used again, a newer generation): see `Sources`.
+            let Some(io) = sources.get(ev.token().0) else { continue };
+            let mut bits = 0;
+            if ev.is_readable() {
+                bits |= READABLE;
+            }
+            if ev.is_writable() {
+                bits |= WRITABLE;
+            }
+            if ev.is_read_closed() {
+                bits |= READ_CLOSED;
+            }
+            if ev.is_write_closed() {
+                bits |= WRITE_CLOSED;
+            }
+            if ev.is_error() {
+                bits |= ERROR;
+            }
+            io.set_readiness(bits, wake);
+            out.io_events += 1;
+        }
+        drop(sources);
+        events.clear();
+    }
+
+    /// Store the readiness of io_uring's poll completions, and arm again each poll that
+    /// ended for a source still registered (see `uring`).
+    fn dispatch_uring(
+        &self,
+        completions: &mut Vec<uring::PollCompletion>,
+        wake: &mut Vec<Waker>,
+        out: &mut Dispatched,
+    ) {
+        if completions.is_empty() {
+            return;
+        }
+        let Backend::Uring(ring) = &self.io.backend else { unreachable!("the poller and backend are made together") };
+        let sources = lock(&self.io.sources);
+        let mut rearmed = false;
+        for c in completions.drain(..) {
+            // A completion for a source dropped since finds nothing (see `Sources`).
+            let Some(io) = sources.get(c.token) else { continue };
+            if c.res >= 0 {
+                io.set_readiness(uring::readiness(c.res as u32), wake);
+                out.io_events += 1;
+            }
+            if c.more {
+                continue;
+            }
+            if c.res >= 0 || c.res == -libc::ECANCELED {
+                // Ended by the kernel (a full completion queue) or with the thread that
+                // armed it: arm it again, under the sources lock (see `uring`).
+                let (fd, mask) = sources.arms[(c.token & INDEX_MASK) - 1];
+                ring.queue_rearm(fd, c.token, mask);
+                rearmed = true;
+            } else {
+                // The poll cannot be armed (a descriptor closed under its registration,
+                // say): let the waiters run their operation and meet the error.
+                io.set_readiness(ERROR | READ_CLOSED | WRITE_CLOSED, wake);
+            }
+        }
+        drop(sources);
+        if rearmed {
+            let _ = ring.submit();
         }
     }
 
@@ -381,8 +535,18 @@ pub(crate) struct WaitAs {
 impl Registration {
     /// Register `source` with the current runtime's reactor. Its first operation waits
     /// for the reactor's first event.
-    pub(crate) fn new(source: &mut impl mio::event::Source, interest: mio::Interest) -> io::Result<Registration> {
-        Registration::with_readiness(source, interest, 0)
+    pub(crate) fn new(
+        source: &mut (impl mio::event::Source + AsRawFd),
+        interest: mio::Interest,
+    ) -> io::Result<Registration> {
+        let fd = source.as_raw_fd();
+        Registration::with_readiness(source, fd, interest, 0)
+    }
+
+    /// [`new`](Self::new) for a bare descriptor (a child's pipe).
+    #[cfg(feature = "process")]
+    pub(crate) fn new_fd(fd: RawFd, interest: mio::Interest) -> io::Result<Registration> {
+        Registration::with_readiness(&mut mio::unix::SourceFd(&fd), fd, interest, 0)
     }
 
     /// Register an established stream (accepted, or adopted connected): its first read
@@ -396,12 +560,14 @@ impl Registration {
     /// A guess that proves wrong costs one `WouldBlock`, which clears the guessed bits
     /// (only if no event has arrived meanwhile: the generation check of
     /// [`clear_readiness`](Self::clear_readiness)).
-    pub(crate) fn established(source: &mut impl mio::event::Source) -> io::Result<Registration> {
-        Registration::with_readiness(source, mio::Interest::READABLE | mio::Interest::WRITABLE, READABLE | WRITABLE)
+    pub(crate) fn established(source: &mut (impl mio::event::Source + AsRawFd)) -> io::Result<Registration> {
+        let fd = source.as_raw_fd();
+        Registration::with_readiness(source, fd, mio::Interest::READABLE | mio::Interest::WRITABLE, READABLE | WRITABLE)
     }
 
     fn with_readiness(
         source: &mut impl mio::event::Source,
+        fd: RawFd,
         interest: mio::Interest,
         ready: u64,
     ) -> io::Result<Registration> {
@@ -416,9 +582,13 @@ impl Registration {
             if driver.io.shutdown.load(Relaxed) {
                 return Err(shutdown_error());
             }
-            sources.insert(Arc::clone(&io))?
+            sources.insert(Arc::clone(&io), (fd, uring::poll_mask(interest)))?
         };
-        if let Err(e) = driver.io.registry.register(source, mio::Token(token), interest) {
+        let r = match &driver.io.backend {
+            Backend::Epoll { registry, .. } => registry.register(source, mio::Token(token), interest),
+            Backend::Uring(ring) => ring.arm(fd, token, uring::poll_mask(interest)),
+        };
+        if let Err(e) = r {
             lock(&driver.io.sources).remove(token, &io);
             return Err(e);
         }
@@ -563,16 +733,35 @@ impl Registration {
 
     /// Remove `source` from the reactor (call before dropping the registration).
     pub(crate) fn deregister(&self, source: &mut impl mio::event::Source) {
-        let _ = self.driver.io.registry.deregister(source);
+        match &self.driver.io.backend {
+            Backend::Epoll { registry, .. } => {
+                let _ = registry.deregister(source);
+            }
+            Backend::Uring(_) => self.remove(),
+        }
+    }
+
+    /// Free this source's slot, and with io_uring remove its poll, which holds the file
+    /// open (see `uring`). Idempotent.
+    fn remove(&self) {
+        let io = &self.driver.io;
+        let mut sources = lock(&io.sources);
+        if !sources.remove(self.token, &self.io) {
+            return;
+        }
+        io.registered.fetch_sub(1, Relaxed);
+        if let Backend::Uring(ring) = &io.backend {
+            // Queued under the sources lock, so no re-arm follows it (see `uring`).
+            ring.queue_remove(self.token);
+            drop(sources);
+            let _ = ring.submit();
+        }
     }
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let io = &self.driver.io;
-        if lock(&io.sources).remove(self.token, &self.io) {
-            io.registered.fetch_sub(1, Relaxed);
-        }
+        self.remove();
     }
 }
 
@@ -580,17 +769,32 @@ impl Drop for Registration {
 mod tests {
     use super::*;
 
+    /// `Auto` follows `VOLT_IO_DRIVER`; an explicit choice ignores it; a bad value is an
+    /// error that names it.
+    #[test]
+    fn the_io_driver_choice_resolves() {
+        use IoDriver::*;
+        assert_eq!(Auto.resolve_with(None).unwrap(), Epoll);
+        assert_eq!(Auto.resolve_with(Some("io_uring")).unwrap(), IoUring);
+        assert_eq!(Auto.resolve_with(Some(" epoll ")).unwrap(), Epoll);
+        assert_eq!(Epoll.resolve_with(Some("io_uring")).unwrap(), Epoll);
+        assert_eq!(IoUring.resolve_with(Some("epoll")).unwrap(), IoUring);
+        let e = Auto.resolve_with(Some("kqueue")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("kqueue"), "{e}");
+    }
+
     /// A slot used again answers only to its new token: an event still carrying the old
     /// one (polled before the old source was dropped) finds nothing.
     #[test]
     fn a_freed_slots_old_token_finds_nothing() {
         let mut s = Sources::default();
         let (a, b) = (Arc::new(ScheduledIo::new(0)), Arc::new(ScheduledIo::new(0)));
-        let old = s.insert(Arc::clone(&a)).unwrap();
+        let old = s.insert(Arc::clone(&a), (-1, 0)).unwrap();
         assert!(s.get(old).is_some_and(|x| Arc::ptr_eq(x, &a)));
         assert!(s.remove(old, &a));
         assert!(!s.remove(old, &a), "freed twice");
-        let new = s.insert(Arc::clone(&b)).unwrap();
+        let new = s.insert(Arc::clone(&b), (-1, 0)).unwrap();
         assert_eq!(new & INDEX_MASK, old & INDEX_MASK, "the freed slot is used again");
         assert_ne!(new, old);
         assert!(s.get(old).is_none(), "the old token reached the slot's new source");

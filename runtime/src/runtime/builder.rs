@@ -1,6 +1,6 @@
 //! [`Builder`]: a runtime's configuration, and `build`, which starts it.
 
-use super::{Handle, Runtime, RuntimeFlavor};
+use super::{Handle, IoDriver, Runtime, RuntimeFlavor};
 use crate::scheduler::handle::Handle as Scheduler;
 use crate::scheduler::idle::MAX_WORKERS;
 use std::io;
@@ -23,6 +23,7 @@ pub struct Builder {
     thread_keep_alive: Duration,
     event_ring: Option<usize>,
     task_statistics: TaskStatistics,
+    io_driver: IoDriver,
     poll_time_histogram: bool,
     stall_threshold: Option<Duration>,
     stall_stacks: bool,
@@ -58,6 +59,7 @@ impl Builder {
             thread_keep_alive: Duration::from_secs(10),
             event_ring: None,
             task_statistics: TaskStatistics::Always,
+            io_driver: IoDriver::Auto,
             poll_time_histogram: true,
             stall_threshold: Some(DEFAULT_STALL_THRESHOLD),
             stall_stacks: true,
@@ -240,6 +242,18 @@ impl Builder {
         self
     }
 
+    /// Which I/O driver the runtime's reactor uses: [`IoDriver::Auto`] (the default;
+    /// epoll unless the `VOLT_IO_DRIVER` environment variable says `io_uring`),
+    /// [`IoDriver::Epoll`] or [`IoDriver::IoUring`]. Both give the same readiness to the
+    /// same socket types, so everything above them runs unchanged on either.
+    /// `Handle::io_driver` says which one a runtime got. `build` fails with a clear error
+    /// if `IoUring` is asked for (or named by `VOLT_IO_DRIVER`) where the kernel does not
+    /// offer it.
+    pub fn io_driver(&mut self, driver: IoDriver) -> &mut Builder {
+        self.io_driver = driver;
+        self
+    }
+
     /// Whether every worker times its polls for its poll-time histogram
     /// (`WorkerSnapshot::poll_time_histogram`; on by default). Timing costs one read of
     /// the CPU's time-stamp counter per poll, shared with the event ring when that is on:
@@ -402,6 +416,7 @@ impl Builder {
             self.poll_time_histogram,
             (self.stall_threshold, self.stall_stacks),
             current_thread,
+            self.io_driver,
         )?;
         // Paused before any task runs, so the first `Instant::now()` is already virtual.
         if self.start_paused {

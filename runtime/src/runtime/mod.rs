@@ -67,6 +67,7 @@ pub(crate) mod context;
 pub(crate) mod current;
 mod metrics;
 
+pub use crate::reactor::IoDriver;
 pub use builder::{Builder, TaskStatistics, DEFAULT_STALL_THRESHOLD, MAX_EVENT_RING};
 pub use metrics::RuntimeMetrics;
 
@@ -259,6 +260,12 @@ impl Handle {
         crate::scheduler::handle::current_handle()
             .map(|shared| Handle { shared })
             .ok_or(TryCurrentError { _private: () })
+    }
+
+    /// The I/O driver this runtime's reactor uses ([`IoDriver::Epoll`] or
+    /// [`IoDriver::IoUring`]; see [`Builder::io_driver`]).
+    pub fn io_driver(&self) -> IoDriver {
+        self.shared.driver.io_driver()
     }
 
     /// Make this runtime the calling thread's current one until the guard drops (guards

@@ -96,6 +96,7 @@ impl Handle {
         poll_time_histogram: bool,
         stall: (Option<Duration>, bool),
         current_thread: bool,
+        io_driver: crate::reactor::IoDriver,
     ) -> std::io::Result<Arc<Handle>> {
         let stats = crate::scheduler::stats::Stats::new();
         let metrics = Arc::new(Metrics::new(MetricsConfig {
@@ -108,7 +109,7 @@ impl Handle {
             interval: stats.interval(),
             ewma_task_ns: stats.ewma_task_ns(),
         }));
-        let driver = crate::driver::Handle::new(Arc::clone(&metrics))?;
+        let driver = crate::driver::Handle::new(Arc::clone(&metrics), io_driver)?;
         let stack_size = blocking.stack_size;
         Ok(Arc::new_cyclic(|weak| Handle {
             driver,
