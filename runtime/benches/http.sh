@@ -13,6 +13,7 @@
 #   watched  Volt with the event ring on (`--event-ring 4096`) and the console server
 #            streaming to a `volt-console` that stays connected (in a detached tmux)
 # and, when VARIANTS names them:
+#   volt-uring Volt on its io_uring I/O driver (`VOLT_IO_DRIVER=io_uring`)
 #   volt-nht Volt without `volt::hyper::serve`'s header-read timeout (`axum::serve` on
 #            Tokio has none), so both servers do the same work per request
 #   volt-nsm Volt without the stall monitor (`stall_threshold(None)`)
@@ -109,10 +110,11 @@ PY
 # run VARIANT CONNS: one measured run; appends "rps p50_ms p99_ms cpu_us_per_req others%"
 # to $out/VARIANT.CONNS, or returns 1 if the machine was too busy with other work.
 run() {
-  local variant=$1 conns=$2 port args=() console_port= console_pid=
+  local variant=$1 conns=$2 port args=() envs=(VOLT_IO_DRIVER=epoll) console_port= console_pid=
   port=$(free_port)
   case $variant in
     volt) args=(--runtime volt) ;;
+    volt-uring) args=(--runtime volt); envs=(VOLT_IO_DRIVER=io_uring) ;;
     volt-nht) args=(--runtime volt --no-header-timeout) ;;
     volt-nsm) args=(--runtime volt --no-stall-monitor) ;;
     volt-sm200) args=(--runtime volt --stall-threshold-ms 200) ;;
@@ -126,7 +128,7 @@ run() {
   esac
   local bin=$BIN
   case $variant in ceiling-*) bin=$CEILING_BIN ;; esac
-  "$bin" "${args[@]}" --workers "$WORKERS" --addr "127.0.0.1:$port" > "$out/server.log" 2>&1 &
+  env "${envs[@]}" "$bin" "${args[@]}" --workers "$WORKERS" --addr "127.0.0.1:$port" > "$out/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 100); do grep -qs "listening on" "$out/server.log" && break; sleep 0.05; done
   grep -q "listening on" "$out/server.log" || { cat "$out/server.log"; exit 1; }

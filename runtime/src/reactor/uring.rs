@@ -31,16 +31,15 @@
 //!
 //! # Wakes
 //! A wake is a `NOP`, which the kernel completes inside the waker's own `io_uring_enter`,
-//! so its completion wakes the holder without involving any other thread. `woken` keeps
-//! one such `NOP` in flight at a time: it is cleared as its completion is reaped, and a
-//! wake that finds it set is covered by the completion still to be read, which makes the
-//! holder's next wait return at once, as epoll's eventfd stays readable until read.
+//! so its completion wakes the holder without involving any other thread. A latch keeps
+//! one such `NOP` in flight at a time (`wake_latch`): a wake that finds one there is
+//! covered by its completion, which ends the holder's next wait at once, as epoll's
+//! eventfd stays readable until read.
 
+use crate::wake_latch::WakeLatch;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::unix::io::RawFd;
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::AcqRel;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -75,8 +74,8 @@ pub(super) struct Uring {
     ring: IoUring,
     /// Held by whoever writes the submission queue.
     sq: Mutex<()>,
-    /// A wake's `NOP` is queued or completed and not yet reaped.
-    woken: AtomicBool,
+    /// Closed while a wake's `NOP` is queued or completed and not yet reaped.
+    woken: WakeLatch,
 }
 
 fn lock(m: &Mutex<()>) -> std::sync::MutexGuard<'_, ()> {
@@ -129,7 +128,7 @@ impl Uring {
         if !params.is_feature_ext_arg() || !params.is_feature_nodrop() || !params.is_feature_linked_file() {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "this kernel's io_uring is older than 5.17"));
         }
-        Ok(Uring { ring, sq: Mutex::new(()), woken: AtomicBool::new(false) })
+        Ok(Uring { ring, sq: Mutex::new(()), woken: WakeLatch::new() })
     }
 
     /// Queue `entries` (the caller holds `sq`), submitting first whenever the queue is full.
@@ -191,7 +190,7 @@ impl Uring {
 
     /// Make the holder's wait return (or its next one, if it is not waiting).
     pub(super) fn wake(&self) {
-        if self.woken.swap(true, AcqRel) {
+        if !self.woken.close() {
             return;
         }
         {
@@ -256,12 +255,9 @@ impl Uring {
                     res: cqe.result(),
                     more: cqueue::more(cqe.flags()),
                 }),
-                KIND_WAKE => {
-                    // Cleared with a read-modify-write, so whatever a waker did before
-                    // finding `woken` set (adding a timer, say) is seen by this holder
-                    // from here on.
-                    self.woken.swap(false, AcqRel);
-                }
+                // See `wake_latch` for why nothing a waker did before finding the
+                // latch closed escapes this holder.
+                KIND_WAKE => self.woken.reopen(),
                 _ => {}
             }
         }
@@ -304,7 +300,7 @@ mod tests {
                   // SAFETY: this test is the only reader.
         unsafe { u.poll(&mut out, None) };
         assert!(out.is_empty(), "a wake is not a source's completion");
-        assert!(!u.woken.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(!u.woken.is_closed());
         // A wake from another thread while this one waits ends the wait.
         std::thread::scope(|s| {
             s.spawn(|| {
