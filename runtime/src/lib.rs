@@ -137,8 +137,8 @@
 //!   queued (`schedule.rs`), the worker's driver pass (`driver.rs`), the EWMA and the
 //!   global-queue interval (`stats.rs`), the `Schedule` hooks (`hooks.rs`), the blocking
 //!   join (`join.rs`), one method per telemetry event (`metrics.rs`), the PRNG (`rand.rs`);
-//! * `time/`: the timing wheel and `sleep`/`timeout`/`interval`; `reactor/`: the mio
-//!   reactor and the driver protocol; `net/`: `TcpListener`, `TcpStream`, `UdpSocket`;
+//! * `time/`: the timing wheel and `sleep`/`timeout`/`interval`; `reactor/`: the
+//!   reactor (epoll through mio, or io_uring in `uring.rs`) and the driver protocol; `net/`: `TcpListener`, `TcpStream`, `UdpSocket`;
 //! * Tokio's modules, for applications that name Volt as `tokio`: `io/` (Tokio's I/O
 //!   traits and utilities, and stdin/stdout/stderr), `sync/` (Volt's own locks and
 //!   channels, each wait named), `fs/`, `signal/` and `process/`;

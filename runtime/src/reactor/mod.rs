@@ -1,5 +1,7 @@
-//! The driver: a mio reactor plus the timer wheel, owned by whichever worker holds its
-//! lock.
+//! The driver: a reactor plus the timer wheel, owned by whichever worker holds its lock.
+//! The reactor waits on epoll through mio, as described here, or on an io_uring ring of
+//! multishot polls (`uring.rs`, chosen with `Builder::io_driver`), which keeps the same
+//! protocol with the ring in the epoll set's place.
 //!
 //! # Who polls the reactor
 //! * A worker that runs out of work `try_lock`s the driver on its way to park. If it gets
