@@ -248,3 +248,21 @@ fn shutdown_ends_waits_on_io_uring_sockets() {
     let r = futures::executor::block_on(client.write_all(b"late"));
     assert!(r.is_err(), "a write after shutdown should fail, not wait: {r:?}");
 }
+
+/// An idle runtime whose only timer is far off (a `sleep(Duration::MAX)`) sleeps in the
+/// ring: its workers do not spin on a wait the kernel refuses.
+#[test]
+fn a_far_timer_does_not_make_the_idle_runtime_spin() {
+    let Some(rt) = uring(Some(2)) else { return };
+    let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    rt.spawn(async move {
+        let _listener = listener;
+        volt::time::sleep(Duration::MAX).await;
+    });
+    let parks = || -> u64 { rt.handle().telemetry().snapshot().workers.iter().map(|w| w.times_parked).sum() };
+    std::thread::sleep(Duration::from_millis(100));
+    let before = parks();
+    std::thread::sleep(Duration::from_millis(300));
+    let made = parks() - before;
+    assert!(made < 200, "{made} parks in 300 ms with nothing to do");
+}

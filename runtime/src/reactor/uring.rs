@@ -118,6 +118,13 @@ pub(super) fn readiness(mask: u32) -> u64 {
     bits
 }
 
+/// The longest single wait: a timeout past `i64::MAX` seconds would reach the kernel as
+/// a negative one, which it refuses at once, and the holder would spin. Waking once a
+/// day instead costs nothing (it looks at the timers and waits again).
+fn wait_cap(t: Duration) -> Duration {
+    t.min(Duration::from_secs(24 * 60 * 60))
+}
+
 impl Uring {
     /// A ring, if the kernel offers what this backend needs: multishot polls (5.13) and
     /// waits with a timeout (`EXT_ARG`, 5.11). `LINKED_FILE` (5.17) stands for the first,
@@ -219,7 +226,7 @@ impl Uring {
             // A timeout (ETIME), a signal (EINTR) or a full queue (EBUSY) just end the wait.
             let _ = match timeout {
                 Some(t) => {
-                    let ts = types::Timespec::from(t);
+                    let ts = types::Timespec::from(wait_cap(t));
                     self.ring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&ts))
                 }
                 None => self.ring.submit_and_wait(1),
@@ -287,6 +294,14 @@ mod tests {
             poll_mask(mio::Interest::READABLE | mio::Interest::WRITABLE),
             m(libc::POLLIN | libc::POLLRDHUP | libc::POLLOUT)
         );
+    }
+
+    /// A far deadline (a `sleep(Duration::MAX)`'s) is waited for a day at a time, never
+    /// handed to the kernel as a negative timeout.
+    #[test]
+    fn far_timeouts_are_capped() {
+        assert_eq!(wait_cap(Duration::MAX), Duration::from_secs(86_400));
+        assert_eq!(wait_cap(Duration::from_millis(5)), Duration::from_millis(5));
     }
 
     /// A wake made while nobody waits is not lost: the next wait returns at once, with
