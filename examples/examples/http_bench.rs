@@ -105,11 +105,8 @@ fn run_volt(args: &Args) -> std::io::Result<()> {
     }
     rt.block_on(async {
         let listener = volt::net::TcpListener::bind(args.addr).await?;
-        println!(
-            "listening on {} ({:?} I/O driver)",
-            listener.local_addr()?,
-            volt::runtime::Handle::current().io_driver()
-        );
+        println!("listening on {}", listener.local_addr()?);
+        println!("I/O driver: {:?}", volt::runtime::Handle::current().io_driver());
         if args.raw {
             loop {
                 let (stream, _) = listener.accept().await?;

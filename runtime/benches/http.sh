@@ -132,6 +132,10 @@ run() {
   server_pid=$!
   for _ in $(seq 100); do grep -qs "listening on" "$out/server.log" && break; sleep 0.05; done
   grep -q "listening on" "$out/server.log" || { cat "$out/server.log"; exit 1; }
+  if [ "$variant" = volt-uring ]; then
+    sleep 0.05
+    grep -q "I/O driver: IoUring" "$out/server.log" || { echo "volt-uring is not on io_uring:"; cat "$out/server.log"; exit 1; }
+  fi
   if [ -n "$console_port" ]; then
     tmux new-session -d -s "$session" -x 200 -y 50 "exec $CONSOLE 127.0.0.1:$console_port"
     console_pid=$(tmux list-panes -t "$session" -F '#{pane_pid}')

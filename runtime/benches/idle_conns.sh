@@ -15,7 +15,8 @@
 # connection the server has set up, with no stream open. With PROTO=keepalive each makes
 # one whole request, reads the answer, and keeps the connection open.
 #
-# Per server process (a fresh one each time, volt and tokio in turn): its resident set
+# Per server process (a fresh one each time, volt, volt-uring and tokio in turn;
+# volt-uring is Volt on its io_uring I/O driver): its resident set
 # (`VmRSS`) after 20 whole requests, then after the N connections were opened and 1.5 s
 # of settling (2.5 s with PROTO=keepalive: `serve` gives hyper's buffers back once a
 # kept-alive connection has waited 1 s); the difference divided by N is the figure. RSS counts only the pages
@@ -55,8 +56,10 @@ def rss_kib(pid):
     return int(re.search(r"VmRSS:\s+(\d+)", open(f"/proc/{pid}/status").read()).group(1))
 
 def start(rt, wrap=()):
-    p = subprocess.Popen([*wrap, BIN, "--runtime", rt, "--addr", "127.0.0.1:0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    # `volt-uring` is Volt on its io_uring I/O driver; the others are pinned to epoll.
+    env = dict(os.environ, VOLT_IO_DRIVER="io_uring" if rt == "volt-uring" else "epoll")
+    p = subprocess.Popen([*wrap, BIN, "--runtime", rt.split("-")[0], "--addr", "127.0.0.1:0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     addr = p.stdout.readline().split()[-1]
     host, port = addr.rsplit(":", 1)
     return p, (host, int(port))
@@ -131,16 +134,18 @@ def live_heap(rt, n):
     return sum(s.get("eb", 0) for s in d["pps"]), top
 
 print(f"## RSS per idle {PROTO} connection (KiB)\n")
-print("| connections | volt | tokio | volt/tokio |")
-print("|---:|---|---|---:|")
+RTS = ("volt", "volt-uring", "tokio")
+print("| connections | volt | volt-uring | tokio | volt/tokio | volt-uring/tokio |")
+print("|---:|---|---|---|---:|---:|")
 for n in CONNS:
-    got = {"volt": [], "tokio": []}
+    got = {rt: [] for rt in RTS}
     for _ in range(ROUNDS):
-        for rt in ("volt", "tokio"):
+        for rt in RTS:
             got[rt].append(rss_per_conn(rt, n) / 1024)
     med = {rt: sorted(v)[len(v) // 2] for rt, v in got.items()}
     fmt = lambda v: ", ".join(f"{x:.1f}" for x in v)
-    print(f"| {n} | {fmt(got['volt'])} | {fmt(got['tokio'])} | {med['volt'] / med['tokio']:.2f} |", flush=True)
+    ratio = lambda rt: f"{med[rt] / med['tokio']:.2f}" if med["tokio"] > 0 else "-"
+    print(f"| {n} | {' | '.join(fmt(got[rt]) for rt in RTS)} | {ratio('volt')} | {ratio('volt-uring')} |", flush=True)
 
 if HEAP:
     n = 300

@@ -266,3 +266,48 @@ fn a_far_timer_does_not_make_the_idle_runtime_spin() {
     let made = parks() - before;
     assert!(made < 200, "{made} parks in 300 ms with nothing to do");
 }
+
+/// A listener dropped while connections keep arriving closes: later connects are
+/// refused. (Removing its poll while an event of it was being delivered once left the
+/// poll armed, and the listener open, for good.)
+#[test]
+fn a_listener_dropped_under_a_stream_of_connections_closes() {
+    let Some(rt) = uring(Some(2)) else { return };
+    for round in 0..30 {
+        let listener = rt.block_on(async { volt::spawn(TcpListener::bind("127.0.0.1:0")).await.unwrap().unwrap() });
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flood = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut made = 0u32;
+                while !stop.load(Relaxed) {
+                    if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                        made += 1;
+                    }
+                }
+                made
+            })
+        };
+        // Take a few connections, then drop the listener on a worker while they keep coming.
+        rt.block_on(async move {
+            volt::spawn(async move {
+                for _ in 0..20 {
+                    let _ = listener.accept().await.unwrap();
+                }
+                drop(listener);
+            })
+            .await
+            .unwrap()
+        });
+        let start = std::time::Instant::now();
+        loop {
+            match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break,
+                _ => assert!(start.elapsed() < HANG, "round {round}: the dropped listener still takes connections"),
+            }
+        }
+        stop.store(true, Relaxed);
+        assert!(flood.join().unwrap() >= 20, "round {round}: the flood made its connections");
+    }
+}
