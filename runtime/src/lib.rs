@@ -196,9 +196,6 @@ pub mod sync;
 pub mod telemetry;
 #[cfg(not(loom))]
 pub mod time;
-pub(crate) mod wake_latch;
-#[cfg(all(loom, test))]
-mod wake_latch_loom;
 
 #[cfg(all(loom, test))]
 mod loom_tests;

@@ -9,25 +9,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use volt::net::{TcpListener, TcpStream, UdpSocket};
 
-async fn echo_server(listener: TcpListener) {
-    loop {
-        let Ok((mut s, _)) = listener.accept().await else { continue };
-        volt::spawn(async move {
-            let mut buf = [0u8; 1024];
-            loop {
-                match s.read(&mut buf).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => {
-                        if s.write_all(&buf[..n]).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-    }
-}
-
 #[test]
 fn tcp_echo_100_connections_by_100_messages() {
     let rt = rt(2);
@@ -35,29 +16,7 @@ fn tcp_echo_100_connections_by_100_messages() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         volt::spawn(echo_server(listener));
-        let clients: Vec<_> = (0..100u32)
-            .map(|c| {
-                volt::spawn(async move {
-                    let mut s = TcpStream::connect(addr).await.unwrap();
-                    assert_eq!(s.peer_addr().unwrap(), addr);
-                    let mut got = 0;
-                    for m in 0..100u32 {
-                        let msg = format!("client {c} message {m:03}\n");
-                        s.write_all(msg.as_bytes()).await.unwrap();
-                        let mut back = vec![0u8; msg.len()];
-                        s.read_exact(&mut back).await.unwrap();
-                        assert_eq!(back, msg.as_bytes(), "echo mismatch");
-                        got += 1;
-                    }
-                    got
-                })
-            })
-            .collect();
-        let mut total = 0;
-        for c in clients {
-            total += c.await.unwrap();
-        }
-        total
+        echo_clients(addr, 100, 100).await
     });
     assert_eq!(total, 100 * 100);
     assert!(rt.handle().telemetry().snapshot().io_events > 0);

@@ -4,6 +4,9 @@
 //!
 //! Each test skips, saying so, where the kernel does not offer io_uring; CI's kernel does.
 
+mod common;
+
+use common::{echo_clients, echo_connection, echo_server};
 use futures::{AsyncReadExt, AsyncWriteExt};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -35,52 +38,6 @@ fn uring(workers: Option<usize>) -> Option<Runtime> {
     }
 }
 
-async fn echo_one(mut s: TcpStream) {
-    let mut buf = [0u8; 256];
-    loop {
-        match s.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                if s.write_all(&buf[..n]).await.is_err() {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// `conns` clients each send `msgs` lines and read each back; how many came back.
-async fn echo_clients(addr: std::net::SocketAddr, conns: usize, msgs: usize) -> usize {
-    let clients: Vec<_> = (0..conns)
-        .map(|c| {
-            volt::spawn(async move {
-                let mut s = TcpStream::connect(addr).await.unwrap();
-                let mut got = 0;
-                for m in 0..msgs {
-                    let line = format!("client {c} line {m}\n");
-                    s.write_all(line.as_bytes()).await.unwrap();
-                    let mut back = vec![0u8; line.len()];
-                    s.read_exact(&mut back).await.unwrap();
-                    assert_eq!(back, line.as_bytes());
-                    got += 1;
-                }
-                got
-            })
-        })
-        .collect();
-    let mut total = 0;
-    for c in clients {
-        total += c.await.unwrap();
-    }
-    total
-}
-
-async fn serve(listener: TcpListener) {
-    while let Ok((s, _)) = listener.accept().await {
-        volt::spawn(echo_one(s));
-    }
-}
-
 #[test]
 fn the_driver_asked_for_is_the_one_used() {
     let epoll = Builder::new_multi_thread().worker_threads(1).io_driver(IoDriver::Epoll).build().unwrap();
@@ -89,7 +46,7 @@ fn the_driver_asked_for_is_the_one_used() {
     let served = rt.block_on(async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        volt::spawn(serve(listener));
+        volt::spawn(echo_server(listener));
         volt::time::timeout(HANG, echo_clients(addr, 64, 50)).await.expect("echo hung on io_uring")
     });
     assert_eq!(served, 64 * 50, "every line came back");
@@ -115,7 +72,7 @@ fn sockets_registered_on_threads_that_exit_keep_working() {
     // A stream connected by a `block_on` on a thread that exits right after.
     let early = std::thread::scope(|s| s.spawn(|| rt.block_on(TcpStream::connect(addr)).unwrap()).join().unwrap());
     let served = rt.block_on(async move {
-        volt::spawn(serve(listener));
+        volt::spawn(echo_server(listener));
         volt::time::timeout(HANG, async move {
             let mut early = early;
             let mut back = [0u8; 5];
@@ -147,7 +104,7 @@ fn a_current_thread_runtime_driven_from_thread_after_thread() {
                 rt.block_on(async move {
                     let server = volt::spawn(async move {
                         let (s, _) = listener.accept().await.unwrap();
-                        echo_one(s).await;
+                        echo_connection(s).await;
                     });
                     let n = volt::time::timeout(HANG, echo_clients(addr, 1, 10)).await.expect("round hung");
                     server.await.unwrap();
@@ -214,7 +171,7 @@ fn every_connection_is_served_with_both_cores_saturated() {
     let served = rt.block_on(async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        volt::spawn(serve(listener));
+        volt::spawn(echo_server(listener));
         volt::time::timeout(HANG, echo_clients(addr, 50, 20)).await
     });
     stop.store(true, Relaxed);

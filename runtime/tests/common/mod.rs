@@ -101,3 +101,56 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
     cond()
 }
+
+/// A TCP echo server: each accepted connection's bytes are written back until it ends.
+pub async fn echo_server(listener: volt::net::TcpListener) {
+    loop {
+        let Ok((s, _)) = listener.accept().await else { continue };
+        volt::spawn(echo_connection(s));
+    }
+}
+
+/// Echo one connection's bytes back until it ends or fails.
+pub async fn echo_connection(mut s: volt::net::TcpStream) {
+    use futures::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = [0u8; 1024];
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if s.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// `conns` clients of an echo server at `addr`, each writing `msgs` lines and reading
+/// each back (checked); how many lines came back in all.
+pub async fn echo_clients(addr: std::net::SocketAddr, conns: u32, msgs: u32) -> u32 {
+    use futures::{AsyncReadExt, AsyncWriteExt};
+    let clients: Vec<_> = (0..conns)
+        .map(|c| {
+            volt::spawn(async move {
+                let mut s = volt::net::TcpStream::connect(addr).await.unwrap();
+                assert_eq!(s.peer_addr().unwrap(), addr);
+                let mut got = 0;
+                for m in 0..msgs {
+                    let msg = format!("client {c} message {m:03}\n");
+                    s.write_all(msg.as_bytes()).await.unwrap();
+                    let mut back = vec![0u8; msg.len()];
+                    s.read_exact(&mut back).await.unwrap();
+                    assert_eq!(back, msg.as_bytes(), "echo mismatch");
+                    got += 1;
+                }
+                got
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for c in clients {
+        total += c.await.unwrap();
+    }
+    total
+}
