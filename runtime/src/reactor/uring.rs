@@ -34,8 +34,9 @@
 //! so its completion wakes the holder without involving any other thread. Each wake
 //! posts its own, as each wake of the epoll reactor writes its eventfd: the park word
 //! already keeps a parked worker to one wake. (A latch that let a wake skip its `NOP`
-//! while an earlier one was unread lost the wake that ends a shutdown: a worker parked in
-//! the ring after the shutdown's wakes never woke, in 6 of 6 runs of a console test.)
+//! while an earlier one was unread made a console test hang at shutdown in 6 of 6 runs,
+//! a worker waiting in the ring with no wake left for it, and none of 7 without it. How
+//! it lost that wake was not established; it went.)
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
