@@ -242,8 +242,10 @@ impl Uring {
     /// Whether the kernel holds completions the queue had no room for (the next enter
     /// flushes them).
     fn overflowed(&self) -> bool {
-        // SAFETY: reading the flags word through a view changes nothing; `sq` need not be
-        // held for it.
+        let _sq = lock(&self.sq);
+        // SAFETY: `sq` is held, so no other view of the submission queue exists (making
+        // one reads its tail, which another view may be writing); this one only reads
+        // the flags word.
         unsafe { self.ring.submission_shared() }.cq_overflow()
     }
 
