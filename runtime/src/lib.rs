@@ -187,6 +187,11 @@ pub mod net;
 pub mod process;
 #[cfg(not(loom))]
 pub(crate) mod reactor;
+/// Under loom, only the sources slab of the reactor, for its models.
+#[cfg(loom)]
+pub(crate) mod reactor {
+    pub(crate) mod sources;
+}
 #[cfg(not(loom))]
 pub mod runtime;
 #[cfg(all(feature = "signal", not(loom)))]

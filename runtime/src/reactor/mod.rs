@@ -44,7 +44,10 @@
 //! At shutdown every source is marked `SHUTDOWN` and woken: later operations on it fail
 //! with an error instead of waiting forever.
 
+mod sources;
 mod uring;
+
+use sources::Sources;
 
 use crate::driver::Handle;
 use crate::task::wait;
@@ -128,81 +131,6 @@ impl ScheduledIo {
     }
 }
 
-/// A slab of registered sources. A source's token holds its slot `i` as `i + 1` in the
-/// low [`INDEX_BITS`] (token 0 is the waker) and the slot's generation above them.
-///
-/// The generation is what keeps an event from reaching the wrong source. Events wait in
-/// the driver between the reactor's poll and their dispatch, and meanwhile another worker
-/// may drop their source and register a new one in the freed slot (an accept loop under
-/// connection churn does exactly that). A stale "peer closed" delivered to the newcomer
-/// would say its first read may proceed when it may not, and fail a fresh `connect`.
-/// Each free bumps the slot's generation, so the old token no longer matches.
-#[derive(Default)]
-struct Sources {
-    slots: Vec<Option<Arc<ScheduledIo>>>,
-    /// Each slot's descriptor and poll mask, for the io_uring backend to arm its poll
-    /// again (see `uring`).
-    arms: Vec<(RawFd, u32)>,
-    /// Each slot's generation (wrapping within the token's high bits).
-    gens: Vec<usize>,
-    free: Vec<usize>,
-}
-
-/// Token bits that hold the slot (the rest hold its generation).
-const INDEX_BITS: u32 = if usize::BITS >= 64 { 32 } else { 24 };
-const INDEX_MASK: usize = (1 << INDEX_BITS) - 1;
-/// A slot's generation wraps within what is left of a token that io_uring's user data
-/// holds beside its own tag bits (`uring::TOKEN_BITS`).
-const GEN_MASK: usize = if usize::BITS > uring::TOKEN_BITS {
-    usize::MAX >> (INDEX_BITS + usize::BITS - uring::TOKEN_BITS)
-} else {
-    usize::MAX >> INDEX_BITS
-};
-
-impl Sources {
-    /// Put `io` in a free slot; its token.
-    fn insert(&mut self, io: Arc<ScheduledIo>, arm: (RawFd, u32)) -> io::Result<usize> {
-        let idx = match self.free.pop() {
-            Some(i) => {
-                self.slots[i] = Some(io);
-                self.arms[i] = arm;
-                i
-            }
-            None => {
-                if self.slots.len() >= INDEX_MASK {
-                    return Err(io::Error::other("too many I/O sources registered with this runtime"));
-                }
-                self.slots.push(Some(io));
-                self.arms.push(arm);
-                self.gens.push(0);
-                self.slots.len() - 1
-            }
-        };
-        Ok((idx + 1) | (self.gens[idx] << INDEX_BITS))
-    }
-
-    /// The source `token` was given to, if it is still registered.
-    fn get(&self, token: usize) -> Option<&Arc<ScheduledIo>> {
-        let idx = (token & INDEX_MASK).checked_sub(1)?;
-        if self.gens.get(idx) != Some(&(token >> INDEX_BITS)) {
-            return None;
-        }
-        self.slots.get(idx)?.as_ref()
-    }
-
-    /// Free `token`'s slot if it still holds `io`; whether it did.
-    fn remove(&mut self, token: usize, io: &Arc<ScheduledIo>) -> bool {
-        if !self.get(token).is_some_and(|x| Arc::ptr_eq(x, io)) {
-            return false;
-        }
-        let idx = (token & INDEX_MASK) - 1;
-        self.slots[idx] = None;
-        self.gens[idx] = self.gens[idx].wrapping_add(1) & GEN_MASK;
-        self.free.push(idx);
-        true
-    }
-}
-
 /// Which system interface the reactor waits on (see `Builder::io_driver`).
 enum Backend {
     Epoll { registry: mio::Registry, waker: mio::Waker },
@@ -212,7 +140,7 @@ enum Backend {
 /// The I/O half shared with registrations (no driver lock needed).
 pub(crate) struct IoShared {
     backend: Backend,
-    sources: Mutex<Sources>,
+    sources: Mutex<Sources<ScheduledIo>>,
     registered: AtomicUsize,
     shutdown: AtomicBool,
 }
@@ -479,10 +407,8 @@ impl Driver {
             }
             if c.res >= 0 || c.res == -libc::ECANCELED {
                 // Ended by the kernel (a full completion queue) or with the thread that
-                // armed it: arm it again, under the sources lock (see `uring`).
-                let (fd, mask) = sources.arms[(c.token & INDEX_MASK) - 1];
-                ring.queue_rearm(fd, c.token, mask);
-                rearmed = true;
+                // armed it: arm it again, under the sources lock (see `sources`).
+                rearmed |= sources.rearm(c.token, |fd, token, mask| ring.queue_rearm(fd, token, mask));
             } else {
                 // The poll cannot be armed (a descriptor closed under its registration,
                 // say): let the waiters run their operation and meet the error.
@@ -499,7 +425,7 @@ impl Driver {
     /// every timer fires (see `TimeDriver::shutdown`). Returns how many timers fired.
     pub(crate) fn shutdown(&self) -> u64 {
         self.io.shutdown.store(true, Relaxed);
-        let taken: Vec<Arc<ScheduledIo>> = lock(&self.io.sources).slots.iter().flatten().cloned().collect();
+        let taken: Vec<Arc<ScheduledIo>> = lock(&self.io.sources).live().cloned().collect();
         let (mut wake, timers_fired) = self.time.shutdown();
         for io in taken {
             io.set_readiness(SHUTDOWN, &mut wake);
@@ -584,7 +510,8 @@ impl Registration {
             if driver.io.shutdown.load(Relaxed) {
                 return Err(shutdown_error());
             }
-            sources.insert(Arc::clone(&io), (fd, uring::poll_mask(interest)))?
+            let arm = matches!(driver.io.backend, Backend::Uring(_)).then(|| (fd, uring::poll_mask(interest)));
+            sources.insert(Arc::clone(&io), arm)?
         };
         let r = match &driver.io.backend {
             Backend::Epoll { registry, .. } => registry.register(source, mio::Token(token), interest),
@@ -747,15 +674,22 @@ impl Registration {
     /// open (see `uring`). Idempotent.
     fn remove(&self) {
         let io = &self.driver.io;
-        let mut sources = lock(&io.sources);
-        if !sources.remove(self.token, &self.io) {
+        let ring = match &io.backend {
+            Backend::Uring(ring) => Some(ring),
+            Backend::Epoll { .. } => None,
+        };
+        // The poll's removal is queued under the sources lock, so no re-arm follows it
+        // (see `sources`).
+        let cancel = |token| {
+            if let Some(ring) = ring {
+                ring.queue_remove(token);
+            }
+        };
+        if !lock(&io.sources).remove_then(self.token, &self.io, cancel) {
             return;
         }
         io.registered.fetch_sub(1, Relaxed);
-        if let Backend::Uring(ring) = &io.backend {
-            // Queued under the sources lock, so no re-arm follows it (see `uring`).
-            ring.queue_remove(self.token);
-            drop(sources);
+        if let Some(ring) = ring {
             let _ = ring.submit();
         }
     }
@@ -784,25 +718,5 @@ mod tests {
         let e = Auto.resolve_with(Some("kqueue")).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         assert!(e.to_string().contains("kqueue"), "{e}");
-    }
-
-    /// A slot used again answers only to its new token: an event still carrying the old
-    /// one (polled before the old source was dropped) finds nothing.
-    #[test]
-    fn a_freed_slots_old_token_finds_nothing() {
-        let mut s = Sources::default();
-        let (a, b) = (Arc::new(ScheduledIo::new(0)), Arc::new(ScheduledIo::new(0)));
-        let old = s.insert(Arc::clone(&a), (-1, 0)).unwrap();
-        assert!(s.get(old).is_some_and(|x| Arc::ptr_eq(x, &a)));
-        assert!(s.remove(old, &a));
-        assert!(!s.remove(old, &a), "freed twice");
-        let new = s.insert(Arc::clone(&b), (-1, 0)).unwrap();
-        assert_eq!(new & INDEX_MASK, old & INDEX_MASK, "the freed slot is used again");
-        assert_ne!(new, old);
-        assert!(s.get(old).is_none(), "the old token reached the slot's new source");
-        assert!(s.get(new).is_some_and(|x| Arc::ptr_eq(x, &b)));
-        assert!(!s.remove(old, &a), "the old registration freed the new one's slot");
-        assert!(s.get(new).is_some(), "the new source is still there");
-        assert!(s.get(0).is_none() && s.get(12345).is_none(), "tokens never given find nothing");
     }
 }

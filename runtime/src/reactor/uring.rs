@@ -24,10 +24,9 @@
 //!
 //! # Removal and re-arming never cross
 //! An armed poll holds the socket's file: a socket closed with its poll armed stays open
-//! (no FIN) until the poll goes. Removal takes the sources lock, frees the slot and
-//! queues the poll's cancellation before letting go; a re-arm is queued only under the same
-//! lock for a slot still held. So a re-arm is either queued before the removal (which
-//! then cancels it) or never.
+//! (no FIN) until the poll goes. Removal queues the poll's cancellation, and the holder
+//! queues a re-arm, each under the sources lock, so a re-arm never follows the removal
+//! (see `sources`, which has the loom model of it).
 //!
 //! # Wakes
 //! A wake is a `NOP`, which the kernel completes inside the waker's own `io_uring_enter`,
@@ -41,6 +40,8 @@
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::unix::io::RawFd;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -58,8 +59,8 @@ const KIND_POLL: u64 = 0;
 const KIND_WAKE: u64 = 1;
 const KIND_REMOVE: u64 = 2;
 
-/// Tokens must fit beside the kind bits.
-pub(super) const TOKEN_BITS: u32 = u64::BITS - KIND_BITS;
+// Tokens fit beside the kind bits (`Sources` keeps them to `TOKEN_BITS`).
+const _: () = assert!(super::sources::TOKEN_BITS + KIND_BITS == u64::BITS);
 
 /// One reaped completion of a source's poll.
 #[derive(Clone, Copy, Debug)]
@@ -75,6 +76,10 @@ pub(super) struct Uring {
     ring: IoUring,
     /// Held by whoever writes the submission queue.
     sq: Mutex<()>,
+    /// Set by the holder when a reap found the completion queue full: only then may the
+    /// kernel have kept completions aside (see [`Uring::poll`]). Only the holder, under
+    /// the driver's core lock, reads or writes it.
+    maybe_overflowed: AtomicBool,
 }
 
 fn lock(m: &Mutex<()>) -> std::sync::MutexGuard<'_, ()> {
@@ -129,12 +134,16 @@ impl Uring {
     /// waits with a timeout (`EXT_ARG`, 5.11). `LINKED_FILE` (5.17) stands for the first,
     /// which has no feature flag of its own.
     pub(super) fn new() -> io::Result<Uring> {
-        let ring = IoUring::builder().setup_cqsize(CQ_ENTRIES).build(SQ_ENTRIES)?;
+        Uring::with_entries(SQ_ENTRIES, CQ_ENTRIES)
+    }
+
+    fn with_entries(sq: u32, cq: u32) -> io::Result<Uring> {
+        let ring = IoUring::builder().setup_cqsize(cq).build(sq)?;
         let params = ring.params();
         if !params.is_feature_ext_arg() || !params.is_feature_nodrop() || !params.is_feature_linked_file() {
             return Err(io::Error::new(io::ErrorKind::Unsupported, "this kernel's io_uring is older than 5.17"));
         }
-        Ok(Uring { ring, sq: Mutex::new(()) })
+        Ok(Uring { ring, sq: Mutex::new(()), maybe_overflowed: AtomicBool::new(false) })
     }
 
     /// Queue `entries` (the caller holds `sq`), submitting first whenever the queue is full.
@@ -214,12 +223,17 @@ impl Uring {
     /// (`Some(ZERO)` never waits and, with completions or none, makes no system call
     /// unless the kernel holds completions the queue had no room for).
     ///
+    /// The kernel keeps completions aside only when the queue is full, and only the
+    /// holder empties it, so a queue found short of full at a reap had nothing kept aside
+    /// since the reap before. The overflow flag (which takes the submission lock to read)
+    /// is looked at only after a reap that found the queue full.
+    ///
     /// # Safety
     /// The caller holds the driver's core lock: only one thread reads the completion queue.
     pub(super) unsafe fn poll(&self, out: &mut Vec<PollCompletion>, timeout: Option<Duration>) {
         // SAFETY: forwarded from the caller.
         let got = unsafe { self.reap(out) };
-        if self.overflowed() {
+        if self.maybe_overflowed.load(Relaxed) && self.overflowed() {
             // An enter flushes what the kernel kept aside (`submit` asks for completions
             // when it sees the overflow flag).
             let _ = self.ring.submit();
@@ -240,13 +254,17 @@ impl Uring {
     }
 
     /// Whether the kernel holds completions the queue had no room for (the next enter
-    /// flushes them).
+    /// flushes them). Clears `maybe_overflowed` when it does not.
     fn overflowed(&self) -> bool {
         let _sq = lock(&self.sq);
         // SAFETY: `sq` is held, so no other view of the submission queue exists (making
         // one reads its tail, which another view may be writing); this one only reads
         // the flags word.
-        unsafe { self.ring.submission_shared() }.cq_overflow()
+        let overflowed = unsafe { self.ring.submission_shared() }.cq_overflow();
+        if !overflowed {
+            self.maybe_overflowed.store(false, Relaxed);
+        }
+        overflowed
     }
 
     /// Move what the completion queue holds into `out`; whether it held anything.
@@ -257,6 +275,9 @@ impl Uring {
         // SAFETY: the caller holds the core lock, so this is the only view of the
         // completion queue; dropping it returns the slots read to the kernel.
         let cq = unsafe { self.ring.completion_shared() };
+        if cq.is_full() {
+            self.maybe_overflowed.store(true, Relaxed);
+        }
         let mut any = false;
         for cqe in cq {
             any = true;
@@ -310,7 +331,10 @@ mod tests {
     /// the wake's completion reaped and the flag clear for the next one.
     #[test]
     fn a_wake_before_the_wait_ends_it() {
-        let Ok(u) = Uring::new() else { return };
+        let u = match Uring::new() {
+            Ok(u) => u,
+            Err(e) => return eprintln!("skipped: no io_uring here ({e})"),
+        };
         let mut out = Vec::new();
         u.wake();
         u.wake();
@@ -327,5 +351,39 @@ mod tests {
             unsafe { u.poll(&mut out, None) };
         });
         assert!(out.is_empty());
+    }
+
+    /// Completions past a full queue, which the kernel keeps aside, all come through
+    /// polls that never wait: the overflow is looked for after each reap that found the
+    /// queue full, and again at the next poll while the last look found one.
+    #[test]
+    fn completions_kept_aside_by_a_full_queue_are_reaped() {
+        // (The kernel wants a completion queue at least as long as the submission queue.)
+        let u = match Uring::with_entries(4, 8) {
+            Ok(u) => u,
+            Err(e) => return eprintln!("skipped: no io_uring here ({e})"),
+        };
+        // Posted as if they were sources' polls ending (tokens 1 to 40), five times what
+        // the completion queue holds.
+        for token in 1..=40u64 {
+            let sq = lock(&u.sq);
+            u.push_locked(&sq, &opcode::Nop::new().build().user_data(token << KIND_BITS | KIND_POLL)).unwrap();
+        }
+        u.submit().unwrap();
+        let mut out = Vec::new();
+        for _ in 0..1000 {
+            // SAFETY: this test is the only reader.
+            unsafe { u.poll(&mut out, Some(Duration::ZERO)) };
+            if out.len() >= 40 {
+                break;
+            }
+        }
+        let mut tokens: Vec<usize> = out.iter().map(|c| c.token).collect();
+        tokens.sort_unstable();
+        assert_eq!(tokens, (1..=40).collect::<Vec<_>>(), "every completion reaped once");
+        assert!(!u.overflowed(), "nothing left aside");
+        // SAFETY: as above.
+        unsafe { u.poll(&mut out, Some(Duration::ZERO)) };
+        assert_eq!(out.len(), 40, "nothing reaped twice");
     }
 }
