@@ -1,5 +1,5 @@
 #![cfg(feature = "sync")]
-//! `volt::sync`'s locks, semaphore, `Notify`, `Barrier` and `OnceCell`, against Tokio's
+//! `volt::sync`'s locks, semaphore, `Notify`, `Barrier`, `OnceCell` and `SetOnce`, against Tokio's
 //! documented behaviour: fairness, cancellation, closing, permit semantics, exactly-once
 //! initialization, no lost update under contention, and each wait named in
 //! `Telemetry::tasks()` with the holder at the time of reading.
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-use volt::sync::{Barrier, Mutex, Notify, OnceCell, RwLock, Semaphore, TryAcquireError};
+use volt::sync::{Barrier, Mutex, Notify, OnceCell, RwLock, Semaphore, SetOnce, SetOnceError, TryAcquireError};
 use volt::telemetry::{Resource, ResourceHolder, SyncHolder, SyncWait, TaskInfo, WaitReason};
 
 fn poll_once<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
@@ -316,6 +316,103 @@ fn once_cell_failed_or_dropped_initializer_lets_the_next_one_run() {
     assert!(cell.set(4).is_ok());
     assert_eq!(cell.into_inner(), Some(4));
     assert_eq!(OnceCell::new_with(Some(5)).get(), Some(&5));
+}
+
+/// `SetOnce`: every task waiting (on two workers, and one not yet polled) gets the value
+/// of the one `set` that wins; the wait is named while it lasts; a second `set` gives its
+/// value back.
+#[test]
+fn set_once_wakes_every_waiter_with_the_one_value_set() {
+    let rt = runtime();
+    let cell = Arc::new(SetOnce::new());
+    let waiters: Vec<_> = (0..16)
+        .map(|i| {
+            let cell = cell.clone();
+            spawn_named(&rt, &format!("waiter {i}"), async move { *cell.wait().await })
+        })
+        .collect();
+    let (text, _) = wait_of(&rt, "waiter 15", |w| w.kind() == "wait");
+    assert_eq!(text, "wait SetOnce");
+    assert_eq!(cell.get(), None);
+    assert!(!cell.initialized());
+    assert_eq!(cell.set(7u32), Ok(()));
+    assert_eq!(cell.set(8), Err(SetOnceError(8)), "set twice");
+    assert_eq!(SetOnceError(8).to_string(), "SetOnceError");
+    let got: Vec<u32> = waiters.into_iter().map(|h| rt.block_on(h).unwrap()).collect();
+    assert_eq!(got, [7; 16], "a waiter missed the set or saw another value");
+    // A wait after the set returns at once, without a waker.
+    let mut late = Box::pin(cell.wait());
+    assert_eq!(poll_once(late.as_mut()), Poll::Ready(&7));
+    assert!(cell.initialized());
+    eventually("no task left", || rt.handle().telemetry().tasks().is_empty());
+}
+
+/// Sets racing from plain threads: exactly one wins each round, and every loser, as soon
+/// as its `set` fails, reads the winner's value (a failed `set` returns only once the
+/// value is there).
+#[test]
+fn set_once_racing_sets_have_one_winner_that_every_loser_reads() {
+    for round in 0..200 {
+        let cell = Arc::new(SetOnce::new());
+        let start = Arc::new(std::sync::Barrier::new(4));
+        let threads: Vec<_> = (0..4u32)
+            .map(|i| {
+                let (cell, start) = (cell.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    match cell.set(i) {
+                        Ok(()) => None,
+                        Err(SetOnceError(back)) => {
+                            assert_eq!(back, i, "a failed set gives its own value back");
+                            Some(*cell.get().expect("a set failed while the cell read as empty"))
+                        }
+                    }
+                })
+            })
+            .collect();
+        let results: Vec<Option<u32>> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let winners: Vec<u32> = (0..4).filter(|i| results[*i as usize].is_none()).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        let value = *cell.get().unwrap();
+        assert_eq!(value, winners[0]);
+        assert!(results.iter().flatten().all(|v| *v == value), "round {round}: {results:?}");
+    }
+}
+
+/// A wait dropped before the set loses nothing, and one polled before the set completes
+/// at its next poll after it. Its constructors, `into_inner` and its traits are Tokio's;
+/// the value is dropped exactly once, wherever the cell ends.
+#[test]
+fn set_once_waits_are_cancel_safe_and_the_value_is_dropped_once() {
+    static ONCE: SetOnce<u32> = SetOnce::const_new();
+    static READY: SetOnce<u32> = SetOnce::const_new_with(3);
+    assert_eq!((ONCE.get(), READY.get()), (None, Some(&3)));
+
+    let cell = SetOnce::new();
+    let mut dropped = Box::pin(cell.wait());
+    assert!(poll_once(dropped.as_mut()).is_pending());
+    drop(dropped);
+    let mut waiting = Box::pin(cell.wait());
+    assert!(poll_once(waiting.as_mut()).is_pending());
+    let value = Arc::new(5);
+    assert!(cell.set(value.clone()).is_ok());
+    assert_eq!(poll_once(waiting.as_mut()).map(|v| **v), Poll::Ready(5));
+    drop(waiting);
+    assert_eq!(Arc::strong_count(&value), 2);
+    let cloned = cell.clone();
+    assert_eq!(cloned, cell);
+    assert_eq!(Arc::strong_count(&value), 3, "the clone holds its own");
+    drop(cloned);
+    let out = cell.into_inner().unwrap();
+    assert_eq!(Arc::strong_count(&value), 2, "into_inner moves it out, and drops nothing");
+    drop(out);
+    let dropped_cell = SetOnce::from(value.clone());
+    assert_eq!(format!("{:?}", SetOnce::from(1)), "SetOnce { value: Some(1) }");
+    drop(dropped_cell);
+    assert_eq!(Arc::strong_count(&value), 1, "a dropped cell drops its value");
+    assert_eq!(SetOnce::<u8>::default().into_inner(), None);
+    assert_eq!(SetOnce::new_with(Some(2)).get(), Some(&2));
+    assert_ne!(SetOnce::new_with(Some(2)), SetOnce::new());
 }
 
 #[test]
@@ -698,6 +795,8 @@ fn types_are_send_and_sync_as_tokios() {
     send_sync::<volt::sync::futures::OwnedNotified>();
     send_sync::<Barrier>();
     send_sync::<OnceCell<u8>>();
+    send_sync::<SetOnce<u8>>();
+    send::<SetOnce<std::cell::Cell<u8>>>();
     // A `Cell` may be sent but not shared: so may a mutex holding it.
     send_sync::<Mutex<std::cell::Cell<u8>>>();
     send::<volt::sync::MutexGuard<'static, std::cell::Cell<u8>>>();
@@ -708,6 +807,8 @@ fn types_are_send_and_sync_as_tokios() {
     spawnable(s.acquire_many(2));
     spawnable(l.write());
     spawnable(c.get_or_init(|| async { 1 }));
+    let once = SetOnce::<u8>::new();
+    spawnable(once.wait());
 }
 
 // The resources view (`Telemetry::resources`): each primitive's probe, kept current on
@@ -901,6 +1002,15 @@ fn every_primitive_is_listed_with_its_kind_and_creation_place_when_no_one_waits(
     seen.push(("OnceCell", resource_of(&rt, "c", "OnceCell"), Some(line)));
     init.notify_one();
     assert_eq!((rt.block_on(h1).unwrap(), rt.block_on(h2).unwrap()), (7, 7));
+
+    let (so, line) = (Arc::new(SetOnce::<u8>::new()), line!());
+    let h = spawn_named(&rt, "so", {
+        let so = so.clone();
+        async move { *so.wait().await }
+    });
+    seen.push(("SetOnce", resource_of(&rt, "so", "SetOnce"), Some(line)));
+    so.set(9).unwrap();
+    assert_eq!(rt.block_on(h).unwrap(), 9);
 
     // A `const_new` lock in a static: listed with its kind, created nowhere known.
     let g = STATIC_LOCK.try_lock().unwrap();

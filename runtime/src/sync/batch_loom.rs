@@ -1,7 +1,8 @@
-//! Loom models of the fair semaphore (`batch.rs`) and `Notify`: the lock-free fast paths
-//! racing the waiter queue. Mutual exclusion with no permit lost, a cancelled partial
-//! acquire handing its permits on, a release racing the first waiter's enqueue (no lost
-//! wake-up), close against a waiter, and `notify_one` racing `notified`.
+//! Loom models of the fair semaphore (`batch.rs`), `Notify` and `SetOnce` (built on it):
+//! the lock-free fast paths racing the waiter queue. Mutual exclusion with no permit lost,
+//! a cancelled partial acquire handing its permits on, a release racing the first
+//! waiter's enqueue (no lost wake-up), close against a waiter, `notify_one` racing
+//! `notified`, and a set racing a wait or another set.
 
 use super::batch::{Acquire, Sem};
 use super::notify::Notify;
@@ -163,5 +164,41 @@ fn loom_the_probe_ends_current_after_uncontended_paths() {
         let r = probe.read();
         assert_eq!((r.holder, r.free, r.waiters), (0, 1, 0), "a stale probe: {r:?}");
         assert_eq!(s.available(), 1);
+    });
+}
+
+/// `SetOnce::set` racing a `wait` on another thread: the waiter always completes with
+/// the value, whichever of its two looks the set lands between.
+#[test]
+fn loom_set_once_wait_never_misses_the_set() {
+    model(|| {
+        let cell = Arc::new(super::SetOnce::new());
+        let c2 = cell.clone();
+        let t = thread::spawn(move || *block_on(c2.wait()));
+        assert!(cell.set(7).is_ok());
+        assert_eq!(t.join().unwrap(), 7);
+    });
+}
+
+/// Two sets race: one wins, and the loser's failure comes only once the winner's value
+/// can be read.
+#[test]
+fn loom_set_once_a_failed_set_sees_the_winner() {
+    model(|| {
+        let cell = Arc::new(super::SetOnce::new());
+        let c2 = cell.clone();
+        let t = thread::spawn(move || match c2.set(1) {
+            Ok(()) => None,
+            Err(e) => Some((e.0, *c2.get().expect("failed, yet nothing to read"))),
+        });
+        let here = match cell.set(2) {
+            Ok(()) => None,
+            Err(e) => Some((e.0, *cell.get().expect("failed, yet nothing to read"))),
+        };
+        let there = t.join().unwrap();
+        match (here, there) {
+            (None, Some((1, 2))) | (Some((2, 1)), None) => {}
+            other => panic!("not one winner read by the loser: {other:?}"),
+        }
     });
 }

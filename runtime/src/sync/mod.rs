@@ -1,4 +1,4 @@
-//! Tokio's `sync`, Volt's own: locks, a semaphore, `Notify`, `Barrier`, `OnceCell`, and
+//! Tokio's `sync`, Volt's own: locks, a semaphore, `Notify`, `Barrier`, `OnceCell`, `SetOnce`, and
 //! the channels `mpsc`, `oneshot`, `broadcast` and `watch`. Each wait names itself in the
 //! console with what it waits for.
 //!
@@ -49,6 +49,7 @@ mod notify;
 mod once_cell;
 mod rwlock;
 mod semaphore;
+mod set_once;
 pub(crate) mod track;
 mod waiters;
 
@@ -61,6 +62,7 @@ pub use rwlock::{
     RwLockReadGuard, RwLockWriteGuard,
 };
 pub use semaphore::{AcquireError, OwnedSemaphorePermit, Semaphore, SemaphorePermit, TryAcquireError};
+pub use set_once::{SetOnce, SetOnceError};
 
 /// The futures of `sync` that have names: [`Notified`](futures::Notified) and
 /// [`OwnedNotified`](futures::OwnedNotified) (as Tokio's `tokio::sync::futures`).

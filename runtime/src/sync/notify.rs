@@ -58,6 +58,8 @@ struct Node {
 struct Waiters {
     list: List<Node>,
     tracked: Option<Tracked>,
+    /// What a wait here is named (`T_NOTIFIED`, or the primitive built on it).
+    tag: u8,
     /// Where the `Notify` was created, for its probe (kept under the mutex beside the
     /// probe it is given to).
     created_at: CreatedAt,
@@ -102,25 +104,33 @@ impl Notify {
     /// console's resources view.
     #[track_caller]
     pub fn new() -> Notify {
-        Notify {
-            state: AtomicUsize::new(EMPTY),
-            calls: AtomicUsize::new(0),
-            waiters: Mutex::new(Waiters {
-                list: List::new(),
-                tracked: None,
-                created_at: Some(std::panic::Location::caller()),
-            }),
-        }
+        Notify::new_tagged(T_NOTIFIED, Some(std::panic::Location::caller()))
     }
 
     /// [`Notify::new`] in a `const` context. Its creation place is not recorded
     /// (`Location::caller` is not `const` on stable Rust).
     #[cfg(not(loom))]
     pub const fn const_new() -> Notify {
+        Notify::const_new_tagged(T_NOTIFIED)
+    }
+
+    /// A `Notify` whose waits are named by `tag` (a primitive built on it), created at
+    /// `created_at`.
+    pub(crate) fn new_tagged(tag: u8, created_at: CreatedAt) -> Notify {
         Notify {
             state: AtomicUsize::new(EMPTY),
             calls: AtomicUsize::new(0),
-            waiters: Mutex::new(Waiters { list: List::new(), tracked: None, created_at: None }),
+            waiters: Mutex::new(Waiters { list: List::new(), tracked: None, tag, created_at }),
+        }
+    }
+
+    /// [`Notify::new_tagged`] in a `const` context, with no creation place.
+    #[cfg(not(loom))]
+    pub(crate) const fn const_new_tagged(tag: u8) -> Notify {
+        Notify {
+            state: AtomicUsize::new(EMPTY),
+            calls: AtomicUsize::new(0),
+            waiters: Mutex::new(Waiters { list: List::new(), tracked: None, tag, created_at: None }),
         }
     }
 
@@ -308,10 +318,10 @@ impl Waiter {
 /// Name the wait for the console (under the waiter mutex, before `Pending`).
 fn name_wait(w: &mut Waiters) {
     if track::watching() {
-        let at = w.created_at;
-        let id = w.tracked.get_or_insert_with(|| Tracked::new(T_NOTIFIED, at)).id;
+        let (at, tag) = (w.created_at, w.tag);
+        let id = w.tracked.get_or_insert_with(|| Tracked::new(tag, at)).id;
         refresh(w);
-        track::record(T_NOTIFIED, id);
+        track::record(tag, id);
     }
 }
 

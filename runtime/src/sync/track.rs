@@ -59,6 +59,9 @@ pub(crate) const T_BROADCAST_RECV: u8 = 11;
 #[allow(dead_code)]
 pub(crate) const T_WATCH_CHANGED: u8 = 12;
 
+/// `SetOnce::wait`.
+pub(crate) const T_SET_ONCE: u8 = 13;
+
 /// The operation's word and the primitive's name for a tag.
 pub(crate) fn tag_words(tag: u8) -> (&'static str, &'static str) {
     match tag {
@@ -74,6 +77,7 @@ pub(crate) fn tag_words(tag: u8) -> (&'static str, &'static str) {
         T_ONESHOT_RECV => ("recv", "oneshot"),
         T_BROADCAST_RECV => ("recv", "broadcast"),
         T_WATCH_CHANGED => ("changed", "watch"),
+        T_SET_ONCE => ("wait", "SetOnce"),
         _ => ("wait", "sync"),
     }
 }
