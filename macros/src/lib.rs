@@ -79,6 +79,7 @@ struct Config {
     worker_threads: Option<(usize, Span)>,
     start_paused: Option<(bool, Span)>,
     crate_path: Option<syn::Path>,
+    name: Option<String>,
 }
 
 fn expand(args: TokenStream2, item: TokenStream2, kind: Kind) -> TokenStream2 {
@@ -107,6 +108,7 @@ fn parse_config(args: TokenStream2, kind: Kind) -> syn::Result<Config> {
     let mut worker_threads = None;
     let mut start_paused = None;
     let mut crate_path = None;
+    let mut runtime_name = None;
     for arg in list {
         let name = arg.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
         let span = arg.span();
@@ -161,6 +163,14 @@ fn parse_config(args: TokenStream2, kind: Kind) -> syn::Result<Config> {
                 })?;
                 crate_path = Some(path);
             }
+            "name" => {
+                once(runtime_name.is_some())?;
+                let s = lit_str(&arg.value, "name")?;
+                if s.trim().is_empty() {
+                    return Err(syn::Error::new(arg.value.span(), "the runtime's `name` must not be empty"));
+                }
+                runtime_name = Some(s);
+            }
             "core_threads" => {
                 return Err(syn::Error::new(span, "`core_threads` was renamed `worker_threads`"));
             }
@@ -169,7 +179,7 @@ fn parse_config(args: TokenStream2, kind: Kind) -> syn::Result<Config> {
                 return Err(syn::Error::new(
                     arg.path.span(),
                     format!(
-                        "unknown attribute `{shown}`; expected one of: `flavor`, `worker_threads`, `start_paused`, `crate`"
+                        "unknown attribute `{shown}`; expected one of: `flavor`, `worker_threads`, `start_paused`, `crate`, `name`"
                     ),
                 ));
             }
@@ -201,7 +211,7 @@ fn parse_config(args: TokenStream2, kind: Kind) -> syn::Result<Config> {
             ));
         }
     }
-    Ok(Config { flavor, worker_threads, start_paused, crate_path })
+    Ok(Config { flavor, worker_threads, start_paused, crate_path, name: runtime_name })
 }
 
 fn lit_str(e: &Expr, what: &str) -> syn::Result<String> {
@@ -302,6 +312,9 @@ fn build(mut f: syn::ItemFn, config: Config, kind: Kind) -> TokenStream2 {
     }
     if let Some((paused, _)) = config.start_paused {
         rt = quote_spanned! {span=> #rt.start_paused(#paused) };
+    }
+    if let Some(name) = &config.name {
+        rt = quote_spanned! {span=> #rt.name(#name) };
     }
     f.sig.asyncness = None;
     let body = &f.block;
@@ -418,5 +431,15 @@ mod tests {
         // This package names no `volt` dependency: the fallback is `::volt`.
         let out = ok_of("", "async fn t() {}", Kind::Test);
         assert!(out.contains(":: volt :: runtime :: Builder"), "{out}");
+    }
+
+    #[test]
+    fn a_runtime_name_is_passed_on_and_an_empty_one_refused() {
+        let out = ok_of("name = \"edge\"", "async fn main() {}", Kind::Main);
+        assert!(out.contains(". name (\"edge\")"), "{out}");
+        let e = err_of("name = \"  \"", "async fn main() {}", Kind::Main);
+        assert!(e.contains("the runtime's `name` must not be empty"), "{e}");
+        let e = err_of("name = \"a\", name = \"b\"", "async fn main() {}", Kind::Main);
+        assert!(e.contains("`name` is given more than once"), "{e}");
     }
 }

@@ -234,10 +234,33 @@ fn a_stream_used_after_its_runtime_shut_down_returns_an_error() {
     let mut buf = [0u8; 4];
     let e = futures::executor::block_on(client.read(&mut buf)).unwrap_err();
     assert!(e.to_string().contains("shut down"), "{e}");
+    assert!(volt::runtime::is_rt_shutdown_err(&e), "{e:?}");
     let e = futures::executor::block_on(client.write_all(b"x")).unwrap_err();
     assert!(e.to_string().contains("shut down"), "{e}");
+    assert!(volt::runtime::is_rt_shutdown_err(&e), "{e:?}");
     // Returned, not hung (an error at once is the property; the bound is only a backstop).
     assert!(t.elapsed() < Duration::from_secs(30));
+}
+
+/// Tokio's example for `is_rt_shutdown_err`: a listener whose runtime was dropped,
+/// used from another runtime, fails with the shutdown error; other errors are not it.
+#[test]
+fn a_listener_of_a_dropped_runtime_fails_with_the_shutdown_error() {
+    let rt1 = rt(1);
+    let rt2 = rt(1);
+    let listener = rt1.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    drop(rt1);
+    let e = rt2.block_on(listener.accept()).map(|_| ()).unwrap_err();
+    assert!(volt::runtime::is_rt_shutdown_err(&e), "{e:?}");
+    // A refused connection, an error with the same kind and text, and one with no inner
+    // error are not shutdown errors.
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let refused = rt2.block_on(TcpStream::connect(addr)).map(|_| ()).unwrap_err();
+    assert!(!volt::runtime::is_rt_shutdown_err(&refused), "{refused:?}");
+    let lookalike = std::io::Error::other(e.to_string());
+    assert!(!volt::runtime::is_rt_shutdown_err(&lookalike));
+    assert!(!volt::runtime::is_rt_shutdown_err(&std::io::Error::from(ErrorKind::Other)));
 }
 
 /// `fcntl(F_GETFL)` of `fd`: `Some(flags)` if it is an open descriptor.

@@ -37,6 +37,30 @@ async fn test_start_paused_is_accepted() {
 #[volt::test(crate = "volt")]
 async fn test_crate_argument() {}
 
+#[volt::test(name = "named-by-the-macro")]
+async fn test_name_argument_names_the_runtime() {
+    assert_eq!(Handle::current().name(), Some("named-by-the-macro"));
+}
+
+/// Each runtime has its own id, and its name if the builder gave one; an empty name is
+/// refused as Tokio refuses it.
+#[test]
+fn runtimes_have_distinct_ids_and_their_builders_names() {
+    let a = volt::runtime::Builder::new_multi_thread().worker_threads(1).name("edge").build().unwrap();
+    let b = volt::runtime::Builder::new_current_thread().build().unwrap();
+    assert_eq!(a.handle().name(), Some("edge"));
+    assert_eq!(b.handle().name(), None);
+    assert_ne!(a.handle().id(), b.handle().id());
+    assert_eq!(a.handle().id(), a.handle().clone().id(), "a handle's clone names the same runtime");
+    let inside = a.block_on(async { (Handle::current().id(), Handle::current().name().map(str::to_owned)) });
+    assert_eq!(inside, (a.handle().id(), Some("edge".to_owned())));
+    assert_eq!(a.handle().id().to_string().parse::<u64>().map(|n| n > 0), Ok(true), "shown as its number");
+    let r = std::panic::catch_unwind(|| {
+        volt::runtime::Builder::new_multi_thread().name(" ");
+    });
+    assert!(r.is_err(), "an empty name was accepted");
+}
+
 #[volt::test]
 async fn test_returning_result() -> Result<(), std::io::Error> {
     volt::time::sleep(Duration::from_millis(1)).await;

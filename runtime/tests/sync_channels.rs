@@ -203,6 +203,15 @@ fn mpsc_permits_hold_slots_until_they_send_or_drop() {
 
         let owned = tx.clone().reserve_owned().await.unwrap();
         assert_eq!(tx.capacity(), 1);
+        assert!(owned.same_channel_as_sender(&tx));
+        let (other_tx, _other_rx) = mpsc::channel::<u32>(1);
+        assert!(!owned.same_channel_as_sender(&other_tx));
+        let other = other_tx.reserve_owned().await.unwrap();
+        assert!(!owned.same_channel(&other), "permits of two channels");
+        drop(other);
+        let second = tx.clone().reserve_owned().await.unwrap();
+        assert!(owned.same_channel(&second));
+        drop(second);
         let back = owned.send(8);
         assert!(back.same_channel(&tx));
         let owned = back.try_reserve_owned().unwrap();

@@ -415,6 +415,67 @@ fn set_once_waits_are_cancel_safe_and_the_value_is_dropped_once() {
     assert_ne!(SetOnce::new_with(Some(2)), SetOnce::new());
 }
 
+/// `Semaphore::blocking_acquire` and its three siblings, from threads outside the
+/// runtime (a `spawn_blocking` closure, a plain thread): each waits in line behind the
+/// tasks holding permits, gets its permits once they are released, and fails once the
+/// semaphore closes. Inside a task they panic instead of blocking a worker.
+#[test]
+fn blocking_acquires_wait_in_line_outside_the_runtime_and_panic_inside_it() {
+    let rt = runtime();
+    let s = Arc::new(Semaphore::new(3));
+    let held = s.clone().try_acquire_many_owned(3).unwrap();
+    let got = Arc::new(AtomicUsize::new(0));
+    let from_pool = {
+        let (s, got) = (s.clone(), got.clone());
+        rt.spawn_blocking(move || {
+            let p = s.blocking_acquire().unwrap();
+            assert!(std::ptr::eq(p.semaphore(), &*s), "the permit names its semaphore");
+            got.fetch_add(p.num_permits(), SeqCst);
+            drop(p);
+            let p = s.blocking_acquire_many(2).unwrap();
+            got.fetch_add(p.num_permits(), SeqCst);
+        })
+    };
+    let from_thread = {
+        let (s, got) = (s.clone(), got.clone());
+        std::thread::spawn(move || {
+            let p = s.clone().blocking_acquire_owned().unwrap();
+            assert!(Arc::ptr_eq(p.semaphore(), &s));
+            got.fetch_add(p.num_permits(), SeqCst);
+            drop(p);
+            let p = s.clone().blocking_acquire_many_owned(3).unwrap();
+            got.fetch_add(p.num_permits(), SeqCst);
+        })
+    };
+    assert_eq!(got.load(SeqCst), 0, "acquired while every permit was held");
+    drop(held);
+    rt.block_on(from_pool).unwrap();
+    from_thread.join().unwrap();
+    assert_eq!(got.load(SeqCst), 1 + 2 + 1 + 3, "every blocking acquire got its permits");
+    assert_eq!(s.available_permits(), 3, "every permit came back");
+    // Closed: they fail instead of waiting.
+    let _all = s.try_acquire_many(3).unwrap();
+    let waiter = {
+        let s = s.clone();
+        std::thread::spawn(move || s.blocking_acquire_many(2).map(|_| ()))
+    };
+    s.close();
+    assert!(waiter.join().unwrap().is_err(), "a closed semaphore answered a blocking acquire");
+    assert!(s.clone().blocking_acquire_owned().is_err());
+    // Inside a task: a panic (caught by the task), not a blocked worker.
+    let s2 = Arc::new(Semaphore::new(1));
+    let r = rt.block_on(rt.spawn(async move { drop(s2.blocking_acquire()) }));
+    assert!(r.unwrap_err().is_panic());
+    // A `spawn_blocking` closure and a `block_in_place` one may block on a lock, as
+    // Tokio's documentation shows: neither drives tasks.
+    let m = Arc::new(Mutex::new(0));
+    let m2 = m.clone();
+    rt.block_on(rt.spawn_blocking(move || *m2.blocking_lock() += 1)).unwrap();
+    let m3 = m.clone();
+    rt.block_on(rt.spawn(async move { volt::task::block_in_place(|| *m3.blocking_lock() += 1) })).unwrap();
+    assert_eq!(*m.try_lock().unwrap(), 2);
+}
+
 #[test]
 fn many_tasks_on_two_workers_lose_no_increment() {
     let rt = runtime();

@@ -438,7 +438,7 @@ impl Driver {
 }
 
 fn shutdown_error() -> io::Error {
-    io::Error::other("the Volt runtime this I/O resource belongs to has shut down")
+    crate::runtime::shutdown_error("the Volt runtime this I/O resource belongs to has shut down")
 }
 
 /// A source's registration with its runtime's reactor.

@@ -18,6 +18,7 @@ pub struct Builder {
     thread_name_fn: Option<ThreadNameFn>,
     worker_threads: Option<usize>,
     thread_name: String,
+    name: Option<String>,
     thread_stack_size: usize,
     max_blocking_threads: usize,
     thread_keep_alive: Duration,
@@ -54,6 +55,7 @@ impl Builder {
             thread_name_fn: None,
             worker_threads: None,
             thread_name: "volt-worker".into(),
+            name: None,
             thread_stack_size: 4 << 20,
             max_blocking_threads: 512,
             thread_keep_alive: Duration::from_secs(10),
@@ -363,6 +365,19 @@ impl Builder {
         self
     }
 
+    /// The runtime's name, which [`Handle::name`](crate::runtime::Handle::name) returns
+    /// (none by default). It names no thread: see [`Builder::thread_name`] for those.
+    ///
+    /// # Panics
+    /// If `name` is empty or only whitespace, as Tokio's does.
+    #[track_caller]
+    pub fn name(&mut self, name: impl Into<String>) -> &mut Builder {
+        let name = name.into();
+        assert!(!name.trim().is_empty(), "runtime name shouldn't be empty");
+        self.name = Some(name);
+        self
+    }
+
     /// Stack size of worker threads (and of blocking-pool threads). A blocking
     /// `JoinHandle::join` runs its target on the joining worker's stack only while less
     /// than half of it is used, so join chains of any depth fit; a larger stack only
@@ -418,6 +433,9 @@ impl Builder {
             current_thread,
             self.io_driver,
         )?;
+        if let Some(name) = &self.name {
+            let _ = shared.name.set(name.as_str().into());
+        }
         // Paused before any task runs, so the first `Instant::now()` is already virtual.
         if self.start_paused {
             shared.driver.time.pause_at_start();

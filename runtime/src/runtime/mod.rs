@@ -332,6 +332,16 @@ impl Handle {
         RuntimeMetrics::new(self.clone())
     }
 
+    /// The runtime's number, unique among the runtimes this process has built.
+    pub fn id(&self) -> Id {
+        Id(self.shared.id)
+    }
+
+    /// The runtime's name, if [`Builder::name`] gave it one.
+    pub fn name(&self) -> Option<&str> {
+        self.shared.name.get().map(|n| &**n)
+    }
+
     /// Which kind of runtime this is.
     pub fn runtime_flavor(&self) -> RuntimeFlavor {
         if self.shared.current_thread {
@@ -399,8 +409,49 @@ impl Handle {
 
 impl std::fmt::Debug for Handle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handle").field("workers", &self.shared.workers.len()).finish()
+        f.debug_struct("Handle")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .field("workers", &self.shared.workers.len())
+            .finish()
     }
+}
+
+/// A runtime's number ([`Handle::id`]): unique among the runtimes of the process, never
+/// reused. Shown as the number.
+#[derive(Clone, Copy, Debug, Hash, Eq, PartialEq)]
+pub struct Id(std::num::NonZeroU64);
+
+impl std::fmt::Display for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The error of an operation that its runtime's shutdown ended, which
+/// [`is_rt_shutdown_err`] recognizes. Its text says what ended.
+#[derive(Debug)]
+struct ShutDown(&'static str);
+
+impl std::fmt::Display for ShutDown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for ShutDown {}
+
+/// An `io::Error` (`ErrorKind::Other`) for an operation the runtime's shutdown ended,
+/// saying `what`.
+pub(crate) fn shutdown_error(what: &'static str) -> io::Error {
+    io::Error::other(ShutDown(what))
+}
+
+/// Whether `err` is the error of an I/O operation that failed because its runtime shut
+/// down (a socket of a dropped runtime, a blocking file operation cancelled by the
+/// shutdown, a `ctrl_c` the shutdown ended), as Tokio's.
+pub fn is_rt_shutdown_err(err: &io::Error) -> bool {
+    err.get_ref().is_some_and(|e| e.is::<ShutDown>())
 }
 
 /// The kind of a runtime: [`Builder::new_current_thread`] or

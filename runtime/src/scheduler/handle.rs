@@ -86,7 +86,14 @@ pub(crate) struct Handle {
     pub(crate) current_thread: bool,
     /// Current-thread runtimes: who has the one worker (see `runtime::current`).
     pub(crate) core: std::sync::atomic::AtomicU8,
+    /// The runtime's number (`Handle::id`), unique in the process.
+    pub(crate) id: std::num::NonZeroU64,
+    /// Its name (`Builder::name`), set once as it is built.
+    pub(crate) name: std::sync::OnceLock<Box<str>>,
 }
+
+/// The next runtime's number (from 1).
+static NEXT_RUNTIME_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Handle {
     pub(crate) fn new(
@@ -126,6 +133,8 @@ impl Handle {
             stack_size,
             current_thread,
             core: std::sync::atomic::AtomicU8::new(CORE_FREE),
+            id: std::num::NonZeroU64::new(NEXT_RUNTIME_ID.fetch_add(1, Relaxed)).expect("runtime ids start at 1"),
+            name: std::sync::OnceLock::new(),
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))

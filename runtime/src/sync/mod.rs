@@ -74,7 +74,8 @@ pub mod futures {
 /// methods).
 ///
 /// # Panics
-/// From inside a task: parking a worker would stall every task queued behind it.
+/// On a worker thread or inside `block_on`: parking the thread would stall every task it
+/// drives.
 #[track_caller]
 pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
     use std::task::{Context, Poll, Wake, Waker};
@@ -87,13 +88,15 @@ pub(crate) fn block_on<F: std::future::Future>(f: F) -> F::Output {
             self.0.unpark();
         }
     }
-    // Inside `block_on` too, as with Tokio (the loom models build no runtime).
+    // On a worker or inside `block_on`, as with Tokio: where the thread drives tasks. A
+    // `spawn_blocking` closure and a `block_in_place` one may block (the loom models
+    // build no runtime).
     #[cfg(not(loom))]
-    let in_block_on = crate::runtime::context::in_block_on();
+    let drives_tasks = crate::runtime::context::on_worker_thread() || crate::runtime::context::in_block_on();
     #[cfg(loom)]
-    let in_block_on = false;
+    let drives_tasks = false;
     assert!(
-        crate::task::wait::current_task_id().is_none() && !in_block_on,
+        !drives_tasks,
         "Cannot block the current thread from within a runtime. This happens because a function attempted \
          to block the current thread while the thread is being used to drive asynchronous tasks."
     );

@@ -222,6 +222,58 @@ impl Semaphore {
         Ok(OwnedSemaphorePermit { sem: self, permits: n })
     }
 
+    /// [`Semaphore::acquire`] from a thread outside the runtime (a `spawn_blocking`
+    /// closure, a thread of your own), blocking it until the permit comes.
+    ///
+    /// # Errors
+    /// [`AcquireError`] once the semaphore is closed.
+    ///
+    /// # Panics
+    /// When called from inside a task or `block_on` (it would block a worker).
+    #[track_caller]
+    pub fn blocking_acquire(&self) -> Result<SemaphorePermit<'_>, AcquireError> {
+        super::block_on(self.acquire())
+    }
+
+    /// [`Semaphore::acquire_many`], blocking the thread (see
+    /// [`Semaphore::blocking_acquire`]).
+    ///
+    /// # Errors
+    /// [`AcquireError`] once the semaphore is closed.
+    ///
+    /// # Panics
+    /// When called from inside a task or `block_on`.
+    #[track_caller]
+    pub fn blocking_acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, AcquireError> {
+        super::block_on(self.acquire_many(n))
+    }
+
+    /// [`Semaphore::acquire_owned`], blocking the thread (see
+    /// [`Semaphore::blocking_acquire`]).
+    ///
+    /// # Errors
+    /// [`AcquireError`] once the semaphore is closed.
+    ///
+    /// # Panics
+    /// When called from inside a task or `block_on`.
+    #[track_caller]
+    pub fn blocking_acquire_owned(self: Arc<Self>) -> Result<OwnedSemaphorePermit, AcquireError> {
+        super::block_on(self.acquire_owned())
+    }
+
+    /// [`Semaphore::acquire_many_owned`], blocking the thread (see
+    /// [`Semaphore::blocking_acquire`]).
+    ///
+    /// # Errors
+    /// [`AcquireError`] once the semaphore is closed.
+    ///
+    /// # Panics
+    /// When called from inside a task or `block_on`.
+    #[track_caller]
+    pub fn blocking_acquire_many_owned(self: Arc<Self>, n: u32) -> Result<OwnedSemaphorePermit, AcquireError> {
+        super::block_on(self.acquire_many_owned(n))
+    }
+
     /// Close the semaphore: every waiting acquire fails with [`AcquireError`], and so
     /// does every acquire from now on. Permits held stay valid.
     pub fn close(&self) {
@@ -265,6 +317,11 @@ impl<'a> SemaphorePermit<'a> {
         }
         self.permits -= n;
         Some(SemaphorePermit { sem: self.sem, permits: n })
+    }
+
+    /// The semaphore the permit comes from.
+    pub fn semaphore(&self) -> &'a Semaphore {
+        self.sem
     }
 }
 

@@ -258,6 +258,20 @@ impl<T> OwnedPermit<T> {
         tx.chan.release_unlocked();
         tx
     }
+
+    /// Whether `other` reserves a slot of the same channel.
+    pub fn same_channel(&self, other: &Self) -> bool {
+        self.sender().same_channel(other.sender())
+    }
+
+    /// Whether `sender` sends on the channel this reserves a slot of.
+    pub fn same_channel_as_sender(&self, sender: &Sender<T>) -> bool {
+        self.sender().same_channel(sender)
+    }
+
+    fn sender(&self) -> &Sender<T> {
+        self.chan.as_ref().expect("an OwnedPermit holds its sender until consumed")
+    }
 }
 
 impl<T> Drop for OwnedPermit<T> {
