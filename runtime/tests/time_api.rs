@@ -288,6 +288,39 @@ fn timeout_accessors() {
     });
 }
 
+/// `Sleep::is_elapsed` as Tokio's: not before the first poll, whatever the deadline;
+/// not while waiting until the timers fire it; then yes, and after a poll completes it;
+/// a waiting sleep reset to a passed deadline is elapsed at once.
+#[test]
+fn is_elapsed_follows_polls_and_fired_timers_not_the_clock() {
+    on_each_runtime(|| async {
+        time::pause();
+        let start = Instant::now();
+        let mut due = Box::pin(time::sleep(Duration::ZERO));
+        let mut past = Box::pin(time::sleep_until(start - Duration::from_secs(1)));
+        time::advance(Duration::from_secs(1)).await;
+        assert!(!due.is_elapsed() && !past.is_elapsed(), "elapsed before any poll");
+        assert_eq!(poll_once(&mut due, Waker::noop()), Poll::Ready(()));
+        assert!(due.is_elapsed());
+        past.as_mut().await;
+        assert!(past.is_elapsed());
+
+        let mut waiting = Box::pin(time::sleep(Duration::from_secs(10)));
+        assert!(poll_once(&mut waiting, Waker::noop()).is_pending());
+        assert!(!waiting.is_elapsed());
+        time::advance(Duration::from_secs(10)).await;
+        assert!(waiting.is_elapsed(), "fired by the timers, not yet polled");
+        assert_eq!(poll_once(&mut waiting, Waker::noop()), Poll::Ready(()));
+        assert!(waiting.is_elapsed());
+
+        let mut moved = Box::pin(time::sleep(Duration::from_secs(60)));
+        assert!(poll_once(&mut moved, Waker::noop()).is_pending());
+        moved.as_mut().reset(Instant::now() - Duration::from_millis(1));
+        assert!(moved.is_elapsed(), "reset to a passed deadline while waiting");
+        assert_eq!(poll_once(&mut moved, Waker::noop()), Poll::Ready(()));
+    });
+}
+
 #[test]
 fn sleep_reset_through_pin() {
     on_each_runtime(|| async {

@@ -76,9 +76,22 @@ impl Sleep {
         self.deadline
     }
 
-    /// Whether the deadline has been reached (on the runtime's clock).
+    /// Whether the sleep has elapsed: completed by a poll, or fired by the runtime's
+    /// timers since its last poll. As with Tokio's, a sleep never polled (since it was
+    /// made or reset without a waker) has not elapsed, even past its deadline, and
+    /// neither has a waiting one whose deadline the timers have not reached yet.
     pub fn is_elapsed(&self) -> bool {
-        self.fired || self.driver.time.now() >= self.deadline
+        if self.fired {
+            return true;
+        }
+        if !self.armed {
+            return false;
+        }
+        let wheel = self.driver.time.lock();
+        // SAFETY: armed, so the entry was linked from this pinned sleep (only a pinned
+        // sleep is armed, and it stays armed until `disarm`), and it is read only under
+        // the wheel's lock, held here.
+        unsafe { wheel.is_fired(self.entry.key()) }
     }
 
     /// Move the deadline, whether or not the sleep has completed. A sleep that was waiting
@@ -95,7 +108,9 @@ impl Sleep {
         if let Some(w) = waker {
             // SAFETY: pinned (see above), and just disarmed.
             if !unsafe { this.arm(&w) } {
-                // Due already (or the timers have shut down): the next poll completes.
+                // Due already (or the timers have shut down): elapsed, and the next poll
+                // completes.
+                this.fired = true;
                 w.wake();
             }
         }
