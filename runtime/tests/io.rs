@@ -263,6 +263,45 @@ fn a_listener_of_a_dropped_runtime_fails_with_the_shutdown_error() {
     assert!(!volt::runtime::is_rt_shutdown_err(&std::io::Error::from(ErrorKind::Other)));
 }
 
+/// The types Tokio's own tests hold unwind safe are, on Volt too: code that wraps a
+/// runtime, a handle, a socket or a channel in `catch_unwind` compiles unchanged.
+#[test]
+fn runtime_handles_sockets_and_channels_are_unwind_safe_as_tokios() {
+    fn unwind_safe<T: std::panic::UnwindSafe + std::panic::RefUnwindSafe>() {}
+    unwind_safe::<volt::Runtime>();
+    unwind_safe::<volt::runtime::Handle>();
+    unwind_safe::<volt::task::JoinHandle<()>>();
+    unwind_safe::<volt::task::AbortHandle>();
+    unwind_safe::<volt::sync::Notify>();
+    unwind_safe::<TcpListener>();
+    unwind_safe::<TcpStream>();
+    unwind_safe::<UdpSocket>();
+    unwind_safe::<volt::net::TcpSocket>();
+    unwind_safe::<volt::net::UnixListener>();
+    unwind_safe::<volt::net::UnixStream>();
+    unwind_safe::<volt::net::UnixDatagram>();
+    // Whatever the message type is (a `Cell` is neither).
+    type C = std::cell::Cell<u8>;
+    unwind_safe::<volt::sync::mpsc::Sender<C>>();
+    unwind_safe::<volt::sync::mpsc::Receiver<C>>();
+    unwind_safe::<volt::sync::mpsc::UnboundedSender<C>>();
+    unwind_safe::<volt::sync::mpsc::UnboundedReceiver<C>>();
+    unwind_safe::<volt::sync::mpsc::WeakSender<C>>();
+    // And so the pattern compiles and runs: a panic inside `block_on`, caught, leaves
+    // the runtime usable.
+    let rt = rt(1);
+    let (tx, mut rx) = volt::sync::mpsc::unbounded_channel();
+    let r = std::panic::catch_unwind(|| {
+        rt.block_on(async {
+            tx.send(1).unwrap();
+            panic!("inside block_on");
+        })
+    });
+    assert!(r.is_err());
+    tx.send(2).unwrap();
+    assert_eq!(rt.block_on(async { (rx.recv().await, rx.recv().await) }), (Some(1), Some(2)));
+}
+
 /// `fcntl(F_GETFL)` of `fd`: `Some(flags)` if it is an open descriptor.
 fn fd_flags(fd: std::os::fd::RawFd) -> Option<libc::c_int> {
     // SAFETY: `F_GETFL` only reads the descriptor's flags; an invalid fd is an error, not UB.

@@ -441,6 +441,12 @@ fn shutdown_error() -> io::Error {
     crate::runtime::shutdown_error("the Volt runtime this I/O resource belongs to has shut down")
 }
 
+// A panic that unwinds past a socket leaves its registration consistent: readiness is
+// one atomic word, and the wakers' slots and the sources slab change under locks no user
+// code runs in. So Volt's sockets are unwind safe, as Tokio's.
+impl std::panic::UnwindSafe for Registration {}
+impl std::panic::RefUnwindSafe for Registration {}
+
 /// A source's registration with its runtime's reactor.
 pub(crate) struct Registration {
     driver: Handle,

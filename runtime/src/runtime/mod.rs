@@ -240,6 +240,14 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
+// The runtime's shared state stays consistent across a panic that unwinds past a
+// `Runtime` or a `Handle`: tasks' panics are caught at their poll, and no user code runs
+// under the runtime's locks. As Tokio's.
+impl std::panic::UnwindSafe for Runtime {}
+impl std::panic::RefUnwindSafe for Runtime {}
+impl std::panic::UnwindSafe for Handle {}
+impl std::panic::RefUnwindSafe for Handle {}
+
 /// A cheap, cloneable reference to a runtime: spawn onto it from any thread.
 #[derive(Clone)]
 pub struct Handle {

@@ -63,6 +63,12 @@ unsafe impl<T: Send> Sync for JoinHandle<T> {}
 
 impl<T> Unpin for JoinHandle<T> {}
 
+// A panic that unwinds past a handle leaves the task as it was: the handle only reads
+// the task's state word and, once it completes, takes its output (both atomic steps).
+// As Tokio's.
+impl<T> std::panic::UnwindSafe for JoinHandle<T> {}
+impl<T> std::panic::RefUnwindSafe for JoinHandle<T> {}
+
 impl<T> JoinHandle<T> {
     /// Wrap the handle's reference.
     pub(crate) fn new(raw: NonNull<Header>) -> JoinHandle<T> {

@@ -134,6 +134,12 @@ impl<T> ClosedState for State<T> {
     }
 }
 
+// A panic cannot leave a channel half-changed: its state changes under its lock, where
+// no user code runs (values are moved in and out, never cloned or dropped there), so
+// its senders and receivers are unwind safe whatever `T` is, as Tokio's.
+impl<T> std::panic::UnwindSafe for Chan<T> {}
+impl<T> std::panic::RefUnwindSafe for Chan<T> {}
+
 impl<T> Chan<T> {
     pub(super) fn new(bound: Option<usize>) -> Arc<Chan<T>> {
         Arc::new(Chan {
