@@ -638,6 +638,71 @@ fn cooperative_spends_the_budget_and_unconstrained_lifts_it() {
     assert!(free, "unconstrained spent a budget");
 }
 
+/// Taking finished tasks' outputs spends the budget, as Tokio's does (its
+/// `join_set_coop` test): a loop over a thousand finished handles, or a `JoinSet` of a
+/// thousand finished tasks, is made to yield before the end, and loses no output.
+#[test]
+fn joining_finished_tasks_spends_the_budget() {
+    use futures::FutureExt;
+    const TASKS: usize = 1000;
+    let rt = rt(1);
+    let (count, refused) = rt
+        .block_on(rt.spawn(async {
+            let done = Arc::new(AtomicUsize::new(0));
+            let mut set = JoinSet::new();
+            let mut handles = Vec::new();
+            for i in 0..TASKS {
+                let (d1, d2) = (done.clone(), done.clone());
+                set.spawn(async move {
+                    d1.fetch_add(1, SeqCst);
+                });
+                handles.push(volt::spawn(async move {
+                    d2.fetch_add(1, SeqCst);
+                    i
+                }));
+            }
+            // Let every task finish.
+            while done.load(SeqCst) < 2 * TASKS {
+                task::yield_now().await;
+            }
+            let (mut count, mut refused) = (0, 0);
+            loop {
+                match set.join_next().now_or_never() {
+                    Some(Some(r)) => {
+                        r.unwrap();
+                        count += 1;
+                    }
+                    Some(None) => break,
+                    None => {
+                        refused += 1;
+                        task::yield_now().await;
+                    }
+                }
+            }
+            let (mut sum, mut handle_refused) = (0, 0);
+            for mut h in handles {
+                loop {
+                    match (&mut h).now_or_never() {
+                        Some(v) => {
+                            sum += v.unwrap();
+                            break;
+                        }
+                        None => {
+                            handle_refused += 1;
+                            task::yield_now().await;
+                        }
+                    }
+                }
+            }
+            assert_eq!(sum, TASKS * (TASKS - 1) / 2, "an output was lost");
+            (count, (refused, handle_refused))
+        }))
+        .unwrap();
+    assert_eq!(count, TASKS, "a JoinSet output was lost");
+    assert!(refused.0 >= 1, "the JoinSet never ran out of budget in {TASKS} joins");
+    assert!(refused.1 >= 1, "the handles never ran out of budget in {TASKS} joins");
+}
+
 /// Many tasks in `block_in_place` at once on two workers, each awaiting again after it:
 /// every one finishes, and the runtime keeps running other tasks throughout.
 #[test]

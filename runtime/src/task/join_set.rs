@@ -263,6 +263,8 @@ impl<T> JoinSet<T> {
         if self.len == 0 {
             return Poll::Ready(None);
         }
+        // Each task's output taken spends a unit of the poll's budget, as with Tokio's.
+        std::task::ready!(super::coop::poll_proceed(cx));
         loop {
             let index = {
                 let mut inner = self.ready.lock();
@@ -280,6 +282,7 @@ impl<T> JoinSet<T> {
                 }
             };
             if let Some(out) = self.poll_slot(index) {
+                super::coop::spend();
                 return Poll::Ready(Some(out));
             }
         }
