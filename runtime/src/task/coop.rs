@@ -150,6 +150,25 @@ impl Deferred {
     }
 }
 
+/// An operation that is ready to complete takes a unit of the poll's budget: `false`
+/// (with the task woken to run again, as [`poll_proceed`] does) when none is left. One
+/// look at the budget where `poll_proceed` and [`spend`] take two.
+#[inline(always)]
+pub(crate) fn try_spend(cx: &mut Context<'_>) -> bool {
+    let spent = LEFT.with(|l| match l.get() {
+        0 => false,
+        UNLIMITED => true,
+        left => {
+            l.set(left - 1);
+            true
+        }
+    });
+    if !spent {
+        refuse(cx);
+    }
+    spent
+}
+
 /// An operation completed: one unit of the poll's budget is gone.
 #[inline(always)]
 pub(crate) fn spend() {

@@ -133,13 +133,15 @@ impl<T> Future for JoinHandle<T> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // Taking a finished task's output spends a unit of the poll's budget, as Tokio's
-        // does: a loop over handles of finished tasks gives its worker back in time.
-        std::task::ready!(super::coop::poll_proceed(cx));
+        // does: a loop over handles of finished tasks gives its worker back in time. A
+        // join that will wait looks at no budget (one that finishes in between is taken
+        // for free).
+        if self.is_finished() && !super::coop::try_spend(cx) {
+            return Poll::Pending;
+        }
         let out = self.poll_output(cx.waker());
         if out.is_pending() {
             record_join_wait(self.header());
-        } else {
-            super::coop::spend();
         }
         out
     }
