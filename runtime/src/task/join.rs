@@ -131,6 +131,7 @@ impl<T> JoinHandle<T> {
 impl<T> Future for JoinHandle<T> {
     type Output = Result<T, JoinError>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // Taking a finished task's output spends a unit of the poll's budget, as Tokio's
         // does: a loop over handles of finished tasks gives its worker back in time. A
