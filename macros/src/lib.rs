@@ -324,19 +324,41 @@ fn build(mut f: syn::ItemFn, config: Config, kind: Kind) -> TokenStream2 {
     };
     // The body becomes an `async` block driven by `block_on`. Pinning it as a `dyn Future`
     // with the function's return type lets `?` and `Ok(())` inside infer their types
-    // from the signature, as they would in the `async fn`.
-    let new_body = quote_spanned! {span=>
-        {
-            let body = async #body;
-            #[allow(clippy::expect_used, clippy::diverging_sub_expression, clippy::needless_return)]
+    // from the signature, as they would in the `async fn`. A type that cannot be named
+    // there (`!`, which is unstable outside a return type, or an `impl Trait`) leaves the
+    // block's output to be inferred from the `return`.
+    let unnameable = match &f.sig.output {
+        syn::ReturnType::Type(_, ty) => matches!(**ty, syn::Type::Never(_) | syn::Type::ImplTrait(_)),
+        syn::ReturnType::Default => false,
+    };
+    let new_body = if unnameable {
+        quote_spanned! {span=>
             {
-                let body: ::core::pin::Pin<&mut dyn ::core::future::Future<Output = #output>> =
-                    ::core::pin::pin!(body);
-                return #rt
-                    .enable_all()
-                    .build()
-                    .expect("Failed building the Runtime")
-                    .block_on(body);
+                let body = async #body;
+                #[allow(clippy::expect_used, clippy::diverging_sub_expression, clippy::needless_return)]
+                {
+                    return #rt
+                        .enable_all()
+                        .build()
+                        .expect("Failed building the Runtime")
+                        .block_on(body);
+                }
+            }
+        }
+    } else {
+        quote_spanned! {span=>
+            {
+                let body = async #body;
+                #[allow(clippy::expect_used, clippy::diverging_sub_expression, clippy::needless_return)]
+                {
+                    let body: ::core::pin::Pin<&mut dyn ::core::future::Future<Output = #output>> =
+                        ::core::pin::pin!(body);
+                    return #rt
+                        .enable_all()
+                        .build()
+                        .expect("Failed building the Runtime")
+                        .block_on(body);
+                }
             }
         }
     };
@@ -441,5 +463,16 @@ mod tests {
         assert!(e.contains("the runtime's `name` must not be empty"), "{e}");
         let e = err_of("name = \"a\", name = \"b\"", "async fn main() {}", Kind::Main);
         assert!(e.contains("`name` is given more than once"), "{e}");
+    }
+
+    #[test]
+    fn a_never_or_impl_trait_return_is_not_named_in_a_dyn_future() {
+        for ret in ["!", "impl std::fmt::Display"] {
+            let out = ok_of("", &format!("async fn main() -> {ret} {{ loop {{}} }}"), Kind::Main);
+            assert!(!out.contains("dyn"), "{out}");
+            assert!(out.contains("block_on (body)"), "{out}");
+        }
+        let out = ok_of("", "async fn main() -> u8 { 1 }", Kind::Main);
+        assert!(out.contains("Output = u8"), "{out}");
     }
 }

@@ -37,6 +37,30 @@ async fn test_start_paused_is_accepted() {
 #[volt::test(crate = "volt")]
 async fn test_crate_argument() {}
 
+/// What `never_returns` panics with, to end it.
+#[derive(Debug, PartialEq)]
+struct Ended(u32);
+
+#[volt::main(flavor = "current_thread")]
+async fn never_returns() -> ! {
+    volt::time::sleep(Duration::from_millis(1)).await;
+    std::panic::panic_any(Ended(7))
+}
+
+#[volt::main(flavor = "current_thread")]
+async fn returns_an_impl_trait() -> impl std::fmt::Display {
+    volt::spawn(async { 5 }).await.unwrap()
+}
+
+/// `#[volt::main]` on an `async fn` that returns `!` (a server's main loop) or an
+/// `impl Trait` compiles and runs, as with Tokio's.
+#[test]
+fn main_may_return_never_or_an_impl_trait() {
+    let e = std::panic::catch_unwind(|| never_returns()).unwrap_err();
+    assert_eq!(e.downcast_ref::<Ended>(), Some(&Ended(7)));
+    assert_eq!(returns_an_impl_trait().to_string(), "5");
+}
+
 #[volt::test(name = "named-by-the-macro")]
 async fn test_name_argument_names_the_runtime() {
     assert_eq!(Handle::current().name(), Some("named-by-the-macro"));
