@@ -385,7 +385,8 @@ impl<T> crate::task::join::JoinHandle<T> {
         let mut poll_join = |waker: &Waker| {
             if out.is_pending() {
                 // SAFETY: `out` has the type the vtable writes; `self` keeps the task alive.
-                unsafe { (vtable.try_read_output)(raw, &mut out as *mut _ as *mut (), waker) };
+                // No budget: a blocking join waits for the output, however many it took.
+                unsafe { (vtable.try_read_output)(raw, &mut out as *mut _ as *mut (), waker, false) };
             }
             out.is_ready()
         };

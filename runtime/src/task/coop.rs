@@ -70,7 +70,7 @@ impl Drop for Budget {
 #[inline(always)]
 pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
     if LEFT.with(|l| l.get()) == 0 {
-        refuse(cx);
+        refuse(cx.waker());
         return Poll::Pending;
     }
     Poll::Ready(())
@@ -80,20 +80,20 @@ pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
 /// [`Deferred`] list until the worker has run its other tasks (see "Deferred wakes" in
 /// the scheduler's `run`); elsewhere it is woken at once.
 #[cold]
-fn refuse(cx: &mut Context<'_>) {
+fn refuse(waker: &Waker) {
     // Under loom there is no worker loop (only the models of its parts).
     #[cfg(loom)]
     let list: *const () = std::ptr::null();
     #[cfg(not(loom))]
     let list = crate::runtime::context::get().defer;
     if list.is_null() {
-        cx.waker().wake_by_ref();
+        waker.wake_by_ref();
         return;
     }
     // SAFETY: only `Deferred::context_ptr` fills this slot, for the worker this thread
     // owns while the context is set; the worker (and so its list) outlives that, and
     // only the owning thread touches the list.
-    unsafe { &*list.cast::<Deferred>() }.push(cx.waker());
+    unsafe { &*list.cast::<Deferred>() }.push(waker);
 }
 
 /// The wakes the budget refused on one worker, held until the worker flushes them.
@@ -151,10 +151,10 @@ impl Deferred {
 }
 
 /// An operation that is ready to complete takes a unit of the poll's budget: `false`
-/// (with the task woken to run again, as [`poll_proceed`] does) when none is left. One
-/// look at the budget where `poll_proceed` and [`spend`] take two.
+/// (with `waker`'s task woken to run again, as [`poll_proceed`] does) when none is left.
+/// One look at the budget where `poll_proceed` and [`spend`] take two.
 #[inline(always)]
-pub(crate) fn try_spend(cx: &mut Context<'_>) -> bool {
+pub(crate) fn try_spend(waker: &Waker) -> bool {
     let spent = LEFT.with(|l| match l.get() {
         0 => false,
         UNLIMITED => true,
@@ -164,7 +164,7 @@ pub(crate) fn try_spend(cx: &mut Context<'_>) -> bool {
         }
     });
     if !spent {
-        refuse(cx);
+        refuse(waker);
     }
     spent
 }

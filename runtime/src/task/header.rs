@@ -69,7 +69,9 @@ pub(crate) struct Vtable {
     /// Free the cell. Only called when the reference count reached zero.
     pub(crate) dealloc: unsafe fn(NonNull<Header>),
     /// `JoinHandle::poll`: write the output to `dst` if complete, else register the waker.
-    pub(crate) try_read_output: unsafe fn(NonNull<Header>, *mut (), &Waker),
+    /// With `spend`, taking the output spends a unit of the poll's cooperative budget, and
+    /// a spent budget leaves it there (the waker's task is woken to come back).
+    pub(crate) try_read_output: unsafe fn(NonNull<Header>, *mut (), &Waker, bool),
     /// `JoinHandle::drop`: give up interest (dropping the output if it is there).
     pub(crate) drop_join_handle: unsafe fn(NonNull<Header>),
     /// Runtime shutdown: cancel the task if nobody is polling it.

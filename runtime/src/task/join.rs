@@ -117,13 +117,14 @@ impl<T> JoinHandle<T> {
 
 impl<T> JoinHandle<T> {
     /// Poll for the output, registering `waker`, without naming the caller's wait (a
-    /// `JoinSet` names its own).
+    /// `JoinSet` names its own). With `spend`, taking the output spends a unit of the
+    /// poll's budget, and a spent one leaves it (see `Vtable::try_read_output`).
     #[inline]
-    pub(crate) fn poll_output(&mut self, waker: &Waker) -> Poll<Result<T, JoinError>> {
+    pub(crate) fn poll_output(&mut self, waker: &Waker, spend: bool) -> Poll<Result<T, JoinError>> {
         let mut out: Poll<Result<T, JoinError>> = Poll::Pending;
         // SAFETY: `out` has the type the vtable writes; the handle's reference keeps the
         // task alive.
-        unsafe { (self.header().vtable.try_read_output)(self.raw, &mut out as *mut _ as *mut (), waker) };
+        unsafe { (self.header().vtable.try_read_output)(self.raw, &mut out as *mut _ as *mut (), waker, spend) };
         out
     }
 }
@@ -134,13 +135,8 @@ impl<T> Future for JoinHandle<T> {
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // Taking a finished task's output spends a unit of the poll's budget, as Tokio's
-        // does: a loop over handles of finished tasks gives its worker back in time. A
-        // join that will wait looks at no budget (one that finishes in between is taken
-        // for free).
-        if self.is_finished() && !super::coop::try_spend(cx) {
-            return Poll::Pending;
-        }
-        let out = self.poll_output(cx.waker());
+        // does: a loop over handles of finished tasks gives its worker back in time.
+        let out = self.poll_output(cx.waker(), true);
         if out.is_pending() {
             record_join_wait(self.header());
         }

@@ -297,7 +297,8 @@ impl<T> JoinSet<T> {
         // Cleared before the poll: a wake from here on queues the slot again.
         slot.entry.queued.store(false, Ordering::Release);
         let handle = slot.handle.as_mut()?;
-        let out = match handle.poll_output(&slot.waker) {
+        // The set spends the budget itself, once per output (`poll_join_next_with_id`).
+        let out = match handle.poll_output(&slot.waker, false) {
             Poll::Pending => return None,
             Poll::Ready(out) => out,
         };

@@ -393,7 +393,7 @@ where
 
 /// Poll from the `JoinHandle`: if the task is complete, move the output into `dst`
 /// (a `*mut Poll<Result<T, JoinError>>`); otherwise make sure `waker` will be woken.
-unsafe fn try_read_output<F, S>(ptr: NonNull<Header>, dst: *mut (), waker: &Waker)
+unsafe fn try_read_output<F, S>(ptr: NonNull<Header>, dst: *mut (), waker: &Waker, spend: bool)
 where
     F: Future + 'static,
     F::Output: 'static,
@@ -402,6 +402,10 @@ where
     // SAFETY: the handle's reference keeps the cell alive.
     let cell = unsafe { cell::<F, S>(ptr) };
     if can_read_output(cell, waker) {
+        // Looked at here, where the output is ready, so a join that waits never looks.
+        if spend && !super::coop::try_spend(waker) {
+            return;
+        }
         let out = cell.stage.with_mut(|stage| {
             // SAFETY: COMPLETE with join interest: the stage belongs to the handle.
             match std::mem::replace(unsafe { &mut *stage }, Stage::Consumed) {
