@@ -331,34 +331,25 @@ fn build(mut f: syn::ItemFn, config: Config, kind: Kind) -> TokenStream2 {
         syn::ReturnType::Type(_, ty) => matches!(**ty, syn::Type::Never(_) | syn::Type::ImplTrait(_)),
         syn::ReturnType::Default => false,
     };
-    let new_body = if unnameable {
-        quote_spanned! {span=>
-            {
-                let body = async #body;
-                #[allow(clippy::expect_used, clippy::diverging_sub_expression, clippy::needless_return)]
-                {
-                    return #rt
-                        .enable_all()
-                        .build()
-                        .expect("Failed building the Runtime")
-                        .block_on(body);
-                }
-            }
-        }
+    let pin_as_dyn = if unnameable {
+        quote!()
     } else {
         quote_spanned! {span=>
+            let body: ::core::pin::Pin<&mut dyn ::core::future::Future<Output = #output>> =
+                ::core::pin::pin!(body);
+        }
+    };
+    let new_body = quote_spanned! {span=>
+        {
+            let body = async #body;
+            #[allow(clippy::expect_used, clippy::diverging_sub_expression, clippy::needless_return)]
             {
-                let body = async #body;
-                #[allow(clippy::expect_used, clippy::diverging_sub_expression, clippy::needless_return)]
-                {
-                    let body: ::core::pin::Pin<&mut dyn ::core::future::Future<Output = #output>> =
-                        ::core::pin::pin!(body);
-                    return #rt
-                        .enable_all()
-                        .build()
-                        .expect("Failed building the Runtime")
-                        .block_on(body);
-                }
+                #pin_as_dyn
+                return #rt
+                    .enable_all()
+                    .build()
+                    .expect("Failed building the Runtime")
+                    .block_on(body);
             }
         }
     };
