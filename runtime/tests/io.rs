@@ -302,6 +302,69 @@ fn runtime_handles_sockets_and_channels_are_unwind_safe_as_tokios() {
     assert_eq!(rt.block_on(async { (rx.recv().await, rx.recv().await) }), (Some(1), Some(2)));
 }
 
+/// `IP_TOS`, `IPV6_TCLASS` and `SO_BINDTODEVICE` on TCP and UDP sockets, as Tokio's
+/// `TcpSocket` and `UdpSocket` have them: each reads back what was set, a bound socket
+/// still carries traffic over its interface, and bad values are errors.
+#[test]
+fn tos_traffic_class_and_device_options_round_trip() {
+    let rt = rt(1);
+    rt.block_on(async {
+        let s = volt::net::TcpSocket::new_v4().unwrap();
+        s.set_tos_v4(0x10).unwrap();
+        assert_eq!(s.tos_v4().unwrap(), 0x10);
+        #[allow(deprecated)]
+        {
+            s.set_tos(0x08).unwrap();
+            assert_eq!(s.tos().unwrap(), 0x08);
+        }
+        assert_eq!(s.set_tos_v4(u32::MAX).unwrap_err().kind(), ErrorKind::InvalidInput);
+        let s6 = volt::net::TcpSocket::new_v6().unwrap();
+        s6.set_tclass_v6(0x20).unwrap();
+        assert_eq!(s6.tclass_v6().unwrap(), 0x20);
+        assert_eq!(s.device().unwrap(), None);
+        assert_eq!(s.bind_device(Some(&[b'x'; 16])).unwrap_err().kind(), ErrorKind::InvalidInput);
+        // Binding needs CAP_NET_RAW (these tests run as root; elsewhere it is refused).
+        let bound = match s.bind_device(Some(b"lo")) {
+            Ok(()) => true,
+            Err(e) if e.kind() == ErrorKind::PermissionDenied => false,
+            Err(e) => panic!("bind_device(lo): {e}"),
+        };
+        if bound {
+            assert_eq!(s.device().unwrap().as_deref(), Some(&b"lo"[..]));
+        }
+        // Bound to the loopback interface, it still listens and talks on loopback.
+        s.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = s.listen(8).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        client.write_all(b"tos").await.unwrap();
+        let mut buf = [0u8; 3];
+        server.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"tos");
+
+        let u = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        u.set_tos_v4(0x04).unwrap();
+        assert_eq!(u.tos_v4().unwrap(), 0x04);
+        if bound {
+            u.bind_device(Some(b"lo")).unwrap();
+            assert_eq!(u.device().unwrap().as_deref(), Some(&b"lo"[..]));
+        }
+        let peer = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        u.send_to(b"dgram", peer.local_addr().unwrap()).await.unwrap();
+        let mut buf = [0u8; 8];
+        let (n, from) = peer.recv_from(&mut buf).await.unwrap();
+        assert_eq!((&buf[..n], from), (&b"dgram"[..], u.local_addr().unwrap()));
+        u.bind_device(None).unwrap();
+        assert_eq!(u.device().unwrap(), None, "unbound again");
+        let u6 = UdpSocket::bind("[::1]:0").await;
+        if let Ok(u6) = u6 {
+            u6.set_tclass_v6(0x28).unwrap();
+            assert_eq!(u6.tclass_v6().unwrap(), 0x28);
+        }
+    });
+}
+
 /// `fcntl(F_GETFL)` of `fd`: `Some(flags)` if it is an open descriptor.
 fn fd_flags(fd: std::os::fd::RawFd) -> Option<libc::c_int> {
     // SAFETY: `F_GETFL` only reads the descriptor's flags; an invalid fd is an error, not UB.

@@ -64,6 +64,7 @@ mod addr;
 mod halves;
 pub(crate) mod ready;
 mod socket;
+mod sockopt;
 mod split;
 pub(crate) mod stream;
 #[path = "tcp.rs"]

@@ -73,27 +73,14 @@ impl TcpSocket {
     }
 
     fn set_int(&self, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
-        // SAFETY: `value` lives for the call and the length given is its size.
-        cvt(unsafe {
-            libc::setsockopt(
-                self.fd.as_raw_fd(),
-                level,
-                name,
-                (&raw const value).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        })
-        .map(drop)
+        super::sockopt::set_int(self.fd.as_raw_fd(), level, name, value)
     }
 
     fn get_int(&self, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
-        let mut value: libc::c_int = 0;
-        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: `value` is valid for writes of `len` bytes and `len` is passed by
-        // pointer, as `getsockopt(2)` expects; any bit pattern is a valid integer.
-        cvt(unsafe { libc::getsockopt(self.fd.as_raw_fd(), level, name, (&raw mut value).cast(), &mut len) })?;
-        Ok(value)
+        super::sockopt::get_int(self.fd.as_raw_fd(), level, name)
     }
+
+    super::sockopt::ip_options!();
 
     /// Set `SO_REUSEADDR`: bind to an address a closed socket still holds in TIME_WAIT.
     pub fn set_reuseaddr(&self, reuseaddr: bool) -> io::Result<()> {

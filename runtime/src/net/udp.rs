@@ -211,6 +211,8 @@ impl UdpSocket {
         self.io.ttl()
     }
 
+    super::sockopt::ip_options!();
+
     /// Join the IPv4 multicast group `multiaddr` on the interface with address
     /// `interface` (`Ipv4Addr::UNSPECIFIED` lets the kernel choose).
     pub fn join_multicast_v4(&self, multiaddr: Ipv4Addr, interface: Ipv4Addr) -> io::Result<()> {
