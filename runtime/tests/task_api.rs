@@ -703,6 +703,75 @@ fn joining_finished_tasks_spends_the_budget() {
     assert!(refused.1 >= 1, "the handles never ran out of budget in {TASKS} joins");
 }
 
+/// `Builder::on_thread_park`/`on_thread_unpark`: on each worker thread they alternate,
+/// park first, on both flavors; the runtime idles between sleeps, so they run; and a task
+/// spawned from the park hook of the only worker runs (the worker does not park over it).
+#[test]
+fn park_hooks_alternate_and_a_task_spawned_in_one_runs() {
+    use std::cell::Cell;
+    use std::sync::atomic::AtomicBool;
+    thread_local! {
+        static PARKED: Cell<bool> = const { Cell::new(false) };
+    }
+    for current in [false, true] {
+        let (parks, unparks, bad) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let mut b = if current {
+            volt::runtime::Builder::new_current_thread()
+        } else {
+            let mut b = volt::runtime::Builder::new_multi_thread();
+            b.worker_threads(2);
+            b
+        };
+        let (p, u, b1, b2) = (parks.clone(), unparks.clone(), bad.clone(), bad.clone());
+        let rt = b
+            .on_thread_park(move || {
+                if PARKED.with(|c| c.replace(true)) {
+                    b1.fetch_add(1, SeqCst);
+                }
+                p.fetch_add(1, SeqCst);
+            })
+            .on_thread_unpark(move || {
+                if !PARKED.with(|c| c.replace(false)) {
+                    b2.fetch_add(1, SeqCst);
+                }
+                u.fetch_add(1, SeqCst);
+            })
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for _ in 0..5 {
+                volt::time::sleep(Duration::from_millis(2)).await;
+            }
+        });
+        drop(rt);
+        assert!(parks.load(SeqCst) >= 1, "no park hook ran (current thread: {current})");
+        assert_eq!(bad.load(SeqCst), 0, "park and unpark hooks out of turn (current thread: {current})");
+        let (p, u) = (parks.load(SeqCst), unparks.load(SeqCst));
+        assert!(p == u || p == u + 1, "{p} parks, {u} unparks (current thread: {current})");
+    }
+
+    let spawned = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let tx = std::sync::Mutex::new(Some(tx));
+    let s = spawned.clone();
+    let rt = volt::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .on_thread_park(move || {
+            if !s.swap(true, SeqCst) {
+                let tx = tx.lock().unwrap().take().unwrap();
+                volt::spawn(async move { tx.send(()).unwrap() });
+            }
+        })
+        .build()
+        .unwrap();
+    // The worker starts with nothing to do and parks at once, spawning from its hook.
+    rx.recv_timeout(Duration::from_secs(10)).expect("the task spawned in the park hook never ran");
+    assert!(spawned.load(SeqCst));
+    drop(rt);
+}
+
 /// Many tasks in `block_in_place` at once on two workers, each awaiting again after it:
 /// every one finishes, and the runtime keeps running other tasks throughout.
 #[test]

@@ -140,7 +140,9 @@ pub(crate) struct PoolConfig {
 type ThreadHook = Arc<dyn Fn() + Send + Sync + 'static>;
 
 /// The `Builder::on_thread_start`/`on_thread_stop` callbacks, run by every worker and
-/// every blocking-pool thread when it starts and just before it exits.
+/// every blocking-pool thread when it starts and just before it exits; and
+/// `on_thread_park`/`on_thread_unpark`, run by a worker around each time it goes idle
+/// (see `scheduler::worker_park`).
 ///
 /// A hook runs on the thread itself, inside the runtime's context (so `Handle::current`
 /// works there), and never while a scheduler or pool lock is held. A panic in a hook is
@@ -149,6 +151,8 @@ type ThreadHook = Arc<dyn Fn() + Send + Sync + 'static>;
 pub(crate) struct ThreadHooks {
     pub(crate) start: Option<ThreadHook>,
     pub(crate) stop: Option<ThreadHook>,
+    pub(crate) park: Option<ThreadHook>,
+    pub(crate) unpark: Option<ThreadHook>,
 }
 
 impl ThreadHooks {
@@ -179,7 +183,7 @@ impl ThreadHooks {
         ThreadHooks::call(&self.stop);
     }
 
-    fn call(hook: &Option<ThreadHook>) {
+    pub(crate) fn call(hook: &Option<ThreadHook>) {
         if let Some(f) = hook {
             // The panic message is still printed by the panic hook; the thread goes on.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f()));

@@ -318,6 +318,23 @@ impl Builder {
         self
     }
 
+    /// Run `f` on a worker thread just before it goes idle (parks, in the reactor or on
+    /// its futex), inside the runtime's context, as Tokio's. A task `f` spawns there runs
+    /// at once: the worker then does not park (it still runs [`Builder::on_thread_unpark`]).
+    /// A panic in `f` is caught and ignored. Called on the thread driving a current-thread
+    /// runtime too.
+    pub fn on_thread_park<F: Fn() + Send + Sync + 'static>(&mut self, f: F) -> &mut Builder {
+        self.thread_hooks.park = Some(Arc::new(f));
+        self
+    }
+
+    /// Run `f` on a worker thread just after it leaves idle (each `on_thread_park` is
+    /// followed by one), before it runs tasks again, as Tokio's.
+    pub fn on_thread_unpark<F: Fn() + Send + Sync + 'static>(&mut self, f: F) -> &mut Builder {
+        self.thread_hooks.unpark = Some(Arc::new(f));
+        self
+    }
+
     /// Run `f` on every worker thread and every blocking-pool thread when it starts, in
     /// the runtime's context (`Handle::current` works), before it runs any task. A panic
     /// in `f` is caught and ignored. Calling this again replaces the hook. With the
@@ -435,6 +452,9 @@ impl Builder {
         )?;
         if let Some(name) = &self.name {
             let _ = shared.name.set(name.as_str().into());
+        }
+        if self.thread_hooks.park.is_some() || self.thread_hooks.unpark.is_some() {
+            let _ = shared.park_hooks.set(self.thread_hooks.clone());
         }
         // Paused before any task runs, so the first `Instant::now()` is already virtual.
         if self.start_paused {

@@ -90,6 +90,9 @@ pub(crate) struct Handle {
     pub(crate) id: std::num::NonZeroU64,
     /// Its name (`Builder::name`), set once as it is built.
     pub(crate) name: std::sync::OnceLock<Box<str>>,
+    /// `Builder::on_thread_park`/`on_thread_unpark`, set once as it is built (only if
+    /// either is given).
+    pub(crate) park_hooks: std::sync::OnceLock<crate::blocking::ThreadHooks>,
 }
 
 /// The next runtime's number (from 1).
@@ -135,6 +138,7 @@ impl Handle {
             core: std::sync::atomic::AtomicU8::new(CORE_FREE),
             id: std::num::NonZeroU64::new(NEXT_RUNTIME_ID.fetch_add(1, Relaxed)).expect("runtime ids start at 1"),
             name: std::sync::OnceLock::new(),
+            park_hooks: std::sync::OnceLock::new(),
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))

@@ -75,7 +75,21 @@ impl Handle {
         LifoCheck::Nothing
     }
 
+    /// Go idle until woken (see `park_idle`), running `Builder::on_thread_park` before and
+    /// `on_thread_unpark` after. A task the first spawned (onto this worker's own queues)
+    /// runs at once: the worker skips its park, where nothing would wake it for that task.
     pub(crate) fn park(&self, w: &Worker) {
+        let Some(hooks) = self.park_hooks.get() else {
+            return self.park_idle(w);
+        };
+        crate::blocking::ThreadHooks::call(&hooks.park);
+        if w.lifo.peek().is_none() && w.queue.len() == 0 {
+            self.park_idle(w);
+        }
+        crate::blocking::ThreadHooks::call(&hooks.unpark);
+    }
+
+    fn park_idle(&self, w: &Worker) {
         let core = &w.core;
         let watch = match self.check_stuck_lifo(w) {
             LifoCheck::Stole(t) => {
