@@ -194,6 +194,8 @@ pub(crate) mod reactor {
 }
 #[cfg(not(loom))]
 pub mod runtime;
+#[cfg(not(loom))]
+mod shutdown_error;
 #[cfg(all(feature = "signal", not(loom)))]
 pub mod signal;
 pub mod sync;

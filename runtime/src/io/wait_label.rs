@@ -159,6 +159,8 @@ pub(crate) fn join_error(e: crate::task::join::JoinError) -> io::Error {
     if e.is_panic() {
         io::Error::other("a blocking I/O operation panicked")
     } else {
-        crate::runtime::shutdown_error("a blocking I/O operation was cancelled: the Volt runtime is shutting down")
+        crate::shutdown_error::shutdown_error(
+            "a blocking I/O operation was cancelled: the Volt runtime is shutting down",
+        )
     }
 }

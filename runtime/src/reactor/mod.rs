@@ -438,7 +438,7 @@ impl Driver {
 }
 
 fn shutdown_error() -> io::Error {
-    crate::runtime::shutdown_error("the Volt runtime this I/O resource belongs to has shut down")
+    crate::shutdown_error::shutdown_error("the Volt runtime this I/O resource belongs to has shut down")
 }
 
 // A panic that unwinds past a socket leaves its registration consistent: readiness is

@@ -436,30 +436,11 @@ impl std::fmt::Display for Id {
     }
 }
 
-/// The error of an operation that its runtime's shutdown ended, which
-/// [`is_rt_shutdown_err`] recognizes. Its text says what ended.
-#[derive(Debug)]
-struct ShutDown(&'static str);
-
-impl std::fmt::Display for ShutDown {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-impl std::error::Error for ShutDown {}
-
-/// An `io::Error` (`ErrorKind::Other`) for an operation the runtime's shutdown ended,
-/// saying `what`.
-pub(crate) fn shutdown_error(what: &'static str) -> io::Error {
-    io::Error::other(ShutDown(what))
-}
-
 /// Whether `err` is the error of an I/O operation that failed because its runtime shut
 /// down (a socket of a dropped runtime, a blocking file operation cancelled by the
 /// shutdown, a `ctrl_c` the shutdown ended), as Tokio's.
 pub fn is_rt_shutdown_err(err: &io::Error) -> bool {
-    err.get_ref().is_some_and(|e| e.is::<ShutDown>())
+    crate::shutdown_error::is_shutdown_error(err)
 }
 
 /// The kind of a runtime: [`Builder::new_current_thread`] or

@@ -44,6 +44,6 @@ pub async fn ctrl_c() -> io::Result<()> {
     let mut listener = unix::signal(unix::SignalKind::interrupt())?;
     match listener.recv().await {
         Some(()) => Ok(()),
-        None => Err(crate::runtime::shutdown_error("volt: the runtime shut down while waiting for ctrl-c")),
+        None => Err(crate::shutdown_error::shutdown_error("volt: the runtime shut down while waiting for ctrl-c")),
     }
 }
