@@ -626,3 +626,111 @@ fn a_task_looping_on_ready_operations_lets_its_worker_run_others() {
     assert!(sent > 0 && slept > 0, "sent {sent}, slept {slept}");
     drop(rt);
 }
+
+/// Polls `fut` once (it must be waiting), says so on `polled`, then finishes it: so a
+/// test knows every task's waker is registered before it makes the event.
+async fn register_then_finish<F: std::future::Future>(fut: F, polled: volt::sync::mpsc::UnboundedSender<()>) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let mut first = true;
+    std::future::poll_fn(|cx| {
+        let r = fut.as_mut().poll(cx);
+        if first {
+            first = false;
+            assert!(r.is_pending(), "nothing has happened yet");
+            polled.send(()).unwrap();
+        }
+        r
+    })
+    .await
+}
+
+/// Tasks accepting on one shared listener all get a connection: an event wakes every
+/// waiter, as Tokio's does, not only the last one to wait (which left the others asleep
+/// for good). On both flavors.
+#[test]
+fn every_task_accepting_on_one_listener_is_woken() {
+    const N: usize = 20;
+    for rt in [rt(2), volt::runtime::Builder::new_current_thread().build().unwrap()] {
+        rt.block_on(async {
+            let listener = Arc::new(TcpListener::bind("127.0.0.1:0").await.unwrap());
+            let addr = listener.local_addr().unwrap();
+            let (polled_tx, mut polled) = volt::sync::mpsc::unbounded_channel();
+            let tasks: Vec<_> = (0..N)
+                .map(|_| {
+                    let (listener, polled_tx) = (listener.clone(), polled_tx.clone());
+                    volt::spawn(async move { register_then_finish(listener.accept(), polled_tx).await.map(|(s, _)| s) })
+                })
+                .collect();
+            for _ in 0..N {
+                polled.recv().await.unwrap();
+            }
+            let mut clients = Vec::new();
+            for _ in 0..N {
+                clients.push(TcpStream::connect(addr).await.unwrap());
+            }
+            for t in tasks {
+                let accepted = volt::time::timeout(Duration::from_secs(10), t).await;
+                accepted.expect("a task accepting on the shared listener was never woken").unwrap().unwrap();
+            }
+        });
+    }
+}
+
+/// The same for tasks receiving on one shared UDP socket, and for tasks waiting for a
+/// stream to become readable: each is woken, and the datagrams are shared out whole.
+#[test]
+fn every_task_waiting_on_one_socket_is_woken() {
+    const N: usize = 16;
+    let rt = rt(2);
+    rt.block_on(async {
+        let sock = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let addr = sock.local_addr().unwrap();
+        let (polled_tx, mut polled) = volt::sync::mpsc::unbounded_channel();
+        let tasks: Vec<_> = (0..N)
+            .map(|_| {
+                let (sock, polled_tx) = (sock.clone(), polled_tx.clone());
+                volt::spawn(async move {
+                    let mut buf = [0u8; 8];
+                    let (n, _) = register_then_finish(sock.recv_from(&mut buf), polled_tx).await.unwrap();
+                    buf[..n].to_vec()
+                })
+            })
+            .collect();
+        for _ in 0..N {
+            polled.recv().await.unwrap();
+        }
+        let sender = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        for i in 0..N as u8 {
+            sender.send_to(&[i; 3], addr).await.unwrap();
+        }
+        let mut got = Vec::new();
+        for t in tasks {
+            let d = volt::time::timeout(Duration::from_secs(10), t).await;
+            got.push(d.expect("a task receiving on the shared socket was never woken").unwrap());
+        }
+        got.sort();
+        assert_eq!(got, (0..N as u8).map(|i| vec![i; 3]).collect::<Vec<_>>());
+
+        // Two tasks waiting for one stream to be readable.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let server = Arc::new(server);
+        // An accepted stream starts out assumed readable: find out it is not.
+        let mut buf = [0u8; 4];
+        assert_eq!(server.try_read(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let (server, polled_tx) = (server.clone(), polled_tx.clone());
+                volt::spawn(async move { register_then_finish(server.readable(), polled_tx).await.unwrap() })
+            })
+            .collect();
+        for _ in 0..2 {
+            polled.recv().await.unwrap();
+        }
+        client.write_all(b"ping").await.unwrap();
+        for w in waiters {
+            volt::time::timeout(Duration::from_secs(10), w).await.expect("a reader was never woken").unwrap();
+        }
+    });
+}

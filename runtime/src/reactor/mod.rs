@@ -38,7 +38,7 @@
 //!
 //! # Readiness
 //! Each registered source has a `ScheduledIo`: readiness bits plus a generation, bumped
-//! by every event, in one `AtomicU64`, and one waker each for readers and writers. An
+//! by every event, in one `AtomicU64`, and the wakers of every task waiting to read and to write. An
 //! operation that hits `WouldBlock` clears the readiness it acted on only if the generation
 //! is unchanged, so an event that arrived meanwhile is never erased (mio is edge-triggered).
 //! At shutdown every source is marked `SHUTDOWN` and woken: later operations on it fail
@@ -106,8 +106,47 @@ impl ReadyEvent {
 /// Per-source readiness and wakers.
 pub(crate) struct ScheduledIo {
     readiness: AtomicU64,
-    reader: Mutex<Option<Waker>>,
-    writer: Mutex<Option<Waker>>,
+    reader: Mutex<Waiters>,
+    writer: Mutex<Waiters>,
+}
+
+/// The tasks waiting for one direction of a source.
+///
+/// Every one of them is woken by an event, as Tokio's are: several tasks may `accept`
+/// on one shared listener or `recv` on one shared UDP socket, and a single slot would
+/// leave all but the last of them asleep for good. The first waiter has a slot of its
+/// own, so a source with one waiter (nearly all) never allocates; a waker already there
+/// (`will_wake`) is not added twice, so a task polling again does not grow the list.
+/// A waiter that gave up (its future dropped) stays until the next event or the
+/// source's end, and then gets one spurious wake.
+#[derive(Default)]
+struct Waiters {
+    first: Option<Waker>,
+    /// The others, only while `first` is set.
+    more: Vec<Waker>,
+}
+
+impl Waiters {
+    fn register(&mut self, waker: &Waker) {
+        match &self.first {
+            None => self.first = Some(waker.clone()),
+            Some(first) if first.will_wake(waker) => {}
+            Some(_) => {
+                if !self.more.iter().any(|w| w.will_wake(waker)) {
+                    self.more.push(waker.clone());
+                }
+            }
+        }
+    }
+
+    /// Move every waiter to `wake`.
+    fn take_into(&mut self, wake: &mut Vec<Waker>) {
+        if let Some(first) = self.first.take() {
+            wake.push(first);
+            // `append` keeps the list's buffer for the next time several wait.
+            wake.append(&mut self.more);
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -116,17 +155,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl ScheduledIo {
     fn new(ready: u64) -> ScheduledIo {
-        ScheduledIo { readiness: AtomicU64::new(ready), reader: Mutex::new(None), writer: Mutex::new(None) }
+        ScheduledIo { readiness: AtomicU64::new(ready), reader: Mutex::default(), writer: Mutex::default() }
     }
 
     /// Add readiness bits (bumping the generation) and collect the wakers to wake.
     fn set_readiness(&self, bits: u64, wake: &mut Vec<Waker>) {
         let _ = self.readiness.fetch_update(AcqRel, Acquire, |cur| Some((cur | bits).wrapping_add(GEN_ONE)));
         if bits & (Direction::Read.mask() | SHUTDOWN) != 0 {
-            wake.extend(lock(&self.reader).take());
+            lock(&self.reader).take_into(wake);
         }
         if bits & (Direction::Write.mask() | SHUTDOWN) != 0 {
-            wake.extend(lock(&self.writer).take());
+            lock(&self.writer).take_into(wake);
         }
     }
 }
@@ -564,10 +603,7 @@ impl Registration {
                 Direction::Read => &self.io.reader,
                 Direction::Write => &self.io.writer,
             };
-            let mut slot = lock(slot);
-            if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *slot = Some(cx.waker().clone());
-            }
+            lock(slot).register(cx.waker());
         }
         // An event may have landed before the waker was stored.
         match check(self.io.readiness.load(Acquire)) {
