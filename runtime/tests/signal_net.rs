@@ -8,6 +8,7 @@
 //! test that sends one uses a signal no other test sends.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use volt::signal::unix::{signal, SignalKind};
 use volt::telemetry::{TaskInfo, WaitReason};
@@ -95,6 +96,46 @@ fn a_signal_before_recv_is_not_lost() {
         kill_self(libc::SIGUSR2);
         assert_eq!(within(s.recv()).await, Some(()));
     });
+}
+
+/// A signal that lands after the last listener was dropped and before the next one is
+/// made reaches the next one (Tokio's `drop_then_get_a_signal`): nothing had handed it
+/// out. `raise` delivers it to this thread before it returns. On both flavors, the
+/// multi-thread one with its workers busy.
+#[test]
+fn a_signal_between_two_listeners_reaches_the_second() {
+    let multi = volt::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+    let current = volt::runtime::Builder::new_current_thread().build().unwrap();
+    for rt in [multi, current] {
+        rt.block_on(async {
+            let spin = Arc::new(std::sync::atomic::AtomicBool::new(true));
+            // Keep the workers polling (and their reactor turning) meanwhile.
+            let busy: Vec<_> = (0..2)
+                .map(|_| {
+                    let spin = spin.clone();
+                    volt::spawn(async move {
+                        while spin.load(std::sync::atomic::Ordering::Relaxed) {
+                            volt::task::yield_now().await;
+                        }
+                    })
+                })
+                .collect();
+            // A real-time signal: nothing else in the process sends it (the stall monitor
+            // uses `SIGURG`, the other tests the classic ones).
+            let sig = libc::SIGRTMIN() + 3;
+            let first = signal(SignalKind::from_raw(sig)).unwrap();
+            drop(first);
+            // SAFETY: `raise(3)` of a signal this process has a handler for (installed by
+            // the first listener, kept for the process's life).
+            assert_eq!(unsafe { libc::raise(sig) }, 0);
+            let mut second = signal(SignalKind::from_raw(sig)).unwrap();
+            assert_eq!(within(second.recv()).await, Some(()), "the delivery was lost");
+            spin.store(false, std::sync::atomic::Ordering::Relaxed);
+            for b in busy {
+                b.await.unwrap();
+            }
+        });
+    }
 }
 
 #[test]

@@ -10,9 +10,11 @@
 //! reactor. When the reactor reports it readable, the runtime's [`RtDriver`] drains it and
 //! wakes every listener of every signal whose counter moved since the last wake-up.
 //!
-//! A listener remembers the counter it last saw (at first, the counter when it was
-//! made): `recv` answers as soon as the counter differs, and takes the new value. So a
-//! signal that lands between the listener's creation and its `recv` is not lost, and many
+//! A listener remembers the counter it last saw (at first, the counter when the
+//! listeners were last woken): `recv` answers as soon as the counter differs, and takes
+//! the new value. So a signal that lands between the listener's creation and its `recv`
+//! is not lost, nor one that landed before it while no runtime had handed it out (the
+//! previous listener just dropped, as in Tokio's `drop_then_get_a_signal`), and many
 //! deliveries before a `recv` make one notification, as Tokio documents. Listeners in
 //! several runtimes are all woken by whichever runtime's reactor drains the byte first;
 //! the others find the pipe empty and nothing new.
@@ -129,10 +131,13 @@ pub(crate) fn slot_for(signum: libc::c_int) -> io::Result<&'static Slot> {
 }
 
 impl Slot {
-    /// A new listener's entry, and the counter it starts from.
+    /// A new listener's entry, and the counter it starts from: the counter when the
+    /// listeners were last woken, so a delivery no runtime has handed out yet (one that
+    /// landed while the signal had no listener, say) reaches the new listener, as a
+    /// Tokio receiver made before its driver's next turn gets it.
     pub(crate) fn add_listener(&self) -> (usize, u64) {
         let mut w = lock(&self.waiters);
-        let seen = self.count.load(SeqCst);
+        let seen = w.last_woken;
         let idx = match w.free.pop() {
             Some(i) => i,
             None => {

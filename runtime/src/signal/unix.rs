@@ -155,7 +155,8 @@ pub struct Signal {
 /// for the life of the process: from then on the signal's default action (such as ending
 /// the process for `SIGINT` and `SIGTERM`) no longer happens, even after every listener
 /// is dropped. Deliveries from the moment this returns are seen by
-/// [`recv`](Signal::recv).
+/// [`recv`](Signal::recv), and so is one that came before while no listener was there to
+/// take it (one `recv` answers for it).
 ///
 /// # Errors
 /// Outside a Volt runtime; for a number that is not a signal; for `SIGKILL` and
@@ -163,9 +164,17 @@ pub struct Signal {
 /// handler must not return).
 pub fn signal(kind: SignalKind) -> io::Result<Signal> {
     let slot = registry::slot_for(kind.0)?;
-    let driver = RtDriver::current()?;
+    // The listener first: a new driver's first turn (here, or on a worker that sees the
+    // pipe readable) hands out a delivery waiting in the pipe, and the listener must
+    // exist by then to get it.
     let (idx, seen) = slot.add_listener();
-    Ok(Signal { kind, slot, idx, seen, driver })
+    match RtDriver::current() {
+        Ok(driver) => Ok(Signal { kind, slot, idx, seen, driver }),
+        Err(e) => {
+            slot.remove_listener(idx);
+            Err(e)
+        }
+    }
 }
 
 impl Signal {
