@@ -222,7 +222,7 @@ fn bad_input_gives_clear_errors() {
 #[test]
 fn a_stream_used_after_its_runtime_shut_down_returns_an_error() {
     let rt = rt(2);
-    let (mut client, _server) = rt.block_on(async {
+    let (mut client, server) = rt.block_on(async {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let c = TcpStream::connect(addr).await.unwrap();
@@ -232,6 +232,14 @@ fn a_stream_used_after_its_runtime_shut_down_returns_an_error() {
     drop(rt);
     let t = Instant::now();
     let mut buf = [0u8; 4];
+    // A non-blocking attempt still does what the kernel can do without a reactor (as
+    // Tokio's): the peer's bytes are read, and one that would wait fails with the error.
+    server.try_write(b"late").unwrap();
+    let n = wait_for_bytes(&client, 4);
+    assert_eq!(client.try_read(&mut buf[..n]).unwrap(), 4);
+    assert_eq!(&buf, b"late");
+    let e = client.try_read(&mut buf).unwrap_err();
+    assert!(volt::runtime::is_rt_shutdown_err(&e), "{e:?}");
     let e = futures::executor::block_on(client.read(&mut buf)).unwrap_err();
     assert!(e.to_string().contains("shut down"), "{e}");
     assert!(volt::runtime::is_rt_shutdown_err(&e), "{e:?}");
@@ -240,6 +248,24 @@ fn a_stream_used_after_its_runtime_shut_down_returns_an_error() {
     assert!(volt::runtime::is_rt_shutdown_err(&e), "{e:?}");
     // Returned, not hung (an error at once is the property; the bound is only a backstop).
     assert!(t.elapsed() < Duration::from_secs(30));
+}
+
+/// Waits (10 s at most) until `n` bytes are queued on `s`, with a peek that leaves the
+/// stream's readiness alone; returns `n`.
+fn wait_for_bytes(s: &TcpStream, n: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = vec![0u8; n];
+    loop {
+        // SAFETY: `recv(2)` with `MSG_PEEK` into a buffer of `n` bytes it owns.
+        let got = unsafe {
+            libc::recv(std::os::fd::AsRawFd::as_raw_fd(s), buf.as_mut_ptr().cast(), n, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+        };
+        if got >= n as isize {
+            return n;
+        }
+        assert!(Instant::now() < deadline, "the peer's bytes never arrived");
+        std::thread::yield_now();
+    }
 }
 
 /// Tokio's example for `is_rt_shutdown_err`: a listener whose runtime was dropped,

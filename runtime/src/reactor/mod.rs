@@ -687,14 +687,19 @@ impl Registration {
 
     /// Clear the readiness `ev` saw for a non-blocking attempt made outside `poll_io`
     /// (`try_read`, `try_write`) that hit `WouldBlock`.
+    ///
+    /// After the runtime shut down the attempt is still made, as Tokio's: what the
+    /// kernel already holds (bytes that arrived, room to write) is there with or without
+    /// a reactor. Only an attempt that would have to wait fails, with the shutdown error,
+    /// since nothing will ever report the source ready again.
     pub(crate) fn try_io<R>(&self, dir: Direction, op: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
         let cur = self.io.readiness.load(Acquire);
-        if cur & SHUTDOWN != 0 {
-            return Err(shutdown_error());
-        }
         let ev = ReadyEvent { generation: cur >> GEN_SHIFT, ready: cur & dir.mask() };
         match op() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if cur & SHUTDOWN != 0 {
+                    return Err(shutdown_error());
+                }
                 self.clear_readiness(ev);
                 Err(e)
             }
