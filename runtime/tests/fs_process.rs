@@ -211,6 +211,34 @@ fn file_write_flush_seek_read() {
     });
 }
 
+/// `set_times` and `set_modified` (Tokio's), after a write still in flight: the write
+/// lands first, so the times set are the ones that stay. A clone keeps its buffer size.
+#[test]
+fn set_times_waits_for_writes_and_clones_keep_their_buffer_size() {
+    use std::time::{Duration, SystemTime};
+    let dir = TempDir::new("times");
+    let p = dir.path().join("t.txt");
+    runtime().block_on(async move {
+        let mut f = volt::fs::File::create(&p).await.unwrap();
+        let (accessed, modified) =
+            (SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000), SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000));
+        // Queued on the pool, not yet written when `set_times` is called.
+        f.write_all(&vec![7u8; 256 * 1024]).await.unwrap();
+        f.set_times(volt::fs::FileTimes::new().set_accessed(accessed).set_modified(modified)).await.unwrap();
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(m.len(), 256 * 1024, "the write in flight landed first");
+        assert_eq!((m.accessed().unwrap(), m.modified().unwrap()), (accessed, modified));
+
+        let later = modified + Duration::from_secs(5);
+        f.set_modified(later).await.unwrap();
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!((m.accessed().unwrap(), m.modified().unwrap()), (accessed, later), "only the mtime moved");
+
+        f.set_max_buf_size(128);
+        assert_eq!(f.try_clone().await.unwrap().max_buf_size(), 128);
+    });
+}
+
 /// A read of a FIFO nobody writes blocks on the pool, and the task waiting for it is
 /// named `fs read <path>` in the task list.
 #[test]

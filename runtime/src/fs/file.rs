@@ -196,6 +196,21 @@ impl File {
         self.on_pool("set_permissions", move || std.set_permissions(perm)).await
     }
 
+    /// Wait for the operation in flight (so a write finishing later cannot move the
+    /// times again), then set the file's access and modification times; a time left
+    /// unset in `times` keeps its value.
+    pub async fn set_times(&self, times: FileTimes) -> io::Result<()> {
+        self.complete_inflight().await?;
+        let std = Arc::clone(&self.std);
+        let times = times.to_std();
+        self.on_pool("set_times", move || std.set_times(times)).await
+    }
+
+    /// [`set_times`](Self::set_times) with only the modification time.
+    pub async fn set_modified(&self, time: std::time::SystemTime) -> io::Result<()> {
+        self.set_times(FileTimes::new().set_modified(time)).await
+    }
+
     /// Wait for the operation in flight, then write the file's data and metadata to the
     /// device (`fsync`).
     pub async fn sync_all(&self) -> io::Result<()> {
@@ -239,7 +254,9 @@ impl File {
         self.complete_inflight().await?;
         let std = Arc::clone(&self.std);
         let clone = self.on_pool("try_clone", move || std.try_clone()).await?;
-        Ok(File::with_label(clone, self.path))
+        let mut clone = File::with_label(clone, self.path);
+        clone.max_buf_size = self.max_buf_size;
+        Ok(clone)
     }
 
     /// Wait for the operation in flight, then give back the `std::fs::File`.
@@ -552,5 +569,45 @@ impl std::os::unix::io::FromRawFd for File {
 impl std::os::unix::io::AsFd for File {
     fn as_fd(&self) -> std::os::unix::io::BorrowedFd<'_> {
         self.std.as_fd()
+    }
+}
+
+/// The times [`File::set_times`] sets: each one left unset keeps the file's. (Tokio's
+/// type of the same name; `std::fs::FileTimes` has no getters, so this one keeps the
+/// values until the call.)
+#[derive(Debug, Clone, Copy, Default)]
+#[must_use = "the times are set only by `File::set_times`"]
+pub struct FileTimes {
+    accessed: Option<std::time::SystemTime>,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileTimes {
+    /// No time set.
+    pub fn new() -> FileTimes {
+        FileTimes::default()
+    }
+
+    /// Set the last access time.
+    pub fn set_accessed(mut self, t: std::time::SystemTime) -> FileTimes {
+        self.accessed = Some(t);
+        self
+    }
+
+    /// Set the last modification time.
+    pub fn set_modified(mut self, t: std::time::SystemTime) -> FileTimes {
+        self.modified = Some(t);
+        self
+    }
+
+    fn to_std(self) -> std::fs::FileTimes {
+        let mut times = std::fs::FileTimes::new();
+        if let Some(t) = self.accessed {
+            times = times.set_accessed(t);
+        }
+        if let Some(t) = self.modified {
+            times = times.set_modified(t);
+        }
+        times
     }
 }

@@ -25,7 +25,7 @@ mod file;
 mod open_options;
 mod read_dir;
 
-pub use file::File;
+pub use file::{File, FileTimes};
 pub use open_options::OpenOptions;
 pub use read_dir::{read_dir, DirEntry, ReadDir};
 
