@@ -220,8 +220,10 @@ fn set_times_waits_for_writes_and_clones_keep_their_buffer_size() {
     let p = dir.path().join("t.txt");
     runtime().block_on(async move {
         let mut f = volt::fs::File::create(&p).await.unwrap();
-        let (accessed, modified) =
-            (SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000), SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000));
+        let (accessed, modified) = (
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000),
+            SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000),
+        );
         // Queued on the pool, not yet written when `set_times` is called.
         f.write_all(&vec![7u8; 256 * 1024]).await.unwrap();
         f.set_times(volt::fs::FileTimes::new().set_accessed(accessed).set_modified(modified)).await.unwrap();

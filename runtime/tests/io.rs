@@ -258,7 +258,12 @@ fn wait_for_bytes(s: &TcpStream, n: usize) -> usize {
     loop {
         // SAFETY: `recv(2)` with `MSG_PEEK` into a buffer of `n` bytes it owns.
         let got = unsafe {
-            libc::recv(std::os::fd::AsRawFd::as_raw_fd(s), buf.as_mut_ptr().cast(), n, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+            libc::recv(
+                std::os::fd::AsRawFd::as_raw_fd(s),
+                buf.as_mut_ptr().cast(),
+                n,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
         };
         if got >= n as isize {
             return n;
@@ -655,7 +660,10 @@ fn a_task_looping_on_ready_operations_lets_its_worker_run_others() {
 
 /// Polls `fut` once (it must be waiting), says so on `polled`, then finishes it: so a
 /// test knows every task's waker is registered before it makes the event.
-async fn register_then_finish<F: std::future::Future>(fut: F, polled: volt::sync::mpsc::UnboundedSender<()>) -> F::Output {
+async fn register_then_finish<F: std::future::Future>(
+    fut: F,
+    polled: volt::sync::mpsc::UnboundedSender<()>,
+) -> F::Output {
     let mut fut = std::pin::pin!(fut);
     let mut first = true;
     std::future::poll_fn(|cx| {
@@ -759,4 +767,165 @@ fn every_task_waiting_on_one_socket_is_woken() {
             volt::time::timeout(Duration::from_secs(10), w).await.expect("a reader was never woken").unwrap();
         }
     });
+}
+
+mod async_fd {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream as StdUnix;
+    use volt::io::unix::AsyncFd;
+    use volt::io::{Interest, Ready};
+
+    fn pair() -> (StdUnix, StdUnix) {
+        let (a, b) = StdUnix::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+        (a, b)
+    }
+
+    /// A read that answers `WouldBlock` clears the readiness through the guard, and the
+    /// next wait waits for the peer's next bytes; a task reading that way gets every
+    /// byte, on both flavors.
+    #[test]
+    fn reads_wait_for_new_bytes_after_would_block() {
+        for rt in [rt(2), volt::runtime::Builder::new_current_thread().build().unwrap()] {
+            rt.block_on(async {
+                let (a, mut b) = pair();
+                // SAFETY: `a` owns its descriptor until the `AsyncFd` is dropped.
+                let a = Arc::new(unsafe { AsyncFd::register(a) }.unwrap());
+                let reader = {
+                    let a = a.clone();
+                    volt::spawn(async move {
+                        let mut got = Vec::new();
+                        let mut buf = [0u8; 64];
+                        while got.len() < 300 {
+                            let mut guard = a.readable().await.unwrap();
+                            match guard.try_io(|fd| fd.get_ref().read(&mut buf)) {
+                                Ok(n) => got.extend_from_slice(&buf[..n.unwrap()]),
+                                Err(_would_block) => assert!(guard.ready().is_empty(), "cleared"),
+                            }
+                        }
+                        got
+                    })
+                };
+                for chunk in 0..3u8 {
+                    b.write_all(&[chunk; 100]).unwrap();
+                    volt::time::sleep(Duration::from_millis(5)).await;
+                }
+                let got = volt::time::timeout(Duration::from_secs(10), reader).await.expect("the reader hung").unwrap();
+                let want: Vec<u8> = (0..3u8).flat_map(|c| [c; 100]).collect();
+                assert_eq!(got, want);
+                // Nothing more to read: a read answers `WouldBlock`, which clears the
+                // readiness, and then `try_io` on the `AsyncFd` does not even try.
+                let r = a.try_io(Interest::READABLE, |mut s| s.read(&mut [0u8; 8]));
+                assert_eq!(r.unwrap_err().kind(), ErrorKind::WouldBlock);
+                let mut called = false;
+                let r = a.try_io(Interest::READABLE, |_| {
+                    called = true;
+                    Ok(())
+                });
+                assert_eq!(r.unwrap_err().kind(), ErrorKind::WouldBlock);
+                assert!(!called);
+            });
+        }
+    }
+
+    /// `ready` answers everything of the interest it found; `clear_ready_matching` clears
+    /// only what it names; several tasks waiting on one `AsyncFd` are all woken; and
+    /// `into_inner` takes the descriptor off the reactor (it can be registered again).
+    #[test]
+    fn ready_sets_clearing_waiters_and_into_inner() {
+        let rt = rt(2);
+        rt.block_on(async {
+            let (a, mut b) = pair();
+            // SAFETY: as above.
+            let mut a = unsafe { AsyncFd::register(a) }.unwrap();
+            b.write_all(b"x").unwrap();
+            let mut guard = a.ready_mut(Interest::READABLE | Interest::WRITABLE).await.unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while guard.ready() != Ready::READABLE | Ready::WRITABLE {
+                // The read and write events may come in two reactor turns.
+                guard.retain_ready();
+                drop(guard);
+                assert!(Instant::now() < deadline, "never both readable and writable");
+                volt::task::yield_now().await;
+                guard = a.ready_mut(Interest::READABLE | Interest::WRITABLE).await.unwrap();
+            }
+            guard.clear_ready_matching(Ready::READABLE);
+            assert_eq!(guard.ready(), Ready::WRITABLE);
+            guard.clear_ready_matching(Ready::WRITABLE);
+            assert_eq!(guard.ready(), Ready::EMPTY);
+            let mut one = [0u8; 1];
+            assert_eq!(guard.get_inner_mut().read(&mut one).unwrap(), 1);
+            drop(guard);
+
+            let a = Arc::new(a);
+            let (polled_tx, mut polled) = volt::sync::mpsc::unbounded_channel();
+            let waiters: Vec<_> = (0..4)
+                .map(|_| {
+                    let (a, polled_tx) = (a.clone(), polled_tx.clone());
+                    volt::spawn(async move { register_then_finish(a.readable(), polled_tx).await.map(|g| g.ready()) })
+                })
+                .collect();
+            for _ in 0..4 {
+                polled.recv().await.unwrap();
+            }
+            b.write_all(b"y").unwrap();
+            for w in waiters {
+                let ready = volt::time::timeout(Duration::from_secs(10), w).await.expect("a waiter was never woken");
+                assert!(ready.unwrap().unwrap().is_readable());
+            }
+
+            let a = Arc::try_unwrap(a).unwrap().into_inner();
+            // SAFETY: as above.
+            let mut again = unsafe { AsyncFd::register(a) }.expect("the descriptor was deregistered");
+            let mut buf = [0u8; 1];
+            let n = again.async_io_mut(Interest::READABLE, |s| s.read(&mut buf)).await.unwrap();
+            assert_eq!(&buf[..n], b"y");
+        });
+    }
+
+    /// `Interest::PRIORITY`: out-of-band TCP data is reported as priority readiness to
+    /// a descriptor registered for it.
+    #[test]
+    fn priority_data_is_reported() {
+        let rt = rt(2);
+        rt.block_on(async {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (server, _) = listener.accept().unwrap();
+            server.set_nonblocking(true).unwrap();
+            // SAFETY: `server` owns its descriptor until the `AsyncFd` is dropped.
+            let server =
+                unsafe { AsyncFd::register_with_interest(server, Interest::READABLE | Interest::PRIORITY) }.unwrap();
+            let urgent = 7u8;
+            // SAFETY: `send(2)` of one byte from a live byte, on an open socket.
+            let sent = unsafe {
+                libc::send(std::os::fd::AsRawFd::as_raw_fd(&client), (&raw const urgent).cast(), 1, libc::MSG_OOB)
+            };
+            assert_eq!(sent, 1);
+            let guard = volt::time::timeout(Duration::from_secs(10), server.ready(Interest::PRIORITY))
+                .await
+                .expect("priority data was never reported")
+                .unwrap();
+            assert!(guard.ready().is_priority(), "{:?}", guard.ready());
+        });
+    }
+
+    /// Bad input: outside a runtime the registration fails and gives the value back; after
+    /// the runtime shut down a wait fails with the shutdown error instead of hanging.
+    #[test]
+    fn registration_errors_give_the_value_back_and_shutdown_ends_waits() {
+        let (a, _b) = pair();
+        // SAFETY: as above.
+        let err = unsafe { AsyncFd::register(a) }.unwrap_err();
+        let (a, cause) = err.into_parts();
+        assert!(cause.to_string().contains("inside a Volt runtime"), "{cause}");
+        let rt = rt(1);
+        // SAFETY: as above.
+        let a = rt.block_on(async { unsafe { AsyncFd::register(a) } }).unwrap();
+        drop(rt);
+        let e = futures::executor::block_on(a.readable()).map(|_| ()).unwrap_err();
+        assert!(volt::runtime::is_rt_shutdown_err(&e), "{e:?}");
+    }
 }

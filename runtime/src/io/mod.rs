@@ -33,9 +33,9 @@ pub use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 #[cfg(feature = "io-util")]
 pub use tokio::io::{
-    copy, copy_bidirectional, copy_buf, duplex, join, simplex, split, AsyncBufRead, AsyncBufReadExt, AsyncReadExt,
-    AsyncSeek, AsyncSeekExt, AsyncWriteExt, BufReader, BufStream, BufWriter, DuplexStream, Join, Lines, ReadHalf,
-    SimplexStream, Split, Take, WriteHalf,
+    copy, copy_bidirectional, copy_bidirectional_with_sizes, copy_buf, duplex, join, simplex, split, AsyncBufRead,
+    AsyncBufReadExt, AsyncReadExt, AsyncSeek, AsyncSeekExt, AsyncWriteExt, BufReader, BufStream, BufWriter, Chain,
+    DuplexStream, Join, Lines, ReadHalf, SimplexStream, Split, Take, WriteHalf,
 };
 
 #[cfg(feature = "io-util")]
@@ -44,6 +44,15 @@ mod ready;
 pub use ready::{empty, repeat, sink, Empty, Repeat, Sink};
 
 pub(crate) mod wait_label;
+
+mod async_fd;
+
+/// Unix descriptors on the runtime's reactor (Tokio's `tokio::io::unix`).
+pub mod unix {
+    #[allow(deprecated)]
+    pub use super::async_fd::AsyncFdTryNewError;
+    pub use super::async_fd::{AsyncFd, AsyncFdReadyGuard, AsyncFdReadyMutGuard, AsyncFdRegisterError, TryIoError};
+}
 
 #[cfg(feature = "io-std")]
 mod stdio;

@@ -6,20 +6,32 @@ use std::io;
 use std::ops;
 use std::task::{Context, Poll};
 
-/// The readiness a wait asks for ([`TcpStream::ready`](super::TcpStream::ready) and the
-/// other sockets' `ready`): readable, writable, or both (`Interest::READABLE |
+/// The readiness a wait asks for ([`TcpStream::ready`](super::TcpStream::ready), the
+/// other sockets' `ready`, [`AsyncFd`](crate::io::unix::AsyncFd)): readable, writable,
+/// priority data, an error, or any set of them (`Interest::READABLE |
 /// Interest::WRITABLE`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Interest(u8);
 
 const I_READ: u8 = 1;
 const I_WRITE: u8 = 2;
+const I_PRIORITY: u8 = 4;
+const I_ERROR: u8 = 8;
 
 impl Interest {
     /// Wait until the socket may be read (or has reached end of stream, or failed).
     pub const READABLE: Interest = Interest(I_READ);
     /// Wait until the socket may be written (or its writing side closed, or failed).
     pub const WRITABLE: Interest = Interest(I_WRITE);
+    /// Wait for priority data (`EPOLLPRI`: a socket's out-of-band data, a change in a
+    /// `/proc` or `sysfs` file that reports one). The kernel reports it only to a
+    /// descriptor registered for it: an [`AsyncFd`](crate::io::unix::AsyncFd) made with
+    /// this interest; the sockets are registered for reading and writing only, as
+    /// Tokio's are.
+    pub const PRIORITY: Interest = Interest(I_PRIORITY);
+    /// Wait for an error on the descriptor (the kernel reports errors whatever a
+    /// registration asked for).
+    pub const ERROR: Interest = Interest(I_ERROR);
 
     /// Whether it includes readable.
     pub const fn is_readable(self) -> bool {
@@ -29,6 +41,33 @@ impl Interest {
     /// Whether it includes writable.
     pub const fn is_writable(self) -> bool {
         self.0 & I_WRITE != 0
+    }
+
+    /// Whether it includes priority data.
+    pub const fn is_priority(self) -> bool {
+        self.0 & I_PRIORITY != 0
+    }
+
+    /// Whether it includes errors.
+    pub const fn is_error(self) -> bool {
+        self.0 & I_ERROR != 0
+    }
+
+    /// The registration this interest needs. mio has no interest in errors (epoll
+    /// reports them always), so an interest in errors alone registers for reading.
+    pub(crate) fn to_mio(self) -> mio::Interest {
+        let mut mio = None::<mio::Interest>;
+        let mut add = |i: mio::Interest| mio = Some(mio.map_or(i, |m| m | i));
+        if self.is_readable() {
+            add(mio::Interest::READABLE);
+        }
+        if self.is_writable() {
+            add(mio::Interest::WRITABLE);
+        }
+        if self.is_priority() {
+            add(mio::Interest::PRIORITY);
+        }
+        mio.unwrap_or(mio::Interest::READABLE)
     }
 
     /// Both interests (the same as `|`, usable in a `const`).
@@ -60,16 +99,20 @@ impl ops::BitOrAssign for Interest {
 
 impl std::fmt::Debug for Interest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.is_readable(), self.is_writable()) {
-            (true, true) => f.write_str("READABLE | WRITABLE"),
-            (true, false) => f.write_str("READABLE"),
-            _ => f.write_str("WRITABLE"),
+        let names = [(I_READ, "READABLE"), (I_WRITE, "WRITABLE"), (I_PRIORITY, "PRIORITY"), (I_ERROR, "ERROR")];
+        let mut sep = "";
+        for (bit, name) in names {
+            if self.0 & bit != 0 {
+                write!(f, "{sep}{name}")?;
+                sep = " | ";
+            }
         }
+        Ok(())
     }
 }
 
-/// The readiness a wait found: a set of readable, writable, read-closed and
-/// write-closed (and error, which [`is_error`](Ready::is_error) tells).
+/// The readiness a wait found: a set of readable, writable, read-closed, write-closed,
+/// priority data and error.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct Ready(u8);
 
@@ -78,6 +121,7 @@ const R_WRITABLE: u8 = 1 << 1;
 const R_READ_CLOSED: u8 = 1 << 2;
 const R_WRITE_CLOSED: u8 = 1 << 3;
 const R_ERROR: u8 = 1 << 4;
+const R_PRIORITY: u8 = 1 << 5;
 
 impl Ready {
     /// Nothing.
@@ -90,8 +134,12 @@ impl Ready {
     pub const READ_CLOSED: Ready = Ready(R_READ_CLOSED);
     /// The writing side is closed.
     pub const WRITE_CLOSED: Ready = Ready(R_WRITE_CLOSED);
+    /// Priority data (see [`Interest::PRIORITY`]).
+    pub const PRIORITY: Ready = Ready(R_PRIORITY);
+    /// An error on the descriptor.
+    pub const ERROR: Ready = Ready(R_ERROR);
     /// Every kind of readiness.
-    pub const ALL: Ready = Ready(R_READABLE | R_WRITABLE | R_READ_CLOSED | R_WRITE_CLOSED | R_ERROR);
+    pub const ALL: Ready = Ready(R_READABLE | R_WRITABLE | R_READ_CLOSED | R_WRITE_CLOSED | R_ERROR | R_PRIORITY);
 
     /// Whether it holds nothing.
     pub fn is_empty(self) -> bool {
@@ -123,8 +171,13 @@ impl Ready {
         self.0 & R_ERROR != 0
     }
 
+    /// Whether priority data is there.
+    pub fn is_priority(self) -> bool {
+        self.0 & R_PRIORITY != 0
+    }
+
     /// The reactor's readiness bits as a `Ready`.
-    fn from_bits(bits: u64) -> Ready {
+    pub(crate) fn from_bits(bits: u64) -> Ready {
         let mut r = 0;
         for (from, to) in [
             (reactor::READABLE, R_READABLE),
@@ -132,6 +185,7 @@ impl Ready {
             (reactor::READ_CLOSED, R_READ_CLOSED),
             (reactor::WRITE_CLOSED, R_WRITE_CLOSED),
             (reactor::ERROR, R_ERROR),
+            (reactor::PRIORITY, R_PRIORITY),
         ] {
             if bits & from != 0 {
                 r |= to;
@@ -172,10 +226,7 @@ impl ops::Sub for Ready {
 /// write wait each keep their waker in their own slot, so both are armed until one fires.
 pub(crate) fn poll_interest(reg: &Registration, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<Ready>> {
     let mut ready = Ready::EMPTY;
-    for (wanted, dir) in [(interest.is_readable(), Direction::Read), (interest.is_writable(), Direction::Write)] {
-        if !wanted {
-            continue;
-        }
+    for dir in interest.directions() {
         match reg.poll_ready(cx, dir) {
             Poll::Ready(Ok(ev)) => ready |= Ready::from_bits(ev.bits()),
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -196,12 +247,52 @@ pub(crate) async fn async_io<R>(
     interest: Interest,
     mut f: impl FnMut() -> io::Result<R>,
 ) -> io::Result<R> {
-    let dir = if interest.is_readable() { Direction::Read } else { Direction::Write };
+    let dir = interest.first_direction();
     loop {
         std::future::poll_fn(|cx| poll_interest(reg, cx, interest)).await?;
         match reg.try_io(dir, &mut f) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             r => return r,
         }
+    }
+}
+
+impl Ready {
+    /// The reactor's readiness bits this `Ready` names.
+    pub(crate) fn to_bits(self) -> u64 {
+        let mut bits = 0;
+        for (from, to) in [
+            (R_READABLE, reactor::READABLE),
+            (R_WRITABLE, reactor::WRITABLE),
+            (R_READ_CLOSED, reactor::READ_CLOSED),
+            (R_WRITE_CLOSED, reactor::WRITE_CLOSED),
+            (R_ERROR, reactor::ERROR),
+            (R_PRIORITY, reactor::PRIORITY),
+        ] {
+            if self.0 & from != 0 {
+                bits |= to;
+            }
+        }
+        bits
+    }
+}
+
+impl Interest {
+    /// The waits this interest is made of.
+    pub(crate) fn directions(self) -> impl Iterator<Item = Direction> {
+        [
+            (self.is_readable(), Direction::Read),
+            (self.is_writable(), Direction::Write),
+            (self.is_priority(), Direction::Priority),
+            (self.is_error(), Direction::Error),
+        ]
+        .into_iter()
+        .filter_map(|(wanted, dir)| wanted.then_some(dir))
+    }
+
+    /// The one wait whose readiness an operation that answered `WouldBlock` clears: the
+    /// first of read, write, priority, error it asks for.
+    pub(crate) fn first_direction(self) -> Direction {
+        self.directions().next().unwrap_or(Direction::Read)
     }
 }

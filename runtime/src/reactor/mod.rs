@@ -69,14 +69,20 @@ pub(crate) const READ_CLOSED: u64 = 1 << 2;
 pub(crate) const WRITE_CLOSED: u64 = 1 << 3;
 pub(crate) const ERROR: u64 = 1 << 4;
 const SHUTDOWN: u64 = 1 << 5;
+/// Priority data (`EPOLLPRI`), reported only for a source registered for it
+/// (`io::unix::AsyncFd` with `Interest::PRIORITY`).
+pub(crate) const PRIORITY: u64 = 1 << 6;
 const GEN_SHIFT: u32 = 16;
 const GEN_ONE: u64 = 1 << GEN_SHIFT;
 
-/// Which half of a source an operation waits on.
+/// What an operation waits on: a half of the source, or (on the readers' list of
+/// wakers, as the kernel reports them with reads) its priority data or its errors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Direction {
     Read,
     Write,
+    Priority,
+    Error,
 }
 
 impl Direction {
@@ -84,9 +90,14 @@ impl Direction {
         match self {
             Direction::Read => READABLE | READ_CLOSED | ERROR,
             Direction::Write => WRITABLE | WRITE_CLOSED | ERROR,
+            Direction::Priority => PRIORITY | READ_CLOSED | ERROR,
+            Direction::Error => ERROR,
         }
     }
 }
+
+/// What wakes the readers' list: everything but writability.
+const READERS: u64 = READABLE | READ_CLOSED | ERROR | PRIORITY;
 
 /// The readiness an operation observed, so it can clear exactly that.
 #[derive(Clone, Copy, Debug)]
@@ -100,6 +111,18 @@ impl ReadyEvent {
     /// `net::Ready`.
     pub(crate) fn bits(&self) -> u64 {
         self.ready
+    }
+
+    /// Two events of one source as one: every bit either saw, with the newer generation
+    /// (an operation that follows both loads may clear what either saw, but not what a
+    /// later event brings).
+    pub(crate) fn union(self, other: ReadyEvent) -> ReadyEvent {
+        ReadyEvent { generation: self.generation.max(other.generation), ready: self.ready | other.ready }
+    }
+
+    /// The same event, naming only `ready` of its bits.
+    pub(crate) fn with_bits(self, ready: u64) -> ReadyEvent {
+        ReadyEvent { ready, ..self }
     }
 }
 
@@ -161,7 +184,7 @@ impl ScheduledIo {
     /// Add readiness bits (bumping the generation) and collect the wakers to wake.
     fn set_readiness(&self, bits: u64, wake: &mut Vec<Waker>) {
         let _ = self.readiness.fetch_update(AcqRel, Acquire, |cur| Some((cur | bits).wrapping_add(GEN_ONE)));
-        if bits & (Direction::Read.mask() | SHUTDOWN) != 0 {
+        if bits & (READERS | SHUTDOWN) != 0 {
             lock(&self.reader).take_into(wake);
         }
         if bits & (Direction::Write.mask() | SHUTDOWN) != 0 {
@@ -413,6 +436,9 @@ impl Driver {
             if ev.is_error() {
                 bits |= ERROR;
             }
+            if ev.is_priority() {
+                bits |= PRIORITY;
+            }
             io.set_readiness(bits, wake);
             out.io_events += 1;
         }
@@ -516,8 +542,7 @@ impl Registration {
         Registration::with_readiness(source, fd, interest, 0)
     }
 
-    /// [`new`](Self::new) for a bare descriptor (a child's pipe).
-    #[cfg(feature = "process")]
+    /// [`new`](Self::new) for a bare descriptor (a child's pipe, an `AsyncFd`'s).
     pub(crate) fn new_fd(fd: RawFd, interest: mio::Interest) -> io::Result<Registration> {
         Registration::with_readiness(&mut mio::unix::SourceFd(&fd), fd, interest, 0)
     }
@@ -600,8 +625,8 @@ impl Registration {
         }
         {
             let slot = match dir {
-                Direction::Read => &self.io.reader,
                 Direction::Write => &self.io.writer,
+                Direction::Read | Direction::Priority | Direction::Error => &self.io.reader,
             };
             lock(slot).register(cx.waker());
         }
@@ -610,8 +635,8 @@ impl Registration {
             Some(r) => Poll::Ready(r),
             None => {
                 let kind = match dir {
-                    Direction::Read => self.wait.read,
                     Direction::Write => self.wait.write,
+                    Direction::Read | Direction::Priority | Direction::Error => self.wait.read,
                 };
                 wait::record_addr(kind, self.wait.addr);
                 Poll::Pending
@@ -628,7 +653,11 @@ impl Registration {
     /// A bit left set would make the next wait return at once, and the operation loop
     /// in [`poll_io`](Self::poll_io) would spin inside one poll for good.
     pub(crate) fn clear_readiness(&self, ev: ReadyEvent) {
-        let clear = ev.ready;
+        self.clear_readiness_bits(ev, ev.ready);
+    }
+
+    /// [`clear_readiness`](Self::clear_readiness) of only the bits in `clear`.
+    pub(crate) fn clear_readiness_bits(&self, ev: ReadyEvent, clear: u64) {
         let _ = self
             .io
             .readiness
@@ -683,6 +712,15 @@ impl Registration {
                 r => return Poll::Ready(r),
             }
         }
+    }
+
+    /// [`try_io`](Self::try_io) only if the reactor has seen the source ready in `dir`
+    /// (or it shut down); else `WouldBlock` at once, without the attempt.
+    pub(crate) fn try_io_if_ready<R>(&self, dir: Direction, op: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        if self.io.readiness.load(Acquire) & (dir.mask() | SHUTDOWN) == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.try_io(dir, op)
     }
 
     /// Clear the readiness `ev` saw for a non-blocking attempt made outside `poll_io`

@@ -96,12 +96,15 @@ pub(super) fn poll_mask(interest: mio::Interest) -> u32 {
     if interest.is_writable() {
         mask |= libc::POLLOUT as u32;
     }
+    if interest.is_priority() {
+        mask |= libc::POLLPRI as u32;
+    }
     mask
 }
 
 /// A poll result as the reactor's readiness bits, read the way mio reads an epoll event.
 pub(super) fn readiness(mask: u32) -> u64 {
-    use super::{ERROR, READABLE, READ_CLOSED, WRITABLE, WRITE_CLOSED};
+    use super::{ERROR, PRIORITY, READABLE, READ_CLOSED, WRITABLE, WRITE_CLOSED};
     let has = |bit: libc::c_short| mask & bit as u32 != 0;
     let mut bits = 0;
     if has(libc::POLLIN) || has(libc::POLLPRI) {
@@ -109,6 +112,9 @@ pub(super) fn readiness(mask: u32) -> u64 {
     }
     if has(libc::POLLOUT) {
         bits |= WRITABLE;
+    }
+    if has(libc::POLLPRI) {
+        bits |= PRIORITY;
     }
     if has(libc::POLLERR) {
         bits |= ERROR;
