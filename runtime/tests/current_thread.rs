@@ -690,3 +690,36 @@ fn tasks_run_in_the_order_they_were_spawned_or_woken() {
     assert_eq!(got.0, [0, 1, 2, 3, 4], "spawn order");
     assert_eq!(got.1, [4, 3, 2, 1, 0], "wake order");
 }
+
+/// A `block_on` future that only yields, waiting for a flag a task sets once its socket
+/// is readable, still lets the reactor's events in (Tokio's `try_read_buf` test waits so):
+/// its own polls count toward the worker's reactor polls. Before, with no task ready to
+/// run, the reactor was never polled and the loop spun for good.
+#[test]
+fn a_block_on_future_that_only_yields_lets_io_events_in() {
+    let rt = rt();
+    rt.block_on(async {
+        let listener = volt::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = volt::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        // An accepted stream starts out assumed readable: find out it is not.
+        assert!(server.try_read(&mut [0u8; 1]).is_err());
+        let seen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let seen = seen.clone();
+            volt::spawn(async move {
+                server.readable().await.unwrap();
+                seen.store(true, SeqCst);
+            })
+        };
+        // Let the reader wait first, then write.
+        volt::task::yield_now().await;
+        client.write_all(b"x").await.unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !seen.load(SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "the reader was never woken");
+            volt::task::yield_now().await;
+        }
+        reader.await.unwrap();
+    });
+}

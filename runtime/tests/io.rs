@@ -514,6 +514,7 @@ fn udp_poll_and_try_methods_round_trip_datagrams() {
 /// `SO_LINGER` counts whole seconds: a wait under a second is rounded up to one, not
 /// down to zero, which would reset the connection on close and drop unsent data.
 #[test]
+#[allow(deprecated)] // `set_linger`, deprecated as Tokio's
 fn tcp_linger_under_a_second_waits_instead_of_resetting() {
     let rt = rt(1);
     rt.block_on(async {
@@ -529,6 +530,7 @@ fn tcp_linger_under_a_second_waits_instead_of_resetting() {
 }
 
 #[test]
+#[allow(deprecated)] // `set_linger`, deprecated as Tokio's
 fn tcp_socket_options_round_trip() {
     let rt = rt(2);
     rt.block_on(async {
@@ -927,5 +929,141 @@ mod async_fd {
         drop(rt);
         let e = futures::executor::block_on(a.readable()).map(|_| ()).unwrap_err();
         assert!(volt::runtime::is_rt_shutdown_err(&e), "{e:?}");
+    }
+}
+
+/// Tokio's socket methods Volt lacked, each used the way Tokio's tests use it.
+mod tokio_api {
+    use super::*;
+    use futures::FutureExt;
+    use volt::net::{UnixDatagram, UnixListener, UnixStream};
+
+    /// `try_read_buf` and the `recv_buf` family fill a `BytesMut`'s or `Vec`'s spare room
+    /// and grow it by what arrived, on every socket type that has them.
+    #[test]
+    #[cfg(feature = "io-util")]
+    fn reads_into_a_buf_mut_grow_it_by_what_arrived() {
+        let rt = rt(2);
+        rt.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let mut client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+            let (server, _) = listener.accept().await.unwrap();
+            let payload: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+            let writer = {
+                let payload = payload.clone();
+                volt::spawn(async move { client.write_all(&payload).await.unwrap() })
+            };
+            let mut got = bytes::BytesMut::with_capacity(1000);
+            while got.len() < payload.len() {
+                server.readable().await.unwrap();
+                match server.try_read_buf(&mut got) {
+                    Ok(n) => assert!(n > 0),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            assert_eq!(&got[..], &payload[..]);
+            writer.await.unwrap();
+
+            let (a, b) = (UdpSocket::bind("127.0.0.1:0").await.unwrap(), UdpSocket::bind("127.0.0.1:0").await.unwrap());
+            a.connect(b.local_addr().unwrap()).await.unwrap();
+            b.connect(a.local_addr().unwrap()).await.unwrap();
+            let mut v = Vec::with_capacity(64);
+            a.send(b"one").await.unwrap();
+            assert_eq!(b.recv_buf(&mut v).await.unwrap(), 3);
+            a.send(b"two").await.unwrap();
+            let (n, from) = b.recv_buf_from(&mut v).await.unwrap();
+            assert_eq!((n, from), (3, a.local_addr().unwrap()));
+            assert_eq!(v, b"onetwo");
+            assert_eq!(b.try_recv_buf(&mut v).unwrap_err().kind(), ErrorKind::WouldBlock);
+            assert_eq!(b.try_recv_buf_from(&mut v).unwrap_err().kind(), ErrorKind::WouldBlock);
+
+            let (x, y) = UnixDatagram::pair().unwrap();
+            let mut v = Vec::with_capacity(16);
+            x.send(b"abc").await.unwrap();
+            assert_eq!(y.recv_buf(&mut v).await.unwrap(), 3);
+            x.send(b"de").await.unwrap();
+            let (n, from) = y.recv_buf_from(&mut v).await.unwrap();
+            assert!(from.is_unnamed());
+            assert_eq!((n, &v[..]), (2, &b"abcde"[..]));
+
+            let (mut s, t) = UnixStream::pair().unwrap();
+            s.write_all(b"stream").await.unwrap();
+            let mut v = Vec::new();
+            t.readable().await.unwrap();
+            assert_eq!(t.try_read_buf(&mut v).unwrap(), 6);
+            assert_eq!(v, b"stream");
+        });
+    }
+
+    /// A fresh Unix pair is writable at once and readable only once the peer writes
+    /// (Tokio's `pair_starts_writable`); an abstract name (a path starting with a NUL
+    /// byte, or `bind_addr`/`connect_addr`) binds and connects; `poll_send_to`; the
+    /// `TryFrom` conversions from std; `worker_index`.
+    #[test]
+    fn unix_pairs_abstract_names_conversions_and_worker_index() {
+        let rt = rt(2);
+        rt.block_on(async {
+            let (a, _b) = UnixStream::pair().unwrap();
+            assert!(a.writable().now_or_never().is_some(), "a fresh pair is writable at once");
+            assert!(a.readable().now_or_never().is_none(), "and not readable before the peer writes");
+            let (c, _d) = UnixDatagram::pair().unwrap();
+            assert!(c.writable().now_or_never().is_some());
+
+            let name = format!("\0volt-test-{}", std::process::id());
+            let listener = UnixListener::bind(&name).unwrap();
+            let (accepted, client) = futures::join!(listener.accept(), UnixStream::connect(&name));
+            let (_server, _) = accepted.unwrap();
+            let local = client.unwrap().into_std().unwrap().peer_addr().unwrap();
+            use std::os::linux::net::SocketAddrExt;
+            assert_eq!(local.as_abstract_name(), Some(&name.as_bytes()[1..]));
+
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(format!("volt-addr-{}", std::process::id()))
+                .unwrap();
+            let addr = volt::net::unix::SocketAddr::from(addr);
+            let listener = UnixListener::bind_addr(&addr).unwrap();
+            let (accepted, client) = futures::join!(listener.accept(), UnixStream::connect_addr(&addr));
+            accepted.unwrap();
+            client.unwrap();
+
+            let dir = std::env::temp_dir().join(format!("volt-poll-send-to-{}", std::process::id()));
+            let _ = std::fs::remove_file(&dir);
+            let receiver = UnixDatagram::bind(&dir).unwrap();
+            let sender = UnixDatagram::unbound().unwrap();
+            let n = std::future::poll_fn(|cx| sender.poll_send_to(cx, b"hey", &dir)).await.unwrap();
+            let mut buf = [0u8; 8];
+            assert_eq!(receiver.recv(&mut buf).await.unwrap(), n);
+            std::fs::remove_file(&dir).unwrap();
+
+            let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = std_listener.local_addr().unwrap();
+            let listener = TcpListener::try_from(std_listener).unwrap();
+            let std_stream = std::net::TcpStream::connect(addr).unwrap();
+            let stream = TcpStream::try_from(std_stream).unwrap();
+            let (accepted, _) = listener.accept().await.unwrap();
+            assert_eq!(accepted.peer_addr().unwrap(), stream.local_addr().unwrap());
+            stream.set_zero_linger().unwrap();
+            assert_eq!(stream.linger().unwrap(), Some(Duration::ZERO));
+            stream.set_quickack(true).unwrap();
+            assert!(stream.quickack().unwrap());
+            UdpSocket::try_from(std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).unwrap();
+
+            // `block_on`'s thread of a multi-thread runtime is no worker; a task's is.
+            assert_eq!(volt::runtime::worker_index(), None);
+            let index = volt::spawn(async { volt::runtime::worker_index() }).await.unwrap();
+            assert!(matches!(index, Some(0 | 1)), "{index:?}");
+            let blocking = volt::task::spawn_blocking(volt::runtime::worker_index).await.unwrap();
+            assert_eq!(blocking, None);
+        });
+        assert_eq!(volt::runtime::worker_index(), None);
+        let current = volt::runtime::Builder::new_current_thread().build().unwrap();
+        assert_eq!(current.block_on(async { volt::runtime::worker_index() }), Some(0));
+    }
+
+    /// Tokio's builder checks: a zero event count panics with its message.
+    #[test]
+    #[should_panic(expected = "max_io_events_per_busy_tick must be non-zero")]
+    fn a_zero_busy_tick_event_count_panics() {
+        volt::runtime::Builder::new_multi_thread().max_io_events_per_busy_tick(0);
     }
 }

@@ -175,8 +175,13 @@ impl File {
     }
 
     /// The largest buffer one read or write hands to the pool (2 MiB unless set).
+    ///
+    /// # Panics
+    /// If `max_buf_size` is zero, as Tokio's.
+    #[track_caller]
     pub fn set_max_buf_size(&mut self, max_buf_size: usize) {
-        self.max_buf_size = max_buf_size.max(1);
+        assert!(max_buf_size > 0, "`max_buf_size` must be greater than 0");
+        self.max_buf_size = max_buf_size;
     }
 
     /// The largest buffer one read or write hands to the pool.

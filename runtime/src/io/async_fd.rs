@@ -227,11 +227,12 @@ impl<T: AsRawFd> AsyncFd<T> {
 
     /// Wait until any part of `interest` is ready, from a poll function: everything of
     /// `interest` found ready, as one event. Each wait keeps its waker on its own list,
-    /// so all stay armed until one fires.
+    /// so all stay armed until one fires. No budget is spent (as Tokio's `ready`); the
+    /// `poll_*_ready` functions spend it.
     fn poll_interest(&self, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<ReadyEvent>> {
         let mut found: Option<ReadyEvent> = None;
         for dir in interest.directions() {
-            match self.poll_dir(cx, dir) {
+            match self.reg.poll_ready_now(cx, dir) {
                 Poll::Ready(Ok(ev)) => found = Some(found.map_or(ev, |f| f.union(ev))),
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => {}
@@ -332,8 +333,13 @@ impl<T: AsRawFd> AsyncFd<T> {
     pub async fn async_io<R>(&self, interest: Interest, mut f: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
         loop {
             let mut guard = self.ready(interest).await?;
+            // The operation spends a unit of the budget, as Tokio's.
+            poll_fn(crate::task::coop::poll_proceed).await;
             match guard.try_io(|fd| f(fd.get_ref())) {
-                Ok(r) => return r,
+                Ok(r) => {
+                    crate::task::coop::spend();
+                    return r;
+                }
                 Err(TryIoError(())) => continue,
             }
         }
@@ -350,8 +356,12 @@ impl<T: AsRawFd> AsyncFd<T> {
     ) -> io::Result<R> {
         loop {
             let mut guard = self.ready_mut(interest).await?;
+            poll_fn(crate::task::coop::poll_proceed).await;
             match guard.try_io(|fd| f(fd.get_mut())) {
-                Ok(r) => return r,
+                Ok(r) => {
+                    crate::task::coop::spend();
+                    return r;
+                }
                 Err(TryIoError(())) => continue,
             }
         }

@@ -61,6 +61,8 @@
 //! operations fail with an `io::Error` rather than wait forever.
 
 mod addr;
+#[cfg(feature = "io-util")]
+mod buf;
 mod halves;
 pub(crate) mod ready;
 mod socket;

@@ -224,10 +224,12 @@ impl ops::Sub for Ready {
 
 /// Wait until `reg` is ready for any part of `interest`; what it found. A read wait and a
 /// write wait each keep their waker in their own slot, so both are armed until one fires.
+/// A readiness wait spends no cooperative budget (as Tokio's `ready`, `readable` and
+/// `writable`); the operation after it does.
 pub(crate) fn poll_interest(reg: &Registration, cx: &mut Context<'_>, interest: Interest) -> Poll<io::Result<Ready>> {
     let mut ready = Ready::EMPTY;
     for dir in interest.directions() {
-        match reg.poll_ready(cx, dir) {
+        match reg.poll_ready_now(cx, dir) {
             Poll::Ready(Ok(ev)) => ready |= Ready::from_bits(ev.bits()),
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Pending => {}
@@ -250,9 +252,14 @@ pub(crate) async fn async_io<R>(
     let dir = interest.first_direction();
     loop {
         std::future::poll_fn(|cx| poll_interest(reg, cx, interest)).await?;
+        // The operation spends a unit of the budget (a task out of it yields here).
+        std::future::poll_fn(crate::task::coop::poll_proceed).await;
         match reg.try_io(dir, &mut f) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            r => return r,
+            r => {
+                crate::task::coop::spend();
+                return r;
+            }
         }
     }
 }

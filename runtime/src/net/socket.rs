@@ -150,6 +150,11 @@ impl TcpSocket {
         super::tcp_impl::set_linger_fd(self.fd.as_raw_fd(), dur)
     }
 
+    /// Set `SO_LINGER` to zero (see [`TcpStream::set_zero_linger`]).
+    pub fn set_zero_linger(&self) -> io::Result<()> {
+        self.set_linger(Some(Duration::ZERO))
+    }
+
     /// The `SO_LINGER` option.
     pub fn linger(&self) -> io::Result<Option<Duration>> {
         super::tcp_impl::linger_fd(self.fd.as_raw_fd())
@@ -250,7 +255,7 @@ pub(crate) fn to_sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::s
 }
 
 /// The C structure a socket call filled in, as a `SocketAddr`.
-fn from_sockaddr(storage: &libc::sockaddr_storage) -> io::Result<SocketAddr> {
+pub(super) fn from_sockaddr(storage: &libc::sockaddr_storage) -> io::Result<SocketAddr> {
     match storage.ss_family as libc::c_int {
         libc::AF_INET => {
             // SAFETY: the family says the storage holds a `sockaddr_in`.

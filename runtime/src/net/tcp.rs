@@ -199,8 +199,30 @@ impl TcpStream {
     ///
     /// The wait happens in `close(2)`, on whatever thread drops the stream; a worker
     /// blocked there runs no other task, so prefer `None` or zero in async code.
+    ///
+    /// Deprecated as Tokio's is: a linger above zero makes the thread that closes the
+    /// socket wait. [`set_zero_linger`](Self::set_zero_linger) sets the case that does
+    /// not wait.
+    #[deprecated = "`SO_LINGER` causes the socket to block the thread on drop"]
     pub fn set_linger(&self, dur: Option<Duration>) -> io::Result<()> {
         set_linger_fd(self.io.as_raw_fd(), dur)
+    }
+
+    /// Set `SO_LINGER` to zero: closing the socket resets the connection at once (an
+    /// `RST`), dropping unsent data, instead of closing it gracefully.
+    pub fn set_zero_linger(&self) -> io::Result<()> {
+        set_linger_fd(self.io.as_raw_fd(), Some(Duration::ZERO))
+    }
+
+    /// Set `TCP_QUICKACK`: acknowledge at once instead of delaying acknowledgements. The
+    /// kernel may turn it off again by itself; it is not a permanent setting.
+    pub fn set_quickack(&self, quickack: bool) -> io::Result<()> {
+        super::sockopt::set_int(self.io.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_QUICKACK, quickack.into())
+    }
+
+    /// The `TCP_QUICKACK` option (see [`set_quickack`](Self::set_quickack)).
+    pub fn quickack(&self) -> io::Result<bool> {
+        Ok(super::sockopt::get_int(self.io.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_QUICKACK)? != 0)
     }
 
     /// The `SO_LINGER` option (see [`set_linger`](Self::set_linger)).
@@ -248,13 +270,13 @@ impl TcpStream {
     /// wake spuriously; follow it with [`try_read`](Self::try_read), which answers
     /// `WouldBlock` then.
     pub async fn readable(&self) -> io::Result<()> {
-        poll_fn(|cx| self.poll_read_ready(cx)).await
+        self.ready(Interest::READABLE).await.map(|_| ())
     }
 
     /// Wait until the socket may be writable. It may wake spuriously; follow it with
     /// [`try_write`](Self::try_write), which answers `WouldBlock` then.
     pub async fn writable(&self) -> io::Result<()> {
-        poll_fn(|cx| self.poll_write_ready(cx)).await
+        self.ready(Interest::WRITABLE).await.map(|_| ())
     }
 
     /// [`readable`](Self::readable) as a poll function. Uses the read waker slot: only the
@@ -274,6 +296,13 @@ impl TcpStream {
     /// [`readable`](Self::readable) and try again).
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.reg.try_io(Direction::Read, || (&self.io).read(buf))
+    }
+
+    /// [`try_read`](Self::try_read) into the spare room of `buf` (a `BytesMut`, a
+    /// `Vec<u8>`), which grows by what was read.
+    #[cfg(feature = "io-util")]
+    pub fn try_read_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        self.reg.try_io(Direction::Read, || crate::net::buf::recv(self.io.as_raw_fd(), buf))
     }
 
     /// [`try_read`](Self::try_read) into several buffers with one `readv(2)`.
@@ -422,4 +451,25 @@ mod tests {
         assert_eq!(linger_secs(Duration::from_secs(libc::c_int::MAX as u64 + 5)), libc::c_int::MAX);
         assert_eq!(linger_secs(Duration::MAX), libc::c_int::MAX);
     }
+}
+
+macro_rules! try_from_std {
+    ($($std:ty => $volt:ty),* $(,)?) => {$(
+        /// The same as `from_std` (as Tokio's).
+        impl TryFrom<$std> for $volt {
+            type Error = io::Error;
+            fn try_from(value: $std) -> io::Result<$volt> {
+                <$volt>::from_std(value)
+            }
+        }
+    )*};
+}
+
+try_from_std! {
+    std::net::TcpStream => TcpStream,
+    std::net::TcpListener => TcpListener,
+    std::net::UdpSocket => super::UdpSocket,
+    std::os::unix::net::UnixStream => super::UnixStream,
+    std::os::unix::net::UnixListener => super::UnixListener,
+    std::os::unix::net::UnixDatagram => super::UnixDatagram,
 }

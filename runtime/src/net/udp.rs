@@ -151,13 +151,13 @@ impl UdpSocket {
     /// Wait until a datagram may be waiting. It may wake spuriously; follow it with
     /// [`try_recv_from`](Self::try_recv_from), which answers `WouldBlock` then.
     pub async fn readable(&self) -> io::Result<()> {
-        poll_fn(|cx| self.poll_recv_ready(cx)).await
+        self.ready(Interest::READABLE).await.map(|_| ())
     }
 
     /// Wait until a datagram may be sent. It may wake spuriously; follow it with
     /// [`try_send_to`](Self::try_send_to), which answers `WouldBlock` then.
     pub async fn writable(&self) -> io::Result<()> {
-        poll_fn(|cx| self.poll_send_ready(cx)).await
+        self.ready(Interest::WRITABLE).await.map(|_| ())
     }
 
     /// Send a datagram to `target` without waiting; `WouldBlock` if the send buffer is
@@ -169,6 +169,32 @@ impl UdpSocket {
     /// Receive a datagram without waiting; `WouldBlock` if none is waiting.
     pub fn try_recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         self.reg.try_io(Direction::Read, || self.io.recv_from(buf))
+    }
+
+    /// Receive a datagram from the connected peer into the spare room of `buf`, which
+    /// grows by its length; a datagram longer than the room is cut to fit.
+    #[cfg(feature = "io-util")]
+    pub async fn recv_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        poll_fn(|cx| self.reg.poll_io(cx, Direction::Read, || super::buf::recv(self.io.as_raw_fd(), buf))).await
+    }
+
+    /// [`recv_buf`](Self::recv_buf) without waiting; `WouldBlock` if none is waiting.
+    #[cfg(feature = "io-util")]
+    pub fn try_recv_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        self.reg.try_io(Direction::Read, || super::buf::recv(self.io.as_raw_fd(), buf))
+    }
+
+    /// Receive a datagram into the spare room of `buf`, which grows by its length; its
+    /// length and sender.
+    #[cfg(feature = "io-util")]
+    pub async fn recv_buf_from<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<(usize, SocketAddr)> {
+        poll_fn(|cx| self.reg.poll_io(cx, Direction::Read, || super::buf::recv_from_ip(self.io.as_raw_fd(), buf))).await
+    }
+
+    /// [`recv_buf_from`](Self::recv_buf_from) without waiting.
+    #[cfg(feature = "io-util")]
+    pub fn try_recv_buf_from<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<(usize, SocketAddr)> {
+        self.reg.try_io(Direction::Read, || super::buf::recv_from_ip(self.io.as_raw_fd(), buf))
     }
 
     /// Send to the connected peer without waiting.

@@ -563,6 +563,16 @@ impl Registration {
         Registration::with_readiness(source, fd, mio::Interest::READABLE | mio::Interest::WRITABLE, READABLE | WRITABLE)
     }
 
+    /// Register a source known to be writable and not yet readable (one end of a fresh
+    /// socket pair): its first write is tried at once, its first read waits for an event.
+    pub(crate) fn writable(
+        source: &mut (impl mio::event::Source + AsRawFd),
+        interest: mio::Interest,
+    ) -> io::Result<Registration> {
+        let fd = source.as_raw_fd();
+        Registration::with_readiness(source, fd, interest, WRITABLE)
+    }
+
     fn with_readiness(
         source: &mut impl mio::event::Source,
         fd: RawFd,
@@ -612,7 +622,10 @@ impl Registration {
         r
     }
 
-    fn poll_ready_now(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
+    /// [`poll_ready`](Self::poll_ready) without the cooperative budget: for the readiness
+    /// waits (`readable`, `writable`, `ready`), which Tokio does not count either (the
+    /// operation that follows them does).
+    pub(crate) fn poll_ready_now(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
         let mask = dir.mask();
         let check = |cur: u64| -> Option<io::Result<ReadyEvent>> {
             if cur & SHUTDOWN != 0 {

@@ -149,7 +149,23 @@ impl Builder {
 
     /// Accepted for Tokio's sake, with no effect: Volt's reactor sizes its own event
     /// buffer.
-    pub fn max_io_events_per_tick(&mut self, _capacity: usize) -> &mut Builder {
+    ///
+    /// # Panics
+    /// If `capacity` is zero, as Tokio's.
+    #[track_caller]
+    pub fn max_io_events_per_tick(&mut self, capacity: usize) -> &mut Builder {
+        assert!(capacity > 0, "max_io_events_per_tick must be non-zero");
+        self
+    }
+
+    /// Accepted for Tokio's sake, with no effect, as
+    /// [`max_io_events_per_tick`](Self::max_io_events_per_tick).
+    ///
+    /// # Panics
+    /// If `capacity` is zero, as Tokio's.
+    #[track_caller]
+    pub fn max_io_events_per_busy_tick(&mut self, capacity: usize) -> &mut Builder {
+        assert!(capacity > 0, "max_io_events_per_busy_tick must be non-zero");
         self
     }
 

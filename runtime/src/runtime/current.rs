@@ -175,6 +175,11 @@ fn drive<F: Future>(
             if let Poll::Ready(v) = polled {
                 return Some(v);
             }
+            // The future's poll counts as one of the worker's: the reactor is polled
+            // every so many polls, so a future that only yields (waiting, say, for a flag
+            // a task sets once a socket is readable) still lets the events in. With no
+            // task to run, the worker's own polls would never come due.
+            w.core.tick.set(w.core.tick.get().wrapping_add(1));
             // What the future did is not part of the next task's poll.
             shared.metrics.refresh_clock(&w.rec);
         }

@@ -71,6 +71,15 @@ pub use crate::reactor::IoDriver;
 pub use builder::{Builder, TaskStatistics, DEFAULT_STALL_THRESHOLD, MAX_EVENT_RING};
 pub use metrics::RuntimeMetrics;
 
+/// The index of the worker this thread is, as Tokio's: `0..num_workers` on a worker
+/// thread of a multi-thread runtime (the index `RuntimeMetrics` and the console use),
+/// `Some(0)` on the thread driving a current-thread runtime, `None` elsewhere (the
+/// blocking pool, a thread of the program's own, `block_on`'s thread of a multi-thread
+/// runtime). It may change across an `.await`, when the task moves to another worker.
+pub fn worker_index() -> Option<usize> {
+    crate::scheduler::handle::Handle::any_worker_index()
+}
+
 use crate::blocking::deadline::{join_until, wait_until_deadline};
 use crate::scheduler::handle::Handle as Scheduler;
 use crate::task::join::JoinHandle;

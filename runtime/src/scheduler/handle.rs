@@ -404,6 +404,15 @@ impl Handle {
         }
     }
 
+    /// The index of the worker this thread is, of whichever runtime (`runtime::worker_index`).
+    pub(crate) fn any_worker_index() -> Option<usize> {
+        context::try_get()
+            .filter(|ctx| !ctx.worker.is_null())
+            // SAFETY: set by `enter_worker` to a worker of the runtime it entered, alive
+            // while the thread is inside it (the guard restores the slot on the way out).
+            .map(|ctx| unsafe { &*ctx.worker.cast::<Worker>() }.index)
+    }
+
     /// Like `current_worker`, but also safe while the thread's locals are being torn down
     /// (a task freed from a thread-local destructor).
     #[inline]

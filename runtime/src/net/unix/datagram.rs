@@ -30,7 +30,12 @@ impl UnixDatagram {
     /// Two connected sockets (`socketpair(2)`).
     pub fn pair() -> io::Result<(UnixDatagram, UnixDatagram)> {
         let (a, b) = mio::net::UnixDatagram::pair()?;
-        Ok((UnixDatagram::from_mio(a)?, UnixDatagram::from_mio(b)?))
+        // Empty buffers: writable at once, readable once the peer sends (as Tokio's).
+        let end = |mut io: mio::net::UnixDatagram| {
+            let reg = Registration::writable(&mut io, mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+            UnixDatagram::with_registration(io, reg)
+        };
+        Ok((end(a)?, end(b)?))
     }
 
     /// A socket bound to no address (it can send, and receive replies sent to it once
@@ -40,7 +45,11 @@ impl UnixDatagram {
     }
 
     fn from_mio(mut io: mio::net::UnixDatagram) -> io::Result<UnixDatagram> {
-        let mut reg = Registration::new(&mut io, mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+        let reg = Registration::new(&mut io, mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+        UnixDatagram::with_registration(io, reg)
+    }
+
+    fn with_registration(io: mio::net::UnixDatagram, mut reg: Registration) -> io::Result<UnixDatagram> {
         reg.set_wait(WaitAs { read: wait::W_RECV, write: wait::W_SEND, addr: None });
         Ok(UnixDatagram { io, reg })
     }
@@ -88,6 +97,12 @@ impl UnixDatagram {
     /// Receive a datagram; its length and sender.
     pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         poll_fn(|cx| self.poll_recv_from_into(cx, buf)).await
+    }
+
+    /// [`send_to`](Self::send_to) as a poll function.
+    pub fn poll_send_to(&self, cx: &mut Context<'_>, buf: &[u8], target: impl AsRef<Path>) -> Poll<io::Result<usize>> {
+        let target = target.as_ref();
+        self.reg.poll_io(cx, Direction::Write, || self.io.send_to(buf, target))
     }
 
     /// [`send`](Self::send) as a poll function.
@@ -142,6 +157,36 @@ impl UnixDatagram {
         self.reg.try_io(Direction::Read, || self.io.recv(buf))
     }
 
+    /// Receive a datagram from the connected peer into the spare room of `buf`, which
+    /// grows by its length.
+    #[cfg(feature = "io-util")]
+    pub async fn recv_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        poll_fn(|cx| self.reg.poll_io(cx, Direction::Read, || crate::net::buf::recv(self.io.as_raw_fd(), buf))).await
+    }
+
+    /// [`recv_buf`](Self::recv_buf) without waiting; `WouldBlock` if none is there.
+    #[cfg(feature = "io-util")]
+    pub fn try_recv_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        self.reg.try_io(Direction::Read, || crate::net::buf::recv(self.io.as_raw_fd(), buf))
+    }
+
+    /// Receive a datagram into the spare room of `buf`, which grows by its length; its
+    /// length and sender.
+    #[cfg(feature = "io-util")]
+    pub async fn recv_buf_from<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<(usize, SocketAddr)> {
+        poll_fn(|cx| self.reg.poll_io(cx, Direction::Read, || crate::net::buf::recv_from_unix(&self.io, buf)))
+            .await
+            .map(|(n, a)| (n, SocketAddr(a)))
+    }
+
+    /// [`recv_buf_from`](Self::recv_buf_from) without waiting.
+    #[cfg(feature = "io-util")]
+    pub fn try_recv_buf_from<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<(usize, SocketAddr)> {
+        self.reg
+            .try_io(Direction::Read, || crate::net::buf::recv_from_unix(&self.io, buf))
+            .map(|(n, a)| (n, SocketAddr(a)))
+    }
+
     /// Receive a datagram without waiting; `WouldBlock` if none is there.
     pub fn try_recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         self.reg.try_io(Direction::Read, || self.io.recv_from(buf)).map(|(n, a)| (n, SocketAddr(a)))
@@ -166,12 +211,12 @@ impl UnixDatagram {
 
     /// Wait until a datagram may be waiting.
     pub async fn readable(&self) -> io::Result<()> {
-        poll_fn(|cx| self.poll_recv_ready(cx)).await
+        self.ready(Interest::READABLE).await.map(|_| ())
     }
 
     /// Wait until a datagram may be sent.
     pub async fn writable(&self) -> io::Result<()> {
-        poll_fn(|cx| self.poll_send_ready(cx)).await
+        self.ready(Interest::WRITABLE).await.map(|_| ())
     }
 
     /// [`readable`](Self::readable) as a poll function.

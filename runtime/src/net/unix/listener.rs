@@ -21,8 +21,16 @@ pub struct UnixListener {
 
 impl UnixListener {
     /// Bind to `path` and listen. Must be called inside a Volt runtime.
+    /// A path that starts with a NUL byte names an abstract socket (on Linux), as in
+    /// Tokio.
     pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
-        UnixListener::from_mio(mio::net::UnixListener::bind(path)?)
+        UnixListener::from_mio(mio::net::UnixListener::bind_addr(&super::std_addr(path.as_ref())?)?)
+    }
+
+    /// Bind to `addr` and listen: a path, or on Linux an abstract name
+    /// (`std::os::linux::net::SocketAddrExt::from_abstract_name`).
+    pub fn bind_addr(addr: &super::SocketAddr) -> io::Result<UnixListener> {
+        UnixListener::from_mio(mio::net::UnixListener::bind_addr(&addr.0)?)
     }
 
     fn from_mio(mut io: mio::net::UnixListener) -> io::Result<UnixListener> {

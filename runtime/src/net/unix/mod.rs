@@ -19,6 +19,23 @@ pub use stream::UnixStream;
 
 use std::path::Path;
 
+/// The address `path` names: on Linux a path that starts with a NUL byte is an abstract
+/// name (the rest of it), as Tokio reads it.
+fn std_addr(path: &Path) -> std::io::Result<std::os::unix::net::SocketAddr> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if let Some(name) = bytes.strip_prefix(b"\0") {
+        #[cfg(target_os = "android")]
+        use std::os::android::net::SocketAddrExt;
+        #[cfg(target_os = "linux")]
+        use std::os::linux::net::SocketAddrExt;
+        return std::os::unix::net::SocketAddr::from_abstract_name(name);
+    }
+    let _ = bytes;
+    std::os::unix::net::SocketAddr::from_pathname(path)
+}
+
 /// The address of a Unix socket: a path, or unnamed (a socket from `pair`, or a client
 /// that never bound).
 #[derive(Clone)]

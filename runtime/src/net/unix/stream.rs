@@ -26,8 +26,19 @@ pub struct UnixStream {
 
 impl UnixStream {
     /// Connect to the socket bound at `path`.
+    /// A path that starts with a NUL byte names an abstract socket (on Linux), as in
+    /// Tokio.
     pub async fn connect(path: impl AsRef<Path>) -> io::Result<UnixStream> {
-        let stream = UnixStream::from_mio(mio::net::UnixStream::connect(path)?)?;
+        UnixStream::connecting(mio::net::UnixStream::connect_addr(&super::std_addr(path.as_ref())?)?).await
+    }
+
+    /// Connect to the socket bound at `addr`: a path, or on Linux an abstract name.
+    pub async fn connect_addr(addr: &super::SocketAddr) -> io::Result<UnixStream> {
+        UnixStream::connecting(mio::net::UnixStream::connect_addr(&addr.0)?).await
+    }
+
+    async fn connecting(io: mio::net::UnixStream) -> io::Result<UnixStream> {
+        let stream = UnixStream::from_mio(io)?;
         // A connect that could not finish at once finishes (or fails) when the socket
         // becomes writable.
         poll_fn(|cx| stream.reg.poll_ready(cx, Direction::Write)).await?;
@@ -40,7 +51,12 @@ impl UnixStream {
     /// Two connected streams (`socketpair(2)`).
     pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
         let (a, b) = mio::net::UnixStream::pair()?;
-        Ok((UnixStream::established(a)?, UnixStream::established(b)?))
+        // Empty buffers: writable at once, readable once the peer writes (as Tokio's).
+        let end = |mut io: mio::net::UnixStream| {
+            let reg = Registration::writable(&mut io, mio::Interest::READABLE | mio::Interest::WRITABLE)?;
+            io::Result::Ok(UnixStream { io, reg })
+        };
+        Ok((end(a)?, end(b)?))
     }
 
     fn from_mio(mut io: mio::net::UnixStream) -> io::Result<UnixStream> {
@@ -101,13 +117,13 @@ impl UnixStream {
 
     /// Wait until the socket may be readable; follow it with [`try_read`](Self::try_read).
     pub async fn readable(&self) -> io::Result<()> {
-        poll_fn(|cx| self.poll_read_ready(cx)).await
+        self.ready(Interest::READABLE).await.map(|_| ())
     }
 
     /// Wait until the socket may be writable; follow it with
     /// [`try_write`](Self::try_write).
     pub async fn writable(&self) -> io::Result<()> {
-        poll_fn(|cx| self.poll_write_ready(cx)).await
+        self.ready(Interest::WRITABLE).await.map(|_| ())
     }
 
     /// [`readable`](Self::readable) as a poll function (the read waker slot).
@@ -124,6 +140,13 @@ impl UnixStream {
     /// nothing yet.
     pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.reg.try_io(Direction::Read, || (&self.io).read(buf))
+    }
+
+    /// [`try_read`](Self::try_read) into the spare room of `buf` (a `BytesMut`, a
+    /// `Vec<u8>`), which grows by what was read.
+    #[cfg(feature = "io-util")]
+    pub fn try_read_buf<B: bytes::BufMut>(&self, buf: &mut B) -> io::Result<usize> {
+        self.reg.try_io(Direction::Read, || crate::net::buf::recv(self.io.as_raw_fd(), buf))
     }
 
     /// [`try_read`](Self::try_read) into several buffers.
