@@ -1060,6 +1060,107 @@ mod tokio_api {
         assert_eq!(current.block_on(async { volt::runtime::worker_index() }), Some(0));
     }
 
+    /// `UnixSocket`: a stream socket binds, listens and connects; a datagram socket binds
+    /// and becomes a `UnixDatagram`; each refuses the other's calls with a clear error.
+    #[test]
+    fn unix_sockets_set_up_before_use() {
+        let rt = rt(2);
+        rt.block_on(async {
+            let dir = std::env::temp_dir().join(format!("volt-unix-socket-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("s.sock");
+            let _ = std::fs::remove_file(&path);
+            let server = volt::net::UnixSocket::new_stream().unwrap();
+            server.bind(&path).unwrap();
+            let listener = server.listen(16).unwrap();
+            let client = volt::net::UnixSocket::new_stream().unwrap();
+            let (accepted, connected) = futures::join!(listener.accept(), client.connect(&path));
+            let (mut a, _) = accepted.unwrap();
+            let mut c = connected.unwrap();
+            c.write_all(b"hi").await.unwrap();
+            let mut buf = [0u8; 2];
+            a.read_exact(&mut buf).await.unwrap();
+            assert_eq!(&buf, b"hi");
+
+            let d1 = volt::net::UnixSocket::new_datagram().unwrap();
+            let p1 = dir.join("d1.sock");
+            let _ = std::fs::remove_file(&p1);
+            d1.bind(&p1).unwrap();
+            let d1 = d1.datagram().unwrap();
+            let d2 = volt::net::UnixSocket::new_datagram().unwrap().datagram().unwrap();
+            d2.send_to(b"dgram", &p1).await.unwrap();
+            let mut buf = [0u8; 8];
+            assert_eq!(d1.recv(&mut buf).await.unwrap(), 5);
+
+            let e = volt::net::UnixSocket::new_datagram().unwrap().listen(1).unwrap_err();
+            assert!(e.to_string().contains("listen cannot be called on a datagram socket"), "{e}");
+            let e = volt::net::UnixSocket::new_stream().unwrap().datagram().unwrap_err();
+            assert!(e.to_string().contains("datagram cannot be called on a stream socket"), "{e}");
+            let e = volt::net::UnixSocket::new_stream().unwrap().bind("x".repeat(200)).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+            std::fs::remove_dir_all(&dir).unwrap();
+        });
+    }
+
+    /// `net::unix::pipe`: an anonymous pipe carries bytes to end of file; a named FIFO
+    /// opens as a receiver, refuses a sender with no reader (`ENXIO`) unless
+    /// `read_write`, and a file that is no FIFO is refused.
+    #[test]
+    #[cfg(feature = "io-util")]
+    fn pipes_and_fifos() {
+        use volt::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        use volt::net::unix::pipe;
+        let rt = rt(2);
+        rt.block_on(async {
+            let (mut tx, mut rx) = pipe::pipe().unwrap();
+            let writer = volt::spawn(async move {
+                // More than a pipe holds (64 KiB): the writer waits for the reader.
+                for chunk in 0..32u8 {
+                    tx.write_all(&[chunk; 8192]).await.unwrap();
+                }
+            });
+            let mut got = Vec::new();
+            rx.read_to_end(&mut got).await.unwrap();
+            writer.await.unwrap();
+            assert_eq!(got.len(), 32 * 8192);
+            assert!(got.chunks(8192).enumerate().all(|(i, c)| c.iter().all(|&b| b == i as u8)));
+
+            let dir = std::env::temp_dir().join(format!("volt-fifo-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let fifo = dir.join("f");
+            let _ = std::fs::remove_file(&fifo);
+            let cpath = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: `mkfifo(3)` with a NUL-terminated path that lives for the call.
+            assert_eq!(unsafe { libc::mkfifo(cpath.as_ptr(), 0o644) }, 0);
+            let e = pipe::OpenOptions::new().open_sender(&fifo).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::ENXIO), "{e}");
+            let rx = pipe::OpenOptions::new().open_receiver(&fifo).unwrap();
+            let tx = pipe::OpenOptions::new().open_sender(&fifo).unwrap();
+            tx.writable().await.unwrap();
+            assert_eq!(tx.try_write(b"fifo").unwrap(), 4);
+            let mut buf = Vec::with_capacity(16);
+            rx.readable().await.unwrap();
+            assert_eq!(rx.try_read_buf(&mut buf).unwrap(), 4);
+            assert_eq!(buf, b"fifo");
+            drop((tx, rx));
+            // Read and write: opens with no reader.
+            pipe::OpenOptions::new().read_write(true).open_sender(&fifo).unwrap();
+
+            let plain = dir.join("plain");
+            std::fs::write(&plain, b"x").unwrap();
+            let e = pipe::OpenOptions::new().open_receiver(&plain).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+            let e = pipe::Receiver::from_file(std::fs::File::open(&plain).unwrap()).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput);
+            // A FIFO end open for reading is no sender.
+            let (_tx2, rx2) = pipe::pipe().unwrap();
+            let fd = rx2.into_blocking_fd().unwrap();
+            let e = pipe::Sender::from_owned_fd(fd).unwrap_err();
+            assert!(e.to_string().contains("not open for writing"), "{e}");
+            std::fs::remove_dir_all(&dir).unwrap();
+        });
+    }
+
     /// Tokio's builder checks: a zero event count panics with its message.
     #[test]
     #[should_panic(expected = "max_io_events_per_busy_tick must be non-zero")]

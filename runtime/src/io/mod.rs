@@ -46,6 +46,8 @@ pub use ready::{empty, repeat, sink, Empty, Repeat, Sink};
 pub(crate) mod wait_label;
 
 mod async_fd;
+#[cfg(feature = "tokio-io")]
+pub(crate) mod pipe_end;
 
 /// Unix descriptors on the runtime's reactor (Tokio's `tokio::io::unix`).
 pub mod unix {

@@ -40,6 +40,15 @@ pub(crate) fn recv<B: BufMut + ?Sized>(fd: RawFd, buf: &mut B) -> io::Result<usi
     .map(|(n, ())| n)
 }
 
+/// `read(2)` on `fd` (a pipe, say: `recv` is for sockets only) into `buf`'s spare room.
+pub(crate) fn read<B: BufMut + ?Sized>(fd: RawFd, buf: &mut B) -> io::Result<usize> {
+    read_into(buf, |ptr, len| {
+        // SAFETY: `ptr` is valid for writes of `len` bytes (the chunk `read_into` gave).
+        check(unsafe { libc::read(fd, ptr.cast(), len) }).map(|n| (n, ()))
+    })
+    .map(|(n, ())| n)
+}
+
 /// `recvfrom(2)` on an IP socket into `buf`'s spare room, with the sender's address.
 pub(crate) fn recv_from_ip<B: BufMut + ?Sized>(fd: RawFd, buf: &mut B) -> io::Result<(usize, std::net::SocketAddr)> {
     read_into(buf, |ptr, len| {

@@ -82,7 +82,7 @@ pub use split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, WriteHalf
 pub use tcp_impl::{TcpListener, TcpStream};
 pub use udp::UdpSocket;
 #[cfg(unix)]
-pub use unix::{UnixDatagram, UnixListener, UnixStream};
+pub use unix::{UnixDatagram, UnixListener, UnixSocket, UnixStream};
 
 /// The halves of a split [`TcpStream`], at Tokio's path for them (`tokio::net::tcp`).
 pub mod tcp {

@@ -9,11 +9,15 @@
 
 mod datagram;
 mod listener;
+#[cfg(feature = "tokio-io")]
+pub mod pipe;
+mod socket;
 mod split;
 mod stream;
 
 pub use datagram::UnixDatagram;
 pub use listener::UnixListener;
+pub use socket::UnixSocket;
 pub use split::{OwnedReadHalf, OwnedWriteHalf, ReadHalf, ReuniteError, WriteHalf};
 pub use stream::UnixStream;
 

@@ -37,7 +37,7 @@ impl UnixStream {
         UnixStream::connecting(mio::net::UnixStream::connect_addr(&addr.0)?).await
     }
 
-    async fn connecting(io: mio::net::UnixStream) -> io::Result<UnixStream> {
+    pub(super) async fn connecting(io: mio::net::UnixStream) -> io::Result<UnixStream> {
         let stream = UnixStream::from_mio(io)?;
         // A connect that could not finish at once finishes (or fails) when the socket
         // becomes writable.
