@@ -434,39 +434,53 @@ fn ready_of(event: &Option<ReadyEvent>) -> Ready {
     event.as_ref().map_or(Ready::EMPTY, |ev| Ready::from_bits(ev.bits()))
 }
 
+/// What both guards do with the readiness they hold.
+macro_rules! guard_readiness {
+    () => {
+        /// The operation answered `WouldBlock`: forget the readiness the wait saw, so
+        /// the next wait is for a new event (an event that arrived since is kept).
+        pub fn clear_ready(&mut self) {
+            clear(&self.fd.reg, &mut self.event, None);
+        }
+
+        /// [`clear_ready`](Self::clear_ready) for only the kinds of readiness in `ready`
+        /// (of those the wait saw).
+        pub fn clear_ready_matching(&mut self, ready: Ready) {
+            clear(&self.fd.reg, &mut self.event, Some(ready.to_bits()));
+        }
+
+        /// Keep the readiness: the next wait answers at once (what dropping the guard
+        /// does).
+        pub fn retain_ready(&mut self) {
+            self.event = None;
+        }
+
+        /// What the wait found (`Ready::EMPTY` once cleared).
+        pub fn ready(&self) -> Ready {
+            ready_of(&self.event)
+        }
+    };
+}
+
+/// `try_io` of a guard: `WouldBlock` clears the readiness and is `Err(TryIoError)`.
+fn guarded<R>(result: io::Result<R>, clear_ready: impl FnOnce()) -> Result<io::Result<R>, TryIoError> {
+    match result {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            clear_ready();
+            Err(TryIoError(()))
+        }
+        r => Ok(r),
+    }
+}
+
 impl<'a, T: AsRawFd> AsyncFdReadyGuard<'a, T> {
-    /// The operation answered `WouldBlock`: forget the readiness the wait saw, so the
-    /// next wait is for a new event (an event that arrived since is kept).
-    pub fn clear_ready(&mut self) {
-        clear(&self.fd.reg, &mut self.event, None);
-    }
-
-    /// [`clear_ready`](Self::clear_ready) for only the kinds of readiness in `ready`
-    /// (of those the wait saw).
-    pub fn clear_ready_matching(&mut self, ready: Ready) {
-        clear(&self.fd.reg, &mut self.event, Some(ready.to_bits()));
-    }
-
-    /// Keep the readiness: the next wait answers at once (what dropping the guard does).
-    pub fn retain_ready(&mut self) {
-        self.event = None;
-    }
-
-    /// What the wait found (`Ready::EMPTY` once cleared).
-    pub fn ready(&self) -> Ready {
-        ready_of(&self.event)
-    }
+    guard_readiness!();
 
     /// Run `f`; if it answers `WouldBlock`, clear the readiness and return
     /// `Err(TryIoError)` (wait again), else its result.
     pub fn try_io<R>(&mut self, f: impl FnOnce(&'a AsyncFd<T>) -> io::Result<R>) -> Result<io::Result<R>, TryIoError> {
-        match f(self.fd) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                self.clear_ready();
-                Err(TryIoError(()))
-            }
-            r => Ok(r),
-        }
+        let r = f(self.fd);
+        guarded(r, || self.clear_ready())
     }
 
     /// The `AsyncFd`.
@@ -481,35 +495,12 @@ impl<'a, T: AsRawFd> AsyncFdReadyGuard<'a, T> {
 }
 
 impl<T: AsRawFd> AsyncFdReadyMutGuard<'_, T> {
-    /// See [`AsyncFdReadyGuard::clear_ready`].
-    pub fn clear_ready(&mut self) {
-        clear(&self.fd.reg, &mut self.event, None);
-    }
-
-    /// See [`AsyncFdReadyGuard::clear_ready_matching`].
-    pub fn clear_ready_matching(&mut self, ready: Ready) {
-        clear(&self.fd.reg, &mut self.event, Some(ready.to_bits()));
-    }
-
-    /// See [`AsyncFdReadyGuard::retain_ready`].
-    pub fn retain_ready(&mut self) {
-        self.event = None;
-    }
-
-    /// What the wait found (`Ready::EMPTY` once cleared).
-    pub fn ready(&self) -> Ready {
-        ready_of(&self.event)
-    }
+    guard_readiness!();
 
     /// See [`AsyncFdReadyGuard::try_io`].
     pub fn try_io<R>(&mut self, f: impl FnOnce(&mut AsyncFd<T>) -> io::Result<R>) -> Result<io::Result<R>, TryIoError> {
-        match f(self.fd) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                self.clear_ready();
-                Err(TryIoError(()))
-            }
-            r => Ok(r),
-        }
+        let r = f(self.fd);
+        guarded(r, || self.clear_ready())
     }
 
     /// The `AsyncFd`.

@@ -161,3 +161,63 @@ pub(crate) fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Tokio's `AsyncWrite` for a type wrapping a writing [`Pipe`] (`.0`): writes go straight
+/// into the pipe, so flush has nothing to do, and the reader sees end of file when the
+/// end is dropped, so shutdown has nothing to do either.
+macro_rules! pipe_async_write {
+    ($ty:ty) => {
+        impl tokio::io::AsyncWrite for $ty {
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.0.poll_write(cx, buf)
+            }
+
+            fn poll_write_vectored(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.0.poll_write_vectored(cx, bufs)
+            }
+
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
+
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+
+            fn poll_shutdown(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+        }
+    };
+}
+pub(crate) use pipe_async_write;
+
+/// Tokio's `AsyncRead` for a type wrapping a reading [`Pipe`] (`.0`).
+macro_rules! pipe_async_read {
+    ($ty:ty) => {
+        impl tokio::io::AsyncRead for $ty {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                self.0.poll_read(cx, buf)
+            }
+        }
+    };
+}
+pub(crate) use pipe_async_read;

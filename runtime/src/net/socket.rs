@@ -4,7 +4,7 @@ use super::{TcpListener, TcpStream};
 use std::io;
 use std::mem::{size_of, MaybeUninit};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::time::Duration;
 
 /// A TCP socket that is not connected or listening yet: set its options, [`bind`] it,
@@ -278,34 +278,43 @@ pub(super) fn from_sockaddr(storage: &libc::sockaddr_storage) -> io::Result<Sock
     }
 }
 
-impl AsRawFd for TcpSocket {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
+/// The descriptor traits of a socket type that holds its `OwnedFd` in `fd` (`TcpSocket`,
+/// `UnixSocket`).
+macro_rules! owned_fd_traits {
+    ($ty:ident, $what:literal) => {
+        impl std::os::fd::AsRawFd for $ty {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                std::os::fd::AsRawFd::as_raw_fd(&self.fd)
+            }
+        }
 
-impl AsFd for TcpSocket {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
+        impl std::os::fd::AsFd for $ty {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                std::os::fd::AsFd::as_fd(&self.fd)
+            }
+        }
 
-impl FromRawFd for TcpSocket {
-    /// Adopt `fd`, a TCP socket.
-    ///
-    /// # Safety
-    /// `fd` must be an open socket that nothing else owns (it is closed on drop).
-    unsafe fn from_raw_fd(fd: RawFd) -> TcpSocket {
-        // SAFETY: the caller hands over an open fd nothing else owns.
-        TcpSocket { fd: unsafe { OwnedFd::from_raw_fd(fd) } }
-    }
-}
+        impl std::os::fd::FromRawFd for $ty {
+            #[doc = concat!("Adopt `fd`, ", $what, ".")]
+            ///
+            /// # Safety
+            /// `fd` must be an open socket that nothing else owns (it is closed on drop).
+            unsafe fn from_raw_fd(fd: std::os::fd::RawFd) -> $ty {
+                // SAFETY: the caller hands over an open fd nothing else owns.
+                $ty { fd: unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) } }
+            }
+        }
 
-impl IntoRawFd for TcpSocket {
-    fn into_raw_fd(self) -> RawFd {
-        self.fd.into_raw_fd()
-    }
+        impl std::os::fd::IntoRawFd for $ty {
+            fn into_raw_fd(self) -> std::os::fd::RawFd {
+                std::os::fd::IntoRawFd::into_raw_fd(self.fd)
+            }
+        }
+    };
 }
+pub(super) use owned_fd_traits;
+
+owned_fd_traits!(TcpSocket, "a TCP socket");
 
 impl std::fmt::Debug for TcpSocket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

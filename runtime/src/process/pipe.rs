@@ -3,9 +3,7 @@
 use crate::io::pipe_end::Pipe;
 use std::io;
 use std::os::unix::io::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::pin::Pin;
 use std::process::Stdio;
-use std::task::{Context, Poll};
 
 macro_rules! pipe_type {
     ($name:ident, $std:ty, $interest:expr, $what:literal) => {
@@ -72,42 +70,6 @@ impl ChildStderr {
     }
 }
 
-impl tokio::io::AsyncWrite for ChildStdin {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.0.poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.0.poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Writes go straight into the pipe.
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // The child sees end of file when the `ChildStdin` is dropped.
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl tokio::io::AsyncRead for ChildStdout {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
-        self.0.poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncRead for ChildStderr {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
-        self.0.poll_read(cx, buf)
-    }
-}
+crate::io::pipe_end::pipe_async_write!(ChildStdin);
+crate::io::pipe_end::pipe_async_read!(ChildStdout);
+crate::io::pipe_end::pipe_async_read!(ChildStderr);

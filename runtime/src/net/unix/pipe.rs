@@ -27,7 +27,6 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
-use std::pin::Pin;
 use std::task::{Context, Poll};
 
 /// A new anonymous pipe: its writing end and its reading end, both non-blocking and on
@@ -330,36 +329,5 @@ impl Receiver {
     }
 }
 
-impl tokio::io::AsyncRead for Receiver {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
-        self.0.poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for Sender {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.0.poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.0.poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Writes go straight into the pipe.
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // The reader sees end of file when every `Sender` is dropped.
-        Poll::Ready(Ok(()))
-    }
-}
+crate::io::pipe_end::pipe_async_read!(Receiver);
+crate::io::pipe_end::pipe_async_write!(Sender);

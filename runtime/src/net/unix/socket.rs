@@ -3,7 +3,7 @@
 
 use super::{UnixDatagram, UnixListener, UnixStream};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -136,29 +136,4 @@ impl UnixSocket {
     }
 }
 
-impl AsRawFd for UnixSocket {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
-
-impl AsFd for UnixSocket {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
-
-impl FromRawFd for UnixSocket {
-    /// # Safety
-    /// `fd` must be an open Unix socket that the caller owns and hands over.
-    unsafe fn from_raw_fd(fd: RawFd) -> UnixSocket {
-        // SAFETY: the caller's contract.
-        UnixSocket { fd: unsafe { OwnedFd::from_raw_fd(fd) } }
-    }
-}
-
-impl IntoRawFd for UnixSocket {
-    fn into_raw_fd(self) -> RawFd {
-        self.fd.into_raw_fd()
-    }
-}
+crate::net::socket::owned_fd_traits!(UnixSocket, "a Unix socket");
