@@ -4,9 +4,9 @@
 //! borrowed half holds `&Stream`; an owned half holds a share of the stream ([`OwnedRead`],
 //! [`OwnedWrite`]).
 //!
-//! A reading half uses the socket's read waker slot and a writing half its write slot, so
-//! a task reading one half and another writing the other never take each other's
-//! wake-ups.
+//! A reading half waits on the socket's readers' list of wakers and a writing half on
+//! its writers' list, so a task reading one half and another writing the other never
+//! wake each other.
 
 use super::stream::StreamSocket;
 use std::io;

@@ -50,9 +50,9 @@
 //!   zeroing first.
 //! * [`TcpStream::split`] borrows a reader and a writer half; [`TcpStream::into_split`]
 //!   gives owned halves that share the socket (and can be [`reunite`](OwnedReadHalf::reunite)d).
-//!   The reactor keeps one waker for the reading task and one for the writing task of each
-//!   socket: one task reading and one task writing at a time is the contract (two tasks
-//!   waiting to read the same socket would take turns stealing each other's wake-ups).
+//!   The reactor keeps the wakers of every task waiting to read a socket and of every task
+//!   waiting to write it, and an event wakes them all: several tasks may accept on one
+//!   listener or receive on one UDP socket (shared through an `Arc`), as with Tokio.
 //! * Addresses are anything [`ToSocketAddrs`]: a numeric address is used at once, while a
 //!   host name (`"localhost:8080"`, `("example.com", 443)`) is resolved on the runtime's
 //!   blocking pool, so a slow resolver never stalls a worker.

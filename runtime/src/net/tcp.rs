@@ -104,12 +104,11 @@ impl std::fmt::Debug for TcpListener {
 /// A TCP connection. Read and write it with `futures::AsyncReadExt`/`AsyncWriteExt`, or,
 /// with the `tokio-io` feature, with `tokio::io::AsyncReadExt`/`AsyncWriteExt`.
 ///
-/// The reactor keeps one waker for reads (`read`, `peek`, `readable`, `poll_read_ready`)
-/// and one for writes (`write`, `writable`, `poll_write_ready`). So one task may read
+/// The reactor keeps the wakers of the tasks waiting to read (`read`, `peek`,
+/// `readable`, `poll_read_ready`) and of those waiting to write (`write`, `writable`,
+/// `poll_write_ready`), and an event wakes all of either kind. So one task may read
 /// while another writes (see [`split`](TcpStream::split) and
-/// [`into_split`](TcpStream::into_split)), but two tasks waiting to read (or to write)
-/// the same socket at once would keep replacing each other's waker: only the last one
-/// is woken.
+/// [`into_split`](TcpStream::into_split)), and several may wait on one side at once.
 pub struct TcpStream {
     io: mio::net::TcpStream,
     reg: Registration,
@@ -232,7 +231,7 @@ impl TcpStream {
 
     /// Wait until the socket is ready for any part of `interest`, and say what it found.
     /// It may wake spuriously: follow it with `try_read`/`try_write`, which answer
-    /// `WouldBlock` then. A read wait and a write wait each use their waker slot.
+    /// `WouldBlock` then. A read wait and a write wait each use their list of wakers.
     pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
         poll_fn(|cx| super::ready::poll_interest(&self.reg, cx, interest)).await
     }
@@ -279,14 +278,14 @@ impl TcpStream {
         self.ready(Interest::WRITABLE).await.map(|_| ())
     }
 
-    /// [`readable`](Self::readable) as a poll function. Uses the read waker slot: only the
-    /// waker of the last call for reading is kept.
+    /// [`readable`](Self::readable) as a poll function. The waker joins the readers'
+    /// list (once however often it polls); the next read event wakes the list.
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.reg.poll_ready(cx, Direction::Read).map_ok(|_| ())
     }
 
-    /// [`writable`](Self::writable) as a poll function. Uses the write waker slot: only
-    /// the waker of the last call for writing is kept.
+    /// [`writable`](Self::writable) as a poll function. The waker joins the writers'
+    /// list; the next write event wakes the list.
     pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.reg.poll_ready(cx, Direction::Write).map_ok(|_| ())
     }
@@ -327,7 +326,7 @@ impl TcpStream {
         poll_fn(|cx| self.poll_peek(cx, buf)).await
     }
 
-    /// [`peek`](Self::peek) as a poll function (the read waker slot).
+    /// [`peek`](Self::peek) as a poll function (the readers' list of wakers).
     pub fn poll_peek(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         // Not `poll_read_io`: a short peek leaves the data there, so the readiness stays.
         self.reg.poll_io(cx, Direction::Read, || self.io.peek(buf))

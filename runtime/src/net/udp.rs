@@ -12,10 +12,10 @@ use std::task::{Context, Poll};
 
 /// A UDP socket.
 ///
-/// As with [`TcpStream`](super::TcpStream), the reactor keeps one waker for receiving
-/// (`recv*`, `peek_from`, `readable`, `poll_recv*`) and one for sending (`send*`,
-/// `writable`, `poll_send*`): one task receiving and one task sending at a time. Share the
-/// socket through an `Arc` for that.
+/// As with [`TcpStream`](super::TcpStream), the reactor keeps the wakers of every task
+/// receiving (`recv*`, `peek_from`, `readable`, `poll_recv*`) and of every task sending
+/// (`send*`, `writable`, `poll_send*`): share the socket through an `Arc`, and several
+/// tasks may receive on it at once (each datagram goes to one of them).
 pub struct UdpSocket {
     io: mio::net::UdpSocket,
     reg: Registration,

@@ -383,7 +383,7 @@ impl Driver {
         let mut out = Dispatched::default();
         // A pass for timers only has no events: skip the sources lock. Readiness is stored
         // while the lock is held, which keeps each source alive without an `Arc` clone per
-        // event (nothing takes the sources lock while holding a waker slot's lock).
+        // event (nothing takes the sources lock while holding a list of wakers' lock).
         match poller {
             Poller::Epoll { events, .. } => self.dispatch_epoll(events, wake, &mut out),
             Poller::Uring { completions } => self.dispatch_uring(completions, wake, &mut out),

@@ -126,12 +126,12 @@ impl UnixStream {
         self.ready(Interest::WRITABLE).await.map(|_| ())
     }
 
-    /// [`readable`](Self::readable) as a poll function (the read waker slot).
+    /// [`readable`](Self::readable) as a poll function (the readers' list of wakers).
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.reg.poll_ready(cx, Direction::Read).map_ok(|_| ())
     }
 
-    /// [`writable`](Self::writable) as a poll function (the write waker slot).
+    /// [`writable`](Self::writable) as a poll function (the writers' list of wakers).
     pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.reg.poll_ready(cx, Direction::Write).map_ok(|_| ())
     }
