@@ -55,7 +55,9 @@ impl Pipe {
         Poll::Ready(Ok(()))
     }
 
-    /// Read everything up to end of file onto `out`.
+    /// Read everything up to end of file onto `out` (a child's output, for
+    /// `Child::wait_with_output`).
+    #[cfg(feature = "process")]
     pub(crate) fn poll_read_to_end(&self, cx: &mut Context<'_>, out: &mut Vec<u8>) -> Poll<io::Result<()>> {
         loop {
             if out.capacity() - out.len() < 4096 {

@@ -79,3 +79,52 @@ pub(crate) fn recv_from_unix<B: BufMut + ?Sized>(
         socket.recv_from(room)
     })
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A stand-in for the kernel: writes `data` (as much as fits) at the chunk's start.
+    fn fake_read(data: &[u8]) -> impl FnOnce(*mut u8, usize) -> io::Result<(usize, ())> + '_ {
+        move |ptr, len| {
+            let n = data.len().min(len);
+            // SAFETY: `read_into` gives a pointer valid for writes of `len` bytes.
+            unsafe { ptr.copy_from_nonoverlapping(data.as_ptr(), n) };
+            Ok((n, ()))
+        }
+    }
+
+    /// The bytes written into the spare room become the buffer's, after what it held,
+    /// for a `Vec`, a `BytesMut` and a buffer limited by `BufMut::limit`; an error adds
+    /// nothing. (Run under Miri: the writes land in uninitialized capacity.)
+    #[test]
+    fn bytes_written_into_the_spare_room_are_added() {
+        let mut v = b"ab".to_vec();
+        v.reserve(8);
+        assert_eq!(read_into(&mut v, fake_read(b"cdef")).unwrap().0, 4);
+        assert_eq!(v, b"abcdef");
+
+        let mut b = bytes::BytesMut::with_capacity(4);
+        assert_eq!(read_into(&mut b, fake_read(b"0123456789")).unwrap().0, 4, "cut to the chunk");
+        assert_eq!(&b[..], b"0123");
+
+        let mut full = Vec::new();
+        let mut limited = (&mut full).limit(3);
+        assert_eq!(read_into(&mut limited, fake_read(b"xyz!")).unwrap().0, 3);
+        assert_eq!(full, b"xyz");
+
+        let mut v = Vec::with_capacity(8);
+        let e = read_into(&mut v, |_, _| Err::<(usize, ()), _>(io::Error::from(io::ErrorKind::WouldBlock)));
+        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert!(v.is_empty());
+    }
+
+    /// A read that claims more than the chunk it was given is refused (it would mark
+    /// bytes nobody wrote as the buffer's).
+    #[test]
+    #[should_panic(expected = "past the chunk")]
+    fn a_read_past_the_chunk_panics() {
+        let mut v = Vec::with_capacity(4);
+        let _ = read_into(&mut v, |_, len| Ok((len + 1, ())));
+    }
+}
