@@ -970,6 +970,13 @@ mod tokio_api {
             b.connect(a.local_addr().unwrap()).await.unwrap();
             let mut v = Vec::with_capacity(64);
             a.send(b"one").await.unwrap();
+            // Peeks leave the datagram where it is.
+            let mut peeked = [0u8; 8];
+            assert_eq!(b.peek(&mut peeked).await.unwrap(), 3);
+            assert_eq!(b.try_peek(&mut peeked).unwrap(), 3);
+            let mut rb = volt::io::ReadBuf::new(&mut peeked);
+            std::future::poll_fn(|cx| b.poll_peek(cx, &mut rb)).await.unwrap();
+            assert_eq!(rb.filled(), b"one");
             assert_eq!(b.recv_buf(&mut v).await.unwrap(), 3);
             a.send(b"two").await.unwrap();
             let (n, from) = b.recv_buf_from(&mut v).await.unwrap();
@@ -1014,6 +1021,7 @@ mod tokio_api {
             let listener = UnixListener::bind(&name).unwrap();
             let (accepted, client) = futures::join!(listener.accept(), UnixStream::connect(&name));
             let (_server, _) = accepted.unwrap();
+            assert_eq!(listener.local_addr().unwrap().as_abstract_name(), Some(&name.as_bytes()[1..]));
             let local = client.unwrap().into_std().unwrap().peer_addr().unwrap();
             use std::os::linux::net::SocketAddrExt;
             assert_eq!(local.as_abstract_name(), Some(&name.as_bytes()[1..]));

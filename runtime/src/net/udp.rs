@@ -138,6 +138,26 @@ impl UdpSocket {
         Poll::Ready(Ok(from))
     }
 
+    /// Copy the datagram waiting from the connected peer into `buf` without taking it
+    /// off the socket; its length (cut to fit `buf`).
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        poll_fn(|cx| self.reg.poll_io(cx, Direction::Read, || self.io.peek(buf))).await
+    }
+
+    /// [`peek`](Self::peek) as a poll function, into `buf`'s unfilled part (Tokio's).
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_peek(&self, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let unfilled = buf.initialize_unfilled();
+        let n = std::task::ready!(self.reg.poll_io(cx, Direction::Read, || self.io.peek(unfilled)))?;
+        buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+
+    /// [`peek`](Self::peek) without waiting; `WouldBlock` if nothing is waiting.
+    pub fn try_peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.reg.try_io(Direction::Read, || self.io.peek(buf))
+    }
+
     /// Wait (as a poll function) until a datagram may be waiting.
     pub fn poll_recv_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.reg.poll_ready(cx, Direction::Read).map_ok(|_| ())

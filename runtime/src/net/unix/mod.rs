@@ -55,6 +55,16 @@ impl SocketAddr {
     pub fn as_pathname(&self) -> Option<&Path> {
         self.0.as_pathname()
     }
+
+    /// The abstract name (without its leading NUL byte), if the address is one.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub fn as_abstract_name(&self) -> Option<&[u8]> {
+        #[cfg(target_os = "android")]
+        use std::os::android::net::SocketAddrExt;
+        #[cfg(target_os = "linux")]
+        use std::os::linux::net::SocketAddrExt;
+        self.0.as_abstract_name()
+    }
 }
 
 impl std::fmt::Debug for SocketAddr {
