@@ -38,9 +38,10 @@
 //!
 //! # Readiness
 //! Each registered source has a `ScheduledIo`: readiness bits plus a generation, bumped
-//! by every event, in one `AtomicU64`, and the wakers of every task waiting to read and to write. An
-//! operation that hits `WouldBlock` clears the readiness it acted on only if the generation
-//! is unchanged, so an event that arrived meanwhile is never erased (mio is edge-triggered).
+//! by every event, in one `AtomicU64`, and the wakers of every task waiting to read and
+//! of every task waiting to write. An operation that hits `WouldBlock` clears the
+//! readiness it acted on only if the generation is unchanged, so an event that arrived
+//! meanwhile is never erased (mio is edge-triggered).
 //! At shutdown every source is marked `SHUTDOWN` and woken: later operations on it fail
 //! with an error instead of waiting forever.
 
