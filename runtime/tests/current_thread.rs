@@ -510,6 +510,14 @@ fn runtime_metrics() {
     rt.block_on(async { volt::task::yield_now().await });
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.worker_park_count(1)));
     assert!(r.is_err(), "worker 1 does not exist");
+    // The `block_on` thread sleeps and wakes for a timer: two more, and even once it
+    // is back.
+    let before = m.worker_park_unpark_count(0);
+    rt.block_on(async { volt::time::sleep(Duration::from_millis(5)).await });
+    let after = m.worker_park_unpark_count(0);
+    assert!(after >= before + 2 && after % 2 == 0, "{before} then {after}");
+    drop(rt);
+    assert_eq!(m.worker_park_unpark_count(0) % 2, 0);
 }
 
 /// A task spawned from another thread while the `block_on` thread sleeps (nothing else to

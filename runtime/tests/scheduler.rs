@@ -319,6 +319,34 @@ fn wake_reaches_a_parked_worker() {
     }
 }
 
+/// Tokio's `worker_park_unpark_count`: odd while a worker sleeps, even while it works,
+/// never lower than before, and even for every worker once the runtime is dropped.
+#[test]
+fn park_unpark_counts_are_odd_while_parked_and_even_after_shutdown() {
+    let rt = rt(2);
+    let m = rt.metrics();
+    let counts = |m: &volt::runtime::RuntimeMetrics| [m.worker_park_unpark_count(0), m.worker_park_unpark_count(1)];
+    assert!(wait_until(Duration::from_secs(30), || rt.handle().telemetry().snapshot().num_parked == 2));
+    let parked = counts(&m);
+    assert!(parked.iter().all(|c| c % 2 == 1), "both workers sleep, yet the counts are {parked:?}");
+    // A spawn wakes a worker, which runs it and sleeps again: two more on its count.
+    for _ in 0..5 {
+        rt.block_on(rt.spawn(async {})).unwrap();
+    }
+    assert!(wait_until(Duration::from_secs(30), || rt.handle().telemetry().snapshot().num_parked == 2));
+    let after = counts(&m);
+    assert!(after.iter().zip(parked).all(|(a, p)| *a >= p), "a count went down: {parked:?} then {after:?}");
+    assert!(
+        after.iter().zip(parked).any(|(a, p)| *a >= p + 2),
+        "no worker woke for the spawns: {parked:?} then {after:?}"
+    );
+    drop(rt);
+    let done = counts(&m);
+    assert!(done.iter().all(|c| c % 2 == 0), "a worker still counts as asleep after shutdown: {done:?}");
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.worker_park_unpark_count(2)));
+    assert!(r.is_err(), "worker 2 does not exist");
+}
+
 #[test]
 fn panicking_task_gives_join_error_and_worker_survives() {
     let rt = rt(1);

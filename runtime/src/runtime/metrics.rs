@@ -41,6 +41,20 @@ impl RuntimeMetrics {
         self.worker(worker, |w| w.times_parked)
     }
 
+    /// How many times worker `worker` has begun or ended a sleep: odd while it sleeps,
+    /// even while it works. It only grows.
+    ///
+    /// # Panics
+    /// When `worker` is not below [`RuntimeMetrics::num_workers`].
+    #[track_caller]
+    pub fn worker_park_unpark_count(&self, worker: usize) -> u64 {
+        let n = self.num_workers();
+        match self.handle.telemetry().worker_park_unpark_count(worker) {
+            Some(count) if worker < n => count,
+            _ => panic!("volt: worker index {worker} is out of range: the runtime has {n} workers"),
+        }
+    }
+
     /// The time worker `worker` has spent polling tasks (needs the poll-time histogram,
     /// on by default; zero without it).
     ///

@@ -224,6 +224,14 @@ macro_rules! declare_worker_counters {
                 slept
             }
 
+            /// Sleeps begun plus sleeps ended: odd while the worker sleeps, and never
+            /// lower than an earlier reading. Each begins and each end is one window of
+            /// the sequence lock, which counts two a window, so it is half the sequence
+            /// (an odd sequence, a window still open, counts as the one before it).
+            pub(crate) fn park_unpark_count(&self) -> u64 {
+                self.park_seq.load(std::sync::atomic::Ordering::Acquire) / 2
+            }
+
             /// `parked_ns` with the sleep going on now counted up to now. The sequence lock
             /// gives a start and a total from the same moment, so a sleep is never counted
             /// twice (its time in the total and again from its start). A reader may still

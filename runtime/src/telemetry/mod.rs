@@ -259,6 +259,12 @@ impl Telemetry {
         snap.timers_pending = snap.timers_armed.saturating_sub(snap.timers_fired + snap.timers_cancelled);
         snap
     }
+
+    /// Worker `index`'s sleeps begun plus sleeps ended (odd while it sleeps), read
+    /// without a whole snapshot; `None` past the last worker.
+    pub(crate) fn worker_park_unpark_count(&self, index: usize) -> Option<u64> {
+        self.metrics.workers().nth(index).map(|c| c.park_unpark_count())
+    }
 }
 
 impl Telemetry {
