@@ -523,6 +523,171 @@ fn datagram_poll_functions_fill_a_read_buf_as_tokio_does() {
     });
 }
 
+/// Runs `f` in a task on a two-worker runtime and waits up to 10 s for it to finish: a
+/// task that never yields fails the test instead of hanging it (the stuck runtime is
+/// leaked, as dropping it would wait for that worker).
+fn finishes<F: Future<Output = ()> + Send + 'static>(what: &str, f: F) {
+    let rt = volt::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.spawn(async move {
+        f.await;
+        let _ = tx.send(());
+    });
+    if rx.recv_timeout(Duration::from_secs(10)).is_err() {
+        std::mem::forget(rt);
+        panic!("{what}: the task never yielded");
+    }
+}
+
+/// Tokio's own cases (`duplex_is_cooperative`, `copy_is_cooperative`,
+/// `copy_buf_is_cooperative`): a loop on an in-memory pipe, or of copies out of a byte
+/// slice, beside a branch that only needs the task to yield once. With Tokio's pipes and
+/// copies, which spend Tokio's budget, the loop never yielded on Volt and held its worker
+/// for good; Volt's spend Volt's, so the loop is refused once the budget is spent, the
+/// other branch runs, and the task ends.
+#[test]
+fn a_loop_on_a_duplex_yields() {
+    use volt::io::{AsyncReadExt, AsyncWriteExt};
+    finishes("duplex", async {
+        let (mut a, mut b) = volt::io::duplex(8 * 1024);
+        tokio::select! {
+            biased;
+            _ = async {
+                loop {
+                    a.write_all(&[3u8; 4096]).await.unwrap();
+                    let mut buf = [0u8; 4096];
+                    let n = b.read(&mut buf).await.unwrap();
+                    assert!(n > 0 && buf[..n].iter().all(|&x| x == 3));
+                }
+            } => {}
+            _ = volt::task::yield_now() => {}
+        }
+    });
+}
+
+#[test]
+fn a_loop_on_a_simplex_yields() {
+    use volt::io::{AsyncReadExt, AsyncWriteExt};
+    finishes("simplex", async {
+        let (mut r, mut w) = volt::io::simplex(1024);
+        tokio::select! {
+            biased;
+            _ = async {
+                loop {
+                    w.write_all(b"ping").await.unwrap();
+                    let mut buf = [0u8; 4];
+                    r.read_exact(&mut buf).await.unwrap();
+                    assert_eq!(&buf, b"ping");
+                }
+            } => {}
+            _ = volt::task::yield_now() => {}
+        }
+    });
+}
+
+#[test]
+fn a_loop_of_copies_yields() {
+    finishes("copy", async {
+        tokio::select! {
+            biased;
+            _ = async {
+                loop {
+                    let (mut from, mut to): (&[u8], Vec<u8>) = (b"hello", Vec::new());
+                    assert_eq!(volt::io::copy(&mut from, &mut to).await.unwrap(), 5);
+                    assert_eq!(to, b"hello");
+                }
+            } => {}
+            _ = volt::task::yield_now() => {}
+        }
+    });
+}
+
+#[test]
+fn a_loop_of_buffered_copies_yields() {
+    finishes("copy_buf", async {
+        tokio::select! {
+            biased;
+            _ = async {
+                loop {
+                    let (mut from, mut to): (&[u8], Vec<u8>) = (b"hello", Vec::new());
+                    assert_eq!(volt::io::copy_buf(&mut from, &mut to).await.unwrap(), 5);
+                }
+            } => {}
+            _ = volt::task::yield_now() => {}
+        }
+    });
+}
+
+#[test]
+fn a_loop_of_two_way_copies_yields() {
+    use volt::io::AsyncWriteExt;
+    finishes("copy_bidirectional", async {
+        tokio::select! {
+            biased;
+            _ = async {
+                loop {
+                    // Each pair's far ends have written what they will and shut down, so
+                    // each copy ends at once; over and over, the loop is all ready work.
+                    let (mut a, mut a_far) = volt::io::duplex(64);
+                    let (mut b, mut b_far) = volt::io::duplex(64);
+                    a_far.write_all(b"to b").await.unwrap();
+                    a_far.shutdown().await.unwrap();
+                    b_far.write_all(b"to a").await.unwrap();
+                    b_far.shutdown().await.unwrap();
+                    assert_eq!(volt::io::copy_bidirectional(&mut a, &mut b).await.unwrap(), (4, 4));
+                }
+            } => {}
+            _ = volt::task::yield_now() => {}
+        }
+    });
+}
+
+/// The copies count each read once: over Volt's sockets, which spend the budget
+/// themselves, a copy still moves all its bytes, and over a pipe whose reader is refused
+/// for a spent budget mid-copy nothing is lost.
+#[test]
+fn copies_move_every_byte_through_refusals() {
+    use volt::io::{AsyncReadExt, AsyncWriteExt};
+    finishes("copy of 4 MiB through a duplex", async {
+        let (mut w, mut r) = volt::io::duplex(1024);
+        let writer = volt::spawn(async move {
+            let chunk: Vec<u8> = (0..=255u8).collect();
+            for _ in 0..(4 * MIB / 256) {
+                w.write_all(&chunk).await.unwrap();
+            }
+        });
+        let mut out = Vec::new();
+        let n = volt::io::copy(&mut r, &mut out).await.unwrap();
+        writer.await.unwrap();
+        assert_eq!(n as usize, 4 * MIB);
+        assert!(out.chunks(256).all(|c| c.iter().enumerate().all(|(i, &x)| x == i as u8)));
+    });
+    finishes("copy_bidirectional over TCP", async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = volt::spawn(async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(&vec![7u8; MIB]).await.unwrap();
+            s.shutdown().await.unwrap();
+            let mut back = Vec::new();
+            s.read_to_end(&mut back).await.unwrap();
+            back
+        });
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        let (mut near, mut far) = volt::io::duplex(4096);
+        let echo = volt::spawn(async move {
+            let (mut r, mut w) = volt::io::split(&mut far);
+            volt::io::copy(&mut r, &mut w).await.unwrap();
+            w.shutdown().await.unwrap();
+        });
+        let (up, down) = volt::io::copy_bidirectional(&mut tcp, &mut near).await.unwrap();
+        echo.await.unwrap();
+        let back = client.await.unwrap();
+        assert_eq!((up as usize, down as usize, back.len()), (MIB, MIB, MIB));
+        assert!(back.iter().all(|&x| x == 7));
+    });
+}
+
 /// A task looping on an always-ready reader or writer (`empty`, `repeat`, `sink`) yields
 /// when its budget is spent, so a `timeout` around the loop fires: Tokio's own versions
 /// spend Tokio's budget, which never runs out on Volt, and such a task held its worker

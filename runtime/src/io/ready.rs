@@ -8,16 +8,8 @@ use crate::task::coop;
 use std::fmt;
 use std::io::{self, IoSlice, SeekFrom};
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
-
-/// Spend one unit of the task's budget on an operation that is ready: `Pending` (the task
-/// woken to run again) when it is spent.
-fn proceed(cx: &mut Context<'_>) -> Poll<()> {
-    ready!(coop::poll_proceed(cx));
-    coop::spend();
-    Poll::Ready(())
-}
 
 /// A reader at its end at once, and a writer that takes every byte: from [`empty`].
 pub struct Empty(tokio::io::Empty);
@@ -30,15 +22,15 @@ pub fn empty() -> Empty {
 
 impl AsyncRead for Empty {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.0).poll_read(cx, buf)
+        let inner = &mut self.0;
+        coop::budgeted(cx, |cx| Pin::new(inner).poll_read(cx, buf))
     }
 }
 
 impl AsyncBufRead for Empty {
     fn poll_fill_buf(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<&[u8]>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.get_mut().0).poll_fill_buf(cx)
+        let inner = &mut self.get_mut().0;
+        coop::budgeted(cx, |cx| Pin::new(inner).poll_fill_buf(cx))
     }
 
     fn consume(mut self: Pin<&mut Self>, amt: usize) {
@@ -46,43 +38,7 @@ impl AsyncBufRead for Empty {
     }
 }
 
-/// `AsyncWrite` for a wrapper of one of Tokio's always-ready writers: each call spends
-/// from the budget first, then goes to Tokio's.
-macro_rules! budgeted_write {
-    ($t:ty) => {
-        impl AsyncWrite for $t {
-            fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-                ready!(proceed(cx));
-                Pin::new(&mut self.0).poll_write(cx, buf)
-            }
-
-            fn poll_write_vectored(
-                mut self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                bufs: &[IoSlice<'_>],
-            ) -> Poll<io::Result<usize>> {
-                ready!(proceed(cx));
-                Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
-            }
-
-            fn is_write_vectored(&self) -> bool {
-                true
-            }
-
-            fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                ready!(proceed(cx));
-                Pin::new(&mut self.0).poll_flush(cx)
-            }
-
-            fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                ready!(proceed(cx));
-                Pin::new(&mut self.0).poll_shutdown(cx)
-            }
-        }
-    };
-}
-
-budgeted_write!(Empty);
+budgeted_write!(Empty, flush);
 
 impl AsyncSeek for Empty {
     fn start_seek(mut self: Pin<&mut Self>, position: SeekFrom) -> io::Result<()> {
@@ -90,8 +46,8 @@ impl AsyncSeek for Empty {
     }
 
     fn poll_complete(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.0).poll_complete(cx)
+        let inner = &mut self.0;
+        coop::budgeted(cx, |cx| Pin::new(inner).poll_complete(cx))
     }
 }
 
@@ -112,8 +68,8 @@ pub fn repeat(byte: u8) -> Repeat {
 
 impl AsyncRead for Repeat {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        ready!(proceed(cx));
-        Pin::new(&mut self.0).poll_read(cx, buf)
+        let inner = &mut self.0;
+        coop::budgeted(cx, |cx| Pin::new(inner).poll_read(cx, buf))
     }
 }
 
@@ -132,7 +88,7 @@ pub fn sink() -> Sink {
     Sink(tokio::io::sink())
 }
 
-budgeted_write!(Sink);
+budgeted_write!(Sink, flush);
 
 impl fmt::Debug for Sink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

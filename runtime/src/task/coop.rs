@@ -180,6 +180,22 @@ pub(crate) fn spend() {
     });
 }
 
+/// Run `op`, an operation on a stream that may not answer to Volt's budget (one of
+/// Tokio's in-memory pipes, a byte slice, a caller's own type): `Pending` without running
+/// it when the budget is spent, and a unit spent when it completes, unless `op` spent one
+/// itself (a Volt socket underneath does), so it is counted once either way.
+#[inline]
+#[cfg(feature = "io-util")]
+pub(crate) fn budgeted<T>(cx: &mut Context<'_>, op: impl FnOnce(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
+    std::task::ready!(poll_proceed(cx));
+    let before = LEFT.with(|l| l.get());
+    let out = op(cx);
+    if out.is_ready() && LEFT.with(|l| l.get()) == before {
+        spend();
+    }
+    out
+}
+
 // ---- Tokio's public API over the budget (`tokio::task::coop`) -----------------------
 
 /// Whether the poll running on this thread may still complete an operation on Volt's
