@@ -39,15 +39,22 @@ impl Greeter for GreeterService {
             return Err(Status::invalid_argument(format!("count must be at most {MAX_COUNT}")));
         }
         let pause = Duration::from_millis(u64::from(interval_ms.min(10_000)));
-        let stream = futures::stream::unfold(1u32, move |n| async move {
-            if n > count {
-                return None;
+        // A task produces the replies into a channel, and the response streams it: the
+        // usual shape of a tonic streaming handler (`ReceiverStream` from volt-stream,
+        // tokio-stream's API over Volt's channel). When the client goes away, tonic drops
+        // the stream, the channel closes, and the producer stops at its next send.
+        let (tx, rx) = volt::sync::mpsc::channel(16);
+        volt::spawn(async move {
+            for n in 1..=count {
+                if n > 1 && !pause.is_zero() {
+                    volt::time::sleep(pause).await;
+                }
+                if tx.send(Ok(CountReply { n })).await.is_err() {
+                    break;
+                }
             }
-            if n > 1 && !pause.is_zero() {
-                volt::time::sleep(pause).await;
-            }
-            Some((Ok(CountReply { n }), n + 1))
         });
+        let stream = volt_stream::wrappers::ReceiverStream::new(rx);
         Ok(Response::new(Box::pin(stream)))
     }
 }

@@ -90,6 +90,38 @@ fn volt_client_calls_the_server_on_volt() {
     stop(&rt, tx, server);
 }
 
+/// A client that stops reading a `Count` stream and drops it: the task producing the
+/// replies stops too (tonic drops the response stream, its channel closes, and the next
+/// send fails), so the server holds no task for a call nobody reads.
+#[test]
+fn a_dropped_count_stream_stops_its_producer() {
+    let (rt, addr, tx, server) = start();
+    let metrics = rt.metrics();
+    rt.block_on(async move {
+        let mut client = volt_examples::grpc::client(addr).unwrap();
+        volt::time::timeout(BOUND, client.say_hello(HelloRequest { name: "first".into() })).await.unwrap().unwrap();
+        // The server's task, the connection's, and the client's: what stays.
+        let idle = metrics.num_alive_tasks();
+        let mut stream = client.count(CountRequest { count: 10_000, interval_ms: 100 }).await.unwrap().into_inner();
+        for want in 1..=3 {
+            let r = volt::time::timeout(BOUND, stream.message()).await.unwrap().unwrap().expect("a reply");
+            assert_eq!(r.n, want);
+        }
+        assert!(metrics.num_alive_tasks() > idle, "the producer runs while the stream is read");
+        drop(stream);
+        let deadline = std::time::Instant::now() + BOUND;
+        while metrics.num_alive_tasks() > idle {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} tasks alive, {idle} before the call: the producer kept running",
+                metrics.num_alive_tasks()
+            );
+            volt::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    });
+    stop(&rt, tx, server);
+}
+
 #[test]
 fn the_example_binary_serves_and_calls() {
     let mut server = Running::start("grpc", &["serve", "--addr", "127.0.0.1:0", "--workers", "2"]);

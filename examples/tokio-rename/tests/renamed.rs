@@ -26,3 +26,17 @@ fn main_runs_on_a_multi_thread_runtime() {
 async fn test_with_an_explicit_crate_path() {
     assert_eq!(tokio::spawn(async { 3 }).await.unwrap(), 3);
 }
+
+/// tokio-stream renamed to volt-stream: its wrappers take the Volt types that the
+/// application's `tokio::` paths now name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_stream_wrappers_over_volt_types() {
+    let squares = tokio::time::timeout(std::time::Duration::from_secs(10), volt_tokio_rename::squares(100))
+        .await
+        .expect("the stream ended");
+    assert_eq!(squares, (0..100u64).map(|i| i * i).collect::<Vec<_>>());
+    let replies = tokio::time::timeout(std::time::Duration::from_secs(10), volt_tokio_rename::greet_connections(5))
+        .await
+        .expect("every connection answered");
+    assert_eq!(replies, vec!["hello\n".to_string(); 5]);
+}

@@ -1,0 +1,34 @@
+//! tokio-stream's API over Volt's types.
+//!
+//! A Tokio application that uses `tokio-stream` moves to Volt with one more line in its
+//! Cargo.toml, beside the one that names Volt `tokio`:
+//!
+//! ```toml
+//! tokio = { package = "volt", version = "0.1", features = ["full"] }
+//! tokio-stream = { package = "volt-stream", version = "0.1" }
+//! ```
+//!
+//! Its `tokio_stream::wrappers::ReceiverStream::new(rx)` then takes the receiver of
+//! Volt's channel that `tokio::sync::mpsc::channel` now makes, and so for the other
+//! wrappers. The real tokio-stream's wrappers take Tokio's own types, so without this
+//! line such code does not compile against Volt.
+//!
+//! `StreamExt`, `StreamMap`, `StreamNotifyClose`, the adapters, `iter`, `once`, `empty`
+//! and `pending` are tokio-stream's own, re-exported: they need no runtime. Its timed
+//! combinators (`timeout`, `timeout_repeating`, `throttle`, `chunks_timeout`) are not
+//! here: they wait on Tokio's timer, which no Tokio runtime drives under Volt. Use
+//! `tokio::time::timeout` around `next()` instead.
+
+#![warn(missing_docs)]
+
+pub mod wrappers;
+
+pub use tokio_stream::{empty, iter, once, pending, Empty, FromStream, Iter, Once, Pending, StreamMap};
+pub use tokio_stream::{Stream, StreamExt, StreamNotifyClose};
+
+/// Adapters for the streams [`StreamExt`]'s methods make (tokio-stream's own).
+pub mod adapters {
+    pub use tokio_stream::adapters::{
+        Chain, Filter, FilterMap, Fuse, Map, MapWhile, Merge, Peekable, Skip, SkipWhile, Take, TakeWhile, Then,
+    };
+}
