@@ -13,21 +13,26 @@
 //! wrappers. The real tokio-stream's wrappers take Tokio's own types, so without this
 //! line such code does not compile against Volt.
 //!
-//! `StreamExt`, `StreamMap`, `StreamNotifyClose`, the adapters, `iter`, `once`, `empty`
-//! and `pending` are tokio-stream's own, re-exported: they need no runtime. Its timed
-//! combinators (`timeout`, `timeout_repeating`, `throttle`, `chunks_timeout`) are not
-//! here: they wait on Tokio's timer, which no Tokio runtime drives under Volt. Use
-//! `tokio::time::timeout` around `next()` instead.
+//! `StreamMap`, `StreamNotifyClose`, the adapters, `iter`, `once`, `empty` and `pending`
+//! are tokio-stream's own, re-exported: they need no runtime. [`StreamExt`] has
+//! tokio-stream's methods; the untimed ones are its own, and the timed ones (`timeout`,
+//! `timeout_repeating`, `throttle`, `chunks_timeout`) are written here on Volt's timer,
+//! since tokio-stream's wait on Tokio's, which no Tokio runtime drives under Volt.
 
 #![warn(missing_docs)]
 
+mod ext;
+mod timed;
 pub mod wrappers;
 
+pub use ext::StreamExt;
+pub use timed::Elapsed;
 pub use tokio_stream::{empty, iter, once, pending, Empty, FromStream, Iter, Once, Pending, StreamMap};
-pub use tokio_stream::{Stream, StreamExt, StreamNotifyClose};
+pub use tokio_stream::{Stream, StreamNotifyClose};
 
 /// Adapters for the streams [`StreamExt`]'s methods make (tokio-stream's own).
 pub mod adapters {
+    pub use crate::timed::{ChunksTimeout, Throttle, Timeout, TimeoutRepeating};
     pub use tokio_stream::adapters::{
         Chain, Filter, FilterMap, Fuse, Map, MapWhile, Merge, Peekable, Skip, SkipWhile, Take, TakeWhile, Then,
     };

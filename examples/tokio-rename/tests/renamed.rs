@@ -40,3 +40,16 @@ async fn tokio_stream_wrappers_over_volt_types() {
         .expect("every connection answered");
     assert_eq!(replies, vec!["hello\n".to_string(); 5]);
 }
+
+/// tokio-stream's timed combinators through the rename wait on Volt's timer (the real
+/// crate's would wait on Tokio's, which nothing drives here).
+#[tokio::test]
+async fn tokio_stream_timeout_on_volts_timer() {
+    use tokio_stream::StreamExt;
+    let mut quiet = std::pin::pin!(tokio_stream::pending::<u32>().timeout(std::time::Duration::from_millis(10)));
+    let err = quiet.next().await.expect("an item").expect_err("nothing comes, so the deadline passes");
+    assert_eq!(std::io::Error::from(err).kind(), std::io::ErrorKind::TimedOut);
+    let chunks: Vec<Vec<u32>> =
+        tokio_stream::iter(0..7).chunks_timeout(3, std::time::Duration::from_secs(60)).collect().await;
+    assert_eq!(chunks, [vec![0, 1, 2], vec![3, 4, 5], vec![6]]);
+}
