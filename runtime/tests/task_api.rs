@@ -638,6 +638,62 @@ fn cooperative_spends_the_budget_and_unconstrained_lifts_it() {
     assert!(free, "unconstrained spent a budget");
 }
 
+/// Tokio's `coop::poll_proceed`: a unit taken for each operation that makes progress, so
+/// a fresh poll allows exactly the budget (128) of them and then answers `Pending` with
+/// the task woken; a guard dropped without progress gives its unit back; outside a task
+/// the budget is unlimited.
+#[test]
+fn poll_proceed_counts_progress_and_gives_back_the_rest() {
+    use std::task::Poll;
+    use volt::task::coop::{has_budget_remaining, poll_proceed};
+    let rt = rt(1);
+    let (progress, retries, woken) = rt
+        .block_on(rt.spawn(async {
+            // In one poll: how many operations go through before the budget refuses one.
+            let progress = std::future::poll_fn(|cx| {
+                let mut n = 0u32;
+                loop {
+                    match poll_proceed(cx) {
+                        Poll::Ready(coop) => {
+                            coop.made_progress();
+                            n += 1;
+                            if n > 10_000 {
+                                return Poll::Ready(n);
+                            }
+                        }
+                        Poll::Pending => return Poll::Ready(n),
+                    }
+                }
+            })
+            .await;
+            // The refusal woke the task: yielding now brings a fresh budget.
+            volt::task::yield_now().await;
+            // Operations that never make progress keep giving their unit back.
+            let retries = std::future::poll_fn(|cx| {
+                for i in 0..10_000u32 {
+                    match poll_proceed(cx) {
+                        Poll::Ready(coop) => drop(coop),
+                        Poll::Pending => return Poll::Ready(i),
+                    }
+                }
+                Poll::Ready(10_000)
+            })
+            .await;
+            (progress, retries, has_budget_remaining())
+        }))
+        .unwrap();
+    assert_eq!(progress, 128, "one poll's budget");
+    assert_eq!(retries, 10_000, "a guard without progress gave its unit back");
+    assert!(woken);
+    // Outside a task: unlimited.
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    for _ in 0..1000 {
+        let Poll::Ready(coop) = poll_proceed(&mut cx) else { panic!("refused outside a task") };
+        coop.made_progress();
+    }
+}
+
 /// Taking finished tasks' outputs spends the budget, as Tokio's does (its
 /// `join_set_coop` test): a loop over a thousand finished handles, or a `JoinSet` of a
 /// thousand finished tasks, is made to yield before the end, and loses no output.

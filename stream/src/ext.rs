@@ -203,6 +203,7 @@ pub trait StreamExt: Stream {
     ///
     /// # Panics
     /// If `max_size` is zero.
+    #[track_caller]
     fn chunks_timeout(self, max_size: usize, duration: Duration) -> ChunksTimeout<Self>
     where
         Self: Sized,

@@ -13,8 +13,8 @@
 //! wrappers. The real tokio-stream's wrappers take Tokio's own types, so without this
 //! line such code does not compile against Volt.
 //!
-//! `StreamMap`, `StreamNotifyClose`, the adapters, `iter`, `once`, `empty` and `pending`
-//! are tokio-stream's own, re-exported: they need no runtime. [`StreamExt`] has
+//! `StreamMap`, `StreamNotifyClose`, the adapters, `once`, `empty` and `pending` are
+//! tokio-stream's own, re-exported: they need no runtime. [`StreamExt`] has
 //! tokio-stream's methods; the untimed ones are its own, and the timed ones (`timeout`,
 //! `timeout_repeating`, `throttle`, `chunks_timeout`) are written here on Volt's timer,
 //! since tokio-stream's wait on Tokio's, which no Tokio runtime drives under Volt.
@@ -22,12 +22,14 @@
 #![warn(missing_docs)]
 
 mod ext;
+mod iter;
 mod timed;
 pub mod wrappers;
 
 pub use ext::StreamExt;
+pub use iter::{iter, Iter};
 pub use timed::Elapsed;
-pub use tokio_stream::{empty, iter, once, pending, Empty, FromStream, Iter, Once, Pending, StreamMap};
+pub use tokio_stream::{empty, once, pending, Empty, FromStream, Once, Pending, StreamMap};
 pub use tokio_stream::{Stream, StreamNotifyClose};
 
 /// Adapters for the streams [`StreamExt`]'s methods make (tokio-stream's own).

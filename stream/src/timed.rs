@@ -154,11 +154,6 @@ impl<S: Stream> Throttle<S> {
         &mut self.stream
     }
 
-    /// The stream throttled, pinned.
-    pub fn get_pin_mut(self: Pin<&mut Self>) -> Pin<&mut S> {
-        self.project().stream
-    }
-
     /// The stream back.
     pub fn into_inner(self) -> S {
         self.stream
@@ -214,6 +209,7 @@ impl<S: Stream + fmt::Debug> fmt::Debug for ChunksTimeout<S> {
 }
 
 impl<S: Stream> ChunksTimeout<S> {
+    #[track_caller]
     pub(crate) fn new(stream: S, max_size: usize, duration: Duration) -> Self {
         assert!(max_size > 0, "chunks_timeout: max_size must be above zero");
         ChunksTimeout {
@@ -226,24 +222,12 @@ impl<S: Stream> ChunksTimeout<S> {
         }
     }
 
-    /// The stream chunked.
-    pub fn get_ref(&self) -> &S {
-        &self.stream
-    }
-
-    /// The stream chunked, to change it.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.stream
-    }
-
-    /// The stream chunked, pinned.
-    pub fn get_pin_mut(self: Pin<&mut Self>) -> Pin<&mut S> {
-        self.project().stream
-    }
-
-    /// The stream back (items in a chunk not yet given are dropped).
-    pub fn into_inner(self) -> S {
-        self.stream
+    /// The items held for the chunk being filled, taken out (the chunk starts again
+    /// empty).
+    pub fn into_remainder(self: Pin<&mut Self>) -> Vec<S::Item> {
+        let mut me = self.project();
+        me.deadline.set(None);
+        std::mem::take(me.items)
     }
 }
 

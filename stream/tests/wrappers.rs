@@ -10,12 +10,15 @@ use volt_stream::{Stream, StreamExt};
 
 fn run<F: Future<Output = ()> + Send + 'static>(f: F) {
     let rt = volt::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    rt.block_on(async {
-        volt::time::timeout(Duration::from_secs(10), volt::spawn(f))
-            .await
-            .expect("the test's task did not finish in 10 s")
-            .unwrap()
-    });
+    let task = rt.spawn(f);
+    match rt.block_on(async { volt::time::timeout(Duration::from_secs(10), task).await }) {
+        Ok(result) => result.unwrap(),
+        Err(_) => {
+            // A task stuck in a poll would keep the runtime's drop waiting for it.
+            std::mem::forget(rt);
+            panic!("the test's task did not finish in 10 s");
+        }
+    }
 }
 
 #[test]
@@ -207,6 +210,7 @@ fn join_set_stream_gives_each_result_and_aborts_the_rest_on_drop() {
             set.spawn(async move { i * 2 });
         }
         let s = JoinSetStream::from(set);
+        assert_eq!(s.size_hint(), (100, Some(100)));
         let mut got: Vec<u64> = s.map(|r| r.unwrap()).collect().await;
         got.sort();
         assert_eq!(got, (0..100).map(|i| i * 2).collect::<Vec<_>>());
@@ -239,4 +243,47 @@ fn lines_and_split_streams_read_volt_sockets() {
         let parts: Vec<Vec<u8>> = split.map(|p| p.unwrap()).collect().await;
         assert_eq!(parts, [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
     });
+}
+
+/// `iter` spends Volt's budget: a loop over an endless iterator beside a branch that
+/// only needs the task to yield once ends (tokio-stream's `iter` spends Tokio's budget,
+/// which never runs out on Volt), and a fresh poll gets exactly the budget's 128 items.
+#[test]
+fn an_endless_iter_yields_to_its_neighbours() {
+    run(async {
+        let mut endless = volt_stream::iter(std::iter::repeat(1u8));
+        let mut n = 0u64;
+        tokio_select(async {
+            while endless.next().await == Some(1) {
+                n += 1;
+            }
+        })
+        .await;
+        assert!(n >= 128, "{n} items before the other branch ran");
+        let mut fresh = volt_stream::iter(0..u32::MAX);
+        volt::task::yield_now().await;
+        let in_one_poll = std::future::poll_fn(|cx| {
+            let mut k = 0;
+            while let std::task::Poll::Ready(Some(_)) = std::pin::Pin::new(&mut fresh).poll_next(cx) {
+                k += 1;
+            }
+            std::task::Poll::Ready(k)
+        })
+        .await;
+        assert_eq!(in_one_poll, 128);
+    });
+}
+
+/// Polls `f` and a `yield_now` together, `f` first, until the yield is done: `f` must
+/// give the task up at some point for that to happen.
+async fn tokio_select<F: Future<Output = ()>>(f: F) {
+    let mut f = std::pin::pin!(f);
+    let mut yielded = std::pin::pin!(volt::task::yield_now());
+    std::future::poll_fn(|cx| {
+        if f.as_mut().poll(cx).is_ready() {
+            panic!("the endless loop ended");
+        }
+        yielded.as_mut().poll(cx)
+    })
+    .await
 }

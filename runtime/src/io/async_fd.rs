@@ -334,7 +334,7 @@ impl<T: AsRawFd> AsyncFd<T> {
         loop {
             let mut guard = self.ready(interest).await?;
             // The operation spends a unit of the budget, as Tokio's.
-            poll_fn(crate::task::coop::poll_proceed).await;
+            poll_fn(crate::task::coop::poll_budget).await;
             match guard.try_io(|fd| f(fd.get_ref())) {
                 Ok(r) => {
                     crate::task::coop::spend();
@@ -356,7 +356,7 @@ impl<T: AsRawFd> AsyncFd<T> {
     ) -> io::Result<R> {
         loop {
             let mut guard = self.ready_mut(interest).await?;
-            poll_fn(crate::task::coop::poll_proceed).await;
+            poll_fn(crate::task::coop::poll_budget).await;
             match guard.try_io(|fd| f(fd.get_mut())) {
                 Ok(r) => {
                     crate::task::coop::spend();

@@ -253,7 +253,7 @@ pub(crate) async fn async_io<R>(
     loop {
         std::future::poll_fn(|cx| poll_interest(reg, cx, interest)).await?;
         // The operation spends a unit of the budget (a task out of it yields here).
-        std::future::poll_fn(crate::task::coop::poll_proceed).await;
+        std::future::poll_fn(crate::task::coop::poll_budget).await;
         match reg.try_io(dir, &mut f) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             r => {

@@ -615,7 +615,7 @@ impl Registration {
     /// Wait until the source may be ready in `dir` (or has failed, or the runtime shut down).
     pub(crate) fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<io::Result<ReadyEvent>> {
         // A task that spent its poll's budget yields here (see `task::coop`).
-        std::task::ready!(crate::task::coop::poll_proceed(cx));
+        std::task::ready!(crate::task::coop::poll_budget(cx));
         let r = self.poll_ready_now(cx, dir);
         if r.is_ready() {
             crate::task::coop::spend();

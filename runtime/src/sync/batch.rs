@@ -431,7 +431,7 @@ impl Future for Acquire<'_> {
         }
         // A task that takes a free lock in a loop still yields once its poll has spent
         // the cooperative budget (as every Volt resource, and Tokio's semaphore, do).
-        std::task::ready!(coop::poll_proceed(cx));
+        std::task::ready!(coop::poll_budget(cx));
         match sem.try_acquire(this.n, exclusive) {
             Ok(()) => {
                 coop::spend();

@@ -236,7 +236,7 @@ impl<T> Future for Receiver<T> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, RecvError>> {
         let Some(inner) = self.inner.as_ref() else { panic!("oneshot::Receiver polled after it returned its result") };
-        std::task::ready!(coop::poll_proceed(cx));
+        std::task::ready!(coop::poll_budget(cx));
         let mut st = inner.lock();
         let out = if let Some(v) = st.value.take() {
             Ok(v)

@@ -232,7 +232,7 @@ impl<S: ClosedState> Future for Closed<'_, S> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // From the task's budget, as every wait that can end at once: a loop on a
         // channel already closed still yields (Tokio's `sender_closed_is_cooperative`).
-        std::task::ready!(crate::task::coop::poll_proceed(cx));
+        std::task::ready!(crate::task::coop::poll_budget(cx));
         let this = &mut *self;
         let mut st = lock(this.state);
         if st.rx_gone() {

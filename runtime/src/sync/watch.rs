@@ -363,7 +363,7 @@ impl<T> Receiver<T> {
         // value that satisfies `f`, or a closed channel): a loop of such calls still
         // yields, as with Tokio.
         std::future::poll_fn(|cx| {
-            std::task::ready!(coop::poll_proceed(cx));
+            std::task::ready!(coop::poll_budget(cx));
             coop::spend();
             Poll::Ready(())
         })
@@ -403,7 +403,7 @@ fn poll_changed<T>(
     cx: &mut Context<'_>,
     label: &str,
 ) -> Poll<Result<(), RecvError>> {
-    std::task::ready!(coop::poll_proceed(cx));
+    std::task::ready!(coop::poll_budget(cx));
     let mut st = lock(&shared.state);
     // Read under the waiters' mutex: a sender bumps the version before it takes the
     // mutex to wake, so a change after this read finds this waiter registered.

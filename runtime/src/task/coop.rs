@@ -68,7 +68,7 @@ impl Drop for Budget {
 /// Before an operation: `Pending` (with the task woken to run again) when the poll has
 /// spent its budget. After it completes, call [`spend`].
 #[inline(always)]
-pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
+pub(crate) fn poll_budget(cx: &mut Context<'_>) -> Poll<()> {
     if LEFT.with(|l| l.get()) == 0 {
         refuse(cx.waker());
         return Poll::Pending;
@@ -151,8 +151,8 @@ impl Deferred {
 }
 
 /// An operation that is ready to complete takes a unit of the poll's budget: `false`
-/// (with `waker`'s task woken to run again, as [`poll_proceed`] does) when none is left.
-/// One look at the budget where `poll_proceed` and [`spend`] take two.
+/// (with `waker`'s task woken to run again, as [`poll_budget`] does) when none is left.
+/// One look at the budget where `poll_budget` and [`spend`] take two.
 #[inline(always)]
 pub(crate) fn try_spend(waker: &Waker) -> bool {
     let spent = LEFT.with(|l| match l.get() {
@@ -187,7 +187,7 @@ pub(crate) fn spend() {
 #[inline]
 #[cfg(feature = "io-util")]
 pub(crate) fn budgeted<T>(cx: &mut Context<'_>, op: impl FnOnce(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
-    std::task::ready!(poll_proceed(cx));
+    std::task::ready!(poll_budget(cx));
     let before = LEFT.with(|l| l.get());
     let out = op(cx);
     if out.is_ready() && LEFT.with(|l| l.get()) == before {
@@ -205,6 +205,59 @@ pub fn has_budget_remaining() -> bool {
     LEFT.with(|l| l.get()) != 0
 }
 
+/// From [`poll_proceed`]: a unit of the task's budget taken for an operation, given back
+/// when this is dropped unless [`made_progress`](RestoreOnPending::made_progress) says the
+/// operation completed.
+#[must_use = "dropped at once, it gives the unit back"]
+pub struct RestoreOnPending {
+    /// What the budget held before the unit was taken; `None` once progress is made.
+    before: Cell<Option<u8>>,
+    /// The budget is the polling thread's: the guard stays on it.
+    _thread: std::marker::PhantomData<*mut ()>,
+}
+
+impl RestoreOnPending {
+    /// The operation completed: the unit stays spent.
+    pub fn made_progress(&self) {
+        self.before.set(None);
+    }
+}
+
+impl Drop for RestoreOnPending {
+    fn drop(&mut self) {
+        if let Some(before) = self.before.get() {
+            LEFT.with(|l| l.set(before));
+        }
+    }
+}
+
+impl std::fmt::Debug for RestoreOnPending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestoreOnPending").field("progress", &self.before.get().is_none()).finish()
+    }
+}
+
+/// Take a unit of the task's budget for an operation on a resource of your own (a
+/// channel of another library, say), so that a loop on it yields as one on Volt's
+/// resources does: `Pending`, with the task woken to run again, when the budget is spent.
+/// Call [`RestoreOnPending::made_progress`] if the operation completes; if it does not,
+/// dropping the guard gives the unit back. Outside a task's poll the budget is
+/// unlimited and this is always `Ready`.
+pub fn poll_proceed(cx: &mut Context<'_>) -> Poll<RestoreOnPending> {
+    let before = LEFT.with(|l| l.get());
+    match before {
+        0 => {
+            refuse(cx.waker());
+            Poll::Pending
+        }
+        UNLIMITED => Poll::Ready(RestoreOnPending { before: Cell::new(None), _thread: std::marker::PhantomData }),
+        left => {
+            LEFT.with(|l| l.set(left - 1));
+            Poll::Ready(RestoreOnPending { before: Cell::new(Some(before)), _thread: std::marker::PhantomData })
+        }
+    }
+}
+
 /// Spend one unit of the current task's budget, yielding to the scheduler first if the
 /// budget is spent (the task runs again once its worker has run its other ready tasks,
 /// or at its worker's next budget tick, whichever comes first; its next poll has a new
@@ -217,7 +270,7 @@ pub async fn consume_budget() {
     std::future::poll_fn(|cx| {
         // No wait is recorded on `Pending`: the task is woken again without waiting
         // for anything (its worker holds the wake until its other tasks have run).
-        std::task::ready!(poll_proceed(cx));
+        std::task::ready!(poll_budget(cx));
         spend();
         Poll::Ready(())
     })
@@ -268,7 +321,7 @@ impl<F: std::future::Future> std::future::Future for Coop<F> {
     type Output = F::Output;
 
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        std::task::ready!(poll_proceed(cx));
+        std::task::ready!(poll_budget(cx));
         // SAFETY: `inner` is structurally pinned, as in `Unconstrained::poll`.
         let out = std::task::ready!(unsafe { self.map_unchecked_mut(|s| &mut s.inner) }.poll(cx));
         spend();
@@ -297,43 +350,43 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         // Outside a task: never refused.
         for _ in 0..1000 {
-            assert!(poll_proceed(&mut cx).is_ready());
+            assert!(poll_budget(&mut cx).is_ready());
             spend();
         }
         let outer = Budget::enter();
         for _ in 0..BUDGET - 1 {
-            assert!(poll_proceed(&mut cx).is_ready());
+            assert!(poll_budget(&mut cx).is_ready());
             spend();
         }
         {
             // A nested poll has a budget of its own, and leaves the outer one as it was.
             let _inner = Budget::enter();
             for _ in 0..BUDGET {
-                assert!(poll_proceed(&mut cx).is_ready());
+                assert!(poll_budget(&mut cx).is_ready());
                 spend();
             }
-            assert!(poll_proceed(&mut cx).is_pending());
+            assert!(poll_budget(&mut cx).is_pending());
         }
-        assert!(poll_proceed(&mut cx).is_ready());
+        assert!(poll_budget(&mut cx).is_ready());
         spend();
-        assert!(poll_proceed(&mut cx).is_pending());
+        assert!(poll_budget(&mut cx).is_pending());
         assert_eq!(wakes.0.load(Relaxed), 2, "each refusal wakes the task");
         drop(outer);
-        assert!(poll_proceed(&mut cx).is_ready(), "unlimited again outside the poll");
+        assert!(poll_budget(&mut cx).is_ready(), "unlimited again outside the poll");
         // An unlimited stretch inside a poll (a blocking closure, `block_on`) is never
         // refused, and gives the poll its budget back after.
         let _outer = Budget::enter();
         {
             let _free = Budget::unlimited();
             for _ in 0..1000 {
-                assert!(poll_proceed(&mut cx).is_ready());
+                assert!(poll_budget(&mut cx).is_ready());
                 spend();
             }
         }
         for _ in 0..BUDGET {
-            assert!(poll_proceed(&mut cx).is_ready());
+            assert!(poll_budget(&mut cx).is_ready());
             spend();
         }
-        assert!(poll_proceed(&mut cx).is_pending());
+        assert!(poll_budget(&mut cx).is_pending());
     }
 }

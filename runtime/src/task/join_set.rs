@@ -264,7 +264,7 @@ impl<T> JoinSet<T> {
             return Poll::Ready(None);
         }
         // Each task's output taken spends a unit of the poll's budget, as with Tokio's.
-        std::task::ready!(super::coop::poll_proceed(cx));
+        std::task::ready!(super::coop::poll_budget(cx));
         loop {
             let index = {
                 let mut inner = self.ready.lock();

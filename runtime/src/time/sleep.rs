@@ -176,7 +176,7 @@ impl Future for Sleep {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         // A task that spent its poll's budget yields here (see `task::coop`): a loop
         // over a sleep that has elapsed would otherwise never give its worker back.
-        std::task::ready!(crate::task::coop::poll_proceed(cx));
+        std::task::ready!(crate::task::coop::poll_budget(cx));
         let r = self.as_mut().poll_timer(cx);
         if r.is_pending() {
             wait::record_deadline(self.kind, self.driver.time.deadline_for_record(self.deadline));

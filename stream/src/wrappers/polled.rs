@@ -15,7 +15,8 @@ use volt::time::{Instant, Interval};
 /// `$name`, a stream over `$inner` whose next item `$poll` gives, with tokio-stream's
 /// `new`, `into_inner`, `AsRef` and `AsMut`.
 macro_rules! polled_stream {
-    ($(#[$doc:meta])* $name:ident $(<$t:ident>)?, $inner:ty, $item:ty, |$this:ident, $cx:ident| $poll:expr) => {
+    ($(#[$doc:meta])* $name:ident $(<$t:ident>)?, $inner:ty, $item:ty, |$this:ident, $cx:ident| $poll:expr
+     $(, size_hint: |$hint_of:ident| $hint:expr)?) => {
         $(#[$doc])*
         #[derive(Debug)]
         pub struct $name$(<$t>)? {
@@ -41,6 +42,13 @@ macro_rules! polled_stream {
                 let $this = &mut self.get_mut().inner;
                 $poll
             }
+
+            $(
+                fn size_hint(&self) -> (usize, Option<usize>) {
+                    let $hint_of = &self.inner;
+                    $hint
+                }
+            )?
         }
 
         impl$(<$t>)? AsRef<$inner> for $name$(<$t>)? {
@@ -59,7 +67,8 @@ macro_rules! polled_stream {
 
 polled_stream!(
     /// An [`Interval`]'s ticks, for ever: each item is the instant the tick was due.
-    IntervalStream, Interval, Instant, |interval, cx| interval.poll_tick(cx).map(Some)
+    IntervalStream, Interval, Instant, |interval, cx| interval.poll_tick(cx).map(Some),
+    size_hint: |_interval| (usize::MAX, None)
 );
 
 impl futures_core::stream::FusedStream for IntervalStream {
@@ -96,7 +105,8 @@ polled_stream!(
 polled_stream!(
     /// A [`JoinSet`]'s tasks' results in the order they finish; the stream ends when the
     /// set is empty. Dropping the stream aborts the tasks still in the set.
-    JoinSetStream<T>, JoinSet<T>, Result<T, JoinError>, |set, cx| set.poll_join_next(cx)
+    JoinSetStream<T>, JoinSet<T>, Result<T, JoinError>, |set, cx| set.poll_join_next(cx),
+    size_hint: |set| (set.len(), Some(set.len()))
 );
 
 impl<T> From<JoinSet<T>> for JoinSetStream<T> {

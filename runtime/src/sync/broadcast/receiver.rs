@@ -112,7 +112,7 @@ impl<T: Clone> Receiver<T> {
     }
 
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, RecvError>> {
-        std::task::ready!(coop::poll_proceed(cx));
+        std::task::ready!(coop::poll_budget(cx));
         let out = match self.try_take(Some(cx.waker())) {
             Ok(v) => Ok(v),
             Err(Miss::Closed) => Err(RecvError::Closed),

@@ -415,7 +415,7 @@ impl<T> Chan<T> {
     }
 
     pub(super) fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Option<T>> {
-        std::task::ready!(coop::poll_proceed(cx));
+        std::task::ready!(coop::poll_budget(cx));
         match self.next_value() {
             Ok(v) => {
                 coop::spend();
@@ -435,7 +435,7 @@ impl<T> Chan<T> {
         if limit == 0 {
             return Poll::Ready(0);
         }
-        std::task::ready!(coop::poll_proceed(cx));
+        std::task::ready!(coop::poll_budget(cx));
         let first = match self.next_value() {
             Ok(v) => v,
             Err(st) => {
