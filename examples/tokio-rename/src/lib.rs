@@ -67,3 +67,24 @@ pub async fn greet_connections(n: usize) -> Vec<String> {
     server.await.expect("the server task");
     out
 }
+
+/// The graceful shutdown of Tokio's guides, through the renames: workers spawned on a
+/// `tokio_util::task::TaskTracker` run until a `CancellationToken` fires, then the
+/// tracker is closed and waited for. Returns how many workers saw the cancellation.
+pub async fn graceful_shutdown(workers: usize) -> usize {
+    let tracker = tokio_util::task::TaskTracker::new();
+    let token = tokio_util::sync::CancellationToken::new();
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for _ in 0..workers {
+        let (token, stopped) = (token.clone(), stopped.clone());
+        tracker.spawn(async move {
+            token.cancelled().await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            stopped.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+    }
+    token.cancel();
+    tracker.close();
+    tracker.wait().await;
+    stopped.load(std::sync::atomic::Ordering::SeqCst)
+}

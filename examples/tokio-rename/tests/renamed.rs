@@ -53,3 +53,13 @@ async fn tokio_stream_timeout_on_volts_timer() {
         tokio_stream::iter(0..7).chunks_timeout(3, std::time::Duration::from_secs(60)).collect().await;
     assert_eq!(chunks, [vec![0, 1, 2], vec![3, 4, 5], vec![6]]);
 }
+
+/// tokio-util renamed to volt-util: `TaskTracker::spawn` spawns on Volt (the real
+/// crate's looks for a Tokio runtime and panics without one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_util_task_tracker_on_volt() {
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(10), volt_tokio_rename::graceful_shutdown(50))
+        .await
+        .expect("every worker stopped");
+    assert_eq!(stopped, 50);
+}

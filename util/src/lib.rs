@@ -1,0 +1,36 @@
+//! tokio-util's API over Volt's runtime.
+//!
+//! tokio-util depends on Tokio itself, and the parts of it that spawn tasks, wait on a
+//! timer or wrap a channel reach for Tokio's runtime and types: under Volt,
+//! `TaskTracker::spawn` panics for want of a Tokio runtime, and `PollSender::new` does not
+//! accept Volt's `mpsc::Sender`. An application that renames this crate as well,
+//!
+//! ```toml
+//! tokio = { package = "volt", version = "0.1", features = ["full"] }
+//! tokio-util = { package = "volt-util", version = "0.1", features = ["full"] }
+//! ```
+//!
+//! gets those parts on Volt, with tokio-util's names and methods: [`task::TaskTracker`]
+//! (its `spawn_*` methods), [`task::AbortOnDropHandle`], [`task::AbortOnDrop`],
+//! [`task::JoinQueue`], [`sync::PollSender`], [`sync::PollSemaphore`],
+//! [`io::SyncIoBridge`], and [`future::FutureExt`]'s timeouts. Everything that needs no
+//! runtime is tokio-util's own, re-exported: the codecs, `CancellationToken`,
+//! `ReusableBoxFuture`, the I/O adapters, `compat`, `either`.
+//!
+//! Not here yet: `time::DelayQueue`, `udp::UdpFramed`, `net::Listener` and
+//! `context::TokioContext`.
+
+#![warn(missing_docs)]
+
+pub use tokio_util::{bytes, codec, compat, either};
+
+pub mod future;
+pub mod io;
+pub mod sync;
+pub mod task;
+
+/// Timers (tokio-util's `time` module): [`FutureExt`](crate::future::FutureExt)'s
+/// timeouts, on Volt's timer.
+pub mod time {
+    pub use crate::future::FutureExt;
+}
