@@ -10,6 +10,7 @@ use volt::time::{Instant, Timeout};
 pub trait FutureExt: Future {
     /// This future, or [`Elapsed`](volt::time::error::Elapsed) once `timeout` passes
     /// first (Volt's `time::timeout`).
+    #[track_caller]
     fn timeout(self, timeout: Duration) -> Timeout<Self>
     where
         Self: Sized,
@@ -19,6 +20,7 @@ pub trait FutureExt: Future {
 
     /// This future, or [`Elapsed`](volt::time::error::Elapsed) at `deadline` if it comes
     /// first (Volt's `time::timeout_at`).
+    #[track_caller]
     fn timeout_at(self, deadline: Instant) -> Timeout<Self>
     where
         Self: Sized,

@@ -13,12 +13,11 @@
 //! gets those parts on Volt, with tokio-util's names and methods: [`task::TaskTracker`]
 //! (its `spawn_*` methods), [`task::AbortOnDropHandle`], [`task::AbortOnDrop`],
 //! [`task::JoinQueue`], [`sync::PollSender`], [`sync::PollSemaphore`],
-//! [`io::SyncIoBridge`], and [`future::FutureExt`]'s timeouts. Everything that needs no
+//! [`io::SyncIoBridge`], [`time::DelayQueue`], and [`future::FutureExt`]'s timeouts. Everything that needs no
 //! runtime is tokio-util's own, re-exported: the codecs, `CancellationToken`,
 //! `ReusableBoxFuture`, the I/O adapters, `compat`, `either`.
 //!
-//! Not here yet: `time::DelayQueue`, `udp::UdpFramed`, `net::Listener` and
-//! `context::TokioContext`.
+//! Not here yet: `udp::UdpFramed`, `net::Listener` and `context::TokioContext`.
 
 #![warn(missing_docs)]
 
@@ -29,8 +28,16 @@ pub mod io;
 pub mod sync;
 pub mod task;
 
-/// Timers (tokio-util's `time` module): [`FutureExt`](crate::future::FutureExt)'s
-/// timeouts, on Volt's timer.
+mod delay_queue;
+
+/// Timers (tokio-util's `time` module), on Volt's timer: [`DelayQueue`](time::DelayQueue)
+/// and [`FutureExt`](crate::future::FutureExt)'s timeouts.
 pub mod time {
+    pub use crate::delay_queue::DelayQueue;
     pub use crate::future::FutureExt;
+
+    /// [`DelayQueue`]'s keys and the values it gives back.
+    pub mod delay_queue {
+        pub use crate::delay_queue::{DelayQueue, Expired, Key};
+    }
 }

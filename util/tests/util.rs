@@ -277,3 +277,91 @@ fn future_timeouts_run_on_volts_timer() {
         assert_eq!(async { 4 }.with_cancellation_token_owned(volt_util::sync::CancellationToken::new()).await, Some(4));
     });
 }
+
+fn paused<F: Future<Output = ()>>(f: F) {
+    let rt = volt::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+    rt.block_on(f);
+}
+
+#[test]
+fn delay_queue_gives_values_back_at_their_deadlines_in_order() {
+    use volt_util::time::DelayQueue;
+    paused(async {
+        let start = volt::time::Instant::now();
+        let mut q = DelayQueue::new();
+        for (v, ms) in [(3u32, 30u64), (1, 10), (2, 20), (4, 30)] {
+            q.insert(v, Duration::from_millis(ms));
+        }
+        let early = q.insert(99, Duration::from_millis(5));
+        let moved = q.insert(5, Duration::from_millis(1));
+        assert_eq!(q.remove(&early).into_inner(), 99);
+        q.reset(&moved, Duration::from_millis(50));
+        assert_eq!(q.deadline(&moved), start + Duration::from_millis(50));
+        let mut got = Vec::new();
+        while let Some(e) = std::future::poll_fn(|cx| q.poll_expired(cx)).await {
+            assert_eq!(e.deadline(), volt::time::Instant::now(), "given back at its deadline, not later");
+            got.push((start.elapsed().as_millis(), e.into_inner()));
+        }
+        // Equal deadlines come out in insertion order.
+        assert_eq!(got, vec![(10, 1), (20, 2), (30, 3), (30, 4), (50, 5)]);
+        assert!(q.is_empty());
+    });
+}
+
+#[test]
+fn delay_queue_wakes_its_poller_when_a_value_comes_or_goes() {
+    use volt_util::time::DelayQueue;
+    paused(async {
+        let mut q: DelayQueue<&str> = DelayQueue::new();
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        // Empty: the stream has ended for now.
+        assert!(matches!(q.poll_expired(&mut cx), std::task::Poll::Ready(None)));
+        // An insert into a queue that a task is waiting on wakes it (checked through a
+        // real task: it must see the value come out).
+        let (tx, rx) = volt::sync::oneshot::channel();
+        let q = Arc::new(std::sync::Mutex::new(q));
+        let q2 = q.clone();
+        let waiter = volt::spawn(async move {
+            // `Ready(None)` keeps this task's waker: it waits (no wake of its own) for
+            // the queue to wake it.
+            let first = std::future::poll_fn(|cx| match q2.lock().unwrap().poll_expired(cx) {
+                std::task::Poll::Ready(None) => std::task::Poll::Pending,
+                other => other,
+            })
+            .await;
+            tx.send(first.map(|e| e.into_inner())).unwrap();
+        });
+        volt::task::yield_now().await;
+        q.lock().unwrap().insert("late", Duration::from_secs(3600));
+        q.lock().unwrap().insert("soon", Duration::from_millis(10));
+        let first =
+            volt::time::timeout(Duration::from_secs(10), rx).await.expect("the insert never woke the waiting task");
+        assert_eq!(first.unwrap(), Some("soon"));
+        waiter.await.unwrap();
+        let mut q = Arc::try_unwrap(q).unwrap().into_inner().unwrap();
+        // A deadline too far to add saturates instead of panicking.
+        let key = q.insert("never", Duration::MAX);
+        assert!(q.deadline(&key) > volt::time::Instant::now() + Duration::from_secs(86_400 * 365));
+        q.clear();
+        assert!(q.is_empty());
+    });
+}
+
+#[test]
+fn delay_queue_compact_gives_memory_back_and_keeps_keys() {
+    use volt_util::time::DelayQueue;
+    paused(async {
+        let mut q = DelayQueue::with_capacity(100);
+        let keys: Vec<_> = (0..100u32).map(|i| q.insert(i, Duration::from_secs(u64::from(i) + 1))).collect();
+        for k in &keys[..90] {
+            q.remove(k);
+        }
+        q.compact();
+        assert_eq!((q.len(), q.capacity()), (10, 10));
+        for (i, k) in keys[90..].iter().enumerate() {
+            assert_eq!(*q.remove(k).get_ref(), 90 + i as u32, "a key kept its value through compact");
+        }
+        assert!(q.try_remove(&keys[0]).is_none());
+    });
+}

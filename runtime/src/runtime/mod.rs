@@ -267,7 +267,8 @@ impl Handle {
     /// The handle of the runtime this thread is in (a worker, or inside `block_on`).
     ///
     /// # Panics
-    /// Outside a runtime.
+    /// Outside a runtime (the panic names the caller, as Tokio's does).
+    #[track_caller]
     pub fn current() -> Handle {
         Handle::try_current().expect("volt: `Handle::current` called outside a Volt runtime")
     }
