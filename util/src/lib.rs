@@ -13,20 +13,26 @@
 //! gets those parts on Volt, with tokio-util's names and methods: [`task::TaskTracker`]
 //! (its `spawn_*` methods), [`task::AbortOnDropHandle`], [`task::AbortOnDrop`],
 //! [`task::JoinQueue`], [`sync::PollSender`], [`sync::PollSemaphore`],
-//! [`io::SyncIoBridge`], [`time::DelayQueue`], and [`future::FutureExt`]'s timeouts. Everything that needs no
+//! [`io::SyncIoBridge`], [`time::DelayQueue`], [`udp::UdpFramed`], [`net::Listener`],
+//! [`context::TokioContext`], and [`future::FutureExt`]'s timeouts. Everything that needs no
 //! runtime is tokio-util's own, re-exported: the codecs, `CancellationToken`,
 //! `ReusableBoxFuture`, the I/O adapters, `compat`, `either`.
-//!
-//! Not here yet: `udp::UdpFramed`, `net::Listener` and `context::TokioContext`.
 
 #![warn(missing_docs)]
 
 pub use tokio_util::{bytes, codec, compat, either};
 
+pub mod context;
 pub mod future;
 pub mod io;
+pub mod net;
 pub mod sync;
 pub mod task;
+pub mod udp {
+    //! Framed UDP sockets.
+    pub use crate::udp_framed::UdpFramed;
+}
+mod udp_framed;
 
 mod delay_queue;
 

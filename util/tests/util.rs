@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 use volt_util::future::FutureExt;
 use volt_util::sync::{PollSemaphore, PollSender};
@@ -364,4 +365,97 @@ fn delay_queue_compact_gives_memory_back_and_keeps_keys() {
         }
         assert!(q.try_remove(&keys[0]).is_none());
     });
+}
+
+#[test]
+fn udp_framed_sends_and_decodes_every_datagram() {
+    use futures::{SinkExt, StreamExt};
+    use volt_util::codec::LinesCodec;
+    use volt_util::udp::UdpFramed;
+    run(async {
+        let a = volt::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let b = Arc::new(volt::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let (a_addr, b_addr) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        let mut tx = UdpFramed::new(a, LinesCodec::new());
+        // Over an `Arc`, as a server shares its socket.
+        let mut rx = UdpFramed::new(b.clone(), LinesCodec::new());
+        let receiver = volt::spawn(async move {
+            let mut got = Vec::new();
+            while got.len() < 200 {
+                let (line, from) = rx.next().await.unwrap().unwrap();
+                got.push((line, from));
+            }
+            got
+        });
+        for i in 0..100 {
+            // Two lines in one datagram: both come out, with its sender.
+            tx.send((format!("{i}a\n{i}b"), b_addr)).await.unwrap();
+        }
+        let got = receiver.await.unwrap();
+        assert!(got.iter().all(|(_, from)| *from == a_addr));
+        let lines: Vec<String> = got.into_iter().map(|(l, _)| l).collect();
+        let want: Vec<String> = (0..100).flat_map(|i| [format!("{i}a"), format!("{i}b")]).collect();
+        assert_eq!(lines, want, "every line of every datagram, in order (loopback keeps order)");
+    });
+}
+
+/// Each datagram spends the budget: with more datagrams queued than one poll's budget,
+/// a poll of the stream takes exactly the budget's 128 and then yields.
+#[test]
+fn a_busy_udp_framed_yields_after_its_budget() {
+    use futures::Stream;
+    use volt_util::codec::BytesCodec;
+    use volt_util::udp::UdpFramed;
+    run(async {
+        let socket = volt::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        // 200 one-byte datagrams fit in a default receive buffer.
+        for _ in 0..200 {
+            sender.send_to(b"x", addr).unwrap();
+        }
+        let mut framed = UdpFramed::new(socket, BytesCodec::new());
+        // Until all 200 are readable, then a fresh poll.
+        while !std::future::poll_fn(|cx| Poll::Ready(framed.get_ref().poll_recv_ready(cx).is_ready())).await {
+            volt::task::yield_now().await;
+        }
+        volt::task::yield_now().await;
+        let in_one_poll = std::future::poll_fn(|cx| {
+            let mut n = 0;
+            while let Poll::Ready(Some(Ok(_))) = std::pin::Pin::new(&mut framed).poll_next(cx) {
+                n += 1;
+            }
+            Poll::Ready(n)
+        })
+        .await;
+        assert_eq!(in_one_poll, 128);
+    });
+}
+
+#[test]
+fn listeners_accept_through_the_trait() {
+    use volt_util::either::Either;
+    use volt_util::net::Listener;
+    run(async {
+        let tcp = volt::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let mut listener: Either<volt::net::TcpListener, volt::net::UnixListener> = Either::Left(tcp);
+        assert!(matches!(Listener::local_addr(&listener).unwrap(), Either::Left(a) if a == addr));
+        let client = volt::spawn(async move { volt::net::TcpStream::connect(addr).await.unwrap() });
+        let (_conn, peer) = listener.accept().await.unwrap();
+        let client = client.await.unwrap();
+        assert!(matches!(peer, Either::Left(p) if p == client.local_addr().unwrap()));
+    });
+}
+
+#[test]
+fn tokio_context_runs_a_future_in_another_runtime() {
+    use volt_util::context::RuntimeExt;
+    let timers = volt::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    // A future that needs a runtime (a sleep), polled by an executor that is not one.
+    let fut = timers.wrap(async {
+        volt::time::sleep(Duration::from_millis(5)).await;
+        volt::runtime::Handle::current().metrics().num_workers()
+    });
+    assert_eq!(futures::executor::block_on(fut), 1);
 }
