@@ -8,6 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
+use tokio_stream::adapters::Fuse;
 use volt::time::{Instant, Interval, Sleep};
 
 /// A deadline passed before the stream's next item: the error of [`Timeout`] and
@@ -40,8 +41,9 @@ pin_project! {
     #[must_use = "streams do nothing unless polled"]
     #[derive(Debug)]
     pub struct Timeout<S> {
+        // Fused: polled again after its end, it stays ended.
         #[pin]
-        stream: S,
+        stream: Fuse<S>,
         #[pin]
         deadline: Sleep,
         duration: Duration,
@@ -53,7 +55,12 @@ pin_project! {
 
 impl<S: Stream> Timeout<S> {
     pub(crate) fn new(stream: S, duration: Duration) -> Self {
-        Timeout { stream, deadline: volt::time::sleep_until(after(duration)), duration, armed: true }
+        Timeout {
+            stream: tokio_stream::StreamExt::fuse(stream),
+            deadline: volt::time::sleep_until(after(duration)),
+            duration,
+            armed: true,
+        }
     }
 }
 
@@ -89,17 +96,18 @@ pin_project! {
     #[must_use = "streams do nothing unless polled"]
     #[derive(Debug)]
     pub struct TimeoutRepeating<S> {
+        // Fused: polled again after its end, it stays ended.
         #[pin]
-        stream: S,
+        stream: Fuse<S>,
         interval: Interval,
     }
 }
 
 impl<S: Stream> TimeoutRepeating<S> {
-    pub(crate) fn new(stream: S, mut interval: Interval) -> Self {
-        // The first deadline is a period away, not the interval's immediate first tick.
-        interval.reset();
-        TimeoutRepeating { stream, interval }
+    pub(crate) fn new(stream: S, interval: Interval) -> Self {
+        // The interval as given: a fresh one's first tick is immediate, so an `Elapsed`
+        // comes at once unless an item is ready (as tokio-stream's).
+        TimeoutRepeating { stream: tokio_stream::StreamExt::fuse(stream), interval }
     }
 }
 

@@ -55,7 +55,9 @@ fn timeout_repeating_reports_every_period_without_an_item() {
         let start = Instant::now();
         let s = scripted(vec![(0, 1), (350, 2)]).timeout_repeating(volt::time::interval(ms(100)));
         let got: Vec<_> = timed(s, start).await.into_iter().map(|(t, r)| (t, r.ok())).collect();
-        assert_eq!(got, vec![(0, Some(1)), (100, None), (200, None), (300, None), (350, Some(2))]);
+        // A fresh interval's first tick is immediate, and the producer task has not run
+        // yet at the first poll: an `Elapsed` at once, as with tokio-stream.
+        assert_eq!(got, vec![(0, None), (0, Some(1)), (100, None), (200, None), (300, None), (350, Some(2))]);
     });
 }
 
@@ -114,5 +116,23 @@ fn elapsed_is_a_timed_out_io_error() {
         // Not again until an item comes (none will): the stream just waits.
         assert!(volt::time::timeout(ms(500), s.next()).await.is_err());
         sleep(ms(1)).await;
+    });
+}
+
+/// Polled again after its end, a timed stream stays ended (it fuses the stream inside,
+/// which may not be polled after its end).
+#[test]
+fn timed_streams_stay_ended() {
+    paused(async {
+        let once = futures::stream::unfold(0u8, |n| async move { (n == 0).then_some((n, 1)) });
+        let mut s = std::pin::pin!(once.timeout(ms(10)));
+        assert_eq!(s.next().await.map(|r| r.ok()), Some(Some(0)));
+        assert!(s.next().await.is_none());
+        assert!(s.next().await.is_none(), "polled after its end");
+        let once = futures::stream::unfold(0u8, |n| async move { (n == 0).then_some((n, 1)) });
+        let mut s = std::pin::pin!(once.timeout_repeating(volt::time::interval(ms(10))));
+        assert_eq!(s.next().await.map(|r| r.ok()), Some(Some(0)));
+        assert!(s.next().await.is_none());
+        assert!(s.next().await.is_none(), "polled after its end");
     });
 }

@@ -45,6 +45,18 @@ impl<T: Unpin> SyncIoBridge<T> {
     }
 }
 
+impl<T> AsRef<T> for SyncIoBridge<T> {
+    fn as_ref(&self) -> &T {
+        &self.src
+    }
+}
+
+impl<T> AsMut<T> for SyncIoBridge<T> {
+    fn as_mut(&mut self) -> &mut T {
+        &mut self.src
+    }
+}
+
 impl<T: AsyncWrite + Unpin> SyncIoBridge<T> {
     /// Whether the writer does vectored writes itself.
     pub fn is_write_vectored(&self) -> bool {

@@ -12,7 +12,7 @@
 //!
 //! gets those parts on Volt, with tokio-util's names and methods: [`task::TaskTracker`]
 //! (its `spawn_*` methods), [`task::AbortOnDropHandle`], [`task::AbortOnDrop`],
-//! [`task::JoinQueue`], [`sync::PollSender`], [`sync::PollSemaphore`],
+//! [`task::JoinQueue`], [`task::JoinMap`], [`sync::PollSender`], [`sync::PollSemaphore`],
 //! [`io::SyncIoBridge`], [`time::DelayQueue`], [`udp::UdpFramed`], [`net::Listener`],
 //! [`context::TokioContext`], and [`future::FutureExt`]'s timeouts. Everything that needs no
 //! runtime is tokio-util's own, re-exported: the codecs, `CancellationToken`,
@@ -25,6 +25,7 @@ pub use tokio_util::{bytes, codec, compat, either};
 pub mod context;
 pub mod future;
 pub mod io;
+mod join_map;
 pub mod net;
 pub mod sync;
 pub mod task;

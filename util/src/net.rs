@@ -8,7 +8,9 @@ use tokio_util::either::Either;
 use volt::io::{AsyncRead, AsyncWrite};
 
 /// Something that accepts connections: Volt's `TcpListener` and `UnixListener`, or
-/// either of two listeners (`Either`).
+/// either of two listeners (`Either`; there `accept` gives an `Either` of connections and
+/// one of addresses, where tokio-util's `Either` has its own `accept` giving an `Either`
+/// of pairs, which a crate other than tokio-util cannot add to its type).
 pub trait Listener {
     /// A connection.
     type Io: AsyncRead + AsyncWrite;
@@ -21,7 +23,7 @@ pub trait Listener {
     /// The next connection.
     fn accept(&mut self) -> ListenerAcceptFut<'_, Self>
     where
-        Self: Sized + Unpin,
+        Self: Sized,
     {
         ListenerAcceptFut { listener: self }
     }
@@ -37,7 +39,7 @@ pub struct ListenerAcceptFut<'a, L> {
     listener: &'a mut L,
 }
 
-impl<L: Listener + Unpin> Future for ListenerAcceptFut<'_, L> {
+impl<L: Listener> Future for ListenerAcceptFut<'_, L> {
     type Output = io::Result<(L::Io, L::Addr)>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {

@@ -45,7 +45,7 @@ impl PollSemaphore {
     }
 
     /// `permits` permits at once, or a wait for them; `None` once the semaphore is
-    /// closed (or when it could never hold that many).
+    /// closed.
     pub fn poll_acquire_many(&mut self, cx: &mut Context<'_>, permits: u32) -> Poll<Option<OwnedSemaphorePermit>> {
         let waiting = match &mut self.waiting {
             // The same request as the one waiting: keep its place in the queue.
@@ -76,6 +76,11 @@ impl PollSemaphore {
         let result = ready!(waiting.poll(cx));
         self.waiting = None;
         Poll::Ready(result.ok())
+    }
+
+    /// Close the semaphore: waits end with `None`, and no permit is handed out again.
+    pub fn close(&self) {
+        self.semaphore.close();
     }
 
     /// Permits free now.

@@ -9,10 +9,16 @@ use std::task::{Context, Poll};
 use volt::runtime::Handle;
 use volt::task::{AbortHandle, Id, JoinError, JoinHandle, LocalSet};
 
+pub use crate::join_map::{JoinMap, JoinMapKeys};
 /// tokio-util's futures of a tracker, and `LocalPoolHandle` (which runs its tasks on
 /// single-threaded Tokio runtimes of its own, not on Volt).
 pub use tokio_util::task::task_tracker::{TaskTrackerWaitFuture, TrackedFuture};
 pub use tokio_util::task::LocalPoolHandle;
+
+/// The task tracker's types where tokio-util has them.
+pub mod task_tracker {
+    pub use super::{TaskTracker, TaskTrackerToken, TaskTrackerWaitFuture, TrackedFuture};
+}
 
 /// Counts the tasks spawned through it (or futures tracked with it) until each finishes,
 /// and lets a shutdown [`close`](TaskTracker::close) it and [`wait`](TaskTracker::wait)
@@ -286,7 +292,7 @@ pub struct JoinQueue<T>(VecDeque<AbortOnDropHandle<T>>);
 
 impl<T> JoinQueue<T> {
     /// An empty queue.
-    pub fn new() -> Self {
+    pub const fn new() -> Self {
         Self(VecDeque::new())
     }
 

@@ -93,6 +93,9 @@ impl<C: Decoder, T: Borrow<UdpSocket>> Stream for UdpFramed<C, T> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let me = self.get_mut();
+        // A readiness wait that ends `Ready` spends a unit of the budget itself: the read
+        // after it does not spend another.
+        let mut charged = false;
         loop {
             // Frames left in the last datagram come first; a datagram is whole, so it is
             // decoded to its end.
@@ -103,16 +106,20 @@ impl<C: Decoder, T: Borrow<UdpSocket>> Stream for UdpFramed<C, T> {
                 me.current_addr = None;
                 me.rd.clear();
             }
-            let coop = ready!(poll_proceed(cx));
+            let coop = if charged { None } else { Some(ready!(poll_proceed(cx))) };
             me.rd.reserve(READ_ROOM);
             match me.socket.borrow().try_recv_buf_from(&mut me.rd) {
                 Ok((_, addr)) => {
-                    coop.made_progress();
+                    if let Some(coop) = coop {
+                        coop.made_progress();
+                    }
+                    charged = false;
                     me.current_addr = Some(addr);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     drop(coop);
                     ready!(me.socket.borrow().poll_recv_ready(cx))?;
+                    charged = true;
                 }
                 Err(e) => return Poll::Ready(Some(Err(e.into()))),
             }

@@ -55,7 +55,7 @@ fn task_tracker_waits_for_every_task_it_spawned() {
         tracker.spawn_on(async {}, &volt::runtime::Handle::current());
         assert!(!tracker.is_empty());
         // Open, `wait` does not finish even with every task done.
-        let token = tracker.token();
+        let token: volt_util::task::task_tracker::TaskTrackerToken = tracker.token();
         assert!(TaskTracker::ptr_eq(token.task_tracker(), &tracker));
         tracker.close();
         assert!(tracker.is_closed());
@@ -173,7 +173,8 @@ fn poll_semaphore_hands_out_every_permit_and_reports_close() {
         let two = std::future::poll_fn(|cx| poll.poll_acquire_many(cx, 2)).await.unwrap();
         assert_eq!(two.num_permits(), 2);
         drop(two);
-        sem.close();
+        poll.close();
+        assert!(sem.is_closed());
         assert!(std::future::poll_fn(|cx| poll.poll_acquire(cx)).await.is_none());
     });
 }
@@ -458,4 +459,49 @@ fn tokio_context_runs_a_future_in_another_runtime() {
         volt::runtime::Handle::current().metrics().num_workers()
     });
     assert_eq!(futures::executor::block_on(fut), 1);
+}
+
+#[test]
+fn join_map_gives_each_result_with_its_key_and_replaces_by_key() {
+    use volt_util::task::JoinMap;
+    run(async {
+        let mut map = JoinMap::new();
+        for i in 0..50u32 {
+            map.spawn(format!("k{i}"), async move { i * 2 });
+        }
+        // A spawn under a key in use aborts the task there; only the new one's result
+        // comes back.
+        let replaced = Drops::default();
+        let r = replaced.clone();
+        map.spawn("slow".to_string(), async move {
+            let _r = r;
+            std::future::pending::<u32>().await
+        });
+        map.spawn("slow".to_string(), async { 1000 });
+        assert_eq!(map.len(), 51);
+        assert!(map.contains_key("k7") && map.contains_key("slow"));
+        let mut got = std::collections::HashMap::new();
+        while let Some((key, result)) = map.join_next().await {
+            assert!(got.insert(key, result.unwrap()).is_none(), "a key came back twice");
+        }
+        assert_eq!(got.len(), 51);
+        assert_eq!(got["slow"], 1000);
+        assert!((0..50).all(|i| got[&format!("k{i}")] == i * 2));
+        assert_eq!(replaced.0.load(SeqCst), 1, "the replaced task's future was dropped");
+
+        // Abort by key: its result is a cancellation, under its key.
+        map.spawn("stuck".to_string(), std::future::pending::<u32>());
+        map.spawn("quick".to_string(), async { 5 });
+        assert!(map.abort("stuck"));
+        assert!(!map.abort("absent"));
+        let mut outcomes = Vec::new();
+        while let Some((key, result)) = map.join_next().await {
+            outcomes.push((key, result.map_err(|e| e.is_cancelled())));
+        }
+        outcomes.sort();
+        assert_eq!(outcomes, vec![("quick".to_string(), Ok(5)), ("stuck".to_string(), Err(true))]);
+        map.spawn("a".to_string(), std::future::pending::<u32>());
+        map.shutdown().await;
+        assert!(map.is_empty());
+    });
 }

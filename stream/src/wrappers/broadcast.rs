@@ -32,7 +32,7 @@ pub enum BroadcastStreamRecvError {
 impl fmt::Display for BroadcastStreamRecvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BroadcastStreamRecvError::Lagged(n) => write!(f, "the receiver fell behind by {n} values"),
+            BroadcastStreamRecvError::Lagged(n) => write!(f, "channel lagged by {n}"),
         }
     }
 }
