@@ -838,53 +838,68 @@ mod async_fd {
     #[test]
     fn ready_sets_clearing_waiters_and_into_inner() {
         let rt = rt(2);
-        rt.block_on(async {
-            let (a, mut b) = pair();
-            // SAFETY: as above.
-            let mut a = unsafe { AsyncFd::register(a) }.unwrap();
-            b.write_all(b"x").unwrap();
-            let mut guard = a.ready_mut(Interest::READABLE | Interest::WRITABLE).await.unwrap();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while guard.ready() != Ready::READABLE | Ready::WRITABLE {
-                // The read and write events may come in two reactor turns.
-                guard.retain_ready();
+        // Each wait on the reactor is bounded, and a stuck one names itself (this test
+        // hung once in a CI run, at a step not known then).
+        let step = Arc::new(std::sync::Mutex::new("start"));
+        let at = |s: &'static str| *step.lock().unwrap() = s;
+        let done = rt.block_on(async {
+            volt::time::timeout(Duration::from_secs(30), async {
+                let (a, mut b) = pair();
+                // SAFETY: as above.
+                let mut a = unsafe { AsyncFd::register(a) }.unwrap();
+                b.write_all(b"x").unwrap();
+                at("the first wait for readable and writable");
+                let mut guard = a.ready_mut(Interest::READABLE | Interest::WRITABLE).await.unwrap();
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while guard.ready() != Ready::READABLE | Ready::WRITABLE {
+                    // The read and write events may come in two reactor turns.
+                    guard.retain_ready();
+                    drop(guard);
+                    assert!(Instant::now() < deadline, "never both readable and writable");
+                    volt::task::yield_now().await;
+                    guard = a.ready_mut(Interest::READABLE | Interest::WRITABLE).await.unwrap();
+                }
+                guard.clear_ready_matching(Ready::READABLE);
+                assert_eq!(guard.ready(), Ready::WRITABLE);
+                guard.clear_ready_matching(Ready::WRITABLE);
+                assert_eq!(guard.ready(), Ready::EMPTY);
+                let mut one = [0u8; 1];
+                assert_eq!(guard.get_inner_mut().read(&mut one).unwrap(), 1);
                 drop(guard);
-                assert!(Instant::now() < deadline, "never both readable and writable");
-                volt::task::yield_now().await;
-                guard = a.ready_mut(Interest::READABLE | Interest::WRITABLE).await.unwrap();
-            }
-            guard.clear_ready_matching(Ready::READABLE);
-            assert_eq!(guard.ready(), Ready::WRITABLE);
-            guard.clear_ready_matching(Ready::WRITABLE);
-            assert_eq!(guard.ready(), Ready::EMPTY);
-            let mut one = [0u8; 1];
-            assert_eq!(guard.get_inner_mut().read(&mut one).unwrap(), 1);
-            drop(guard);
 
-            let a = Arc::new(a);
-            let (polled_tx, mut polled) = volt::sync::mpsc::unbounded_channel();
-            let waiters: Vec<_> = (0..4)
-                .map(|_| {
-                    let (a, polled_tx) = (a.clone(), polled_tx.clone());
-                    volt::spawn(async move { register_then_finish(a.readable(), polled_tx).await.map(|g| g.ready()) })
-                })
-                .collect();
-            for _ in 0..4 {
-                polled.recv().await.unwrap();
-            }
-            b.write_all(b"y").unwrap();
-            for w in waiters {
-                let ready = volt::time::timeout(Duration::from_secs(10), w).await.expect("a waiter was never woken");
-                assert!(ready.unwrap().unwrap().is_readable());
-            }
+                let a = Arc::new(a);
+                let (polled_tx, mut polled) = volt::sync::mpsc::unbounded_channel();
+                let waiters: Vec<_> = (0..4)
+                    .map(|_| {
+                        let (a, polled_tx) = (a.clone(), polled_tx.clone());
+                        volt::spawn(
+                            async move { register_then_finish(a.readable(), polled_tx).await.map(|g| g.ready()) },
+                        )
+                    })
+                    .collect();
+                at("the four waiters' first polls");
+                for _ in 0..4 {
+                    polled.recv().await.unwrap();
+                }
+                at("the four waiters' wake");
+                b.write_all(b"y").unwrap();
+                for w in waiters {
+                    let ready =
+                        volt::time::timeout(Duration::from_secs(10), w).await.expect("a waiter was never woken");
+                    assert!(ready.unwrap().unwrap().is_readable());
+                }
 
-            let a = Arc::try_unwrap(a).unwrap().into_inner();
-            // SAFETY: as above.
-            let mut again = unsafe { AsyncFd::register(a) }.expect("the descriptor was deregistered");
-            let mut buf = [0u8; 1];
-            let n = again.async_io_mut(Interest::READABLE, |s| s.read(&mut buf)).await.unwrap();
-            assert_eq!(&buf[..n], b"y");
+                let a = Arc::try_unwrap(a).unwrap().into_inner();
+                // SAFETY: as above.
+                let mut again = unsafe { AsyncFd::register(a) }.expect("the descriptor was deregistered");
+                let mut buf = [0u8; 1];
+                at("the read after registering again");
+                let n = again.async_io_mut(Interest::READABLE, |s| s.read(&mut buf)).await.unwrap();
+                assert_eq!(&buf[..n], b"y");
+            })
+            .await
         });
+        assert!(done.is_ok(), "stuck at {}", step.lock().unwrap());
     }
 
     /// `Interest::PRIORITY`: out-of-band TCP data is reported as priority readiness to
