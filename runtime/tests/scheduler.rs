@@ -347,6 +347,43 @@ fn park_unpark_counts_are_odd_while_parked_and_even_after_shutdown() {
     assert!(r.is_err(), "worker 2 does not exist");
 }
 
+/// A worker whose thread has not started yet needs no watching: the first worker to park
+/// sleeps without a timeout, so each worker of a fresh runtime parks once, as Tokio's do.
+/// Worker 1's start is held back by its start hook for ten times the watch's timeout;
+/// counted as a running worker, it gave worker 0 the watch, and worker 0 woke every 10 ms
+/// to look for it.
+#[test]
+fn a_fresh_runtime_parks_each_worker_once() {
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let release_rx = std::sync::Mutex::new(release_rx);
+    let rt = volt::runtime::Builder::new()
+        .worker_threads(2)
+        .thread_name("held-start")
+        .on_thread_start(move || {
+            if std::thread::current().name() == Some("held-start-1") {
+                let _ = release_rx.lock().unwrap().recv_timeout(Duration::from_secs(60));
+            }
+        })
+        .build()
+        .unwrap();
+    let m = rt.metrics();
+    assert!(wait_until(Duration::from_secs(30), || m.worker_park_unpark_count(0) >= 1));
+    // Worker 1 is still held: worker 0 has nothing to wake for.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(m.worker_park_unpark_count(0), 1, "worker 0 woke while worker 1 was starting");
+    assert_eq!(m.worker_park_unpark_count(1), 0, "worker 1 is held in its start hook");
+    release_tx.send(()).unwrap();
+    assert!(wait_until(Duration::from_secs(30), || m.worker_park_unpark_count(1) >= 1));
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        [m.worker_park_unpark_count(0), m.worker_park_unpark_count(1)],
+        [1, 1],
+        "each worker parks once and sleeps"
+    );
+    // Still a working runtime: a spawn wakes a worker.
+    assert_eq!(rt.block_on(rt.spawn(async { 7 })).unwrap(), 7);
+}
+
 #[test]
 fn panicking_task_gives_join_error_and_worker_survives() {
     let rt = rt(1);

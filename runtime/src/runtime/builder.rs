@@ -501,6 +501,10 @@ impl Builder {
         // A current-thread runtime starts no worker thread: its worker runs inside
         // `block_on`, and its exit is counted by `current::exit_core`.
         let started = if current_thread { 0 } else { n };
+        if started > 0 {
+            // Until its thread runs it, a worker needs no watch (rule 7 in `idle`).
+            shared.idle.expect_starts();
+        }
         let mut unstarted = Unstarted { shared: Arc::clone(&shared), left: started };
         for index in 0..started {
             let shared = Arc::clone(&shared);

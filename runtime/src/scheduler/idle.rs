@@ -46,6 +46,13 @@
 //!    some worker is parked) and then runs rule 1, so the woken worker parks again as the
 //!    watcher. The window between a watcher's release and its next claim needs no more:
 //!    the watcher looks at every LIFO slot after its release, before it parks again.
+//!    A worker whose thread has not started yet counts as parked for the watch
+//!    ([`Idle::expect_starts`], [`Idle::worker_started`]): it holds no task and runs no
+//!    poll, so there is nothing to watch it for. Counted as out, it gave a fresh runtime's
+//!    first worker to park the watch, which woke 10 ms later to find nothing and parked
+//!    again: two parks where Tokio's workers make one
+//!    (`RuntimeMetrics::worker_park_unpark_count`). It is not in the parked bitmap, so no
+//!    producer claims it: it searches every queue as it starts anyway.
 //! 8. **Who to wake.** Rule 1 prefers a worker that is not parked in the reactor
 //!    (`in_reactor`): the reactor's holder keeps firing timers and collecting I/O while the
 //!    one woken runs the work, which matters when that work turns into a long poll.
@@ -68,6 +75,8 @@ pub(crate) struct Idle {
     watcher: AtomicU32,
     /// The bit of the worker parked in the reactor, if any (rule 8).
     in_reactor: AtomicU64,
+    /// Workers whose thread has not started yet (rule 7).
+    unstarted: AtomicU64,
     num_workers: u32,
 }
 
@@ -79,18 +88,38 @@ impl Idle {
             parked_bitmap: AtomicU64::new(0),
             watcher: AtomicU32::new(NO_WATCHER),
             in_reactor: AtomicU64::new(0),
+            unstarted: AtomicU64::new(0),
             num_workers: num_workers as u32,
         }
+    }
+
+    /// Rule 7: every worker's thread is about to be started; until each says it has
+    /// ([`worker_started`](Self::worker_started)), it counts as parked for the watch.
+    pub(crate) fn expect_starts(&self) {
+        self.unstarted.store(self.all_workers_mask(), SeqCst);
+    }
+
+    /// Rule 7: worker `index`'s thread runs it now (again, after a hand-off: no change).
+    ///
+    /// The fence: a worker parking sets its bit and then reads `unstarted` (both
+    /// sequentially consistent); if it still saw this worker unstarted (and so slept
+    /// without the watch), this worker's later reads of the bitmap
+    /// (`watch_missing`, a relaxed load) see that bit, and its first slot-only push wakes
+    /// the sleeper (`loom_watch_a_lifo_push_by_a_worker_just_started_wakes_a_worker`
+    /// deadlocks without the fence).
+    pub(crate) fn worker_started(&self, index: usize) {
+        self.unstarted.fetch_and(!(1u64 << index), SeqCst);
+        fence(SeqCst);
     }
 
     fn all_workers_mask(&self) -> u64 {
         u64::MAX >> (64 - self.num_workers)
     }
 
-    /// Rule 7: after `transition_worker_to_parked`, whether every worker is parked (none is
-    /// running, so nothing can get stuck and nobody needs to watch).
+    /// Rule 7: after `transition_worker_to_parked`, whether every worker is parked or not
+    /// started yet (none is running, so nothing can get stuck and nobody needs to watch).
     pub(crate) fn all_parked(&self) -> bool {
-        self.parked_bitmap.load(SeqCst) == self.all_workers_mask()
+        (self.parked_bitmap.load(SeqCst) | self.unstarted.load(SeqCst)) == self.all_workers_mask()
     }
 
     /// Rule 7: become the watcher unless another worker is one. True if `index` holds it.
@@ -326,6 +355,27 @@ mod tests {
         // Everyone parked: nobody needs to claim it.
         assert!(!idle.transition_worker_to_parked(0, false));
         assert!(!idle.transition_worker_to_parked(2, false));
+        assert!(idle.all_parked());
+    }
+
+    /// A worker not started yet needs no watch, and no producer claims it.
+    #[test]
+    fn workers_not_started_count_as_parked_for_the_watch_only() {
+        let idle = Idle::new(2);
+        idle.expect_starts();
+        idle.worker_started(0);
+        assert!(!idle.transition_worker_to_parked(0, false));
+        assert!(idle.all_parked(), "worker 1 has not started: nothing to watch");
+        let woken = RefCell::new(vec![]);
+        idle.notify_parked(|i| woken.borrow_mut().push(i));
+        assert_eq!(*woken.borrow(), vec![0], "the parked worker is woken, not the one starting");
+        assert!(!idle.unpark_self(0));
+        assert!(idle.transition_worker_from_searching());
+        assert!(!idle.transition_worker_to_parked(0, false));
+        idle.worker_started(1);
+        assert!(!idle.all_parked(), "worker 1 runs now");
+        idle.worker_started(1);
+        assert!(!idle.transition_worker_to_parked(1, false));
         assert!(idle.all_parked());
     }
 

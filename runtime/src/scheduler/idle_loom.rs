@@ -311,3 +311,47 @@ fn loom_watch_a_lifo_push_after_every_worker_parked_wakes_a_worker() {
         drop(unsafe { Box::from_raw(t.as_ptr()) });
     });
 }
+
+#[test]
+fn loom_watch_a_lifo_push_by_a_worker_just_started_wakes_a_worker() {
+    // Worker 0's thread has not started yet, so it counts as parked for the watch (rule
+    // 7): worker 1, parking, may sleep with no watch and no timeout. Then worker 0 starts,
+    // fills its empty LIFO slot and stays in that poll for good. The task must not go
+    // unseen: worker 1 holds the watch (it saw worker 0 running), or the push finds nobody
+    // watching and wakes it. Without the push's check, or if the push could miss worker
+    // 1's parked bit, worker 1 sleeps forever and the model deadlocks.
+    use crate::scheduler::lifo::LifoSlot;
+    use std::ptr::NonNull;
+    model(|| {
+        let m = IdleModel::new();
+        m.idle.expect_starts();
+        m.idle.worker_started(1);
+        let slot = Arc::new(LifoSlot::<u64>::new());
+        let parker = {
+            let (m, slot) = (m.clone(), slot.clone());
+            thread::spawn(move || {
+                let _ = m.idle.transition_worker_to_parked(1, false);
+                if !m.idle.all_parked() && m.idle.claim_watch(1) {
+                    return WatchRound::Watching;
+                }
+                let _ = m.parks[1].park(None);
+                assert!(!m.idle.unpark_self(1), "only the push's notify wakes it");
+                assert!(m.idle.transition_worker_from_searching());
+                assert!(slot.peek().is_some(), "woken, yet the slot looks empty");
+                WatchRound::Woken
+            })
+        };
+        // Worker 0's thread starts, then the slot-only push of `schedule_local`.
+        m.idle.worker_started(0);
+        let task = NonNull::from(Box::leak(Box::new(7u64)));
+        assert!(slot.push(task).is_none());
+        if m.idle.watch_missing() {
+            m.idle.notify_parked(|i| m.parks[i].unpark(|| unreachable!()));
+        }
+        let round = parker.join().unwrap();
+        assert!(matches!(round, WatchRound::Watching | WatchRound::Woken));
+        let t = slot.pop().expect("nobody took the task");
+        // SAFETY: the leaked box from above, taken back once.
+        drop(unsafe { Box::from_raw(t.as_ptr()) });
+    });
+}

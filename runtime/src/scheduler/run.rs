@@ -171,6 +171,10 @@ impl Handle {
         let _stall = StallThread(&this);
         let _help = HelpStackGuard::start(this.stack_size);
         this.metrics.on_worker_start(&w.rec);
+        // Running now, no longer "not started" for the watch (rule 7 in `idle`); a stall
+        // monitor asleep because every worker counted as parked watches again.
+        this.idle.worker_started(index);
+        this.metrics.stall.worker_woke();
         while !this.is_shutdown() {
             match this.run_tick(w) {
                 Some(0) => this.park(w),
