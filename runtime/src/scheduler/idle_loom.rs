@@ -277,38 +277,11 @@ fn loom_watch_a_lifo_push_after_every_worker_parked_wakes_a_worker() {
     // parked, or else as the watcher. The push must not leave the task unseen: the push
     // finds nobody watching and wakes worker 1, or worker 1 holds the watch. Without the
     // push's check, worker 1 sleeps forever and the model deadlocks.
-    use crate::scheduler::lifo::LifoSlot;
-    use std::ptr::NonNull;
     model(|| {
         let m = IdleModel::new();
         assert!(!m.idle.transition_worker_to_parked(0, false));
-        let slot = Arc::new(LifoSlot::<u64>::new());
-        let parker = {
-            let (m, slot) = (m.clone(), slot.clone());
-            thread::spawn(move || {
-                let _ = m.idle.transition_worker_to_parked(1, false);
-                if !m.idle.all_parked() && m.idle.claim_watch(1) {
-                    return WatchRound::Watching;
-                }
-                let _ = m.parks[1].park(None);
-                assert!(!m.idle.unpark_self(1), "only the push's notify wakes it");
-                assert!(m.idle.transition_worker_from_searching());
-                assert!(slot.peek().is_some(), "woken, yet the slot looks empty");
-                WatchRound::Woken
-            })
-        };
-        // Worker 0 wakes (its own bit), then the slot-only push of `schedule_local`.
-        assert!(m.idle.unpark_self(0));
-        let task = NonNull::from(Box::leak(Box::new(7u64)));
-        assert!(slot.push(task).is_none());
-        if m.idle.watch_missing() {
-            m.idle.notify_parked(|i| m.parks[i].unpark(|| unreachable!()));
-        }
-        let round = parker.join().unwrap();
-        assert!(matches!(round, WatchRound::Watching | WatchRound::Woken));
-        let t = slot.pop().expect("nobody took the task");
-        // SAFETY: the leaked box from above, taken back once.
-        drop(unsafe { Box::from_raw(t.as_ptr()) });
+        // Worker 0 wakes (its own bit) before its push.
+        park_against_a_lifo_push(m, |m| assert!(m.idle.unpark_self(0)));
     });
 }
 
@@ -319,39 +292,47 @@ fn loom_watch_a_lifo_push_by_a_worker_just_started_wakes_a_worker() {
     // fills its empty LIFO slot and stays in that poll for good. The task must not go
     // unseen: worker 1 holds the watch (it saw worker 0 running), or the push finds nobody
     // watching and wakes it. Without the push's check, or if the push could miss worker
-    // 1's parked bit, worker 1 sleeps forever and the model deadlocks.
-    use crate::scheduler::lifo::LifoSlot;
-    use std::ptr::NonNull;
+    // 1's parked bit (`Idle::worker_started` without its fence), worker 1 sleeps forever
+    // and the model deadlocks.
     model(|| {
         let m = IdleModel::new();
         m.idle.expect_starts();
         m.idle.worker_started(1);
-        let slot = Arc::new(LifoSlot::<u64>::new());
-        let parker = {
-            let (m, slot) = (m.clone(), slot.clone());
-            thread::spawn(move || {
-                let _ = m.idle.transition_worker_to_parked(1, false);
-                if !m.idle.all_parked() && m.idle.claim_watch(1) {
-                    return WatchRound::Watching;
-                }
-                let _ = m.parks[1].park(None);
-                assert!(!m.idle.unpark_self(1), "only the push's notify wakes it");
-                assert!(m.idle.transition_worker_from_searching());
-                assert!(slot.peek().is_some(), "woken, yet the slot looks empty");
-                WatchRound::Woken
-            })
-        };
-        // Worker 0's thread starts, then the slot-only push of `schedule_local`.
-        m.idle.worker_started(0);
-        let task = NonNull::from(Box::leak(Box::new(7u64)));
-        assert!(slot.push(task).is_none());
-        if m.idle.watch_missing() {
-            m.idle.notify_parked(|i| m.parks[i].unpark(|| unreachable!()));
-        }
-        let round = parker.join().unwrap();
-        assert!(matches!(round, WatchRound::Watching | WatchRound::Woken));
-        let t = slot.pop().expect("nobody took the task");
-        // SAFETY: the leaked box from above, taken back once.
-        drop(unsafe { Box::from_raw(t.as_ptr()) });
+        park_against_a_lifo_push(m, |m| m.idle.worker_started(0));
     });
+}
+
+/// Worker 1 parks (as the watcher if it sees worker 0 out, else with no timeout) while
+/// worker 0 comes out (`come_out`), makes the slot-only push of `schedule_local` into its
+/// empty LIFO slot and stays in that poll for good. Worker 1 must hold the watch or be
+/// woken by the push; a park with neither deadlocks the model.
+fn park_against_a_lifo_push(m: Arc<IdleModel>, come_out: impl FnOnce(&IdleModel)) {
+    use crate::scheduler::lifo::LifoSlot;
+    use std::ptr::NonNull;
+    let slot = Arc::new(LifoSlot::<u64>::new());
+    let parker = {
+        let (m, slot) = (m.clone(), slot.clone());
+        thread::spawn(move || {
+            let _ = m.idle.transition_worker_to_parked(1, false);
+            if !m.idle.all_parked() && m.idle.claim_watch(1) {
+                return WatchRound::Watching;
+            }
+            let _ = m.parks[1].park(None);
+            assert!(!m.idle.unpark_self(1), "only the push's notify wakes it");
+            assert!(m.idle.transition_worker_from_searching());
+            assert!(slot.peek().is_some(), "woken, yet the slot looks empty");
+            WatchRound::Woken
+        })
+    };
+    come_out(&m);
+    let task = NonNull::from(Box::leak(Box::new(7u64)));
+    assert!(slot.push(task).is_none());
+    if m.idle.watch_missing() {
+        m.idle.notify_parked(|i| m.parks[i].unpark(|| unreachable!()));
+    }
+    let round = parker.join().unwrap();
+    assert!(matches!(round, WatchRound::Watching | WatchRound::Woken));
+    let t = slot.pop().expect("nobody took the task");
+    // SAFETY: the leaked box from above, taken back once.
+    drop(unsafe { Box::from_raw(t.as_ptr()) });
 }
