@@ -118,7 +118,8 @@
 //! worker is out of the parked state (maybe inside a long poll), the one parked worker
 //! that holds the watch (the first to claim it, futex or reactor) sleeps at most
 //! [`PARK_TIMEOUT`], then looks at the other workers' LIFO slots and, if the driver is
-//! free, takes it. When every worker is parked, nobody holds the watch: the worker in the
+//! free, takes it. When every worker is parked (a worker whose thread has not started yet
+//! counts as parked here), nobody holds the watch: the worker in the
 //! reactor sleeps until the next timer (none: until I/O or a wake) and the others until
 //! they are woken. A worker that saw a task in another's LIFO slot sleeps only until that
 //! watch is due.
