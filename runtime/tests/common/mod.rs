@@ -33,15 +33,17 @@ impl Drop for DropGuard {
     }
 }
 
-/// A one-shot flag a task can await and any thread can set: the waker is taken and
-/// woken from the setting thread, so the wake arrives whatever state the task is in.
+/// A one-shot flag tasks can await and any thread can set: the wakers are taken and
+/// woken from the setting thread, so each wake arrives whatever state its task is in.
+/// Every task waiting is woken (two tasks may wait on one gate).
 #[derive(Clone, Default)]
-pub struct Flag(Arc<(AtomicBool, Mutex<Option<Waker>>)>);
+pub struct Flag(Arc<(AtomicBool, Mutex<Vec<Waker>>)>);
 
 impl Flag {
     pub fn set(&self) {
         self.0 .0.store(true, SeqCst);
-        if let Some(w) = self.0 .1.lock().unwrap().take() {
+        let waiters = std::mem::take(&mut *self.0 .1.lock().unwrap());
+        for w in waiters {
             w.wake();
         }
     }
@@ -61,7 +63,12 @@ impl Future for FlagWait {
         if self.0.is_set() {
             return Poll::Ready(());
         }
-        *self.0 .0 .1.lock().unwrap() = Some(cx.waker().clone());
+        {
+            let mut waiters = self.0 .0 .1.lock().unwrap();
+            if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                waiters.push(cx.waker().clone());
+            }
+        }
         if self.0.is_set() {
             return Poll::Ready(());
         }
