@@ -128,16 +128,23 @@ fn dropped_sleep_never_fires() {
     let woken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let w2 = woken.clone();
     rt.block_on(async move {
-        // Poll a 30 ms sleep once (arming it), then drop it.
-        let r = timeout(Duration::from_millis(1), sleep(Duration::from_millis(30))).await;
+        // Poll a sleep once (arming it), then drop it: the timeout's own timer ends the
+        // wait. (An hour: a sleep of a few milliseconds may be due by the time a loaded
+        // machine polls it, and a timeout polls its future first.)
+        let r = timeout(Duration::from_millis(1), sleep(Duration::from_secs(3600))).await;
         assert!(r.is_err());
-        // A task that counts its polls: if the dropped timer still fired its waker, the
-        // count would go up after the deadline.
+        // A task that counts its polls: its first poll arms a 30 ms sleep and drops it. If
+        // the dropped timer still fired its waker, the task would be polled again after the
+        // deadline and finish.
+        let armed_at = Arc::new(Mutex::new(None));
+        let a2 = armed_at.clone();
         let h = volt::spawn(async move {
-            let mut s = Some(Box::pin(sleep(Duration::from_millis(30))));
+            let mut first = true;
             std::future::poll_fn(|cx| {
                 w2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                if let Some(mut sl) = s.take() {
+                if std::mem::take(&mut first) {
+                    let mut sl = Box::pin(sleep(Duration::from_millis(30)));
+                    *a2.lock().unwrap() = Some(Instant::now());
                     let _ = sl.as_mut().poll(cx);
                     drop(sl);
                     return std::task::Poll::Pending;
@@ -146,7 +153,14 @@ fn dropped_sleep_never_fires() {
             })
             .await
         });
-        sleep(Duration::from_millis(80)).await;
+        // Its first poll, however late it comes, then well past the dropped deadline.
+        let armed = loop {
+            if let Some(t) = *armed_at.lock().unwrap() {
+                break t;
+            }
+            sleep(Duration::from_millis(1)).await;
+        };
+        sleep((armed + Duration::from_millis(80)).saturating_duration_since(Instant::now())).await;
         assert!(!h.is_finished(), "a dropped timer woke its task");
         h.abort();
     });

@@ -83,6 +83,13 @@ pub(crate) fn is_plumbing(function: &str) -> bool {
         // No Rust path: a C function (the C library, the vDSO) or a bare address.
         return true;
     };
+    if let Some((_, trait_path)) = krate.split_once(" as ") {
+        // `<i64 as core::cmp::PartialOrd>::partial_cmp`: a type with no path of its own (a
+        // number, a slice, a tuple) in a trait's method, whose code is the trait's crate's.
+        // (Read as a crate name, "i64 as core" matched nothing, and a stall inside
+        // `Instant::elapsed` showed that comparison as the program's own first frame.)
+        return is_plumbing(&path[krate.len() - trait_path.len()..]);
+    }
     // A crate name is a plain identifier; anything else (`<impl ...>`, `{{closure}}`
     // at the top) is not a path we know.
     matches!(krate, "std" | "core" | "alloc" | "volt" | "backtrace" | "libc" | "rustc_std_workspace_core")
@@ -105,6 +112,10 @@ mod tests {
             "clock_nanosleep",
             "start_thread",
             "0x7f3a2b1c",
+            "<i64 as core::cmp::PartialOrd>::partial_cmp",
+            "<[u8] as core::fmt::Debug>::fmt",
+            "<&str as core::fmt::Display>::fmt",
+            "<(A, B) as core::clone::Clone>::clone",
         ] {
             assert!(is_plumbing(f), "{f}");
         }
@@ -114,6 +125,8 @@ mod tests {
             "<my_service::Db as core::future::future::Future>::poll",
             "hyper::proto::h1::dispatch::Dispatcher<D,Bs,I,T>::poll_inner",
             "serde_json::de::from_str",
+            "<u64 as my_service::Codec>::decode",
+            "<[u8] as bytes::Buf>::advance",
         ] {
             assert!(!is_plumbing(f), "{f}");
         }
