@@ -475,6 +475,12 @@ fn an_idle_current_thread_runtime_does_not_wake() {
     // The monitor's name is cut to 15 bytes by the kernel.
     let name = "ctidle-stall-mo";
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // The monitor's thread names itself once it runs, which on a loaded machine may be
+    // after `build` returns: until then `/proc` shows the name it inherited.
+    while thread_switches(name).is_none() {
+        assert!(std::time::Instant::now() < deadline, "no thread named {name}: the stall monitor never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     // Let it settle into its sleep, then count its wakeups over half a second.
     loop {
         let before = thread_switches(name).expect("the stall monitor's thread");
