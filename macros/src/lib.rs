@@ -3,7 +3,7 @@
 //! Re-exported by `volt` (feature `macros`); use them through it, as `#[volt::main]`, or as
 //! `#[tokio::main]` when the application's Cargo.toml names Volt `tokio`
 //! (`tokio = { package = "volt", ... }`). The arguments are Tokio's:
-//! `flavor = "multi_thread" | "current_thread"`, `worker_threads = N`,
+//! `flavor = "multi_thread" | "current_thread" | "local"`, `worker_threads = N`,
 //! `start_paused = true` and `crate = "path"`.
 //!
 //! The expansion names the runtime crate by the name the user's Cargo.toml gives it (found
@@ -21,8 +21,9 @@ use syn::{Expr, ExprLit, Lit, MetaNameValue, Token};
 /// Start a Volt runtime and run the `async fn main` on it with `block_on`.
 ///
 /// Multi-thread by default, with one worker per core. Arguments (all optional):
-/// `flavor = "multi_thread"` or `"current_thread"`, `worker_threads = N` (multi-thread
-/// only), `start_paused = true` (current-thread only; needs the `test-util` feature),
+/// `flavor = "multi_thread"`, `"current_thread"` or `"local"` (a `LocalRuntime`, where
+/// `spawn_local` works without a `LocalSet`), `worker_threads = N` (multi-thread only),
+/// `start_paused = true` (current-thread and local only; needs the `test-util` feature),
 /// `crate = "path"` (the path of the runtime crate, when it is re-exported under another
 /// name).
 ///
@@ -71,6 +72,8 @@ impl Kind {
 enum Flavor {
     CurrentThread,
     MultiThread,
+    /// A current-thread runtime built as a `LocalRuntime` (`Builder::build_local`).
+    Local,
 }
 
 /// The attribute's arguments, checked.
@@ -126,6 +129,7 @@ fn parse_config(args: TokenStream2, kind: Kind) -> syn::Result<Config> {
                 flavor = Some(match s.as_str() {
                     "current_thread" => Flavor::CurrentThread,
                     "multi_thread" => Flavor::MultiThread,
+                    "local" => Flavor::Local,
                     // Tokio's old name for the current-thread runtime.
                     "single_thread" => {
                         return Err(syn::Error::new(
@@ -137,7 +141,7 @@ fn parse_config(args: TokenStream2, kind: Kind) -> syn::Result<Config> {
                         return Err(syn::Error::new(
                             arg.value.span(),
                             format!(
-                                "no such runtime flavor `{other}`: the flavors are `current_thread` and `multi_thread`"
+                                "no such runtime flavor `{other}`: the flavors are `current_thread`, `local` and `multi_thread`"
                             ),
                         ))
                     }
@@ -189,7 +193,7 @@ fn parse_config(args: TokenStream2, kind: Kind) -> syn::Result<Config> {
         Kind::Main => Flavor::MultiThread,
         Kind::Test => Flavor::CurrentThread,
     });
-    if flavor == Flavor::CurrentThread {
+    if flavor != Flavor::MultiThread {
         if let Some((_, span)) = worker_threads {
             return Err(syn::Error::new(
                 span,
@@ -299,7 +303,9 @@ fn build(mut f: syn::ItemFn, config: Config, kind: Kind) -> TokenStream2 {
     let krate = crate_path(&config);
     let span = f.sig.fn_token.span();
     let mut rt = match config.flavor {
-        Flavor::CurrentThread => quote_spanned! {span=> #krate::runtime::Builder::new_current_thread() },
+        Flavor::CurrentThread | Flavor::Local => {
+            quote_spanned! {span=> #krate::runtime::Builder::new_current_thread() }
+        }
         Flavor::MultiThread => quote_spanned! {span=> #krate::runtime::Builder::new_multi_thread() },
     };
     if let Some((n, _)) = config.worker_threads {
@@ -316,6 +322,10 @@ fn build(mut f: syn::ItemFn, config: Config, kind: Kind) -> TokenStream2 {
     if let Some(name) = &config.name {
         rt = quote_spanned! {span=> #rt.name(#name) };
     }
+    let build = match config.flavor {
+        Flavor::Local => quote_spanned! {span=> build_local(::core::default::Default::default()) },
+        Flavor::CurrentThread | Flavor::MultiThread => quote_spanned! {span=> build() },
+    };
     f.sig.asyncness = None;
     let body = &f.block;
     let output = match &f.sig.output {
@@ -347,7 +357,7 @@ fn build(mut f: syn::ItemFn, config: Config, kind: Kind) -> TokenStream2 {
                 #pin_as_dyn
                 return #rt
                     .enable_all()
-                    .build()
+                    .#build
                     .expect("Failed building the Runtime")
                     .block_on(body);
             }
@@ -414,6 +424,19 @@ mod tests {
         let e = err_of("flavor = \"current_thread\", worker_threads = 2", "async fn main() {}", Kind::Main);
         assert!(e.contains("requires the `multi_thread` runtime flavor"), "{e}");
         ok_of("flavor = \"multi_thread\", worker_threads = 2", "async fn t() {}", Kind::Test);
+    }
+
+    #[test]
+    fn the_local_flavor_builds_a_local_runtime() {
+        let out = ok_of("flavor = \"local\"", "async fn main() {}", Kind::Main);
+        assert!(out.contains("new_current_thread"), "{out}");
+        assert!(out.contains("build_local"), "{out}");
+        let out = ok_of("flavor = \"local\", start_paused = true", "async fn t() {}", Kind::Test);
+        assert!(out.contains("build_local") && out.contains("start_paused"), "{out}");
+        let out = ok_of("flavor = \"current_thread\"", "async fn t() {}", Kind::Test);
+        assert!(!out.contains("build_local"), "{out}");
+        let e = err_of("flavor = \"local\", worker_threads = 2", "async fn t() {}", Kind::Test);
+        assert!(e.contains("the `worker_threads` option requires the `multi_thread` runtime flavor"), "{e}");
     }
 
     #[test]

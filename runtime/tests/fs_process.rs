@@ -123,6 +123,22 @@ fn a_missing_file_is_not_found() {
 }
 
 #[test]
+fn default_open_options_open_nothing_until_told_how() {
+    let dir = TempDir::new("defaults");
+    let p = dir.path().join("f");
+    std::fs::write(&p, b"abc").unwrap();
+    runtime().block_on(async move {
+        // As `OpenOptions::new()`: every option off, which the system refuses.
+        let e = volt::fs::OpenOptions::default().open(&p).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        let mut f = volt::fs::OpenOptions::default().read(true).clone().open(&p).await.unwrap();
+        let mut s = String::new();
+        f.read_to_string(&mut s).await.unwrap();
+        assert_eq!(s, "abc");
+    });
+}
+
+#[test]
 fn read_dir_lists_exactly_the_files_created() {
     let dir = TempDir::new("readdir");
     let d = dir.path().to_owned();

@@ -476,3 +476,62 @@ fn refused_or_missing_peers_are_errors_not_hangs() {
     assert!(UnixStream::pair().is_err());
     assert!(UnixDatagram::unbound().is_err());
 }
+
+#[test]
+fn stream_halves_wait_for_readiness_and_read_into_buffers() {
+    // Each half of a TCP and a Unix stream, borrowed and owned: `ready` on both, and
+    // `try_read_buf` on the reading one, which takes every byte sent and then says
+    // `WouldBlock`.
+    async fn check<R, W>(ready_r: R, ready_w: W, read_buf: impl Fn(&mut Vec<u8>) -> std::io::Result<usize>)
+    where
+        R: Future<Output = std::io::Result<volt::io::Ready>>,
+        W: Future<Output = std::io::Result<volt::io::Ready>>,
+    {
+        assert!(within(ready_w).await.unwrap().is_writable());
+        assert!(within(ready_r).await.unwrap().is_readable());
+        let mut got = Vec::with_capacity(4);
+        loop {
+            match read_buf(&mut got) {
+                Ok(0) => panic!("end of stream before every byte came"),
+                Ok(_) if got.len() == 11 => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => volt::task::yield_now().await,
+                Err(e) => panic!("try_read_buf: {e}"),
+            }
+        }
+        assert_eq!(got, b"hello halve");
+        assert_eq!(read_buf(&mut got).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    }
+    let rt = runtime();
+    rt.block_on(within(async {
+        let both = Interest::READABLE | Interest::WRITABLE;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut a = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (mut b, _) = listener.accept().await.unwrap();
+        b.write_all(b"hello halve").await.unwrap();
+        {
+            let (r, w) = a.split();
+            check(r.ready(Interest::READABLE), w.ready(Interest::WRITABLE), |buf| r.try_read_buf(buf)).await;
+        }
+        b.write_all(b"hello halve").await.unwrap();
+        let (r, w) = a.into_split();
+        assert!(!within(w.ready(both)).await.unwrap().is_empty());
+        check(r.ready(Interest::READABLE), w.ready(Interest::WRITABLE), |buf| r.try_read_buf(buf)).await;
+
+        let (mut u, mut v) = UnixStream::pair().unwrap();
+        v.write_all(b"hello halve").await.unwrap();
+        {
+            let (r, w) = u.split();
+            check(r.ready(Interest::READABLE), w.ready(Interest::WRITABLE), |buf| r.try_read_buf(buf)).await;
+        }
+        v.write_all(b"hello halve").await.unwrap();
+        let cred = u.peer_cred().unwrap();
+        let (r, w) = u.into_split();
+        assert!(!within(w.ready(both)).await.unwrap().is_empty());
+        check(r.ready(Interest::READABLE), w.ready(Interest::WRITABLE), |buf| r.try_read_buf(buf)).await;
+        // Tokio's names for the credentials' types.
+        let (_uid, _gid, _pid): (volt::net::unix::uid_t, volt::net::unix::gid_t, Option<volt::net::unix::pid_t>) =
+            (cred.uid(), cred.gid(), cred.pid());
+        assert_eq!(cred.pid(), Some(std::process::id() as volt::net::unix::pid_t));
+    }));
+}

@@ -772,6 +772,28 @@ fn watch_an_unseen_value_is_reported_even_after_the_sender_dropped() {
 }
 
 #[test]
+fn watch_receiver_is_closed_once_every_sender_is_gone_and_a_default_sender_starts_at_default() {
+    let (tx, rx) = watch::channel(1);
+    let tx2 = tx.clone();
+    assert!(!rx.is_closed());
+    drop(tx);
+    assert!(!rx.is_closed(), "one sender is left");
+    tx2.send(2).unwrap();
+    drop(tx2);
+    assert!(rx.is_closed());
+    assert_eq!(*rx.borrow(), 2, "the last value stays readable");
+    assert!(rx.clone().is_closed(), "a clone is closed too");
+
+    let tx = watch::Sender::<Vec<u8>>::default();
+    assert!(tx.borrow().is_empty());
+    assert!(tx.is_closed(), "no receiver yet");
+    let rx = tx.subscribe();
+    assert!(!rx.is_closed() && !tx.is_closed());
+    tx.send(vec![7]).unwrap();
+    assert_eq!(*rx.borrow(), [7]);
+}
+
+#[test]
 fn watch_send_variants_and_their_notifications() {
     let (tx, mut rx) = watch::channel(vec![1]);
     assert_eq!(tx.send_replace(vec![2]), vec![1]);

@@ -68,6 +68,58 @@ fn join_set_returns_every_output_once_in_any_order() {
     assert_eq!(distinct, (0..300).collect::<HashSet<u64>>(), "every output once");
 }
 
+/// A waker whose `drop` drives a current-thread runtime: the set's task finishes inside
+/// it, and its waker takes the set's lock.
+struct DriveOnDrop(Option<volt::Runtime>);
+
+impl std::task::Wake for DriveOnDrop {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for DriveOnDrop {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.block_on(task::yield_now());
+        }
+    }
+}
+
+#[test]
+fn a_join_set_drops_the_waker_it_replaces_after_its_lock() {
+    use std::task::{Context, Poll, Waker};
+    // Each way a set lets go of its waiter's waker: a poll with another waker, a detach
+    // and the set's drop. Before, each dropped it under the set's lock, and the task's
+    // finish (in the waker's `drop`) waited on that lock for good.
+    for how in ["replace", "detach", "drop"] {
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = volt::runtime::Builder::new_current_thread().build().unwrap();
+            let mut set = JoinSet::new();
+            set.spawn_on(async { 42 }, rt.handle());
+            let waker = Waker::from(Arc::new(DriveOnDrop(Some(rt))));
+            assert!(set.poll_join_next(&mut Context::from_waker(&waker)).is_pending());
+            drop(waker);
+            match how {
+                "replace" => {
+                    let next = set.poll_join_next(&mut Context::from_waker(Waker::noop()));
+                    // The task finished while the old waker dropped: it may be here now.
+                    let out = match next {
+                        Poll::Ready(out) => out,
+                        Poll::Pending => set.try_join_next(),
+                    };
+                    assert_eq!(out.unwrap().unwrap(), 42);
+                }
+                "detach" => set.detach_all(),
+                _ => drop(set),
+            }
+            done_tx.send(()).unwrap();
+        });
+        done_rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{how}: the set's lock was held for good"));
+    }
+}
+
 #[test]
 fn join_next_on_an_empty_set_is_none() {
     let rt = rt(1);
@@ -341,6 +393,15 @@ fn local_task_woken_from_a_worker_and_the_set_awaited() {
     let mut got = seen.borrow().clone();
     got.sort();
     assert_eq!(got, [0, 10, 20, 30, 40]);
+}
+
+#[test]
+fn local_sets_and_runtimes_never_share_a_number() {
+    let (one, two) = (rt(1), rt(1));
+    let (a, b) = (LocalSet::new(), LocalSet::new());
+    assert_eq!(a.id(), a.id());
+    let ids: HashSet<_> = [a.id(), b.id(), one.handle().id(), two.handle().id(), LocalSet::new().id()].into();
+    assert_eq!(ids.len(), 5, "{ids:?}");
 }
 
 #[test]

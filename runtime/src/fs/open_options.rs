@@ -11,9 +11,15 @@ use std::path::Path;
 #[derive(Clone, Debug)]
 pub struct OpenOptions(std::fs::OpenOptions);
 
+/// [`OpenOptions::new`]: every option off.
+impl Default for OpenOptions {
+    fn default() -> OpenOptions {
+        OpenOptions::new()
+    }
+}
+
 impl OpenOptions {
     /// Every option off: set at least one of `read`, `write` or `append` before opening.
-    #[allow(clippy::new_without_default)]
     pub fn new() -> OpenOptions {
         OpenOptions(std::fs::OpenOptions::new())
     }

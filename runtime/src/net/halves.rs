@@ -98,6 +98,11 @@ macro_rules! read_methods {
             self.stream().readable().await
         }
 
+        #[doc = concat!("Wait until the socket is ready for any part of `interest` (see [`", stringify!($stream), "::ready`]).")]
+        pub async fn ready(&self, interest: $crate::io::Interest) -> std::io::Result<$crate::io::Ready> {
+            self.stream().ready(interest).await
+        }
+
         #[doc = concat!("Read without waiting (see [`", stringify!($stream), "::try_read`]).")]
         pub fn try_read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
             self.stream().try_read(buf)
@@ -106,6 +111,12 @@ macro_rules! read_methods {
         #[doc = concat!("[`", stringify!($stream), "::try_read_vectored`].")]
         pub fn try_read_vectored(&self, bufs: &mut [std::io::IoSliceMut<'_>]) -> std::io::Result<usize> {
             self.stream().try_read_vectored(bufs)
+        }
+
+        #[doc = concat!("Read into the spare capacity of `buf` without waiting (see [`", stringify!($stream), "::try_read_buf`]).")]
+        #[cfg(feature = "io-util")]
+        pub fn try_read_buf<B: bytes::BufMut>(&self, buf: &mut B) -> std::io::Result<usize> {
+            self.stream().try_read_buf(buf)
         }
 
         /// The local address.
@@ -126,6 +137,11 @@ macro_rules! write_methods {
         #[doc = concat!("Wait until the socket may be writable (see [`", stringify!($stream), "::writable`]).")]
         pub async fn writable(&self) -> std::io::Result<()> {
             self.stream().writable().await
+        }
+
+        #[doc = concat!("Wait until the socket is ready for any part of `interest` (see [`", stringify!($stream), "::ready`]).")]
+        pub async fn ready(&self, interest: $crate::io::Interest) -> std::io::Result<$crate::io::Ready> {
+            self.stream().ready(interest).await
         }
 
         #[doc = concat!("Write without waiting (see [`", stringify!($stream), "::try_write`]).")]

@@ -420,6 +420,19 @@ impl Builder {
         self
     }
 
+    /// Build a [`LocalRuntime`](super::LocalRuntime): this current-thread runtime, with
+    /// `spawn_local` working wherever it is current on this thread, for futures that are
+    /// not `Send`.
+    ///
+    /// # Panics
+    /// On a builder for the multi-thread runtime (`new_multi_thread`, `new`), as Tokio's.
+    pub fn build_local(&mut self, _options: super::LocalOptions) -> io::Result<super::LocalRuntime> {
+        if self.flavor != RuntimeFlavor::CurrentThread {
+            panic!("multi_thread is not supported for LocalRuntime");
+        }
+        self.build().map(super::LocalRuntime::from_runtime)
+    }
+
     /// Start the worker threads.
     pub fn build(&mut self) -> io::Result<Runtime> {
         let current_thread = self.flavor == RuntimeFlavor::CurrentThread;

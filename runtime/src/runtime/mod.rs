@@ -21,7 +21,8 @@
 //! ```
 //!
 //! [`Builder::new_current_thread`] builds a runtime with no worker threads, whose tasks
-//! run on the thread inside `block_on`.
+//! run on the thread inside `block_on`; [`Builder::build_local`] makes one a
+//! [`LocalRuntime`], whose tasks need not be `Send`.
 //!
 //! # Shutdown
 //! Dropping a `Runtime` (or `shutdown_timeout`) does, in order:
@@ -65,10 +66,12 @@
 mod builder;
 pub(crate) mod context;
 pub(crate) mod current;
+mod local;
 mod metrics;
 
 pub use crate::reactor::IoDriver;
 pub use builder::{Builder, TaskStatistics, DEFAULT_STALL_THRESHOLD, MAX_EVENT_RING};
+pub use local::{LocalOptions, LocalRuntime};
 pub use metrics::RuntimeMetrics;
 
 /// The index of the worker this thread is, as Tokio's: `0..num_workers` on a worker
@@ -435,10 +438,18 @@ impl std::fmt::Debug for Handle {
     }
 }
 
-/// A runtime's number ([`Handle::id`]): unique among the runtimes of the process, never
-/// reused. Shown as the number.
+/// A runtime's number ([`Handle::id`]), or a `LocalSet`'s ([`LocalSet::id`]): unique
+/// among the runtimes and sets of the process, never reused. Shown as the number.
+///
+/// [`LocalSet::id`]: crate::task::LocalSet::id
 #[derive(Clone, Copy, Debug, Hash, Eq, PartialEq)]
 pub struct Id(std::num::NonZeroU64);
+
+impl Id {
+    pub(crate) fn new(n: std::num::NonZeroU64) -> Id {
+        Id(n)
+    }
+}
 
 impl std::fmt::Display for Id {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -93,10 +93,19 @@ pub(crate) struct Handle {
     /// `Builder::on_thread_park`/`on_thread_unpark`, set once as it is built (only if
     /// either is given).
     pub(crate) park_hooks: std::sync::OnceLock<crate::blocking::ThreadHooks>,
+    /// A `LocalRuntime`'s tasks (`Builder::build_local`), which `spawn_local` finds here
+    /// wherever this runtime is current; set once as it is built.
+    #[cfg(not(loom))]
+    pub(crate) local: std::sync::OnceLock<crate::task::local::RuntimeLocalTasks>,
 }
 
-/// The next runtime's number (from 1).
+/// The next runtime's number (from 1); `LocalSet`s take theirs from it too.
 static NEXT_RUNTIME_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A number no runtime or `LocalSet` of this process had (`runtime::Id`).
+pub(crate) fn next_runtime_id() -> std::num::NonZeroU64 {
+    std::num::NonZeroU64::new(NEXT_RUNTIME_ID.fetch_add(1, Relaxed)).expect("runtime ids start at 1")
+}
 
 impl Handle {
     pub(crate) fn new(
@@ -136,9 +145,11 @@ impl Handle {
             stack_size,
             current_thread,
             core: std::sync::atomic::AtomicU8::new(CORE_FREE),
-            id: std::num::NonZeroU64::new(NEXT_RUNTIME_ID.fetch_add(1, Relaxed)).expect("runtime ids start at 1"),
+            id: next_runtime_id(),
             name: std::sync::OnceLock::new(),
             park_hooks: std::sync::OnceLock::new(),
+            #[cfg(not(loom))]
+            local: std::sync::OnceLock::new(),
             #[cfg(feature = "tokio-bridge")]
             bridge: Default::default(),
         }))

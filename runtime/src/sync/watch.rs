@@ -272,6 +272,13 @@ impl<T> Sender<T> {
     }
 }
 
+/// A sender of `T::default()`, with no receiver yet (as `Sender::new`).
+impl<T: Default> Default for Sender<T> {
+    fn default() -> Self {
+        Sender::new(T::default())
+    }
+}
+
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Self {
         lock(&self.shared.state).tx_count += 1;
@@ -327,6 +334,11 @@ impl<T> Receiver<T> {
             return Err(RecvError(()));
         }
         Ok(version != self.version)
+    }
+
+    /// Whether every sender is gone (the last value stays readable with `borrow`).
+    pub fn is_closed(&self) -> bool {
+        self.current().1
     }
 
     /// Make the current value count as unseen.

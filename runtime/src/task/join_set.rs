@@ -202,14 +202,14 @@ impl<T> JoinSet<T> {
     /// and add it to the set.
     ///
     /// # Panics
-    /// Outside a `LocalSet` (see [`spawn_local`](crate::task::local::spawn_local)).
+    /// Outside a `LocalSet` or a `LocalRuntime` (see [`spawn_local`](crate::task::spawn_local)).
     #[track_caller]
     pub fn spawn_local<F>(&mut self, task: F) -> AbortHandle
     where
         F: Future<Output = T> + 'static,
         T: 'static,
     {
-        self.insert(crate::task::local::spawn_local(task))
+        self.insert(crate::task::spawn_local(task))
     }
 
     /// Spawn the `!Send` future `task` on `local_set` and add it to the set. It runs when
@@ -273,10 +273,15 @@ impl<T> JoinSet<T> {
                     None => {
                         // Kept under the lock that the wakers push under: no wake is
                         // lost between the look and the wait.
-                        match &mut inner.waiter {
-                            Some(w) if w.will_wake(cx.waker()) => {}
-                            w => *w = Some(cx.waker().clone()),
-                        }
+                        let replaced = match &mut inner.waiter {
+                            Some(w) if w.will_wake(cx.waker()) => None,
+                            w => w.replace(cx.waker().clone()),
+                        };
+                        drop(inner);
+                        // The waker it replaces is dropped after the lock: its `drop` may
+                        // be anyone's code, which may finish a task of this set (whose
+                        // waker takes this lock).
+                        drop(replaced);
                         break;
                     }
                 }
@@ -326,8 +331,10 @@ impl<T> JoinSet<T> {
         }
         self.len = 0;
         // Detached tasks keep their wakers (pointing at this set's ready list) until they
-        // finish: they must not keep the waiting task alive meanwhile.
-        self.ready.lock().waiter = None;
+        // finish: they must not keep the waiting task alive meanwhile. (Dropped after the
+        // lock, as in `poll_join_next_with_id`.)
+        let waiter = self.ready.lock().waiter.take();
+        drop(waiter);
     }
 
     /// Abort every task, and wait until all have finished (their futures dropped). The
@@ -404,8 +411,10 @@ impl<T> Drop for JoinSet<T> {
     fn drop(&mut self) {
         self.abort_all();
         // The wakers of the tasks may outlive the set (until each task is freed): let go
-        // of the task that waited in `join_next` now, not with the last of them.
-        self.ready.lock().waiter = None;
+        // of the task that waited in `join_next` now, not with the last of them (after
+        // the lock, as in `poll_join_next_with_id`).
+        let waiter = self.ready.lock().waiter.take();
+        drop(waiter);
     }
 }
 

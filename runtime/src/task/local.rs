@@ -14,6 +14,11 @@
 //! thread) finds the queue closed and only releases its reference: the future is gone by
 //! then.
 //!
+//! A `LocalRuntime` (`runtime::LocalRuntime`) owns a set and drives it in every
+//! `block_on`; its runtime keeps the set's [`RuntimeLocalTasks`], so that `spawn_local`
+//! finds it wherever that runtime is current on the thread that built it, not only inside
+//! the set.
+//!
 //! Local tasks are not in the runtime's owned list and keep no statistics, so they do not
 //! show in `Telemetry::tasks()` and their waits are not named there; what the future
 //! that drives the set (`run_until`'s) waits on is recorded as the driving task's wait.
@@ -72,7 +77,7 @@ impl Drop for Running {
 ///
 /// The tasks run while the set is driven: by [`run_until`](LocalSet::run_until) (or
 /// [`block_on`](LocalSet::block_on)) until a given future completes, or by awaiting the
-/// set itself until all its tasks have finished. Inside, [`spawn_local`] adds tasks.
+/// set itself until all its tasks have finished. Inside, [`spawn_local`](crate::task::spawn_local) adds tasks.
 /// Dropping the set cancels the tasks still in it, dropping their futures on this thread.
 ///
 /// ```
@@ -88,6 +93,8 @@ impl Drop for Running {
 /// ```
 pub struct LocalSet {
     shared: Arc<LocalShared>,
+    /// Its number ([`LocalSet::id`]), from the runtimes' numbers.
+    id: crate::runtime::Id,
     /// Neither `Send` nor `Sync`: its tasks are polled only on its thread.
     _not_send: PhantomData<*const ()>,
 }
@@ -207,11 +214,23 @@ impl LocalSet {
                 queue: Mutex::new(LocalQueue { tasks: VecDeque::new(), driver: None, closed: false }),
                 owned: OwnedTasks::new(1),
             }),
+            id: crate::runtime::Id::new(crate::scheduler::handle::next_runtime_id()),
             _not_send: PhantomData,
         }
     }
 
-    /// Make this set the one [`spawn_local`] spawns onto, on this thread, until the guard
+    /// The set's number: unique among the sets and runtimes of the process (it counts
+    /// with [`Handle::id`](crate::runtime::Handle::id)), never reused.
+    pub fn id(&self) -> crate::runtime::Id {
+        self.id
+    }
+
+    /// The set as a `LocalRuntime`'s runtime keeps it, spawned onto from this thread.
+    pub(crate) fn runtime_tasks(&self) -> RuntimeLocalTasks {
+        RuntimeLocalTasks { thread: std::thread::current().id(), set: Arc::clone(&self.shared) }
+    }
+
+    /// Make this set the one [`spawn_local`](crate::task::spawn_local) spawns onto, on this thread, until the guard
     /// drops. The tasks still run only while the set is driven.
     pub fn enter(&self) -> LocalEnterGuard {
         match CURRENT.try_with(|c| c.borrow_mut().replace(Arc::clone(&self.shared))) {
@@ -245,7 +264,7 @@ impl LocalSet {
     }
 
     /// Drive this set's tasks until `future` completes, and return its output. `future`
-    /// runs inside the set, so it may call [`spawn_local`].
+    /// runs inside the set, so it may call [`spawn_local`](crate::task::spawn_local).
     pub async fn run_until<F: Future>(&self, future: F) -> F::Output {
         RunUntil { set: self, future }.await
     }
@@ -354,20 +373,41 @@ impl<F: Future> Future for RunUntil<'_, F> {
     }
 }
 
-/// Spawn the `!Send` future `future` on the [`LocalSet`] being driven (or entered) on this
-/// thread. It runs on this thread, when the set is driven.
-///
-/// # Panics
-/// Outside a `LocalSet` (no set is driven or entered on this thread).
-#[track_caller]
-pub fn spawn_local<F>(future: F) -> JoinHandle<F::Output>
+/// The tasks of a `LocalRuntime`: its set, and the thread that built it, the only one
+/// that may spawn onto it (or poll, cancel or drop its tasks: the set is the
+/// `LocalRuntime`'s, which is neither `Send` nor `Sync`).
+pub(crate) struct RuntimeLocalTasks {
+    thread: std::thread::ThreadId,
+    set: Arc<LocalShared>,
+}
+
+impl RuntimeLocalTasks {
+    /// Spawn `future` onto the runtime's set.
+    ///
+    /// # Panics
+    /// On any thread but the one that built the runtime.
+    #[track_caller]
+    pub(crate) fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        if std::thread::current().id() != self.thread {
+            panic!("Local tasks can only be spawned on a LocalRuntime from the thread the runtime was created on");
+        }
+        LocalShared::spawn(&self.set, future)
+    }
+}
+
+/// Spawn `future` on the [`LocalSet`] being driven (or entered) on this thread; give it
+/// back if there is none.
+pub(crate) fn spawn_on_current_set<F>(future: F) -> Result<JoinHandle<F::Output>, F>
 where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let shared = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten();
-    match shared {
-        Some(shared) => LocalShared::spawn(&shared, future),
-        None => panic!("`spawn_local` called from outside of a `task::LocalSet`"),
+    match CURRENT.try_with(|c| c.borrow().clone()).ok().flatten() {
+        Some(shared) => Ok(LocalShared::spawn(&shared, future)),
+        None => Err(future),
     }
 }

@@ -61,11 +61,11 @@ pub use join::{JoinError, JoinHandle};
 #[cfg(not(loom))]
 pub use join_set::JoinSet;
 #[cfg(not(loom))]
-pub use local::{spawn_local, LocalEnterGuard, LocalSet};
+pub use local::{LocalEnterGuard, LocalSet};
 pub use shield::{shield, ShieldGuard};
 pub use spawn::block_in_place;
 #[cfg(not(loom))]
-pub use spawn::{spawn, spawn_blocking, Builder};
+pub use spawn::{spawn, spawn_blocking, spawn_local, Builder};
 pub use waiting_on::{waiting_on, WaitingOn, WaitingOnExt};
 pub use yield_now::yield_now;
 // `task_local!`'s key and scope future (`macros/task_local.rs`), at Tokio's paths.

@@ -40,6 +40,32 @@ where
     shared.blocking.spawn(f)
 }
 
+/// Spawn the `!Send` future `future` onto this thread's local tasks: the
+/// [`LocalSet`](super::local::LocalSet) being driven (or entered) on this thread, or else
+/// the [`LocalRuntime`](crate::runtime::LocalRuntime) that is current here (inside its
+/// `block_on`, in any of its tasks, or under its `enter` guard). It runs on this thread,
+/// when the set or the runtime is driven.
+///
+/// # Panics
+/// Outside both; or where a `LocalRuntime` is current on another thread than the one that
+/// built it (through its `Handle`).
+#[cfg(not(loom))]
+#[track_caller]
+pub fn spawn_local<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let future = match local::spawn_on_current_set(future) {
+        Ok(join) => return join,
+        Err(future) => future,
+    };
+    match crate::scheduler::handle::current_shared().as_deref().and_then(|s| s.local.get()) {
+        Some(tasks) => tasks.spawn(future),
+        None => panic!("`spawn_local` called from outside of a `task::LocalSet` or `runtime::LocalRuntime`"),
+    }
+}
+
 /// Run the blocking closure `f` right here, on this thread, telling the runtime first so
 /// that the other tasks of this thread's worker keep running meanwhile.
 ///
@@ -53,9 +79,8 @@ where
 ///
 /// # Panics
 /// Inside a [`LocalSet`](super::local::LocalSet) that is running (in a local task, in `run_until`'s future, in
-/// the drop of a local task's future), as Tokio's does: the set's other tasks cannot move
-/// to another thread, so they would all wait. (Volt has no current-thread runtime yet; on
-/// one, this is to panic too, as Tokio's does.)
+/// the drop of a local task's future), and on a current-thread runtime, as Tokio's does:
+/// the other tasks there cannot move to another thread, so they would all wait.
 #[track_caller]
 pub fn block_in_place<F, R>(f: F) -> R
 where

@@ -85,6 +85,16 @@ impl From<SocketAddr> for std::os::unix::net::SocketAddr {
     }
 }
 
+/// A user id, as [`UCred::uid`] gives it (the platform's `uid_t`).
+#[allow(non_camel_case_types)]
+pub type uid_t = libc::uid_t;
+/// A group id, as [`UCred::gid`] gives it (the platform's `gid_t`).
+#[allow(non_camel_case_types)]
+pub type gid_t = libc::gid_t;
+/// A process id, as [`UCred::pid`] gives it (the platform's `pid_t`).
+#[allow(non_camel_case_types)]
+pub type pid_t = libc::pid_t;
+
 /// The credentials of the process at the other end of a [`UnixStream`]
 /// ([`UnixStream::peer_cred`]), as of when it connected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -96,17 +106,17 @@ pub struct UCred {
 
 impl UCred {
     /// The peer's user id.
-    pub fn uid(&self) -> libc::uid_t {
+    pub fn uid(&self) -> uid_t {
         self.uid
     }
 
     /// The peer's group id.
-    pub fn gid(&self) -> libc::gid_t {
+    pub fn gid(&self) -> gid_t {
         self.gid
     }
 
     /// The peer's process id, where the system tells it (Linux and Android).
-    pub fn pid(&self) -> Option<libc::pid_t> {
+    pub fn pid(&self) -> Option<pid_t> {
         self.pid
     }
 }

@@ -1,11 +1,8 @@
 //! The halves of a split `UnixStream`: borrowed (`split`) and owned (`into_split`). Their
-//! code is shared with the TCP stream's halves (`crate::net::halves`); the method only a
-//! Unix half has is here.
+//! code is shared with the TCP stream's halves (`crate::net::halves`).
 
 use super::{SocketAddr, UnixStream};
 use crate::net::halves::{stream_halves, OwnedRead, OwnedWrite};
-use crate::net::{Interest, Ready};
-use std::io;
 
 /// The reading half of a [`UnixStream`], borrowed by [`UnixStream::split`].
 #[derive(Debug)]
@@ -31,16 +28,4 @@ pub struct OwnedWriteHalf(OwnedWrite<UnixStream>);
 #[derive(Debug)]
 pub struct ReuniteError(pub OwnedReadHalf, pub OwnedWriteHalf);
 
-stream_halves!(UnixStream, SocketAddr, read {
-    /// Wait until the socket is ready for any part of `interest` (see
-    /// [`UnixStream::ready`]).
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        self.stream().ready(interest).await
-    }
-} write {
-    /// Wait until the socket is ready for any part of `interest` (see
-    /// [`UnixStream::ready`]).
-    pub async fn ready(&self, interest: Interest) -> io::Result<Ready> {
-        self.stream().ready(interest).await
-    }
-});
+stream_halves!(UnixStream, SocketAddr, read {} write {});
