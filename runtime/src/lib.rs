@@ -122,7 +122,8 @@
 //! * `runtime/`: `Runtime`, `Builder` and `Handle` (`mod.rs`); the runtime's shared state,
 //!   which owns the driver, the blocking pool, the recorder and the clock, and spawns
 //!   (`handle.rs`); the thread-local context: the current runtime and worker (`context.rs`);
-//!   the current-thread flavor, whose one worker runs inside `block_on` (`current.rs`);
+//!   the current-thread flavor, whose one worker runs inside `block_on` (`current.rs`), and
+//!   `LocalRuntime`, that flavor with a `LocalSet` every `block_on` drives (`local.rs`);
 //! * `macros/`: `task_local!` (`task_local.rs`), and the notes on `select!`, `join!`,
 //!   `try_join!` and `pin!` (Tokio's, re-exported with feature `macros`); `#[volt::main]`
 //!   and `#[volt::test]` come from the `volt-macros` crate;
