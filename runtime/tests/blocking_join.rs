@@ -70,7 +70,9 @@ fn within<T: Send + 'static>(bound: Duration, what: &str, f: impl FnOnce() -> T 
     });
     match rx.recv_timeout(bound) {
         Ok(v) => v,
-        Err(_) => panic!("{what}: no answer within {bound:?} (deadlock)"),
+        // The sender dropped unsent: `f` panicked (its message is above).
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("{what}: no answer within {bound:?} (deadlock)"),
     }
 }
 

@@ -114,9 +114,11 @@ fn a_join_set_drops_the_waker_it_replaces_after_its_lock() {
             }
             done_tx.send(()).unwrap();
         });
-        done_rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("{how}: the set's lock was held for good"));
+        match done_rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(()) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => panic!("{how}: the thread panicked (see above)"),
+            Err(mpsc::RecvTimeoutError::Timeout) => panic!("{how}: the set's lock was held for good"),
+        }
     }
 }
 
