@@ -535,3 +535,34 @@ fn stream_halves_wait_for_readiness_and_read_into_buffers() {
         assert_eq!(cred.pid(), Some(std::process::id() as volt::net::unix::pid_t));
     }));
 }
+
+#[test]
+fn tcp_poll_peek_fills_a_read_buf_and_leaves_the_bytes() {
+    let rt = runtime();
+    rt.block_on(within(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut a = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (mut b, _) = listener.accept().await.unwrap();
+        b.write_all(b"peekaboo").await.unwrap();
+        // Tokio's signature: a `ReadBuf`, filled, and the count.
+        let mut space = [0u8; 4];
+        let mut rb = volt::io::ReadBuf::new(&mut space);
+        let n = std::future::poll_fn(|cx| a.poll_peek(cx, &mut rb)).await.unwrap();
+        assert_eq!((n, rb.filled()), (4, &b"peek"[..]));
+        {
+            let (r, _w) = a.split();
+            let mut space = [0u8; 8];
+            let mut rb = volt::io::ReadBuf::new(&mut space);
+            // Bytes may come in more than one segment: peek until all are there.
+            while rb.filled().len() < 8 {
+                rb.clear();
+                std::future::poll_fn(|cx| r.poll_peek(cx, &mut rb)).await.unwrap();
+            }
+            assert_eq!(rb.filled(), b"peekaboo");
+        }
+        // Nothing was taken: a read gets every byte.
+        let mut all = [0u8; 8];
+        a.read_exact(&mut all).await.unwrap();
+        assert_eq!(&all, b"peekaboo");
+    }));
+}

@@ -42,8 +42,14 @@ stream_halves!(TcpStream, SocketAddr, read {
         self.stream().peek(buf).await
     }
 
-    /// [`TcpStream::poll_peek`].
-    pub fn poll_peek(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+    /// [`TcpStream::poll_peek_into`].
+    pub fn poll_peek_into(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.stream().poll_peek_into(cx, buf)
+    }
+
+    /// [`TcpStream::poll_peek`] (Tokio's, into a `ReadBuf`).
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_peek(&self, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<usize>> {
         self.stream().poll_peek(cx, buf)
     }
 } write {

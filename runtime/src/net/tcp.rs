@@ -323,13 +323,23 @@ impl TcpStream {
     /// Wait for data and copy it into `buf` without taking it off the socket: the next
     /// read returns the same bytes. `Ok(0)` is end of stream.
     pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
-        poll_fn(|cx| self.poll_peek(cx, buf)).await
+        poll_fn(|cx| self.poll_peek_into(cx, buf)).await
     }
 
-    /// [`peek`](Self::peek) as a poll function (the readers' list of wakers).
-    pub fn poll_peek(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+    /// [`peek`](Self::peek) as a poll function, into a slice (the readers' list of
+    /// wakers).
+    pub fn poll_peek_into(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         // Not `poll_read_io`: a short peek leaves the data there, so the readiness stays.
         self.reg.poll_io(cx, Direction::Read, || self.io.peek(buf))
+    }
+
+    /// Tokio's `poll_peek`: [`peek`](Self::peek) into `buf`'s unfilled part, which the
+    /// bytes then fill; how many.
+    #[cfg(feature = "tokio-io")]
+    pub fn poll_peek(&self, cx: &mut Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> Poll<io::Result<usize>> {
+        let n = std::task::ready!(self.poll_peek_into(cx, buf.initialize_unfilled()))?;
+        buf.advance(n);
+        Poll::Ready(Ok(n))
     }
 
     /// Split into a reading and a writing half that borrow the stream, to read in one
