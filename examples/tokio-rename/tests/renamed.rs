@@ -8,6 +8,22 @@ async fn test_runs_on_a_current_thread_volt_runtime() {
     assert_eq!(volt_tokio_rename::run(10).await, 45);
 }
 
+#[tokio::test(flavor = "local")]
+async fn test_local_runs_not_send_tasks_without_a_local_set() {
+    // Tokio 1.54's `LocalRuntime`: `spawn_local` with no `LocalSet`, on `Rc`s.
+    let total = std::rc::Rc::new(std::cell::Cell::new(0));
+    let mut set = tokio::task::JoinSet::new();
+    for i in 1..=4 {
+        let t = std::rc::Rc::clone(&total);
+        set.spawn_local(async move {
+            tokio::task::yield_now().await;
+            t.set(t.get() + i);
+        });
+    }
+    set.join_all().await;
+    assert_eq!(total.get(), 10);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_multi_thread() {
     assert_eq!(Handle::current().num_workers(), 2);
