@@ -772,6 +772,27 @@ fn watch_an_unseen_value_is_reported_even_after_the_sender_dropped() {
 }
 
 #[test]
+fn a_permit_whose_send_meets_a_panicking_waker_keeps_its_slot_used() {
+    struct PanickingWaker;
+    impl std::task::Wake for PanickingWaker {
+        fn wake(self: Arc<Self>) {
+            panic!("waker panicked");
+        }
+    }
+    let (tx, mut rx) = mpsc::channel(1);
+    let waker = std::task::Waker::from(Arc::new(PanickingWaker));
+    assert!(rx.poll_recv(&mut std::task::Context::from_waker(&waker)).is_pending());
+    let permit = tx.try_reserve().unwrap();
+    assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| permit.send(7))).is_err());
+    // The value is in, and its slot is not handed out a second time (it was: capacity 1
+    // with one value queued in a channel of one).
+    assert_eq!((tx.capacity(), rx.len()), (0, 1));
+    assert!(tx.try_send(8).is_err());
+    assert_eq!(rx.try_recv(), Ok(7));
+    assert_eq!(tx.capacity(), 1);
+}
+
+#[test]
 fn watch_receiver_is_closed_once_every_sender_is_gone_and_a_default_sender_starts_at_default() {
     let (tx, rx) = watch::channel(1);
     let tx2 = tx.clone();

@@ -123,6 +123,29 @@ fn a_big_head_collects_released_permits_in_turn() {
     assert_eq!(s.available_permits(), 1);
 }
 
+/// Permits of two `acquire_many` calls (a `u32` each) merge past `u32::MAX`, and all of
+/// them come back (they wrapped at `u32::MAX` before).
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn merged_permits_count_past_u32_max() {
+    for owned in [false, true] {
+        let s = Arc::new(Semaphore::new(6_000_000_000));
+        let half = 3_000_000_000;
+        if owned {
+            let mut a = s.clone().try_acquire_many_owned(half).unwrap();
+            a.merge(s.clone().try_acquire_many_owned(half).unwrap());
+            assert_eq!((a.num_permits(), s.available_permits()), (6_000_000_000, 0));
+            let b = a.split(5_000_000_000).unwrap();
+            assert_eq!((a.num_permits(), b.num_permits()), (1_000_000_000, 5_000_000_000));
+        } else {
+            let mut a = s.try_acquire_many(half).unwrap();
+            a.merge(s.try_acquire_many(half).unwrap());
+            assert_eq!((a.num_permits(), s.available_permits()), (6_000_000_000, 0));
+        }
+        assert_eq!(s.available_permits(), 6_000_000_000, "every permit back (owned: {owned})");
+    }
+}
+
 #[test]
 fn semaphore_permits_forget_merge_split_and_add() {
     let s = Arc::new(Semaphore::new(4));

@@ -343,6 +343,36 @@ fn join_error_display_and_kinds() {
 }
 
 #[test]
+fn a_join_error_is_send_and_sync_so_it_boxes_as_any_error() {
+    // As Tokio's: `task.await?` in a function returning `anyhow::Result` or
+    // `Result<_, Box<dyn Error + Send + Sync>>` needs the error to be `Sync`, though a
+    // panic's payload is only `Send`.
+    fn send_sync<T: Send + Sync + 'static>(_: &T) {}
+    async fn boxed(h: volt::task::JoinHandle<()>) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        h.await?;
+        Ok(())
+    }
+    let rt = rt(1);
+    // A payload that is `Send` and not `Sync`.
+    let h = rt.spawn(async { std::panic::panic_any(std::cell::Cell::new(5u8)) });
+    let e = rt.block_on(boxed(h)).unwrap_err();
+    assert!(e.to_string().ends_with("panicked"), "{e}");
+    let h = rt.spawn(async { panic!("shared") });
+    let e = rt.block_on(h).unwrap_err();
+    send_sync(&e);
+    // Read from two threads at once through `&JoinError`: only the message is reached.
+    let texts = std::thread::scope(|s| {
+        let a = s.spawn(|| format!("{e} {e:?}"));
+        let b = s.spawn(|| format!("{e} {e:?}"));
+        [a.join().unwrap(), b.join().unwrap()]
+    });
+    assert_eq!(texts[0], texts[1]);
+    assert!(texts[0].contains("\"shared\""), "{}", texts[0]);
+    // The payload comes back whole, by value.
+    assert_eq!(e.into_panic().downcast_ref::<&str>(), Some(&"shared"));
+}
+
+#[test]
 fn local_set_runs_not_send_futures_and_spawn_local_inside() {
     let rt = rt(2);
     let local = LocalSet::new();

@@ -26,6 +26,7 @@ pub struct DuplexStream(tokio::io::DuplexStream);
 
 /// Two connected [`DuplexStream`]s, each buffering at most `max_buf_size` bytes written
 /// to it and not yet read (a writer waits while the buffer is full), as Tokio's `duplex`.
+#[track_caller]
 pub fn duplex(max_buf_size: usize) -> (DuplexStream, DuplexStream) {
     let (a, b) = tokio::io::duplex(max_buf_size);
     (DuplexStream(a), DuplexStream(b))
@@ -39,12 +40,14 @@ pub struct SimplexStream(tokio::io::SimplexStream);
 
 impl SimplexStream {
     /// A pipe that holds at most `max_buf_size` bytes written and not yet read.
+    #[track_caller]
     pub fn new_unsplit(max_buf_size: usize) -> SimplexStream {
         SimplexStream(tokio::io::SimplexStream::new_unsplit(max_buf_size))
     }
 }
 
 /// A [`SimplexStream`] split into its reading and its writing half, as Tokio's `simplex`.
+#[track_caller]
 pub fn simplex(max_buf_size: usize) -> (ReadHalf<SimplexStream>, WriteHalf<SimplexStream>) {
     tokio::io::split(SimplexStream::new_unsplit(max_buf_size))
 }

@@ -98,6 +98,7 @@ enum ScopeError {
 }
 
 impl ScopeError {
+    #[track_caller]
     fn panic(self) -> ! {
         match self {
             ScopeError::Borrowed => panic!(

@@ -132,6 +132,7 @@ impl Builder {
     ///
     /// # Panics
     /// When `val` is 0, as Tokio's.
+    #[track_caller]
     pub fn global_queue_interval(&mut self, val: u32) -> &mut Builder {
         assert!(val > 0, "global_queue_interval must be greater than 0");
         self
@@ -142,6 +143,7 @@ impl Builder {
     ///
     /// # Panics
     /// When `val` is 0, as Tokio's.
+    #[track_caller]
     pub fn event_interval(&mut self, val: u32) -> &mut Builder {
         assert!(val > 0, "event_interval must be greater than 0");
         self

@@ -313,12 +313,15 @@ impl Handle {
         assert!(
             !context::in_block_on(),
             "Cannot start a runtime from within a runtime. This happens because a function (like `block_on`) \
-             attempted to block the current thread while the thread is being used to drive asynchronous tasks."
+             attempted to block the current thread while the thread is being used to drive asynchronous tasks. \
+             If you are in an async function, use `.await` on the future instead of blocking on it."
         );
         assert!(
             !context::on_worker_thread(),
-            "volt: `block_on` called on a runtime worker thread (inside a task), where it would block the worker; \
-             `.await` the future or use `JoinHandle::join` instead"
+            "Cannot start a runtime from within a runtime. This happens because a function (like `block_on`) \
+             attempted to block the current thread while the thread is being used to drive asynchronous tasks. \
+             If you are in an async function, use `.await` on the future instead of blocking on it (volt: or \
+             `JoinHandle::join`, which keeps the worker busy with other tasks while it waits)."
         );
         let _in_block_on = context::InBlockOn::enter();
         if self.shared.current_thread {

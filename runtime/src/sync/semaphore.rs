@@ -37,7 +37,9 @@ pub struct Semaphore {
 #[clippy::has_significant_drop]
 pub struct SemaphorePermit<'a> {
     sem: &'a Semaphore,
-    permits: u32,
+    /// A `usize`, as Tokio's: permits of several `acquire_many` calls merge past
+    /// `u32::MAX`.
+    permits: usize,
 }
 
 /// A permit from a [`Semaphore`] held through an `Arc`; dropping it gives its permits
@@ -46,7 +48,9 @@ pub struct SemaphorePermit<'a> {
 #[clippy::has_significant_drop]
 pub struct OwnedSemaphorePermit {
     sem: Arc<Semaphore>,
-    permits: u32,
+    /// A `usize`, as Tokio's: permits of several `acquire_many` calls merge past
+    /// `u32::MAX`.
+    permits: usize,
 }
 
 /// The semaphore was closed: no permit can be acquired.
@@ -168,7 +172,7 @@ impl Semaphore {
     /// [`AcquireError`] once the semaphore is closed.
     pub async fn acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, AcquireError> {
         Acquire::new(&self.ll, n as usize, T_SEM_ACQUIRE).await.map_err(|_| AcquireError(()))?;
-        Ok(SemaphorePermit { sem: self, permits: n })
+        Ok(SemaphorePermit { sem: self, permits: n as usize })
     }
 
     /// Acquire one permit if one is free and no task waits before this one.
@@ -185,7 +189,7 @@ impl Semaphore {
     /// [`TryAcquireError::NoPermits`] or [`TryAcquireError::Closed`].
     pub fn try_acquire_many(&self, n: u32) -> Result<SemaphorePermit<'_>, TryAcquireError> {
         self.ll.try_acquire(n as usize, false)?;
-        Ok(SemaphorePermit { sem: self, permits: n })
+        Ok(SemaphorePermit { sem: self, permits: n as usize })
     }
 
     /// [`Semaphore::acquire`] through an `Arc`: the permit owns a reference.
@@ -202,7 +206,7 @@ impl Semaphore {
     /// [`AcquireError`] once the semaphore is closed.
     pub async fn acquire_many_owned(self: Arc<Self>, n: u32) -> Result<OwnedSemaphorePermit, AcquireError> {
         Acquire::new(&self.ll, n as usize, T_SEM_ACQUIRE).await.map_err(|_| AcquireError(()))?;
-        Ok(OwnedSemaphorePermit { sem: self, permits: n })
+        Ok(OwnedSemaphorePermit { sem: self, permits: n as usize })
     }
 
     /// [`Semaphore::try_acquire`] through an `Arc`.
@@ -219,7 +223,7 @@ impl Semaphore {
     /// [`TryAcquireError::NoPermits`] or [`TryAcquireError::Closed`].
     pub fn try_acquire_many_owned(self: Arc<Self>, n: u32) -> Result<OwnedSemaphorePermit, TryAcquireError> {
         self.ll.try_acquire(n as usize, false)?;
-        Ok(OwnedSemaphorePermit { sem: self, permits: n })
+        Ok(OwnedSemaphorePermit { sem: self, permits: n as usize })
     }
 
     /// [`Semaphore::acquire`] from a thread outside the runtime (a `spawn_blocking`
@@ -289,13 +293,13 @@ impl Semaphore {
 impl<'a> SemaphorePermit<'a> {
     /// Keep the permits from the semaphore for good: they are not given back.
     pub fn forget(mut self) {
-        self.sem.ll.forgotten(self.permits as usize);
+        self.sem.ll.forgotten(self.permits);
         self.permits = 0;
     }
 
     /// How many permits this holds.
     pub fn num_permits(&self) -> usize {
-        self.permits as usize
+        self.permits
     }
 
     /// Take `other`'s permits into this one.
@@ -311,7 +315,6 @@ impl<'a> SemaphorePermit<'a> {
 
     /// Split `n` permits off into a new permit; `None` if this holds fewer.
     pub fn split(&mut self, n: usize) -> Option<Self> {
-        let n = u32::try_from(n).ok()?;
         if n > self.permits {
             return None;
         }
@@ -328,13 +331,13 @@ impl<'a> SemaphorePermit<'a> {
 impl OwnedSemaphorePermit {
     /// Keep the permits from the semaphore for good: they are not given back.
     pub fn forget(mut self) {
-        self.sem.ll.forgotten(self.permits as usize);
+        self.sem.ll.forgotten(self.permits);
         self.permits = 0;
     }
 
     /// How many permits this holds.
     pub fn num_permits(&self) -> usize {
-        self.permits as usize
+        self.permits
     }
 
     /// Take `other`'s permits into this one.
@@ -350,7 +353,6 @@ impl OwnedSemaphorePermit {
 
     /// Split `n` permits off into a new permit; `None` if this holds fewer.
     pub fn split(&mut self, n: usize) -> Option<Self> {
-        let n = u32::try_from(n).ok()?;
         if n > self.permits {
             return None;
         }
@@ -366,13 +368,13 @@ impl OwnedSemaphorePermit {
 
 impl Drop for SemaphorePermit<'_> {
     fn drop(&mut self) {
-        self.sem.ll.release(self.permits as usize);
+        self.sem.ll.release(self.permits);
     }
 }
 
 impl Drop for OwnedSemaphorePermit {
     fn drop(&mut self) {
-        self.sem.ll.release(self.permits as usize);
+        self.sem.ll.release(self.permits);
     }
 }
 

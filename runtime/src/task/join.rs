@@ -175,7 +175,26 @@ pub struct JoinError {
 
 enum Repr {
     Cancelled,
-    Panic(Box<dyn Any + Send + 'static>),
+    Panic(Payload),
+}
+
+/// A panic's payload, kept so that a `JoinError` is `Sync` (as Tokio's is, so it goes
+/// into `anyhow::Error` and other `Send + Sync` error boxes) although the payload need
+/// only be `Send`. Through `&self` the payload is only ever downcast to a `Sync` type (a
+/// message); anything else needs the payload by value ([`JoinError::into_panic`]).
+struct Payload(Box<dyn Any + Send + 'static>);
+
+// SAFETY: a shared `&Payload` gives access to the payload only through `message`, which
+// calls `type_id` (it reads no data of the value, only its vtable) and hands out a
+// reference to a `&'static str` or a `String`, both `Sync`; no `&dyn Any` of the payload
+// itself ever reaches another thread. Moving it out takes it by value (`Send`).
+unsafe impl Sync for Payload {}
+
+impl Payload {
+    /// The panic's message, when it is a string.
+    fn message(&self) -> Option<&str> {
+        self.0.downcast_ref::<&'static str>().copied().or_else(|| self.0.downcast_ref::<String>().map(String::as_str))
+    }
 }
 
 impl JoinError {
@@ -184,7 +203,7 @@ impl JoinError {
     }
 
     pub(crate) fn panic(id: u64, payload: Box<dyn Any + Send + 'static>) -> JoinError {
-        JoinError { id: Id::from_u64(id), repr: Repr::Panic(payload) }
+        JoinError { id: Id::from_u64(id), repr: Repr::Panic(Payload(payload)) }
     }
 
     /// The task was aborted, or dropped by runtime shutdown.
@@ -201,6 +220,7 @@ impl JoinError {
     ///
     /// # Panics
     /// If the error is not a panic.
+    #[track_caller]
     pub fn into_panic(self) -> Box<dyn Any + Send + 'static> {
         self.try_into_panic().expect("volt: `JoinError::into_panic` called on an error that is not a panic")
     }
@@ -208,7 +228,7 @@ impl JoinError {
     /// The panic payload, or the error back if it is not a panic.
     pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
         match self.repr {
-            Repr::Panic(p) => Ok(p),
+            Repr::Panic(p) => Ok(p.0),
             Repr::Cancelled => Err(self),
         }
     }
@@ -219,15 +239,11 @@ impl JoinError {
     }
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
-    payload.downcast_ref::<&'static str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-}
-
 impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.repr {
             Repr::Cancelled => write!(f, "task {} was cancelled", self.id),
-            Repr::Panic(p) => match panic_message(p.as_ref()) {
+            Repr::Panic(p) => match p.message() {
                 Some(msg) => write!(f, "task {} panicked with message {msg:?}", self.id),
                 None => write!(f, "task {} panicked", self.id),
             },
@@ -239,7 +255,7 @@ impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.repr {
             Repr::Cancelled => write!(f, "JoinError::Cancelled({})", self.id),
-            Repr::Panic(p) => match panic_message(p.as_ref()) {
+            Repr::Panic(p) => match p.message() {
                 Some(msg) => write!(f, "JoinError::Panic({}, {msg:?})", self.id),
                 None => write!(f, "JoinError::Panic({}, ..)", self.id),
             },

@@ -192,9 +192,11 @@ impl<T> fmt::Debug for Sender<T> {
 impl<T> Permit<'_, T> {
     /// Send `value` in the reserved slot.
     pub fn send(self, value: T) {
-        self.chan.push_reserved(value);
-        // The slot now holds the value: the permit must not give it back.
+        let chan = self.chan;
+        // The slot is the value's from here on: the permit must not give it back, even if
+        // the receiver's waker panics as the push wakes it.
         std::mem::forget(self);
+        chan.push_reserved(value);
     }
 }
 
