@@ -77,8 +77,9 @@ impl Drop for Running {
 ///
 /// The tasks run while the set is driven: by [`run_until`](LocalSet::run_until) (or
 /// [`block_on`](LocalSet::block_on)) until a given future completes, or by awaiting the
-/// set itself until all its tasks have finished. Inside, [`spawn_local`](crate::task::spawn_local) adds tasks.
-/// Dropping the set cancels the tasks still in it, dropping their futures on this thread.
+/// set itself until all its tasks have finished. Inside,
+/// [`spawn_local`](crate::task::spawn_local) adds tasks. Dropping the set cancels the
+/// tasks still in it, dropping their futures on this thread.
 ///
 /// ```
 /// use std::rc::Rc;
@@ -230,8 +231,9 @@ impl LocalSet {
         RuntimeLocalTasks { thread: std::thread::current().id(), set: Arc::clone(&self.shared) }
     }
 
-    /// Make this set the one [`spawn_local`](crate::task::spawn_local) spawns onto, on this thread, until the guard
-    /// drops. The tasks still run only while the set is driven.
+    /// Make this set the one [`spawn_local`](crate::task::spawn_local) spawns onto, on
+    /// this thread, until the guard drops. The tasks still run only while the set is
+    /// driven.
     pub fn enter(&self) -> LocalEnterGuard {
         match CURRENT.try_with(|c| c.borrow_mut().replace(Arc::clone(&self.shared))) {
             Ok(prev) => LocalEnterGuard { prev, entered: true, _not_send: PhantomData },
