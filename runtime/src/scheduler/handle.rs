@@ -99,14 +99,6 @@ pub(crate) struct Handle {
     pub(crate) local: std::sync::OnceLock<crate::task::local::RuntimeLocalTasks>,
 }
 
-/// The next runtime's number (from 1); `LocalSet`s take theirs from it too.
-static NEXT_RUNTIME_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
-/// A number no runtime or `LocalSet` of this process had (`runtime::Id`).
-pub(crate) fn next_runtime_id() -> std::num::NonZeroU64 {
-    std::num::NonZeroU64::new(NEXT_RUNTIME_ID.fetch_add(1, Relaxed)).expect("runtime ids start at 1")
-}
-
 impl Handle {
     pub(crate) fn new(
         num_workers: usize,
@@ -145,7 +137,7 @@ impl Handle {
             stack_size,
             current_thread,
             core: std::sync::atomic::AtomicU8::new(CORE_FREE),
-            id: next_runtime_id(),
+            id: crate::task::id::next_runtime_id(),
             name: std::sync::OnceLock::new(),
             park_hooks: std::sync::OnceLock::new(),
             #[cfg(not(loom))]

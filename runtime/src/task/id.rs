@@ -56,6 +56,15 @@ pub(crate) fn next_task_id() -> u64 {
     NEXT_ID.fetch_add(1, Relaxed)
 }
 
+/// A number no runtime or `LocalSet` of this process had (`runtime::Id`, from 1): the
+/// runtimes' and the sets' numbers come from one count, as Tokio's do. Kept here, below
+/// both, so neither reaches up to the other for it.
+pub(crate) fn next_runtime_id() -> std::num::NonZeroU64 {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    std::num::NonZeroU64::new(NEXT.fetch_add(1, Relaxed)).expect("runtime ids start at 1")
+}
+
 thread_local! {
     /// The task this thread is polling, saved and restored around every poll (nested
     /// polls happen under `JoinHandle::join`).

@@ -215,7 +215,7 @@ impl LocalSet {
                 queue: Mutex::new(LocalQueue { tasks: VecDeque::new(), driver: None, closed: false }),
                 owned: OwnedTasks::new(1),
             }),
-            id: crate::runtime::Id::new(crate::scheduler::handle::next_runtime_id()),
+            id: crate::runtime::Id::new(super::id::next_runtime_id()),
             _not_send: PhantomData,
         }
     }
