@@ -842,6 +842,69 @@ mod async_fd {
         }
     }
 
+    /// A descriptor owner that may move between threads but not be shared (`Send`, not
+    /// `Sync`): the waits that take `&mut self` are `Send` over it, so a spawned task can
+    /// hold one across an await, as with Tokio.
+    struct SendOnly {
+        s: StdUnix,
+        reads: std::cell::Cell<usize>,
+    }
+
+    impl std::os::unix::io::AsRawFd for SendOnly {
+        fn as_raw_fd(&self) -> std::os::unix::io::RawFd {
+            self.s.as_raw_fd()
+        }
+    }
+
+    #[test]
+    fn readable_mut_and_writable_mut_wait_in_a_spawned_task_over_a_type_that_is_not_sync() {
+        let rt = rt(2);
+        let (a, mut b) = pair();
+        let got = rt.block_on(async move {
+            let task = volt::spawn(async move {
+                // SAFETY: `SendOnly` owns its descriptor until the `AsyncFd` is dropped.
+                let mut fd = unsafe { AsyncFd::register(SendOnly { s: a, reads: std::cell::Cell::new(0) }) }.unwrap();
+                let mut w = fd.writable_mut().await.unwrap();
+                w.get_inner_mut().s.write_all(b"ping").unwrap();
+                drop(w);
+                let mut got = Vec::new();
+                while got.len() < 4 {
+                    let mut guard = fd.readable_mut().await.unwrap();
+                    let mut buf = [0u8; 8];
+                    match guard.get_inner_mut().s.read(&mut buf) {
+                        Ok(n) => {
+                            got.extend_from_slice(&buf[..n]);
+                            let inner = guard.get_inner_mut();
+                            inner.reads.set(inner.reads.get() + 1);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                (got, fd.get_ref().reads.get())
+            });
+            // The peer answers what the task wrote.
+            let mut four = [0u8; 4];
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut n = 0;
+            while n < 4 {
+                match b.read(&mut four[n..]) {
+                    Ok(k) => n += k,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        assert!(Instant::now() < deadline, "the task's write never arrived");
+                        volt::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            assert_eq!(&four, b"ping");
+            b.write_all(b"pong").unwrap();
+            volt::time::timeout(Duration::from_secs(10), task).await.expect("the task never read the answer").unwrap()
+        });
+        assert_eq!(got.0, b"pong");
+        assert!(got.1 >= 1);
+    }
+
     /// `ready` answers everything of the interest it found; `clear_ready_matching` clears
     /// only what it names; several tasks waiting on one `AsyncFd` are all woken; and
     /// `into_inner` takes the descriptor off the reactor (it can be registered again).

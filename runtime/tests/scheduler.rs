@@ -880,6 +880,28 @@ fn enter_guards_nest_and_restore_in_order() {
     assert!(volt::runtime::Handle::try_current().is_err());
 }
 
+/// A guard may be shared with other threads (it is `Sync`, as Tokio's is: a struct that
+/// holds one can sit behind an `Arc` or be borrowed by scoped threads), and entering
+/// stays the business of the thread that made it: the others see no runtime current.
+#[test]
+fn an_enter_guard_is_shared_by_reference_and_enters_only_its_own_thread() {
+    let rt = volt::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+    let guard = rt.enter();
+    let shared = &guard;
+    let seen = std::thread::scope(|s| {
+        s.spawn(move || {
+            let _ = format!("{shared:?}");
+            volt::runtime::Handle::try_current().is_ok()
+        })
+        .join()
+        .unwrap()
+    });
+    assert!(!seen, "another thread saw the guard's runtime as current");
+    assert!(volt::runtime::Handle::try_current().is_ok());
+    drop(guard);
+    assert!(volt::runtime::Handle::try_current().is_err());
+}
+
 /// Guards dropped out of order panic, as Tokio's do, and leave the thread able to enter
 /// again; the runtimes dropped on the way (while the context may still point to them)
 /// are not freed under it.

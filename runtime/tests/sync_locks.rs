@@ -1215,3 +1215,93 @@ fn block_on_inside_block_on_panics() {
 fn a_lock_with_no_reader_is_refused_with_tokios_message() {
     let _ = volt::sync::RwLock::with_max_readers(0u8, 0);
 }
+
+/// Spend the rest of this poll's cooperative budget (inside a task).
+fn spend_budget() {
+    let mut spent = 0u32;
+    while poll_once(pin!(volt::task::consume_budget())).is_ready() {
+        spent += 1;
+        assert!(spent < 100_000, "the budget never ran out inside a task");
+    }
+}
+
+/// A task whose poll has spent its cooperative budget still takes its place in line (it
+/// yields after, as Tokio's locks do): a waiter that queues behind it while it yields is
+/// served after it, and the lock it was handed stays its own until its next poll.
+#[test]
+fn a_lock_waited_for_with_a_spent_budget_keeps_its_turn() {
+    let rt = runtime();
+    rt.block_on(async {
+        volt::spawn(async {
+            let m = Mutex::new(0u32);
+            let g0 = m.lock().await;
+            let mut a = pin!(m.lock());
+            let mut b = pin!(m.lock());
+            spend_budget();
+            assert!(poll_once(a.as_mut()).is_pending(), "the lock is held");
+            // A fresh poll, with a fresh budget.
+            volt::task::yield_now().await;
+            assert!(poll_once(b.as_mut()).is_pending(), "the lock is held");
+            drop(g0);
+            // `b` is polled first: it must not overtake `a`, which queued first.
+            assert!(poll_once(b.as_mut()).is_pending(), "a later waiter overtook one that had spent its budget");
+            let Poll::Ready(mut ga) = poll_once(a.as_mut()) else { panic!("the first waiter was not served") };
+            *ga += 1;
+            drop(ga);
+            let Poll::Ready(mut gb) = poll_once(b.as_mut()) else { panic!("the second waiter was not served") };
+            *gb += 1;
+            drop(gb);
+            assert_eq!(*m.try_lock().unwrap(), 2);
+        })
+        .await
+        .unwrap()
+    });
+}
+
+/// A free lock taken by a poll that had spent its budget is the future's until its next
+/// poll hands it over (nobody else takes it meanwhile), and dropping the future before
+/// then gives it back: for the mutex, a semaphore's many permits and a write lock.
+#[test]
+fn permits_taken_with_a_spent_budget_are_kept_until_handed_over_or_dropped() {
+    let rt = runtime();
+    rt.block_on(async {
+        volt::spawn(async {
+            let m = Mutex::new(());
+            let s = Semaphore::new(5);
+            let rw = RwLock::new(());
+            {
+                spend_budget();
+                let mut lock = pin!(m.lock());
+                assert!(poll_once(lock.as_mut()).is_pending(), "a spent budget yields");
+                assert!(m.try_lock().is_err(), "the yielding future keeps the lock it took");
+                let mut acquire = pin!(s.acquire_many(3));
+                assert!(poll_once(acquire.as_mut()).is_pending(), "a spent budget yields");
+                assert_eq!(s.available_permits(), 2, "the yielding future keeps the permits it took");
+                let mut write = pin!(rw.write());
+                assert!(poll_once(write.as_mut()).is_pending(), "a spent budget yields");
+                assert!(rw.try_read().is_err(), "the yielding future keeps the write lock it took");
+            }
+            // Dropped without being polled again: everything is free again.
+            assert!(m.try_lock().is_ok(), "a dropped lock future kept the lock");
+            assert_eq!(s.available_permits(), 5, "a dropped acquire kept its permits");
+            assert!(rw.try_write().is_ok(), "a dropped write future kept the lock");
+
+            // Polled again with a fresh budget, each hands over what it took.
+            spend_budget();
+            let mut lock = pin!(m.lock());
+            let mut acquire = pin!(s.acquire_many(3));
+            assert!(poll_once(lock.as_mut()).is_pending());
+            assert!(poll_once(acquire.as_mut()).is_pending());
+            volt::task::yield_now().await;
+            let Poll::Ready(g) = poll_once(lock.as_mut()) else { panic!("the lock was not handed over") };
+            let Poll::Ready(Ok(p)) = poll_once(acquire.as_mut()) else { panic!("the permits were not handed over") };
+            assert_eq!(p.num_permits(), 3);
+            assert_eq!(s.available_permits(), 2);
+            drop((g, p));
+            assert_eq!(s.available_permits(), 5);
+            assert!(m.try_lock().is_ok());
+        })
+        .await
+        .unwrap()
+    });
+}

@@ -289,7 +289,10 @@ impl<T: AsRawFd> AsyncFd<T> {
     /// # Errors
     /// When the runtime has shut down.
     pub async fn ready_mut(&mut self, interest: Interest) -> io::Result<AsyncFdReadyMutGuard<'_, T>> {
-        let e = poll_fn(|cx| self.poll_interest(cx, interest)).await?;
+        // The wait holds `&mut self`, not `&self`: the future is `Send` for an inner type
+        // that is `Send` but not `Sync`, as Tokio's is.
+        let this = &mut *self;
+        let e = poll_fn(move |cx| this.poll_interest(cx, interest)).await?;
         Ok(AsyncFdReadyMutGuard { fd: self, event: Some(e) })
     }
 

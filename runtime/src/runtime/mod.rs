@@ -548,6 +548,12 @@ impl Drop for Entered {
     }
 }
 
+// SAFETY: a shared reference to the guard reaches nothing: it has no method that takes
+// `&self` but `Debug`, which reads no field. Its context pointers are used only by its
+// drop, which takes it by value on the thread that made it (it is not `Send`). So it is
+// `Sync`, as Tokio's guard is.
+unsafe impl Sync for EnterGuard<'_> {}
+
 impl std::fmt::Debug for EnterGuard<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EnterGuard").finish_non_exhaustive()

@@ -364,13 +364,17 @@ pub(crate) struct Acquire<'a> {
     n: usize,
     tag: u8,
     key: Option<Key>,
+    /// The permits are taken (this future holds them), but the poll that took them had
+    /// spent its cooperative budget: the next poll hands them over, and a drop before
+    /// that gives them back.
+    held: bool,
 }
 
 impl<'a> Acquire<'a> {
     /// `tag` names the wait (`track::T_*`), and says whether the acquisition is
     /// exclusive.
     pub(crate) fn new(sem: &'a Sem, n: usize, tag: u8) -> Acquire<'a> {
-        Acquire { sem, n, tag, key: None }
+        Acquire { sem, n, tag, key: None, held: false }
     }
 
     /// Bring the probe up to date, and name the wait for the console (under the waiter
@@ -395,6 +399,9 @@ impl Future for Acquire<'_> {
         let this = self.get_mut();
         let sem = this.sem;
         let exclusive = track::is_exclusive(this.tag);
+        if this.held {
+            return this.hand_over(cx);
+        }
         if let Some(key) = this.key {
             let mut w = lock(&sem.waiters);
             let Some(node) = w.list.get_mut(key) else {
@@ -412,8 +419,9 @@ impl Future for Acquire<'_> {
                 NodeState::Done => {
                     w.list.take(key);
                     this.key = None;
-                    coop::spend();
-                    return Poll::Ready(Ok(()));
+                    drop(w);
+                    this.held = true;
+                    return this.hand_over(cx);
                 }
                 NodeState::Closed => {
                     let got = w.list.take(key).map_or(0, |n| n.got);
@@ -429,13 +437,13 @@ impl Future for Acquire<'_> {
         if this.n == 0 {
             return Poll::Ready(if sem.is_closed() { Err(Closed) } else { Ok(()) });
         }
-        // A task that takes a free lock in a loop still yields once its poll has spent
-        // the cooperative budget (as every Volt resource, and Tokio's semaphore, do).
-        std::task::ready!(coop::poll_budget(cx));
+        // The permits are taken (or the place in line) before the budget is looked at,
+        // so a task whose poll has spent its budget still keeps its turn: it yields
+        // holding what it took (`hand_over`), as Tokio's semaphore does.
         match sem.try_acquire(this.n, exclusive) {
             Ok(()) => {
-                coop::spend();
-                return Poll::Ready(Ok(()));
+                this.held = true;
+                return this.hand_over(cx);
             }
             Err(TryErr::Closed) => return Poll::Ready(Err(Closed)),
             Err(TryErr::NoPermits) => {}
@@ -455,8 +463,9 @@ impl Future for Acquire<'_> {
                             sem.holder.store(me, Relaxed);
                         }
                         sem.refresh(&w);
-                        coop::spend();
-                        return Poll::Ready(Ok(()));
+                        drop(w);
+                        this.held = true;
+                        return this.hand_over(cx);
                     }
                     Err(now) => s = now,
                 }
@@ -482,8 +491,31 @@ impl Future for Acquire<'_> {
     }
 }
 
+impl Acquire<'_> {
+    /// The permits are this future's (`held`): hand them to the caller, unless this poll
+    /// has spent its cooperative budget. Then the task yields and keeps them (and its
+    /// turn) until its next poll, so a task that takes a free lock in a loop still
+    /// yields, and one that queued is not overtaken for having run long.
+    fn hand_over(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Closed>> {
+        debug_assert!(self.held && self.key.is_none());
+        std::task::ready!(coop::poll_budget(cx));
+        self.held = false;
+        coop::spend();
+        Poll::Ready(Ok(()))
+    }
+}
+
 impl Drop for Acquire<'_> {
     fn drop(&mut self) {
+        if self.held {
+            // Taken but never handed over: back to the semaphore (the next waiter in
+            // line), and an exclusive holder is nobody again.
+            if track::is_exclusive(self.tag) {
+                self.sem.clear_holder();
+            }
+            self.sem.release(self.n);
+            return;
+        }
         let Some(key) = self.key.take() else { return };
         let mut wakers = WakeList::new();
         let mut w = lock(&self.sem.waiters);

@@ -1,8 +1,9 @@
 //! Loom models of the fair semaphore (`batch.rs`), `Notify` and `SetOnce` (built on it):
 //! the lock-free fast paths racing the waiter queue. Mutual exclusion with no permit lost,
 //! a cancelled partial acquire handing its permits on, a release racing the first
-//! waiter's enqueue (no lost wake-up), close against a waiter, `notify_one` racing
-//! `notified`, and a set racing a wait or another set.
+//! waiter's enqueue (no lost wake-up), close against a waiter, an acquire that yields on
+//! a spent budget holding what it took, `notify_one` racing `notified`, and a set racing
+//! a wait or another set.
 
 use super::batch::{Acquire, Sem};
 use super::notify::Notify;
@@ -80,6 +81,44 @@ fn loom_a_dropped_partial_acquire_hands_its_permits_on() {
         t.join().unwrap();
         assert_eq!(s.available(), 2);
     });
+}
+
+/// An acquire polled with its task's budget spent takes the permit, or its place in
+/// line, and yields: racing another thread that takes and gives back the permit, it is
+/// handed the permit on its next poll, or gives back what it holds when dropped. No
+/// permit is lost or made up either way.
+#[test]
+fn loom_an_acquire_yielding_on_a_spent_budget_keeps_or_gives_back_its_permit() {
+    for poll_again in [false, true] {
+        model(move || {
+            let s = Arc::new(Sem::new(1, None));
+            let s2 = s.clone();
+            let t = thread::spawn(move || {
+                let mut a = pin!(Acquire::new(&s2, 1, T_MUTEX_LOCK));
+                let mut cx = Context::from_waker(std::task::Waker::noop());
+                {
+                    // Only this thread polls, so the budget (a thread-local, which loom's
+                    // threads share) is this poll's alone.
+                    let _spent = crate::task::coop::Budget::spent();
+                    assert!(a.as_mut().poll(&mut cx).is_pending(), "a spent budget did not yield");
+                }
+                if poll_again {
+                    if let Poll::Ready(r) = a.as_mut().poll(&mut cx) {
+                        r.unwrap();
+                        s2.clear_holder();
+                        s2.release(1);
+                    }
+                }
+                // Dropped here: held, queued, served or handed over.
+            });
+            if s.try_acquire(1, true).is_ok() {
+                s.clear_holder();
+                s.release(1);
+            }
+            t.join().unwrap();
+            assert_eq!(s.available(), 1, "a permit was lost or made up");
+        });
+    }
 }
 
 /// `close` against a queued waiter: the waiter ends with an error (never hangs), and
