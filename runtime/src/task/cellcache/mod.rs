@@ -79,11 +79,17 @@ pub(crate) const CLASSES: usize = 48;
 pub(crate) const MAX_BYTES: usize = CLASSES * CLASS_BYTES;
 /// The most bytes a worker's local free lists keep, all classes together (about 1,000
 /// cells of a typical task).
-#[cfg(not(loom))]
+#[cfg(all(not(loom), not(miri)))]
 pub(crate) const LOCAL_CAP_BYTES: usize = 256 * 1024;
 /// The most bytes other threads leave on a worker's remote stacks, all classes together.
-#[cfg(not(loom))]
+#[cfg(all(not(loom), not(miri)))]
 pub(crate) const REMOTE_CAP_BYTES: usize = 256 * 1024;
+/// Under Miri, smaller budgets, so that its runs of the burst tests (which fill them
+/// past the brim) stay short.
+#[cfg(all(not(loom), miri))]
+pub(crate) const LOCAL_CAP_BYTES: usize = 32 * 1024;
+#[cfg(all(not(loom), miri))]
+pub(crate) const REMOTE_CAP_BYTES: usize = 32 * 1024;
 /// Under loom the budgets shrink to a block or two, so the models reach the paths that
 /// give blocks back to the allocator.
 #[cfg(loom)]
@@ -94,9 +100,9 @@ pub(crate) const REMOTE_CAP_BYTES: usize = CLASS_BYTES;
 /// and remote stacks together (see [`Caps::OUTSIDE`]).
 #[cfg(all(not(loom), not(miri)))]
 pub(crate) const OUTSIDE_CAP_BYTES: usize = 4 * 1024 * 1024;
-/// Under Miri a smaller budget, so that its runs of the burst tests stay short.
+/// Under Miri a smaller budget, as above.
 #[cfg(all(not(loom), miri))]
-pub(crate) const OUTSIDE_CAP_BYTES: usize = 256 * 1024;
+pub(crate) const OUTSIDE_CAP_BYTES: usize = 32 * 1024;
 #[cfg(loom)]
 pub(crate) const OUTSIDE_CAP_BYTES: usize = 128;
 

@@ -21,8 +21,11 @@ pub(super) struct SpawnClock {
 }
 
 /// Spawns from outside after which a size class nobody asked for counts as stale.
-#[cfg(not(loom))]
+#[cfg(all(not(loom), not(miri)))]
 pub(super) const STALE_AFTER_SPAWNS: u64 = 1024;
+/// Under Miri, fewer, so that its run of the staleness test stays short.
+#[cfg(all(not(loom), miri))]
+pub(super) const STALE_AFTER_SPAWNS: u64 = 128;
 #[cfg(loom)]
 pub(super) const STALE_AFTER_SPAWNS: u64 = 1;
 
